@@ -1,0 +1,3 @@
+from compilediag.cli import main
+
+main()

@@ -1,0 +1,77 @@
+"""Assemble the Report from parsed traces and the worker's measurements."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from compilediag import __version__
+from compilediag.analysis.breaks import collect_breaks
+from compilediag.analysis.crosscheck import cross_check
+from compilediag.analysis.graphs import collect_graphs, compile_time
+from compilediag.analysis.recompiles import collect_recompiles
+from compilediag.report import Report, Stat, Summary, Timings
+from compilediag.trace import Compile, TraceLog
+
+
+def all_compiles(logs: list[TraceLog]) -> list[Compile]:
+    return [c for log in logs for c in log.ordered()]
+
+
+def build_report(
+    logs: list[TraceLog], worker: dict[str, Any], target: dict[str, Any]
+) -> Report:
+    compiles = all_compiles(logs)
+    breaks, total_breaks = collect_breaks(compiles)
+    graphs = collect_graphs(compiles)
+    recompiles = collect_recompiles(compiles)
+    ctime = compile_time(compiles)
+    timings = _timings(worker)
+    report = Report(
+        tool={"name": "compilediag", "version": __version__},
+        environment=worker.get("environment", {}),
+        target={**target, "inputs": [", ".join(c) for c in worker.get("inputs", [])]},
+        graph_breaks=breaks,
+        recompiles=recompiles,
+        graphs=graphs,
+        timings=timings,
+        compile_time=ctime if compiles else None,
+        errors=list(worker.get("errors", [])),
+        trace={
+            "files": [log.path for log in logs],
+            "records": sum(log.records for log in logs),
+            "unknown_records": dict(sum((log.unknown for log in logs), Counter())),
+            "skipped_lines": sum(log.skipped_lines for log in logs),
+        },
+    )
+    report.summary = Summary(
+        graphs=len(graphs),
+        graph_breaks=total_breaks,
+        unique_graph_breaks=len(breaks),
+        recompiles=len(recompiles),
+        kernels=len(report.kernels),
+        compile_time_s=round(ctime.total_s, 6),
+        speedup=timings.speedup if timings else None,
+    )
+    if "explain" in worker:
+        report.cross_check = cross_check(breaks, worker["explain"])
+    return report
+
+
+def _timings(worker: dict[str, Any]) -> Timings | None:
+    if "first_call_s" not in worker:
+        return None
+    t = Timings(first_call_s=worker["first_call_s"])
+    check = worker.get("output_check") or {}
+    t.max_abs_err = check.get("max_abs_err")
+    t.max_rel_err = check.get("max_rel_err")
+    if "mismatch" in check:
+        t.outputs_match = not check["mismatch"]
+    m = worker.get("timings")
+    if m:
+        t.eager_ms = Stat(**m["eager_ms"])
+        t.compiled_ms = Stat(**m["compiled_ms"])
+        t.speedup = m["speedup"]
+        t.repeat = m["repeat"]
+        t.method = m["method"]
+    return t

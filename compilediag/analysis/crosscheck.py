@@ -1,0 +1,75 @@
+"""Compare the trace-derived break sites with torch._dynamo.explain's, and say whom to believe."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from compilediag.report import CrossCheck, Disagreement, GraphBreak, Site
+
+
+def _key(file: str | None, line: int | None) -> tuple[str, int]:
+    return (os.path.realpath(file) if file and not file.startswith("<") else file or ""), line or 0
+
+
+def cross_check(breaks: list[GraphBreak], explain: dict[str, Any]) -> CrossCheck:
+    if explain.get("error"):
+        return CrossCheck(explain_graph_breaks=0, agree=False, error=explain["error"])
+    explain_sites: dict[tuple[str, int], dict] = {}
+    for b in explain.get("breaks", []):
+        explain_sites.setdefault(_key(b.get("file"), b.get("line")), b)
+    ours: dict[tuple[str, int], GraphBreak] = {}
+    for gb in breaks:
+        # explain names the innermost frame; ours is the user's line with the library beneath
+        inner = gb.library_frame or Site(gb.file, gb.line)
+        ours[_key(inner.file, inner.line)] = gb
+        ours.setdefault(_key(gb.file, gb.line), gb)
+
+    out = CrossCheck(
+        explain_graph_breaks=int(explain.get("graph_break_count") or 0),
+        explain_sites=[Site(b.get("file") or "", b.get("line") or 0) for b in explain["breaks"]],
+    )
+    seen: set[int] = set()
+    for key, gb in ours.items():
+        if id(gb) in seen:
+            continue
+        inner = gb.library_frame or Site(gb.file, gb.line)
+        if _key(inner.file, inner.line) in explain_sites or _key(gb.file, gb.line) in explain_sites:
+            seen.add(id(gb))
+            continue
+        seen.add(id(gb))
+        out.disagreements.append(
+            Disagreement(gb.file, gb.line, "trace", gb.reason, _why_explain_missed(gb))
+        )
+    for key, b in explain_sites.items():
+        if key not in ours:
+            out.disagreements.append(
+                Disagreement(
+                    b.get("file"),
+                    b.get("line"),
+                    "explain",
+                    b.get("reason", ""),
+                    "Believe the trace: explain re-ran Dynamo after a reset with its own eager "
+                    "backend, so this break was not in the compile your run actually did.",
+                )
+            )
+    out.agree = not out.disagreements
+    return out
+
+
+def _why_explain_missed(gb: GraphBreak) -> str:
+    if gb.ops_before == 0:
+        return (
+            "Believe the trace: no tensor op ran before this break in its frame, so no graph "
+            "was cut and explain (which lists the reasons of compiled graphs) never sees it. "
+            "It still splits the frame and costs a resume function."
+        )
+    if all(not cid.endswith("/0") for cid in gb.compile_ids):
+        return (
+            "Believe the trace: this break happened only on a recompile for later inputs; "
+            "explain ran once, on the first inputs."
+        )
+    return (
+        "Believe the trace: it records the compile your run actually did; explain resets "
+        "Dynamo and traces again with an eager backend."
+    )

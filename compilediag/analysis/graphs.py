@@ -1,0 +1,61 @@
+"""Graphs and compile time, from torch's compilation_metrics."""
+
+from __future__ import annotations
+
+import re
+
+from compilediag.report import CompileTime, Graph
+from compilediag.trace import Compile
+
+RESUME = re.compile(r"torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
+
+
+def frame_name(co_name: str) -> str:
+    """`torch_dynamo_resume_in_forward_at_9` -> `forward (after the break at line 9)`."""
+    m = RESUME.match(co_name or "")
+    if m:
+        return f"{m['fn']} (after the break at line {m['line']})"
+    return co_name or "?"
+
+
+def produced_graph(c: Compile) -> bool:
+    return bool(c.output_graph) or int(c.metrics.get("graph_op_count") or 0) > 0
+
+
+def collect_graphs(compiles: list[Compile]) -> list[Graph]:
+    graphs = []
+    for c in compiles:
+        if not produced_graph(c):
+            continue
+        m = c.metrics
+        graphs.append(
+            Graph(
+                compile_id=c.compile_id,
+                frame=frame_name(m.get("co_name", "")),
+                file=m.get("co_filename") or (c.stack[-1].file if c.stack else ""),
+                line=int(m.get("co_firstlineno") or (c.stack[-1].line if c.stack else 0)),
+                ops=int(m.get("graph_op_count") or 0),
+                compile_time_s=m.get("entire_frame_compile_time_s"),
+            )
+        )
+    return graphs
+
+
+def compile_time(compiles: list[Compile]) -> CompileTime:
+    """Torch's nested timers, split into disjoint phases that add up to the total.
+
+    entire_frame ⊇ backend_compile (AOTAutograd + Inductor) ⊇ inductor_compile ⊇ code_gen.
+    """
+    t = CompileTime()
+    for c in compiles:
+        m = c.metrics
+        entire = float(m.get("entire_frame_compile_time_s") or 0.0)
+        backend = min(float(m.get("backend_compile_time_s") or 0.0), entire)
+        inductor = min(float(m.get("inductor_compile_time_s") or 0.0), backend)
+        codegen = min(float(m.get("code_gen_time_s") or 0.0), inductor)
+        t.dynamo_s += entire - backend
+        t.aot_s += backend - inductor
+        t.inductor_s += inductor - codegen
+        t.codegen_s += codegen
+        t.total_s += entire
+    return t

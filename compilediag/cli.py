@@ -1,0 +1,217 @@
+"""The command line. Thin: parse options, run, render. Imports no torch (fast --help)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from compilediag import __version__
+from compilediag.errors import EXIT_CODES_HELP, COMPILE_FAILED, DiagError, UsageError
+
+app = typer.Typer(
+    name="compilediag",
+    help="Diagnose torch.compile on your model: graph breaks, recompiles, kernels, timings. "
+    + EXIT_CODES_HELP,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"compilediag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    pass
+
+
+# --- options shared by the commands that run a model ----------------------------------
+
+Target = Annotated[str, typer.Argument(help="Model file, PATH.py or PATH.py:ATTR.", show_default=False)]
+Inputs = Annotated[
+    list[str] | None,
+    typer.Option("--input", "-i", help="An input tensor SHAPE[:DTYPE[:HIGH]], e.g. 8x16 or 2x128:int64:30522. Repeat for more arguments."),
+]
+Backend = Annotated[str, typer.Option(help="torch.compile backend: inductor, aot_eager, eager, ...")]
+Mode = Annotated[str | None, typer.Option(help="torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs.")]
+Dynamic = Annotated[bool | None, typer.Option("--dynamic/--no-dynamic", help="Pass dynamic=True/False to torch.compile (default: torch's automatic dynamic).")]
+Device = Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available).")]
+Train = Annotated[bool, typer.Option("--train", help="Compile a forward+backward step instead of inference under no_grad.")]
+Timeout = Annotated[float, typer.Option(help="Stop the run after this many seconds (exit 5).")]
+Format = Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")]
+Output = Annotated[str | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout.")]
+Fullgraph = Annotated[bool, typer.Option("--fullgraph", help="Gate: exit 1 if there is any graph break (all are reported).")]
+MaxBreaks = Annotated[int | None, typer.Option(help="Gate: exit 1 if there are more graph-break sites than this.")]
+MaxRecompiles = Annotated[int | None, typer.Option(help="Gate: exit 1 if there are more recompiles than this.")]
+
+
+@contextmanager
+def _handled():
+    """Every DiagError ends as one short paragraph on stderr and its exit code."""
+    try:
+        yield
+    except DiagError as e:
+        typer.echo(e.render(), err=True)
+        raise typer.Exit(e.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted.", err=True)
+        raise typer.Exit(130) from None
+
+
+def _color() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _width() -> int:
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def _check_format(fmt: str) -> None:
+    from compilediag.render import FORMATS
+
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown --format {fmt!r}.", hint=f"Use one of: {', '.join(FORMATS)}.")
+
+
+def _spec(
+    target: str, inputs: list[str] | None, backend: str, mode: str | None, dynamic: bool | None,
+    device: str | None, train: bool, **extra: Any,
+) -> dict[str, Any]:
+    from compilediag.target import check_target_file, parse_input_spec, split_target
+
+    path, attr = split_target(target)
+    resolved = check_target_file(path)
+    specs = [parse_input_spec(s) for s in inputs or []]
+    if device and device.split(":")[0] not in ("cpu", "cuda"):
+        raise UsageError(f"unknown --device {device!r}.", hint="Use cpu or cuda.")
+    return {
+        "target": {"path": str(resolved), "attr": attr, "inputs": [vars(s) for s in specs],
+                   "shapes": extra.pop("shapes", [])},
+        "backend": backend, "mode": mode, "dynamic": dynamic, "device": device, "train": train,
+        **extra,
+    }  # fmt: skip
+
+
+def _run(spec: dict[str, Any], timeout: float, quiet: bool):
+    """Run the worker with a spinner on stderr, then build the Report from its trace."""
+    from compilediag.analysis.build import build_report
+    from compilediag.runner import run_worker, workdir
+    from compilediag.trace import parse_path
+
+    with workdir() as work:
+        if sys.stderr.isatty() and not quiet:
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            with console.status("starting worker") as status:
+                run = run_worker(spec, work, timeout, lambda s: status.update(s + " ..."))
+        else:
+            run = run_worker(spec, work, timeout)
+        logs = parse_path(run.trace_dir)
+    target = {"path": spec["target"]["path"], "attr": spec["target"]["attr"]}
+    report = build_report(logs, run.result, target)
+    err = run.compile_error
+    if err:
+        where = f" at {err['file']}:{err['line']}" if err.get("file") else ""
+        report.errors.insert(0, f"torch.compile failed{where}: {err['message']}")
+    return report, (COMPILE_FAILED if err else None)
+
+
+def _emit(report, fmt: str, output: str | None) -> None:
+    from compilediag.render import render
+
+    if output:
+        from compilediag.fsutil import write_output_file
+
+        write_output_file(output, render(report, fmt, width=100, color=False))
+        return
+    sys.stdout.write(render(report, fmt, width=_width(), color=_color() and fmt == "table"))
+
+
+@app.command()
+def explain(
+    target: Target,
+    input: Inputs = None,
+    backend: Backend = "inductor",
+    mode: Mode = None,
+    dynamic: Dynamic = None,
+    device: Device = None,
+    train: Train = False,
+    fullgraph: Fullgraph = False,
+    max_graph_breaks: MaxBreaks = None,
+    max_recompiles: MaxRecompiles = None,
+    cross_check: Annotated[bool, typer.Option("--cross-check", help="Also run torch._dynamo.explain and report where it disagrees.")] = False,
+    timings: Annotated[bool, typer.Option("--timings/--no-timings", help="Time eager vs compiled.")] = True,
+    repeat: Annotated[int | None, typer.Option(help="Timed calls per variant (default: adaptive).")] = None,
+    warmup: Annotated[int | None, typer.Option(help="Untimed calls per variant first (default 3).")] = None,
+    timeout: Timeout = 900,
+    format: Format = "table",
+    output: Output = None,
+) -> None:
+    """Compile the model once and report every graph break at your own file:line, with why
+    and how to fix it; the graphs; compile time; eager vs compiled timings.
+
+    Exit codes: 0 ok; 1 gate failed (--fullgraph, --max-graph-breaks, --max-recompiles);
+    2 usage error; 3 model failed in eager; 4 torch.compile failed; 5 worker crashed or
+    timed out.
+    """
+    from compilediag.gate import Budgets, evaluate, exit_code
+
+    with _handled():
+        _check_format(format)
+        spec = _spec(
+            target, input, backend, mode, dynamic, device, train,
+            cross_check=cross_check, timings=timings, repeat=repeat, warmup=warmup,
+        )  # fmt: skip
+        report, failed = _run(spec, timeout, quiet=format != "table")
+        report.verdict = evaluate(report, Budgets(fullgraph, max_graph_breaks, max_recompiles))
+        _emit(report, format, output)
+        code = failed or exit_code(report.verdict)
+    raise typer.Exit(code)
+
+
+@app.command()
+def render(
+    report_file: Annotated[str, typer.Argument(help="A report saved with --format json.", show_default=False)],
+    format: Format = "table",
+    output: Output = None,
+) -> None:
+    """Re-render a saved JSON report without running the model (no torch needed).
+
+    Exit codes: 0 ok; 2 the file is missing or not a compilediag report.
+    """
+    from compilediag.report import Report
+
+    with _handled():
+        _check_format(format)
+        p = Path(report_file)
+        if not p.is_file():
+            raise UsageError(f"report {report_file} does not exist.", hint="Check the path.")
+        try:
+            report = Report.from_dict(json.loads(p.read_text()))
+        except (ValueError, TypeError, KeyError) as e:
+            raise UsageError(
+                f"{report_file} is not a compilediag JSON report ({e}).",
+                hint="Make one with `compilediag explain MODEL --format json > report.json`.",
+            ) from None
+        _emit(report, format, output)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,79 @@
+"""Renderers: Report -> text. None of them imports torch."""
+
+from __future__ import annotations
+
+import os
+
+from compilediag.report import Report
+
+FORMATS = ("table", "json", "markdown")
+
+
+def render(report: Report, fmt: str, width: int | None = None, color: bool = False) -> str:
+    if fmt == "json":
+        from compilediag.render.json import render_json
+
+        return render_json(report)
+    if fmt == "markdown":
+        from compilediag.render.markdown import render_markdown
+
+        return render_markdown(report)
+    from compilediag.render.table import render_table
+
+    return render_table(report, width=width, color=color)
+
+
+def short_path(path: str) -> str:
+    """A path relative to the current folder when it lies beneath it."""
+    if not path or path.startswith("<"):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def where(file: str, line: int) -> str:
+    return f"{short_path(file)}:{line}"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def headline(report: Report) -> str:
+    e = report.environment
+    s = report.summary
+    parts = [
+        f"torch {e.get('torch', '?')}",
+        e.get("device_name") or e.get("device", "?"),
+        f"{e.get('backend', '?')}/{e.get('mode', 'default')}"
+        + (" +train" if e.get("train") else "")
+        + (" dynamic" if e.get("dynamic") else ""),
+    ]
+    counts = [
+        f"{s.graphs} graph{'s' * (s.graphs != 1)}",
+        f"{s.graph_breaks} graph break{'s' * (s.graph_breaks != 1)}"
+        + (f" at {s.unique_graph_breaks} site{'s' * (s.unique_graph_breaks != 1)}" if s.graph_breaks else ""),
+        f"{s.recompiles} recompile{'s' * (s.recompiles != 1)}",
+        f"compile {seconds(s.compile_time_s)}",
+    ]
+    if s.kernels:
+        counts.insert(3, f"{s.kernels} kernels")
+    if s.speedup:
+        counts.append(f"speedup {s.speedup:.2f}x")
+    return " · ".join(parts) + "\n" + " · ".join(counts)
+
+
+def verdict_lines(report: Report) -> list[str]:
+    v = report.verdict
+    if not v.rules:
+        return []
+    lines = [f"verdict: {'PASS' if v.passed else 'FAIL'}"]
+    for r in v.rules:
+        mark = "ok  " if r.passed else "FAIL"
+        lines.append(f"  {mark} {r.name}: {r.value:g} (limit {r.limit:g})")
+    return lines

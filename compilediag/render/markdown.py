@@ -1,0 +1,51 @@
+"""Markdown, for a pull-request comment or a CI summary."""
+
+from __future__ import annotations
+
+from compilediag.render import headline, seconds, short_path, verdict_lines, where
+from compilediag.report import Report
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report) -> str:
+    out = [f"## compilediag: `{short_path(report.target.get('path', ''))}`", ""]
+    out += [line + "  " for line in headline(report).splitlines()] + [""]
+    for err in report.errors:
+        out.append(f"> **error:** {_cell(err)}")
+    if report.graph_breaks:
+        out += ["### Graph breaks", "", "| # | where | reason | count | fix |", "|---|---|---|---|---|"]
+        for i, gb in enumerate(report.graph_breaks, 1):
+            reason = _cell(gb.reason) + (f" ([{gb.gb_id}]({gb.doc_url}))" if gb.gb_id else "")
+            code = f"<br>`{_cell(gb.code)}`" if gb.code else ""
+            out.append(
+                f"| {i} | `{where(gb.file, gb.line)}`{code} | {reason} | {gb.count} | {_cell(gb.suggestion)} |"
+            )
+        out.append("")
+    if report.recompiles:
+        out += ["### Recompiles", "", "| compile | frame | failed guard |", "|---|---|---|"]
+        for r in report.recompiles:
+            out.append(f"| {r.compile_id} | `{where(r.file, r.line)}` {r.frame} | {_cell(r.failed_guard)} |")
+        out.append("")
+    if report.graphs:
+        out += ["### Graphs", "", "| graph | frame | where | ops | compile |", "|---|---|---|---:|---:|"]
+        for g in report.graphs:
+            out.append(
+                f"| {g.compile_id} | {g.frame} | `{where(g.file, g.line)}` | {g.ops} | {seconds(g.compile_time_s)} |"
+            )
+        out.append("")
+    t = report.timings
+    if t and t.eager_ms and t.compiled_ms:
+        out += [
+            "### Timings",
+            "",
+            f"eager {t.eager_ms.median:.3f} ms · compiled {t.compiled_ms.median:.3f} ms · "
+            f"speedup {t.speedup:.2f}x · first call {seconds(t.first_call_s)}",
+            "",
+        ]
+    lines = verdict_lines(report)
+    if lines:
+        out += [f"**{lines[0]}**", ""] + [f"- {ln.strip()}" for ln in lines[1:]] + [""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,158 @@
+"""The terminal view (rich). Colour only when asked; width pinned by the caller."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from compilediag.render import headline, seconds, short_path, verdict_lines, where
+from compilediag.report import Report
+
+
+def render_table(report: Report, width: int | None = None, color: bool = False) -> str:
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=width or 100,
+        force_terminal=color,
+        no_color=not color,
+        color_system="auto" if color else None,
+        highlight=False,
+        soft_wrap=False,
+    )
+    for block in blocks(report, color):
+        console.print(block)
+    text = buf.getvalue()
+    if not color:  # rich pads cells to the width; trailing blanks only hurt diffs and pipes
+        text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return text
+
+
+def blocks(report: Report, color: bool) -> list:
+    out: list = []
+    title = Text(f"compilediag · {short_path(report.target.get('path', ''))}", style="bold")
+    if report.target.get("inputs"):
+        title.append(f"  inputs: {' | '.join(report.target['inputs'])}", style="dim")
+    out += [title, Text(headline(report))]
+
+    for err in report.errors:
+        out.append(Text(f"! {err}", style="yellow"))
+
+    if report.graph_breaks:
+        out.append(Text(f"\nGraph breaks ({len(report.graph_breaks)} sites, most costly first)", style="bold"))
+        for i, gb in enumerate(report.graph_breaks, 1):
+            out.append(_break_block(i, gb, color))
+    elif report.graphs:
+        out.append(Text("\nNo graph breaks.", style="green"))
+
+    if report.recompiles:
+        out.append(Text(f"\nRecompiles ({len(report.recompiles)})", style="bold"))
+        for r in report.recompiles:
+            line = Text(f"  {r.compile_id}  {r.frame} at {where(r.file, r.line)}: ")
+            line.append(r.failed_guard, style="yellow")
+            out.append(line)
+            if r.suggestion:
+                out.append(_details([("fix", Text(r.suggestion, style="green"))]))
+
+    if report.graphs:
+        t = Table(title=None, box=None, pad_edge=False, show_edge=False, header_style="bold")
+        t.add_column("graph", no_wrap=True)
+        t.add_column("frame")
+        t.add_column("where", no_wrap=True)
+        t.add_column("ops", justify="right")
+        t.add_column("compile", justify="right", no_wrap=True)
+        for g in report.graphs:
+            t.add_row(g.compile_id, g.frame, where(g.file, g.line), str(g.ops), seconds(g.compile_time_s))
+        out += [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
+
+    if report.cross_check:
+        out += _cross_check_lines(report)
+
+    timing = _timing_lines(report)
+    if timing:
+        out += [Text("\nTimings", style="bold"), *timing]
+
+    for line in verdict_lines(report):
+        style = "bold green" if report.verdict.passed else "bold red"
+        out.append(Text(("\n" if line.startswith("verdict") else "") + line, style=style))
+    return out
+
+
+def _details(rows: list[tuple[str, object]]) -> Padding:
+    """Labelled lines with a hanging indent, so wrapped text stays in its column."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim", no_wrap=True, justify="right")
+    grid.add_column(overflow="fold")
+    for label, value in rows:
+        grid.add_row(label, value)
+    return Padding(grid, (0, 0, 0, 4))
+
+
+def _break_block(i: int, gb, color: bool) -> Group:
+    head = Text(f"{i:>2}. ", style="bold")
+    head.append(where(gb.file, gb.line), style="bold cyan")
+    head.append(f"  {gb.reason}")
+    if gb.count > 1:
+        head.append(f"  ×{gb.count}", style="bold")
+    rows: list[tuple[str, object]] = []
+    if gb.code:
+        code = Syntax(gb.code, "python", theme="ansi_dark", background_color="default") if color else Text(gb.code)
+        rows.append(("", code))
+    if gb.library_frame:
+        lf = gb.library_frame
+        rows.append(("inside", Text(f"{where(lf.file, lf.line)}: {lf.code}")))
+    if gb.explanation:
+        rows.append(("why", Text(gb.explanation)))
+    if gb.suggestion:
+        rows.append(("fix", Text(gb.suggestion, style="green")))
+    if gb.gb_id:
+        rows.append(("docs", Text(f"{gb.gb_id} {gb.doc_url}", style="dim")))
+    return Group(head, _details(rows))
+
+
+def _cross_check_lines(report: Report) -> list:
+    cc = report.cross_check
+    assert cc is not None
+    if cc.error:
+        return [Text(f"\nCross-check: torch._dynamo.explain failed: {cc.error}", style="yellow")]
+    if cc.agree:
+        return [
+            Text(
+                f"\nCross-check: torch._dynamo.explain agrees "
+                f"({cc.explain_graph_breaks} breaks, same sites).",
+                style="green",
+            )
+        ]
+    lines: list = [
+        Text(f"\nCross-check: torch._dynamo.explain differs ({len(cc.disagreements)})", style="bold yellow")
+    ]
+    for d in cc.disagreements:
+        who = "only in the trace" if d.seen_by == "trace" else "only in explain"
+        lines.append(Text(f"  {where(d.file or '?', d.line or 0)} {who}: {d.reason}"))
+        lines.append(_details([("", Text(d.believe, style="dim"))]))
+    return lines
+
+
+def _timing_lines(report: Report) -> list[Text]:
+    t = report.timings
+    if t is None:
+        return []
+    lines = [Text(f"  first call (compile + run): {seconds(t.first_call_s)}")]
+    if t.eager_ms and t.compiled_ms:
+        lines.append(
+            Text(
+                f"  eager {t.eager_ms.median:.3f} ms (IQR {t.eager_ms.iqr:.3f}) · "
+                f"compiled {t.compiled_ms.median:.3f} ms (IQR {t.compiled_ms.iqr:.3f}) · "
+                f"speedup {t.speedup:.2f}x  [{t.repeat} interleaved runs, {t.method}]"
+            )
+        )
+    if t.outputs_match is not None:
+        style = "green" if t.outputs_match else "bold red"
+        verdict = "match" if t.outputs_match else "DIFFER"
+        lines.append(Text(f"  outputs {verdict} eager (max abs err {t.max_abs_err:.2e})", style=style))
+    return lines

@@ -1,0 +1,200 @@
+"""The Report: one typed, serialisable tree that every renderer and the gate read.
+
+`Report.to_dict()` is the JSON contract (`--format json`); `Report.from_dict()` reads it
+back, so `compilediag render report.json` needs no model run and no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Site:
+    """A place in source code."""
+
+    file: str
+    line: int
+    code: str = ""
+    name: str = ""
+
+
+@dataclass
+class GraphBreak:
+    """One graph-break site, de-duplicated across compiles and recompiles."""
+
+    file: str
+    line: int
+    code: str
+    reason: str  # torch's short name for the cause (its gb_type where it has one)
+    gb_id: str | None = None
+    doc_url: str | None = None
+    explanation: str = ""
+    hints: list[str] = field(default_factory=list)
+    count: int = 1
+    suggestion: str = ""
+    cause: str = ""  # our classification: print, logging, data_dependent_branch, ...
+    library_frame: Site | None = None  # where it broke, when inside a library the user called
+    compile_ids: list[str] = field(default_factory=list)
+    ops_before: int = 0  # ops in the graph this break cut short
+
+
+@dataclass
+class Recompile:
+    frame: str
+    file: str
+    line: int
+    compile_id: str
+    reasons: list[str] = field(default_factory=list)
+    failed_guard: str = ""
+    suggestion: str = ""
+
+
+@dataclass
+class Graph:
+    compile_id: str
+    frame: str
+    file: str
+    line: int
+    ops: int
+    compile_time_s: float | None = None
+
+
+@dataclass
+class Kernel:
+    name: str
+    kind: str
+    file: str = ""  # written file, when dumped
+    ops: list[str] = field(default_factory=list)
+    source_lines: list[str] = field(default_factory=list)
+    compile_id: str = ""
+    lines: int = 0
+
+
+@dataclass
+class Stat:
+    median: float
+    iqr: float
+    n: int = 0
+
+
+@dataclass
+class Timings:
+    eager_ms: Stat | None = None
+    compiled_ms: Stat | None = None
+    first_call_s: float | None = None
+    speedup: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    outputs_match: bool | None = None
+    repeat: int = 0
+    method: str = ""
+
+
+@dataclass
+class CompileTime:
+    dynamo_s: float = 0.0
+    aot_s: float = 0.0
+    inductor_s: float = 0.0
+    codegen_s: float = 0.0
+    total_s: float = 0.0
+
+
+@dataclass
+class Disagreement:
+    file: str | None
+    line: int | None
+    seen_by: str  # "trace" or "explain"
+    reason: str
+    believe: str  # which source to believe, and why
+
+
+@dataclass
+class CrossCheck:
+    explain_graph_breaks: int
+    explain_sites: list[Site] = field(default_factory=list)
+    agree: bool = True
+    disagreements: list[Disagreement] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class Rule:
+    name: str
+    limit: float
+    value: float
+    passed: bool
+
+
+@dataclass
+class Verdict:
+    passed: bool = True
+    rules: list[Rule] = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    graphs: int = 0
+    graph_breaks: int = 0
+    unique_graph_breaks: int = 0
+    recompiles: int = 0
+    kernels: int = 0
+    compile_time_s: float = 0.0
+    speedup: float | None = None
+
+
+@dataclass
+class Report:
+    tool: dict[str, str]
+    environment: dict[str, Any]
+    target: dict[str, Any]
+    summary: Summary = field(default_factory=Summary)
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+    recompiles: list[Recompile] = field(default_factory=list)
+    graphs: list[Graph] = field(default_factory=list)
+    kernels: list[Kernel] = field(default_factory=list)
+    timings: Timings | None = None
+    compile_time: CompileTime | None = None
+    cross_check: CrossCheck | None = None
+    verdict: Verdict = field(default_factory=Verdict)
+    errors: list[str] = field(default_factory=list)
+    trace: dict[str, Any] = field(default_factory=dict)  # records read, unknown kinds
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        return {"schema_version": d.pop("schema_version"), **d}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"report schema_version {version!r} is not {SCHEMA_VERSION}; "
+                "re-create it with this compilediag"
+            )
+        return _build(cls, data)
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """Rebuild dataclasses from plain dicts by their type hints (unknown keys ignored)."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(args[0], value) if len(args) == 1 else value
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_build(item, v) for v in value]
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
+    return value

@@ -1,0 +1,162 @@
+"""Start the worker, watch it, and turn how it ended into a result or a DiagError.
+
+The worker is a child process so that a segfault, a hang or Dynamo state leaked by the
+user's code never takes down or pollutes the CLI; TORCH_TRACE is set in its environment
+before it imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compilediag.errors import ModelError, UsageError, WorkerError
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass
+class WorkerRun:
+    result: dict[str, Any]
+    trace_dir: Path
+    log: str  # what the model printed, and torch's warnings
+
+    @property
+    def compile_error(self) -> dict[str, Any] | None:
+        err = self.result.get("error")
+        return err if err and err.get("kind") == "compile" else None
+
+
+@contextmanager
+def workdir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="compilediag-"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_worker(
+    spec: dict[str, Any],
+    work: Path,
+    timeout: float,
+    on_stage: Callable[[str], None] = lambda s: None,
+) -> WorkerRun:
+    (work / "spec.json").write_text(json.dumps(spec))
+    trace_dir = work / "trace"
+    trace_dir.mkdir()
+    env = dict(os.environ)
+    env["TORCH_TRACE"] = str(trace_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    log_path = work / "worker.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "compilediag.worker", str(work)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # so a timeout can stop the model's own children too
+        )
+        try:
+            rc = _wait(proc, work / "status", timeout, on_stage)
+        except BaseException:
+            _kill(proc)
+            raise
+    output = log_path.read_text(errors="replace")
+    if rc is None:
+        raise WorkerError(
+            f"the run did not finish within --timeout {timeout:g}s and was stopped.",
+            detail=_tail(output),
+            hint="If the model is only slow to compile, raise --timeout; if it hangs, "
+            "look for a loop or a wait in forward.",
+        )
+    result_path = work / "result.json"
+    if rc < 0:
+        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+        raise WorkerError(
+            f"the worker was killed by signal {name} while running the model.",
+            detail=_tail(output),
+            hint="A native crash (a C extension, generated code, or out of memory) ended the "
+            "process; run the model without compilediag to see whether eager crashes too.",
+        )
+    if not result_path.exists():
+        raise WorkerError(
+            f"the worker exited with code {rc} without a result.", detail=_tail(output)
+        )
+    result = json.loads(result_path.read_text())
+    _raise_for(result.get("error"), spec)
+    return WorkerRun(result=result, trace_dir=trace_dir, log=output)
+
+
+def _wait(proc: subprocess.Popen, status: Path, timeout: float, on_stage) -> int | None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while True:
+        rc = proc.poll()
+        try:
+            stage = status.read_text()
+        except OSError:
+            stage = ""
+        if stage and stage != last:
+            on_stage(stage)
+            last = stage
+        if rc is not None:
+            return rc
+        if time.monotonic() > deadline:
+            _kill(proc)
+            return None
+        time.sleep(0.05)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _tail(output: str, lines: int = 8) -> str:
+    kept = [ln for ln in output.strip().splitlines() if ln.strip()][-lines:]
+    return "\n".join("  | " + ln for ln in kept)
+
+
+def _where(err: dict[str, Any]) -> str:
+    if not err.get("file"):
+        return ""
+    where = f"  at {err['file']}:{err['line']}"
+    return where + (f"\n    {err['code']}" if err.get("code") else "")
+
+
+def _raise_for(err: dict[str, Any] | None, spec: dict[str, Any]) -> None:
+    if not err:
+        return
+    kind = err.get("kind")
+    if kind == "usage":
+        raise UsageError(err["message"])
+    if kind == "model":
+        raise ModelError(
+            f"the model failed without torch.compile: {err['message']}",
+            detail=_where(err),
+            hint="This is a bug in the model or its inputs, not in torch.compile: make "
+            f"`{spec['target']['path']}` run in eager mode first.",
+        )
+    if kind == "internal":
+        raise WorkerError(
+            f"compilediag's worker failed: {err['message']}",
+            detail=_tail(err.get("traceback", ""), 4),
+            hint="This is a compilediag bug; please report it with the lines above.",
+        )

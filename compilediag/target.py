@@ -1,0 +1,305 @@
+"""Find the model and its inputs in a user's file.
+
+The parsing of what the user typed (`PATH[:ATTR]`, `--input`, `--shapes`) is pure and
+imports no torch: the CLI checks it before a worker starts. Loading the file and building
+tensors happens in the worker only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compilediag.errors import ModelError, UsageError
+
+DTYPES = {
+    "float32": "float32", "float": "float32", "fp32": "float32",
+    "float16": "float16", "half": "float16", "fp16": "float16",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float64": "float64", "double": "float64",
+    "int64": "int64", "long": "int64", "int32": "int32", "int": "int32",
+    "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
+}  # fmt: skip
+
+INPUT_SPEC_HELP = "SHAPE[:DTYPE[:HIGH]], e.g. 8x16, 2x128:int64:30522, 4x3x32x32:bfloat16"
+
+MODEL_LOOKUP = (
+    "a get_model() function, a module attribute `model`, or exactly one nn.Module "
+    "subclass that can be built without arguments"
+)
+INPUT_LOOKUP = "get_input_sets(), get_inputs(), or --input SHAPE[:DTYPE[:HIGH]]"
+
+
+@dataclass
+class InputSpec:
+    """One random tensor the user described on the command line."""
+
+    shape: list[int]
+    dtype: str = "float32"
+    high: int | None = None  # exclusive upper bound for integer tensors
+
+    def describe(self) -> str:
+        text = "x".join(str(d) for d in self.shape) + f":{self.dtype}"
+        return text + (f":{self.high}" if self.high is not None else "")
+
+
+@dataclass
+class Target:
+    """What the worker loads: a file, an optional attribute, and how to make inputs."""
+
+    path: str
+    attr: str | None = None
+    inputs: list[InputSpec] = field(default_factory=list)
+    shapes: list[list[int]] = field(default_factory=list)
+
+
+def _parse_shape(text: str, what: str) -> list[int]:
+    if not re.fullmatch(r"\d+(x\d+)*", text.strip()):
+        raise UsageError(
+            f"{what} {text!r} is not a shape.",
+            hint="Write dimensions joined by 'x', e.g. 8x16 or 2x3x32x32.",
+        )
+    return [int(d) for d in text.strip().split("x")]
+
+
+def parse_input_spec(text: str) -> InputSpec:
+    parts = text.split(":")
+    if len(parts) > 3:
+        raise UsageError(f"--input {text!r} has too many ':' parts.", hint=INPUT_SPEC_HELP)
+    shape = _parse_shape(parts[0], "--input")
+    dtype = "float32"
+    if len(parts) > 1 and parts[1]:
+        if parts[1].lower() not in DTYPES:
+            raise UsageError(
+                f"--input {text!r}: unknown dtype {parts[1]!r}.",
+                hint="Known dtypes: " + ", ".join(sorted(set(DTYPES.values()))) + ".",
+            )
+        dtype = DTYPES[parts[1].lower()]
+    high = None
+    if len(parts) > 2:
+        if not parts[2].isdigit() or int(parts[2]) < 1:
+            raise UsageError(
+                f"--input {text!r}: HIGH must be a positive integer, got {parts[2]!r}.",
+                hint=INPUT_SPEC_HELP,
+            )
+        high = int(parts[2])
+    return InputSpec(shape=shape, dtype=dtype, high=high)
+
+
+def parse_shapes(text: str) -> list[list[int]]:
+    items = [t for t in text.split(",") if t.strip()]
+    if not items:
+        raise UsageError("--shapes is empty.", hint="Write shapes like 2x16,4x16,8x16.")
+    return [_parse_shape(t, "--shapes entry") for t in items]
+
+
+def split_target(text: str) -> tuple[str, str | None]:
+    """`model.py:Net` -> ("model.py", "Net"); a bare path keeps attr None."""
+    path, sep, attr = text.rpartition(":")
+    if sep and attr.isidentifier() and path:
+        return path, attr
+    return text, None
+
+
+def check_target_file(path: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"model file {path} does not exist.", hint="Check the path.")
+    if p.is_dir():
+        raise UsageError(f"{path} is a folder, not a model file.", hint="Pass a .py file.")
+    if p.suffix != ".py":
+        raise UsageError(f"{path} is not a Python file.", hint="Pass a .py file.")
+    return p.resolve()
+
+
+# --- worker side: everything below imports torch -------------------------------------
+
+
+def load_module(path: str) -> Any:
+    """Import the user's file as a module (its `if __name__ == "__main__"` block stays off)."""
+    p = Path(path).resolve()
+    sys.path.insert(0, str(p.parent))
+    name = "compilediag_user_" + re.sub(r"\W", "_", p.stem)
+    spec = importlib.util.spec_from_file_location(name, p)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(obj: Any, what: str) -> Any:
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    if callable(obj):
+        try:
+            made = obj()
+        except TypeError as e:
+            if inspect.isclass(obj) and "argument" in str(e):
+                raise UsageError(
+                    f"{what} needs constructor arguments ({e}).",
+                    hint="Add a get_model() function to the file that builds it.",
+                ) from None
+            raise
+        if isinstance(made, torch.nn.Module) or callable(made):
+            return made
+    raise UsageError(
+        f"{what} is not an nn.Module or a function that returns one.",
+        hint=f"Point at {MODEL_LOOKUP}.",
+    )
+
+
+def find_model(module: Any, attr: str | None, path: str) -> Any:
+    import torch
+
+    if attr:
+        if not hasattr(module, attr):
+            raise UsageError(f"{path} has no attribute {attr!r}.", hint=f"Use {MODEL_LOOKUP}.")
+        return _build(getattr(module, attr), f"{path}:{attr}")
+    if callable(getattr(module, "get_model", None)):
+        return _build(module.get_model(), f"{path}: get_model()")
+    if hasattr(module, "model"):
+        return _build(module.model, f"{path}: `model`")
+    classes = [
+        c
+        for c in vars(module).values()
+        if inspect.isclass(c)
+        and issubclass(c, torch.nn.Module)
+        and c.__module__ == module.__name__
+        and _no_arg_constructible(c)
+    ]
+    if len(classes) == 1:
+        return classes[0]()
+    found = f" Found {len(classes)}: " + ", ".join(c.__name__ for c in classes) if classes else ""
+    raise UsageError(
+        f"no model found in {path}.{found}",
+        hint=f"Looked for {MODEL_LOOKUP}. Name one with {path}:ATTR.",
+    )
+
+
+def _no_arg_constructible(cls: type) -> bool:
+    try:
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return False
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params
+    )
+
+
+Call = tuple[tuple, dict]
+
+
+def _as_call(value: Any, where: str) -> Call:
+    import torch
+
+    if isinstance(value, dict):
+        return (), dict(value)
+    if isinstance(value, (tuple, list)):
+        return tuple(value), {}
+    if isinstance(value, torch.Tensor):
+        return (value,), {}
+    raise UsageError(
+        f"{where} returned {type(value).__name__}; expected a tuple of positional "
+        "arguments, a dict of keyword arguments, or a tensor.",
+    )
+
+
+def make_tensor(spec: InputSpec) -> Any:
+    import torch
+
+    dtype = getattr(torch, spec.dtype)
+    if dtype.is_floating_point:
+        return torch.randn(spec.shape, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.rand(spec.shape) > 0.5
+    return torch.randint(0, spec.high or 10, spec.shape, dtype=dtype)
+
+
+def find_input_sets(module: Any, target: Target, path: str) -> list[Call]:
+    """Every call the run makes: one for explain, several for a sweep."""
+    import torch
+
+    if target.inputs:
+        calls = [(tuple(make_tensor(s) for s in target.inputs), {})]
+    elif callable(getattr(module, "get_input_sets", None)) and (
+        target.shapes == [] or not callable(getattr(module, "get_inputs", None))
+    ):
+        sets = list(module.get_input_sets())
+        if not sets:
+            raise UsageError(f"{path}: get_input_sets() returned nothing.")
+        calls = [_as_call(s, "get_input_sets()") for s in sets]
+    elif callable(getattr(module, "get_inputs", None)):
+        calls = [_as_call(module.get_inputs(), "get_inputs()")]
+    else:
+        raise UsageError(
+            f"no inputs found for the model in {path}.",
+            hint=f"Add {INPUT_LOOKUP}.",
+        )
+    if not target.shapes:
+        return calls
+    args, kwargs = calls[0]
+    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    if not positions:
+        raise UsageError(
+            "--shapes varies the first tensor argument, but the model's inputs have none.",
+            hint="Pass the inputs positionally, or describe them with --input.",
+        )
+    first = args[positions[0]]
+    sweep = []
+    for shape in target.shapes:
+        if len(shape) != first.dim():
+            raise UsageError(
+                f"--shapes entry {'x'.join(map(str, shape))} has {len(shape)} dims; "
+                f"the first input has {first.dim()} ({'x'.join(map(str, first.shape))}).",
+            )
+        spec = InputSpec(shape=shape, dtype=str(first.dtype).removeprefix("torch."))
+        if not first.dtype.is_floating_point and first.numel():
+            spec.high = int(first.max().item()) + 1
+        new_args = list(args)
+        new_args[positions[0]] = make_tensor(spec)
+        sweep.append((tuple(new_args), kwargs))
+    return sweep
+
+
+def describe_value(value: Any) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        shape = "x".join(str(d) for d in value.shape) or "scalar"
+        return f"{shape}:{str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(describe_value(v) for v in value) + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={describe_value(v)}" for k, v in value.items()) + "}"
+    return type(value).__name__ + (f"={value!r}" if isinstance(value, (int, float, bool)) else "")
+
+
+def describe_call(call: Call) -> list[str]:
+    args, kwargs = call
+    return [describe_value(a) for a in args] + [
+        f"{k}={describe_value(v)}" for k, v in kwargs.items()
+    ]
+
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)).replace("\\", "/") + "/"
+
+
+def is_library_file(filename: str) -> bool:
+    """A frame the user did not write: torch, site-packages, the stdlib, frozen modules."""
+    f = filename.replace("\\", "/")
+    if f.startswith("<") and f != "<string>":
+        return True
+    markers = ("/site-packages/", "/dist-packages/", "/torch/")
+    if any(m in f for m in markers) or f.startswith(_OWN_DIR):
+        return True
+    stdlib = os.path.dirname(os.__file__).replace("\\", "/") + "/"
+    return f.startswith(stdlib) or bool(re.search(r"/lib/python3\.\d+/", f))

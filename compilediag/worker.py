@@ -1,0 +1,385 @@
+"""The child process: load the model, run eager, compile once, time, compare, write facts.
+
+Run as `python -m compilediag.worker WORKDIR`. The parent sets TORCH_TRACE before this
+process imports torch, so the one compile pass is fully traced. The worker writes
+WORKDIR/status (the current stage, for the spinner) and WORKDIR/result.json (atomically).
+Anything the trace does not carry - timings, output comparison, per-call compile counts,
+the cross-check - is measured here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, UsageError
+from compilediag.fsutil import write_atomic
+from compilediag.target import (
+    Target,
+    describe_call,
+    find_input_sets,
+    find_model,
+    is_library_file,
+    load_module,
+)
+
+
+class Worker:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.spec = json.loads((workdir / "spec.json").read_text())
+        self.result: dict[str, Any] = {"calls": [], "errors": []}
+
+    def stage(self, text: str) -> None:
+        write_atomic(self.workdir / "status", text)
+
+    def finish(self, code: int = 0) -> int:
+        write_atomic(self.workdir / "result.json", json.dumps(self.result, indent=1))
+        return code
+
+    def fail(self, kind: str, code: int, message: str, exc: BaseException | None = None) -> int:
+        err: dict[str, Any] = {"kind": kind, "message": message}
+        if exc is not None:
+            err["exception"] = type(exc).__name__
+            err.update(user_frame(exc, self.spec["target"]["path"]))
+        self.result["error"] = err
+        return self.finish(code)
+
+    def run(self) -> int:
+        spec = self.spec
+        t = spec["target"]
+        target = Target(
+            path=t["path"], attr=t.get("attr"), inputs=[], shapes=t.get("shapes") or []
+        )
+        from compilediag.target import InputSpec
+
+        target.inputs = [InputSpec(**i) for i in t.get("inputs") or []]
+
+        self.stage("importing torch")
+        import torch
+
+        self.result["environment"] = environment(torch, spec)
+        device = self.result["environment"]["device"]
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            return self.fail("usage", USAGE, "--device cuda was asked for, but CUDA is not available")
+
+        self.stage("loading the model")
+        try:
+            module = load_module(target.path)
+            model = find_model(module, target.attr, target.path)
+            calls = find_input_sets(module, target, target.path)
+        except DiagError as e:
+            return self.fail("usage", USAGE, e.message + (" " + e.hint if e.hint else ""))
+        except BaseException as e:  # the user's file raised while loading: their bug
+            return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
+
+        backend = spec["backend"]
+        known = torch._dynamo.list_backends(exclude_tags=())
+        if backend not in known:
+            return self.fail(
+                "usage",
+                USAGE,
+                f"unknown backend {backend!r}. Known: {', '.join(sorted(known))}",
+            )
+
+        model = to_device(model, device)
+        calls = [to_device(c, device) for c in calls]
+        self.result["inputs"] = [describe_call(c) for c in calls]
+        train = spec.get("train", False)
+        step = make_step(torch, train)
+
+        self.stage("running eager")
+        try:
+            eager_out = step(model, calls[0])
+            sync(torch, device)
+        except BaseException as e:
+            return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
+
+        self.stage(f"compiling with {backend}")
+        kwargs: dict[str, Any] = {"backend": backend}
+        if spec.get("mode"):
+            kwargs["mode"] = spec["mode"]
+        if spec.get("dynamic") is not None:
+            kwargs["dynamic"] = spec["dynamic"]
+        compiled = torch.compile(model, **kwargs)
+        counters = torch._dynamo.utils.counters
+        compiled_out = None
+        try:
+            for i, call in enumerate(calls):
+                self.stage(f"compiling and running call {i + 1}/{len(calls)} with {backend}")
+                before = counters["stats"]["unique_graphs"]
+                start = time.perf_counter()
+                out = step(compiled, call)
+                sync(torch, device)
+                wall = time.perf_counter() - start
+                if i == 0:
+                    compiled_out = out
+                self.result["calls"].append(
+                    {
+                        "index": i,
+                        "inputs": describe_call(call),
+                        "wall_s": wall,
+                        "new_graphs": counters["stats"]["unique_graphs"] - before,
+                    }
+                )
+        except BaseException as e:
+            return self.fail("compile", COMPILE_FAILED, f"{type(e).__name__}: {first_line(e)}", e)
+        self.result["first_call_s"] = self.result["calls"][0]["wall_s"]
+        self.result["dynamo_counters"] = {
+            k: dict(v) for k, v in counters.items() if k in ("stats", "graph_break", "recompiles")
+        }
+
+        self.result["output_check"] = compare_outputs(torch, eager_out, compiled_out)
+
+        if spec.get("timings", True):
+            self.stage("timing eager vs compiled")
+            try:
+                self.result["timings"] = measure(
+                    torch, step, model, compiled, calls[0], device, spec
+                )
+            except BaseException as e:  # timing must never lose the report
+                self.result["errors"].append(f"timing failed: {type(e).__name__}: {e}")
+
+        if spec.get("cross_check"):
+            self.stage("cross-checking with torch._dynamo.explain")
+            stop_trace()  # explain's own compile must not show up as findings of this run
+            self.result["explain"] = cross_check(torch, model, calls[0], train)
+        self.stage("done")
+        return self.finish(0)
+
+
+def environment(torch: Any, spec: dict) -> dict[str, Any]:
+    device = spec.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    env = {
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "device": device,
+        "backend": spec["backend"],
+        "mode": spec.get("mode") or "default",
+        "dynamic": spec.get("dynamic"),
+        "train": spec.get("train", False),
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        env["device_name"] = torch.cuda.get_device_name()
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except Exception:
+        pass
+    return env
+
+
+def to_device(obj: Any, device: str) -> Any:
+    import torch
+
+    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
+        return obj.to(device)
+    if isinstance(obj, tuple):
+        return tuple(to_device(o, device) for o in obj)
+    if isinstance(obj, list):
+        return [to_device(o, device) for o in obj]
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    return obj
+
+
+def make_step(torch: Any, train: bool):
+    """One call of the model: inference under no_grad, or forward + backward with --train."""
+
+    def infer(fn, call):
+        args, kwargs = call
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+
+    def train_step(fn, call):
+        args, kwargs = call
+        out = fn(*args, **kwargs)
+        loss = sum(t.float().sum() for t in tensors_of(torch, out) if t.requires_grad)
+        if isinstance(loss, torch.Tensor):
+            loss.backward()
+        return out
+
+    return train_step if train else infer
+
+
+def tensors_of(torch: Any, obj: Any) -> list:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for o in obj for t in tensors_of(torch, o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in tensors_of(torch, o)]
+    for attr in ("to_tuple",):  # e.g. transformers' ModelOutput
+        if hasattr(obj, attr):
+            return tensors_of(torch, obj.to_tuple())
+    return []
+
+
+def sync(torch: Any, device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def compare_outputs(torch: Any, eager: Any, compiled: Any) -> dict[str, Any]:
+    a, b = tensors_of(torch, eager), tensors_of(torch, compiled)
+    if len(a) != len(b):
+        return {"compared": 0, "mismatch": True, "note": f"{len(a)} vs {len(b)} output tensors"}
+    max_abs = max_rel = 0.0
+    mismatch = False
+    for x, y in zip(a, b):
+        if x.shape != y.shape:
+            return {"compared": len(a), "mismatch": True, "note": "output shapes differ"}
+        if not x.is_floating_point():
+            mismatch |= not torch.equal(x, y)
+            continue
+        x, y = x.detach().double(), y.detach().double()
+        diff = (x - y).abs()
+        if diff.numel():
+            max_abs = max(max_abs, float(diff.max()))
+            max_rel = max(max_rel, float((diff / x.abs().clamp_min(1e-12)).max()))
+        atol, rtol = tolerance(str(a[0].dtype))
+        mismatch |= not torch.allclose(x, y, atol=atol, rtol=rtol)
+    return {"compared": len(a), "max_abs_err": max_abs, "max_rel_err": max_rel, "mismatch": mismatch}
+
+
+def tolerance(dtype: str) -> tuple[float, float]:
+    if "bfloat16" in dtype:
+        return 1e-1, 5e-2
+    if "float16" in dtype:
+        return 1e-2, 1e-2
+    if "float64" in dtype:
+        return 1e-7, 1e-7
+    return 1e-4, 1e-4
+
+
+def measure(torch, step, model, compiled, call, device: str, spec: dict) -> dict[str, Any]:
+    """Interleaved steady-state timing of eager and compiled, in milliseconds per call."""
+    cuda = device.startswith("cuda")
+
+    def once(fn) -> float:
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            step(fn, call)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+        t0 = time.perf_counter()
+        step(fn, call)
+        return (time.perf_counter() - t0) * 1e3
+
+    warmup = spec.get("warmup")
+    for _ in range(warmup if warmup is not None else 3):
+        once(model)
+        once(compiled)
+    repeat = spec.get("repeat")
+    if repeat is None:
+        # Aim for about a second of measurement per variant, within [10, 200] calls.
+        probe = max(once(model), once(compiled), 1e-3)
+        repeat = int(min(200, max(10, 1000.0 / probe)))
+    eager, comp = [], []
+    for i in range(repeat):
+        # alternate who goes first so neither always runs on a cache the other warmed
+        if i % 2:
+            comp.append(once(compiled))
+            eager.append(once(model))
+        else:
+            eager.append(once(model))
+            comp.append(once(compiled))
+    e, c = stats(eager), stats(comp)
+    return {
+        "eager_ms": e,
+        "compiled_ms": c,
+        "speedup": e["median"] / c["median"] if c["median"] > 0 else None,
+        "repeat": repeat,
+        "method": "cuda events" if cuda else "perf_counter",
+    }
+
+
+def stats(samples: list[float]) -> dict[str, float]:
+    q = statistics.quantiles(samples, n=4, method="inclusive")
+    return {"median": statistics.median(samples), "iqr": q[2] - q[0], "n": len(samples)}
+
+
+def cross_check(torch: Any, model: Any, call: Any, train: bool) -> dict[str, Any]:
+    """torch._dynamo.explain on the same inputs; it resets Dynamo and uses its own backend."""
+    args, kwargs = call
+    torch._dynamo.reset()
+    try:
+        if train:
+            out = torch._dynamo.explain(model)(*args, **kwargs)
+        else:
+            with torch.no_grad():
+                out = torch._dynamo.explain(model)(*args, **kwargs)
+    except BaseException as e:
+        return {"error": f"{type(e).__name__}: {first_line(e)}"}
+    breaks = []
+    for br in out.break_reasons:
+        stack = [f for f in br.user_stack]
+        frame = stack[-1] if stack else None
+        breaks.append(
+            {
+                "reason": str(br.reason).splitlines()[0] if br.reason else "",
+                "file": frame.filename if frame else None,
+                "line": frame.lineno if frame else None,
+                "stack": [[f.filename, f.lineno] for f in stack],
+            }
+        )
+    return {
+        "graph_count": out.graph_count,
+        "graph_break_count": out.graph_break_count,
+        "breaks": breaks,
+    }
+
+
+def stop_trace() -> None:
+    import logging
+
+    logging.getLogger("torch.__trace").disabled = True
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def user_frame(exc: BaseException, path: str) -> dict[str, Any]:
+    """The innermost frame of the user's own code in an exception's traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    target = os.path.realpath(path)
+    mine = [f for f in frames if os.path.realpath(f.filename) == target]
+    if not mine:
+        mine = [f for f in frames if not is_library_file(f.filename)]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return {"file": exc.filename, "line": exc.lineno, "code": (exc.text or "").strip()}
+    if not mine:
+        return {}
+    f = mine[-1]
+    return {"file": f.filename, "line": f.lineno, "code": (f.line or "").strip()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    worker = Worker(Path(argv[0]))
+    try:
+        return worker.run()
+    except UsageError as e:
+        return worker.fail("usage", USAGE, e.message)
+    except BaseException as e:  # a bug of ours: keep the traceback for the parent to show
+        worker.result["error"] = {
+            "kind": "internal",
+            "message": f"{type(e).__name__}: {e}",
+            "traceback": traceback.format_exc(),
+        }
+        return worker.finish(70)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
