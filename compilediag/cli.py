@@ -126,11 +126,7 @@ def _run(spec: dict[str, Any], timeout: float, quiet: bool):
         logs = parse_path(run.trace_dir)
     target = {"path": spec["target"]["path"], "attr": spec["target"]["attr"]}
     report = build_report(logs, run.result, target)
-    err = run.compile_error
-    if err:
-        where = f" at {err['file']}:{err['line']}" if err.get("file") else ""
-        report.errors.insert(0, f"torch.compile failed{where}: {err['message']}")
-    return report, (COMPILE_FAILED if err else None)
+    return report, (COMPILE_FAILED if run.compile_error else None)
 
 
 def _emit(report, fmt: str, output: str | None) -> None:

@@ -80,12 +80,10 @@ class Worker:
             return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
 
         backend = spec["backend"]
-        known = torch._dynamo.list_backends(exclude_tags=())
-        if backend not in known:
+        if backend not in torch._dynamo.list_backends(exclude_tags=()):
+            common = sorted(set(torch._dynamo.list_backends()) | {"eager", "aot_eager"})
             return self.fail(
-                "usage",
-                USAGE,
-                f"unknown backend {backend!r}. Known: {', '.join(sorted(known))}",
+                "usage", USAGE, f"unknown backend {backend!r}. Try one of: {', '.join(common)}."
             )
 
         model = to_device(model, device)
@@ -129,7 +127,9 @@ class Worker:
                     }
                 )
         except BaseException as e:
-            return self.fail("compile", COMPILE_FAILED, f"{type(e).__name__}: {first_line(e)}", e)
+            inner = getattr(e, "inner_exception", None) or e  # BackendCompilerFailed wraps it
+            message = f"{type(inner).__name__}: {first_line(inner)}"
+            return self.fail("compile", COMPILE_FAILED, message, e)
         self.result["first_call_s"] = self.result["calls"][0]["wall_s"]
         self.result["dynamo_counters"] = {
             k: dict(v) for k, v in counters.items() if k in ("stats", "graph_break", "recompiles")

@@ -1,5 +1,5 @@
-"""A round trip through NumPy inside forward. Expected: 1 graph break at line 16,
-cause `numpy`."""
+"""A NumPy function Dynamo cannot map to torch (np.lexsort). Expected: 1 graph break at
+line 16, cause `numpy`."""
 
 import numpy as np
 import torch
@@ -13,8 +13,8 @@ class NumpyMix(nn.Module):
 
     def forward(self, x):
         y = self.proj(x)
-        clipped = np.clip(y.detach().numpy(), -1.0, 1.0)  # tensor -> ndarray breaks the graph
-        return torch.from_numpy(clipped) * 2
+        order = np.lexsort(y.detach().numpy()[:, -2:].T)  # no torch twin: the graph stops
+        return y[torch.from_numpy(order)] * 2
 
 
 def get_model():

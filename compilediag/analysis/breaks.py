@@ -147,8 +147,8 @@ CAUSES: list[tuple[str, re.Pattern, str]] = [
     (
         "numpy",
         re.compile(r"numpy|\.numpy\(\)|ndarray", re.I),
-        "Replace the NumPy call with the torch equivalent on the tensor (NumPy on ndarrays is "
-        "traced, but converting a tensor with .numpy() breaks the graph).",
+        "Dynamo maps NumPy calls to torch ops, but not this one: use the torch op instead "
+        "(e.g. torch.argsort for np.lexsort), or move this step out of forward.",
     ),
     (
         "dynamic_output_shape",

@@ -53,9 +53,26 @@ def build_report(
         compile_time_s=round(ctime.total_s, 6),
         speedup=timings.speedup if timings else None,
     )
+    failure = _compile_failure(worker, compiles)
+    if failure:
+        report.errors.insert(0, failure)
     if "explain" in worker:
         report.cross_check = cross_check(breaks, worker["explain"])
     return report
+
+
+def _compile_failure(worker: dict[str, Any], compiles: list[Compile]) -> str | None:
+    """One line for a failed torch.compile, at the user line torch blamed where it did."""
+    err = worker.get("error") or {}
+    if err.get("kind") != "compile":
+        return None
+    file, line = err.get("file"), err.get("line")
+    for c in compiles:
+        if c.metrics.get("fail_user_frame_filename"):
+            file = c.metrics["fail_user_frame_filename"]
+            line = c.metrics.get("fail_user_frame_lineno")
+    where = f" at {file}:{line}" if file else ""
+    return f"torch.compile failed{where}: {err['message']}"
 
 
 def _timings(worker: dict[str, Any]) -> Timings | None:

@@ -44,6 +44,10 @@ def seconds(value: float | None) -> str:
     return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
 def headline(report: Report) -> str:
     e = report.environment
     s = report.summary
@@ -55,14 +59,14 @@ def headline(report: Report) -> str:
         + (" dynamic" if e.get("dynamic") else ""),
     ]
     counts = [
-        f"{s.graphs} graph{'s' * (s.graphs != 1)}",
-        f"{s.graph_breaks} graph break{'s' * (s.graph_breaks != 1)}"
-        + (f" at {s.unique_graph_breaks} site{'s' * (s.unique_graph_breaks != 1)}" if s.graph_breaks else ""),
-        f"{s.recompiles} recompile{'s' * (s.recompiles != 1)}",
+        plural(s.graphs, "graph"),
+        plural(s.graph_breaks, "graph break")
+        + (f" at {plural(s.unique_graph_breaks, 'site')}" if s.graph_breaks else ""),
+        plural(s.recompiles, "recompile"),
         f"compile {seconds(s.compile_time_s)}",
     ]
     if s.kernels:
-        counts.insert(3, f"{s.kernels} kernels")
+        counts.insert(3, plural(s.kernels, "kernel"))
     if s.speedup:
         counts.append(f"speedup {s.speedup:.2f}x")
     return " · ".join(parts) + "\n" + " · ".join(counts)

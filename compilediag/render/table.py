@@ -10,7 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from compilediag.render import headline, seconds, short_path, verdict_lines, where
+from compilediag.render import headline, plural, seconds, short_path, verdict_lines, where
 from compilediag.report import Report
 
 
@@ -44,7 +44,7 @@ def blocks(report: Report, color: bool) -> list:
         out.append(Text(f"! {err}", style="yellow"))
 
     if report.graph_breaks:
-        out.append(Text(f"\nGraph breaks ({len(report.graph_breaks)} sites, most costly first)", style="bold"))
+        out.append(Text(f"\nGraph breaks ({plural(len(report.graph_breaks), 'site')}, most costly first)", style="bold"))
         for i, gb in enumerate(report.graph_breaks, 1):
             out.append(_break_block(i, gb, color))
     elif report.graphs:
@@ -124,7 +124,7 @@ def _cross_check_lines(report: Report) -> list:
         return [
             Text(
                 f"\nCross-check: torch._dynamo.explain agrees "
-                f"({cc.explain_graph_breaks} breaks, same sites).",
+                f"({plural(cc.explain_graph_breaks, 'break')}, same sites).",
                 style="green",
             )
         ]
