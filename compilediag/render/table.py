@@ -138,21 +138,19 @@ def _cross_check_lines(report: Report) -> list:
     return lines
 
 
-def _timing_lines(report: Report) -> list[Text]:
+def _timing_lines(report: Report) -> list:
     t = report.timings
     if t is None:
         return []
-    lines = [Text(f"  first call (compile + run): {seconds(t.first_call_s)}")]
+    rows: list[tuple[str, object]] = [("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))]
     if t.eager_ms and t.compiled_ms:
-        lines.append(
-            Text(
-                f"  eager {t.eager_ms.median:.3f} ms (IQR {t.eager_ms.iqr:.3f}) · "
-                f"compiled {t.compiled_ms.median:.3f} ms (IQR {t.compiled_ms.iqr:.3f}) · "
-                f"speedup {t.speedup:.2f}x  [{t.repeat} interleaved runs, {t.method}]"
-            )
+        rows.append(("eager", Text(f"{t.eager_ms.median:.3f} ms (IQR {t.eager_ms.iqr:.3f}, n={t.eager_ms.n})")))
+        rows.append(
+            ("compiled", Text(f"{t.compiled_ms.median:.3f} ms (IQR {t.compiled_ms.iqr:.3f}, n={t.compiled_ms.n})"))
         )
+        rows.append(("speedup", Text(f"{t.speedup:.2f}x  (medians; calls interleaved, {t.method})", style="bold")))
     if t.outputs_match is not None:
+        verdict = "match eager" if t.outputs_match else "DIFFER from eager"
         style = "green" if t.outputs_match else "bold red"
-        verdict = "match" if t.outputs_match else "DIFFER"
-        lines.append(Text(f"  outputs {verdict} eager (max abs err {t.max_abs_err:.2e})", style=style))
-    return lines
+        rows.append(("outputs", Text(f"{verdict} (max abs err {t.max_abs_err:.2e})", style=style)))
+    return [_details(rows)]

@@ -1,0 +1,91 @@
+"""Graph-break analysis on recorded traces: user lines, reasons, ids, causes, de-duplication."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compilediag.analysis.breaks import classify, collect_breaks, parse_break_text, user_site
+from compilediag.report import Site
+from compilediag.trace import parse_path
+from tests.conftest import expected_breaks, fixture_trace, trace_sets
+
+
+def breaks_of(path: Path):
+    (log,) = parse_path(path)
+    return collect_breaks(log.ordered())
+
+
+@pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
+def test_graph_breaks_sample_lines_on_every_recorded_torch(folder: Path) -> None:
+    sites, total = breaks_of(fixture_trace("graph_breaks.eager", folder))
+    assert sorted(b.line for b in sites) == expected_breaks("graph_breaks.py")
+    assert total == len(sites)
+    assert all(Path(b.file).name == "graph_breaks.py" for b in sites)
+    causes = {b.line: b.cause for b in sites}
+    assert causes == {22: "print", 24: "data_dependent_branch", 26: "item"}
+    # never a resume function or a torch frame as the site
+    assert not any("torch_dynamo_resume" in b.code or "/torch/" in b.file for b in sites)
+
+
+def test_break_fields_from_torch_2_13_text() -> None:
+    (log,) = parse_path(fixture_trace("graph_breaks.eager"))
+    text = log.ordered()[0].graph_breaks[0]
+    parsed = parse_break_text(text)
+    assert parsed.reason == "Failed to trace builtin operator"
+    assert parsed.gb_id == "GB0059"
+    assert parsed.doc_url and parsed.doc_url.endswith("gb0059.html")
+    assert "print" in parsed.explanation
+    assert any("reorderable_logging_functions" in h for h in parsed.hints)
+    inner = parsed.frames[-1]
+    assert (Path(inner.file).name, inner.line, inner.code) == (
+        "graph_breaks.py", 22, 'print("debug: forward reached")'
+    )
+
+
+def test_sites_are_deduplicated_and_counted_across_recompiles() -> None:
+    # the same print site hit by compile 0/0 and by its recompile 0/1 on torch 2.11
+    (log,) = parse_path(fixture_trace("graph_breaks.eager"))
+    first = log.ordered()[0]
+    first.graph_breaks.append(first.graph_breaks[0])  # as a recompile logs it again
+    sites, total = collect_breaks(log.ordered())
+    assert total == 4 and len(sites) == 3
+    top = sites[0]
+    assert (top.line, top.count) == (22, 2), "the site that fired most comes first"
+
+
+def test_user_site_prefers_the_users_line_over_a_library_frame() -> None:
+    from compilediag.analysis.breaks import ParsedBreak
+
+    parsed = ParsedBreak(
+        reason="r",
+        frames=[
+            Site("/proj/train.py", 10, "model(x)", "<module>"),
+            Site("/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", 1778, "", "_call_impl"),
+            Site("/proj/model.py", 33, "y = helper(x)", "forward"),
+            Site("/venv/lib/python3.11/site-packages/fancylib/ops.py", 7, 'print("hi")', "helper"),
+        ],
+    )
+    site, lib = user_site(parsed)
+    assert (site.file, site.line) == ("/proj/model.py", 33)
+    assert lib is not None and lib.file.endswith("fancylib/ops.py")
+
+
+@pytest.mark.parametrize(
+    ("reason", "explanation", "code", "cause"),
+    [
+        ("Failed to trace builtin operator", "builtin operator `print`", "", "print"),
+        ("logging.Logger method not supported for non-export cases", "", "log.warning('x')", "logging"),
+        ("Data-dependent branching", "", "if y.mean() > 0:", "data_dependent_branch"),
+        ("generic_jump TensorVariable()", "", "", "data_dependent_branch"),
+        ("Unsupported Tensor.item() call with capture_scalar_outputs=False", "", "", "item"),
+        ("Dynamic shape operator", "Operator `aten.nonzero.default`'s output shape depends", "", "dynamic_output_shape"),
+        ("attempted to trace numpy function unsupported by PyTorch", "", "", "numpy"),
+        ("Something new in torch 3", "", "", "other"),
+    ],
+)
+def test_classify(reason: str, explanation: str, code: str, cause: str) -> None:
+    got, suggestion = classify(reason, explanation, code)
+    assert got == cause
+    assert suggestion

@@ -1,0 +1,95 @@
+"""The CLI surface with typer's CliRunner: help, version, usage errors, render."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from compilediag import __version__
+from compilediag.analysis.build import build_report
+from compilediag.cli import app
+from compilediag.trace import parse_path
+from tests.conftest import fixture_trace
+
+runner = CliRunner()
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"compilediag {__version__}"
+
+
+@pytest.mark.parametrize("command", [[], ["explain"], ["render"]])
+def test_every_command_has_help(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0
+    assert "Usage" in result.output
+
+
+def test_help_lists_exit_codes() -> None:
+    result = runner.invoke(app, ["explain", "--help"], env={"COLUMNS": "200"})
+    for code in ("0 ok", "1 gate failed", "2 usage error", "3 model failed", "4 torch.compile failed", "5 worker"):
+        assert code in " ".join(result.output.split())
+
+
+def test_help_imports_no_torch() -> None:
+    code = "import sys; from compilediag.cli import app; print('torch' in sys.modules, 'pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def test_bad_option_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["explain", "x.py", "--no-such-flag"])
+    assert result.exit_code == 2
+
+
+def test_missing_model_file_is_exit_2() -> None:
+    result = runner.invoke(app, ["explain", "does/not/exist.py"])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+
+
+@pytest.fixture
+def saved_report(tmp_path: Path) -> Path:
+    report = build_report(parse_path(fixture_trace("graph_breaks.eager")), {}, {"path": "sample_models/graph_breaks.py"})
+    p = tmp_path / "report.json"
+    p.write_text(json.dumps(report.to_dict()))
+    return p
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "markdown"])
+def test_render_saved_report(saved_report: Path, fmt: str) -> None:
+    result = runner.invoke(app, ["render", str(saved_report), "--format", fmt])
+    assert result.exit_code == 0, result.output
+    assert "graph_breaks.py:24" in result.output or '"line": 24' in result.output
+
+
+def test_render_json_round_trips(saved_report: Path) -> None:
+    result = runner.invoke(app, ["render", str(saved_report), "--format", "json"])
+    assert json.loads(result.output) == json.loads(saved_report.read_text())
+
+
+def test_render_rejects_a_file_that_is_not_a_report(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hello": 1}')
+    result = runner.invoke(app, ["render", str(bad)])
+    assert result.exit_code == 2
+    assert "not a compilediag JSON report" in result.output
+    result = runner.invoke(app, ["render", str(tmp_path / "missing.json")])
+    assert result.exit_code == 2
+
+
+def test_output_file_is_written_atomically(saved_report: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    result = runner.invoke(app, ["render", str(saved_report), "--format", "markdown", "-o", str(out)])
+    assert result.exit_code == 0
+    assert out.read_text().startswith("## compilediag")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    result = runner.invoke(app, ["render", str(saved_report), "-o", str(tmp_path / "nope" / "r.md")])
+    assert result.exit_code == 2 and "does not exist" in result.output

@@ -1,0 +1,143 @@
+"""End to end: the installed CLI on the sample models, in a subprocess, on the real stack."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES, expected_breaks, run_cli, run_json
+
+BREAKING = {
+    "print_break.py": "print",
+    "data_branch.py": "data_dependent_branch",
+    "item_break.py": "item",
+    "numpy_break.py": "numpy",
+    "logging_break.py": "logging",
+    "nonzero_break.py": "dynamic_output_shape",
+}
+
+
+@pytest.mark.parametrize("sample", sorted(BREAKING))
+def test_each_cause_is_reported_at_the_users_line_and_agrees_with_explain(sample: str) -> None:
+    report, proc = run_json(
+        "explain", f"sample_models/{sample}", "--backend", "eager", "--no-timings", "--cross-check"
+    )
+    assert proc.returncode == 0, proc.stderr
+    breaks = report["graph_breaks"]
+    assert [b["line"] for b in breaks] == expected_breaks(sample)
+    b = breaks[0]
+    assert Path(b["file"]).name == sample
+    assert b["cause"] == BREAKING[sample]
+    src = (SAMPLES / sample).read_text().splitlines()[b["line"] - 1].strip()
+    assert b["code"] == src
+    assert b["suggestion"] and b["reason"]
+    assert report["summary"]["unique_graph_breaks"] == 1
+    assert report["cross_check"]["agree"], report["cross_check"]
+    assert report["cross_check"]["explain_graph_breaks"] == 1
+
+
+@pytest.mark.parametrize("sample", ["clean_mlp.py", "transformer_block.py"])
+def test_clean_models_have_one_graph_and_no_breaks(sample: str) -> None:
+    report, proc = run_json("explain", f"sample_models/{sample}", "--backend", "aot_eager", "--no-timings")
+    assert proc.returncode == 0, proc.stderr
+    assert report["summary"]["graph_breaks"] == 0
+    assert report["summary"]["graphs"] == 1
+    assert report["graphs"][0]["ops"] > 3
+
+
+def test_graph_breaks_demo_table_view() -> None:
+    proc = run_cli("explain", "sample_models/graph_breaks.py", "--backend", "eager", "--no-timings")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "3 graph breaks at 3 sites" in out
+    for line in expected_breaks("graph_breaks.py"):
+        assert f"sample_models/graph_breaks.py:{line}" in out
+    assert "\x1b[" not in out, "no colour when piped"
+    assert max(len(x) for x in out.splitlines()) <= 100
+
+
+def test_fullgraph_gate_reports_all_breaks_then_fails() -> None:
+    report, proc = run_json("explain", "sample_models/graph_breaks.py", "--backend", "eager", "--no-timings", "--fullgraph")
+    assert proc.returncode == 1
+    assert len(report["graph_breaks"]) == 3, "all breaks, not only the first"
+    assert report["verdict"]["passed"] is False
+    clean, proc = run_json("explain", "sample_models/clean_mlp.py", "--backend", "eager", "--no-timings", "--fullgraph")
+    assert proc.returncode == 0 and clean["verdict"]["passed"] is True
+
+
+def test_break_inside_a_library_shows_the_users_call_site(tmp_path: Path) -> None:
+    lib = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "fancylib"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text("def helper(x):\n    print('in a library')\n    return x * 2\n")
+    model = tmp_path / "model.py"
+    model.write_text(textwrap.dedent(f"""\
+        import sys
+        sys.path.insert(0, {str(lib.parent)!r})
+        import torch
+        from fancylib import helper
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                y = x.sin()
+                y = helper(y)
+                return y.cos()
+
+        def get_inputs():
+            return (torch.randn(3),)
+    """))
+    report, proc = run_json("explain", str(model), "--backend", "eager", "--no-timings")
+    assert proc.returncode == 0, proc.stderr
+    (b,) = report["graph_breaks"]
+    assert (Path(b["file"]).name, b["line"], b["code"]) == ("model.py", 9, "y = helper(y)")
+    assert b["library_frame"]["file"].endswith("fancylib/__init__.py")
+    assert b["library_frame"]["line"] == 2
+
+
+def test_cross_check_explains_a_break_that_explain_misses(tmp_path: Path) -> None:
+    # print before any tensor op: no graph is cut, so explain has nothing to report
+    model = tmp_path / "early_print.py"
+    model.write_text(textwrap.dedent("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                print("start")
+                return x.sin().cos()
+
+        def get_inputs():
+            return (torch.randn(3),)
+    """))
+    report, proc = run_json("explain", str(model), "--backend", "eager", "--no-timings", "--cross-check")
+    assert proc.returncode == 0, proc.stderr
+    assert [b["line"] for b in report["graph_breaks"]] == [5]
+    cc = report["cross_check"]
+    assert cc["agree"] is False and cc["explain_graph_breaks"] == 0
+    (d,) = cc["disagreements"]
+    assert d["line"] == 5 and d["seen_by"] == "trace"
+    assert "no tensor op ran before this break" in d["believe"]
+
+
+def test_json_is_alone_on_stdout() -> None:
+    proc = run_cli("explain", "sample_models/print_break.py", "--backend", "eager", "--no-timings", "--format", "json")
+    data = json.loads(proc.stdout)  # the model's own print went to the worker log, not here
+    for key in ("schema_version", "tool", "environment", "target", "summary", "graph_breaks",
+                "recompiles", "graphs", "kernels", "timings", "errors"):
+        assert key in data
+    assert data["environment"]["backend"] == "eager"
+    assert data["target"]["inputs"] == ["4x16:float32"]
+
+
+def test_markdown_format() -> None:
+    proc = run_cli("explain", "sample_models/item_break.py", "--backend", "eager", "--no-timings", "--format", "markdown")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("## compilediag: `sample_models/item_break.py`")
+    assert "| 1 | `sample_models/item_break.py:15`" in proc.stdout
+
+
+def test_inputs_from_the_command_line_replace_get_inputs() -> None:
+    report, proc = run_json("explain", "sample_models/clean_mlp.py", "--backend", "eager", "--no-timings", "--input", "3x32")
+    assert proc.returncode == 0, proc.stderr
+    assert report["target"]["inputs"] == ["3x32:float32"]

@@ -1,0 +1,73 @@
+"""Renderers on a fixed Report (from a recorded trace), at a pinned width, exact lines."""
+
+from __future__ import annotations
+
+from compilediag.analysis.build import build_report
+from compilediag.render import render
+from compilediag.report import Report
+from compilediag.trace import parse_path
+from tests.conftest import ROOT, fixture_trace
+
+WORKER = {
+    "environment": {"torch": "2.13.0+cpu", "python": "3.11.7", "device": "cpu", "backend": "eager", "mode": "default"},
+    "inputs": [["8x32:float32"]],
+    "first_call_s": 0.25,
+    "output_check": {"compared": 1, "max_abs_err": 0.0, "max_rel_err": 0.0, "mismatch": False},
+    "timings": {
+        "eager_ms": {"median": 0.040, "iqr": 0.002, "n": 50},
+        "compiled_ms": {"median": 0.020, "iqr": 0.001, "n": 50},
+        "speedup": 2.0, "repeat": 50, "method": "perf_counter",
+    },
+}
+
+
+def fixed_report() -> Report:
+    report = build_report(
+        parse_path(fixture_trace("graph_breaks.eager")), WORKER, {"path": str(ROOT / "sample_models/graph_breaks.py")}
+    )
+    for g in report.graphs:  # compile times vary run to run; pin them for exact lines
+        g.compile_time_s = 0.05
+    report.summary.compile_time_s = 0.2
+    # the recording's absolute paths point into the checkout it was made in
+    for b in report.graph_breaks:
+        b.file = str(ROOT / "sample_models" / "graph_breaks.py")
+    for g in report.graphs:
+        g.file = str(ROOT / "sample_models" / "graph_breaks.py")
+    return report
+
+
+def test_table_exact_lines(monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    lines = render(fixed_report(), "table", width=100).splitlines()
+    assert lines[0] == "compilediag · sample_models/graph_breaks.py  inputs: 8x32:float32"
+    assert lines[1] == "torch 2.13.0+cpu · cpu · eager/default"
+    assert lines[2] == "4 graphs · 3 graph breaks at 3 sites · 0 recompiles · compile 200 ms · speedup 2.00x"
+    assert " 1. sample_models/graph_breaks.py:22  Failed to trace builtin operator" in lines
+    assert '         print("debug: forward reached")' in lines
+    assert "  0/0    forward                               sample_models/graph_breaks.py:17    3    50 ms" in lines
+    assert "         eager 0.040 ms (IQR 0.002, n=50)" in lines
+    assert "       speedup 2.00x  (medians; calls interleaved, perf_counter)" in lines
+    assert all(line == line.rstrip() for line in lines)
+    narrow = render(fixed_report(), "table", width=60).splitlines()
+    assert all(len(line) <= 60 for line in narrow)
+
+
+def test_table_colour_only_when_asked() -> None:
+    assert "\x1b[" not in render(fixed_report(), "table", width=80, color=False)
+    assert "\x1b[" in render(fixed_report(), "table", width=80, color=True)
+
+
+def test_markdown_exact_rows(monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    md = render(fixed_report(), "markdown").splitlines()
+    assert md[0] == "## compilediag: `sample_models/graph_breaks.py`"
+    assert "| graph | frame | where | ops | compile |" in md
+    row = next(line for line in md if line.startswith("| 2 |"))
+    assert row.startswith("| 2 | `sample_models/graph_breaks.py:24`<br>`if h.mean() > 0.5:` | Data-dependent branching ([GB0170](")
+    assert "| 2 |" in row and "torch.where" in row
+
+
+def test_report_dict_round_trip() -> None:
+    report = fixed_report()
+    again = Report.from_dict(report.to_dict())
+    assert again == report

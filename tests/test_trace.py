@@ -1,0 +1,68 @@
+"""The structured-trace parser, on traces recorded from real runs (tests/fixtures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compilediag.trace import TraceError, parse_lines, parse_path
+from tests.conftest import fixture_trace, trace_sets
+
+
+@pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
+def test_every_fixture_parses_with_no_unknown_records(folder: Path) -> None:
+    for f in sorted(folder.glob("*.log")):
+        (log,) = parse_path(f, strict=True)  # strict: an unknown record would raise
+        assert log.records > 50
+        assert log.compiles, f
+        for c in log.compiles.values():
+            assert c.metrics.get("compile_id") in (c.compile_id, None)
+
+
+def test_interned_filenames_resolve_to_the_sample_file() -> None:
+    (log,) = parse_path(fixture_trace("graph_breaks.eager"))
+    first = log.ordered()[0]
+    assert first.stack, "dynamo_start stack missing"
+    assert first.stack[-1].file.endswith("sample_models/graph_breaks.py")
+    assert first.stack[-1].name == "forward"
+
+
+def test_compile_ids_group_attempts_and_resume_frames() -> None:
+    (log,) = parse_path(fixture_trace("graph_breaks.eager"))
+    ids = [c.compile_id for c in log.ordered()]
+    assert ids[:4] == ["0/0", "1/0", "2/0", "3/0"]
+    names = [c.metrics["co_name"] for c in log.ordered()]
+    assert names[0] == "forward" and all(n.startswith("torch_dynamo_resume_in_forward") for n in names[1:])
+    # Dynamo restarts the analysis after a break (attempt 1); the break text was logged on
+    # attempt 0. Both land on the same compile id.
+    assert sum(len(c.graph_breaks) for c in log.ordered()) == 3
+
+
+def test_recompile_reasons_are_read() -> None:
+    (log,) = parse_path(fixture_trace("batch_sweep.eager"))
+    reasons = [r for c in log.ordered() for r in c.recompile_reasons]
+    assert len(reasons) == 1
+    assert "size mismatch at index 0. expected 2, actual 4" in reasons[0]
+
+
+def test_unknown_records_are_counted_not_fatal_and_junk_is_skipped() -> None:
+    text = fixture_trace("print_break.aot_eager").read_text().splitlines(keepends=True)
+    injected = text[:3] + [
+        'V1121 10:00:00.000000 1 x.py:1] {"brand_new_record": {}, "frame_id": 0, "frame_compile_id": 0}\n',
+        "\tpayload of the new record\n",
+        "\x00\x01 binary junk\n",
+        'V1121 10:00:00.000000 1 x.py:1] {not json\n',
+    ] + text[3:]
+    log = parse_lines(injected)
+    assert log.unknown["brand_new_record"] == 1
+    assert log.skipped_lines == 2
+    assert sum(len(c.graph_breaks) for c in log.compiles.values()) == 1
+    with pytest.raises(TraceError):
+        parse_lines(injected, strict=True)
+
+
+def test_truncated_trace_keeps_what_was_complete() -> None:
+    lines = fixture_trace("graph_breaks.eager").read_text().splitlines(keepends=True)
+    log = parse_lines(lines[: len(lines) // 2])
+    assert 0 < len(log.compiles) <= 4
