@@ -109,8 +109,12 @@ def _spec(
 
 
 def _run(spec: dict[str, Any], timeout: float, quiet: bool):
-    """Run the worker with a spinner on stderr, then build the Report from its trace."""
-    from compilediag.analysis.build import build_report
+    """Run the worker with a spinner on stderr, then build the Report from its trace.
+
+    Returns the report, the exit code of a compile failure (or None), and the kernels' code.
+    """
+    from compilediag.analysis.build import all_compiles, build_report
+    from compilediag.analysis.kernels import collect_kernels
     from compilediag.runner import run_worker, workdir
     from compilediag.trace import parse_path
 
@@ -125,8 +129,9 @@ def _run(spec: dict[str, Any], timeout: float, quiet: bool):
             run = run_worker(spec, work, timeout)
         logs = parse_path(run.trace_dir)
     target = {"path": spec["target"]["path"], "attr": spec["target"]["attr"]}
-    report = build_report(logs, run.result, target)
-    return report, (COMPILE_FAILED if run.compile_error else None)
+    code = collect_kernels(all_compiles(logs))
+    report = build_report(logs, run.result, target, code)
+    return report, (COMPILE_FAILED if run.compile_error else None), code
 
 
 def _emit(report, fmt: str, output: str | None) -> None:
@@ -175,11 +180,49 @@ def explain(
             target, input, backend, mode, dynamic, device, train,
             cross_check=cross_check, timings=timings, repeat=repeat, warmup=warmup,
         )  # fmt: skip
-        report, failed = _run(spec, timeout, quiet=format != "table")
+        report, failed, _ = _run(spec, timeout, quiet=format != "table")
         report.verdict = evaluate(report, Budgets(fullgraph, max_graph_breaks, max_recompiles))
         _emit(report, format, output)
         code = failed or exit_code(report.verdict)
     raise typer.Exit(code)
+
+
+@app.command("dump-kernels")
+def dump_kernels(
+    target: Target,
+    out: Annotated[str, typer.Option("--out", "-o", help="Folder to write the kernels into (created if missing).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out folder.")] = False,
+    input: Inputs = None,
+    mode: Mode = None,
+    dynamic: Dynamic = None,
+    device: Device = None,
+    train: Train = False,
+    timeout: Timeout = 900,
+    format: Format = "table",
+) -> None:
+    """Compile the model once with Inductor and write every generated kernel to a file of
+    its own (.cpp on CPU, .py for Triton on CUDA), each graph's wrapper, and index.md /
+    index.json: kind, fused ATen ops, the user lines they came from, library calls.
+
+    Exit codes: 0 ok; 2 usage error (bad --out, ...); 3 model failed in eager;
+    4 torch.compile failed; 5 worker crashed or timed out.
+    """
+    from compilediag.dump import check_out_dir, write_dump
+
+    with _handled():
+        _check_format(format)
+        out_dir = check_out_dir(out, force)
+        spec = _spec(target, input, "inductor", mode, dynamic, device, train, timings=False)
+        report, failed, code = _run(spec, timeout, quiet=format != "table")
+        files = write_dump(report, code, out_dir, force)
+        if format == "table":
+            from compilediag.render.table import render_kernels
+
+            sys.stdout.write(render_kernels(report, width=_width(), color=_color()))
+            sys.stdout.write(f"wrote {len(files)} files to {out_dir}/ (index.md, index.json)\n")
+        else:
+            _emit(report, format, None)
+    raise typer.Exit(failed or 0)
 
 
 @app.command()

@@ -59,6 +59,13 @@ def run_worker(
     env = dict(os.environ)
     env["TORCH_TRACE"] = str(trace_dir)
     env["PYTHONUNBUFFERED"] = "1"
+    # Inductor's provenance records map each generated kernel to the user lines it came
+    # from; C++ kernels carry no source comments without them.
+    env.setdefault("INDUCTOR_PROVENANCE", "1")
+    # A hit in the FX-graph / AOTAutograd caches skips lowering, and with it those records
+    # and the real compile time. Lower every time; compiled C++/Triton binaries stay cached.
+    env.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+    env.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     log_path = work / "worker.log"
     with open(log_path, "wb") as log:

@@ -29,12 +29,15 @@ ENVELOPE = {
 }  # fmt: skip
 
 # Records whose payload the analysis reads.
-PAYLOAD_KINDS = {"dynamo_output_graph", "inductor_output_code", "dynamo_cpp_guards_str"}
+PAYLOAD_KINDS = {
+    "dynamo_output_graph", "inductor_output_code", "dynamo_cpp_guards_str",
+    "aot_inference_graph", "aot_forward_graph",
+}  # fmt: skip
 PAYLOAD_ARTIFACTS = {
     "dynamo_graph_break_reason", "recompile_reasons", "triton_kernel_info",
     "fx_graph_cache_hit", "fx_graph_cache_miss", "fx_graph_cache_bypass",
     "aotautograd_cache_hit", "aotautograd_cache_miss", "aotautograd_cache_bypass",
-    "cudagraph_skip_reason", "inductor_provenance_tracking_node_mappings",
+    "cudagraph_skip_reason", "inductor_provenance_tracking_kernel_stack_traces",
 }  # fmt: skip
 
 # Records we know and deliberately skip: anything else is counted as unknown.
@@ -42,7 +45,7 @@ KNOWN_KINDS = PAYLOAD_KINDS | {
     "str", "dynamo_start", "compilation_metrics", "compilation_metrics_runtime", "artifact",
     "chromium_event", "describe_storage", "describe_tensor", "describe_source",
     "create_symbol", "guard_added", "guard_added_fast", "propagate_real_tensors",
-    "aot_inference_graph", "aot_forward_graph", "aot_backward_graph", "aot_joint_graph",
+    "aot_backward_graph", "aot_joint_graph",
     "optimize_ddp_split_graph", "optimize_ddp_split_child", "compiled_autograd_graph",
     "bwd_compilation_metrics", "inductor_post_grad_graph", "inductor_pre_grad_graph",
     "dynamo_guards", "symbolic_shape_specialization", "unbacked_symbol", "expression_created",
@@ -94,6 +97,7 @@ class Compile:
     recompile_reasons: list[str] = field(default_factory=list)
     output_graph: str = ""
     output_code: list[str] = field(default_factory=list)
+    aot_graph: str = ""
     guards: str = ""
     artifacts: dict[str, list[str]] = field(default_factory=dict)
     order: int = 0  # position of its first record in the trace
@@ -193,6 +197,8 @@ def _apply(c: Compile, rec: Record, strings: dict[int, str]) -> None:
         c.output_graph = rec.payload
     elif rec.kind == "inductor_output_code":
         c.output_code.append(rec.payload)
+    elif rec.kind in ("aot_inference_graph", "aot_forward_graph"):
+        c.aot_graph += rec.payload
     elif rec.kind == "dynamo_cpp_guards_str":
         c.guards = rec.payload
     elif rec.kind == "artifact":

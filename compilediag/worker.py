@@ -131,6 +131,10 @@ class Worker:
             message = f"{type(inner).__name__}: {first_line(inner)}"
             return self.fail("compile", COMPILE_FAILED, message, e)
         self.result["first_call_s"] = self.result["calls"][0]["wall_s"]
+        if "torch._inductor.metrics" in sys.modules:
+            self.result["inductor_generated_kernels"] = sys.modules[
+                "torch._inductor.metrics"
+            ].generated_kernel_count
         self.result["dynamo_counters"] = {
             k: dict(v) for k, v in counters.items() if k in ("stats", "graph_break", "recompiles")
         }

@@ -9,6 +9,7 @@ from compilediag import __version__
 from compilediag.analysis.breaks import collect_breaks
 from compilediag.analysis.crosscheck import cross_check
 from compilediag.analysis.graphs import collect_graphs, compile_time
+from compilediag.analysis.kernels import GraphCode, collect_kernels, generated
 from compilediag.analysis.recompiles import collect_recompiles
 from compilediag.report import Report, Stat, Summary, Timings
 from compilediag.trace import Compile, TraceLog
@@ -19,9 +20,14 @@ def all_compiles(logs: list[TraceLog]) -> list[Compile]:
 
 
 def build_report(
-    logs: list[TraceLog], worker: dict[str, Any], target: dict[str, Any]
+    logs: list[TraceLog],
+    worker: dict[str, Any],
+    target: dict[str, Any],
+    code: list[GraphCode] | None = None,
 ) -> Report:
+    """`code` is the kernels' source, when the caller already read it (dump-kernels)."""
     compiles = all_compiles(logs)
+    code = collect_kernels(compiles) if code is None else code
     breaks, total_breaks = collect_breaks(compiles)
     graphs = collect_graphs(compiles)
     recompiles = collect_recompiles(compiles)
@@ -34,6 +40,7 @@ def build_report(
         graph_breaks=breaks,
         recompiles=recompiles,
         graphs=graphs,
+        kernels=generated(code),
         timings=timings,
         compile_time=ctime if compiles else None,
         errors=list(worker.get("errors", [])),
@@ -49,7 +56,7 @@ def build_report(
         graph_breaks=total_breaks,
         unique_graph_breaks=len(breaks),
         recompiles=len(recompiles),
-        kernels=len(report.kernels),
+        kernels=sum(k.kind != "extern" for k in report.kernels),
         compile_time_s=round(ctime.total_s, 6),
         speedup=timings.speedup if timings else None,
     )

@@ -15,6 +15,14 @@ from compilediag.report import Report
 
 
 def render_table(report: Report, width: int | None = None, color: bool = False) -> str:
+    return _print(blocks(report, color), width, color)
+
+
+def render_kernels(report: Report, width: int | None = None, color: bool = False) -> str:
+    return _print([Text(headline(report)), *kernel_blocks(report, limit=None)], width, color)
+
+
+def _print(items: list, width: int | None, color: bool) -> str:
     buf = io.StringIO()
     console = Console(
         file=buf,
@@ -25,7 +33,7 @@ def render_table(report: Report, width: int | None = None, color: bool = False) 
         highlight=False,
         soft_wrap=False,
     )
-    for block in blocks(report, color):
+    for block in items:
         console.print(block)
     text = buf.getvalue()
     if not color:  # rich pads cells to the width; trailing blanks only hurt diffs and pipes
@@ -70,6 +78,8 @@ def blocks(report: Report, color: bool) -> list:
             t.add_row(g.compile_id, g.frame, where(g.file, g.line), str(g.ops), seconds(g.compile_time_s))
         out += [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
 
+    out += kernel_blocks(report, limit=8)
+
     if report.cross_check:
         out += _cross_check_lines(report)
 
@@ -113,6 +123,45 @@ def _break_block(i: int, gb, color: bool) -> Group:
     if gb.gb_id:
         rows.append(("docs", Text(f"{gb.gb_id} {gb.doc_url}", style="dim")))
     return Group(head, _details(rows))
+
+
+def kernel_blocks(report: Report, limit: int | None) -> list:
+    gen = [k for k in report.kernels if k.kind != "extern"]
+    ext = [k for k in report.kernels if k.kind == "extern"]
+    if not report.kernels:
+        return []
+    title = f"\nKernels ({plural(len(gen), 'generated kernel')}, {plural(len(ext), 'library call')})"
+    several = len({k.compile_id for k in report.kernels}) > 1
+    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    t.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=40)
+    if several:
+        t.add_column("graph", no_wrap=True)
+    t.add_column("kind", no_wrap=True)
+    t.add_column("fused ATen ops", min_width=16)
+    t.add_column("from", no_wrap=True)
+    shown = report.kernels if limit is None else (gen[:limit] + ext[: max(0, limit - len(gen))])
+    target = report.target.get("path", "")
+    for k in shown:
+        name = k.name.removeprefix("torch.ops.").removesuffix(".default")
+        ops = ", ".join(o.removeprefix("aten.") for o in k.ops)
+        row = [name, *([k.compile_id] if several else []), k.kind, ops, compact_lines(k.source_lines, target)]
+        t.add_row(*row)
+    out: list = [Text(title, style="bold"), Padding(t, (0, 0, 0, 2))]
+    if len(shown) < len(report.kernels):
+        more = len(report.kernels) - len(shown)
+        out.append(Text(f"  ... {more} more: `compilediag dump-kernels` lists all", style="dim"))
+    return out
+
+
+def compact_lines(places: list[str], target: str = "") -> str:
+    """[`/a/model.py:28`, `/a/model.py:24`] -> `L24,28` for the model file itself, else
+    `other.py:24,28` (the table has no room for folders)."""
+    by_file: dict[str, list[int]] = {}
+    for place in places:
+        path, _, line = place.rpartition(":")
+        key = "L" if path == target else path.rsplit("/", 1)[-1] + ":"
+        by_file.setdefault(key, []).append(int(line) if line.isdigit() else 0)
+    return " ".join(f"{f}{','.join(map(str, sorted(set(ls))))}" for f, ls in by_file.items())
 
 
 def _cross_check_lines(report: Report) -> list:

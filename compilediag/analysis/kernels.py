@@ -1,0 +1,224 @@
+"""Kernels: read Inductor's output code (C++ on CPU, Triton on CUDA) from the trace.
+
+For each graph, Inductor logs its wrapper module (`inductor_output_code`). Generated kernels
+are defined in it as `NAME = async_compile.<backend>(..., '''SOURCE''' ...)`; the wrapper's
+`call()` runs them in order, each call preceded by Inductor's comment
+`# Topologically Sorted Source Nodes: [fx nodes], Original ATen: [aten ops]`. Library calls
+(`extern_kernels.mm`, `torch.ops.aten.*`) appear there too: that is what was not fused.
+The FX node names map to the user's lines through the Dynamo graph's `# File:` comments.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from compilediag.report import Kernel
+from compilediag.target import is_library_file
+from compilediag.trace import Compile
+
+DEFINITION = re.compile(r"^(?P<name>\w+) = async_compile\.(?P<backend>\w+)\(", re.M)
+SOURCE_NODES = re.compile(
+    r"#\s*Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\](?:, Original ATen: \[(?P<aten>[^\]]*)\])?"
+)
+EXTERN_CALL = re.compile(
+    r"^\s*(?:\w+(?:, \w+)* = )?(?P<name>extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\("
+)
+FILE_COMMENT = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code: (?P<code>.*)$")
+NODE_ASSIGN = re.compile(r"^\s*(?P<names>\w+(?:\s*,\s*\w+)*)\s*(?::\s*\"[^\"]*\")?\s*=")
+
+ATEN_TARGET = re.compile(r"torch\.ops\.aten\.(\w+)\.")
+STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+TRITON_KINDS = {
+    "triton_poi": "pointwise",
+    "triton_red": "reduction",
+    "triton_per": "persistent_reduction",
+    "triton_tem": "template",
+    "triton_tma": "template",
+}
+EXT = {"triton": ".py", "cpp_pybinding": ".cpp", "cpp": ".cpp", "cuda": ".cu", "halide": ".py"}
+
+
+@dataclass
+class KernelSource:
+    kernel: Kernel
+    source: str  # empty for library calls
+    ext: str
+
+
+@dataclass
+class GraphCode:
+    compile_id: str
+    wrapper: str
+    kernels: list[KernelSource]
+
+
+def node_lines(graph_code: str) -> dict[str, str]:
+    """FX node name -> `file:line` of the user code that produced it."""
+    out: dict[str, str] = {}
+    current = ""
+    for line in graph_code.splitlines():
+        m = FILE_COMMENT.match(line)
+        if m:
+            current = f"{m['file']}:{m['line']}"
+            continue
+        if current and (a := NODE_ASSIGN.match(line)):
+            for name in a["names"].split(","):
+                out.setdefault(name.strip(), current)
+    return out
+
+
+def ops_from_name(name: str, known: set[str]) -> list[str]:
+    """`cpp_fused_add_native_layer_norm_view_1` -> aten.add, aten.native_layer_norm, aten.view.
+
+    Inductor names a fused kernel after the original ATen ops it holds (joined by `_`);
+    split the name on the op names of the graph it was made from, longest first.
+    """
+    _, sep, body = name.partition("_fused_")
+    if not sep:
+        return []
+    body = re.sub(r"_\d+$", "", body)
+    ops, i = [], 0
+    ordered = sorted(known, key=len, reverse=True)
+    while i < len(body):
+        hit = next((op for op in ordered if body.startswith(op, i) and body[i + len(op) : i + len(op) + 1] in ("", "_")), None)
+        token = hit or body[i:].split("_", 1)[0]
+        ops.append("aten." + token)
+        i += len(token) + 1
+    return list(dict.fromkeys(ops))
+
+
+def provenance_lines(c: Compile) -> dict[str, list[str]]:
+    """Kernel name -> user `file:line`s, from Inductor's provenance stack traces."""
+    out: dict[str, list[str]] = {}
+    for payload in c.artifacts.get("inductor_provenance_tracking_kernel_stack_traces", []):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            continue
+        for key, stacks in (data or {}).items():
+            name = key.rsplit(":", 1)[0]
+            lines = out.setdefault(name, [])
+            for stack in stacks:
+                frames = [f for f in STACK_FRAME.finditer(stack) if not is_library_file(f["file"])]
+                if frames:
+                    where = f"{frames[-1]['file']}:{frames[-1]['line']}"
+                    if where not in lines:
+                        lines.append(where)
+    return out
+
+
+def _kind(name: str, backend: str, source: str) -> str:
+    for prefix, kind in TRITON_KINDS.items():
+        if name.startswith(prefix):
+            return kind
+    if backend.startswith("cpp"):
+        return "reduction" if "tmp_acc" in source else "pointwise"
+    return "other"
+
+
+def _definitions(code: str) -> dict[str, tuple[str, str]]:
+    """name -> (backend, source) for every kernel the wrapper defines."""
+    out: dict[str, tuple[str, str]] = {}
+    for m in DEFINITION.finditer(code):
+        start = code.find("'''", m.end())
+        end = code.find("'''", start + 3) if start >= 0 else -1
+        if start < 0 or end < 0:
+            continue
+        out[m["name"]] = (m["backend"], code[start + 3 : end].strip("\n") + "\n")
+    return out
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def kernels_of_graph(
+    compile_id: str,
+    code: str,
+    nodes: dict[str, str],
+    known_ops: set[str] | None = None,
+    provenance: dict[str, list[str]] | None = None,
+) -> list[KernelSource]:
+    defs = _definitions(code)
+    found: dict[str, KernelSource] = {}
+    pending: re.Match | None = None
+    extern_seen = 0
+
+    def user_lines(match: re.Match | None) -> list[str]:
+        lines = [nodes[n] for n in _split(match["nodes"]) if n in nodes] if match else []
+        return list(dict.fromkeys(lines))
+
+    for line in code.splitlines():
+        m = SOURCE_NODES.search(line)
+        if m:
+            pending = m
+            continue
+        call = re.match(r"^\s*(?P<name>\w+)(?:\.run)?\(", line)
+        if call and call["name"] in defs and not line.lstrip().startswith(call["name"] + " ="):
+            name = call["name"]
+            backend, source = defs[name]
+            if name not in found:
+                found[name] = KernelSource(
+                    Kernel(name=name, kind=_kind(name, backend, source), compile_id=compile_id,
+                           lines=source.count("\n")),
+                    source, EXT.get(backend, ".txt"),
+                )  # fmt: skip
+            k = found[name].kernel
+            if pending is not None and not k.ops:
+                k.ops = _split(pending["aten"])
+                k.source_lines = user_lines(pending)
+            pending = None
+            continue
+        ext = EXTERN_CALL.match(line)
+        if ext and "assert_" not in line:
+            extern_seen += 1
+            name = ext["name"]
+            key = f"{name}#{extern_seen}"
+            found[key] = KernelSource(
+                Kernel(name=name, kind="extern", compile_id=compile_id,
+                       ops=_split(pending["aten"]) if pending else [],
+                       source_lines=user_lines(pending)),
+                "", "",
+            )  # fmt: skip
+            pending = None
+    # kernels defined but never called from call() (rare) still count as generated
+    for name, (backend, source) in defs.items():
+        if name not in found:
+            found[name] = KernelSource(
+                Kernel(name=name, kind=_kind(name, backend, source), compile_id=compile_id,
+                       lines=source.count("\n")),
+                source, EXT.get(backend, ".txt"),
+            )  # fmt: skip
+    for ks in found.values():
+        k = ks.kernel
+        if not k.ops and k.kind != "extern":
+            k.ops = ops_from_name(k.name, known_ops or set())
+        if provenance and provenance.get(k.name) and (not k.source_lines or k.kind != "extern"):
+            k.source_lines = provenance[k.name]
+    return list(found.values())
+
+
+def collect_kernels(compiles: list[Compile]) -> list[GraphCode]:
+    graphs = []
+    for c in compiles:
+        nodes = node_lines(c.output_graph)
+        # op names to split fused-kernel names on: the AOT graph's ops and the wrapper's own
+        # "Original ATen" comments
+        known = set(ATEN_TARGET.findall(c.aot_graph))
+        for code in c.output_code:
+            for m in SOURCE_NODES.finditer(code):
+                known.update(op.removeprefix("aten.") for op in _split(m["aten"]))
+        prov = provenance_lines(c)
+        for code in c.output_code:
+            kernels = kernels_of_graph(c.compile_id, code, nodes, known, prov)
+            graphs.append(GraphCode(c.compile_id, code, kernels))
+    return graphs
+
+
+def generated(graphs: list[GraphCode]) -> list[Kernel]:
+    """Every kernel, generated ones first in graph order, then the library calls."""
+    ks = [k.kernel for g in graphs for k in g.kernels]
+    return [k for k in ks if k.kind != "extern"] + [k for k in ks if k.kind == "extern"]

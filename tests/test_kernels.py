@@ -1,0 +1,127 @@
+"""Kernels from Inductor's output code: unit tests on recorded traces, and the real
+dump-kernels command end to end (Inductor C++ codegen on CPU; CUDA where present)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from compilediag.analysis.build import all_compiles
+from compilediag.analysis.kernels import collect_kernels, ops_from_name
+from compilediag.trace import parse_path
+from tests.conftest import SAMPLES, fixture_trace, run_cli, trace_sets
+
+DEFINITION = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)
+
+
+def test_ops_from_name_splits_on_known_op_names() -> None:
+    known = {"native_layer_norm", "add", "view", "gelu"}
+    assert ops_from_name("cpp_fused_add_native_layer_norm_view_1", known) == [
+        "aten.add", "aten.native_layer_norm", "aten.view"
+    ]
+    assert ops_from_name("triton_poi_fused_gelu_view_2", known) == ["aten.gelu", "aten.view"]
+    assert ops_from_name("extern_kernels.mm", known) == []
+
+
+@pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
+def test_transformer_block_kernels_match_the_wrapper(folder: Path) -> None:
+    path = fixture_trace("transformer_block.inductor", folder)
+    if not path.exists():
+        pytest.skip("not recorded for this torch")
+    graphs = collect_kernels(all_compiles(parse_path(path)))
+    (g,) = graphs
+    defined = DEFINITION.findall(g.wrapper)
+    generated = [k for k in g.kernels if k.kernel.kind != "extern"]
+    assert len(generated) == len(defined) > 0
+    block = (SAMPLES / "transformer_block.py").read_text().splitlines()
+    forward = range(next(i for i, s in enumerate(block, 1) if "def forward" in s), len(block) + 1)
+    for ks in generated:
+        k = ks.kernel
+        assert ks.source.strip() and k.lines == ks.source.count("\n")
+        assert k.ops, k.name
+        # every fused op is named in the kernel's name, as Inductor names kernels
+        assert all(op.removeprefix("aten.") in k.name for op in k.ops), (k.name, k.ops)
+        assert k.source_lines, k.name
+        for place in k.source_lines:
+            file, line = place.rsplit(":", 1)
+            assert file.endswith("transformer_block.py") and int(line) in forward
+    externs = [k.kernel for k in g.kernels if k.kernel.kind == "extern"]
+    assert any("addmm" in k.name or "mm" in k.name for k in externs), "matmuls are library calls"
+
+
+def test_triton_kernel_ops_come_from_inductors_comments() -> None:
+    folders = [f for f in trace_sets() if "cuda" in f.name]
+    if not folders:
+        pytest.skip("no CUDA recording")
+    path = fixture_trace("transformer_block.inductor", folders[0])
+    (g,) = collect_kernels(all_compiles(parse_path(path)))
+    for ks in g.kernels:
+        if ks.kernel.kind == "extern":
+            continue
+        # the comment block right above the kernel's definition names its ATen ops
+        at = g.wrapper.index(f"{ks.kernel.name} = async_compile")
+        comment = g.wrapper[:at].rsplit("Original ATen: [", 1)[1].split("]", 1)[0]
+        assert ks.kernel.ops == [o.strip() for o in comment.split(",")]
+        assert ks.kernel.kind in ("pointwise", "reduction", "persistent_reduction", "template")
+
+
+@pytest.mark.slow
+def test_dump_kernels_writes_one_file_per_generated_kernel(tmp_path: Path) -> None:
+    out = tmp_path / "kernels"
+    proc = run_cli("dump-kernels", "sample_models/transformer_block.py", "--out", str(out), "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    index = json.loads((out / "index.json").read_text())
+    (wrapper,) = out.glob("*_wrapper.py")
+    defined = DEFINITION.findall(wrapper.read_text())
+    files = sorted(p.name for p in out.glob("*.cpp"))
+    assert len(files) == len(defined) > 0
+    generated = [k for k in index["kernels"] if k["kind"] != "extern"]
+    assert sorted(k["file"] for k in generated) == files
+    for k in generated:
+        src = (out / k["file"]).read_text()
+        assert 'extern "C"' in src and "kernel(" in src, "the real C++ source"
+    assert any(k["kind"] == "extern" for k in index["kernels"])
+    md = (out / "index.md").read_text()
+    assert all(f in md for f in files)
+    assert "generated kernels" in proc.stdout
+
+
+def test_dump_kernels_refuses_bad_out_before_running(tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    proc = run_cli("dump-kernels", "sample_models/clean_mlp.py", "--out", str(busy))
+    assert proc.returncode == 2 and "not empty" in proc.stderr
+    assert [p.name for p in busy.iterdir()] == ["keep.txt"]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    proc = run_cli("dump-kernels", "sample_models/clean_mlp.py", "--out", str(afile))
+    assert proc.returncode == 2 and "is a file" in proc.stderr
+    proc = run_cli("dump-kernels", "sample_models/clean_mlp.py", "--out", "/proc/compilediag-test")
+    assert proc.returncode == 2 and "cannot be written" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_explain_shows_kernel_count() -> None:
+    from tests.conftest import run_json
+
+    report, proc = run_json("explain", "sample_models/transformer_block.py", "--no-timings", "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    gen = [k for k in report["kernels"] if k["kind"] != "extern"]
+    assert report["summary"]["kernels"] == len(gen) > 0
+
+
+@pytest.mark.gpu
+def test_dump_triton_kernels_on_cuda(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    out = tmp_path / "kernels"
+    proc = run_cli("dump-kernels", "sample_models/transformer_block.py", "--out", str(out), "--device", "cuda")
+    assert proc.returncode == 0, proc.stderr
+    files = list(out.glob("*triton*.py"))
+    assert files and all("@triton.jit" in f.read_text() for f in files)
