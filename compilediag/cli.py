@@ -187,6 +187,51 @@ def explain(
     raise typer.Exit(code)
 
 
+@app.command()
+def recompiles(
+    target: Target,
+    shapes: Annotated[str | None, typer.Option(help="Sweep: vary the first tensor input through these shapes, e.g. 2x16,4x16,8x16 (default: the file's get_input_sets()).")] = None,
+    input: Inputs = None,
+    backend: Backend = "eager",
+    mode: Mode = None,
+    dynamic: Dynamic = None,
+    device: Device = None,
+    train: Train = False,
+    max_recompiles: MaxRecompiles = None,
+    timeout: Timeout = 900,
+    format: Format = "table",
+    output: Output = None,
+) -> None:
+    """Run a sweep of inputs through the compiled model and explain every recompilation:
+    the frame, the failed guard in words, the user line that installed it, and the fix.
+    Shows which calls hit the cache, automatic dynamic, and the recompile-limit post-mortem.
+
+    Guards do not depend on the backend, so the default is the fast `eager` backend; pass
+    --backend inductor to time real compiles. Compare with --dynamic.
+
+    Exit codes: 0 ok; 1 more recompiles than --max-recompiles; 2 usage error (bad
+    --shapes, inputs that don't fit); 3 model failed in eager; 4 torch.compile failed;
+    5 worker crashed or timed out.
+    """
+    from compilediag.gate import Budgets, evaluate, exit_code
+    from compilediag.target import parse_shapes
+
+    with _handled():
+        _check_format(format)
+        sweep = parse_shapes(shapes) if shapes is not None else []
+        spec = _spec(target, input, backend, mode, dynamic, device, train, shapes=sweep, timings=False)
+        report, failed, _ = _run(spec, timeout, quiet=format != "table")
+        report.verdict = evaluate(report, Budgets(max_recompiles=max_recompiles))
+        if format == "table" and not output:
+            from compilediag.render.table import render_recompiles
+
+            sys.stdout.write(render_recompiles(report, width=_width(), color=_color()))
+        else:
+            _emit(report, format, output)
+        code = failed or exit_code(report.verdict)
+    raise typer.Exit(code)
+
+
 @app.command("dump-kernels")
 def dump_kernels(
     target: Target,

@@ -51,9 +51,38 @@ class Recompile:
     file: str
     line: int
     compile_id: str
-    reasons: list[str] = field(default_factory=list)
-    failed_guard: str = ""
+    reasons: list[str] = field(default_factory=list)  # torch's text, one per failed guard
+    failed_guard: str = ""  # the first, in words
     suggestion: str = ""
+    failed_guards: list[str] = field(default_factory=list)  # all, in words
+    cause: str = ""  # shape, float, int, training, object, type, global, length, other
+    guard_file: str = ""  # the user line that installed the guard
+    guard_line: int = 0
+    automatic_dynamic: bool = False  # torch made the changed value dynamic on this recompile
+
+
+@dataclass
+class LimitHit:
+    """Dynamo's recompile limit was reached: later calls of the frame run in eager mode."""
+
+    frame: str
+    file: str
+    line: int
+    limit: int
+    compiles: int
+    distinct_reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Call:
+    """One call of the sweep: did it reuse a cached graph or compile?"""
+
+    index: int
+    inputs: str
+    compiled: bool
+    compile_ids: list[str] = field(default_factory=list)
+    compile_time_s: float = 0.0
+    wall_s: float = 0.0
 
 
 @dataclass
@@ -157,6 +186,8 @@ class Report:
     summary: Summary = field(default_factory=Summary)
     graph_breaks: list[GraphBreak] = field(default_factory=list)
     recompiles: list[Recompile] = field(default_factory=list)
+    recompile_limit_hits: list[LimitHit] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
     graphs: list[Graph] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
     timings: Timings | None = None
@@ -164,6 +195,7 @@ class Report:
     cross_check: CrossCheck | None = None
     verdict: Verdict = field(default_factory=Verdict)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # frames torch skipped, and why
     trace: dict[str, Any] = field(default_factory=dict)  # records read, unknown kinds
     schema_version: int = SCHEMA_VERSION
 

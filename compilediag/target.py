@@ -12,6 +12,7 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,50 +225,50 @@ def make_tensor(spec: InputSpec) -> Any:
     return torch.randint(0, spec.high or 10, spec.shape, dtype=dtype)
 
 
-def find_input_sets(module: Any, target: Target, path: str) -> list[Call]:
-    """Every call the run makes: one for explain, several for a sweep."""
+def find_input_sets(module: Any, target: Target, path: str) -> Iterator[Call]:
+    """Every call the run makes, one at a time: one for explain, several for a sweep.
+
+    A generator, because get_input_sets() may itself be one that changes the model
+    between calls (e.g. model.eval() after the first).
+    """
     import torch
 
+    sets_fn = getattr(module, "get_input_sets", None)
     if target.inputs:
-        calls = [(tuple(make_tensor(s) for s in target.inputs), {})]
-    elif callable(getattr(module, "get_input_sets", None)) and (
-        target.shapes == [] or not callable(getattr(module, "get_inputs", None))
-    ):
-        sets = list(module.get_input_sets())
-        if not sets:
-            raise UsageError(f"{path}: get_input_sets() returned nothing.")
-        calls = [_as_call(s, "get_input_sets()") for s in sets]
+        base: Iterator[Call] = iter([(tuple(make_tensor(s) for s in target.inputs), {})])
+    elif callable(sets_fn) and not (target.shapes and callable(getattr(module, "get_inputs", None))):
+        base = (_as_call(s, "get_input_sets()") for s in sets_fn())
     elif callable(getattr(module, "get_inputs", None)):
-        calls = [_as_call(module.get_inputs(), "get_inputs()")]
+        base = iter([_as_call(module.get_inputs(), "get_inputs()")])
     else:
-        raise UsageError(
-            f"no inputs found for the model in {path}.",
-            hint=f"Add {INPUT_LOOKUP}.",
-        )
+        raise UsageError(f"no inputs found for the model in {path}.", hint=f"Add {INPUT_LOOKUP}.")
+    first = next(base, None)
+    if first is None:
+        raise UsageError(f"{path}: get_input_sets() returned nothing.")
     if not target.shapes:
-        return calls
-    args, kwargs = calls[0]
+        yield first
+        yield from base
+        return
+    args, kwargs = first
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
     if not positions:
         raise UsageError(
             "--shapes varies the first tensor argument, but the model's inputs have none.",
             hint="Pass the inputs positionally, or describe them with --input.",
         )
-    first = args[positions[0]]
-    sweep = []
+    tensor = args[positions[0]]
     for shape in target.shapes:
-        if len(shape) != first.dim():
+        if len(shape) != tensor.dim():
             raise UsageError(
                 f"--shapes entry {'x'.join(map(str, shape))} has {len(shape)} dims; "
-                f"the first input has {first.dim()} ({'x'.join(map(str, first.shape))}).",
+                f"the first input has {tensor.dim()} ({'x'.join(map(str, tensor.shape))}).",
             )
-        spec = InputSpec(shape=shape, dtype=str(first.dtype).removeprefix("torch."))
-        if not first.dtype.is_floating_point and first.numel():
-            spec.high = int(first.max().item()) + 1
+        spec = InputSpec(shape=shape, dtype=str(tensor.dtype).removeprefix("torch."))
+        if not tensor.dtype.is_floating_point and tensor.numel():
+            spec.high = int(tensor.max().item()) + 1
         new_args = list(args)
         new_args[positions[0]] = make_tensor(spec)
-        sweep.append((tuple(new_args), kwargs))
-    return sweep
+        yield tuple(new_args), kwargs
 
 
 def describe_value(value: Any) -> str:

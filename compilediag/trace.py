@@ -229,7 +229,9 @@ def _recompile_reasons(payload: str) -> list[str]:
             text = value
     except ValueError:
         pass
-    return [line for line in text.splitlines() if line.strip()]
+    # one reason per cached graph, each starting with its compile id; a reason may span lines
+    parts = re.split(r"\n(?=(?:!\d+/)?\d+/\d+: )", text)
+    return [p.strip() for p in parts if p.strip()]
 
 
 def trace_files(path: str | Path) -> list[Path]:

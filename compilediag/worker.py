@@ -9,6 +9,7 @@ the cross-check - is measured here.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -73,7 +74,8 @@ class Worker:
         try:
             module = load_module(target.path)
             model = find_model(module, target.attr, target.path)
-            calls = find_input_sets(module, target, target.path)
+            sets = iter(find_input_sets(module, target, target.path))
+            first = next(sets)
         except DiagError as e:
             return self.fail("usage", USAGE, e.message + (" " + e.hint if e.hint else ""))
         except BaseException as e:  # the user's file raised while loading: their bug
@@ -87,19 +89,8 @@ class Worker:
             )
 
         model = to_device(model, device)
-        calls = [to_device(c, device) for c in calls]
-        self.result["inputs"] = [describe_call(c) for c in calls]
         train = spec.get("train", False)
         step = make_step(torch, train)
-
-        self.stage("running eager")
-        try:
-            eager_out = step(model, calls[0])
-            sync(torch, device)
-        except BaseException as e:
-            return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
-
-        self.stage(f"compiling with {backend}")
         kwargs: dict[str, Any] = {"backend": backend}
         if spec.get("mode"):
             kwargs["mode"] = spec["mode"]
@@ -107,37 +98,71 @@ class Worker:
             kwargs["dynamic"] = spec["dynamic"]
         compiled = torch.compile(model, **kwargs)
         counters = torch._dynamo.utils.counters
-        compiled_out = None
-        try:
-            for i, call in enumerate(calls):
-                self.stage(f"compiling and running call {i + 1}/{len(calls)} with {backend}")
+        self.result["inputs"] = []
+        eager_out = compiled_out = None
+        call0 = None
+        # Input sets are taken one at a time: a generator may change the model between calls.
+        for i in itertools.count():
+            try:
+                call = first if i == 0 else next(sets)
+            except StopIteration:
+                break
+            except DiagError as e:
+                return self.fail("usage", USAGE, e.message + (" " + e.hint if e.hint else ""))
+            except BaseException as e:
+                return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
+            call = to_device(call, device)
+            described = describe_call(call)
+            self.result["inputs"].append(described)
+            self.stage(f"running eager, call {i + 1}")
+            try:
+                out = step(model, call)
+                sync(torch, device)
+            except BaseException as e:
+                if i == 0 and not target.shapes:
+                    return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
+                # the model ran before (or --shapes made these inputs): the sweep is wrong
+                what = "--shapes entry" if target.shapes else "input set"
+                return self.fail(
+                    "usage", USAGE,
+                    f"{what} {i + 1} ({', '.join(described)}) does not fit the model: "
+                    f"{type(e).__name__}: {first_line(e)}",
+                )  # fmt: skip
+            if i == 0:
+                eager_out, call0 = out, call
+            self.stage(f"compiling and running call {i + 1} with {backend}")
+            try:
                 before = counters["stats"]["unique_graphs"]
-                start = time.perf_counter()
+                start_wall, start = time.time(), time.perf_counter()
                 out = step(compiled, call)
                 sync(torch, device)
                 wall = time.perf_counter() - start
-                if i == 0:
-                    compiled_out = out
-                self.result["calls"].append(
-                    {
-                        "index": i,
-                        "inputs": describe_call(call),
-                        "wall_s": wall,
-                        "new_graphs": counters["stats"]["unique_graphs"] - before,
-                    }
-                )
-        except BaseException as e:
-            inner = getattr(e, "inner_exception", None) or e  # BackendCompilerFailed wraps it
-            message = f"{type(inner).__name__}: {first_line(inner)}"
-            return self.fail("compile", COMPILE_FAILED, message, e)
+            except BaseException as e:
+                inner = getattr(e, "inner_exception", None) or e  # BackendCompilerFailed wraps it
+                message = f"{type(inner).__name__}: {first_line(inner)}"
+                return self.fail("compile", COMPILE_FAILED, message, e)
+            if i == 0:
+                compiled_out = out
+            self.result["calls"].append(
+                {
+                    "index": i,
+                    "inputs": described,
+                    "wall_s": wall,
+                    "start": start_wall,
+                    "end": time.time(),
+                    "new_graphs": counters["stats"]["unique_graphs"] - before,
+                }
+            )
+        calls = [call0]
         self.result["first_call_s"] = self.result["calls"][0]["wall_s"]
         if "torch._inductor.metrics" in sys.modules:
             self.result["inductor_generated_kernels"] = sys.modules[
                 "torch._inductor.metrics"
             ].generated_kernel_count
-        self.result["dynamo_counters"] = {
-            k: dict(v) for k, v in counters.items() if k in ("stats", "graph_break", "recompiles")
-        }
+        self.result["dynamo_counters"] = {"stats": dict(counters["stats"])}
+        self.result["guard_failures"] = sum(
+            len(v) for v in torch._dynamo.utils.guard_failures.values()
+        )
 
         self.result["output_check"] = compare_outputs(torch, eager_out, compiled_out)
 

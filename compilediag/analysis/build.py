@@ -10,8 +10,8 @@ from compilediag.analysis.breaks import collect_breaks
 from compilediag.analysis.crosscheck import cross_check
 from compilediag.analysis.graphs import collect_graphs, compile_time
 from compilediag.analysis.kernels import GraphCode, collect_kernels, generated
-from compilediag.analysis.recompiles import collect_recompiles
-from compilediag.report import Report, Stat, Summary, Timings
+from compilediag.analysis.recompiles import LIMIT, collect_limit_hits, collect_recompiles
+from compilediag.report import Call, Report, Stat, Summary, Timings
 from compilediag.trace import Compile, TraceLog
 
 
@@ -39,6 +39,9 @@ def build_report(
         target={**target, "inputs": [", ".join(c) for c in worker.get("inputs", [])]},
         graph_breaks=breaks,
         recompiles=recompiles,
+        recompile_limit_hits=collect_limit_hits(compiles, recompiles),
+        calls=_calls(worker, compiles),
+        notes=skipped_frames(compiles),
         graphs=graphs,
         kernels=generated(code),
         timings=timings,
@@ -66,6 +69,50 @@ def build_report(
     if "explain" in worker:
         report.cross_check = cross_check(breaks, worker["explain"])
     return report
+
+
+def _calls(worker: dict[str, Any], compiles: list[Compile]) -> list[Call]:
+    """The sweep's timeline: each compile belongs to the call whose wall window holds it."""
+    calls = []
+    for c in worker.get("calls", []):
+        mine = [
+            k for k in compiles
+            if c["start"] <= float(k.metrics.get("start_time") or -1) <= c["end"]
+        ]  # fmt: skip
+        calls.append(
+            Call(
+                index=c["index"],
+                inputs=", ".join(c["inputs"]),
+                compiled=bool(mine),
+                compile_ids=[k.compile_id for k in mine],
+                compile_time_s=sum(float(k.metrics.get("entire_frame_compile_time_s") or 0) for k in mine),
+                wall_s=c["wall_s"],
+            )
+        )
+    return calls
+
+
+def skipped_frames(compiles: list[Compile]) -> list[str]:
+    """Frames torch gave up on (they run eager): a break in a loop, the recompile limit."""
+    from compilediag.analysis.breaks import parse_break_text
+    from compilediag.analysis.graphs import frame_name
+
+    notes = []
+    for c in compiles:
+        reason = str(c.metrics.get("fail_reason") or "")
+        if c.metrics.get("fail_type") != "Unsupported" or LIMIT.search(reason):
+            continue  # (the recompile limit has its own post-mortem)
+        # the last reason torch chained on is the one that made it give up the frame
+        last = reason.split("*** While handling this graph break, another graph break occurred: ***")[-1]
+        parsed = parse_break_text("Graph Break Reason: " + last.strip())
+        m = c.metrics
+        where = f"{m.get('co_filename')}:{m.get('co_firstlineno')}"
+        gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
+        notes.append(
+            f"{frame_name(m.get('co_name', ''))} at {where} was not compiled and runs in eager "
+            f"mode: {parsed.reason}{gb}. {parsed.explanation}".strip()
+        )
+    return notes
 
 
 def _compile_failure(worker: dict[str, Any], compiles: list[Compile]) -> str | None:

@@ -10,12 +10,26 @@ from compilediag.trace import Compile
 RESUME = re.compile(r"torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
 
 
-def frame_name(co_name: str) -> str:
+def frame_name(co_name: str, co_filename: str = "") -> str:
     """`torch_dynamo_resume_in_forward_at_9` -> `forward (after the break at line 9)`."""
+    if co_name == "inner" and co_filename.endswith("_dynamo/external_utils.py"):
+        return "model call (torch's wrapper of the compiled module)"
     m = RESUME.match(co_name or "")
     if m:
         return f"{m['fn']} (after the break at line {m['line']})"
     return co_name or "?"
+
+
+def frame_metrics(c: Compile, compiles: list[Compile]) -> dict:
+    """The compile's metrics; a compile Dynamo refused logs no code name, so take the
+    name and place from another compile of the same frame."""
+    if c.metrics.get("co_name"):
+        return c.metrics
+    frame = c.compile_id.split("/")[-2]
+    for k in compiles:
+        if k.compile_id.split("/")[-2] == frame and k.metrics.get("co_name"):
+            return {**c.metrics, **{f: k.metrics.get(f) for f in ("co_name", "co_filename", "co_firstlineno")}}
+    return c.metrics
 
 
 def produced_graph(c: Compile) -> bool:
@@ -31,7 +45,7 @@ def collect_graphs(compiles: list[Compile]) -> list[Graph]:
         graphs.append(
             Graph(
                 compile_id=c.compile_id,
-                frame=frame_name(m.get("co_name", "")),
+                frame=frame_name(m.get("co_name", ""), m.get("co_filename") or ""),
                 file=m.get("co_filename") or (c.stack[-1].file if c.stack else ""),
                 line=int(m.get("co_firstlineno") or (c.stack[-1].line if c.stack else 0)),
                 ops=int(m.get("graph_op_count") or 0),

@@ -27,6 +27,9 @@ def short_path(path: str) -> str:
     """A path relative to the current folder when it lies beneath it."""
     if not path or path.startswith("<"):
         return path
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
     try:
         rel = os.path.relpath(path)
     except ValueError:

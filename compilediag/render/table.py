@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import itertools
+import re
 
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -58,14 +60,9 @@ def blocks(report: Report, color: bool) -> list:
     elif report.graphs:
         out.append(Text("\nNo graph breaks.", style="green"))
 
-    if report.recompiles:
-        out.append(Text(f"\nRecompiles ({len(report.recompiles)})", style="bold"))
-        for r in report.recompiles:
-            line = Text(f"  {r.compile_id}  {r.frame} at {where(r.file, r.line)}: ")
-            line.append(r.failed_guard, style="yellow")
-            out.append(line)
-            if r.suggestion:
-                out.append(_details([("fix", Text(r.suggestion, style="green"))]))
+    out += recompile_blocks(report)
+    for note in report.notes:
+        out.append(Text(f"! {note}", style="yellow"))
 
     if report.graphs:
         t = Table(title=None, box=None, pad_edge=False, show_edge=False, header_style="bold")
@@ -123,6 +120,83 @@ def _break_block(i: int, gb, color: bool) -> Group:
     if gb.gb_id:
         rows.append(("docs", Text(f"{gb.gb_id} {gb.doc_url}", style="dim")))
     return Group(head, _details(rows))
+
+
+def recompile_blocks(report: Report) -> list:
+    out: list = []
+    if report.recompiles:
+        out.append(Text(f"\nRecompiles ({len(report.recompiles)})", style="bold"))
+    for group in group_recompiles(report.recompiles):
+        r = group[0]
+        ids = r.compile_id if len(group) == 1 else f"{r.compile_id} … {group[-1].compile_id} ({len(group)}×)"
+        out.append(Text(f"  {ids}  {r.frame} at {where(r.file, r.line)}", style="bold"))
+        rows: list[tuple[str, object]] = [("failed", Text(r.failed_guard, style="yellow"))]
+        if len(group) > 1:
+            rows.append(("then", Text("; ".join(g.failed_guard.split(" failed")[0] for g in group[1:]), style="yellow")))
+        if len(r.failed_guards) > 1:
+            rows.append(("", Text(f"({len(r.failed_guards)} cached graphs were checked; each failed a guard)", style="dim")))
+        if r.guard_file:
+            code = linecache_line(r.guard_file, r.guard_line)
+            rows.append(("guard", Text(f"installed at {where(r.guard_file, r.guard_line)}" + (f": {code}" if code else ""))))
+        if r.suggestion:
+            rows.append(("fix", Text(r.suggestion, style="green")))
+        out.append(_details(rows))
+    for hit in report.recompile_limit_hits:
+        out.append(
+            Text(
+                f"\nRecompile limit hit: {hit.frame} at {where(hit.file, hit.line)} compiled "
+                f"{hit.compiles} times (limit {hit.limit}); later calls of it run in eager mode, "
+                "unoptimised.",
+                style="bold red",
+            )
+        )
+        rows = [("reason", Text(reason)) for reason in hit.distinct_reasons]
+        rows.append(("fix", Text("Remove the cause above; raising torch._dynamo.config.recompile_limit only hides it.", style="green")))
+        out.append(_details(rows))
+    return out
+
+
+def group_recompiles(recompiles: list) -> list[list]:
+    """Consecutive recompiles of one frame for the same kind of guard are one finding."""
+
+    def key(r) -> tuple:
+        return (r.frame, r.file, r.cause, re.sub(r"\d+(\.\d+)?", "#", r.failed_guard))
+
+    return [list(g) for _, g in itertools.groupby(recompiles, key=key)]
+
+
+def timeline_block(report: Report) -> list:
+    if not report.calls:
+        return []
+    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    t.add_column("call", justify="right")
+    t.add_column("inputs")
+    t.add_column("graph cache", no_wrap=True)
+    t.add_column("compiles", overflow="fold")
+    t.add_column("compile", justify="right", no_wrap=True)
+    for c in report.calls:
+        t.add_row(
+            str(c.index + 1), c.inputs, "compiled" if c.compiled else "hit",
+            " ".join(c.compile_ids), seconds(c.compile_time_s) if c.compiled else "-",
+        )  # fmt: skip
+    return [Text("\nCalls", style="bold"), Padding(t, (0, 0, 0, 2))]
+
+
+def render_recompiles(report: Report, width: int | None = None, color: bool = False) -> str:
+    items: list = [Text(f"compilediag recompiles · {short_path(report.target.get('path', ''))}", style="bold"), Text(headline(report))]
+    items += timeline_block(report)
+    items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
+    for note in report.notes:
+        items.append(Text(f"! {note}", style="yellow"))
+    for line in verdict_lines(report):
+        items.append(Text(("\n" if line.startswith("verdict") else "") + line, style="bold"))
+    return _print(items, width, color)
+
+
+def linecache_line(file: str, line: int) -> str:
+    import linecache
+
+    return linecache.getline(file, line).strip()
 
 
 def kernel_blocks(report: Report, limit: int | None) -> list:

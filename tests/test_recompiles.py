@@ -1,0 +1,151 @@
+"""Recompilations: guard translation on recorded traces, and the real sweep checked
+against torch's own record of guard failures (an independent run in this process)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from compilediag.analysis.recompiles import collect_recompiles, translate
+from compilediag.trace import parse_path
+from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
+
+
+@pytest.mark.parametrize(
+    ("guard", "words", "cause"),
+    [
+        ("tensor 'x' size mismatch at index 1. expected 512, actual 256", "x dim 1 changed 512 → 256", "shape"),
+        ("temperature == 0.7", "temperature == 0.7 failed: a Python float is baked into the graph", "float"),
+        ("L['self'].layer_id == 3", "self.layer_id == 3 failed: a Python int is baked into the graph", "int"),
+        ("fn._modules['1'].training == True", "module attribute `fn[1].training` changed (was True)", "training"),
+        ("___check_obj_id(L['self'].attn.processor, 140234)", "a different object for `self.attn.processor`", "object"),
+        ("GLOBAL_STATE changed: grad_mode ", "global state changed: grad mode", "global"),
+        ("2 <= L['x'].size()[0]", "x dim 0 fell below 2", "shape"),
+        ("len(L['xs']) == 3", "length of `xs` changed (was 3)", "length"),
+    ],
+)
+def test_translate(guard: str, words: str, cause: str) -> None:
+    got_words, got_cause, advice = translate(guard)
+    assert (got_words, got_cause) == (words, cause)
+    assert advice
+
+
+def test_mark_dynamic_advice_names_the_input_and_dim() -> None:
+    _, _, advice = translate("tensor 'x' size mismatch at index 1. expected 512, actual 256")
+    assert "torch._dynamo.mark_dynamic(x, 1)" in advice
+    _, _, advice = translate("tensor 'x' size mismatch at index 0. expected 1, actual 4")
+    assert "Sizes 0 and 1 are always specialised" in advice
+
+
+@pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
+def test_batch_sweep_recording(folder: Path) -> None:
+    (log,) = parse_path(fixture_trace("batch_sweep.eager", folder))
+    (r,) = collect_recompiles(log.ordered())
+    assert r.cause == "shape" and "dim 0 changed 2 → 4" in r.failed_guard
+    assert r.automatic_dynamic, "torch marks the dim dynamic on this recompile"
+
+
+def torch_recompiles(sample: str, backend: str = "eager", dynamic: bool | None = None) -> int:
+    """Run the sample's sweep in this process and count torch's own recompile log messages
+    (what TORCH_LOGS=recompiles prints: one "Recompiling function ..." per recompile)."""
+    import logging
+
+    import torch
+
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    torch._logging.set_logs(recompiles=True)
+    handler = Collect()
+    logging.getLogger("torch._dynamo.guards.__recompiles").addHandler(handler)
+
+    spec = importlib.util.spec_from_file_location(f"sweep_{Path(sample).stem}", SAMPLES / sample)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(SAMPLES))
+    spec.loader.exec_module(module)
+    model = module.get_model() if hasattr(module, "get_model") else module.model
+    sets = module.get_input_sets() if hasattr(module, "get_input_sets") else [module.get_inputs()]
+    torch._dynamo.reset()
+    kwargs = {} if dynamic is None else {"dynamic": dynamic}
+    compiled = torch.compile(model, backend=backend, **kwargs)
+    try:
+        with torch.no_grad():
+            for args in sets:
+                compiled(*args)
+    finally:
+        logging.getLogger("torch._dynamo.guards.__recompiles").removeHandler(handler)
+        torch._logging.set_logs()
+    return sum(m.startswith("Recompiling function") for m in messages)
+
+
+@pytest.mark.parametrize(
+    ("sample", "cause"),
+    [
+        ("changing_batch.py", "shape"),
+        ("changing_float.py", "float"),
+        ("train_eval_switch.py", "training"),
+        ("per_layer_int.py", "int"),
+        ("recompile_limit.py", "int"),
+    ],
+)
+def test_recompile_count_matches_torch(sample: str, cause: str) -> None:
+    report, proc = run_json("recompiles", f"sample_models/{sample}")
+    assert proc.returncode == 0, proc.stderr
+    assert report["summary"]["recompiles"] == torch_recompiles(sample) > 0
+    assert {r["cause"] for r in report["recompiles"]} == {cause}
+    assert all(r["failed_guard"] and r["suggestion"] for r in report["recompiles"])
+
+
+def test_timeline_and_automatic_dynamic() -> None:
+    report, _ = run_json("recompiles", "sample_models/changing_batch.py")
+    assert [c["compiled"] for c in report["calls"]] == [True, True, False]
+    (r,) = report["recompiles"]
+    assert r["failed_guard"] == "args[0] dim 0 changed 2 → 4"
+    assert r["automatic_dynamic"] is True
+
+
+def test_dynamic_true_removes_shape_recompiles() -> None:
+    report, proc = run_json("recompiles", "sample_models/clean_mlp.py", "--shapes", "2x32,4x32,8x32", "--dynamic")
+    assert proc.returncode == 0
+    assert report["summary"]["recompiles"] == 0
+    assert [c["compiled"] for c in report["calls"]] == [True, False, False]
+    static, _ = run_json("recompiles", "sample_models/clean_mlp.py", "--shapes", "2x32,4x32,8x32")
+    assert static["summary"]["recompiles"] == 1
+
+
+def test_recompile_limit_post_mortem() -> None:
+    report, _ = run_json("recompiles", "sample_models/recompile_limit.py")
+    (hit,) = report["recompile_limit_hits"]
+    assert hit["limit"] == 8 and hit["compiles"] == 8
+    assert Path(hit["file"]).name == "per_layer_int.py"
+    assert len(hit["distinct_reasons"]) == 1 and "7 more like it" in hit["distinct_reasons"][0]
+    proc = run_cli("recompiles", "sample_models/recompile_limit.py")
+    assert "Recompile limit hit" in proc.stdout and "run in eager mode" in proc.stdout
+
+
+def test_max_recompiles_gate() -> None:
+    over = run_cli("recompiles", "sample_models/changing_float.py", "--max-recompiles", "0")
+    assert over.returncode == 1 and "FAIL max-recompiles" in over.stdout
+    under = run_cli("recompiles", "sample_models/changing_float.py", "--max-recompiles", "1")
+    assert under.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("shapes", "message"),
+    [
+        ("2xx", "is not a shape"),
+        ("", "--shapes is empty"),
+        ("2x32x3", "has 3 dims"),
+        ("2x31", "does not fit the model"),
+    ],
+)
+def test_bad_shapes_are_usage_errors(shapes: str, message: str) -> None:
+    proc = run_cli("recompiles", "sample_models/clean_mlp.py", "--shapes", shapes)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
