@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from compilediag import __version__
-from compilediag.errors import EXIT_CODES_HELP, COMPILE_FAILED, DiagError, UsageError
+from compilediag.errors import COMPILE_FAILED, EXIT_CODES_HELP, DiagError, UsageError
 
 app = typer.Typer(
     name="compilediag",
@@ -43,22 +43,58 @@ def _root(
 
 # --- options shared by the commands that run a model ----------------------------------
 
-Target = Annotated[str, typer.Argument(help="Model file, PATH.py or PATH.py:ATTR.", show_default=False)]
+Target = Annotated[
+    str, typer.Argument(help="Model file, PATH.py or PATH.py:ATTR.", show_default=False)
+]
 Inputs = Annotated[
     list[str] | None,
-    typer.Option("--input", "-i", help="An input tensor SHAPE[:DTYPE[:HIGH]], e.g. 8x16 or 2x128:int64:30522. Repeat for more arguments."),
+    typer.Option(
+        "--input",
+        "-i",
+        help="An input tensor SHAPE[:DTYPE[:HIGH]], e.g. 8x16 or 2x128:int64:30522. Repeat for more arguments.",
+    ),
 ]
-Backend = Annotated[str, typer.Option(help="torch.compile backend: inductor, aot_eager, eager, ...")]
-Mode = Annotated[str | None, typer.Option(help="torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs.")]
-Dynamic = Annotated[bool | None, typer.Option("--dynamic/--no-dynamic", help="Pass dynamic=True/False to torch.compile (default: torch's automatic dynamic).")]
+Backend = Annotated[
+    str, typer.Option(help="torch.compile backend: inductor, aot_eager, eager, ...")
+]
+Mode = Annotated[
+    str | None,
+    typer.Option(
+        help="torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs."
+    ),
+]
+Dynamic = Annotated[
+    bool | None,
+    typer.Option(
+        "--dynamic/--no-dynamic",
+        help="Pass dynamic=True/False to torch.compile (default: torch's automatic dynamic).",
+    ),
+]
 Device = Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available).")]
-Train = Annotated[bool, typer.Option("--train", help="Compile a forward+backward step instead of inference under no_grad.")]
+Train = Annotated[
+    bool,
+    typer.Option(
+        "--train", help="Compile a forward+backward step instead of inference under no_grad."
+    ),
+]
 Timeout = Annotated[float, typer.Option(help="Stop the run after this many seconds (exit 5).")]
 Format = Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")]
-Output = Annotated[str | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout.")]
-Fullgraph = Annotated[bool, typer.Option("--fullgraph", help="Gate: exit 1 if there is any graph break (all are reported).")]
-MaxBreaks = Annotated[int | None, typer.Option(help="Gate: exit 1 if there are more graph-break sites than this.")]
-MaxRecompiles = Annotated[int | None, typer.Option(help="Gate: exit 1 if there are more recompiles than this.")]
+Output = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="Write the report to this file instead of stdout."),
+]
+Fullgraph = Annotated[
+    bool,
+    typer.Option(
+        "--fullgraph", help="Gate: exit 1 if there is any graph break (all are reported)."
+    ),
+]
+MaxBreaks = Annotated[
+    int | None, typer.Option(help="Gate: exit 1 if there are more graph-break sites than this.")
+]
+MaxRecompiles = Annotated[
+    int | None, typer.Option(help="Gate: exit 1 if there are more recompiles than this.")
+]
 
 
 @contextmanager
@@ -90,8 +126,14 @@ def _check_format(fmt: str) -> None:
 
 
 def _spec(
-    target: str, inputs: list[str] | None, backend: str, mode: str | None, dynamic: bool | None,
-    device: str | None, train: bool, **extra: Any,
+    target: str,
+    inputs: list[str] | None,
+    backend: str,
+    mode: str | None,
+    dynamic: bool | None,
+    device: str | None,
+    train: bool,
+    **extra: Any,
 ) -> dict[str, Any]:
     from compilediag.target import check_target_file, parse_input_spec, split_target
 
@@ -157,10 +199,21 @@ def explain(
     fullgraph: Fullgraph = False,
     max_graph_breaks: MaxBreaks = None,
     max_recompiles: MaxRecompiles = None,
-    cross_check: Annotated[bool, typer.Option("--cross-check", help="Also run torch._dynamo.explain and report where it disagrees.")] = False,
-    timings: Annotated[bool, typer.Option("--timings/--no-timings", help="Time eager vs compiled.")] = True,
-    repeat: Annotated[int | None, typer.Option(help="Timed calls per variant (default: adaptive).")] = None,
-    warmup: Annotated[int | None, typer.Option(help="Untimed calls per variant first (default 3).")] = None,
+    cross_check: Annotated[
+        bool,
+        typer.Option(
+            "--cross-check", help="Also run torch._dynamo.explain and report where it disagrees."
+        ),
+    ] = False,
+    timings: Annotated[
+        bool, typer.Option("--timings/--no-timings", help="Time eager vs compiled.")
+    ] = True,
+    repeat: Annotated[
+        int | None, typer.Option(help="Timed calls per variant (default: adaptive).")
+    ] = None,
+    warmup: Annotated[
+        int | None, typer.Option(help="Untimed calls per variant first (default 3).")
+    ] = None,
     timeout: Timeout = 900,
     format: Format = "table",
     output: Output = None,
@@ -190,7 +243,12 @@ def explain(
 @app.command()
 def recompiles(
     target: Target,
-    shapes: Annotated[str | None, typer.Option(help="Sweep: vary the first tensor input through these shapes, e.g. 2x16,4x16,8x16 (default: the file's get_input_sets()).")] = None,
+    shapes: Annotated[
+        str | None,
+        typer.Option(
+            help="Sweep: vary the first tensor input through these shapes, e.g. 2x16,4x16,8x16 (default: the file's get_input_sets())."
+        ),
+    ] = None,
     input: Inputs = None,
     backend: Backend = "eager",
     mode: Mode = None,
@@ -219,7 +277,9 @@ def recompiles(
     with _handled():
         _check_format(format)
         sweep = parse_shapes(shapes) if shapes is not None else []
-        spec = _spec(target, input, backend, mode, dynamic, device, train, shapes=sweep, timings=False)
+        spec = _spec(
+            target, input, backend, mode, dynamic, device, train, shapes=sweep, timings=False
+        )
         report, failed, _ = _run(spec, timeout, quiet=format != "table")
         report.verdict = evaluate(report, Budgets(max_recompiles=max_recompiles))
         if format == "table" and not output:
@@ -235,8 +295,13 @@ def recompiles(
 @app.command("dump-kernels")
 def dump_kernels(
     target: Target,
-    out: Annotated[str, typer.Option("--out", "-o", help="Folder to write the kernels into (created if missing).")],
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out folder.")] = False,
+    out: Annotated[
+        str,
+        typer.Option("--out", "-o", help="Folder to write the kernels into (created if missing)."),
+    ],
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a non-empty --out folder.")
+    ] = False,
     input: Inputs = None,
     mode: Mode = None,
     dynamic: Dynamic = None,
@@ -272,7 +337,9 @@ def dump_kernels(
 
 @app.command()
 def render(
-    report_file: Annotated[str, typer.Argument(help="A report saved with --format json.", show_default=False)],
+    report_file: Annotated[
+        str, typer.Argument(help="A report saved with --format json.", show_default=False)
+    ],
     format: Format = "table",
     output: Output = None,
 ) -> None:

@@ -27,7 +27,8 @@ def check_out_dir(out: str, force: bool) -> Path:
         raise UsageError(f"--out {out} is a file, not a folder.", hint="Name a folder.")
     if p.is_dir() and any(p.iterdir()) and not force:
         raise UsageError(
-            f"--out {out} is not empty.", hint="Pick an empty folder, or pass --force to replace it."
+            f"--out {out} is not empty.",
+            hint="Pick an empty folder, or pass --force to replace it.",
         )
     try:  # create it now and prove we can write beside it, before the model runs
         p.mkdir(parents=True, exist_ok=True)
@@ -66,7 +67,9 @@ def write_dump(report: Report, graphs: list[GraphCode], out: Path, force: bool) 
             os.replace(staging, out)
         return files
     except OSError as e:
-        raise UsageError(f"cannot write {out}: {e.strerror}.", hint="Pick a writable folder.") from None
+        raise UsageError(
+            f"cannot write {out}: {e.strerror}.", hint="Pick a writable folder."
+        ) from None
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)

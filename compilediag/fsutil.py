@@ -35,4 +35,6 @@ def write_output_file(path: str, text: str) -> None:
     try:
         write_atomic(p, text)
     except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}.", hint="Pick a writable path.") from None
+        raise UsageError(
+            f"cannot write {path}: {e.strerror}.", hint="Pick a writable path."
+        ) from None

@@ -15,7 +15,9 @@ class Budgets:
     max_recompiles: int | None = None
 
     def any(self) -> bool:
-        return self.fullgraph or self.max_graph_breaks is not None or self.max_recompiles is not None
+        return (
+            self.fullgraph or self.max_graph_breaks is not None or self.max_recompiles is not None
+        )
 
 
 def evaluate(report: Report, budgets: Budgets) -> Verdict:
@@ -27,10 +29,17 @@ def evaluate(report: Report, budgets: Budgets) -> Verdict:
     if breaks_limit is not None:
         name = "fullgraph" if budgets.fullgraph else "max-graph-breaks"
         # sites, not occurrences: one print hit on every recompile is one thing to fix
-        rules.append(Rule(name, breaks_limit, s.unique_graph_breaks, s.unique_graph_breaks <= breaks_limit))
+        rules.append(
+            Rule(name, breaks_limit, s.unique_graph_breaks, s.unique_graph_breaks <= breaks_limit)
+        )
     if budgets.max_recompiles is not None:
         rules.append(
-            Rule("max-recompiles", budgets.max_recompiles, s.recompiles, s.recompiles <= budgets.max_recompiles)
+            Rule(
+                "max-recompiles",
+                budgets.max_recompiles,
+                s.recompiles,
+                s.recompiles <= budgets.max_recompiles,
+            )
         )
     return Verdict(passed=all(r.passed for r in rules), rules=rules)
 

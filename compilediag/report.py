@@ -123,7 +123,10 @@ class Timings:
     max_rel_err: float | None = None
     outputs_match: bool | None = None
     repeat: int = 0
+    warmup: int = 0
     method: str = ""
+    cudagraph_skips: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # why the speed-up may disappoint
 
 
 @dataclass
@@ -133,6 +136,8 @@ class CompileTime:
     inductor_s: float = 0.0
     codegen_s: float = 0.0
     total_s: float = 0.0
+    kernel_compile_s: float = 0.0  # torch's triton_compile_time_us: compiling the generated kernels (Triton on CUDA, C++ on CPU), part of the phases above
+    caches: dict[str, int] = field(default_factory=dict)  # e.g. fx_graph_cache_miss: 2
 
 
 @dataclass

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compilediag.errors import ModelError, UsageError
+from compilediag.errors import UsageError
 
 DTYPES = {
     "float32": "float32", "float": "float32", "fp32": "float32",
@@ -236,7 +236,9 @@ def find_input_sets(module: Any, target: Target, path: str) -> Iterator[Call]:
     sets_fn = getattr(module, "get_input_sets", None)
     if target.inputs:
         base: Iterator[Call] = iter([(tuple(make_tensor(s) for s in target.inputs), {})])
-    elif callable(sets_fn) and not (target.shapes and callable(getattr(module, "get_inputs", None))):
+    elif callable(sets_fn) and not (
+        target.shapes and callable(getattr(module, "get_inputs", None))
+    ):
         base = (_as_call(s, "get_input_sets()") for s in sets_fn())
     elif callable(getattr(module, "get_inputs", None)):
         base = iter([_as_call(module.get_inputs(), "get_inputs()")])

@@ -55,9 +55,7 @@ class Worker:
     def run(self) -> int:
         spec = self.spec
         t = spec["target"]
-        target = Target(
-            path=t["path"], attr=t.get("attr"), inputs=[], shapes=t.get("shapes") or []
-        )
+        target = Target(path=t["path"], attr=t.get("attr"), inputs=[], shapes=t.get("shapes") or [])
         from compilediag.target import InputSpec
 
         target.inputs = [InputSpec(**i) for i in t.get("inputs") or []]
@@ -68,7 +66,9 @@ class Worker:
         self.result["environment"] = environment(torch, spec)
         device = self.result["environment"]["device"]
         if device.startswith("cuda") and not torch.cuda.is_available():
-            return self.fail("usage", USAGE, "--device cuda was asked for, but CUDA is not available")
+            return self.fail(
+                "usage", USAGE, "--device cuda was asked for, but CUDA is not available"
+            )
 
         self.stage("loading the model")
         try:
@@ -262,7 +262,7 @@ def compare_outputs(torch: Any, eager: Any, compiled: Any) -> dict[str, Any]:
         return {"compared": 0, "mismatch": True, "note": f"{len(a)} vs {len(b)} output tensors"}
     max_abs = max_rel = 0.0
     mismatch = False
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         if x.shape != y.shape:
             return {"compared": len(a), "mismatch": True, "note": "output shapes differ"}
         if not x.is_floating_point():
@@ -275,7 +275,12 @@ def compare_outputs(torch: Any, eager: Any, compiled: Any) -> dict[str, Any]:
             max_rel = max(max_rel, float((diff / x.abs().clamp_min(1e-12)).max()))
         atol, rtol = tolerance(str(a[0].dtype))
         mismatch |= not torch.allclose(x, y, atol=atol, rtol=rtol)
-    return {"compared": len(a), "max_abs_err": max_abs, "max_rel_err": max_rel, "mismatch": mismatch}
+    return {
+        "compared": len(a),
+        "max_abs_err": max_abs,
+        "max_rel_err": max_rel,
+        "mismatch": mismatch,
+    }
 
 
 def tolerance(dtype: str) -> tuple[float, float]:
@@ -305,7 +310,8 @@ def measure(torch, step, model, compiled, call, device: str, spec: dict) -> dict
         return (time.perf_counter() - t0) * 1e3
 
     warmup = spec.get("warmup")
-    for _ in range(warmup if warmup is not None else 3):
+    warmup = 3 if warmup is None else warmup
+    for _ in range(warmup):
         once(model)
         once(compiled)
     repeat = spec.get("repeat")
@@ -328,7 +334,8 @@ def measure(torch, step, model, compiled, call, device: str, spec: dict) -> dict
         "compiled_ms": c,
         "speedup": e["median"] / c["median"] if c["median"] > 0 else None,
         "repeat": repeat,
-        "method": "cuda events" if cuda else "perf_counter",
+        "warmup": warmup,
+        "method": "CUDA events" if cuda else "perf_counter",
     }
 
 

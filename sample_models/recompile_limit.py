@@ -4,7 +4,6 @@ mode without a word. Expected: the limit is reported, with the distinct reasons.
 """
 
 import torch
-
 from per_layer_int import Stack
 
 

@@ -38,7 +38,9 @@ def compilediag_cmd() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "compilediag"]
 
 
-def run_cli(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, timeout: float = 300, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
     return subprocess.run(
         [*compilediag_cmd(), *args], capture_output=True, text=True, timeout=timeout,

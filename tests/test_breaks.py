@@ -40,7 +40,9 @@ def test_break_fields_from_torch_2_13_text() -> None:
     assert any("reorderable_logging_functions" in h for h in parsed.hints)
     inner = parsed.frames[-1]
     assert (Path(inner.file).name, inner.line, inner.code) == (
-        "graph_breaks.py", 22, 'print("debug: forward reached")'
+        "graph_breaks.py",
+        22,
+        'print("debug: forward reached")',
     )
 
 
@@ -62,7 +64,12 @@ def test_user_site_prefers_the_users_line_over_a_library_frame() -> None:
         reason="r",
         frames=[
             Site("/proj/train.py", 10, "model(x)", "<module>"),
-            Site("/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", 1778, "", "_call_impl"),
+            Site(
+                "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py",
+                1778,
+                "",
+                "_call_impl",
+            ),
             Site("/proj/model.py", 33, "y = helper(x)", "forward"),
             Site("/venv/lib/python3.11/site-packages/fancylib/ops.py", 7, 'print("hi")', "helper"),
         ],
@@ -76,11 +83,21 @@ def test_user_site_prefers_the_users_line_over_a_library_frame() -> None:
     ("reason", "explanation", "code", "cause"),
     [
         ("Failed to trace builtin operator", "builtin operator `print`", "", "print"),
-        ("logging.Logger method not supported for non-export cases", "", "log.warning('x')", "logging"),
+        (
+            "logging.Logger method not supported for non-export cases",
+            "",
+            "log.warning('x')",
+            "logging",
+        ),
         ("Data-dependent branching", "", "if y.mean() > 0:", "data_dependent_branch"),
         ("generic_jump TensorVariable()", "", "", "data_dependent_branch"),
         ("Unsupported Tensor.item() call with capture_scalar_outputs=False", "", "", "item"),
-        ("Dynamic shape operator", "Operator `aten.nonzero.default`'s output shape depends", "", "dynamic_output_shape"),
+        (
+            "Dynamic shape operator",
+            "Operator `aten.nonzero.default`'s output shape depends",
+            "",
+            "dynamic_output_shape",
+        ),
         ("attempted to trace numpy function unsupported by PyTorch", "", "", "numpy"),
         ("Something new in torch 3", "", "", "other"),
     ],

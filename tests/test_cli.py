@@ -34,7 +34,14 @@ def test_every_command_has_help(command: list[str]) -> None:
 
 def test_help_lists_exit_codes() -> None:
     result = runner.invoke(app, ["explain", "--help"], env={"COLUMNS": "200"})
-    for code in ("0 ok", "1 gate failed", "2 usage error", "3 model failed", "4 torch.compile failed", "5 worker"):
+    for code in (
+        "0 ok",
+        "1 gate failed",
+        "2 usage error",
+        "3 model failed",
+        "4 torch.compile failed",
+        "5 worker",
+    ):
         assert code in " ".join(result.output.split())
 
 
@@ -57,7 +64,11 @@ def test_missing_model_file_is_exit_2() -> None:
 
 @pytest.fixture
 def saved_report(tmp_path: Path) -> Path:
-    report = build_report(parse_path(fixture_trace("graph_breaks.eager")), {}, {"path": "sample_models/graph_breaks.py"})
+    report = build_report(
+        parse_path(fixture_trace("graph_breaks.eager")),
+        {},
+        {"path": "sample_models/graph_breaks.py"},
+    )
     p = tmp_path / "report.json"
     p.write_text(json.dumps(report.to_dict()))
     return p
@@ -87,9 +98,13 @@ def test_render_rejects_a_file_that_is_not_a_report(tmp_path: Path) -> None:
 
 def test_output_file_is_written_atomically(saved_report: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.md"
-    result = runner.invoke(app, ["render", str(saved_report), "--format", "markdown", "-o", str(out)])
+    result = runner.invoke(
+        app, ["render", str(saved_report), "--format", "markdown", "-o", str(out)]
+    )
     assert result.exit_code == 0
     assert out.read_text().startswith("## compilediag")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
-    result = runner.invoke(app, ["render", str(saved_report), "-o", str(tmp_path / "nope" / "r.md")])
+    result = runner.invoke(
+        app, ["render", str(saved_report), "-o", str(tmp_path / "nope" / "r.md")]
+    )
     assert result.exit_code == 2 and "does not exist" in result.output

@@ -41,7 +41,9 @@ def test_each_cause_is_reported_at_the_users_line_and_agrees_with_explain(sample
 
 @pytest.mark.parametrize("sample", ["clean_mlp.py", "transformer_block.py"])
 def test_clean_models_have_one_graph_and_no_breaks(sample: str) -> None:
-    report, proc = run_json("explain", f"sample_models/{sample}", "--backend", "aot_eager", "--no-timings")
+    report, proc = run_json(
+        "explain", f"sample_models/{sample}", "--backend", "aot_eager", "--no-timings"
+    )
     assert proc.returncode == 0, proc.stderr
     assert report["summary"]["graph_breaks"] == 0
     assert report["summary"]["graphs"] == 1
@@ -60,20 +62,32 @@ def test_graph_breaks_demo_table_view() -> None:
 
 
 def test_fullgraph_gate_reports_all_breaks_then_fails() -> None:
-    report, proc = run_json("explain", "sample_models/graph_breaks.py", "--backend", "eager", "--no-timings", "--fullgraph")
+    report, proc = run_json(
+        "explain",
+        "sample_models/graph_breaks.py",
+        "--backend",
+        "eager",
+        "--no-timings",
+        "--fullgraph",
+    )
     assert proc.returncode == 1
     assert len(report["graph_breaks"]) == 3, "all breaks, not only the first"
     assert report["verdict"]["passed"] is False
-    clean, proc = run_json("explain", "sample_models/clean_mlp.py", "--backend", "eager", "--no-timings", "--fullgraph")
+    clean, proc = run_json(
+        "explain", "sample_models/clean_mlp.py", "--backend", "eager", "--no-timings", "--fullgraph"
+    )
     assert proc.returncode == 0 and clean["verdict"]["passed"] is True
 
 
 def test_break_inside_a_library_shows_the_users_call_site(tmp_path: Path) -> None:
     lib = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "fancylib"
     lib.mkdir(parents=True)
-    (lib / "__init__.py").write_text("def helper(x):\n    print('in a library')\n    return x * 2\n")
+    (lib / "__init__.py").write_text(
+        "def helper(x):\n    print('in a library')\n    return x * 2\n"
+    )
     model = tmp_path / "model.py"
-    model.write_text(textwrap.dedent(f"""\
+    model.write_text(
+        textwrap.dedent(f"""\
         import sys
         sys.path.insert(0, {str(lib.parent)!r})
         import torch
@@ -87,7 +101,8 @@ def test_break_inside_a_library_shows_the_users_call_site(tmp_path: Path) -> Non
 
         def get_inputs():
             return (torch.randn(3),)
-    """))
+    """)
+    )
     report, proc = run_json("explain", str(model), "--backend", "eager", "--no-timings")
     assert proc.returncode == 0, proc.stderr
     (b,) = report["graph_breaks"]
@@ -99,7 +114,8 @@ def test_break_inside_a_library_shows_the_users_call_site(tmp_path: Path) -> Non
 def test_cross_check_explains_a_break_that_explain_misses(tmp_path: Path) -> None:
     # print before any tensor op: no graph is cut, so explain has nothing to report
     model = tmp_path / "early_print.py"
-    model.write_text(textwrap.dedent("""\
+    model.write_text(
+        textwrap.dedent("""\
         import torch
 
         class M(torch.nn.Module):
@@ -109,8 +125,11 @@ def test_cross_check_explains_a_break_that_explain_misses(tmp_path: Path) -> Non
 
         def get_inputs():
             return (torch.randn(3),)
-    """))
-    report, proc = run_json("explain", str(model), "--backend", "eager", "--no-timings", "--cross-check")
+    """)
+    )
+    report, proc = run_json(
+        "explain", str(model), "--backend", "eager", "--no-timings", "--cross-check"
+    )
     assert proc.returncode == 0, proc.stderr
     assert [b["line"] for b in report["graph_breaks"]] == [5]
     cc = report["cross_check"]
@@ -121,23 +140,58 @@ def test_cross_check_explains_a_break_that_explain_misses(tmp_path: Path) -> Non
 
 
 def test_json_is_alone_on_stdout() -> None:
-    proc = run_cli("explain", "sample_models/print_break.py", "--backend", "eager", "--no-timings", "--format", "json")
+    proc = run_cli(
+        "explain",
+        "sample_models/print_break.py",
+        "--backend",
+        "eager",
+        "--no-timings",
+        "--format",
+        "json",
+    )
     data = json.loads(proc.stdout)  # the model's own print went to the worker log, not here
-    for key in ("schema_version", "tool", "environment", "target", "summary", "graph_breaks",
-                "recompiles", "graphs", "kernels", "timings", "errors"):
+    for key in (
+        "schema_version",
+        "tool",
+        "environment",
+        "target",
+        "summary",
+        "graph_breaks",
+        "recompiles",
+        "graphs",
+        "kernels",
+        "timings",
+        "errors",
+    ):
         assert key in data
     assert data["environment"]["backend"] == "eager"
     assert data["target"]["inputs"] == ["4x16:float32"]
 
 
 def test_markdown_format() -> None:
-    proc = run_cli("explain", "sample_models/item_break.py", "--backend", "eager", "--no-timings", "--format", "markdown")
+    proc = run_cli(
+        "explain",
+        "sample_models/item_break.py",
+        "--backend",
+        "eager",
+        "--no-timings",
+        "--format",
+        "markdown",
+    )
     assert proc.returncode == 0
     assert proc.stdout.startswith("## compilediag: `sample_models/item_break.py`")
     assert "| 1 | `sample_models/item_break.py:15`" in proc.stdout
 
 
 def test_inputs_from_the_command_line_replace_get_inputs() -> None:
-    report, proc = run_json("explain", "sample_models/clean_mlp.py", "--backend", "eager", "--no-timings", "--input", "3x32")
+    report, proc = run_json(
+        "explain",
+        "sample_models/clean_mlp.py",
+        "--backend",
+        "eager",
+        "--no-timings",
+        "--input",
+        "3x32",
+    )
     assert proc.returncode == 0, proc.stderr
     assert report["target"]["inputs"] == ["3x32:float32"]

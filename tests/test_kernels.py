@@ -20,7 +20,9 @@ DEFINITION = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)
 def test_ops_from_name_splits_on_known_op_names() -> None:
     known = {"native_layer_norm", "add", "view", "gelu"}
     assert ops_from_name("cpp_fused_add_native_layer_norm_view_1", known) == [
-        "aten.add", "aten.native_layer_norm", "aten.view"
+        "aten.add",
+        "aten.native_layer_norm",
+        "aten.view",
     ]
     assert ops_from_name("triton_poi_fused_gelu_view_2", known) == ["aten.gelu", "aten.view"]
     assert ops_from_name("extern_kernels.mm", known) == []
@@ -71,7 +73,9 @@ def test_triton_kernel_ops_come_from_inductors_comments() -> None:
 @pytest.mark.slow
 def test_dump_kernels_writes_one_file_per_generated_kernel(tmp_path: Path) -> None:
     out = tmp_path / "kernels"
-    proc = run_cli("dump-kernels", "sample_models/transformer_block.py", "--out", str(out), "--device", "cpu")
+    proc = run_cli(
+        "dump-kernels", "sample_models/transformer_block.py", "--out", str(out), "--device", "cpu"
+    )
     assert proc.returncode == 0, proc.stderr
     index = json.loads((out / "index.json").read_text())
     (wrapper,) = out.glob("*_wrapper.py")
@@ -109,7 +113,9 @@ def test_dump_kernels_refuses_bad_out_before_running(tmp_path: Path) -> None:
 def test_explain_shows_kernel_count() -> None:
     from tests.conftest import run_json
 
-    report, proc = run_json("explain", "sample_models/transformer_block.py", "--no-timings", "--device", "cpu")
+    report, proc = run_json(
+        "explain", "sample_models/transformer_block.py", "--no-timings", "--device", "cpu"
+    )
     assert proc.returncode == 0, proc.stderr
     gen = [k for k in report["kernels"] if k["kind"] != "extern"]
     assert report["summary"]["kernels"] == len(gen) > 0
@@ -121,7 +127,9 @@ def test_dump_triton_kernels_on_cuda(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     out = tmp_path / "kernels"
-    proc = run_cli("dump-kernels", "sample_models/transformer_block.py", "--out", str(out), "--device", "cuda")
+    proc = run_cli(
+        "dump-kernels", "sample_models/transformer_block.py", "--out", str(out), "--device", "cuda"
+    )
     assert proc.returncode == 0, proc.stderr
     files = list(out.glob("*triton*.py"))
     assert files and all("@triton.jit" in f.read_text() for f in files)

@@ -17,11 +17,31 @@ from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
 @pytest.mark.parametrize(
     ("guard", "words", "cause"),
     [
-        ("tensor 'x' size mismatch at index 1. expected 512, actual 256", "x dim 1 changed 512 → 256", "shape"),
-        ("temperature == 0.7", "temperature == 0.7 failed: a Python float is baked into the graph", "float"),
-        ("L['self'].layer_id == 3", "self.layer_id == 3 failed: a Python int is baked into the graph", "int"),
-        ("fn._modules['1'].training == True", "module attribute `fn[1].training` changed (was True)", "training"),
-        ("___check_obj_id(L['self'].attn.processor, 140234)", "a different object for `self.attn.processor`", "object"),
+        (
+            "tensor 'x' size mismatch at index 1. expected 512, actual 256",
+            "x dim 1 changed 512 → 256",
+            "shape",
+        ),
+        (
+            "temperature == 0.7",
+            "temperature == 0.7 failed: a Python float is baked into the graph",
+            "float",
+        ),
+        (
+            "L['self'].layer_id == 3",
+            "self.layer_id == 3 failed: a Python int is baked into the graph",
+            "int",
+        ),
+        (
+            "fn._modules['1'].training == True",
+            "module attribute `fn[1].training` changed (was True)",
+            "training",
+        ),
+        (
+            "___check_obj_id(L['self'].attn.processor, 140234)",
+            "a different object for `self.attn.processor`",
+            "object",
+        ),
         ("GLOBAL_STATE changed: grad_mode ", "global state changed: grad mode", "global"),
         ("2 <= L['x'].size()[0]", "x dim 0 fell below 2", "shape"),
         ("len(L['xs']) == 3", "length of `xs` changed (was 3)", "length"),
@@ -111,7 +131,9 @@ def test_timeline_and_automatic_dynamic() -> None:
 
 
 def test_dynamic_true_removes_shape_recompiles() -> None:
-    report, proc = run_json("recompiles", "sample_models/clean_mlp.py", "--shapes", "2x32,4x32,8x32", "--dynamic")
+    report, proc = run_json(
+        "recompiles", "sample_models/clean_mlp.py", "--shapes", "2x32,4x32,8x32", "--dynamic"
+    )
     assert proc.returncode == 0
     assert report["summary"]["recompiles"] == 0
     assert [c["compiled"] for c in report["calls"]] == [True, False, False]

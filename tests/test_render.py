@@ -9,21 +9,31 @@ from compilediag.trace import parse_path
 from tests.conftest import ROOT, fixture_trace
 
 WORKER = {
-    "environment": {"torch": "2.13.0+cpu", "python": "3.11.7", "device": "cpu", "backend": "eager", "mode": "default"},
+    "environment": {
+        "torch": "2.13.0+cpu",
+        "python": "3.11.7",
+        "device": "cpu",
+        "backend": "eager",
+        "mode": "default",
+    },
     "inputs": [["8x32:float32"]],
     "first_call_s": 0.25,
     "output_check": {"compared": 1, "max_abs_err": 0.0, "max_rel_err": 0.0, "mismatch": False},
     "timings": {
         "eager_ms": {"median": 0.040, "iqr": 0.002, "n": 50},
         "compiled_ms": {"median": 0.020, "iqr": 0.001, "n": 50},
-        "speedup": 2.0, "repeat": 50, "method": "perf_counter",
+        "speedup": 2.0,
+        "repeat": 50,
+        "method": "perf_counter",
     },
 }
 
 
 def fixed_report() -> Report:
     report = build_report(
-        parse_path(fixture_trace("graph_breaks.eager")), WORKER, {"path": str(ROOT / "sample_models/graph_breaks.py")}
+        parse_path(fixture_trace("graph_breaks.eager")),
+        WORKER,
+        {"path": str(ROOT / "sample_models/graph_breaks.py")},
     )
     for g in report.graphs:  # compile times vary run to run; pin them for exact lines
         g.compile_time_s = 0.05
@@ -41,10 +51,16 @@ def test_table_exact_lines(monkeypatch) -> None:
     lines = render(fixed_report(), "table", width=100).splitlines()
     assert lines[0] == "compilediag · sample_models/graph_breaks.py  inputs: 8x32:float32"
     assert lines[1] == "torch 2.13.0+cpu · cpu · eager/default"
-    assert lines[2] == "4 graphs · 3 graph breaks at 3 sites · 0 recompiles · compile 200 ms · speedup 2.00x"
+    assert (
+        lines[2]
+        == "4 graphs · 3 graph breaks at 3 sites · 0 recompiles · compile 200 ms · speedup 2.00x"
+    )
     assert " 1. sample_models/graph_breaks.py:22  Failed to trace builtin operator" in lines
     assert '         print("debug: forward reached")' in lines
-    assert "  0/0    forward                               sample_models/graph_breaks.py:17    3    50 ms" in lines
+    assert (
+        "  0/0    forward                               sample_models/graph_breaks.py:17    3    50 ms"
+        in lines
+    )
     assert "         eager 0.040 ms (IQR 0.002, n=50)" in lines
     assert "       speedup 2.00x  (medians; calls interleaved, perf_counter)" in lines
     assert all(line == line.rstrip() for line in lines)
@@ -63,7 +79,9 @@ def test_markdown_exact_rows(monkeypatch) -> None:
     assert md[0] == "## compilediag: `sample_models/graph_breaks.py`"
     assert "| graph | frame | where | ops | compile |" in md
     row = next(line for line in md if line.startswith("| 2 |"))
-    assert row.startswith("| 2 | `sample_models/graph_breaks.py:24`<br>`if h.mean() > 0.5:` | Data-dependent branching ([GB0170](")
+    assert row.startswith(
+        "| 2 | `sample_models/graph_breaks.py:24`<br>`if h.mean() > 0.5:` | Data-dependent branching ([GB0170]("
+    )
     assert "| 2 |" in row and "torch.where" in row
 
 

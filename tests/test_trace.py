@@ -33,7 +33,9 @@ def test_compile_ids_group_attempts_and_resume_frames() -> None:
     ids = [c.compile_id for c in log.ordered()]
     assert ids[:4] == ["0/0", "1/0", "2/0", "3/0"]
     names = [c.metrics["co_name"] for c in log.ordered()]
-    assert names[0] == "forward" and all(n.startswith("torch_dynamo_resume_in_forward") for n in names[1:])
+    assert names[0] == "forward" and all(
+        n.startswith("torch_dynamo_resume_in_forward") for n in names[1:]
+    )
     # Dynamo restarts the analysis after a break (attempt 1); the break text was logged on
     # attempt 0. Both land on the same compile id.
     assert sum(len(c.graph_breaks) for c in log.ordered()) == 3
@@ -48,12 +50,16 @@ def test_recompile_reasons_are_read() -> None:
 
 def test_unknown_records_are_counted_not_fatal_and_junk_is_skipped() -> None:
     text = fixture_trace("print_break.aot_eager").read_text().splitlines(keepends=True)
-    injected = text[:3] + [
-        'V1121 10:00:00.000000 1 x.py:1] {"brand_new_record": {}, "frame_id": 0, "frame_compile_id": 0}\n',
-        "\tpayload of the new record\n",
-        "\x00\x01 binary junk\n",
-        'V1121 10:00:00.000000 1 x.py:1] {not json\n',
-    ] + text[3:]
+    injected = (
+        text[:3]
+        + [
+            'V1121 10:00:00.000000 1 x.py:1] {"brand_new_record": {}, "frame_id": 0, "frame_compile_id": 0}\n',
+            "\tpayload of the new record\n",
+            "\x00\x01 binary junk\n",
+            "V1121 10:00:00.000000 1 x.py:1] {not json\n",
+        ]
+        + text[3:]
+    )
     log = parse_lines(injected)
     assert log.unknown["brand_new_record"] == 1
     assert log.skipped_lines == 2

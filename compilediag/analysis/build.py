@@ -8,7 +8,7 @@ from typing import Any
 from compilediag import __version__
 from compilediag.analysis.breaks import collect_breaks
 from compilediag.analysis.crosscheck import cross_check
-from compilediag.analysis.graphs import collect_graphs, compile_time
+from compilediag.analysis.graphs import collect_graphs, compile_time, cudagraph_skips
 from compilediag.analysis.kernels import GraphCode, collect_kernels, generated
 from compilediag.analysis.recompiles import LIMIT, collect_limit_hits, collect_recompiles
 from compilediag.report import Call, Report, Stat, Summary, Timings
@@ -33,6 +33,8 @@ def build_report(
     recompiles = collect_recompiles(compiles)
     ctime = compile_time(compiles)
     timings = _timings(worker)
+    if timings:
+        timings.cudagraph_skips = cudagraph_skips(compiles)
     report = Report(
         tool={"name": "compilediag", "version": __version__},
         environment=worker.get("environment", {}),
@@ -63,6 +65,8 @@ def build_report(
         compile_time_s=round(ctime.total_s, 6),
         speedup=timings.speedup if timings else None,
     )
+    if timings:
+        timings.notes = speedup_notes(report)
     failure = _compile_failure(worker, compiles)
     if failure:
         report.errors.insert(0, failure)
@@ -85,7 +89,9 @@ def _calls(worker: dict[str, Any], compiles: list[Compile]) -> list[Call]:
                 inputs=", ".join(c["inputs"]),
                 compiled=bool(mine),
                 compile_ids=[k.compile_id for k in mine],
-                compile_time_s=sum(float(k.metrics.get("entire_frame_compile_time_s") or 0) for k in mine),
+                compile_time_s=sum(
+                    float(k.metrics.get("entire_frame_compile_time_s") or 0) for k in mine
+                ),
                 wall_s=c["wall_s"],
             )
         )
@@ -103,7 +109,9 @@ def skipped_frames(compiles: list[Compile]) -> list[str]:
         if c.metrics.get("fail_type") != "Unsupported" or LIMIT.search(reason):
             continue  # (the recompile limit has its own post-mortem)
         # the last reason torch chained on is the one that made it give up the frame
-        last = reason.split("*** While handling this graph break, another graph break occurred: ***")[-1]
+        last = reason.split(
+            "*** While handling this graph break, another graph break occurred: ***"
+        )[-1]
         parsed = parse_break_text("Graph Break Reason: " + last.strip())
         m = c.metrics
         where = f"{m.get('co_filename')}:{m.get('co_firstlineno')}"
@@ -112,6 +120,32 @@ def skipped_frames(compiles: list[Compile]) -> list[str]:
             f"{frame_name(m.get('co_name', ''))} at {where} was not compiled and runs in eager "
             f"mode: {parsed.reason}{gb}. {parsed.explanation}".strip()
         )
+    return notes
+
+
+def speedup_notes(report: Report) -> list[str]:
+    """What explains a disappointing speed-up, from what the report already found."""
+    t, s, env = report.timings, report.summary, report.environment
+    if t is None or t.speedup is None or t.speedup >= 1.2:
+        return []
+    notes = []
+    if env.get("backend") in ("eager", "aot_eager"):
+        notes.append(f"backend {env['backend']} only captures graphs; it does not optimise them.")
+    if s.unique_graph_breaks:
+        notes.append(
+            f"{s.graph_breaks} graph breaks split the model into {s.graphs} graphs, with Python "
+            "running between them."
+        )
+    if s.recompiles:
+        notes.append(f"{s.recompiles} recompiles: each is a full compile of its frame.")
+    if t.eager_ms and t.eager_ms.median < 0.2:
+        notes.append(
+            f"eager takes only {t.eager_ms.median:.3f} ms a call: compiled code still pays guard "
+            "checks and wrapper overhead per call, so a model this small gains little. Try "
+            "realistic sizes, or mode=reduce-overhead (CUDA graphs) on GPU."
+        )
+    if env.get("backend") == "inductor" and s.kernels <= 1 and not s.unique_graph_breaks:
+        notes.append("Inductor generated at most one kernel: there was little to fuse.")
     return notes
 
 
@@ -144,5 +178,6 @@ def _timings(worker: dict[str, Any]) -> Timings | None:
         t.compiled_ms = Stat(**m["compiled_ms"])
         t.speedup = m["speedup"]
         t.repeat = m["repeat"]
+        t.warmup = m.get("warmup", 0)
         t.method = m["method"]
     return t

@@ -29,15 +29,10 @@ def cross_check(breaks: list[GraphBreak], explain: dict[str, Any]) -> CrossCheck
         explain_graph_breaks=int(explain.get("graph_break_count") or 0),
         explain_sites=[Site(b.get("file") or "", b.get("line") or 0) for b in explain["breaks"]],
     )
-    seen: set[int] = set()
-    for key, gb in ours.items():
-        if id(gb) in seen:
-            continue
+    for gb in breaks:
         inner = gb.library_frame or Site(gb.file, gb.line)
         if _key(inner.file, inner.line) in explain_sites or _key(gb.file, gb.line) in explain_sites:
-            seen.add(id(gb))
             continue
-        seen.add(id(gb))
         out.disagreements.append(
             Disagreement(gb.file, gb.line, "trace", gb.reason, _why_explain_missed(gb))
         )

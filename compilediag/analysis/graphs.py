@@ -28,7 +28,10 @@ def frame_metrics(c: Compile, compiles: list[Compile]) -> dict:
     frame = c.compile_id.split("/")[-2]
     for k in compiles:
         if k.compile_id.split("/")[-2] == frame and k.metrics.get("co_name"):
-            return {**c.metrics, **{f: k.metrics.get(f) for f in ("co_name", "co_filename", "co_firstlineno")}}
+            return {
+                **c.metrics,
+                **{f: k.metrics.get(f) for f in ("co_name", "co_filename", "co_firstlineno")},
+            }
     return c.metrics
 
 
@@ -72,4 +75,18 @@ def compile_time(compiles: list[Compile]) -> CompileTime:
         t.inductor_s += inductor - codegen
         t.codegen_s += codegen
         t.total_s += entire
+        t.kernel_compile_s += float(m.get("triton_compile_time_us") or 0) / 1e6
+        for name in c.artifacts:
+            if "_cache_" in name:
+                t.caches[name] = t.caches.get(name, 0) + len(c.artifacts[name])
     return t
+
+
+def cudagraph_skips(compiles: list[Compile]) -> list[str]:
+    reasons = [
+        str(c.metrics.get("cudagraph_skip_reason"))
+        for c in compiles
+        if c.metrics.get("cudagraph_skip_reason")
+    ]
+    reasons += [p.strip() for c in compiles for p in c.artifacts.get("cudagraph_skip_reason", [])]
+    return list(dict.fromkeys(reasons))

@@ -25,7 +25,9 @@ SOURCE_NODES = re.compile(
 EXTERN_CALL = re.compile(
     r"^\s*(?:\w+(?:, \w+)* = )?(?P<name>extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\("
 )
-FILE_COMMENT = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code: (?P<code>.*)$")
+FILE_COMMENT = re.compile(
+    r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code: (?P<code>.*)$"
+)
 NODE_ASSIGN = re.compile(r"^\s*(?P<names>\w+(?:\s*,\s*\w+)*)\s*(?::\s*\"[^\"]*\")?\s*=")
 
 ATEN_TARGET = re.compile(r"torch\.ops\.aten\.(\w+)\.")
@@ -83,7 +85,14 @@ def ops_from_name(name: str, known: set[str]) -> list[str]:
     ops, i = [], 0
     ordered = sorted(known, key=len, reverse=True)
     while i < len(body):
-        hit = next((op for op in ordered if body.startswith(op, i) and body[i + len(op) : i + len(op) + 1] in ("", "_")), None)
+        hit = next(
+            (
+                op
+                for op in ordered
+                if body.startswith(op, i) and body[i + len(op) : i + len(op) + 1] in ("", "_")
+            ),
+            None,
+        )
         token = hit or body[i:].split("_", 1)[0]
         ops.append("aten." + token)
         i += len(token) + 1

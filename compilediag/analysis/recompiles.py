@@ -59,7 +59,10 @@ def parse_guard(reason: str) -> Guard:
 
 def translate(guard: str) -> tuple[str, str, str]:
     """A failed guard in words, its cause, and the advice that removes the recompile."""
-    m = re.match(r"tensor '(?P<n>[^']+)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\d+), actual (?P<b>\d+)", guard)
+    m = re.match(
+        r"tensor '(?P<n>[^']+)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\d+), actual (?P<b>\d+)",
+        guard,
+    )
     if m:
         name, dim, a, b = source_name(m["n"]), m["i"], int(m["a"]), int(m["b"])
         advice = (
@@ -82,7 +85,10 @@ def translate(guard: str) -> tuple[str, str, str]:
             "specialised (broadcasting differs), so they compile their own graph. Avoid them "
             "(e.g. pad a batch of 1), or accept one extra compile.",
         )
-    m = re.match(r"tensor '(?P<n>[^']+)' (?P<what>dtype|device|requires_grad|stride|dispatch key set|rank|ndim)s? mismatch(?:[^.]*)\.?\s*(?P<rest>.*)", guard)
+    m = re.match(
+        r"tensor '(?P<n>[^']+)' (?P<what>dtype|device|requires_grad|stride|dispatch key set|rank|ndim)s? mismatch(?:[^.]*)\.?\s*(?P<rest>.*)",
+        guard,
+    )
     if m:
         what = {"dispatch key set": "device or dispatch keys"}.get(m["what"], m["what"])
         detail = f" ({m['rest'].strip()})" if m["rest"].strip() else ""
@@ -181,7 +187,9 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
                 file=m.get("co_filename") or (c.stack[-1].file if c.stack else ""),
                 line=int(m.get("co_firstlineno") or (c.stack[-1].line if c.stack else 0)),
                 compile_id=c.compile_id,
-                reasons=[CID_PREFIX.sub("", r.split("\nUser stack trace:")[0]).strip() for r in reasons],
+                reasons=[
+                    CID_PREFIX.sub("", r.split("\nUser stack trace:")[0]).strip() for r in reasons
+                ],
                 failed_guard=g.words,
                 failed_guards=[x.words for x in guards],
                 cause=g.cause,
@@ -225,4 +233,6 @@ def _distinct(reasons) -> list[str]:
     groups: dict[str, list[str]] = {}
     for r in reasons:
         groups.setdefault(re.sub(r"\d+(\.\d+)?", "#", r), []).append(r)
-    return [g[0] if len(g) == 1 else f"{g[0]} (and {len(g) - 1} more like it)" for g in groups.values()]
+    return [
+        g[0] if len(g) == 1 else f"{g[0]} (and {len(g) - 1} more like it)" for g in groups.values()
+    ]

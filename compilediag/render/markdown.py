@@ -16,7 +16,12 @@ def render_markdown(report: Report) -> str:
     for err in report.errors:
         out.append(f"> **error:** {_cell(err)}")
     if report.graph_breaks:
-        out += ["### Graph breaks", "", "| # | where | reason | count | fix |", "|---|---|---|---|---|"]
+        out += [
+            "### Graph breaks",
+            "",
+            "| # | where | reason | count | fix |",
+            "|---|---|---|---|---|",
+        ]
         for i, gb in enumerate(report.graph_breaks, 1):
             reason = _cell(gb.reason) + (f" ([{gb.gb_id}]({gb.doc_url}))" if gb.gb_id else "")
             code = f"<br>`{_cell(gb.code)}`" if gb.code else ""
@@ -27,10 +32,17 @@ def render_markdown(report: Report) -> str:
     if report.recompiles:
         out += ["### Recompiles", "", "| compile | frame | failed guard |", "|---|---|---|"]
         for r in report.recompiles:
-            out.append(f"| {r.compile_id} | `{where(r.file, r.line)}` {r.frame} | {_cell(r.failed_guard)} |")
+            out.append(
+                f"| {r.compile_id} | `{where(r.file, r.line)}` {r.frame} | {_cell(r.failed_guard)} |"
+            )
         out.append("")
     if report.graphs:
-        out += ["### Graphs", "", "| graph | frame | where | ops | compile |", "|---|---|---|---:|---:|"]
+        out += [
+            "### Graphs",
+            "",
+            "| graph | frame | where | ops | compile |",
+            "|---|---|---|---:|---:|",
+        ]
         for g in report.graphs:
             out.append(
                 f"| {g.compile_id} | {g.frame} | `{where(g.file, g.line)}` | {g.ops} | {seconds(g.compile_time_s)} |"

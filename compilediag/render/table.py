@@ -54,7 +54,12 @@ def blocks(report: Report, color: bool) -> list:
         out.append(Text(f"! {err}", style="yellow"))
 
     if report.graph_breaks:
-        out.append(Text(f"\nGraph breaks ({plural(len(report.graph_breaks), 'site')}, most costly first)", style="bold"))
+        out.append(
+            Text(
+                f"\nGraph breaks ({plural(len(report.graph_breaks), 'site')}, most costly first)",
+                style="bold",
+            )
+        )
         for i, gb in enumerate(report.graph_breaks, 1):
             out.append(_break_block(i, gb, color))
     elif report.graphs:
@@ -72,7 +77,9 @@ def blocks(report: Report, color: bool) -> list:
         t.add_column("ops", justify="right")
         t.add_column("compile", justify="right", no_wrap=True)
         for g in report.graphs:
-            t.add_row(g.compile_id, g.frame, where(g.file, g.line), str(g.ops), seconds(g.compile_time_s))
+            t.add_row(
+                g.compile_id, g.frame, where(g.file, g.line), str(g.ops), seconds(g.compile_time_s)
+            )
         out += [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
 
     out += kernel_blocks(report, limit=8)
@@ -108,7 +115,11 @@ def _break_block(i: int, gb, color: bool) -> Group:
         head.append(f"  ×{gb.count}", style="bold")
     rows: list[tuple[str, object]] = []
     if gb.code:
-        code = Syntax(gb.code, "python", theme="ansi_dark", background_color="default") if color else Text(gb.code)
+        code = (
+            Syntax(gb.code, "python", theme="ansi_dark", background_color="default")
+            if color
+            else Text(gb.code)
+        )
         rows.append(("", code))
     if gb.library_frame:
         lf = gb.library_frame
@@ -128,16 +139,44 @@ def recompile_blocks(report: Report) -> list:
         out.append(Text(f"\nRecompiles ({len(report.recompiles)})", style="bold"))
     for group in group_recompiles(report.recompiles):
         r = group[0]
-        ids = r.compile_id if len(group) == 1 else f"{r.compile_id} … {group[-1].compile_id} ({len(group)}×)"
+        ids = (
+            r.compile_id
+            if len(group) == 1
+            else f"{r.compile_id} … {group[-1].compile_id} ({len(group)}×)"
+        )
         out.append(Text(f"  {ids}  {r.frame} at {where(r.file, r.line)}", style="bold"))
         rows: list[tuple[str, object]] = [("failed", Text(r.failed_guard, style="yellow"))]
         if len(group) > 1:
-            rows.append(("then", Text("; ".join(g.failed_guard.split(" failed")[0] for g in group[1:]), style="yellow")))
+            rows.append(
+                (
+                    "then",
+                    Text(
+                        "; ".join(g.failed_guard.split(" failed")[0] for g in group[1:]),
+                        style="yellow",
+                    ),
+                )
+            )
         if len(r.failed_guards) > 1:
-            rows.append(("", Text(f"({len(r.failed_guards)} cached graphs were checked; each failed a guard)", style="dim")))
+            rows.append(
+                (
+                    "",
+                    Text(
+                        f"({len(r.failed_guards)} cached graphs were checked; each failed a guard)",
+                        style="dim",
+                    ),
+                )
+            )
         if r.guard_file:
             code = linecache_line(r.guard_file, r.guard_line)
-            rows.append(("guard", Text(f"installed at {where(r.guard_file, r.guard_line)}" + (f": {code}" if code else ""))))
+            rows.append(
+                (
+                    "guard",
+                    Text(
+                        f"installed at {where(r.guard_file, r.guard_line)}"
+                        + (f": {code}" if code else "")
+                    ),
+                )
+            )
         if r.suggestion:
             rows.append(("fix", Text(r.suggestion, style="green")))
         out.append(_details(rows))
@@ -151,7 +190,15 @@ def recompile_blocks(report: Report) -> list:
             )
         )
         rows = [("reason", Text(reason)) for reason in hit.distinct_reasons]
-        rows.append(("fix", Text("Remove the cause above; raising torch._dynamo.config.recompile_limit only hides it.", style="green")))
+        rows.append(
+            (
+                "fix",
+                Text(
+                    "Remove the cause above; raising torch._dynamo.config.recompile_limit only hides it.",
+                    style="green",
+                ),
+            )
+        )
         out.append(_details(rows))
     return out
 
@@ -183,7 +230,10 @@ def timeline_block(report: Report) -> list:
 
 
 def render_recompiles(report: Report, width: int | None = None, color: bool = False) -> str:
-    items: list = [Text(f"compilediag recompiles · {short_path(report.target.get('path', ''))}", style="bold"), Text(headline(report))]
+    items: list = [
+        Text(f"compilediag recompiles · {short_path(report.target.get('path', ''))}", style="bold"),
+        Text(headline(report)),
+    ]
     items += timeline_block(report)
     items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
     for note in report.notes:
@@ -204,7 +254,9 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
     ext = [k for k in report.kernels if k.kind == "extern"]
     if not report.kernels:
         return []
-    title = f"\nKernels ({plural(len(gen), 'generated kernel')}, {plural(len(ext), 'library call')})"
+    title = (
+        f"\nKernels ({plural(len(gen), 'generated kernel')}, {plural(len(ext), 'library call')})"
+    )
     several = len({k.compile_id for k in report.kernels}) > 1
     t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     t.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=40)
@@ -218,7 +270,13 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
     for k in shown:
         name = k.name.removeprefix("torch.ops.").removesuffix(".default")
         ops = ", ".join(o.removeprefix("aten.") for o in k.ops)
-        row = [name, *([k.compile_id] if several else []), k.kind, ops, compact_lines(k.source_lines, target)]
+        row = [
+            name,
+            *([k.compile_id] if several else []),
+            k.kind,
+            ops,
+            compact_lines(k.source_lines, target),
+        ]
         t.add_row(*row)
     out: list = [Text(title, style="bold"), Padding(t, (0, 0, 0, 2))]
     if len(shown) < len(report.kernels):
@@ -252,7 +310,10 @@ def _cross_check_lines(report: Report) -> list:
             )
         ]
     lines: list = [
-        Text(f"\nCross-check: torch._dynamo.explain differs ({len(cc.disagreements)})", style="bold yellow")
+        Text(
+            f"\nCross-check: torch._dynamo.explain differs ({len(cc.disagreements)})",
+            style="bold yellow",
+        )
     ]
     for d in cc.disagreements:
         who = "only in the trace" if d.seen_by == "trace" else "only in explain"
@@ -265,13 +326,40 @@ def _timing_lines(report: Report) -> list:
     t = report.timings
     if t is None:
         return []
-    rows: list[tuple[str, object]] = [("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))]
+    rows: list[tuple[str, object]] = [
+        ("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))
+    ]
     if t.eager_ms and t.compiled_ms:
-        rows.append(("eager", Text(f"{t.eager_ms.median:.3f} ms (IQR {t.eager_ms.iqr:.3f}, n={t.eager_ms.n})")))
         rows.append(
-            ("compiled", Text(f"{t.compiled_ms.median:.3f} ms (IQR {t.compiled_ms.iqr:.3f}, n={t.compiled_ms.n})"))
+            (
+                "eager",
+                Text(f"{t.eager_ms.median:.3f} ms (IQR {t.eager_ms.iqr:.3f}, n={t.eager_ms.n})"),
+            )
         )
-        rows.append(("speedup", Text(f"{t.speedup:.2f}x  (medians; calls interleaved, {t.method})", style="bold")))
+        rows.append(
+            (
+                "compiled",
+                Text(
+                    f"{t.compiled_ms.median:.3f} ms (IQR {t.compiled_ms.iqr:.3f}, n={t.compiled_ms.n})"
+                ),
+            )
+        )
+        rows.append(
+            (
+                "speedup",
+                Text(f"{t.speedup:.2f}x  (medians; calls interleaved, {t.method})", style="bold"),
+            )
+        )
+    ct = report.compile_time
+    if ct and ct.total_s:
+        phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)} · inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
+        if ct.kernel_compile_s:
+            phases += f" (of which compiling kernels {seconds(ct.kernel_compile_s)})"
+        rows.insert(1, ("compile", Text(f"{seconds(ct.total_s)} = {phases}")))
+    for skip in t.cudagraph_skips:
+        rows.append(("cudagraphs", Text(f"skipped: {skip}", style="yellow")))
+    for note in t.notes:
+        rows.append(("why slow?", Text(note, style="yellow")))
     if t.outputs_match is not None:
         verdict = "match eager" if t.outputs_match else "DIFFER from eager"
         style = "green" if t.outputs_match else "bold red"

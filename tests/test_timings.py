@@ -1,0 +1,65 @@
+"""Eager vs compiled timings and compile-time breakdown, on the real Inductor stack.
+
+These check consistency (ratios, sums, method), never particular values: timings vary.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SAMPLES, run_json
+
+SAMPLES_WITH_INPUTS = sorted(
+    p.name
+    for p in SAMPLES.glob("*.py")
+    if "def get_inputs" in p.read_text() or "def get_input_sets" in p.read_text()
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sample", SAMPLES_WITH_INPUTS)
+def test_timings_are_consistent(sample: str) -> None:
+    report, proc = run_json(
+        "explain",
+        f"sample_models/{sample}",
+        "--device",
+        "cpu",
+        "--repeat",
+        "15",
+        "--warmup",
+        "2",
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    t, ct = report["timings"], report["compile_time"]
+    e, c = t["eager_ms"], t["compiled_ms"]
+    assert e["n"] == c["n"] == 15
+    assert e["median"] > 0 and c["median"] > 0 and e["iqr"] >= 0 and c["iqr"] >= 0
+    assert t["speedup"] == pytest.approx(e["median"] / c["median"])
+    assert report["summary"]["speedup"] == t["speedup"]
+    assert t["method"] == "perf_counter" and t["warmup"] == 2
+    phases = ct["dynamo_s"] + ct["aot_s"] + ct["inductor_s"] + ct["codegen_s"]
+    assert all(ct[k] >= 0 for k in ("dynamo_s", "aot_s", "inductor_s", "codegen_s"))
+    assert phases <= ct["total_s"] + 1e-6
+    # graphs hold the compiles that produced one; compiles that produced none add to the total
+    assert ct["total_s"] >= sum(g["compile_time_s"] or 0 for g in report["graphs"]) - 1e-6
+    # the first call compiles, so it takes at least the compile time of its graphs
+    assert t["first_call_s"] >= min(g["compile_time_s"] or 0 for g in report["graphs"])
+    assert t["outputs_match"] is True
+    assert t["max_abs_err"] is not None and t["max_abs_err"] < 1e-3
+
+
+def test_timings_can_be_skipped() -> None:
+    report, proc = run_json(
+        "explain", "sample_models/clean_mlp.py", "--backend", "eager", "--no-timings"
+    )
+    assert proc.returncode == 0
+    assert report["timings"]["eager_ms"] is None and report["timings"]["first_call_s"] > 0
+
+
+def test_slow_speedup_is_explained() -> None:
+    report, _ = run_json(
+        "explain", "sample_models/graph_breaks.py", "--backend", "eager", "--repeat", "10"
+    )
+    notes = " ".join(report["timings"]["notes"])
+    assert "does not optimise" in notes and "3 graph breaks" in notes
