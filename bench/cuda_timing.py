@@ -1,0 +1,100 @@
+"""Does `compilediag explain` time CUDA models correctly? Compare it, in one run, with an
+independent measurement of the same model by torch.utils.benchmark.Timer.
+
+    PYTHONPATH=. python3 bench/cuda_timing.py [--out results.json]
+
+Method: (1) `compilediag explain bench/models/block_fp16.py --device cuda --format json`
+in its worker process (CUDA events around each call, warm-up, interleaved eager/compiled
+calls, median); (2) in this process, the same model and input shapes, compiled with the
+same default settings, timed by torch.utils.benchmark.Timer.blocked_autorange (which
+synchronises CUDA) under torch.no_grad(). Each median is compared; within 10% passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = ROOT / "bench" / "models" / "block_fp16.py"
+
+
+def compilediag_report() -> dict:
+    cmd = [
+        sys.executable,
+        "-m",
+        "compilediag",
+        "explain",
+        str(MODEL),
+        "--device",
+        "cuda",
+        "--format",
+        "json",
+        "--repeat",
+        "200",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"compilediag failed ({proc.returncode}): {proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+def timer_medians() -> dict[str, float]:
+    import torch
+    import torch.utils.benchmark as benchmark
+
+    sys.path.insert(0, str(MODEL.parent))
+    import block_fp16
+
+    model = block_fp16.get_model().cuda()
+    (x,) = (t.cuda() for t in block_fp16.get_inputs())
+    compiled = torch.compile(model)
+    out = {}
+    with torch.no_grad():
+        for name, fn in (("eager", model), ("compiled", compiled)):
+            for _ in range(5):
+                fn(x)
+            torch.cuda.synchronize()
+            m = benchmark.Timer(stmt="fn(x)", globals={"fn": fn, "x": x}).blocked_autorange(
+                min_run_time=2.0
+            )
+            out[name] = m.median * 1e3
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    report = compilediag_report()
+    t = report["timings"]
+    ours = {"eager": t["eager_ms"]["median"], "compiled": t["compiled_ms"]["median"]}
+    theirs = timer_medians()
+    rows = {}
+    for k in ours:
+        ratio = ours[k] / theirs[k]
+        rows[k] = {
+            "compilediag_ms": ours[k],
+            "benchmark_timer_ms": theirs[k],
+            "ratio": ratio,
+            "within_10pct": abs(ratio - 1) <= 0.10,
+        }
+    result = {
+        "device": report["environment"].get("device_name"),
+        "torch": report["environment"]["torch"],
+        "command": "compilediag explain bench/models/block_fp16.py --device cuda --format json --repeat 200",
+        "method": t["method"],
+        "speedup_compilediag": t["speedup"],
+        "speedup_timer": theirs["eager"] / theirs["compiled"],
+        "rows": rows,
+    }
+    print(json.dumps(result, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
