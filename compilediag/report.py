@@ -122,7 +122,8 @@ class Timings:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     outputs_match: bool | None = None
-    repeat: int = 0
+    repeat: int = 0  # timed blocks per variant
+    calls_per_block: int = 1
     warmup: int = 0
     method: str = ""
     cudagraph_skips: list[str] = field(default_factory=list)

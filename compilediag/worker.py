@@ -9,8 +9,10 @@ the cross-check - is measured here.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
+import math
 import os
 import statistics
 import sys
@@ -29,6 +31,10 @@ from compilediag.target import (
     is_library_file,
     load_module,
 )
+
+BLOCK_MS = 5.0  # shortest timed block of back-to-back calls
+WARMUP_S_CPU = 0.2  # untimed calls before measuring, per variant
+WARMUP_S_CUDA = 1.0
 
 
 class Worker:
@@ -90,6 +96,9 @@ class Worker:
 
         model = to_device(model, device)
         train = spec.get("train", False)
+        # Inference runs with grad off for the whole run - eager, compile, timing - so the
+        # compiled graph's grad-mode guard holds and no per-call context manager is timed.
+        torch.set_grad_enabled(train)
         step = make_step(torch, train)
         kwargs: dict[str, Any] = {"backend": backend}
         if spec.get("mode"):
@@ -178,7 +187,7 @@ class Worker:
         if spec.get("cross_check"):
             self.stage("cross-checking with torch._dynamo.explain")
             stop_trace()  # explain's own compile must not show up as findings of this run
-            self.result["explain"] = cross_check(torch, model, calls[0], train)
+            self.result["explain"] = cross_check(torch, model, calls[0])
         self.stage("done")
         return self.finish(0)
 
@@ -220,12 +229,12 @@ def to_device(obj: Any, device: str) -> Any:
 
 
 def make_step(torch: Any, train: bool):
-    """One call of the model: inference under no_grad, or forward + backward with --train."""
+    """One call of the model: inference (the worker runs it with grad off, set once), or
+    forward + backward with --train."""
 
     def infer(fn, call):
         args, kwargs = call
-        with torch.no_grad():
-            return fn(*args, **kwargs)
+        return fn(*args, **kwargs)
 
     def train_step(fn, call):
         args, kwargs = call
@@ -294,46 +303,70 @@ def tolerance(dtype: str) -> tuple[float, float]:
 
 
 def measure(torch, step, model, compiled, call, device: str, spec: dict) -> dict[str, Any]:
-    """Interleaved steady-state timing of eager and compiled, in milliseconds per call."""
+    """Steady-state time per call of eager and compiled, in milliseconds.
+
+    Calls are timed in blocks of back-to-back calls (enough for a block to last a few ms),
+    so a launch-bound GPU model is measured with its launch queue full, as it runs in a
+    loop, and host timer resolution does not matter. Blocks of eager and compiled
+    alternate, and which goes first alternates too. On CUDA each block is bracketed by
+    CUDA events and synchronised before it is read.
+    """
     cuda = device.startswith("cuda")
 
-    def once(fn) -> float:
+    def block(fn, calls: int) -> float:
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            step(fn, call)
+            for _ in range(calls):
+                step(fn, call)
             end.record()
             end.synchronize()
-            return start.elapsed_time(end)
+            return start.elapsed_time(end) / calls
         t0 = time.perf_counter()
-        step(fn, call)
-        return (time.perf_counter() - t0) * 1e3
+        for _ in range(calls):
+            step(fn, call)
+        return (time.perf_counter() - t0) * 1e3 / calls
 
     warmup = spec.get("warmup")
-    warmup = 3 if warmup is None else warmup
-    for _ in range(warmup):
-        once(model)
-        once(compiled)
+    if warmup is None:
+        # Warm up by time, not count: a GPU idle during the compile has dropped its clocks,
+        # and it takes a good fraction of a second of work to bring them back.
+        warmup, deadline = 0, time.perf_counter() + (WARMUP_S_CUDA if cuda else WARMUP_S_CPU)
+        while warmup < 3 or time.perf_counter() < deadline:
+            block(model, 1)
+            block(compiled, 1)
+            warmup += 1
+    else:
+        for _ in range(warmup):
+            block(model, 1)
+            block(compiled, 1)
+    sync(torch, device)
+    probe = max(block(model, 1), block(compiled, 1), 1e-3)
+    per_block = max(1, math.ceil(BLOCK_MS / probe))
     repeat = spec.get("repeat")
     if repeat is None:
-        # Aim for about a second of measurement per variant, within [10, 200] calls.
-        probe = max(once(model), once(compiled), 1e-3)
-        repeat = int(min(200, max(10, 1000.0 / probe)))
+        # about a second of measurement per variant, within [10, 200] blocks
+        repeat = int(min(200, max(10, 1000.0 / (probe * per_block))))
     eager, comp = [], []
-    for i in range(repeat):
-        # alternate who goes first so neither always runs on a cache the other warmed
-        if i % 2:
-            comp.append(once(compiled))
-            eager.append(once(model))
-        else:
-            eager.append(once(model))
-            comp.append(once(compiled))
+    gc.collect()
+    gc.disable()  # as timeit does: a collection inside a block is not the model's time
+    try:
+        for i in range(repeat):
+            if i % 2:
+                comp.append(block(compiled, per_block))
+                eager.append(block(model, per_block))
+            else:
+                eager.append(block(model, per_block))
+                comp.append(block(compiled, per_block))
+    finally:
+        gc.enable()
     e, c = stats(eager), stats(comp)
     return {
         "eager_ms": e,
         "compiled_ms": c,
         "speedup": e["median"] / c["median"] if c["median"] > 0 else None,
         "repeat": repeat,
+        "calls_per_block": per_block,
         "warmup": warmup,
         "method": "CUDA events" if cuda else "perf_counter",
     }
@@ -344,16 +377,12 @@ def stats(samples: list[float]) -> dict[str, float]:
     return {"median": statistics.median(samples), "iqr": q[2] - q[0], "n": len(samples)}
 
 
-def cross_check(torch: Any, model: Any, call: Any, train: bool) -> dict[str, Any]:
+def cross_check(torch: Any, model: Any, call: Any) -> dict[str, Any]:
     """torch._dynamo.explain on the same inputs; it resets Dynamo and uses its own backend."""
     args, kwargs = call
     torch._dynamo.reset()
     try:
-        if train:
-            out = torch._dynamo.explain(model)(*args, **kwargs)
-        else:
-            with torch.no_grad():
-                out = torch._dynamo.explain(model)(*args, **kwargs)
+        out = torch._dynamo.explain(model)(*args, **kwargs)  # grad mode as the run set it
     except BaseException as e:
         return {"error": f"{type(e).__name__}: {first_line(e)}"}
     breaks = []

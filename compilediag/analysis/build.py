@@ -179,5 +179,6 @@ def _timings(worker: dict[str, Any]) -> Timings | None:
         t.speedup = m["speedup"]
         t.repeat = m["repeat"]
         t.warmup = m.get("warmup", 0)
+        t.calls_per_block = m.get("calls_per_block", 1)
         t.method = m["method"]
     return t

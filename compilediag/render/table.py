@@ -330,26 +330,15 @@ def _timing_lines(report: Report) -> list:
         ("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))
     ]
     if t.eager_ms and t.compiled_ms:
-        rows.append(
-            (
-                "eager",
-                Text(f"{t.eager_ms.median:.3f} ms (IQR {t.eager_ms.iqr:.3f}, n={t.eager_ms.n})"),
-            )
+        e, c = t.eager_ms, t.compiled_ms
+        rows.append(("eager", Text(f"{e.median:.3f} ms a call (IQR {e.iqr:.3f})")))
+        rows.append(("compiled", Text(f"{c.median:.3f} ms a call (IQR {c.iqr:.3f})")))
+        rows.append(("speedup", Text(f"{t.speedup:.2f}x", style="bold")))
+        method = (
+            f"median of {t.repeat} interleaved blocks of {t.calls_per_block} calls, "
+            f"after {t.warmup} warm-up calls; {t.method}"
         )
-        rows.append(
-            (
-                "compiled",
-                Text(
-                    f"{t.compiled_ms.median:.3f} ms (IQR {t.compiled_ms.iqr:.3f}, n={t.compiled_ms.n})"
-                ),
-            )
-        )
-        rows.append(
-            (
-                "speedup",
-                Text(f"{t.speedup:.2f}x  (medians; calls interleaved, {t.method})", style="bold"),
-            )
-        )
+        rows.append(("method", Text(method, style="dim")))
     ct = report.compile_time
     if ct and ct.total_s:
         phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)} · inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
