@@ -6,8 +6,10 @@ independent measurement of the same model by torch.utils.benchmark.Timer.
 Method: (1) `compilediag explain bench/models/block_fp16.py --device cuda --format json`
 in its worker process (CUDA events around each call, warm-up, interleaved eager/compiled
 calls, median); (2) in this process, the same model and input shapes, compiled with the
-same default settings, timed by torch.utils.benchmark.Timer.blocked_autorange (which
-synchronises CUDA) under torch.no_grad(). Each median is compared; within 10% passes.
+same default settings, warmed up for 1 s like compilediag does, timed by
+torch.utils.benchmark.Timer.blocked_autorange (which synchronises CUDA) under
+torch.no_grad(); and compilediag's own measuring function in that same process. Each
+median is compared; within 10% passes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +62,10 @@ def timer_medians() -> dict[str, float]:
     out = {}
     with torch.no_grad():
         for name, fn in (("eager", model), ("compiled", compiled)):
-            for _ in range(5):
+            # the same warm-up compilediag gives (1 s of calls): the GPU ramps its clocks
+            # after the idle compile, and a short warm-up measures that ramp instead
+            deadline = time.perf_counter() + 1.0
+            while time.perf_counter() < deadline:
                 fn(x)
             torch.cuda.synchronize()
             m = benchmark.Timer(stmt="fn(x)", globals={"fn": fn, "x": x}).blocked_autorange(
