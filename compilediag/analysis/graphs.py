@@ -11,12 +11,12 @@ RESUME = re.compile(r"torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
 
 
 def frame_name(co_name: str, co_filename: str = "") -> str:
-    """`torch_dynamo_resume_in_forward_at_9` -> `forward (after the break at line 9)`."""
+    """`torch_dynamo_resume_in_forward_at_9` -> `forward, after line 9` (the code after a break)."""
     if co_name == "inner" and co_filename.endswith("_dynamo/external_utils.py"):
         return "model call (torch's wrapper of the compiled module)"
     m = RESUME.match(co_name or "")
     if m:
-        return f"{m['fn']} (after the break at line {m['line']})"
+        return f"{m['fn']}, after line {m['line']}"
     return co_name or "?"
 
 

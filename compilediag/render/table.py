@@ -110,7 +110,6 @@ def _details(rows: list[tuple[str, object]]) -> Padding:
 def _break_block(i: int, gb, color: bool) -> Group:
     head = Text(f"{i:>2}. ", style="bold")
     head.append(where(gb.file, gb.line), style="bold cyan")
-    head.append(f"  {gb.reason}")
     if gb.count > 1:
         head.append(f"  ×{gb.count}", style="bold")
     rows: list[tuple[str, object]] = []
@@ -121,6 +120,7 @@ def _break_block(i: int, gb, color: bool) -> Group:
             else Text(gb.code)
         )
         rows.append(("", code))
+    rows.append(("reason", Text(gb.reason, style="bold")))
     if gb.library_frame:
         lf = gb.library_frame
         rows.append(("inside", Text(f"{where(lf.file, lf.line)}: {lf.code}")))
