@@ -46,6 +46,13 @@ def _root(
 Target = Annotated[
     str, typer.Argument(help="Model file, PATH.py or PATH.py:ATTR.", show_default=False)
 ]
+OptionalTarget = Annotated[
+    str | None,
+    typer.Argument(
+        help="Model file, PATH.py or PATH.py:ATTR (default: `model` in [tool.compilediag] of pyproject.toml).",
+        show_default=False,
+    ),
+]
 Inputs = Annotated[
     list[str] | None,
     typer.Option(
@@ -55,7 +62,27 @@ Inputs = Annotated[
     ),
 ]
 Backend = Annotated[
-    str, typer.Option(help="torch.compile backend: inductor, aot_eager, eager, ...")
+    str | None,
+    typer.Option(help="torch.compile backend: inductor, aot_eager, eager, ...", show_default=False),
+]
+MinSpeedup = Annotated[
+    float | None, typer.Option(help="Gate: exit 1 if the measured speed-up is below this.")
+]
+CheckOutputs = Annotated[
+    bool,
+    typer.Option("--check-outputs", help="Gate: exit 1 if compiled outputs differ from eager."),
+]
+Baseline = Annotated[
+    str | None,
+    typer.Option(
+        help="Gate: a report saved with --format json; exit 1 only on a regression against it."
+    ),
+]
+SpeedupTolerance = Annotated[
+    float, typer.Option(help="With --baseline: how far (fraction) the speed-up may drop.")
+]
+Junit = Annotated[
+    str | None, typer.Option(help="Also write a JUnit XML report (a test case per rule and site).")
 ]
 Mode = Annotated[
     str | None,
@@ -78,7 +105,7 @@ Train = Annotated[
     ),
 ]
 Timeout = Annotated[float, typer.Option(help="Stop the run after this many seconds (exit 5).")]
-Format = Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")]
+Format = Annotated[str, typer.Option("--format", "-f", help="table, json, markdown, csv or junit.")]
 Output = Annotated[
     str | None,
     typer.Option("--output", "-o", help="Write the report to this file instead of stdout."),
@@ -189,9 +216,9 @@ def _emit(report, fmt: str, output: str | None) -> None:
 
 @app.command()
 def explain(
-    target: Target,
+    target: OptionalTarget = None,
     input: Inputs = None,
-    backend: Backend = "inductor",
+    backend: Backend = None,
     mode: Mode = None,
     dynamic: Dynamic = None,
     device: Device = None,
@@ -199,6 +226,11 @@ def explain(
     fullgraph: Fullgraph = False,
     max_graph_breaks: MaxBreaks = None,
     max_recompiles: MaxRecompiles = None,
+    min_speedup: MinSpeedup = None,
+    check_outputs: CheckOutputs = False,
+    baseline: Baseline = None,
+    speedup_tolerance: SpeedupTolerance = 0.10,
+    junit: Junit = None,
     cross_check: Annotated[
         bool,
         typer.Option(
@@ -209,40 +241,119 @@ def explain(
         bool, typer.Option("--timings/--no-timings", help="Time eager vs compiled.")
     ] = True,
     repeat: Annotated[
-        int | None, typer.Option(help="Timed calls per variant (default: adaptive).")
+        int | None, typer.Option(help="Timed blocks per variant (default: about 1 s worth).")
     ] = None,
     warmup: Annotated[
-        int | None, typer.Option(help="Untimed calls per variant first (default 3).")
+        int | None,
+        typer.Option(help="Untimed calls per variant first (default: 0.2 s CPU, 1 s CUDA)."),
     ] = None,
     timeout: Timeout = 900,
     format: Format = "table",
     output: Output = None,
 ) -> None:
     """Compile the model once and report every graph break at your own file:line, with why
-    and how to fix it; the graphs; compile time; eager vs compiled timings.
+    and how to fix it; the graphs; kernels; compile time; eager vs compiled timings.
 
-    Exit codes: 0 ok; 1 gate failed (--fullgraph, --max-graph-breaks, --max-recompiles);
-    2 usage error; 3 model failed in eager; 4 torch.compile failed; 5 worker crashed or
-    timed out.
+    Defaults for the model, inputs and gate can live in [tool.compilediag] of
+    pyproject.toml. Under GitHub Actions, findings are also printed as annotations.
+
+    Exit codes: 0 ok; 1 gate failed (--fullgraph, a budget, a regression against
+    --baseline); 2 usage error; 3 model failed in eager; 4 torch.compile failed; 5 worker
+    crashed or timed out.
     """
-    from compilediag.gate import Budgets, evaluate, exit_code
-
     with _handled():
         _check_format(format)
+        cfg = _config()
+        budgets = _budgets(
+            cfg, fullgraph, max_graph_breaks, max_recompiles, min_speedup, check_outputs,
+            baseline, speedup_tolerance,
+        )  # fmt: skip
+        if budgets.min_speedup is not None and not timings:
+            raise UsageError("--min-speedup needs timings.", hint="Drop --no-timings.")
         spec = _spec(
-            target, input, backend, mode, dynamic, device, train,
+            _target(target, cfg), input or cfg.inputs, backend or cfg.backend or "inductor",
+            mode or cfg.mode, dynamic, device or cfg.device, train,
             cross_check=cross_check, timings=timings, repeat=repeat, warmup=warmup,
         )  # fmt: skip
         report, failed, _ = _run(spec, timeout, quiet=format != "table")
-        report.verdict = evaluate(report, Budgets(fullgraph, max_graph_breaks, max_recompiles))
+        code = _gate(report, budgets, junit, failed)
         _emit(report, format, output)
-        code = failed or exit_code(report.verdict)
     raise typer.Exit(code)
+
+
+def _config():
+    from compilediag.config import load_config
+
+    return load_config()
+
+
+def _target(target: str | None, cfg) -> str:
+    if target:
+        return target
+    if cfg.model:
+        return cfg.model
+    raise UsageError(
+        "no model file given.",
+        hint="Pass MODEL.py, or set `model` in [tool.compilediag] of pyproject.toml.",
+    )
+
+
+def _budgets(cfg, fullgraph, max_graph_breaks, max_recompiles, min_speedup=None,
+             check_outputs=False, baseline=None, speedup_tolerance=0.10):  # fmt: skip
+    from compilediag.gate import Budgets
+
+    path = baseline or cfg.baseline
+    pick = lambda a, b: a if a is not None else b  # noqa: E731
+    return Budgets(
+        fullgraph=fullgraph or cfg.fullgraph,
+        max_graph_breaks=pick(max_graph_breaks, cfg.max_graph_breaks),
+        max_recompiles=pick(max_recompiles, cfg.max_recompiles),
+        min_speedup=pick(min_speedup, cfg.min_speedup),
+        check_outputs=check_outputs or cfg.check_outputs,
+        baseline=_load_report(path, "--baseline") if path else None,
+        speedup_tolerance=speedup_tolerance,
+    )
+
+
+def _gate(report, budgets, junit: str | None, failed: int | None) -> int:
+    """Judge the report, write the CI outputs, and return the exit code."""
+    import os
+
+    from compilediag.gate import evaluate, exit_code
+
+    report.verdict = evaluate(report, budgets)
+    if junit:
+        from compilediag.fsutil import write_output_file
+        from compilediag.render import render
+
+        write_output_file(junit, render(report, "junit"))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from compilediag.render.annotations import github_annotations
+
+        # on stderr, so that stdout stays the report alone (the runner reads both)
+        for line in github_annotations(report):
+            typer.echo(line, err=True)
+    return failed or exit_code(report.verdict)
+
+
+def _load_report(path: str, what: str):
+    from compilediag.report import Report
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{what} {path} does not exist.", hint="Check the path.")
+    try:
+        return Report.from_dict(json.loads(p.read_text()))
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise UsageError(
+            f"{path} is not a compilediag JSON report ({e}).",
+            hint="Make one with `compilediag explain MODEL --format json > report.json`.",
+        ) from None
 
 
 @app.command()
 def recompiles(
-    target: Target,
+    target: OptionalTarget = None,
     shapes: Annotated[
         str | None,
         typer.Option(
@@ -250,12 +361,13 @@ def recompiles(
         ),
     ] = None,
     input: Inputs = None,
-    backend: Backend = "eager",
+    backend: Backend = None,
     mode: Mode = None,
     dynamic: Dynamic = None,
     device: Device = None,
     train: Train = False,
     max_recompiles: MaxRecompiles = None,
+    junit: Junit = None,
     timeout: Timeout = 900,
     format: Format = "table",
     output: Output = None,
@@ -271,24 +383,26 @@ def recompiles(
     --shapes, inputs that don't fit); 3 model failed in eager; 4 torch.compile failed;
     5 worker crashed or timed out.
     """
-    from compilediag.gate import Budgets, evaluate, exit_code
     from compilediag.target import parse_shapes
 
     with _handled():
         _check_format(format)
+        cfg = _config()
+        shapes = shapes if shapes is not None else cfg.shapes
         sweep = parse_shapes(shapes) if shapes is not None else []
         spec = _spec(
-            target, input, backend, mode, dynamic, device, train, shapes=sweep, timings=False
-        )
+            _target(target, cfg), input or cfg.inputs, backend or "eager", mode or cfg.mode,
+            dynamic, device or cfg.device, train, shapes=sweep, timings=False,
+        )  # fmt: skip
         report, failed, _ = _run(spec, timeout, quiet=format != "table")
-        report.verdict = evaluate(report, Budgets(max_recompiles=max_recompiles))
+        budgets = _budgets(cfg, False, None, max_recompiles)
+        code = _gate(report, budgets, junit, failed)
         if format == "table" and not output:
             from compilediag.render.table import render_recompiles
 
             sys.stdout.write(render_recompiles(report, width=_width(), color=_color()))
         else:
             _emit(report, format, output)
-        code = failed or exit_code(report.verdict)
     raise typer.Exit(code)
 
 
@@ -343,25 +457,14 @@ def render(
     format: Format = "table",
     output: Output = None,
 ) -> None:
-    """Re-render a saved JSON report without running the model (no torch needed).
+    """Re-render a saved JSON report without running the model (no torch needed):
+    table, json, markdown, csv (one row per finding) or junit.
 
     Exit codes: 0 ok; 2 the file is missing or not a compilediag report.
     """
-    from compilediag.report import Report
-
     with _handled():
         _check_format(format)
-        p = Path(report_file)
-        if not p.is_file():
-            raise UsageError(f"report {report_file} does not exist.", hint="Check the path.")
-        try:
-            report = Report.from_dict(json.loads(p.read_text()))
-        except (ValueError, TypeError, KeyError) as e:
-            raise UsageError(
-                f"{report_file} is not a compilediag JSON report ({e}).",
-                hint="Make one with `compilediag explain MODEL --format json > report.json`.",
-            ) from None
-        _emit(report, format, output)
+        _emit(_load_report(report_file, "report"), format, output)
 
 
 def main() -> None:

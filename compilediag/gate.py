@@ -1,7 +1,15 @@
-"""Rules -> verdict -> exit code. Pure: reads a Report, never torch."""
+"""Rules -> verdict -> exit code. Pure: reads Reports, never torch.
+
+A rule compares one measured value with its limit. A baseline (a saved JSON report)
+turns into rules too: nothing may get worse than it was, and what got better is listed.
+Break sites are matched by file name, source code and reason - not by line number - so
+an edit above a break does not look like a new break.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 from compilediag.errors import GATE_FAILED, OK
@@ -13,35 +21,99 @@ class Budgets:
     fullgraph: bool = False
     max_graph_breaks: int | None = None
     max_recompiles: int | None = None
-
-    def any(self) -> bool:
-        return (
-            self.fullgraph or self.max_graph_breaks is not None or self.max_recompiles is not None
-        )
+    min_speedup: float | None = None
+    check_outputs: bool = False
+    baseline: Report | None = None
+    speedup_tolerance: float = 0.10  # a baseline speed-up may drop this much (fraction)
 
 
 def evaluate(report: Report, budgets: Budgets) -> Verdict:
     rules: list[Rule] = []
     s = report.summary
-    breaks_limit = 0 if budgets.fullgraph else budgets.max_graph_breaks
-    if budgets.fullgraph and budgets.max_graph_breaks is not None:
-        breaks_limit = min(0, budgets.max_graph_breaks)
-    if breaks_limit is not None:
-        name = "fullgraph" if budgets.fullgraph else "max-graph-breaks"
-        # sites, not occurrences: one print hit on every recompile is one thing to fix
-        rules.append(
-            Rule(name, breaks_limit, s.unique_graph_breaks, s.unique_graph_breaks <= breaks_limit)
-        )
+    # sites, not occurrences: one print hit on every recompile is one thing to fix
+    if budgets.fullgraph:
+        rules.append(_rule("fullgraph", 0, s.unique_graph_breaks))
+    if budgets.max_graph_breaks is not None:
+        rules.append(_rule("max-graph-breaks", budgets.max_graph_breaks, s.unique_graph_breaks))
     if budgets.max_recompiles is not None:
+        rules.append(_rule("max-recompiles", budgets.max_recompiles, s.recompiles))
+    if budgets.min_speedup is not None:
+        speedup = s.speedup if s.speedup is not None else 0.0
         rules.append(
-            Rule(
-                "max-recompiles",
-                budgets.max_recompiles,
-                s.recompiles,
-                s.recompiles <= budgets.max_recompiles,
-            )
+            Rule("min-speedup", budgets.min_speedup, speedup, speedup >= budgets.min_speedup)
         )
-    return Verdict(passed=all(r.passed for r in rules), rules=rules)
+    if budgets.check_outputs:
+        t = report.timings
+        match = bool(t and t.outputs_match)
+        err = t.max_abs_err if t and t.max_abs_err is not None else float("nan")
+        rules.append(Rule("check-outputs", 0, err, match))
+    verdict = Verdict(rules=rules)
+    if budgets.baseline is not None:
+        compare(report, budgets.baseline, budgets.speedup_tolerance, verdict)
+    verdict.passed = all(r.passed for r in verdict.rules)
+    return verdict
+
+
+def _rule(name: str, limit: float, value: float) -> Rule:
+    return Rule(name, limit, value, value <= limit)
+
+
+def site_key(file: str, code: str, reason: str) -> tuple[str, str, str]:
+    return os.path.basename(file), code.strip(), reason
+
+
+def _guard_key(r) -> tuple[str, str, str]:
+    # the same guard with another value (x == 0.7 then x == 1.0) is the same reason
+    return r.frame, r.cause, re.sub(r"\d+(\.\d+)?", "#", r.failed_guard)
+
+
+def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) -> None:
+    """Add a rule per regression kind; list regressions and improvements in words."""
+    now_sites = {site_key(b.file, b.code, b.reason): b for b in report.graph_breaks}
+    old_sites = {site_key(b.file, b.code, b.reason): b for b in base.graph_breaks}
+    new = [now_sites[k] for k in now_sites if k not in old_sites]
+    gone = [old_sites[k] for k in old_sites if k not in now_sites]
+    for b in new:
+        verdict.regressions.append(f"new graph break at {b.file}:{b.line}: {b.reason} ({b.code})")
+    for b in gone:
+        verdict.improvements.append(
+            f"graph break gone: {os.path.basename(b.file)}: {b.code} ({b.reason})"
+        )
+    verdict.rules.append(Rule("baseline: new break sites", 0, len(new), not new))
+
+    now_r = {_guard_key(r): r for r in report.recompiles}
+    old_r = {_guard_key(r): r for r in base.recompiles}
+    new_r = [now_r[k] for k in now_r if k not in old_r]
+    for r in new_r:
+        verdict.regressions.append(f"new recompile reason in {r.frame}: {r.failed_guard}")
+    for k in old_r:
+        if k not in now_r:
+            verdict.improvements.append(f"recompile reason gone: {old_r[k].failed_guard}")
+    verdict.rules.append(Rule("baseline: new recompile reasons", 0, len(new_r), not new_r))
+
+    for name, now, old in (
+        ("graph breaks", report.summary.unique_graph_breaks, base.summary.unique_graph_breaks),
+        ("recompiles", report.summary.recompiles, base.summary.recompiles),
+        ("graphs", report.summary.graphs, base.summary.graphs),
+    ):
+        if now > old:
+            verdict.regressions.append(f"{name} went up: {old} → {now}")
+        elif now < old:
+            verdict.improvements.append(f"{name} went down: {old} → {now}")
+        verdict.rules.append(Rule(f"baseline: {name}", old, now, now <= old))
+
+    old_s, now_s = base.summary.speedup, report.summary.speedup
+    if old_s and now_s:
+        floor = old_s * (1 - tolerance)
+        if now_s < floor:
+            verdict.regressions.append(
+                f"speed-up fell: {old_s:.2f}x → {now_s:.2f}x (tolerance {tolerance:.0%})"
+            )
+        elif now_s > old_s * (1 + tolerance):
+            verdict.improvements.append(f"speed-up rose: {old_s:.2f}x → {now_s:.2f}x")
+        verdict.rules.append(
+            Rule("baseline: speedup", round(floor, 4), round(now_s, 4), now_s >= floor)
+        )
 
 
 def exit_code(verdict: Verdict) -> int:

@@ -171,6 +171,8 @@ class Rule:
 class Verdict:
     passed: bool = True
     rules: list[Rule] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)  # against --baseline
+    improvements: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -39,12 +39,13 @@ def compilediag_cmd() -> list[str]:
 
 
 def run_cli(
-    *args: str, timeout: float = 300, cwd: Path | None = None
+    *args: str, timeout: float = 300, cwd: Path | None = None, env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
+    base = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}  # tests choose
+    full = {**base, "NO_COLOR": "1", "COLUMNS": "100", **(env or {})}
     return subprocess.run(
         [*compilediag_cmd(), *args], capture_output=True, text=True, timeout=timeout,
-        env=env, cwd=cwd or ROOT,
+        env=full, cwd=cwd or ROOT,
     )  # fmt: skip
 
 

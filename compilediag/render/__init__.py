@@ -6,7 +6,7 @@ import os
 
 from compilediag.report import Report
 
-FORMATS = ("table", "json", "markdown")
+FORMATS = ("table", "json", "markdown", "csv", "junit")
 
 
 def render(report: Report, fmt: str, width: int | None = None, color: bool = False) -> str:
@@ -18,6 +18,14 @@ def render(report: Report, fmt: str, width: int | None = None, color: bool = Fal
         from compilediag.render.markdown import render_markdown
 
         return render_markdown(report)
+    if fmt == "csv":
+        from compilediag.render.csv import render_csv
+
+        return render_csv(report)
+    if fmt == "junit":
+        from compilediag.render.junit import render_junit
+
+        return render_junit(report)
     from compilediag.render.table import render_table
 
     return render_table(report, width=width, color=color)
@@ -83,4 +91,6 @@ def verdict_lines(report: Report) -> list[str]:
     for r in v.rules:
         mark = "ok  " if r.passed else "FAIL"
         lines.append(f"  {mark} {r.name}: {r.value:g} (limit {r.limit:g})")
+    lines += [f"  regression: {x}" for x in v.regressions]
+    lines += [f"  improved:   {x}" for x in v.improvements]
     return lines

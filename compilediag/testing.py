@@ -1,0 +1,85 @@
+"""A helper for a project's own tests:
+
+    from compilediag.testing import assert_compiles
+
+    def test_model_compiles_without_breaks():
+        assert_compiles(MyModel(), (torch.randn(8, 16),), max_graph_breaks=0)
+
+It compiles the model in the test's own process (no worker), captures PyTorch's
+structured trace in memory, and builds the same Report as `compilediag explain`; on a
+failed rule the assertion message is the report's table view, with every graph break at
+its line and the fix. Dynamo's caches are reset before and after.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from typing import Any
+
+from compilediag.analysis.build import build_report
+from compilediag.gate import Budgets, evaluate
+from compilediag.render import render
+from compilediag.report import Report
+from compilediag.trace import parse_lines
+
+
+def compile_report(
+    model: Any,
+    inputs: tuple | dict,
+    *,
+    backend: str = "eager",
+    calls: list[tuple | dict] | None = None,
+    **compile_kwargs: Any,
+) -> Report:
+    """Compile `model`, call it on `inputs` (then on each of `calls`), return the Report."""
+    import torch
+    from torch._logging._internal import TorchLogsFormatter
+
+    trace_log = logging.getLogger("torch.__trace")
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(TorchLogsFormatter(trace=True))
+    old_level = trace_log.level
+    torch._dynamo.reset()
+    trace_log.setLevel(logging.DEBUG)
+    trace_log.addHandler(handler)
+    try:
+        compiled = torch.compile(model, backend=backend, **compile_kwargs)
+        with torch.no_grad():
+            for args in [inputs, *(calls or [])]:
+                if isinstance(args, dict):
+                    compiled(**args)
+                else:
+                    compiled(*args)
+    finally:
+        trace_log.removeHandler(handler)
+        trace_log.setLevel(old_level)
+        torch._dynamo.reset()
+    log = parse_lines(io.StringIO(buffer.getvalue()), path="<in-process>")
+    worker = {
+        "environment": {"torch": torch.__version__, "device": "in-process", "backend": backend}
+    }
+    return build_report([log], worker, {"path": type(model).__name__})
+
+
+def assert_compiles(
+    model: Any,
+    inputs: tuple | dict,
+    *,
+    max_graph_breaks: int | None = 0,
+    max_recompiles: int | None = None,
+    backend: str = "eager",
+    calls: list[tuple | dict] | None = None,
+    **compile_kwargs: Any,
+) -> Report:
+    """Fail the test, with compilediag's findings as the message, if a budget is exceeded."""
+    report = compile_report(model, inputs, backend=backend, calls=calls, **compile_kwargs)
+    report.verdict = evaluate(
+        report, Budgets(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles)
+    )
+    if not report.verdict.passed:
+        raise AssertionError(
+            "torch.compile budget exceeded:\n" + render(report, "table", width=100)
+        )
+    return report

@@ -1,0 +1,232 @@
+"""The CI gate: budgets, baseline comparison, JUnit, GitHub annotations, config, CSV,
+and the pytest helper."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from compilediag.analysis.build import build_report
+from compilediag.gate import Budgets, evaluate
+from compilediag.render import render
+from compilediag.report import GraphBreak, Stat, Timings
+from compilediag.trace import parse_path
+from tests.conftest import SAMPLES, fixture_trace, run_cli
+
+
+def breaks_report():
+    return build_report(
+        parse_path(fixture_trace("graph_breaks.eager")),
+        {},
+        {"path": "sample_models/graph_breaks.py"},
+    )
+
+
+def test_budget_rules_pass_and_fail_exactly_at_their_limits() -> None:
+    r = breaks_report()  # 3 break sites, 0 recompiles
+    assert evaluate(r, Budgets(max_graph_breaks=3)).passed
+    assert not evaluate(r, Budgets(max_graph_breaks=2)).passed
+    assert not evaluate(r, Budgets(fullgraph=True)).passed
+    assert evaluate(r, Budgets(max_recompiles=0)).passed
+    (rule,) = evaluate(r, Budgets(max_graph_breaks=2)).rules
+    assert (rule.name, rule.limit, rule.value, rule.passed) == ("max-graph-breaks", 2, 3, False)
+
+
+def test_speedup_and_output_rules() -> None:
+    r = breaks_report()
+    r.timings = Timings(
+        eager_ms=Stat(2.0, 0.1),
+        compiled_ms=Stat(1.0, 0.1),
+        speedup=2.0,
+        outputs_match=True,
+        max_abs_err=0.0,
+    )
+    r.summary.speedup = 2.0
+    assert evaluate(r, Budgets(min_speedup=2.0, check_outputs=True)).passed
+    assert not evaluate(r, Budgets(min_speedup=2.01)).passed
+    r.timings.outputs_match = False
+    assert not evaluate(r, Budgets(check_outputs=True)).passed
+
+
+def test_baseline_line_shift_passes_new_break_fails_removed_break_improves() -> None:
+    base = breaks_report()
+    shifted = copy.deepcopy(base)
+    for b in shifted.graph_breaks:
+        b.line += 3  # an edit above the model moved every line
+    v = evaluate(shifted, Budgets(baseline=base))
+    assert v.passed and not v.regressions
+    worse = copy.deepcopy(base)
+    worse.graph_breaks.append(
+        GraphBreak(
+            file="/x/graph_breaks.py",
+            line=40,
+            code='print("new")',
+            reason="Failed to trace builtin operator",
+        )
+    )
+    worse.summary.unique_graph_breaks += 1
+    v = evaluate(worse, Budgets(baseline=base))
+    assert not v.passed
+    assert any("new graph break at /x/graph_breaks.py:40" in x for x in v.regressions)
+    better = copy.deepcopy(base)
+    better.graph_breaks.pop()
+    better.summary.unique_graph_breaks -= 1
+    v = evaluate(better, Budgets(baseline=base))
+    assert v.passed and any("graph break gone" in x for x in v.improvements)
+
+
+def test_baseline_speedup_tolerance() -> None:
+    base = breaks_report()
+    base.summary.speedup = 2.0
+    now = copy.deepcopy(base)
+    now.summary.speedup = 1.85  # -7.5%: inside the default 10%
+    assert evaluate(now, Budgets(baseline=base)).passed
+    now.summary.speedup = 1.7
+    v = evaluate(now, Budgets(baseline=base))
+    assert not v.passed and any("speed-up fell" in x for x in v.regressions)
+
+
+def test_junit_is_well_formed_and_names_the_lines() -> None:
+    r = breaks_report()
+    r.verdict = evaluate(r, Budgets(fullgraph=True))
+    root = ET.fromstring(render(r, "junit"))
+    assert root.tag == "testsuites"
+    (suite,) = root
+    cases = suite.findall("testcase")
+    assert int(suite.get("tests")) == len(cases) == 1 + 3
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert int(suite.get("failures")) == len(failed) == 4
+    for c in cases:
+        assert c.get("name") and c.get("classname")
+    lines = {c.get("line") for c in cases if c.get("classname") == "compilediag.graph_breaks"}
+    assert lines == {"22", "24", "26"}
+    # without a rule forbidding breaks, the sites are reported but pass
+    r.verdict = evaluate(r, Budgets(max_graph_breaks=5))
+    suite = ET.fromstring(render(r, "junit"))[0]
+    assert suite.get("failures") == "0"
+
+
+def test_csv_has_a_row_per_finding() -> None:
+    r = breaks_report()
+    rows = list(csv.DictReader(io.StringIO(render(r, "csv"))))
+    assert [row["kind"] for row in rows] == ["graph_break"] * 3
+    assert sorted(int(row["line"]) for row in rows) == [22, 24, 26]
+
+
+def write_model(path: Path, extra_top: str = "", extra_forward: str = "") -> None:
+    body = f"""\
+{extra_top}import torch
+
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        y = x.sin()
+        print("one")
+        {extra_forward}
+        return y.cos()
+
+
+def get_inputs():
+    return (torch.randn(3),)
+"""
+    path.write_text(body)
+
+
+def test_baseline_end_to_end(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    write_model(model)
+    base = run_cli("explain", str(model), "--backend", "eager", "--no-timings", "--format", "json")
+    (tmp_path / "baseline.json").write_text(base.stdout)
+    write_model(model, extra_top="# a comment\n# another\n\n")  # lines shift by 3
+    same = run_cli(
+        "explain",
+        str(model),
+        "--backend",
+        "eager",
+        "--no-timings",
+        "--baseline",
+        str(tmp_path / "baseline.json"),
+    )
+    assert same.returncode == 0, same.stdout + same.stderr
+    write_model(model, extra_forward='print("two")')
+    worse = run_cli(
+        "explain",
+        str(model),
+        "--backend",
+        "eager",
+        "--no-timings",
+        "--baseline",
+        str(tmp_path / "baseline.json"),
+    )
+    assert worse.returncode == 1
+    assert "regression: new graph break at" in worse.stdout
+
+
+def test_github_annotations_on_a_breaking_sample() -> None:
+    env_run = run_cli(
+        "explain", "sample_models/graph_breaks.py", "--backend", "eager", "--no-timings", "--fullgraph",
+        "--format", "json", env={"GITHUB_ACTIONS": "true"},
+    )  # fmt: skip
+    assert env_run.returncode == 1
+    json.loads(env_run.stdout)  # stdout stays the report alone
+    notes = [line for line in env_run.stderr.splitlines() if line.startswith("::")]
+    for line in (22, 24, 26):
+        assert any(
+            n.startswith(
+                f"::error file=sample_models/graph_breaks.py,line={line},title=graph break::"
+            )
+            for n in notes
+        )
+    assert notes[-1].startswith("::error title=compilediag gate::fullgraph 3 (limit 0)")
+
+
+def test_junit_file_and_config_in_pyproject(tmp_path: Path) -> None:
+    write_model(tmp_path / "model.py")
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent("""\
+        [tool.compilediag]
+        model = "model.py"
+        backend = "eager"
+        fullgraph = true
+        """)
+    )
+    proc = run_cli("explain", "--no-timings", "--junit", str(tmp_path / "out.xml"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "model.py:7" in proc.stdout
+    suite = ET.parse(tmp_path / "out.xml").getroot()[0]
+    assert suite.get("failures") == "2"  # the fullgraph rule and the one site
+    (tmp_path / "pyproject.toml").write_text("[tool.compilediag]\nmodle = 'x.py'\n")
+    bad = run_cli("explain", cwd=tmp_path)
+    assert bad.returncode == 2 and "unknown keys: modle" in bad.stderr
+
+
+def test_assert_compiles_helper() -> None:
+    import importlib.util
+
+    import torch
+
+    from compilediag.testing import assert_compiles
+
+    def load(name):
+        spec = importlib.util.spec_from_file_location(f"h_{name}", SAMPLES / f"{name}.py")
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        return m
+
+    clean = load("clean_mlp")
+    report = assert_compiles(clean.get_model(), clean.get_inputs())
+    assert report.summary.graphs == 1
+    breaking = load("graph_breaks")
+    with pytest.raises(AssertionError) as info:
+        assert_compiles(breaking.get_model(), breaking.get_inputs())
+    message = str(info.value)
+    assert "graph_breaks.py:22" in message and "graph_breaks.py:24" in message
+    assert "max-graph-breaks: 3 (limit 0)" in message
+    assert torch._dynamo.utils.counters is not None
