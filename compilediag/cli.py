@@ -406,6 +406,81 @@ def recompiles(
     raise typer.Exit(code)
 
 
+@app.command()
+def report(
+    trace: Annotated[
+        str,
+        typer.Argument(
+            help="A TORCH_TRACE folder (every rank's file) or one trace file.", show_default=False
+        ),
+    ],
+    fullgraph: Fullgraph = False,
+    max_graph_breaks: MaxBreaks = None,
+    max_recompiles: MaxRecompiles = None,
+    baseline: Baseline = None,
+    fail_on_divergence: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-divergence",
+            help="Gate: exit 1 if ranks differ in breaks, recompiles, graphs or compile time.",
+        ),
+    ] = False,
+    junit: Junit = None,
+    format: Format = "table",
+    output: Output = None,
+) -> None:
+    """Report on a structured trace made elsewhere (TORCH_TRACE=DIR in a training job,
+    every rank of a torchrun job): breaks, recompiles, graphs, kernels and compile times,
+    a section per rank and where ranks diverge. Timings need a model run: they are absent.
+
+    Exit codes: 0 ok; 1 gate failed; 2 usage error (no such path, no trace in it).
+    """
+    with _handled():
+        _check_format(format)
+        from compilediag.analysis.ranks import report_from_traces
+
+        logs = _read_traces(trace, quiet=format != "table")
+        result = report_from_traces(logs, {"path": trace, "attr": None})
+        budgets = _budgets(
+            _config(), fullgraph, max_graph_breaks, max_recompiles, baseline=baseline
+        )
+        budgets.fail_on_divergence = fail_on_divergence
+        code = _gate(result, budgets, junit, None)
+        _emit(result, format, output)
+    raise typer.Exit(code)
+
+
+def _read_traces(path: str, quiet: bool):
+    """Parse every trace file under `path`, with a progress bar for big inputs."""
+    from compilediag.trace import parse_path, trace_files
+
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(
+            f"{path} does not exist.", hint="Pass the TORCH_TRACE folder or a file in it."
+        )
+    files = trace_files(p)
+    if not files:
+        raise UsageError(
+            f"{path} holds no trace files.", hint="Run the job with TORCH_TRACE={path}."
+        )
+    total = sum(f.stat().st_size for f in files)
+    if total > 20_000_000 and sys.stderr.isatty() and not quiet:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as progress:
+            task = progress.add_task(f"reading {len(files)} trace file(s)", total=total)
+            logs = parse_path(p, on_bytes=lambda n: progress.advance(task, n))
+    else:
+        logs = parse_path(p)
+    if not any(log.records for log in logs):
+        raise UsageError(
+            f"{path} is not a PyTorch structured trace (no records found).",
+            hint="Point at the folder TORCH_TRACE wrote.",
+        )
+    return logs
+
+
 @app.command("dump-kernels")
 def dump_kernels(
     target: Target,

@@ -25,6 +25,7 @@ class Budgets:
     check_outputs: bool = False
     baseline: Report | None = None
     speedup_tolerance: float = 0.10  # a baseline speed-up may drop this much (fraction)
+    fail_on_divergence: bool = False  # multi-rank traces: ranks must compile alike
 
 
 def evaluate(report: Report, budgets: Budgets) -> Verdict:
@@ -47,6 +48,8 @@ def evaluate(report: Report, budgets: Budgets) -> Verdict:
         match = bool(t and t.outputs_match)
         err = t.max_abs_err if t and t.max_abs_err is not None else float("nan")
         rules.append(Rule("check-outputs", 0, err, match))
+    if budgets.fail_on_divergence:
+        rules.append(_rule("divergence", 0, len(report.divergence)))
     verdict = Verdict(rules=rules)
     if budgets.baseline is not None:
         compare(report, budgets.baseline, budgets.speedup_tolerance, verdict)

@@ -187,6 +187,17 @@ class Summary:
 
 
 @dataclass
+class RankSummary:
+    """One rank of a distributed job (one trace file)."""
+
+    rank: int | None
+    file: str
+    summary: Summary
+    break_sites: list[str] = field(default_factory=list)  # "model.py:12 print(...): reason"
+    recompile_reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Report:
     tool: dict[str, str]
     environment: dict[str, Any]
@@ -204,6 +215,8 @@ class Report:
     verdict: Verdict = field(default_factory=Verdict)
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # frames torch skipped, and why
+    ranks: list[RankSummary] = field(default_factory=list)  # `report` on a multi-rank trace
+    divergence: list[str] = field(default_factory=list)  # ranks that differ from the rest
     trace: dict[str, Any] = field(default_factory=dict)  # records read, unknown kinds
     schema_version: int = SCHEMA_VERSION
 

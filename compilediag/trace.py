@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 HEADER = re.compile(r"^[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ [^\]]*\] (?P<json>\{.*\})\s*$")
 ENVELOPE = {
@@ -51,6 +51,13 @@ KNOWN_KINDS = PAYLOAD_KINDS | {
     "sym_expr_node", "freeze_runtime_asserts", "stack_trace",
     "inductor_post_to_pre_grad_nodes", "exported_program",
 }  # fmt: skip
+
+
+# Records the analysis reads; every other known kind is counted without parsing its JSON
+# (most of a trace is chromium_event and describe_* records: skipping them keeps a 50 MB
+# trace fast).
+USED_KINDS = PAYLOAD_KINDS | {"str", "dynamo_start", "compilation_metrics", "artifact"}
+KIND = re.compile(r'\] \{"(\w+)"')
 
 
 class TraceError(Exception):
@@ -137,6 +144,10 @@ def iter_records(lines: Iterable[str], log: TraceLog | None = None) -> Iterator[
         if not m:
             if raw.strip() and log is not None:
                 log.skipped_lines += 1
+            continue
+        fast = KIND.search(raw, m.start("json") - 2)
+        if fast and fast.group(1) in KNOWN_KINDS and fast.group(1) not in USED_KINDS:
+            pending, want_payload = Record(fast.group(1), {}, {}), False
             continue
         try:
             obj = json.loads(m.group("json"))
@@ -232,6 +243,9 @@ def _recompile_reasons(payload: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+RANK_IN_NAME = re.compile(r"rank_(\d+)")
+
+
 def trace_files(path: str | Path) -> list[Path]:
     """The trace files of a folder (every rank), or the single file given."""
     p = Path(path)
@@ -240,13 +254,27 @@ def trace_files(path: str | Path) -> list[Path]:
     return sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
 
 
-def parse_path(path: str | Path, strict: bool = False) -> list[TraceLog]:
+def parse_path(
+    path: str | Path, strict: bool = False, on_bytes: Callable[[int], None] | None = None
+) -> list[TraceLog]:
+    """Parse every trace file under `path`; `on_bytes` hears how much has been read."""
     logs = []
     for f in trace_files(path):
         with open(f, encoding="utf-8", errors="replace") as fh:
-            logs.append(parse_file(fh, str(f), strict))
+            lines: Iterable[str] = fh if on_bytes is None else _counting(fh, on_bytes)
+            log = parse_lines(lines, path=str(f), strict=strict)
+        if log.rank is None and (m := RANK_IN_NAME.search(f.name)):
+            log.rank = int(m.group(1))
+        logs.append(log)
     return logs
 
 
-def parse_file(fh: TextIO, path: str, strict: bool = False) -> TraceLog:
-    return parse_lines(fh, path=path, strict=strict)
+def _counting(lines: Iterable[str], on_bytes: Callable[[int], None]) -> Iterator[str]:
+    seen = 0
+    for i, line in enumerate(lines):
+        seen += len(line)
+        if i % 20000 == 0:
+            on_bytes(seen)
+            seen = 0
+        yield line
+    on_bytes(seen)

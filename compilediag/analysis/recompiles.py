@@ -143,8 +143,7 @@ def translate(guard: str) -> tuple[str, str, str]:
             return (
                 f"{src} == {value} failed: a Python float is baked into the graph",
                 "float",
-                f"Pass `{src}` as a tensor (torch.tensor({value})), or compile with dynamic=True; "
-                "torch makes it dynamic after the first recompile (automatic dynamic).",
+                f"Pass `{src}` as a tensor (torch.tensor({value})), or compile with dynamic=True.",
             )
         return (
             f"{src} == {value} failed: a Python int is baked into the graph",

@@ -62,13 +62,20 @@ def plural(n: int, word: str) -> str:
 def headline(report: Report) -> str:
     e = report.environment
     s = report.summary
-    parts = [
-        f"torch {e.get('torch', '?')}",
-        e.get("device_name") or e.get("device", "?"),
-        f"{e.get('backend', '?')}/{e.get('mode', 'default')}"
-        + (" +train" if e.get("train") else "")
-        + (" dynamic" if e.get("dynamic") else ""),
-    ]
+    if e.get("source") == "trace":
+        parts = [f"torch {e.get('torch', '?')}", f"from {plural(e.get('files', 1), 'trace file')}"]
+    else:
+        parts = [
+            f"torch {e.get('torch', '?')}",
+            e.get("device_name") or e.get("device", "?"),
+            f"{e.get('backend', '?')}/{e.get('mode', 'default')}"
+            + (" +train" if e.get("train") else "")
+            + (" dynamic" if e.get("dynamic") else ""),
+        ]
+    return " · ".join(parts) + "\n" + " · ".join(_counts(s))
+
+
+def _counts(s) -> list[str]:
     counts = [
         plural(s.graphs, "graph"),
         plural(s.graph_breaks, "graph break")
@@ -80,7 +87,7 @@ def headline(report: Report) -> str:
         counts.insert(3, plural(s.kernels, "kernel"))
     if s.speedup:
         counts.append(f"speedup {s.speedup:.2f}x")
-    return " · ".join(parts) + "\n" + " · ".join(counts)
+    return counts
 
 
 def verdict_lines(report: Report) -> list[str]:

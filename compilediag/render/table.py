@@ -87,6 +87,8 @@ def blocks(report: Report, color: bool) -> list:
     if report.cross_check:
         out += _cross_check_lines(report)
 
+    out += rank_blocks(report)
+
     timing = _timing_lines(report)
     if timing:
         out += [Text("\nTimings", style="bold"), *timing]
@@ -131,6 +133,30 @@ def _break_block(i: int, gb, color: bool) -> Group:
     if gb.gb_id:
         rows.append(("docs", Text(f"{gb.gb_id} {gb.doc_url}", style="dim")))
     return Group(head, _details(rows))
+
+
+def rank_blocks(report: Report) -> list:
+    if not report.ranks:
+        return []
+    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for col in ("rank", "graphs", "break sites", "recompiles", "compile"):
+        t.add_column(col, justify="right")
+    for r in report.ranks:
+        s = r.summary
+        t.add_row(
+            str(r.rank),
+            str(s.graphs),
+            str(s.unique_graph_breaks),
+            str(s.recompiles),
+            seconds(s.compile_time_s),
+        )
+    out: list = [Text(f"\nRanks ({len(report.ranks)})", style="bold"), Padding(t, (0, 0, 0, 2))]
+    if report.divergence:
+        out.append(Text(f"\nRanks diverge ({len(report.divergence)})", style="bold red"))
+        out += [Text(f"  ! {d}", style="red") for d in report.divergence]
+    else:
+        out.append(Text("  All ranks compiled alike.", style="green"))
+    return out
 
 
 def recompile_blocks(report: Report) -> list:
@@ -325,7 +351,16 @@ def _cross_check_lines(report: Report) -> list:
 def _timing_lines(report: Report) -> list:
     t = report.timings
     if t is None:
-        return []
+        return (
+            [
+                Text(
+                    "  not measured: a trace has no timings (run `compilediag explain` on the model)",
+                    style="dim",
+                )
+            ]
+            if report.ranks or report.trace.get("files") and not report.environment
+            else []
+        )
     rows: list[tuple[str, object]] = [
         ("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))
     ]

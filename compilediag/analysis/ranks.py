@@ -1,0 +1,96 @@
+"""Several ranks of one job: a report per rank, and where ranks diverge.
+
+A rank that breaks, recompiles or compiles differently from the others is a known cause of
+distributed hangs (its collectives no longer line up), so a difference is a finding.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections import Counter
+
+from compilediag.analysis.build import build_report
+from compilediag.report import RankSummary, Report
+from compilediag.trace import TraceLog
+
+
+def rank_summaries(logs: list[TraceLog], target: dict) -> list[RankSummary]:
+    out = []
+    for i, log in enumerate(logs):
+        r = build_report([log], {}, target)
+        out.append(
+            RankSummary(
+                rank=log.rank if log.rank is not None else i,
+                file=log.path,
+                summary=r.summary,
+                break_sites=sorted(
+                    f"{os.path.basename(b.file)}:{b.line} {b.code}: {b.reason}"
+                    for b in r.graph_breaks
+                ),
+                recompile_reasons=sorted({f"{x.frame}: {x.failed_guard}" for x in r.recompiles}),
+            )
+        )
+    return out
+
+
+def divergence(ranks: list[RankSummary]) -> list[str]:
+    if len(ranks) < 2:
+        return []
+    found: list[str] = []
+    for name, get in (
+        ("graph-break sites", lambda r: r.summary.unique_graph_breaks),
+        ("recompiles", lambda r: r.summary.recompiles),
+        ("graphs", lambda r: r.summary.graphs),
+    ):
+        values = {r.rank: get(r) for r in ranks}
+        if len(set(values.values())) > 1:
+            common = Counter(values.values()).most_common(1)[0][0]
+            odd = ", ".join(f"rank {k}: {v}" for k, v in values.items() if v != common)
+            found.append(f"{name} differ: {odd} (the others: {common})")
+    for attr, what in (("break_sites", "breaks at"), ("recompile_reasons", "recompiles for")):
+        counts = Counter(x for r in ranks for x in getattr(r, attr))
+        for item, n in counts.items():
+            if n < len(ranks):
+                having = [str(r.rank) for r in ranks if item in getattr(r, attr)]
+                found.append(f"only rank {', '.join(having)} {what} {item}")
+    times = [r.summary.compile_time_s for r in ranks]
+    median = statistics.median(times)
+    for r in ranks:
+        if (
+            median > 0
+            and abs(r.summary.compile_time_s - median) > 0.5 * median
+            and abs(r.summary.compile_time_s - median) > 1.0
+        ):
+            found.append(
+                f"rank {r.rank} compiled for {r.summary.compile_time_s:.1f} s, the median rank {median:.1f} s"
+            )
+    return found
+
+
+def report_from_traces(logs: list[TraceLog], target: dict) -> Report:
+    """The explain report from traces alone: every rank's findings, plus per-rank views."""
+    if len(logs) > 1:
+        for i, log in enumerate(logs):
+            rank = log.rank if log.rank is not None else i
+            # compile ids restart on every rank: tell them apart
+            log.compiles = {f"r{rank}:{cid}": c for cid, c in log.compiles.items()}
+            for cid, c in log.compiles.items():
+                c.compile_id = cid
+    versions = {
+        str(c.metrics["pytorch_version"])
+        for log in logs
+        for c in log.compiles.values()
+        if c.metrics.get("pytorch_version")
+    }
+    env = {"source": "trace", "torch": ", ".join(sorted(versions)) or "?", "files": len(logs)}
+    report = build_report(logs, {"environment": env}, target)
+    if len(logs) > 1:
+        report.ranks = rank_summaries(logs, target)
+        report.divergence = divergence(report.ranks)
+    skipped = sum(log.skipped_lines for log in logs)
+    if skipped:
+        report.notes.append(
+            f"{skipped} unreadable lines were skipped (a truncated or damaged trace?)."
+        )
+    return report
