@@ -1,0 +1,87 @@
+"""`compilediag report` on traces made elsewhere: a plain TORCH_TRACE run, and every rank
+of a real 2-process torchrun job (gloo on CPU)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli, run_json
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def traced(cmd: list[str], trace: Path) -> None:
+    env = {**os.environ, "TORCH_TRACE": str(trace)}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def key_breaks(report: dict) -> list[tuple]:
+    return sorted((Path(b["file"]).name, b["line"], b["reason"]) for b in report["graph_breaks"])
+
+
+@pytest.mark.parametrize("sample", ["graph_breaks.py", "changing_float.py"])
+def test_plain_trace_gives_the_same_findings_as_explain(sample: str, tmp_path: Path) -> None:
+    traced([sys.executable, str(FIXTURES / "plain_run.py"), f"sample_models/{sample}"], tmp_path)
+    from_trace, proc = run_json("report", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    explained, _ = run_json("recompiles", f"sample_models/{sample}", "--backend", "eager")
+    assert key_breaks(from_trace) == key_breaks(explained)
+    guards = lambda r: [x["failed_guard"] for x in r["recompiles"]]  # noqa: E731
+    assert guards(from_trace) == guards(explained)
+    assert from_trace["timings"] is None, "absent, not zero"
+    assert from_trace["environment"]["source"] == "trace"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_rank_torchrun_divergence_is_found(tmp_path: Path) -> None:
+    traced(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+         str(FIXTURES / "diverging_ranks.py")],
+        tmp_path,
+    )  # fmt: skip
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 2 and all("rank_" in f for f in files), files
+    report, proc = run_json("report", str(tmp_path), "--fail-on-divergence")
+    assert proc.returncode == 1
+    ranks = {r["rank"]: r for r in report["ranks"]}
+    assert set(ranks) == {0, 1}
+    assert ranks[0]["summary"]["unique_graph_breaks"] == 0
+    assert ranks[1]["summary"]["unique_graph_breaks"] == 1
+    assert any(
+        d.startswith("only rank 1 breaks at diverging_ranks.py:20") for d in report["divergence"]
+    )
+    (b,) = report["graph_breaks"]
+    assert (Path(b["file"]).name, b["line"]) == ("diverging_ranks.py", 20)
+    table = run_cli("report", str(tmp_path))
+    assert table.returncode == 0 and "Ranks diverge" in table.stdout
+
+
+def test_damaged_traces(tmp_path: Path) -> None:
+    good = FIXTURES / "traces" / "torch-2.13.0-cpu" / "graph_breaks.eager.log"
+    lines = good.read_text().splitlines(keepends=True)
+    (tmp_path / "t.log").write_text(
+        "".join(lines[: len(lines) * 2 // 3]) + "\x00garbage\nnot a record\n"
+    )
+    report, proc = run_json("report", str(tmp_path))
+    assert proc.returncode == 0
+    assert any("unreadable lines were skipped" in n for n in report["notes"])
+    assert report["graph_breaks"], "what was complete is still reported"
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "x.log").write_bytes(os.urandom(5000))
+    proc = run_cli("report", str(junk))
+    assert proc.returncode == 2 and "not a PyTorch structured trace" in proc.stderr
+    assert "Traceback" not in proc.stderr
