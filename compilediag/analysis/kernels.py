@@ -144,6 +144,17 @@ def _split(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
 
+def _generated(name: str, definition: tuple[str, str], compile_id: str) -> KernelSource:
+    backend, source = definition
+    kernel = Kernel(
+        name=name,
+        kind=_kind(name, backend, source),
+        compile_id=compile_id,
+        lines=source.count("\n"),
+    )
+    return KernelSource(kernel, source, EXT.get(backend, ".txt"))
+
+
 def kernels_of_graph(
     compile_id: str,
     code: str,
@@ -168,13 +179,8 @@ def kernels_of_graph(
         call = re.match(r"^\s*(?P<name>\w+)(?:\.run)?\(", line)
         if call and call["name"] in defs and not line.lstrip().startswith(call["name"] + " ="):
             name = call["name"]
-            backend, source = defs[name]
             if name not in found:
-                found[name] = KernelSource(
-                    Kernel(name=name, kind=_kind(name, backend, source), compile_id=compile_id,
-                           lines=source.count("\n")),
-                    source, EXT.get(backend, ".txt"),
-                )  # fmt: skip
+                found[name] = _generated(name, defs[name], compile_id)
             k = found[name].kernel
             if pending is not None and not k.ops:
                 k.ops = _split(pending["aten"])
@@ -194,13 +200,9 @@ def kernels_of_graph(
             )  # fmt: skip
             pending = None
     # kernels defined but never called from call() (rare) still count as generated
-    for name, (backend, source) in defs.items():
+    for name, definition in defs.items():
         if name not in found:
-            found[name] = KernelSource(
-                Kernel(name=name, kind=_kind(name, backend, source), compile_id=compile_id,
-                       lines=source.count("\n")),
-                source, EXT.get(backend, ".txt"),
-            )  # fmt: skip
+            found[name] = _generated(name, definition, compile_id)
     for ks in found.values():
         k = ks.kernel
         if not k.ops and k.kind != "extern":

@@ -70,7 +70,7 @@ def blocks(report: Report, color: bool) -> list:
         out.append(Text(f"! {note}", style="yellow"))
 
     if report.graphs:
-        t = Table(title=None, box=None, pad_edge=False, show_edge=False, header_style="bold")
+        t = _table()
         t.add_column("graph", no_wrap=True)
         t.add_column("frame")
         t.add_column("where", no_wrap=True)
@@ -97,6 +97,11 @@ def blocks(report: Report, color: bool) -> list:
         style = "bold green" if report.verdict.passed else "bold red"
         out.append(Text(("\n" if line.startswith("verdict") else "") + line, style=style))
     return out
+
+
+def _table() -> Table:
+    """A borderless table with bold headers: the one table style of this view."""
+    return Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
 
 
 def _details(rows: list[tuple[str, object]]) -> Padding:
@@ -138,7 +143,7 @@ def _break_block(i: int, gb, color: bool) -> Group:
 def rank_blocks(report: Report) -> list:
     if not report.ranks:
         return []
-    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    t = _table()
     for col in ("rank", "graphs", "break sites", "recompiles", "compile"):
         t.add_column(col, justify="right")
     for r in report.ranks:
@@ -241,7 +246,7 @@ def group_recompiles(recompiles: list) -> list[list]:
 def timeline_block(report: Report) -> list:
     if not report.calls:
         return []
-    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    t = _table()
     t.add_column("call", justify="right")
     t.add_column("inputs")
     t.add_column("graph cache", no_wrap=True)
@@ -284,7 +289,7 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
         f"\nKernels ({plural(len(gen), 'generated kernel')}, {plural(len(ext), 'library call')})"
     )
     several = len({k.compile_id for k in report.kernels}) > 1
-    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    t = _table()
     t.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=40)
     if several:
         t.add_column("graph", no_wrap=True)
