@@ -30,7 +30,6 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 class WorkerRun:
     result: dict[str, Any]
     trace_dir: Path
-    log: str  # what the model printed, and torch's warnings
 
     @property
     def compile_error(self) -> dict[str, Any] | None:
@@ -105,7 +104,7 @@ def run_worker(
         )
     result = json.loads(result_path.read_text())
     _raise_for(result.get("error"), spec)
-    return WorkerRun(result=result, trace_dir=trace_dir, log=output)
+    return WorkerRun(result=result, trace_dir=trace_dir)
 
 
 def _wait(proc: subprocess.Popen, status: Path, timeout: float, on_stage) -> int | None:

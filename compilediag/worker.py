@@ -106,7 +106,6 @@ class Worker:
         if spec.get("dynamic") is not None:
             kwargs["dynamic"] = spec["dynamic"]
         compiled = torch.compile(model, **kwargs)
-        counters = torch._dynamo.utils.counters
         self.result["inputs"] = []
         eager_out = compiled_out = None
         call0 = None
@@ -141,7 +140,6 @@ class Worker:
                 eager_out, call0 = out, call
             self.stage(f"compiling and running call {i + 1} with {backend}")
             try:
-                before = counters["stats"]["unique_graphs"]
                 start_wall, start = time.time(), time.perf_counter()
                 out = step(compiled, call)
                 sync(torch, device)
@@ -159,35 +157,23 @@ class Worker:
                     "wall_s": wall,
                     "start": start_wall,
                     "end": time.time(),
-                    "new_graphs": counters["stats"]["unique_graphs"] - before,
                 }
             )
-        calls = [call0]
         self.result["first_call_s"] = self.result["calls"][0]["wall_s"]
-        if "torch._inductor.metrics" in sys.modules:
-            self.result["inductor_generated_kernels"] = sys.modules[
-                "torch._inductor.metrics"
-            ].generated_kernel_count
-        self.result["dynamo_counters"] = {"stats": dict(counters["stats"])}
-        self.result["guard_failures"] = sum(
-            len(v) for v in torch._dynamo.utils.guard_failures.values()
-        )
 
         self.result["output_check"] = compare_outputs(torch, eager_out, compiled_out)
 
         if spec.get("timings", True):
             self.stage("timing eager vs compiled")
             try:
-                self.result["timings"] = measure(
-                    torch, step, model, compiled, calls[0], device, spec
-                )
+                self.result["timings"] = measure(torch, step, model, compiled, call0, device, spec)
             except BaseException as e:  # timing must never lose the report
                 self.result["errors"].append(f"timing failed: {type(e).__name__}: {e}")
 
         if spec.get("cross_check"):
             self.stage("cross-checking with torch._dynamo.explain")
             stop_trace()  # explain's own compile must not show up as findings of this run
-            self.result["explain"] = cross_check(torch, model, calls[0])
+            self.result["explain"] = cross_check(torch, model, call0)
         self.stage("done")
         return self.finish(0)
 
