@@ -60,8 +60,10 @@ def blocks(report: Report, color: bool) -> list:
                 style="bold",
             )
         )
+        first: dict[tuple[str, str], int] = {}  # a cause explained once, then referred to
         for i, gb in enumerate(report.graph_breaks, 1):
-            out.append(_break_block(i, gb, color))
+            seen = first.setdefault((gb.reason, gb.suggestion), i)
+            out.append(_break_block(i, gb, color, same_as=seen if seen != i else None))
     elif report.graphs:
         out.append(Text("\nNo graph breaks.", style="green"))
 
@@ -114,7 +116,7 @@ def _details(rows: list[tuple[str, object]]) -> Padding:
     return Padding(grid, (0, 0, 0, 4))
 
 
-def _break_block(i: int, gb, color: bool) -> Group:
+def _break_block(i: int, gb, color: bool, same_as: int | None = None) -> Group:
     head = Text(f"{i:>2}. ", style="bold")
     head.append(where(gb.file, gb.line), style="bold cyan")
     if gb.count > 1:
@@ -131,12 +133,15 @@ def _break_block(i: int, gb, color: bool) -> Group:
     if gb.library_frame:
         lf = gb.library_frame
         rows.append(("inside", Text(f"{where(lf.file, lf.line)}: {lf.code}")))
-    if gb.explanation:
-        rows.append(("why", Text(gb.explanation)))
-    if gb.suggestion:
-        rows.append(("fix", Text(gb.suggestion, style="green")))
-    if gb.gb_id:
-        rows.append(("docs", Text(f"{gb.gb_id} {gb.doc_url}", style="dim")))
+    if same_as is not None:
+        rows.append(("fix", Text(f"as for {same_as} above", style="green")))
+    else:
+        if gb.explanation:
+            rows.append(("why", Text(gb.explanation)))
+        if gb.suggestion:
+            rows.append(("fix", Text(gb.suggestion, style="green")))
+        if gb.gb_id:
+            rows.append(("docs", Text(f"{gb.gb_id} {gb.doc_url}", style="dim")))
     return Group(head, _details(rows))
 
 
