@@ -195,3 +195,14 @@ def test_inputs_from_the_command_line_replace_get_inputs() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert report["target"]["inputs"] == ["3x32:float32"]
+
+
+def test_train_step_compiles_forward_and_backward() -> None:
+    report, proc = run_json(
+        "explain", "sample_models/clean_mlp.py", "--backend", "aot_eager", "--no-timings", "--train"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert report["environment"]["train"] is True
+    assert report["summary"]["graphs"] == 1 and report["summary"]["graph_breaks"] == 0
+    # AOTAutograd compiled a backward too: its compile is in the AOT phase
+    assert report["compile_time"]["aot_s"] > 0
