@@ -9,9 +9,9 @@ an edit above a break does not look like a new break.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
+from compilediag.analysis.recompiles import guard_pattern
 from compilediag.errors import GATE_FAILED, OK
 from compilediag.report import Report, Rule, Verdict
 
@@ -67,7 +67,7 @@ def site_key(file: str, code: str, reason: str) -> tuple[str, str, str]:
 
 def _guard_key(r) -> tuple[str, str, str]:
     # the same guard with another value (x == 0.7 then x == 1.0) is the same reason
-    return r.frame, r.cause, re.sub(r"\d+(\.\d+)?", "#", r.failed_guard)
+    return r.frame, r.cause, guard_pattern(r.failed_guard)
 
 
 def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) -> None:

@@ -263,12 +263,12 @@ def compare_outputs(torch: Any, eager: Any, compiled: Any) -> dict[str, Any]:
         if not x.is_floating_point():
             mismatch |= not torch.equal(x, y)
             continue
+        atol, rtol = tolerance(str(x.dtype))
         x, y = x.detach().double(), y.detach().double()
         diff = (x - y).abs()
         if diff.numel():
             max_abs = max(max_abs, float(diff.max()))
             max_rel = max(max_rel, float((diff / x.abs().clamp_min(1e-12)).max()))
-        atol, rtol = tolerance(str(a[0].dtype))
         mismatch |= not torch.allclose(x, y, atol=atol, rtol=rtol)
     return {
         "compared": len(a),

@@ -145,26 +145,17 @@ def test_baseline_end_to_end(tmp_path: Path) -> None:
     base = run_cli("explain", str(model), "--backend", "eager", "--no-timings", "--format", "json")
     (tmp_path / "baseline.json").write_text(base.stdout)
     write_model(model, extra_top="# a comment\n# another\n\n")  # lines shift by 3
-    same = run_cli(
-        "explain",
-        str(model),
-        "--backend",
-        "eager",
-        "--no-timings",
-        "--baseline",
-        str(tmp_path / "baseline.json"),
-    )
+
+    def against_baseline():
+        return run_cli(
+            "explain", str(model), "--backend", "eager", "--no-timings",
+            "--baseline", str(tmp_path / "baseline.json"),
+        )  # fmt: skip
+
+    same = against_baseline()
     assert same.returncode == 0, same.stdout + same.stderr
     write_model(model, extra_forward='print("two")')
-    worse = run_cli(
-        "explain",
-        str(model),
-        "--backend",
-        "eager",
-        "--no-timings",
-        "--baseline",
-        str(tmp_path / "baseline.json"),
-    )
+    worse = against_baseline()
     assert worse.returncode == 1
     assert "regression: new graph break at" in worse.stdout
 

@@ -6,9 +6,9 @@ from collections import Counter
 from typing import Any
 
 from compilediag import __version__
-from compilediag.analysis.breaks import collect_breaks
+from compilediag.analysis.breaks import collect_breaks, parse_break_text
 from compilediag.analysis.crosscheck import cross_check
-from compilediag.analysis.graphs import collect_graphs, compile_time, cudagraph_skips
+from compilediag.analysis.graphs import collect_graphs, compile_time, cudagraph_skips, frame_name
 from compilediag.analysis.kernels import GraphCode, collect_kernels, generated
 from compilediag.analysis.recompiles import LIMIT, collect_limit_hits, collect_recompiles
 from compilediag.report import Call, Report, Stat, Summary, Timings
@@ -100,9 +100,6 @@ def _calls(worker: dict[str, Any], compiles: list[Compile]) -> list[Call]:
 
 def skipped_frames(compiles: list[Compile]) -> list[str]:
     """Frames torch gave up on (they run eager): a break in a loop, the recompile limit."""
-    from compilediag.analysis.breaks import parse_break_text
-    from compilediag.analysis.graphs import frame_name
-
     notes = []
     for c in compiles:
         reason = str(c.metrics.get("fail_reason") or "")

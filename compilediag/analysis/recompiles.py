@@ -227,11 +227,16 @@ def collect_limit_hits(compiles: list[Compile], recompiles: list[Recompile]) -> 
     return hits
 
 
+def guard_pattern(text: str) -> str:
+    """A guard with its numbers blanked: `x == 0` and `x == 1` are the same reason."""
+    return re.sub(r"\d+(\.\d+)?", "#", text)
+
+
 def _distinct(reasons) -> list[str]:
     """One line per kind of reason: `x == 0`, `x == 1`, ... are one reason seen N times."""
     groups: dict[str, list[str]] = {}
     for r in reasons:
-        groups.setdefault(re.sub(r"\d+(\.\d+)?", "#", r), []).append(r)
+        groups.setdefault(guard_pattern(r), []).append(r)
     return [
         g[0] if len(g) == 1 else f"{g[0]} (and {len(g) - 1} more like it)" for g in groups.values()
     ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import re
 
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -12,6 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from compilediag.analysis.recompiles import guard_pattern
 from compilediag.render import headline, plural, seconds, short_path, verdict_lines, where
 from compilediag.report import Report
 
@@ -243,7 +243,7 @@ def group_recompiles(recompiles: list) -> list[list]:
     """Consecutive recompiles of one frame for the same kind of guard are one finding."""
 
     def key(r) -> tuple:
-        return (r.frame, r.file, r.cause, re.sub(r"\d+(\.\d+)?", "#", r.failed_guard))
+        return (r.frame, r.file, r.cause, guard_pattern(r.failed_guard))
 
     return [list(g) for _, g in itertools.groupby(recompiles, key=key)]
 
