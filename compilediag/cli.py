@@ -1,19 +1,19 @@
-"""The command line. Thin: parse options, run, render. Imports no torch (fast --help)."""
+"""The command line. Thin: it declares the options and calls the command's module in
+compilediag/commands/. Imports no torch, and nothing heavy at module level (fast --help)."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from compilediag import __version__
-from compilediag.errors import COMPILE_FAILED, EXIT_CODES_HELP, DiagError, UsageError
+from compilediag.errors import EXIT_CODES_HELP, DiagError
+
+if TYPE_CHECKING:
+    from compilediag.commands.common import GateOptions, OutputOptions, RunOptions
 
 app = typer.Typer(
     name="compilediag",
@@ -125,7 +125,7 @@ MaxRecompiles = Annotated[
 
 
 @contextmanager
-def _handled():
+def _handled() -> Iterator[None]:
     """Every DiagError ends as one short paragraph on stderr and its exit code."""
     try:
         yield
@@ -137,81 +137,31 @@ def _handled():
         raise typer.Exit(130) from None
 
 
-def _color() -> bool:
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+def _call(command: Callable[[], int]) -> NoReturn:
+    with _handled():
+        code = command()
+    raise typer.Exit(code)
 
 
-def _width() -> int:
-    return shutil.get_terminal_size((100, 24)).columns
+def _run_options(
+    target: str | None, input: list[str] | None, backend: str | None, mode: str | None,
+    dynamic: bool | None, device: str | None, train: bool, timeout: float,
+) -> RunOptions:  # fmt: skip
+    from compilediag.commands.common import RunOptions
+
+    return RunOptions(target, input, backend, mode, dynamic, device, train, timeout)
 
 
-def _check_format(fmt: str) -> None:
-    from compilediag.render import FORMATS
+def _out(format: str, output: str | None = None) -> OutputOptions:
+    from compilediag.commands.common import OutputOptions
 
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown --format {fmt!r}.", hint=f"Use one of: {', '.join(FORMATS)}.")
-
-
-def _spec(
-    target: str,
-    inputs: list[str] | None,
-    backend: str,
-    mode: str | None,
-    dynamic: bool | None,
-    device: str | None,
-    train: bool,
-    **extra: Any,
-) -> dict[str, Any]:
-    from compilediag.target import check_target_file, parse_input_spec, split_target
-
-    path, attr = split_target(target)
-    resolved = check_target_file(path)
-    specs = [parse_input_spec(s) for s in inputs or []]
-    if device and device.split(":")[0] not in ("cpu", "cuda"):
-        raise UsageError(f"unknown --device {device!r}.", hint="Use cpu or cuda.")
-    return {
-        "target": {"path": str(resolved), "attr": attr, "inputs": [vars(s) for s in specs],
-                   "shapes": extra.pop("shapes", [])},
-        "backend": backend, "mode": mode, "dynamic": dynamic, "device": device, "train": train,
-        **extra,
-    }  # fmt: skip
+    return OutputOptions(format, output)
 
 
-def _run(spec: dict[str, Any], timeout: float, quiet: bool):
-    """Run the worker with a spinner on stderr, then build the Report from its trace.
+def _gate(**kw: object) -> GateOptions:
+    from compilediag.commands.common import GateOptions
 
-    Returns the report, the exit code of a compile failure (or None), and the kernels' code.
-    """
-    from compilediag.analysis.build import all_compiles, build_report
-    from compilediag.analysis.kernels import collect_kernels
-    from compilediag.runner import run_worker, workdir
-    from compilediag.trace import parse_path
-
-    with workdir() as work:
-        if sys.stderr.isatty() and not quiet:
-            from rich.console import Console
-
-            console = Console(stderr=True)
-            with console.status("starting worker") as status:
-                run = run_worker(spec, work, timeout, lambda s: status.update(s + " ..."))
-        else:
-            run = run_worker(spec, work, timeout)
-        logs = parse_path(run.trace_dir)
-    target = {"path": spec["target"]["path"], "attr": spec["target"]["attr"]}
-    code = collect_kernels(all_compiles(logs))
-    report = build_report(logs, run.result, target, code)
-    return report, (COMPILE_FAILED if run.compile_error else None), code
-
-
-def _emit(report, fmt: str, output: str | None) -> None:
-    from compilediag.render import render
-
-    if output:
-        from compilediag.fsutil import write_output_file
-
-        write_output_file(output, render(report, fmt, width=100, color=False))
-        return
-    sys.stdout.write(render(report, fmt, width=_width(), color=_color() and fmt == "table"))
+    return GateOptions(**kw)  # type: ignore[arg-type]
 
 
 @app.command()
@@ -261,94 +211,20 @@ def explain(
     --baseline); 2 usage error; 3 model failed in eager; 4 torch.compile failed; 5 worker
     crashed or timed out.
     """
-    with _handled():
-        _check_format(format)
-        cfg = _config()
-        budgets = _budgets(
-            cfg, fullgraph, max_graph_breaks, max_recompiles, min_speedup, check_outputs,
-            baseline, speedup_tolerance,
-        )  # fmt: skip
-        if budgets.min_speedup is not None and not timings:
-            raise UsageError("--min-speedup needs timings.", hint="Drop --no-timings.")
-        spec = _spec(
-            _target(target, cfg), input or cfg.inputs, backend or cfg.backend or "inductor",
-            mode or cfg.mode, dynamic, device or cfg.device, train,
-            cross_check=cross_check, timings=timings, repeat=repeat, warmup=warmup,
-        )  # fmt: skip
-        report, failed, _ = _run(spec, timeout, quiet=format != "table")
-        code = _gate(report, budgets, junit, failed)
-        _emit(report, format, output)
-    raise typer.Exit(code)
+    from compilediag.commands import explain as command
 
-
-def _config():
-    from compilediag.config import load_config
-
-    return load_config()
-
-
-def _target(target: str | None, cfg) -> str:
-    if target:
-        return target
-    if cfg.model:
-        return cfg.model
-    raise UsageError(
-        "no model file given.",
-        hint="Pass MODEL.py, or set `model` in [tool.compilediag] of pyproject.toml.",
-    )
-
-
-def _budgets(cfg, fullgraph, max_graph_breaks, max_recompiles, min_speedup=None,
-             check_outputs=False, baseline=None, speedup_tolerance=0.10):  # fmt: skip
-    from compilediag.gate import Budgets
-
-    path = baseline or cfg.baseline
-    pick = lambda a, b: a if a is not None else b  # noqa: E731
-    return Budgets(
-        fullgraph=fullgraph or cfg.fullgraph,
-        max_graph_breaks=pick(max_graph_breaks, cfg.max_graph_breaks),
-        max_recompiles=pick(max_recompiles, cfg.max_recompiles),
-        min_speedup=pick(min_speedup, cfg.min_speedup),
-        check_outputs=check_outputs or cfg.check_outputs,
-        baseline=_load_report(path, "--baseline") if path else None,
-        speedup_tolerance=speedup_tolerance,
-    )
-
-
-def _gate(report, budgets, junit: str | None, failed: int | None) -> int:
-    """Judge the report, write the CI outputs, and return the exit code."""
-    import os
-
-    from compilediag.gate import evaluate, exit_code
-
-    report.verdict = evaluate(report, budgets)
-    if junit:
-        from compilediag.fsutil import write_output_file
-        from compilediag.render import render
-
-        write_output_file(junit, render(report, "junit"))
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        from compilediag.render.annotations import github_annotations
-
-        # on stderr, so that stdout stays the report alone (the runner reads both)
-        for line in github_annotations(report):
-            typer.echo(line, err=True)
-    return failed or exit_code(report.verdict)
-
-
-def _load_report(path: str, what: str):
-    from compilediag.report import Report
-
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{what} {path} does not exist.", hint="Check the path.")
-    try:
-        return Report.from_dict(json.loads(p.read_text()))
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
-        raise UsageError(
-            f"{path} is not a compilediag JSON report ({e}).",
-            hint="Make one with `compilediag explain MODEL --format json > report.json`.",
-        ) from None
+    opts = command.ExplainOptions(
+        run=_run_options(target, input, backend, mode, dynamic, device, train, timeout),
+        gate=_gate(
+            fullgraph=fullgraph, max_graph_breaks=max_graph_breaks,
+            max_recompiles=max_recompiles, min_speedup=min_speedup,
+            check_outputs=check_outputs, baseline=baseline,
+            speedup_tolerance=speedup_tolerance, junit=junit,
+        ),
+        out=_out(format, output),
+        cross_check=cross_check, timings=timings, repeat=repeat, warmup=warmup,
+    )  # fmt: skip
+    _call(lambda: command.run(opts))
 
 
 @app.command()
@@ -383,27 +259,13 @@ def recompiles(
     --shapes, inputs that don't fit); 3 model failed in eager; 4 torch.compile failed;
     5 worker crashed or timed out.
     """
-    from compilediag.target import parse_shapes
+    from compilediag.commands import recompiles as command
 
-    with _handled():
-        _check_format(format)
-        cfg = _config()
-        shapes = shapes if shapes is not None else cfg.shapes
-        sweep = parse_shapes(shapes) if shapes is not None else []
-        spec = _spec(
-            _target(target, cfg), input or cfg.inputs, backend or "eager", mode or cfg.mode,
-            dynamic, device or cfg.device, train, shapes=sweep, timings=False,
-        )  # fmt: skip
-        report, failed, _ = _run(spec, timeout, quiet=format != "table")
-        budgets = _budgets(cfg, False, None, max_recompiles)
-        code = _gate(report, budgets, junit, failed)
-        if format == "table" and not output:
-            from compilediag.render.table import render_recompiles
-
-            sys.stdout.write(render_recompiles(report, width=_width(), color=_color()))
-        else:
-            _emit(report, format, output)
-    raise typer.Exit(code)
+    opts = command.RecompilesOptions(
+        run=_run_options(target, input, backend, mode, dynamic, device, train, timeout),
+        shapes=shapes, max_recompiles=max_recompiles, junit=junit, out=_out(format, output),
+    )  # fmt: skip
+    _call(lambda: command.run(opts))
 
 
 @app.command()
@@ -435,50 +297,18 @@ def report(
 
     Exit codes: 0 ok; 1 gate failed; 2 usage error (no such path, no trace in it).
     """
-    with _handled():
-        _check_format(format)
-        from compilediag.analysis.ranks import report_from_traces
+    from compilediag.commands import report as command
 
-        logs = _read_traces(trace, quiet=format != "table")
-        result = report_from_traces(logs, {"path": trace, "attr": None})
-        budgets = _budgets(
-            _config(), fullgraph, max_graph_breaks, max_recompiles, baseline=baseline
-        )
-        budgets.fail_on_divergence = fail_on_divergence
-        code = _gate(result, budgets, junit, None)
-        _emit(result, format, output)
-    raise typer.Exit(code)
-
-
-def _read_traces(path: str, quiet: bool):
-    """Parse every trace file under `path`, with a progress bar for big inputs."""
-    from compilediag.trace import parse_path, trace_files
-
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(
-            f"{path} does not exist.", hint="Pass the TORCH_TRACE folder or a file in it."
-        )
-    files = trace_files(p)
-    if not files:
-        raise UsageError(
-            f"{path} holds no trace files.", hint="Run the job with TORCH_TRACE={path}."
-        )
-    total = sum(f.stat().st_size for f in files)
-    if total > 20_000_000 and sys.stderr.isatty() and not quiet:
-        from rich.progress import Progress
-
-        with Progress(transient=True) as progress:
-            task = progress.add_task(f"reading {len(files)} trace file(s)", total=total)
-            logs = parse_path(p, on_bytes=lambda n: progress.advance(task, n))
-    else:
-        logs = parse_path(p)
-    if not any(log.records for log in logs):
-        raise UsageError(
-            f"{path} is not a PyTorch structured trace (no records found).",
-            hint="Point at the folder TORCH_TRACE wrote.",
-        )
-    return logs
+    opts = command.ReportOptions(
+        trace=trace,
+        gate=_gate(
+            fullgraph=fullgraph, max_graph_breaks=max_graph_breaks,
+            max_recompiles=max_recompiles, baseline=baseline, junit=junit,
+        ),
+        fail_on_divergence=fail_on_divergence,
+        out=_out(format, output),
+    )  # fmt: skip
+    _call(lambda: command.run(opts))
 
 
 @app.command("dump-kernels")
@@ -506,22 +336,14 @@ def dump_kernels(
     Exit codes: 0 ok; 2 usage error (bad --out, ...); 3 model failed in eager;
     4 torch.compile failed; 5 worker crashed or timed out.
     """
-    from compilediag.dump import check_out_dir, write_dump
+    from compilediag.commands import dump_kernels as command
 
-    with _handled():
-        _check_format(format)
-        out_dir = check_out_dir(out, force)
-        spec = _spec(target, input, "inductor", mode, dynamic, device, train, timings=False)
-        report, failed, code = _run(spec, timeout, quiet=format != "table")
-        files = write_dump(report, code, out_dir, force)
-        if format == "table":
-            from compilediag.render.table import render_kernels
-
-            sys.stdout.write(render_kernels(report, width=_width(), color=_color()))
-            sys.stdout.write(f"wrote {len(files)} files to {out_dir}/ (index.md, index.json)\n")
-        else:
-            _emit(report, format, None)
-    raise typer.Exit(failed or 0)
+    opts = command.DumpOptions(
+        out_dir=out, force=force,
+        run=_run_options(target, input, "inductor", mode, dynamic, device, train, timeout),
+        out=_out(format),
+    )  # fmt: skip
+    _call(lambda: command.run(opts))
 
 
 @app.command()
@@ -537,9 +359,9 @@ def render(
 
     Exit codes: 0 ok; 2 the file is missing or not a compilediag report.
     """
-    with _handled():
-        _check_format(format)
-        _emit(_load_report(report_file, "report"), format, output)
+    from compilediag.commands import render as command
+
+    _call(lambda: command.run(report_file, _out(format, output)))
 
 
 def main() -> None:

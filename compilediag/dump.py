@@ -16,8 +16,9 @@ from pathlib import Path
 from compilediag.analysis.kernels import GraphCode
 from compilediag.errors import UsageError
 from compilediag.fsutil import write_atomic
-from compilediag.render import short_path
+from compilediag.paths import short_path
 from compilediag.report import Report
+from compilediag.serial import to_plain
 
 
 def check_out_dir(out: str, force: bool) -> Path:
@@ -93,10 +94,10 @@ def _write_all(report: Report, graphs: list[GraphCode], folder: Path) -> list[st
         index_graphs.append({"compile_id": g.compile_id, "wrapper": wrapper})
     index = {
         "tool": report.tool,
-        "environment": report.environment,
-        "target": report.target,
+        "environment": to_plain(report.environment),
+        "target": to_plain(report.target),
         "graphs": index_graphs,
-        "kernels": [vars(k) for k in report.kernels],
+        "kernels": [to_plain(k) for k in report.kernels],
     }
     write_atomic(folder / "index.json", json.dumps(index, indent=2) + "\n")
     write_atomic(folder / "index.md", index_markdown(report))
@@ -106,10 +107,9 @@ def _write_all(report: Report, graphs: list[GraphCode], folder: Path) -> list[st
 def index_markdown(report: Report) -> str:
     e = report.environment
     out = [
-        f"# Kernels of `{short_path(report.target.get('path', ''))}`",
+        f"# Kernels of `{short_path(report.target.path)}`",
         "",
-        f"torch {e.get('torch', '?')} · {e.get('device_name') or e.get('device', '?')} · "
-        f"{e.get('backend', '?')}/{e.get('mode', 'default')}",
+        f"torch {e.torch} · {e.device_name or e.device} · {e.backend}/{e.mode}",
         "",
         "| kernel | graph | kind | fused ATen ops | from | lines | file |",
         "|---|---|---|---|---|---:|---|",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from compilediag.analysis.recompiles import guard_pattern
 from compilediag.errors import GATE_FAILED, OK
-from compilediag.report import Report, Rule, Verdict
+from compilediag.report import Recompile, Report, Rule, Verdict
+from compilediag.torch_formats import guard_pattern
 
 
 @dataclass
@@ -65,7 +65,7 @@ def site_key(file: str, code: str, reason: str) -> tuple[str, str, str]:
     return os.path.basename(file), code.strip(), reason
 
 
-def _guard_key(r) -> tuple[str, str, str]:
+def _guard_key(r: Recompile) -> tuple[str, str, str]:
     # the same guard with another value (x == 0.7 then x == 1.0) is the same reason
     return r.frame, r.cause, guard_pattern(r.failed_guard)
 

@@ -7,12 +7,43 @@ back, so `compilediag render report.json` needs no model run and no torch.
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
+
+
+@dataclass
+class Environment:
+    """Where the findings come from: a compilediag run, a trace made elsewhere, or a
+    test's own process (`compilediag.testing`)."""
+
+    source: str = "run"  # run, trace, in-process
+    torch: str = "?"
+    python: str = ""
+    device: str = ""
+    device_name: str = ""
+    backend: str = ""
+    mode: str = "default"
+    dynamic: bool | None = None
+    train: bool = False
+    triton: str = ""
+    files: int = 0  # trace files read (source trace)
+
+
+@dataclass
+class TargetInfo:
+    """What was diagnosed: the model file (or trace path) and the inputs of each call."""
+
+    path: str = ""
+    attr: str | None = None
+    inputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SourceLine:
+    line: int
+    code: str
 
 
 @dataclass
@@ -43,6 +74,7 @@ class GraphBreak:
     library_frame: Site | None = None  # where it broke, when inside a library the user called
     compile_ids: list[str] = field(default_factory=list)
     ops_before: int = 0  # ops in the graph this break cut short
+    context: list[SourceLine] = field(default_factory=list)  # the lines around the site
 
 
 @dataclass
@@ -58,6 +90,7 @@ class Recompile:
     cause: str = ""  # shape, float, int, training, object, type, global, length, other
     guard_file: str = ""  # the user line that installed the guard
     guard_line: int = 0
+    guard_code: str = ""  # the source of that line, read when the report was built
     automatic_dynamic: bool = False  # torch made the changed value dynamic on this recompile
 
 
@@ -198,10 +231,18 @@ class RankSummary:
 
 
 @dataclass
+class TraceInfo:
+    files: list[str] = field(default_factory=list)
+    records: int = 0
+    unknown_records: dict[str, int] = field(default_factory=dict)
+    skipped_lines: int = 0
+
+
+@dataclass
 class Report:
     tool: dict[str, str]
-    environment: dict[str, Any]
-    target: dict[str, Any]
+    environment: Environment
+    target: TargetInfo
     summary: Summary = field(default_factory=Summary)
     graph_breaks: list[GraphBreak] = field(default_factory=list)
     recompiles: list[Recompile] = field(default_factory=list)
@@ -217,7 +258,7 @@ class Report:
     notes: list[str] = field(default_factory=list)  # frames torch skipped, and why
     ranks: list[RankSummary] = field(default_factory=list)  # `report` on a multi-rank trace
     divergence: list[str] = field(default_factory=list)  # ranks that differ from the rest
-    trace: dict[str, Any] = field(default_factory=dict)  # records read, unknown kinds
+    trace: TraceInfo | None = None  # what was read from the trace
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,28 +267,12 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
+        from compilediag.serial import from_plain
+
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
             raise ValueError(
                 f"report schema_version {version!r} is not {SCHEMA_VERSION}; "
                 "re-create it with this compilediag"
             )
-        return _build(cls, data)
-
-
-def _build(tp: Any, value: Any) -> Any:
-    """Rebuild dataclasses from plain dicts by their type hints (unknown keys ignored)."""
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _build(args[0], value) if len(args) == 1 else value
-    if origin is list:
-        (item,) = typing.get_args(tp)
-        return [_build(item, v) for v in value]
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        known = {f.name for f in dataclasses.fields(tp)}
-        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
-    return value
+        return from_plain(cls, data)

@@ -7,7 +7,6 @@ before it imports torch.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -19,22 +18,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from compilediag.errors import ModelError, UsageError, WorkerError
+from compilediag.serial import from_json, to_json
+from compilediag.worker_types import WorkerFailure, WorkerResult, WorkerSpec
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 @dataclass
 class WorkerRun:
-    result: dict[str, Any]
+    result: WorkerResult
     trace_dir: Path
 
     @property
-    def compile_error(self) -> dict[str, Any] | None:
-        err = self.result.get("error")
-        return err if err and err.get("kind") == "compile" else None
+    def compile_error(self) -> WorkerFailure | None:
+        err = self.result.error
+        return err if err and err.kind == "compile" else None
 
 
 @contextmanager
@@ -47,12 +47,12 @@ def workdir() -> Iterator[Path]:
 
 
 def run_worker(
-    spec: dict[str, Any],
+    spec: WorkerSpec,
     work: Path,
     timeout: float,
     on_stage: Callable[[str], None] = lambda s: None,
 ) -> WorkerRun:
-    (work / "spec.json").write_text(json.dumps(spec))
+    (work / "spec.json").write_text(to_json(spec))
     trace_dir = work / "trace"
     trace_dir.mkdir()
     env = dict(os.environ)
@@ -102,12 +102,14 @@ def run_worker(
         raise WorkerError(
             f"the worker exited with code {rc} without a result.", detail=_tail(output)
         )
-    result = json.loads(result_path.read_text())
-    _raise_for(result.get("error"), spec)
+    result = from_json(WorkerResult, result_path.read_text())
+    _raise_for(result.error, spec)
     return WorkerRun(result=result, trace_dir=trace_dir)
 
 
-def _wait(proc: subprocess.Popen, status: Path, timeout: float, on_stage) -> int | None:
+def _wait(
+    proc: subprocess.Popen[bytes], status: Path, timeout: float, on_stage: Callable[[str], None]
+) -> int | None:
     deadline = time.monotonic() + timeout
     last = ""
     while True:
@@ -127,7 +129,7 @@ def _wait(proc: subprocess.Popen, status: Path, timeout: float, on_stage) -> int
         time.sleep(0.05)
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -140,29 +142,28 @@ def _tail(output: str, lines: int = 8) -> str:
     return "\n".join("  | " + ln for ln in kept)
 
 
-def _where(err: dict[str, Any]) -> str:
-    if not err.get("file"):
+def _where(err: WorkerFailure) -> str:
+    if not err.file:
         return ""
-    where = f"  at {err['file']}:{err['line']}"
-    return where + (f"\n    {err['code']}" if err.get("code") else "")
+    where = f"  at {err.file}:{err.line}"
+    return where + (f"\n    {err.code}" if err.code else "")
 
 
-def _raise_for(err: dict[str, Any] | None, spec: dict[str, Any]) -> None:
+def _raise_for(err: WorkerFailure | None, spec: WorkerSpec) -> None:
     if not err:
         return
-    kind = err.get("kind")
-    if kind == "usage":
-        raise UsageError(err["message"])
-    if kind == "model":
+    if err.kind == "usage":
+        raise UsageError(err.message)
+    if err.kind == "model":
         raise ModelError(
-            f"the model failed without torch.compile: {err['message']}",
+            f"the model failed without torch.compile: {err.message}",
             detail=_where(err),
             hint="This is a bug in the model or its inputs, not in torch.compile: make "
-            f"`{spec['target']['path']}` run in eager mode first.",
+            f"`{spec.target.path}` run in eager mode first.",
         )
-    if kind == "internal":
+    if err.kind == "internal":
         raise WorkerError(
-            f"compilediag's worker failed: {err['message']}",
-            detail=_tail(err.get("traceback", ""), 4),
+            f"compilediag's worker failed: {err.message}",
+            detail=_tail(err.traceback, 4),
             hint="This is a compilediag bug; please report it with the lines above.",
         )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -188,7 +187,7 @@ def find_model(module: Any, attr: str | None, path: str) -> Any:
 
 def _no_arg_constructible(cls: type) -> bool:
     try:
-        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        params = list(inspect.signature(cls).parameters.values())
     except (TypeError, ValueError):
         return False
     return all(
@@ -291,18 +290,3 @@ def describe_call(call: Call) -> list[str]:
     return [describe_value(a) for a in args] + [
         f"{k}={describe_value(v)}" for k, v in kwargs.items()
     ]
-
-
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__)).replace("\\", "/") + "/"
-
-
-def is_library_file(filename: str) -> bool:
-    """A frame the user did not write: torch, site-packages, the stdlib, frozen modules."""
-    f = filename.replace("\\", "/")
-    if f.startswith("<") and f != "<string>":
-        return True
-    markers = ("/site-packages/", "/dist-packages/", "/torch/")
-    if any(m in f for m in markers) or f.startswith(_OWN_DIR):
-        return True
-    stdlib = os.path.dirname(os.__file__).replace("\\", "/") + "/"
-    return f.startswith(stdlib) or bool(re.search(r"/lib/python3\.\d+/", f))

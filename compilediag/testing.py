@@ -20,8 +20,9 @@ from typing import Any
 from compilediag.analysis.build import build_report
 from compilediag.gate import Budgets, evaluate
 from compilediag.render import render
-from compilediag.report import Report
+from compilediag.report import Environment, Report, TargetInfo
 from compilediag.trace import parse_lines
+from compilediag.worker_types import WorkerResult
 
 
 def compile_report(
@@ -40,10 +41,13 @@ def compile_report(
     buffer = io.StringIO()
     handler = logging.StreamHandler(buffer)
     handler.setFormatter(TorchLogsFormatter(trace=True))
-    old_level = trace_log.level
+    old_level, old_propagate = trace_log.level, trace_log.propagate
     torch._dynamo.reset()
     trace_log.setLevel(logging.DEBUG)
     trace_log.addHandler(handler)
+    # the trace is ours alone: without this, pytest's log capture shows every record as
+    # an empty DEBUG line under a failed assertion
+    trace_log.propagate = False
     try:
         compiled = torch.compile(model, backend=backend, **compile_kwargs)
         with torch.no_grad():
@@ -55,12 +59,11 @@ def compile_report(
     finally:
         trace_log.removeHandler(handler)
         trace_log.setLevel(old_level)
+        trace_log.propagate = old_propagate
         torch._dynamo.reset()
     log = parse_lines(io.StringIO(buffer.getvalue()), path="<in-process>")
-    worker = {
-        "environment": {"torch": torch.__version__, "device": "in-process", "backend": backend}
-    }
-    return build_report([log], worker, {"path": type(model).__name__})
+    env = Environment(source="in-process", torch=torch.__version__, backend=backend)
+    return build_report([log], WorkerResult(environment=env), TargetInfo(path=type(model).__name__))
 
 
 def assert_compiles(

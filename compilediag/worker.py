@@ -11,25 +11,31 @@ from __future__ import annotations
 
 import gc
 import itertools
-import json
 import math
 import os
 import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, UsageError
 from compilediag.fsutil import write_atomic
-from compilediag.target import (
-    Target,
-    describe_call,
-    find_input_sets,
-    find_model,
-    is_library_file,
-    load_module,
+from compilediag.report import Environment, Stat
+from compilediag.serial import from_json, to_json
+from compilediag.target import describe_call, find_input_sets, find_model, load_module
+from compilediag.torch_formats import is_library_file
+from compilediag.worker_types import (
+    CallRecord,
+    ExplainBreak,
+    ExplainResult,
+    Measured,
+    OutputCheck,
+    WorkerFailure,
+    WorkerResult,
+    WorkerSpec,
 )
 
 BLOCK_MS = 5.0  # shortest timed block of back-to-back calls
@@ -40,37 +46,33 @@ WARMUP_S_CUDA = 1.0
 class Worker:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.spec = json.loads((workdir / "spec.json").read_text())
-        self.result: dict[str, Any] = {"calls": [], "errors": []}
+        self.spec = from_json(WorkerSpec, (workdir / "spec.json").read_text())
+        self.result = WorkerResult()
 
     def stage(self, text: str) -> None:
         write_atomic(self.workdir / "status", text)
 
     def finish(self, code: int = 0) -> int:
-        write_atomic(self.workdir / "result.json", json.dumps(self.result, indent=1))
+        write_atomic(self.workdir / "result.json", to_json(self.result))
         return code
 
     def fail(self, kind: str, code: int, message: str, exc: BaseException | None = None) -> int:
-        err: dict[str, Any] = {"kind": kind, "message": message}
+        err = WorkerFailure(kind=kind, message=message)
         if exc is not None:
-            err["exception"] = type(exc).__name__
-            err.update(user_frame(exc, self.spec["target"]["path"]))
-        self.result["error"] = err
+            err.exception = type(exc).__name__
+            err.file, err.line, err.code = user_frame(exc, self.spec.target.path)
+        self.result.error = err
         return self.finish(code)
 
     def run(self) -> int:
         spec = self.spec
-        t = spec["target"]
-        target = Target(path=t["path"], attr=t.get("attr"), inputs=[], shapes=t.get("shapes") or [])
-        from compilediag.target import InputSpec
-
-        target.inputs = [InputSpec(**i) for i in t.get("inputs") or []]
+        target = spec.target
 
         self.stage("importing torch")
         import torch
 
-        self.result["environment"] = environment(torch, spec)
-        device = self.result["environment"]["device"]
+        env = self.result.environment = environment(torch, spec)
+        device = env.device
         if device.startswith("cuda") and not torch.cuda.is_available():
             return self.fail(
                 "usage", USAGE, "--device cuda was asked for, but CUDA is not available"
@@ -87,7 +89,7 @@ class Worker:
         except BaseException as e:  # the user's file raised while loading: their bug
             return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
 
-        backend = spec["backend"]
+        backend = spec.backend
         if backend not in torch._dynamo.list_backends(exclude_tags=()):
             common = sorted(set(torch._dynamo.list_backends()) | {"eager", "aot_eager"})
             return self.fail(
@@ -95,18 +97,17 @@ class Worker:
             )
 
         model = to_device(model, device)
-        train = spec.get("train", False)
+        train = spec.train
         # Inference runs with grad off for the whole run - eager, compile, timing - so the
         # compiled graph's grad-mode guard holds and no per-call context manager is timed.
         torch.set_grad_enabled(train)
         step = make_step(torch, train)
         kwargs: dict[str, Any] = {"backend": backend}
-        if spec.get("mode"):
-            kwargs["mode"] = spec["mode"]
-        if spec.get("dynamic") is not None:
-            kwargs["dynamic"] = spec["dynamic"]
+        if spec.mode:
+            kwargs["mode"] = spec.mode
+        if spec.dynamic is not None:
+            kwargs["dynamic"] = spec.dynamic
         compiled = torch.compile(model, **kwargs)
-        self.result["inputs"] = []
         eager_out = compiled_out = None
         call0 = None
         # Input sets are taken one at a time: a generator may change the model between calls.
@@ -121,7 +122,7 @@ class Worker:
                 return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
             call = to_device(call, device)
             described = describe_call(call)
-            self.result["inputs"].append(described)
+            self.result.inputs.append(described)
             self.stage(f"running eager, call {i + 1}")
             try:
                 out = step(model, call)
@@ -150,51 +151,44 @@ class Worker:
                 return self.fail("compile", COMPILE_FAILED, message, e)
             if i == 0:
                 compiled_out = out
-            self.result["calls"].append(
-                {
-                    "index": i,
-                    "inputs": described,
-                    "wall_s": wall,
-                    "start": start_wall,
-                    "end": time.time(),
-                }
-            )
-        self.result["first_call_s"] = self.result["calls"][0]["wall_s"]
+            self.result.calls.append(CallRecord(i, described, wall, start_wall, time.time()))
+        self.result.first_call_s = self.result.calls[0].wall_s
 
-        self.result["output_check"] = compare_outputs(torch, eager_out, compiled_out)
+        self.result.output_check = compare_outputs(torch, eager_out, compiled_out)
 
-        if spec.get("timings", True):
+        if spec.timings:
             self.stage("timing eager vs compiled")
             try:
-                self.result["timings"] = measure(torch, step, model, compiled, call0, device, spec)
+                self.result.timings = measure(torch, step, model, compiled, call0, device, spec)
             except BaseException as e:  # timing must never lose the report
-                self.result["errors"].append(f"timing failed: {type(e).__name__}: {e}")
+                self.result.errors.append(f"timing failed: {type(e).__name__}: {e}")
 
-        if spec.get("cross_check"):
+        if spec.cross_check:
             self.stage("cross-checking with torch._dynamo.explain")
             stop_trace()  # explain's own compile must not show up as findings of this run
-            self.result["explain"] = cross_check(torch, model, call0)
+            self.result.explain = cross_check(torch, model, call0)
         self.stage("done")
         return self.finish(0)
 
 
-def environment(torch: Any, spec: dict) -> dict[str, Any]:
-    device = spec.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-    env = {
-        "torch": torch.__version__,
-        "python": sys.version.split()[0],
-        "device": device,
-        "backend": spec["backend"],
-        "mode": spec.get("mode") or "default",
-        "dynamic": spec.get("dynamic"),
-        "train": spec.get("train", False),
-    }
+def environment(torch: Any, spec: WorkerSpec) -> Environment:
+    device = spec.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    env = Environment(
+        source="run",
+        torch=torch.__version__,
+        python=sys.version.split()[0],
+        device=device,
+        backend=spec.backend,
+        mode=spec.mode or "default",
+        dynamic=spec.dynamic,
+        train=spec.train,
+    )
     if device.startswith("cuda") and torch.cuda.is_available():
-        env["device_name"] = torch.cuda.get_device_name()
+        env.device_name = torch.cuda.get_device_name()
     try:
         import triton
 
-        env["triton"] = triton.__version__
+        env.triton = triton.__version__
     except Exception:
         pass
     return env
@@ -214,15 +208,18 @@ def to_device(obj: Any, device: str) -> Any:
     return obj
 
 
-def make_step(torch: Any, train: bool):
+Step = Callable[[Any, Any], Any]  # (model, call) -> outputs
+
+
+def make_step(torch: Any, train: bool) -> Step:
     """One call of the model: inference (the worker runs it with grad off, set once), or
     forward + backward with --train."""
 
-    def infer(fn, call):
+    def infer(fn: Any, call: Any) -> Any:
         args, kwargs = call
         return fn(*args, **kwargs)
 
-    def train_step(fn, call):
+    def train_step(fn: Any, call: Any) -> Any:
         args, kwargs = call
         out = fn(*args, **kwargs)
         loss = sum(t.float().sum() for t in tensors_of(torch, out) if t.requires_grad)
@@ -251,15 +248,15 @@ def sync(torch: Any, device: str) -> None:
         torch.cuda.synchronize()
 
 
-def compare_outputs(torch: Any, eager: Any, compiled: Any) -> dict[str, Any]:
+def compare_outputs(torch: Any, eager: Any, compiled: Any) -> OutputCheck:
     a, b = tensors_of(torch, eager), tensors_of(torch, compiled)
     if len(a) != len(b):
-        return {"compared": 0, "mismatch": True, "note": f"{len(a)} vs {len(b)} output tensors"}
+        return OutputCheck(0, mismatch=True, note=f"{len(a)} vs {len(b)} output tensors")
     max_abs = max_rel = 0.0
     mismatch = False
     for x, y in zip(a, b, strict=True):
         if x.shape != y.shape:
-            return {"compared": len(a), "mismatch": True, "note": "output shapes differ"}
+            return OutputCheck(len(a), mismatch=True, note="output shapes differ")
         if not x.is_floating_point():
             mismatch |= not torch.equal(x, y)
             continue
@@ -270,12 +267,7 @@ def compare_outputs(torch: Any, eager: Any, compiled: Any) -> dict[str, Any]:
             max_abs = max(max_abs, float(diff.max()))
             max_rel = max(max_rel, float((diff / x.abs().clamp_min(1e-12)).max()))
         mismatch |= not torch.allclose(x, y, atol=atol, rtol=rtol)
-    return {
-        "compared": len(a),
-        "max_abs_err": max_abs,
-        "max_rel_err": max_rel,
-        "mismatch": mismatch,
-    }
+    return OutputCheck(len(a), max_abs, max_rel, mismatch)
 
 
 def tolerance(dtype: str) -> tuple[float, float]:
@@ -288,7 +280,9 @@ def tolerance(dtype: str) -> tuple[float, float]:
     return 1e-4, 1e-4
 
 
-def measure(torch, step, model, compiled, call, device: str, spec: dict) -> dict[str, Any]:
+def measure(
+    torch: Any, step: Step, model: Any, compiled: Any, call: Any, device: str, spec: WorkerSpec
+) -> Measured:
     """Steady-state time per call of eager and compiled, in milliseconds.
 
     Calls are timed in blocks of back-to-back calls (enough for a block to last a few ms),
@@ -299,7 +293,7 @@ def measure(torch, step, model, compiled, call, device: str, spec: dict) -> dict
     """
     cuda = device.startswith("cuda")
 
-    def block(fn, calls: int) -> float:
+    def block(fn: Any, calls: int) -> float:
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -313,7 +307,7 @@ def measure(torch, step, model, compiled, call, device: str, spec: dict) -> dict
             step(fn, call)
         return (time.perf_counter() - t0) * 1e3 / calls
 
-    warmup = spec.get("warmup")
+    warmup = spec.warmup
     if warmup is None:
         # Warm up by time, not count: a GPU idle during the compile has dropped its clocks,
         # and it takes a good fraction of a second of work to bring them back.
@@ -329,7 +323,7 @@ def measure(torch, step, model, compiled, call, device: str, spec: dict) -> dict
     sync(torch, device)
     probe = max(block(model, 1), block(compiled, 1), 1e-3)
     per_block = max(1, math.ceil(BLOCK_MS / probe))
-    repeat = spec.get("repeat")
+    repeat = spec.repeat
     if repeat is None:
         # about a second of measurement per variant, within [10, 200] blocks
         repeat = int(min(200, max(10, 1000.0 / (probe * per_block))))
@@ -347,47 +341,41 @@ def measure(torch, step, model, compiled, call, device: str, spec: dict) -> dict
     finally:
         gc.enable()
     e, c = stats(eager), stats(comp)
-    return {
-        "eager_ms": e,
-        "compiled_ms": c,
-        "speedup": e["median"] / c["median"] if c["median"] > 0 else None,
-        "repeat": repeat,
-        "calls_per_block": per_block,
-        "warmup": warmup,
-        "method": "CUDA events" if cuda else "perf_counter",
-    }
+    return Measured(
+        eager_ms=e,
+        compiled_ms=c,
+        speedup=e.median / c.median if c.median > 0 else None,
+        repeat=repeat,
+        calls_per_block=per_block,
+        warmup=warmup,
+        method="CUDA events" if cuda else "perf_counter",
+    )
 
 
-def stats(samples: list[float]) -> dict[str, float]:
+def stats(samples: list[float]) -> Stat:
     q = statistics.quantiles(samples, n=4, method="inclusive")
-    return {"median": statistics.median(samples), "iqr": q[2] - q[0], "n": len(samples)}
+    return Stat(median=statistics.median(samples), iqr=q[2] - q[0], n=len(samples))
 
 
-def cross_check(torch: Any, model: Any, call: Any) -> dict[str, Any]:
+def cross_check(torch: Any, model: Any, call: Any) -> ExplainResult:
     """torch._dynamo.explain on the same inputs; it resets Dynamo and uses its own backend."""
     args, kwargs = call
     torch._dynamo.reset()
     try:
         out = torch._dynamo.explain(model)(*args, **kwargs)  # grad mode as the run set it
     except BaseException as e:
-        return {"error": f"{type(e).__name__}: {first_line(e)}"}
+        return ExplainResult(error=f"{type(e).__name__}: {first_line(e)}")
     breaks = []
     for br in out.break_reasons:
-        stack = [f for f in br.user_stack]
-        frame = stack[-1] if stack else None
+        frame = br.user_stack[-1] if br.user_stack else None
         breaks.append(
-            {
-                "reason": str(br.reason).splitlines()[0] if br.reason else "",
-                "file": frame.filename if frame else None,
-                "line": frame.lineno if frame else None,
-                "stack": [[f.filename, f.lineno] for f in stack],
-            }
+            ExplainBreak(
+                reason=str(br.reason).splitlines()[0] if br.reason else "",
+                file=frame.filename if frame else None,
+                line=frame.lineno if frame else None,
+            )
         )
-    return {
-        "graph_count": out.graph_count,
-        "graph_break_count": out.graph_break_count,
-        "breaks": breaks,
-    }
+    return ExplainResult(out.graph_count, out.graph_break_count, breaks)
 
 
 def stop_trace() -> None:
@@ -401,7 +389,7 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def user_frame(exc: BaseException, path: str) -> dict[str, Any]:
+def user_frame(exc: BaseException, path: str) -> tuple[str, int, str]:
     """The innermost frame of the user's own code in an exception's traceback."""
     frames = traceback.extract_tb(exc.__traceback__)
     target = os.path.realpath(path)
@@ -409,11 +397,11 @@ def user_frame(exc: BaseException, path: str) -> dict[str, Any]:
     if not mine:
         mine = [f for f in frames if not is_library_file(f.filename)]
     if isinstance(exc, SyntaxError) and exc.filename:
-        return {"file": exc.filename, "line": exc.lineno, "code": (exc.text or "").strip()}
+        return exc.filename, exc.lineno or 0, (exc.text or "").strip()
     if not mine:
-        return {}
+        return "", 0, ""
     f = mine[-1]
-    return {"file": f.filename, "line": f.lineno, "code": (f.line or "").strip()}
+    return f.filename, f.lineno or 0, (f.line or "").strip()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -424,11 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         return worker.fail("usage", USAGE, e.message)
     except BaseException as e:  # a bug of ours: keep the traceback for the parent to show
-        worker.result["error"] = {
-            "kind": "internal",
-            "message": f"{type(e).__name__}: {e}",
-            "traceback": traceback.format_exc(),
-        }
+        worker.result.error = WorkerFailure(
+            kind="internal", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()
+        )
         return worker.finish(70)
 
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.breaks import classify, collect_breaks, parse_break_text, user_site
+from compilediag.analysis.breaks import classify, collect_breaks, user_site
 from compilediag.report import Site
+from compilediag.torch_formats import ParsedBreak, parse_break_text
 from compilediag.trace import parse_path
 from tests.conftest import expected_breaks, fixture_trace, trace_sets
 
@@ -31,7 +32,7 @@ def test_graph_breaks_sample_lines_on_every_recorded_torch(folder: Path) -> None
 
 def test_break_fields_from_torch_2_13_text() -> None:
     (log,) = parse_path(fixture_trace("graph_breaks.eager"))
-    text = log.ordered()[0].graph_breaks[0]
+    text = log.ordered()[0].graph_breaks[0].text
     parsed = parse_break_text(text)
     assert parsed.reason == "Failed to trace builtin operator"
     assert parsed.gb_id == "GB0059"
@@ -58,7 +59,6 @@ def test_sites_are_deduplicated_and_counted_across_recompiles() -> None:
 
 
 def test_user_site_prefers_the_users_line_over_a_library_frame() -> None:
-    from compilediag.analysis.breaks import ParsedBreak
 
     parsed = ParsedBreak(
         reason="r",

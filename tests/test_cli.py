@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 from compilediag import __version__
 from compilediag.analysis.build import build_report
 from compilediag.cli import app
+from compilediag.report import TargetInfo
 from compilediag.trace import parse_path
+from compilediag.worker_types import WorkerResult
 from tests.conftest import fixture_trace
 
 runner = CliRunner()
@@ -66,8 +68,8 @@ def test_missing_model_file_is_exit_2() -> None:
 def saved_report(tmp_path: Path) -> Path:
     report = build_report(
         parse_path(fixture_trace("graph_breaks.eager")),
-        {},
-        {"path": "sample_models/graph_breaks.py"},
+        WorkerResult(),
+        TargetInfo(path="sample_models/graph_breaks.py"),
     )
     p = tmp_path / "report.json"
     p.write_text(json.dumps(report.to_dict()))

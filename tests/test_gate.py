@@ -16,16 +16,17 @@ import pytest
 from compilediag.analysis.build import build_report
 from compilediag.gate import Budgets, evaluate
 from compilediag.render import render
-from compilediag.report import GraphBreak, Stat, Timings
+from compilediag.report import GraphBreak, Stat, TargetInfo, Timings
 from compilediag.trace import parse_path
+from compilediag.worker_types import WorkerResult
 from tests.conftest import SAMPLES, fixture_trace, run_cli
 
 
 def breaks_report():
     return build_report(
         parse_path(fixture_trace("graph_breaks.eager")),
-        {},
-        {"path": "sample_models/graph_breaks.py"},
+        WorkerResult(),
+        TargetInfo(path="sample_models/graph_breaks.py"),
     )
 
 

@@ -4,36 +4,35 @@ from __future__ import annotations
 
 from compilediag.analysis.build import build_report
 from compilediag.render import render
-from compilediag.report import Report
+from compilediag.report import Environment, Report, Stat, TargetInfo
 from compilediag.trace import parse_path
+from compilediag.worker_types import Measured, OutputCheck, WorkerResult
 from tests.conftest import ROOT, fixture_trace
 
-WORKER = {
-    "environment": {
-        "torch": "2.13.0+cpu",
-        "python": "3.11.7",
-        "device": "cpu",
-        "backend": "eager",
-        "mode": "default",
-    },
-    "inputs": [["8x32:float32"]],
-    "first_call_s": 0.25,
-    "output_check": {"compared": 1, "max_abs_err": 0.0, "max_rel_err": 0.0, "mismatch": False},
-    "timings": {
-        "eager_ms": {"median": 0.040, "iqr": 0.002, "n": 50},
-        "compiled_ms": {"median": 0.020, "iqr": 0.001, "n": 50},
-        "speedup": 2.0,
-        "repeat": 50,
-        "method": "perf_counter",
-    },
-}
+WORKER = WorkerResult(
+    environment=Environment(
+        torch="2.13.0+cpu", python="3.11.7", device="cpu", backend="eager", mode="default"
+    ),
+    inputs=[["8x32:float32"]],
+    first_call_s=0.25,
+    output_check=OutputCheck(compared=1, max_abs_err=0.0, max_rel_err=0.0, mismatch=False),
+    timings=Measured(
+        eager_ms=Stat(median=0.040, iqr=0.002, n=50),
+        compiled_ms=Stat(median=0.020, iqr=0.001, n=50),
+        speedup=2.0,
+        repeat=50,
+        calls_per_block=1,
+        warmup=0,
+        method="perf_counter",
+    ),
+)
 
 
 def fixed_report() -> Report:
     report = build_report(
         parse_path(fixture_trace("graph_breaks.eager")),
         WORKER,
-        {"path": str(ROOT / "sample_models/graph_breaks.py")},
+        TargetInfo(path=str(ROOT / "sample_models/graph_breaks.py")),
     )
     for g in report.graphs:  # compile times vary run to run; pin them for exact lines
         g.compile_time_s = 0.05

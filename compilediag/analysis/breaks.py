@@ -2,99 +2,12 @@
 
 from __future__ import annotations
 
-import linecache
 import re
-from dataclasses import dataclass, field
 
+from compilediag.analysis.source import code_at, context_at
 from compilediag.report import GraphBreak, Site
-from compilediag.target import is_library_file
+from compilediag.torch_formats import ParsedBreak, is_library_file, parse_break_text
 from compilediag.trace import Compile
-
-FRAME_LINE = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+), in (?P<name>.+)$')
-LOCATION = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$", re.M)
-GB_URL = re.compile(r"(https?://\S+/(gb\d+)\.html)", re.I)
-CARETS = re.compile(r"^\s*[\^~]+\s*$")
-
-
-@dataclass
-class ParsedBreak:
-    """What one `dynamo_graph_break_reason` artifact says."""
-
-    reason: str
-    explanation: str = ""
-    hints: list[str] = field(default_factory=list)
-    gb_id: str | None = None
-    doc_url: str | None = None
-    frames: list[Site] = field(default_factory=list)  # outermost first
-    location: Site | None = None  # "Graph break in user code at FILE:LINE"
-    raw_reason: str = ""
-
-
-def parse_break_text(text: str) -> ParsedBreak:
-    """Read the break text of torch 2.6 to 2.13 (the layout of the reason differs)."""
-    loc = LOCATION.search(text)
-    location = Site(loc["file"], int(loc["line"])) if loc else None
-
-    head, _, tail = text.partition("User code traceback:")
-    m = re.search(r"^(?:Graph Break Reason|Reason): ?(.*)", head, re.M | re.S)
-    block = m.group(1) if m else head
-    lines = block.splitlines()
-
-    expl_at = next((i for i, ln in enumerate(lines) if ln.strip().startswith("Explanation:")), None)
-    if expl_at is not None:
-        # 2.8+: "<context line>\n\n<gb_type>\n  Explanation: ...\n  Hint: ..."
-        before = [ln.strip() for ln in lines[:expl_at] if ln.strip()]
-        reason = before[-1] if before else ""
-        explanation, hints = _explanation_and_hints(lines[expl_at:])
-    else:
-        # older: "Unsupported: call_function BuiltinVariable(print) [...] {}"
-        reason = next((ln.strip() for ln in lines if ln.strip()), "")
-        reason = re.sub(r"^(Unsupported|torch\._dynamo\.exc\.\w+): ", "", reason)
-        explanation, hints = "", []
-    url = GB_URL.search(text)
-    return ParsedBreak(
-        reason=reason.rstrip(":"),
-        explanation=explanation,
-        hints=hints,
-        gb_id=url.group(2).upper() if url else None,
-        doc_url=url.group(1) if url else None,
-        frames=_frames(tail),
-        location=location,
-        raw_reason=block.strip(),
-    )
-
-
-def _explanation_and_hints(lines: list[str]) -> tuple[str, list[str]]:
-    explanation: list[str] = []
-    hints: list[str] = []
-    section = "explanation"
-    for ln in lines:
-        s = ln.strip()
-        if s.startswith("Explanation:"):
-            explanation.append(s.removeprefix("Explanation:").strip())
-        elif s.startswith("Hint:"):
-            section = "hint"
-            hints.append(s.removeprefix("Hint:").strip())
-        elif s.startswith(("Developer debug context:", "For more details")):
-            section = "done"
-        elif section == "explanation" and s and not s.startswith("#") and "=" not in s:
-            explanation.append(s)
-        elif section == "explanation" and not s:
-            section = "gap"  # the code context torch adds after a blank line is not prose
-    return " ".join(explanation).strip(), hints
-
-
-def _frames(tail: str) -> list[Site]:
-    frames: list[Site] = []
-    for ln in tail.splitlines():
-        if ln.startswith(("Traceback (most recent call last)", "NoneType: None")):
-            break
-        m = FRAME_LINE.match(ln)
-        if m:
-            frames.append(Site(m["file"], int(m["line"]), "", m["name"].strip()))
-        elif frames and ln.strip() and not CARETS.match(ln) and not frames[-1].code:
-            frames[-1].code = ln.strip()
-    return frames
 
 
 def user_site(parsed: ParsedBreak) -> tuple[Site, Site | None]:
@@ -112,7 +25,7 @@ def user_site(parsed: ParsedBreak) -> tuple[Site, Site | None]:
 # --- causes and advice ----------------------------------------------------------------
 
 # (cause, pattern over reason + explanation + code, suggestion). First match wins.
-CAUSES: list[tuple[str, re.Pattern, str]] = [
+CAUSES: list[tuple[str, re.Pattern[str], str]] = [
     (
         "print",
         re.compile(r"builtin operator `?print|BuiltinVariable\(print\)|\bprint\("),
@@ -191,11 +104,11 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
     sites: dict[tuple[str, int, str], GraphBreak] = {}
     total = 0
     for c in compiles:
-        for text in c.graph_breaks:
+        for logged in c.graph_breaks:
             total += 1
-            parsed = parse_break_text(text)
+            parsed = parse_break_text(logged.text)
             site, lib = user_site(parsed)
-            code = site.code or linecache.getline(site.file, site.line).strip()
+            code = site.code or code_at(site.file, site.line)
             key = (site.file, site.line, parsed.reason)
             if key in sites:
                 gb = sites[key]
@@ -205,7 +118,7 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
                 continue
             lib_code = ""
             if lib is not None:
-                lib_code = lib.code or linecache.getline(lib.file, lib.line).strip()
+                lib_code = lib.code or code_at(lib.file, lib.line)
             cause, suggestion = classify(parsed.reason, parsed.explanation, code + " " + lib_code)
             sites[key] = GraphBreak(
                 file=site.file,
@@ -220,7 +133,8 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
                 cause=cause,
                 library_frame=Site(lib.file, lib.line, lib_code, lib.name) if lib else None,
                 compile_ids=[c.compile_id],
-                ops_before=int(c.metrics.get("graph_op_count") or 0),
+                ops_before=c.metrics.graph_op_count,
+                context=context_at(site.file, site.line),
             )
     ordered = sorted(sites.values(), key=lambda b: (-b.count, -b.ops_before, b.file, b.line))
     return ordered, total

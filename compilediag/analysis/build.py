@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from compilediag import __version__
-from compilediag.analysis.breaks import collect_breaks, parse_break_text
+from compilediag.analysis.breaks import collect_breaks
 from compilediag.analysis.crosscheck import cross_check
-from compilediag.analysis.graphs import collect_graphs, compile_time, cudagraph_skips, frame_name
+from compilediag.analysis.graphs import (
+    collect_graphs,
+    compile_time,
+    cudagraph_skips,
+    frame_metrics,
+    frame_place,
+)
 from compilediag.analysis.kernels import GraphCode, collect_kernels, generated
-from compilediag.analysis.recompiles import LIMIT, collect_limit_hits, collect_recompiles
-from compilediag.report import Call, Report, Stat, Summary, Timings
+from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
+from compilediag.report import Call, Environment, Report, Summary, TargetInfo, Timings, TraceInfo
+from compilediag.torch_formats import (
+    RECOMPILE_LIMIT,
+    frame_name,
+    last_chained_break,
+    parse_break_text,
+)
 from compilediag.trace import Compile, TraceLog
+from compilediag.worker_types import WorkerResult
 
 
 def all_compiles(logs: list[TraceLog]) -> list[Compile]:
@@ -21,8 +33,8 @@ def all_compiles(logs: list[TraceLog]) -> list[Compile]:
 
 def build_report(
     logs: list[TraceLog],
-    worker: dict[str, Any],
-    target: dict[str, Any],
+    worker: WorkerResult,
+    target: TargetInfo,
     code: list[GraphCode] | None = None,
 ) -> Report:
     """`code` is the kernels' source, when the caller already read it (dump-kernels)."""
@@ -35,10 +47,13 @@ def build_report(
     timings = _timings(worker)
     if timings:
         timings.cudagraph_skips = cudagraph_skips(compiles)
+    env = worker.environment or Environment()
     report = Report(
         tool={"name": "compilediag", "version": __version__},
-        environment=worker.get("environment", {}),
-        target={**target, "inputs": [", ".join(c) for c in worker.get("inputs", [])]},
+        environment=env,
+        target=TargetInfo(
+            path=target.path, attr=target.attr, inputs=[", ".join(c) for c in worker.inputs]
+        ),
         graph_breaks=breaks,
         recompiles=recompiles,
         recompile_limit_hits=collect_limit_hits(compiles, recompiles),
@@ -48,13 +63,14 @@ def build_report(
         kernels=generated(code),
         timings=timings,
         compile_time=ctime if compiles else None,
-        errors=list(worker.get("errors", [])),
-        trace={
-            "files": [log.path for log in logs],
-            "records": sum(log.records for log in logs),
-            "unknown_records": dict(sum((log.unknown for log in logs), Counter())),
-            "skipped_lines": sum(log.skipped_lines for log in logs),
-        },
+        errors=list(worker.errors),
+        trace=TraceInfo(
+            # a run's trace lives in a temporary folder that is gone after the run
+            files=[log.path for log in logs] if env.source != "run" else [],
+            records=sum(log.records for log in logs),
+            unknown_records=dict(sum((log.unknown for log in logs), Counter())),
+            skipped_lines=sum(log.skipped_lines for log in logs),
+        ),
     )
     report.summary = Summary(
         graphs=len(graphs),
@@ -70,29 +86,28 @@ def build_report(
     failure = _compile_failure(worker, compiles)
     if failure:
         report.errors.insert(0, failure)
-    if "explain" in worker:
-        report.cross_check = cross_check(breaks, worker["explain"])
+    if worker.explain is not None:
+        report.cross_check = cross_check(breaks, worker.explain)
     return report
 
 
-def _calls(worker: dict[str, Any], compiles: list[Compile]) -> list[Call]:
+def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:
     """The sweep's timeline: each compile belongs to the call whose wall window holds it."""
     calls = []
-    for c in worker.get("calls", []):
+    for c in worker.calls:
         mine = [
-            k for k in compiles
-            if c["start"] <= float(k.metrics.get("start_time") or -1) <= c["end"]
-        ]  # fmt: skip
+            k
+            for k in compiles
+            if k.metrics.start_time is not None and c.start <= k.metrics.start_time <= c.end
+        ]
         calls.append(
             Call(
-                index=c["index"],
-                inputs=", ".join(c["inputs"]),
+                index=c.index,
+                inputs=", ".join(c.inputs),
                 compiled=bool(mine),
                 compile_ids=[k.compile_id for k in mine],
-                compile_time_s=sum(
-                    float(k.metrics.get("entire_frame_compile_time_s") or 0) for k in mine
-                ),
-                wall_s=c["wall_s"],
+                compile_time_s=sum(k.metrics.entire_frame_s for k in mine),
+                wall_s=c.wall_s,
             )
         )
     return calls
@@ -102,19 +117,16 @@ def skipped_frames(compiles: list[Compile]) -> list[str]:
     """Frames torch gave up on (they run eager): a break in a loop, the recompile limit."""
     notes = []
     for c in compiles:
-        reason = str(c.metrics.get("fail_reason") or "")
-        if c.metrics.get("fail_type") != "Unsupported" or LIMIT.search(reason):
+        reason = c.metrics.fail_reason
+        if c.metrics.fail_type != "Unsupported" or RECOMPILE_LIMIT.search(reason):
             continue  # (the recompile limit has its own post-mortem)
         # the last reason torch chained on is the one that made it give up the frame
-        last = reason.split(
-            "*** While handling this graph break, another graph break occurred: ***"
-        )[-1]
-        parsed = parse_break_text("Graph Break Reason: " + last.strip())
-        m = c.metrics
-        where = f"{m.get('co_filename')}:{m.get('co_firstlineno')}"
+        parsed = parse_break_text("Graph Break Reason: " + last_chained_break(reason))
+        m = frame_metrics(c, compiles)
+        file, line = frame_place(c, m)
         gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
         notes.append(
-            f"{frame_name(m.get('co_name', ''))} at {where} was not compiled and runs in eager "
+            f"{frame_name(m.co_name)} at {file}:{line} was not compiled and runs in eager "
             f"mode: {parsed.reason}{gb}. {parsed.explanation}".strip()
         )
     return notes
@@ -126,8 +138,8 @@ def speedup_notes(report: Report) -> list[str]:
     if t is None or t.speedup is None or t.speedup >= 1.2:
         return []
     notes = []
-    if env.get("backend") in ("eager", "aot_eager"):
-        notes.append(f"backend {env['backend']} only captures graphs; it does not optimise them.")
+    if env.backend in ("eager", "aot_eager"):
+        notes.append(f"backend {env.backend} only captures graphs; it does not optimise them.")
     if s.unique_graph_breaks:
         notes.append(
             f"{s.graph_breaks} graph breaks split the model into {s.graphs} graphs, with Python "
@@ -141,41 +153,40 @@ def speedup_notes(report: Report) -> list[str]:
             "checks and wrapper overhead per call, so a model this small gains little. Try "
             "realistic sizes, or mode=reduce-overhead (CUDA graphs) on GPU."
         )
-    if env.get("backend") == "inductor" and s.kernels <= 1 and not s.unique_graph_breaks:
+    if env.backend == "inductor" and s.kernels <= 1 and not s.unique_graph_breaks:
         notes.append("Inductor generated at most one kernel: there was little to fuse.")
     return notes
 
 
-def _compile_failure(worker: dict[str, Any], compiles: list[Compile]) -> str | None:
+def _compile_failure(worker: WorkerResult, compiles: list[Compile]) -> str | None:
     """One line for a failed torch.compile, at the user line torch blamed where it did."""
-    err = worker.get("error") or {}
-    if err.get("kind") != "compile":
+    err = worker.error
+    if err is None or err.kind != "compile":
         return None
-    file, line = err.get("file"), err.get("line")
+    file, line = err.file, err.line
     for c in compiles:
-        if c.metrics.get("fail_user_frame_filename"):
-            file = c.metrics["fail_user_frame_filename"]
-            line = c.metrics.get("fail_user_frame_lineno")
+        if c.metrics.fail_user_file:
+            file, line = c.metrics.fail_user_file, c.metrics.fail_user_line
     where = f" at {file}:{line}" if file else ""
-    return f"torch.compile failed{where}: {err['message']}"
+    return f"torch.compile failed{where}: {err.message}"
 
 
-def _timings(worker: dict[str, Any]) -> Timings | None:
-    if "first_call_s" not in worker:
+def _timings(worker: WorkerResult) -> Timings | None:
+    if worker.first_call_s is None:
         return None
-    t = Timings(first_call_s=worker["first_call_s"])
-    check = worker.get("output_check") or {}
-    t.max_abs_err = check.get("max_abs_err")
-    t.max_rel_err = check.get("max_rel_err")
-    if "mismatch" in check:
-        t.outputs_match = not check["mismatch"]
-    m = worker.get("timings")
+    t = Timings(first_call_s=worker.first_call_s)
+    check = worker.output_check
+    if check is not None:
+        t.max_abs_err = check.max_abs_err
+        t.max_rel_err = check.max_rel_err
+        t.outputs_match = not check.mismatch
+    m = worker.timings
     if m:
-        t.eager_ms = Stat(**m["eager_ms"])
-        t.compiled_ms = Stat(**m["compiled_ms"])
-        t.speedup = m["speedup"]
-        t.repeat = m["repeat"]
-        t.warmup = m.get("warmup", 0)
-        t.calls_per_block = m.get("calls_per_block", 1)
-        t.method = m["method"]
+        t.eager_ms = m.eager_ms
+        t.compiled_ms = m.compiled_ms
+        t.speedup = m.speedup
+        t.repeat = m.repeat
+        t.warmup = m.warmup
+        t.calls_per_block = m.calls_per_block
+        t.method = m.method
     return t

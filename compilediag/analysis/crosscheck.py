@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from compilediag.report import CrossCheck, Disagreement, GraphBreak, Site
+from compilediag.trace import CompileId
+from compilediag.worker_types import ExplainBreak, ExplainResult
 
 
 def _key(file: str | None, line: int | None) -> tuple[str, int]:
     return (os.path.realpath(file) if file and not file.startswith("<") else file or ""), line or 0
 
 
-def cross_check(breaks: list[GraphBreak], explain: dict[str, Any]) -> CrossCheck:
-    if explain.get("error"):
-        return CrossCheck(explain_graph_breaks=0, agree=False, error=explain["error"])
-    explain_sites: dict[tuple[str, int], dict] = {}
-    for b in explain.get("breaks", []):
-        explain_sites.setdefault(_key(b.get("file"), b.get("line")), b)
+def cross_check(breaks: list[GraphBreak], explain: ExplainResult) -> CrossCheck:
+    if explain.error:
+        return CrossCheck(explain_graph_breaks=0, agree=False, error=explain.error)
+    explain_sites: dict[tuple[str, int], ExplainBreak] = {}
+    for b in explain.breaks:
+        explain_sites.setdefault(_key(b.file, b.line), b)
     ours: dict[tuple[str, int], GraphBreak] = {}
     for gb in breaks:
         # explain names the innermost frame; ours is the user's line with the library beneath
@@ -26,8 +27,8 @@ def cross_check(breaks: list[GraphBreak], explain: dict[str, Any]) -> CrossCheck
         ours.setdefault(_key(gb.file, gb.line), gb)
 
     out = CrossCheck(
-        explain_graph_breaks=int(explain.get("graph_break_count") or 0),
-        explain_sites=[Site(b.get("file") or "", b.get("line") or 0) for b in explain["breaks"]],
+        explain_graph_breaks=explain.graph_break_count,
+        explain_sites=[Site(b.file or "", b.line or 0) for b in explain.breaks],
     )
     for gb in breaks:
         inner = gb.library_frame or Site(gb.file, gb.line)
@@ -40,10 +41,10 @@ def cross_check(breaks: list[GraphBreak], explain: dict[str, Any]) -> CrossCheck
         if key not in ours:
             out.disagreements.append(
                 Disagreement(
-                    b.get("file"),
-                    b.get("line"),
+                    b.file,
+                    b.line,
                     "explain",
-                    b.get("reason", ""),
+                    b.reason,
                     "Believe the trace: explain re-ran Dynamo after a reset with its own eager "
                     "backend, so this break was not in the compile your run actually did.",
                 )
@@ -59,7 +60,7 @@ def _why_explain_missed(gb: GraphBreak) -> str:
             "was cut and explain (which lists the reasons of compiled graphs) never sees it. "
             "It still splits the frame and costs a resume function."
         )
-    if all(not cid.endswith("/0") for cid in gb.compile_ids):
+    if not any(CompileId.parse(cid).is_first for cid in gb.compile_ids):
         return (
             "Believe the trace: this break happened only on a recompile for later inputs; "
             "explain ran once, on the first inputs."

@@ -15,32 +15,23 @@ import re
 from dataclasses import dataclass
 
 from compilediag.report import Kernel
-from compilediag.target import is_library_file
+from compilediag.torch_formats import (
+    ATEN_TARGET,
+    EXTERN_CALL,
+    FUSED_INFIX,
+    GRAPH_FILE_COMMENT,
+    GRAPH_NODE_ASSIGN,
+    KERNEL_CALL,
+    KERNEL_DEFINITION,
+    KERNEL_EXT,
+    KERNEL_SOURCE_QUOTE,
+    KERNEL_SUFFIX,
+    SOURCE_NODES,
+    STACK_FILE_LINE,
+    TRITON_KINDS,
+    is_library_file,
+)
 from compilediag.trace import Compile
-
-DEFINITION = re.compile(r"^(?P<name>\w+) = async_compile\.(?P<backend>\w+)\(", re.M)
-SOURCE_NODES = re.compile(
-    r"#\s*Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\](?:, Original ATen: \[(?P<aten>[^\]]*)\])?"
-)
-EXTERN_CALL = re.compile(
-    r"^\s*(?:\w+(?:, \w+)* = )?(?P<name>extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\("
-)
-FILE_COMMENT = re.compile(
-    r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code: (?P<code>.*)$"
-)
-NODE_ASSIGN = re.compile(r"^\s*(?P<names>\w+(?:\s*,\s*\w+)*)\s*(?::\s*\"[^\"]*\")?\s*=")
-
-ATEN_TARGET = re.compile(r"torch\.ops\.aten\.(\w+)\.")
-STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
-
-TRITON_KINDS = {
-    "triton_poi": "pointwise",
-    "triton_red": "reduction",
-    "triton_per": "persistent_reduction",
-    "triton_tem": "template",
-    "triton_tma": "template",
-}
-EXT = {"triton": ".py", "cpp_pybinding": ".cpp", "cpp": ".cpp", "cuda": ".cu", "halide": ".py"}
 
 
 @dataclass
@@ -62,11 +53,11 @@ def node_lines(graph_code: str) -> dict[str, str]:
     out: dict[str, str] = {}
     current = ""
     for line in graph_code.splitlines():
-        m = FILE_COMMENT.match(line)
+        m = GRAPH_FILE_COMMENT.match(line)
         if m:
             current = f"{m['file']}:{m['line']}"
             continue
-        if current and (a := NODE_ASSIGN.match(line)):
+        if current and (a := GRAPH_NODE_ASSIGN.match(line)):
             for name in a["names"].split(","):
                 out.setdefault(name.strip(), current)
     return out
@@ -78,10 +69,10 @@ def ops_from_name(name: str, known: set[str]) -> list[str]:
     Inductor names a fused kernel after the original ATen ops it holds (joined by `_`);
     split the name on the op names of the graph it was made from, longest first.
     """
-    _, sep, body = name.partition("_fused_")
+    _, sep, body = name.partition(FUSED_INFIX)
     if not sep:
         return []
-    body = re.sub(r"_\d+$", "", body)
+    body = KERNEL_SUFFIX.sub("", body)
     ops, i = [], 0
     ordered = sorted(known, key=len, reverse=True)
     while i < len(body):
@@ -111,7 +102,9 @@ def provenance_lines(c: Compile) -> dict[str, list[str]]:
             name = key.rsplit(":", 1)[0]
             lines = out.setdefault(name, [])
             for stack in stacks:
-                frames = [f for f in STACK_FRAME.finditer(stack) if not is_library_file(f["file"])]
+                frames = [
+                    f for f in STACK_FILE_LINE.finditer(stack) if not is_library_file(f["file"])
+                ]
                 if frames:
                     where = f"{frames[-1]['file']}:{frames[-1]['line']}"
                     if where not in lines:
@@ -131,12 +124,13 @@ def _kind(name: str, backend: str, source: str) -> str:
 def _definitions(code: str) -> dict[str, tuple[str, str]]:
     """name -> (backend, source) for every kernel the wrapper defines."""
     out: dict[str, tuple[str, str]] = {}
-    for m in DEFINITION.finditer(code):
-        start = code.find("'''", m.end())
-        end = code.find("'''", start + 3) if start >= 0 else -1
+    q = KERNEL_SOURCE_QUOTE
+    for m in KERNEL_DEFINITION.finditer(code):
+        start = code.find(q, m.end())
+        end = code.find(q, start + len(q)) if start >= 0 else -1
         if start < 0 or end < 0:
             continue
-        out[m["name"]] = (m["backend"], code[start + 3 : end].strip("\n") + "\n")
+        out[m["name"]] = (m["backend"], code[start + len(q) : end].strip("\n") + "\n")
     return out
 
 
@@ -152,7 +146,7 @@ def _generated(name: str, definition: tuple[str, str], compile_id: str) -> Kerne
         compile_id=compile_id,
         lines=source.count("\n"),
     )
-    return KernelSource(kernel, source, EXT.get(backend, ".txt"))
+    return KernelSource(kernel, source, KERNEL_EXT.get(backend, ".txt"))
 
 
 def kernels_of_graph(
@@ -164,10 +158,10 @@ def kernels_of_graph(
 ) -> list[KernelSource]:
     defs = _definitions(code)
     found: dict[str, KernelSource] = {}
-    pending: re.Match | None = None
+    pending: re.Match[str] | None = None
     extern_seen = 0
 
-    def user_lines(match: re.Match | None) -> list[str]:
+    def user_lines(match: re.Match[str] | None) -> list[str]:
         lines = [nodes[n] for n in _split(match["nodes"]) if n in nodes] if match else []
         return list(dict.fromkeys(lines))
 
@@ -176,7 +170,7 @@ def kernels_of_graph(
         if m:
             pending = m
             continue
-        call = re.match(r"^\s*(?P<name>\w+)(?:\.run)?\(", line)
+        call = KERNEL_CALL.match(line)
         if call and call["name"] in defs and not line.lstrip().startswith(call["name"] + " ="):
             name = call["name"]
             if name not in found:

@@ -9,16 +9,18 @@ from __future__ import annotations
 import os
 import statistics
 from collections import Counter
+from collections.abc import Callable
 
 from compilediag.analysis.build import build_report
-from compilediag.report import RankSummary, Report
+from compilediag.report import Environment, RankSummary, Report, TargetInfo
 from compilediag.trace import TraceLog
+from compilediag.worker_types import WorkerResult
 
 
-def rank_summaries(logs: list[TraceLog], target: dict) -> list[RankSummary]:
+def rank_summaries(logs: list[TraceLog], target: TargetInfo) -> list[RankSummary]:
     out = []
     for i, log in enumerate(logs):
-        r = build_report([log], {}, target)
+        r = build_report([log], WorkerResult(environment=Environment(source="trace")), target)
         out.append(
             RankSummary(
                 rank=log.rank if log.rank is not None else i,
@@ -38,11 +40,12 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
     if len(ranks) < 2:
         return []
     found: list[str] = []
-    for name, get in (
+    metrics: list[tuple[str, Callable[[RankSummary], int]]] = [
         ("graph-break sites", lambda r: r.summary.unique_graph_breaks),
         ("recompiles", lambda r: r.summary.recompiles),
         ("graphs", lambda r: r.summary.graphs),
-    ):
+    ]
+    for name, get in metrics:
         values = {r.rank: get(r) for r in ranks}
         if len(set(values.values())) > 1:
             common = Counter(values.values()).most_common(1)[0][0]
@@ -68,23 +71,13 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
     return found
 
 
-def report_from_traces(logs: list[TraceLog], target: dict) -> Report:
+def report_from_traces(logs: list[TraceLog], target: TargetInfo) -> Report:
     """The explain report from traces alone: every rank's findings, plus per-rank views."""
-    if len(logs) > 1:
-        for i, log in enumerate(logs):
-            rank = log.rank if log.rank is not None else i
-            # compile ids restart on every rank: tell them apart
-            log.compiles = {f"r{rank}:{cid}": c for cid, c in log.compiles.items()}
-            for cid, c in log.compiles.items():
-                c.compile_id = cid
-    versions = {
-        str(c.metrics["pytorch_version"])
-        for log in logs
-        for c in log.compiles.values()
-        if c.metrics.get("pytorch_version")
-    }
-    env = {"source": "trace", "torch": ", ".join(sorted(versions)) or "?", "files": len(logs)}
-    report = build_report(logs, {"environment": env}, target)
+    versions = {c.metrics.pytorch_version for log in logs for c in log.compiles.values()}
+    env = Environment(
+        source="trace", torch=", ".join(sorted(versions - {""})) or "?", files=len(logs)
+    )
+    report = build_report(logs, WorkerResult(environment=env), target)
     if len(logs) > 1:
         report.ranks = rank_summaries(logs, target)
         report.divergence = divergence(report.ranks)

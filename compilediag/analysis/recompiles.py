@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from compilediag.analysis.graphs import frame_metrics, frame_name
+from compilediag.analysis.graphs import frame_metrics, frame_place
+from compilediag.analysis.source import code_at
 from compilediag.report import LimitHit, Recompile
-from compilediag.target import is_library_file
+from compilediag.torch_formats import (
+    GUARD_CID_PREFIX,
+    GUARD_CONSTANT,
+    GUARD_GLOBAL_STATE,
+    GUARD_HINT,
+    GUARD_LEN,
+    GUARD_LOCATION,
+    GUARD_LOWER_BOUND,
+    GUARD_OBJ_ID,
+    GUARD_SIZE,
+    GUARD_TENSOR_META,
+    GUARD_TRAINING,
+    GUARD_TYPE_ID,
+    GUARD_USER_STACK,
+    RECOMPILE_LIMIT,
+    RECOMPILE_LIMIT_VALUE,
+    STACK_FILE_LINE,
+    frame_name,
+    guard_pattern,
+    guard_text,
+    is_library_file,
+    source_name,
+)
 from compilediag.trace import Compile
-
-CID_PREFIX = re.compile(r"^(?:!\d+/)?\d+/\d+: ")
-LOCATION = re.compile(r"#\s*(?P<code>.*?)\s*#\s*(?P<file>[^#]+?):(?P<line>\d+) in (?P<fn>\S+)")
-HINT = re.compile(r"\(HINT: (?P<hint>.+?)\)\s*$", re.S)
-STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
 @dataclass
@@ -27,24 +45,15 @@ class Guard:
     hint: str = ""  # torch's own hint, when it gives one
 
 
-def source_name(text: str) -> str:
-    """`L['self']._modules['fc'].weight` -> `self.fc.weight`; `L['x']` -> `x`."""
-    text = re.sub(r"\b[LG]\['([^']+)'\]", r"\1", text)
-    text = re.sub(r"\._modules\['(\d+)'\]", r"[\1]", text)
-    text = re.sub(r"\._modules\['([^']+)'\]", r".\1", text)
-    text = re.sub(r"\._parameters\['([^']+)'\]", r".\1", text)
-    return text
-
-
 def parse_guard(reason: str) -> Guard:
-    text = CID_PREFIX.sub("", reason.strip())
-    head, _, stack = text.partition("\nUser stack trace:")
+    text = GUARD_CID_PREFIX.sub("", reason.strip())
+    head, _, stack = text.partition(GUARD_USER_STACK)
     first = head.splitlines()[0] if head else ""
     guard = first.split("  #", 1)[0].strip()
-    hint_m = HINT.search(head)
-    loc = LOCATION.search(first)
+    hint_m = GUARD_HINT.search(head)
+    loc = GUARD_LOCATION.search(first)
     file, line = "", 0
-    frames = [f for f in STACK_FRAME.finditer(stack) if not is_library_file(f["file"])]
+    frames = [f for f in STACK_FILE_LINE.finditer(stack) if not is_library_file(f["file"])]
     if frames:
         file, line = frames[-1]["file"], int(frames[-1]["line"])
     words, cause, suggestion = translate(guard)
@@ -59,10 +68,7 @@ def parse_guard(reason: str) -> Guard:
 
 def translate(guard: str) -> tuple[str, str, str]:
     """A failed guard in words, its cause, and the advice that removes the recompile."""
-    m = re.match(
-        r"tensor '(?P<n>[^']+)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\d+), actual (?P<b>\d+)",
-        guard,
-    )
+    m = GUARD_SIZE.match(guard)
     if m:
         name, dim, a, b = source_name(m["n"]), m["i"], int(m["a"]), int(m["b"])
         advice = (
@@ -75,7 +81,7 @@ def translate(guard: str) -> tuple[str, str, str]:
                 "dim still recompiles for them: avoid batches of 1, or pad."
             )
         return f"{name} dim {dim} changed {a} → {b}", "shape", advice
-    m = re.match(r"(?P<lo>\d+) <= (?P<src>.+)\.size\(\)\[(?P<i>\d+)\]$", guard)
+    m = GUARD_LOWER_BOUND.match(guard)
     if m:
         name = source_name(m["src"])
         return (
@@ -85,10 +91,7 @@ def translate(guard: str) -> tuple[str, str, str]:
             "specialised (broadcasting differs), so they compile their own graph. Avoid them "
             "(e.g. pad a batch of 1), or accept one extra compile.",
         )
-    m = re.match(
-        r"tensor '(?P<n>[^']+)' (?P<what>dtype|device|requires_grad|stride|dispatch key set|rank|ndim)s? mismatch(?:[^.]*)\.?\s*(?P<rest>.*)",
-        guard,
-    )
+    m = GUARD_TENSOR_META.match(guard)
     if m:
         what = {"dispatch key set": "device or dispatch keys"}.get(m["what"], m["what"])
         detail = f" ({m['rest'].strip()})" if m["rest"].strip() else ""
@@ -97,7 +100,7 @@ def translate(guard: str) -> tuple[str, str, str]:
             "tensor_meta",
             f"Call the compiled model with the same {what} every time, or convert the input first.",
         )
-    m = re.match(r"GLOBAL_STATE changed: (?P<what>.+)", guard)
+    m = GUARD_GLOBAL_STATE.match(guard)
     if m:
         what = m["what"].strip().replace("grad_mode", "grad mode")
         return (
@@ -106,7 +109,7 @@ def translate(guard: str) -> tuple[str, str, str]:
             "Call the compiled model under the same torch state every time "
             "(e.g. always inside torch.no_grad(), the same autocast, the same default dtype).",
         )
-    m = re.match(r"(?P<src>.+)\.training == (?P<v>True|False)$", guard)
+    m = GUARD_TRAINING.match(guard)
     if m:
         return (
             f"module attribute `{source_name(m['src'])}.training` changed (was {m['v']})",
@@ -114,7 +117,7 @@ def translate(guard: str) -> tuple[str, str, str]:
             "Keep the compiled module in one mode (train() or eval()), or compile one instance "
             "per mode.",
         )
-    m = re.match(r"___check_obj_id\((?P<src>[^,]+),", guard)
+    m = GUARD_OBJ_ID.match(guard)
     if m:
         return (
             f"a different object for `{source_name(m['src'])}`",
@@ -122,21 +125,21 @@ def translate(guard: str) -> tuple[str, str, str]:
             "An object the code reads was replaced between calls (a new module, function or "
             "config object): create it once and reuse it.",
         )
-    m = re.match(r"___check_type_id\((?P<src>[^,]+),", guard)
+    m = GUARD_TYPE_ID.match(guard)
     if m:
         return (
             f"`{source_name(m['src'])}` has a different type",
             "type",
             "Pass the same Python type every call (e.g. always a tensor, never None or a list).",
         )
-    m = re.match(r"len\((?P<src>.+)\) == (?P<n>\d+)$", guard)
+    m = GUARD_LEN.match(guard)
     if m:
         return (
             f"length of `{source_name(m['src'])}` changed (was {m['n']})",
             "length",
             "Keep the container the same length, or stack it into one tensor.",
         )
-    m = re.match(r"(?P<src>[^=<>!]+?) == (?P<v>-?[\d.]+(?:e-?\d+)?)$", guard)
+    m = GUARD_CONSTANT.match(guard)
     if m:
         src, value = source_name(m["src"].strip()), m["v"]
         if "." in value or "e" in value:
@@ -156,21 +159,21 @@ def translate(guard: str) -> tuple[str, str, str]:
 
 def became_dynamic(c: Compile) -> bool:
     """The recompiled graph has symbolic sizes: torch's automatic dynamic kicked in."""
-    return "Sym(" in c.output_graph or int(c.metrics.get("shape_env_guard_count") or 0) > 0
+    return "Sym(" in c.output_graph or c.metrics.shape_env_guard_count > 0
 
 
 def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
     out = []
     for c in compiles:
         reasons = list(c.recompile_reasons)
-        if not reasons and c.metrics.get("recompile_reason"):
-            reasons = [str(c.metrics["recompile_reason"])]
+        if not reasons and c.metrics.recompile_reason:
+            reasons = [c.metrics.recompile_reason]
         if not reasons:
             continue
         m = frame_metrics(c, compiles)
         guards = [parse_guard(r) for r in reasons]
         g = guards[0]
-        co_file = m.get("co_filename") or ""
+        co_file = m.co_filename
         if g.file and not g.file.startswith(("/", "<")):
             g.file = co_file if co_file.endswith(g.file) else ""
             g.line = g.line if g.file else 0
@@ -180,20 +183,20 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
                 "torch already made it dynamic on this recompile (automatic dynamic), so later "
                 "values reuse this graph. To skip this recompile too: " + suggestion
             )
+        file, line = frame_place(c, m)
         out.append(
             Recompile(
-                frame=frame_name(m.get("co_name", ""), m.get("co_filename") or ""),
-                file=m.get("co_filename") or (c.stack[-1].file if c.stack else ""),
-                line=int(m.get("co_firstlineno") or (c.stack[-1].line if c.stack else 0)),
+                frame=frame_name(m.co_name, m.co_filename),
+                file=file,
+                line=line,
                 compile_id=c.compile_id,
-                reasons=[
-                    CID_PREFIX.sub("", r.split("\nUser stack trace:")[0]).strip() for r in reasons
-                ],
+                reasons=[guard_text(r) for r in reasons],
                 failed_guard=g.words,
                 failed_guards=[x.words for x in guards],
                 cause=g.cause,
                 guard_file=g.file,
                 guard_line=g.line,
+                guard_code=code_at(g.file, g.line),
                 automatic_dynamic=became_dynamic(c),
                 suggestion=suggestion,
             )
@@ -201,24 +204,21 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
     return out
 
 
-LIMIT = re.compile(r"recompile limit exceeded|cache_size_limit|recompile_limit", re.I)
-
-
 def collect_limit_hits(compiles: list[Compile], recompiles: list[Recompile]) -> list[LimitHit]:
     hits = []
     for c in compiles:
-        reason = str(c.metrics.get("fail_reason") or "")
-        if not LIMIT.search(reason):
+        reason = c.metrics.fail_reason
+        if not RECOMPILE_LIMIT.search(reason):
             continue
-        limit = re.search(r"currently set to (\d+)", reason)
-        frame_id = c.compile_id.split("/")[-2]
-        same = [r for r in recompiles if r.compile_id.split("/")[-2] == frame_id]
+        limit = RECOMPILE_LIMIT_VALUE.search(reason)
+        frame = c.id.frame_key
+        same = [r for r, k in recompiled_compiles(compiles, recompiles) if k.id.frame_key == frame]
         m = frame_metrics(c, compiles)
         hits.append(
             LimitHit(
-                frame=frame_name(m.get("co_name", "")),
-                file=m.get("co_filename") or "",
-                line=int(m.get("co_firstlineno") or 0),
+                frame=frame_name(m.co_name),
+                file=m.co_filename,
+                line=m.co_firstlineno,
                 limit=int(limit.group(1)) if limit else 0,
                 compiles=len([r for r in same if r.compile_id != c.compile_id]) + 1,
                 distinct_reasons=_distinct(r.failed_guard for r in same),
@@ -227,12 +227,14 @@ def collect_limit_hits(compiles: list[Compile], recompiles: list[Recompile]) -> 
     return hits
 
 
-def guard_pattern(text: str) -> str:
-    """A guard with its numbers blanked: `x == 0` and `x == 1` are the same reason."""
-    return re.sub(r"\d+(\.\d+)?", "#", text)
+def recompiled_compiles(
+    compiles: list[Compile], recompiles: list[Recompile]
+) -> list[tuple[Recompile, Compile]]:
+    by_id = {c.compile_id: c for c in compiles}
+    return [(r, by_id[r.compile_id]) for r in recompiles if r.compile_id in by_id]
 
 
-def _distinct(reasons) -> list[str]:
+def _distinct(reasons: Iterable[str]) -> list[str]:
     """One line per kind of reason: `x == 0`, `x == 1`, ... are one reason seen N times."""
     groups: dict[str, list[str]] = {}
     for r in reasons:

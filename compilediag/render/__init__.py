@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
+from compilediag.paths import short_path, where
+from compilediag.report import Report, Summary
 
-from compilediag.report import Report
+__all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
 
 FORMATS = ("table", "json", "markdown", "csv", "junit")
 
@@ -31,24 +32,6 @@ def render(report: Report, fmt: str, width: int | None = None, color: bool = Fal
     return render_table(report, width=width, color=color)
 
 
-def short_path(path: str) -> str:
-    """A path relative to the current folder when it lies beneath it."""
-    if not path or path.startswith("<"):
-        return path
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            return path.split(marker, 1)[1]
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
-
-
-def where(file: str, line: int) -> str:
-    return f"{short_path(file)}:{line}"
-
-
 def seconds(value: float | None) -> str:
     if value is None:
         return "-"
@@ -61,21 +44,21 @@ def plural(n: int, word: str) -> str:
 
 def headline(report: Report) -> str:
     e = report.environment
-    s = report.summary
-    if e.get("source") == "trace":
-        parts = [f"torch {e.get('torch', '?')}", f"from {plural(e.get('files', 1), 'trace file')}"]
-    else:
-        parts = [
-            f"torch {e.get('torch', '?')}",
-            e.get("device_name") or e.get("device", "?"),
-            f"{e.get('backend', '?')}/{e.get('mode', 'default')}"
-            + (" +train" if e.get("train") else "")
-            + (" dynamic" if e.get("dynamic") else ""),
-        ]
-    return " · ".join(parts) + "\n" + " · ".join(_counts(s))
+    parts = [f"torch {e.torch}"]
+    if e.files:
+        parts.append(f"from {plural(e.files, 'trace file')}")
+    if e.device_name or e.device:
+        parts.append(e.device_name or e.device)
+    if e.backend:
+        parts.append(
+            f"{e.backend}/{e.mode}"
+            + (" +train" if e.train else "")
+            + (" dynamic" if e.dynamic else "")
+        )
+    return " · ".join(parts) + "\n" + " · ".join(_counts(report.summary))
 
 
-def _counts(s) -> list[str]:
+def _counts(s: Summary) -> list[str]:
     counts = [
         plural(s.graphs, "graph"),
         plural(s.graph_breaks, "graph break")

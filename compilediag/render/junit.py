@@ -10,7 +10,7 @@ BREAK_RULES = ("fullgraph", "max-graph-breaks")
 
 
 def render_junit(report: Report) -> str:
-    target = report.target.get("path", "model")
+    target = report.target.path or "model"
     suite = ET.Element("testsuite", name=f"compilediag {target}")
     failures = 0
     for rule in report.verdict.rules:

@@ -11,7 +11,7 @@ def _cell(text: str) -> str:
 
 
 def render_markdown(report: Report) -> str:
-    out = [f"## compilediag: `{short_path(report.target.get('path', ''))}`", ""]
+    out = [f"## compilediag: `{short_path(report.target.path)}`", ""]
     out += [line + "  " for line in headline(report).splitlines()] + [""]
     for err in report.errors:
         out.append(f"> **error:** {_cell(err)}")

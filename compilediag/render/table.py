@@ -11,9 +11,11 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from compilediag.analysis.recompiles import guard_pattern
 from compilediag.render import headline, plural, seconds, short_path, verdict_lines, where
-from compilediag.report import Report
+from compilediag.report import GraphBreak, Recompile, Report
+from compilediag.torch_formats import guard_pattern
+
+Row = tuple[str, Text | Syntax]  # a label and its value, in a details block
 
 
 def render_table(report: Report, width: int | None = None, color: bool = False) -> str:
@@ -45,9 +47,9 @@ def _print(items: list, width: int | None, color: bool) -> str:
 
 def blocks(report: Report, color: bool) -> list:
     out: list = []
-    title = Text(f"compilediag · {short_path(report.target.get('path', ''))}", style="bold")
-    if report.target.get("inputs"):
-        title.append(f"  inputs: {' | '.join(report.target['inputs'])}", style="dim")
+    title = Text(f"compilediag · {short_path(report.target.path)}", style="bold")
+    if report.target.inputs:
+        title.append(f"  inputs: {' | '.join(report.target.inputs)}", style="dim")
     out += [title, Text(headline(report))]
 
     for err in report.errors:
@@ -106,7 +108,7 @@ def _table() -> Table:
     return Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
 
 
-def _details(rows: list[tuple[str, object]]) -> Padding:
+def _details(rows: list[Row]) -> Padding:
     """Labelled lines with a hanging indent, so wrapped text stays in its column."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="dim", no_wrap=True, justify="right")
@@ -116,12 +118,12 @@ def _details(rows: list[tuple[str, object]]) -> Padding:
     return Padding(grid, (0, 0, 0, 4))
 
 
-def _break_block(i: int, gb, color: bool, same_as: int | None = None) -> Group:
+def _break_block(i: int, gb: GraphBreak, color: bool, same_as: int | None = None) -> Group:
     head = Text(f"{i:>2}. ", style="bold")
     head.append(where(gb.file, gb.line), style="bold cyan")
     if gb.count > 1:
         head.append(f"  ×{gb.count}", style="bold")
-    rows: list[tuple[str, object]] = []
+    rows: list[Row] = []
     if gb.code:
         code = (
             Syntax(gb.code, "python", theme="ansi_dark", background_color="default")
@@ -181,7 +183,7 @@ def recompile_blocks(report: Report) -> list:
             else f"{r.compile_id} … {group[-1].compile_id} ({len(group)}×)"
         )
         out.append(Text(f"  {ids}  {r.frame} at {where(r.file, r.line)}", style="bold"))
-        rows: list[tuple[str, object]] = [("failed", Text(r.failed_guard, style="yellow"))]
+        rows: list[Row] = [("failed", Text(r.failed_guard, style="yellow"))]
         if len(group) > 1:
             rows.append(
                 (
@@ -203,7 +205,7 @@ def recompile_blocks(report: Report) -> list:
                 )
             )
         if r.guard_file:
-            code = linecache_line(r.guard_file, r.guard_line)
+            code = r.guard_code
             rows.append(
                 (
                     "guard",
@@ -242,7 +244,7 @@ def recompile_blocks(report: Report) -> list:
 def group_recompiles(recompiles: list) -> list[list]:
     """Consecutive recompiles of one frame for the same kind of guard are one finding."""
 
-    def key(r) -> tuple:
+    def key(r: Recompile) -> tuple[str, str, str, str]:
         return (r.frame, r.file, r.cause, guard_pattern(r.failed_guard))
 
     return [list(g) for _, g in itertools.groupby(recompiles, key=key)]
@@ -267,7 +269,7 @@ def timeline_block(report: Report) -> list:
 
 def render_recompiles(report: Report, width: int | None = None, color: bool = False) -> str:
     items: list = [
-        Text(f"compilediag recompiles · {short_path(report.target.get('path', ''))}", style="bold"),
+        Text(f"compilediag recompiles · {short_path(report.target.path)}", style="bold"),
         Text(headline(report)),
     ]
     items += timeline_block(report)
@@ -277,12 +279,6 @@ def render_recompiles(report: Report, width: int | None = None, color: bool = Fa
     for line in verdict_lines(report):
         items.append(Text(("\n" if line.startswith("verdict") else "") + line, style="bold"))
     return _print(items, width, color)
-
-
-def linecache_line(file: str, line: int) -> str:
-    import linecache
-
-    return linecache.getline(file, line).strip()
 
 
 def kernel_blocks(report: Report, limit: int | None) -> list:
@@ -302,7 +298,7 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
     t.add_column("fused ATen ops", min_width=16)
     t.add_column("from", no_wrap=True)
     shown = report.kernels if limit is None else (gen[:limit] + ext[: max(0, limit - len(gen))])
-    target = report.target.get("path", "")
+    target = report.target.path
     for k in shown:
         name = k.name.removeprefix("torch.ops.").removesuffix(".default")
         ops = ", ".join(o.removeprefix("aten.") for o in k.ops)
@@ -368,12 +364,10 @@ def _timing_lines(report: Report) -> list:
                     style="dim",
                 )
             ]
-            if report.ranks or report.trace.get("files") and not report.environment
+            if report.environment.source == "trace"
             else []
         )
-    rows: list[tuple[str, object]] = [
-        ("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))
-    ]
+    rows: list[Row] = [("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))]
     if t.eager_ms and t.compiled_ms:
         e, c = t.eager_ms, t.compiled_ms
         rows.append(("eager", Text(f"{e.median:.3f} ms a call (IQR {e.iqr:.3f})")))

@@ -1,0 +1,211 @@
+"""The steps every command composes: make the worker's spec, run it, build the Report,
+judge it, write it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from compilediag.analysis.kernels import GraphCode
+from compilediag.config import Config
+from compilediag.errors import COMPILE_FAILED, UsageError
+from compilediag.gate import Budgets
+from compilediag.report import Report
+from compilediag.target import Target, check_target_file, parse_input_spec, split_target
+from compilediag.worker_types import WorkerSpec
+
+
+@dataclass
+class RunOptions:
+    """How to run the model: what every command that runs one takes."""
+
+    target: str | None = None
+    inputs: list[str] | None = None
+    backend: str | None = None
+    mode: str | None = None
+    dynamic: bool | None = None
+    device: str | None = None
+    train: bool = False
+    timeout: float = 900
+
+
+@dataclass
+class GateOptions:
+    fullgraph: bool = False
+    max_graph_breaks: int | None = None
+    max_recompiles: int | None = None
+    min_speedup: float | None = None
+    check_outputs: bool = False
+    baseline: str | None = None
+    speedup_tolerance: float = 0.10
+    junit: str | None = None
+
+
+@dataclass
+class OutputOptions:
+    format: str = "table"
+    output: str | None = None
+
+
+@dataclass
+class ModelRun:
+    report: Report
+    failed: int | None  # COMPILE_FAILED when torch.compile failed, else None
+    code: list[GraphCode]  # the kernels' source, per graph
+
+
+def check_format(fmt: str) -> None:
+    from compilediag.render import FORMATS
+
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown --format {fmt!r}.", hint=f"Use one of: {', '.join(FORMATS)}.")
+
+
+def model_path(target: str | None, cfg: Config) -> str:
+    if target:
+        return target
+    if cfg.model:
+        return cfg.model
+    raise UsageError(
+        "no model file given.",
+        hint="Pass MODEL.py, or set `model` in [tool.compilediag] of pyproject.toml.",
+    )
+
+
+def make_spec(
+    run: RunOptions,
+    cfg: Config,
+    default_backend: str,
+    *,
+    shapes: list[list[int]] | None = None,
+    timings: bool = False,
+    cross_check: bool = False,
+    repeat: int | None = None,
+    warmup: int | None = None,
+) -> WorkerSpec:
+    """Check everything the user typed, before a worker starts."""
+    path, attr = split_target(model_path(run.target, cfg))
+    resolved = check_target_file(path)
+    inputs = [parse_input_spec(s) for s in (run.inputs or cfg.inputs or [])]
+    device = run.device or cfg.device
+    if device and device.split(":")[0] not in ("cpu", "cuda"):
+        raise UsageError(f"unknown --device {device!r}.", hint="Use cpu or cuda.")
+    return WorkerSpec(
+        target=Target(path=str(resolved), attr=attr, inputs=inputs, shapes=shapes or []),
+        backend=run.backend or default_backend,
+        mode=run.mode or cfg.mode,
+        dynamic=run.dynamic,
+        device=device,
+        train=run.train,
+        timings=timings,
+        cross_check=cross_check,
+        repeat=repeat,
+        warmup=warmup,
+    )
+
+
+def run_model(spec: WorkerSpec, timeout: float, quiet: bool) -> ModelRun:
+    """Run the worker with a spinner on stderr, then build the Report from its trace."""
+    from compilediag.analysis.build import all_compiles, build_report
+    from compilediag.analysis.kernels import collect_kernels
+    from compilediag.report import TargetInfo
+    from compilediag.runner import run_worker, workdir
+    from compilediag.trace import parse_path
+
+    with workdir() as work:
+        if sys.stderr.isatty() and not quiet:
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            with console.status("starting worker") as status:
+                run = run_worker(spec, work, timeout, lambda s: status.update(s + " ..."))
+        else:
+            run = run_worker(spec, work, timeout)
+        logs = parse_path(run.trace_dir)
+    code = collect_kernels(all_compiles(logs))
+    target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
+    report = build_report(logs, run.result, target, code)
+    return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code)
+
+
+ALL_RULES = frozenset(
+    {"fullgraph", "max_graph_breaks", "max_recompiles", "min_speedup", "check_outputs", "baseline"}
+)
+
+
+def budgets(gate: GateOptions, cfg: Config, rules: frozenset[str] = ALL_RULES) -> Budgets:
+    """The gate's rules from the options, then from the config file - only the `rules`
+    that mean something for this command (a trace has no timings; a sweep no speed-up)."""
+
+    def pick(name: str) -> object:
+        value = getattr(gate, name)
+        if (value is not None and value is not False) or name not in rules:
+            return value
+        return getattr(cfg, name)
+
+    path = pick("baseline")
+    return Budgets(
+        fullgraph=bool(pick("fullgraph")),
+        max_graph_breaks=pick("max_graph_breaks"),  # type: ignore[arg-type]
+        max_recompiles=pick("max_recompiles"),  # type: ignore[arg-type]
+        min_speedup=pick("min_speedup"),  # type: ignore[arg-type]
+        check_outputs=bool(pick("check_outputs")),
+        baseline=load_report(str(path), "--baseline") if path else None,
+        speedup_tolerance=gate.speedup_tolerance,
+    )
+
+
+def judge(report: Report, rules: Budgets, junit: str | None, failed: int | None) -> int:
+    """Judge the report, write the CI outputs, and return the exit code."""
+    from compilediag.gate import evaluate, exit_code
+
+    report.verdict = evaluate(report, rules)
+    if junit:
+        from compilediag.fsutil import write_output_file
+        from compilediag.render import render
+
+        write_output_file(junit, render(report, "junit"))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from compilediag.render.annotations import github_annotations
+
+        # on stderr, so that stdout stays the report alone (the runner reads both)
+        for line in github_annotations(report):
+            print(line, file=sys.stderr)
+    return failed or exit_code(report.verdict)
+
+
+def color() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def width() -> int:
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def emit(report: Report, out: OutputOptions) -> None:
+    from compilediag.render import render
+
+    if out.output:
+        from compilediag.fsutil import write_output_file
+
+        write_output_file(out.output, render(report, out.format, width=100, color=False))
+        return
+    fmt = out.format
+    sys.stdout.write(render(report, fmt, width=width(), color=color() and fmt == "table"))
+
+
+def load_report(path: str, what: str) -> Report:
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{what} {path} does not exist.", hint="Check the path.")
+    try:
+        return Report.from_dict(json.loads(p.read_text()))
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise UsageError(
+            f"{path} is not a compilediag JSON report ({e}).",
+            hint="Make one with `compilediag explain MODEL --format json > report.json`.",
+        ) from None

@@ -1,0 +1,45 @@
+"""`compilediag dump-kernels`: every generated kernel in a file of its own, with an index."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from compilediag.commands.common import (
+    OutputOptions,
+    RunOptions,
+    check_format,
+    color,
+    emit,
+    make_spec,
+    run_model,
+    width,
+)
+from compilediag.config import load_config
+
+
+@dataclass
+class DumpOptions:
+    out_dir: str
+    force: bool = False
+    run: RunOptions = field(default_factory=RunOptions)
+    out: OutputOptions = field(default_factory=OutputOptions)
+
+
+def run(opts: DumpOptions) -> int:
+    from compilediag.dump import check_out_dir, write_dump
+
+    check_format(opts.out.format)
+    out_dir = check_out_dir(opts.out_dir, opts.force)
+    opts.run.backend = "inductor"  # kernels are what Inductor generates
+    spec = make_spec(opts.run, load_config(), "inductor", timings=False)
+    done = run_model(spec, opts.run.timeout, quiet=opts.out.format != "table")
+    files = write_dump(done.report, done.code, out_dir, opts.force)
+    if opts.out.format == "table":
+        from compilediag.render.table import render_kernels
+
+        sys.stdout.write(render_kernels(done.report, width=width(), color=color()))
+        sys.stdout.write(f"wrote {len(files)} files to {out_dir}/ (index.md, index.json)\n")
+    else:
+        emit(done.report, OutputOptions(opts.out.format))
+    return done.failed or 0

@@ -1,0 +1,48 @@
+"""`compilediag explain`: compile once, report breaks, graphs, kernels, compile time, timings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compilediag.commands.common import (
+    ALL_RULES,
+    GateOptions,
+    OutputOptions,
+    RunOptions,
+    budgets,
+    check_format,
+    emit,
+    judge,
+    make_spec,
+    run_model,
+)
+from compilediag.config import load_config
+from compilediag.errors import UsageError
+
+
+@dataclass
+class ExplainOptions:
+    run: RunOptions = field(default_factory=RunOptions)
+    gate: GateOptions = field(default_factory=GateOptions)
+    out: OutputOptions = field(default_factory=OutputOptions)
+    cross_check: bool = False
+    timings: bool = True
+    repeat: int | None = None
+    warmup: int | None = None
+
+
+def run(opts: ExplainOptions) -> int:
+    check_format(opts.out.format)
+    cfg = load_config()
+    if opts.gate.min_speedup is not None and not opts.timings:
+        raise UsageError("--min-speedup needs timings.", hint="Drop --no-timings.")
+    # without timings, a speed-up budget in the config has nothing to judge
+    rules = budgets(opts.gate, cfg, ALL_RULES if opts.timings else ALL_RULES - {"min_speedup"})
+    spec = make_spec(
+        opts.run, cfg, cfg.backend or "inductor",
+        timings=opts.timings, cross_check=opts.cross_check, repeat=opts.repeat, warmup=opts.warmup,
+    )  # fmt: skip
+    done = run_model(spec, opts.run.timeout, quiet=opts.out.format != "table")
+    code = judge(done.report, rules, opts.gate.junit, done.failed)
+    emit(done.report, opts.out)
+    return code

@@ -1,0 +1,53 @@
+"""`compilediag recompiles`: run a sweep and explain every recompilation."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from compilediag.commands.common import (
+    GateOptions,
+    OutputOptions,
+    RunOptions,
+    budgets,
+    check_format,
+    color,
+    emit,
+    judge,
+    make_spec,
+    run_model,
+    width,
+)
+from compilediag.config import load_config
+from compilediag.target import parse_shapes
+
+
+@dataclass
+class RecompilesOptions:
+    run: RunOptions = field(default_factory=RunOptions)
+    shapes: str | None = None
+    max_recompiles: int | None = None
+    junit: str | None = None
+    out: OutputOptions = field(default_factory=OutputOptions)
+
+
+def run(opts: RecompilesOptions) -> int:
+    check_format(opts.out.format)
+    cfg = load_config()
+    shapes = opts.shapes if opts.shapes is not None else cfg.shapes
+    sweep = parse_shapes(shapes) if shapes is not None else []
+    # Guards do not depend on the backend: the fast eager backend is the default here.
+    spec = make_spec(opts.run, cfg, "eager", shapes=sweep, timings=False)
+    done = run_model(spec, opts.run.timeout, quiet=opts.out.format != "table")
+    # only the recompile budget means something for a sweep
+    rules = budgets(
+        GateOptions(max_recompiles=opts.max_recompiles), cfg, frozenset({"max_recompiles"})
+    )
+    code = judge(done.report, rules, opts.junit, done.failed)
+    if opts.out.format == "table" and not opts.out.output:
+        from compilediag.render.table import render_recompiles
+
+        sys.stdout.write(render_recompiles(done.report, width=width(), color=color()))
+    else:
+        emit(done.report, opts.out)
+    return code

@@ -1,0 +1,11 @@
+"""`compilediag render`: re-render a saved JSON report; no model run, no torch."""
+
+from __future__ import annotations
+
+from compilediag.commands.common import OutputOptions, check_format, emit, load_report
+
+
+def run(report_file: str, out: OutputOptions) -> int:
+    check_format(out.format)
+    emit(load_report(report_file, "report"), out)
+    return 0

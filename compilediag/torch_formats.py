@@ -1,0 +1,274 @@
+"""Everything compilediag knows about the text torch writes, in one place.
+
+Torch's structured trace is JSON in an envelope, but much of what matters is free text
+inside it: break reasons, guard failures, generated code, frame names. Each format below
+says which torch releases it was seen in; each is pinned by a test on a trace recorded
+from a real run (tests/test_torch_formats.py). When torch changes a format, this file
+changes, and nothing else should have to.
+
+Imports nothing heavy (no torch): renderers and the gate may use it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from compilediag.report import Site
+
+# --- source locations ------------------------------------------------------------------
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)).replace("\\", "/") + "/"
+_STDLIB = os.path.dirname(os.__file__).replace("\\", "/") + "/"
+LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/torch/")
+STDLIB_PATH = re.compile(r"/lib/python3\.\d+/")
+
+
+def is_library_file(filename: str) -> bool:
+    """A frame the user did not write: torch, site-packages, the stdlib, frozen modules,
+    and compilediag itself. `<string>` (code given to `python -c`) is the user's."""
+    f = filename.replace("\\", "/")
+    if f.startswith("<") and f != "<string>":
+        return True
+    if any(m in f for m in LIBRARY_MARKERS) or f.startswith(_OWN_DIR):
+        return True
+    return f.startswith(_STDLIB) or bool(STDLIB_PATH.search(f))
+
+
+# Python traceback lines, as torch prints user stacks (all releases).
+TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+), in (?P<name>.+)$')
+STACK_FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+CARETS = re.compile(r"^\s*[\^~]+\s*$")
+
+# --- frame names -------------------------------------------------------------------------
+
+# The code after a graph break runs as a new function Dynamo names after the frame and
+# line it resumes from (2.6 - 2.13).
+RESUME = re.compile(r"torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
+# torch.compile(module) compiles torch's wrapper `inner` in _dynamo/external_utils.py on
+# some releases (2.11, 2.13) before the module's forward.
+MODULE_WRAPPER = ("inner", "_dynamo/external_utils.py")
+
+
+def is_resume_frame(co_name: str) -> bool:
+    return bool(RESUME.match(co_name or ""))
+
+
+def frame_name(co_name: str, co_filename: str = "") -> str:
+    """`torch_dynamo_resume_in_forward_at_9` -> `forward, after line 9` (the code after a break)."""
+    if co_name == MODULE_WRAPPER[0] and co_filename.endswith(MODULE_WRAPPER[1]):
+        return "model call (torch's wrapper of the compiled module)"
+    m = RESUME.match(co_name or "")
+    if m:
+        return f"{m['fn']}, after line {m['line']}"
+    return co_name or "?"
+
+
+# --- graph-break text (artifact dynamo_graph_break_reason, fail_reason) -------------------
+
+BREAK_LOCATION = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$", re.M)
+GB_URL = re.compile(r"(https?://\S+/(gb\d+)\.html)", re.I)
+# When a break happens while Dynamo handles another one, torch chains the texts with this
+# banner; the last part is what made it give up the frame (2.8 - 2.13).
+WHILE_HANDLING = "*** While handling this graph break, another graph break occurred: ***"
+
+
+@dataclass
+class ParsedBreak:
+    """What one break text says."""
+
+    reason: str
+    explanation: str = ""
+    hints: list[str] = field(default_factory=list)
+    gb_id: str | None = None
+    doc_url: str | None = None
+    frames: list[Site] = field(default_factory=list)  # outermost first
+    location: Site | None = None  # "Graph break in user code at FILE:LINE"
+    raw_reason: str = ""
+
+
+def parse_break_text(text: str) -> ParsedBreak:
+    """Read a break text of torch 2.6 to 2.13.
+
+    2.8+: `Graph Break Reason: <context>\\n\\n<gb_type>\\n  Explanation: ...\\n  Hint: ...`
+    then `User code traceback:` and Python frames. 2.6/2.7: `Graph Break Reason:
+    Unsupported: call_function BuiltinVariable(print) [...] {}` (no explanation or hints).
+    2.11 leaves the source lines out of the traceback.
+    """
+    loc = BREAK_LOCATION.search(text)
+    location = Site(loc["file"], int(loc["line"])) if loc else None
+
+    head, _, tail = text.partition("User code traceback:")
+    m = re.search(r"^(?:Graph Break Reason|Reason): ?(.*)", head, re.M | re.S)
+    block = m.group(1) if m else head
+    lines = block.splitlines()
+
+    expl_at = next((i for i, ln in enumerate(lines) if ln.strip().startswith("Explanation:")), None)
+    if expl_at is not None:
+        before = [ln.strip() for ln in lines[:expl_at] if ln.strip()]
+        reason = before[-1] if before else ""
+        explanation, hints = _explanation_and_hints(lines[expl_at:])
+    else:
+        reason = next((ln.strip() for ln in lines if ln.strip()), "")
+        reason = re.sub(r"^(Unsupported|torch\._dynamo\.exc\.\w+): ", "", reason)
+        explanation, hints = "", []
+    url = GB_URL.search(text)
+    return ParsedBreak(
+        reason=reason.rstrip(":"),
+        explanation=explanation,
+        hints=hints,
+        gb_id=url.group(2).upper() if url else None,
+        doc_url=url.group(1) if url else None,
+        frames=traceback_frames(tail),
+        location=location,
+        raw_reason=block.strip(),
+    )
+
+
+def last_chained_break(reason: str) -> str:
+    """The last of the breaks torch chained with its `While handling` banner."""
+    return reason.split(WHILE_HANDLING)[-1].strip()
+
+
+def _explanation_and_hints(lines: list[str]) -> tuple[str, list[str]]:
+    explanation: list[str] = []
+    hints: list[str] = []
+    section = "explanation"
+    for ln in lines:
+        s = ln.strip()
+        if s.startswith("Explanation:"):
+            explanation.append(s.removeprefix("Explanation:").strip())
+        elif s.startswith("Hint:"):
+            section = "hint"
+            hints.append(s.removeprefix("Hint:").strip())
+        elif s.startswith(("Developer debug context:", "For more details")):
+            section = "done"
+        elif section == "explanation" and s and not s.startswith("#") and "=" not in s:
+            explanation.append(s)
+        elif section == "explanation" and not s:
+            section = "gap"  # the code context torch adds after a blank line is not prose
+    return " ".join(explanation).strip(), hints
+
+
+def traceback_frames(text: str) -> list[Site]:
+    """Python traceback frames (with the source line under each, where torch printed it)."""
+    frames: list[Site] = []
+    for ln in text.splitlines():
+        if ln.startswith(("Traceback (most recent call last)", "NoneType: None")):
+            break
+        m = TRACEBACK_FRAME.match(ln)
+        if m:
+            frames.append(Site(m["file"], int(m["line"]), "", m["name"].strip()))
+        elif frames and ln.strip() and not CARETS.match(ln) and not frames[-1].code:
+            frames[-1].code = ln.strip()
+    return frames
+
+
+# --- recompile and guard text (artifact recompile_reasons, recompile_reason metric) -------
+
+# Each cached graph's failure starts with its compile id: `0/0: tensor 'x' size mismatch...`
+GUARD_CID_PREFIX = re.compile(r"^(?:!\d+/)?\d+/\d+: ")
+# 2.11+: `L['x'].size()[0] == 2  # x.view(...)  # main/model.py:12 in forward`
+GUARD_LOCATION = re.compile(
+    r"#\s*(?P<code>.*?)\s*#\s*(?P<file>[^#]+?):(?P<line>\d+) in (?P<fn>\S+)"
+)
+GUARD_HINT = re.compile(r"\(HINT: (?P<hint>.+?)\)\s*$", re.S)
+GUARD_USER_STACK = "\nUser stack trace:"
+
+GUARD_SIZE = re.compile(
+    r"tensor '(?P<n>[^']+)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\d+), actual (?P<b>\d+)"
+)
+GUARD_LOWER_BOUND = re.compile(r"(?P<lo>\d+) <= (?P<src>.+)\.size\(\)\[(?P<i>\d+)\]$")
+GUARD_TENSOR_META = re.compile(
+    r"tensor '(?P<n>[^']+)' (?P<what>dtype|device|requires_grad|stride|dispatch key set|rank|ndim)s? mismatch(?:[^.]*)\.?\s*(?P<rest>.*)"
+)
+GUARD_GLOBAL_STATE = re.compile(r"GLOBAL_STATE changed: (?P<what>.+)")
+GUARD_TRAINING = re.compile(r"(?P<src>.+)\.training == (?P<v>True|False)$")
+GUARD_OBJ_ID = re.compile(r"___check_obj_id\((?P<src>[^,]+),")
+GUARD_TYPE_ID = re.compile(r"___check_type_id\((?P<src>[^,]+),")
+GUARD_LEN = re.compile(r"len\((?P<src>.+)\) == (?P<n>\d+)$")
+GUARD_CONSTANT = re.compile(r"(?P<src>[^=<>!]+?) == (?P<v>-?[\d.]+(?:e-?\d+)?)$")
+
+# fail_reason of a frame that hit Dynamo's recompile limit (`cache_size_limit` before 2.7)
+RECOMPILE_LIMIT = re.compile(r"recompile limit exceeded|cache_size_limit|recompile_limit", re.I)
+RECOMPILE_LIMIT_VALUE = re.compile(r"currently set to (\d+)")
+
+
+def split_recompile_reasons(payload: str) -> list[str]:
+    """The `recompile_reasons` artifact: one reason per cached graph that was checked.
+
+    Declared "json" but written as plain text in 2.11/2.13; a JSON list in some releases.
+    A reason may span lines; each starts with its compile id.
+    """
+    import json
+
+    text = payload.strip()
+    try:
+        value = json.loads(text)
+        if isinstance(value, list):
+            return [str(v) for v in value]
+        if isinstance(value, str):
+            text = value
+    except ValueError:
+        pass
+    parts = re.split(r"\n(?=(?:!\d+/)?\d+/\d+: )", text)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def guard_text(reason: str) -> str:
+    """A recompile reason without its compile-id prefix and user stack."""
+    return GUARD_CID_PREFIX.sub("", reason.split(GUARD_USER_STACK)[0]).strip()
+
+
+def source_name(text: str) -> str:
+    """A guard's source in the user's words: `L['self']._modules['fc'].weight` -> `self.fc.weight`."""
+    text = re.sub(r"\b[LG]\['([^']+)'\]", r"\1", text)
+    text = re.sub(r"\._modules\['(\d+)'\]", r"[\1]", text)
+    text = re.sub(r"\._modules\['([^']+)'\]", r".\1", text)
+    text = re.sub(r"\._parameters\['([^']+)'\]", r".\1", text)
+    return text
+
+
+def guard_pattern(text: str) -> str:
+    """A guard with its numbers blanked: `x == 0` and `x == 1` are the same reason."""
+    return re.sub(r"\d+(\.\d+)?", "#", text)
+
+
+# --- Inductor's generated code (inductor_output_code) -----------------------------------
+
+# `triton_poi_fused_add_0 = async_compile.triton('triton_poi_fused_add_0', '''SOURCE''', ...)`
+# (2.6 - 2.13; `cpp_pybinding` on CPU)
+KERNEL_DEFINITION = re.compile(r"^(?P<name>\w+) = async_compile\.(?P<backend>\w+)\(", re.M)
+KERNEL_SOURCE_QUOTE = "'''"
+# the comment above each kernel call in the wrapper's call()
+SOURCE_NODES = re.compile(
+    r"#\s*Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\](?:, Original ATen: \[(?P<aten>[^\]]*)\])?"
+)
+EXTERN_CALL = re.compile(
+    r"^\s*(?:\w+(?:, \w+)* = )?(?P<name>extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\("
+)
+KERNEL_CALL = re.compile(r"^\s*(?P<name>\w+)(?:\.run)?\(")
+# the Dynamo graph's comments naming the user line of each node
+GRAPH_FILE_COMMENT = re.compile(
+    r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code: (?P<code>.*)$"
+)
+GRAPH_NODE_ASSIGN = re.compile(r"^\s*(?P<names>\w+(?:\s*,\s*\w+)*)\s*(?::\s*\"[^\"]*\")?\s*=")
+ATEN_TARGET = re.compile(r"torch\.ops\.aten\.(\w+)\.")
+TRITON_KINDS = {
+    "triton_poi": "pointwise",
+    "triton_red": "reduction",
+    "triton_per": "persistent_reduction",
+    "triton_tem": "template",
+    "triton_tma": "template",
+}
+KERNEL_EXT = {
+    "triton": ".py",
+    "cpp_pybinding": ".cpp",
+    "cpp": ".cpp",
+    "cuda": ".cu",
+    "halide": ".py",
+}
+# the `_fused_` infix and numeric suffix of a fused kernel's name
+FUSED_INFIX = "_fused_"
+KERNEL_SUFFIX = re.compile(r"_\d+$")

@@ -1,0 +1,101 @@
+"""What crosses the process boundary: the spec the CLI gives the worker, and the result
+the worker writes back. One JSON pair (`compilediag.serial`) for both; no torch here.
+
+Adding a measurement: a field on `WorkerResult` (or a type under it), the worker fills
+it, the Report builder copies it, the renderer shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compilediag.report import Environment, Stat
+from compilediag.target import Target
+
+
+@dataclass
+class WorkerSpec:
+    target: Target
+    backend: str = "inductor"
+    mode: str | None = None
+    dynamic: bool | None = None
+    device: str | None = None
+    train: bool = False
+    timings: bool = True
+    cross_check: bool = False
+    repeat: int | None = None  # timed blocks per variant
+    warmup: int | None = None  # untimed calls per variant
+
+
+@dataclass
+class CallRecord:
+    """One call of the compiled model in the sweep, with its wall-clock window."""
+
+    index: int
+    inputs: list[str]
+    wall_s: float
+    start: float  # epoch seconds, to match compiles to calls by their start_time
+    end: float
+
+
+@dataclass
+class OutputCheck:
+    compared: int = 0
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatch: bool = False
+    note: str = ""
+
+
+@dataclass
+class Measured:
+    """Steady-state timing of eager against compiled."""
+
+    eager_ms: Stat
+    compiled_ms: Stat
+    speedup: float | None
+    repeat: int
+    calls_per_block: int
+    warmup: int
+    method: str
+
+
+@dataclass
+class ExplainBreak:
+    reason: str
+    file: str | None
+    line: int | None
+
+
+@dataclass
+class ExplainResult:
+    """torch._dynamo.explain on the same inputs (--cross-check)."""
+
+    graph_count: int = 0
+    graph_break_count: int = 0
+    breaks: list[ExplainBreak] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class WorkerFailure:
+    kind: str  # usage, model, compile, internal
+    message: str
+    exception: str = ""
+    file: str = ""  # the user's own frame, where there is one
+    line: int = 0
+    code: str = ""
+    traceback: str = ""
+
+
+@dataclass
+class WorkerResult:
+    environment: Environment | None = None
+    inputs: list[list[str]] = field(default_factory=list)  # each call's inputs, described
+    calls: list[CallRecord] = field(default_factory=list)
+    first_call_s: float | None = None
+    output_check: OutputCheck | None = None
+    timings: Measured | None = None
+    explain: ExplainResult | None = None
+    errors: list[str] = field(default_factory=list)  # what failed without losing the report
+    error: WorkerFailure | None = None  # what ended the run

@@ -1,0 +1,164 @@
+"""Every torch text format compilediag reads (compilediag/torch_formats.py), pinned on
+traces recorded from real runs, for every torch version we have a recording of."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from compilediag.analysis.kernels import kernels_of_graph, node_lines
+from compilediag.torch_formats import (
+    GUARD_SIZE,
+    KERNEL_DEFINITION,
+    RESUME,
+    SOURCE_NODES,
+    frame_name,
+    guard_pattern,
+    guard_text,
+    is_library_file,
+    parse_break_text,
+    source_name,
+    split_recompile_reasons,
+)
+from compilediag.trace import CompilationMetrics, CompileId, parse_path
+from tests.conftest import SAMPLES, expected_breaks, fixture_trace, trace_sets
+
+SETS = [p for p in trace_sets() if (p / "graph_breaks.eager.log").exists()]
+
+
+def _log(name: str, folder: Path):
+    (log,) = parse_path(fixture_trace(name, folder))
+    return log
+
+
+@pytest.mark.parametrize("folder", SETS, ids=lambda p: p.name)
+def test_break_text_gives_reason_id_and_the_user_line(folder: Path) -> None:
+    log = _log("graph_breaks.eager", folder)
+    lines = []
+    for c in log.ordered():
+        for b in c.graph_breaks:
+            parsed = parse_break_text(b.text)
+            assert parsed.reason and parsed.gb_id and re.fullmatch(r"GB\d{4}", parsed.gb_id)
+            assert parsed.doc_url and parsed.doc_url.lower().endswith(parsed.gb_id.lower() + ".html")
+            assert parsed.explanation
+            user = [f for f in parsed.frames if f.file.endswith("graph_breaks.py")]
+            lines.append(user[-1].line if user else parsed.location.line)  # type: ignore[union-attr]
+    assert lines == expected_breaks("graph_breaks.py")
+
+
+@pytest.mark.parametrize("folder", SETS, ids=lambda p: p.name)
+def test_resume_frames_name_the_line_they_resume_after(folder: Path) -> None:
+    log = _log("graph_breaks.eager", folder)
+    names = [c.metrics.co_name for c in log.ordered()]
+    resumed = [int(m["line"]) for n in names if (m := RESUME.match(n))]
+    assert resumed == expected_breaks("graph_breaks.py")
+    assert frame_name(names[1]) == f"forward, after line {resumed[0]}"
+    assert frame_name("forward") == "forward"
+
+
+@pytest.mark.parametrize("folder", SETS, ids=lambda p: p.name)
+def test_recompile_reason_is_a_size_guard_with_its_source(folder: Path) -> None:
+    log = _log("batch_sweep.eager", folder)
+    (reason,) = [r for c in log.ordered() for r in c.recompile_reasons]
+    text = guard_text(reason)
+    m = GUARD_SIZE.match(text)
+    assert m, text
+    assert (m["i"], m["a"], m["b"]) == ("0", "2", "4")
+    assert source_name(m["n"]) in ("x", "args[0]")
+    assert guard_pattern(text) == guard_pattern(text.replace("actual 4", "actual 8"))
+
+
+def test_recompile_reasons_split_per_cached_graph() -> None:
+    payload = "0/0: tensor 'x' size mismatch at index 0. expected 2, actual 4\n0/1: 2 <= x.size()[0]"
+    assert split_recompile_reasons(payload) == [
+        "0/0: tensor 'x' size mismatch at index 0. expected 2, actual 4",
+        "0/1: 2 <= x.size()[0]",
+    ]
+    assert split_recompile_reasons(json.dumps(["a", "b"])) == ["a", "b"]
+
+
+@pytest.mark.parametrize("folder", SETS, ids=lambda p: p.name)
+def test_kernel_definitions_and_their_source(folder: Path) -> None:
+    log = _log("transformer_block.inductor", folder)
+    (c,) = log.ordered()
+    (code,) = c.output_code
+    names = [m["name"] for m in KERNEL_DEFINITION.finditer(code)]
+    assert names and len(names) == code.count("= async_compile.")
+    kernels = kernels_of_graph(str(c.id), code, node_lines(c.output_graph))
+    generated = {k.kernel.name: k for k in kernels if k.kernel.kind != "extern"}
+    assert set(generated) == set(names)
+    for k in generated.values():
+        # the source is the kernel's own text: C++ or a Triton function named after it
+        assert ("@triton.jit" in k.source and f"def {k.kernel.name}(" in k.source) or (
+            "extern \"C\"" in k.source or "void kernel(" in k.source
+        ), k.kernel.name
+
+
+def test_source_nodes_comment_names_aten_ops_on_triton() -> None:
+    folder = next(p for p in SETS if "cuda" in p.name)
+    (c,) = _log("transformer_block.inductor", folder).ordered()
+    comments = list(SOURCE_NODES.finditer(c.output_code[0]))
+    assert comments and all(m["aten"] for m in comments)
+
+
+@pytest.mark.parametrize("folder", SETS, ids=lambda p: p.name)
+def test_graph_comments_map_nodes_to_the_user_lines(folder: Path) -> None:
+    (c,) = _log("transformer_block.inductor", folder).ordered()
+    where = node_lines(c.output_graph)
+    lines = {int(v.rsplit(":", 1)[1]) for v in where.values()}
+    source = (SAMPLES / "transformer_block.py").read_text().splitlines()
+    forward = next(i for i, s in enumerate(source, 1) if "def forward" in s)
+    assert lines and all(forward < n <= len(source) for n in lines)
+
+
+@pytest.mark.parametrize("folder", SETS, ids=lambda p: p.name)
+def test_library_rules_on_recorded_stacks(folder: Path) -> None:
+    c = _log("graph_breaks.eager", folder).ordered()[0]
+    files = {f.file for f in c.stack}
+    torch_files = [f for f in files if "/torch/" in f]
+    assert torch_files and all(is_library_file(f) for f in torch_files)
+    assert not is_library_file(str(SAMPLES / "graph_breaks.py"))
+    assert not is_library_file("<string>")
+    assert is_library_file("<frozen runpy>")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["0/1", "!2/0/1", "0/1_2", "r3:0/1", "r1:!0/4/2_1"],
+)
+def test_compile_id_display_round_trips(text: str) -> None:
+    assert str(CompileId.parse(text)) == text
+
+
+def test_compile_id_parts_and_identity() -> None:
+    cid = CompileId.parse("[r1:!0/4/2_1]")
+    assert (cid.rank, cid.compiled_autograd, cid.frame, cid.frame_compile, cid.attempt) == (
+        1, 0, 4, 2, 1,
+    )  # fmt: skip
+    assert cid.compile == CompileId.parse("r1:!0/4/2")
+    assert cid.frame_key == CompileId.parse("r1:!0/4/0").frame_key
+    assert not cid.is_first and CompileId.parse("3/0").is_first
+    assert CompileId.parse("0/1#2") == CompileId.parse("0/1")  # a repeated id's display
+    with pytest.raises(ValueError):
+        CompileId.parse("forward")
+
+
+@pytest.mark.parametrize("folder", SETS, ids=lambda p: p.name)
+def test_metrics_seconds_and_microsecond_layouts_agree(folder: Path) -> None:
+    """2.11+ write both layouts: read each alone, they must give the same times."""
+    path = fixture_trace("transformer_block.inductor", folder)
+    raw = [
+        json.loads(line[line.index("{") :])["compilation_metrics"]
+        for line in path.read_text().splitlines()
+        if '{"compilation_metrics"' in line
+    ]
+    for m in raw:
+        both = CompilationMetrics.parse(m)
+        old = CompilationMetrics.parse({k: v for k, v in m.items() if not k.endswith("_time_s")})
+        assert old.times_from == "cumulative_us" and both.times_from == "seconds"
+        for field in ("entire_frame_s", "backend_s", "inductor_s", "codegen_s"):
+            assert getattr(old, field) == pytest.approx(getattr(both, field), abs=1e-6)
+        assert both.entire_frame_s > both.backend_s > both.inductor_s > 0
