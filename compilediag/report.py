@@ -144,6 +144,7 @@ class Stat:
     median: float
     iqr: float
     n: int = 0
+    min: float | None = None  # the fastest block: the least noisy estimate of the cost
 
 
 @dataclass

@@ -354,7 +354,9 @@ def measure(
 
 def stats(samples: list[float]) -> Stat:
     q = statistics.quantiles(samples, n=4, method="inclusive")
-    return Stat(median=statistics.median(samples), iqr=q[2] - q[0], n=len(samples))
+    return Stat(
+        median=statistics.median(samples), iqr=q[2] - q[0], n=len(samples), min=min(samples)
+    )
 
 
 def cross_check(torch: Any, model: Any, call: Any) -> ExplainResult:

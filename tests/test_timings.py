@@ -35,6 +35,7 @@ def test_timings_are_consistent(sample: str) -> None:
     e, c = t["eager_ms"], t["compiled_ms"]
     assert e["n"] == c["n"] == 15
     assert e["median"] > 0 and c["median"] > 0 and e["iqr"] >= 0 and c["iqr"] >= 0
+    assert 0 < e["min"] <= e["median"] and 0 < c["min"] <= c["median"]
     assert t["speedup"] == pytest.approx(e["median"] / c["median"])
     assert report["summary"]["speedup"] == t["speedup"]
     assert t["method"] == "perf_counter" and t["warmup"] == 2

@@ -370,8 +370,9 @@ def _timing_lines(report: Report) -> list:
     rows: list[Row] = [("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))]
     if t.eager_ms and t.compiled_ms:
         e, c = t.eager_ms, t.compiled_ms
-        rows.append(("eager", Text(f"{e.median:.3f} ms a call (IQR {e.iqr:.3f})")))
-        rows.append(("compiled", Text(f"{c.median:.3f} ms a call (IQR {c.iqr:.3f})")))
+        for label, s in (("eager", e), ("compiled", c)):
+            fastest = f", min {s.min:.3f}" if s.min is not None else ""
+            rows.append((label, Text(f"{s.median:.3f} ms a call (IQR {s.iqr:.3f}{fastest})")))
         rows.append(("speedup", Text(f"{t.speedup:.2f}x", style="bold")))
         method = (
             f"median of {t.repeat} interleaved blocks of {t.calls_per_block} calls, "
