@@ -26,6 +26,26 @@ app = typer.Typer(
 )
 
 
+def _plain_help() -> None:
+    """Typer 0.2x writes a required argument as `{MODEL}` in the usage line and every
+    argument's Python type (`<str>`) in the help: show plain names, as man pages do."""
+    argument = getattr(getattr(typer, "core", None), "TyperArgument", None)
+    if argument is None:
+        return
+    if hasattr(argument, "_usage_display_name"):
+
+        def usage_name(self: typer.core.TyperArgument) -> str:
+            name = str(self.display_name_raw)
+            return (name if self.required else f"[{name}]") + ("..." if self.nargs != 1 else "")
+
+        argument._usage_display_name = usage_name
+    if hasattr(argument, "display_type_rich"):
+        argument.display_type_rich = lambda self, ctx: None
+
+
+_plain_help()
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"compilediag {__version__}")
@@ -44,13 +64,17 @@ def _root(
 # --- options shared by the commands that run a model ----------------------------------
 
 Target = Annotated[
-    str, typer.Argument(help="Model file, PATH.py or PATH.py:ATTR.", show_default=False)
+    str,
+    typer.Argument(
+        help="Model file, PATH.py or PATH.py:ATTR.", show_default=False, metavar="MODEL"
+    ),
 ]
 OptionalTarget = Annotated[
     str | None,
     typer.Argument(
         help="Model file, PATH.py or PATH.py:ATTR (default: `model` in [tool.compilediag] of pyproject.toml).",
         show_default=False,
+        metavar="MODEL",
     ),
 ]
 Inputs = Annotated[
@@ -58,15 +82,21 @@ Inputs = Annotated[
     typer.Option(
         "--input",
         "-i",
+        metavar="SPEC",
         help="An input tensor SHAPE[:DTYPE[:HIGH]], e.g. 8x16 or 2x128:int64:30522. Repeat for more arguments.",
     ),
 ]
 Backend = Annotated[
     str | None,
-    typer.Option(help="torch.compile backend: inductor, aot_eager, eager, ...", show_default=False),
+    typer.Option(
+        help="torch.compile backend: inductor, aot_eager, eager, ...",
+        show_default=False,
+        metavar="NAME",
+    ),
 ]
 MinSpeedup = Annotated[
-    float | None, typer.Option(help="Gate: exit 1 if the measured speed-up is below this.")
+    float | None,
+    typer.Option(help="Gate: exit 1 if the measured speed-up is below this.", metavar="X"),
 ]
 CheckOutputs = Annotated[
     bool,
@@ -75,19 +105,25 @@ CheckOutputs = Annotated[
 Baseline = Annotated[
     str | None,
     typer.Option(
-        help="Gate: a report saved with --format json; exit 1 only on a regression against it."
+        help="Gate: a report saved with --format json; exit 1 only on a regression against it.",
+        metavar="FILE",
     ),
 ]
 SpeedupTolerance = Annotated[
-    float, typer.Option(help="With --baseline: how far (fraction) the speed-up may drop.")
+    float,
+    typer.Option(help="With --baseline: how far (fraction) the speed-up may drop.", metavar="F"),
 ]
 Junit = Annotated[
-    str | None, typer.Option(help="Also write a JUnit XML report (a test case per rule and site).")
+    str | None,
+    typer.Option(
+        help="Also write a JUnit XML report (a test case per rule and site).", metavar="FILE"
+    ),
 ]
 Mode = Annotated[
     str | None,
     typer.Option(
-        help="torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs."
+        help="torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs.",
+        metavar="MODE",
     ),
 ]
 Dynamic = Annotated[
@@ -97,18 +133,28 @@ Dynamic = Annotated[
         help="Pass dynamic=True/False to torch.compile (default: torch's automatic dynamic).",
     ),
 ]
-Device = Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available).")]
+Device = Annotated[
+    str | None,
+    typer.Option(help="cpu or cuda (default: cuda if available).", metavar="DEVICE"),
+]
 Train = Annotated[
     bool,
     typer.Option(
         "--train", help="Compile a forward+backward step instead of inference under no_grad."
     ),
 ]
-Timeout = Annotated[float, typer.Option(help="Stop the run after this many seconds (exit 5).")]
-Format = Annotated[str, typer.Option("--format", "-f", help="table, json, markdown, csv or junit.")]
+Timeout = Annotated[
+    float, typer.Option(help="Stop the run after this many seconds (exit 5).", metavar="SECONDS")
+]
+Format = Annotated[
+    str,
+    typer.Option("--format", "-f", help="table, json, markdown, csv or junit.", metavar="FORMAT"),
+]
 Output = Annotated[
     str | None,
-    typer.Option("--output", "-o", help="Write the report to this file instead of stdout."),
+    typer.Option(
+        "--output", "-o", help="Write the report to this file instead of stdout.", metavar="FILE"
+    ),
 ]
 Fullgraph = Annotated[
     bool,
@@ -117,10 +163,12 @@ Fullgraph = Annotated[
     ),
 ]
 MaxBreaks = Annotated[
-    int | None, typer.Option(help="Gate: exit 1 if there are more graph-break sites than this.")
+    int | None,
+    typer.Option(help="Gate: exit 1 if there are more graph-break sites than this.", metavar="N"),
 ]
 MaxRecompiles = Annotated[
-    int | None, typer.Option(help="Gate: exit 1 if there are more recompiles than this.")
+    int | None,
+    typer.Option(help="Gate: exit 1 if there are more recompiles than this.", metavar="N"),
 ]
 
 
@@ -191,11 +239,14 @@ def explain(
         bool, typer.Option("--timings/--no-timings", help="Time eager vs compiled.")
     ] = True,
     repeat: Annotated[
-        int | None, typer.Option(help="Timed blocks per variant (default: about 1 s worth).")
+        int | None,
+        typer.Option(help="Timed blocks per variant (default: about 1 s worth).", metavar="N"),
     ] = None,
     warmup: Annotated[
         int | None,
-        typer.Option(help="Untimed calls per variant first (default: 0.2 s CPU, 1 s CUDA)."),
+        typer.Option(
+            help="Untimed calls per variant first (default: 0.2 s CPU, 1 s CUDA).", metavar="N"
+        ),
     ] = None,
     timeout: Timeout = 900,
     format: Format = "table",
@@ -233,7 +284,8 @@ def recompiles(
     shapes: Annotated[
         str | None,
         typer.Option(
-            help="Sweep: vary the first tensor input through these shapes, e.g. 2x16,4x16,8x16 (default: the file's get_input_sets())."
+            help="Sweep: vary the first tensor input through these shapes, e.g. 2x16,4x16,8x16 (default: the file's get_input_sets()).",
+            metavar="SHAPES",
         ),
     ] = None,
     input: Inputs = None,
@@ -273,7 +325,9 @@ def report(
     trace: Annotated[
         str,
         typer.Argument(
-            help="A TORCH_TRACE folder (every rank's file) or one trace file.", show_default=False
+            help="A TORCH_TRACE folder (every rank's file) or one trace file.",
+            show_default=False,
+            metavar="TRACE",
         ),
     ],
     fullgraph: Fullgraph = False,
@@ -316,7 +370,9 @@ def dump_kernels(
     target: Target,
     out: Annotated[
         str,
-        typer.Option("--out", "-o", help="Folder to write the kernels into (created if missing)."),
+        typer.Option(
+            "--out", help="Folder to write the kernels into (created if missing).", metavar="DIR"
+        ),
     ],
     force: Annotated[
         bool, typer.Option("--force", help="Replace a non-empty --out folder.")
@@ -349,7 +405,10 @@ def dump_kernels(
 @app.command()
 def render(
     report_file: Annotated[
-        str, typer.Argument(help="A report saved with --format json.", show_default=False)
+        str,
+        typer.Argument(
+            help="A report saved with --format json.", show_default=False, metavar="REPORT"
+        ),
     ],
     format: Format = "table",
     output: Output = None,

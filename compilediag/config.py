@@ -43,6 +43,36 @@ class Config:
     baseline: str | None = None
 
 
+# what each key holds, in words for the error message
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "model": ((str,), "a string (PATH.py or PATH.py:ATTR)"),
+    "inputs": ((list, str), 'a list of strings like ["8x16"]'),
+    "shapes": ((str,), 'a string like "2x16,4x16"'),
+    "backend": ((str,), 'a string like "inductor"'),
+    "device": ((str,), '"cpu" or "cuda"'),
+    "mode": ((str,), 'a string like "reduce-overhead"'),
+    "fullgraph": ((bool,), "true or false"),
+    "max_graph_breaks": ((int,), "a whole number"),
+    "max_recompiles": ((int,), "a whole number"),
+    "min_speedup": ((int, float), "a number like 1.2"),
+    "check_outputs": ((bool,), "true or false"),
+    "baseline": ((str,), "a path string"),
+}
+
+
+def _check_type(key: str, value: object, pyproject: Path) -> None:
+    kinds, words = _KINDS[key]
+    # TOML booleans are ints to Python: a count or a speed-up must not be `true`
+    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    if key == "inputs" and isinstance(value, list):
+        ok = all(isinstance(v, str) for v in value)
+    if not ok:
+        raise UsageError(
+            f"[tool.compilediag] {key} = {value!r} in {pyproject} is not {words}.",
+            hint=f"Fix the value of `{key}` in that file.",
+        )
+
+
 def find_pyproject(start: Path) -> Path | None:
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
@@ -69,6 +99,8 @@ def load_config(start: Path | None = None) -> Config:
             f"[tool.compilediag] in {pyproject} has unknown keys: {', '.join(unknown)}.",
             hint=f"Known keys: {', '.join(sorted(known))}.",
         )
+    for key, value in table.items():
+        _check_type(key, value, pyproject)
     cfg = Config(path=str(pyproject), **table)
     base = pyproject.parent
     # paths in the file are relative to it, not to wherever the command runs

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from compilediag.analysis.kernels import GraphCode
 from compilediag.errors import UsageError
-from compilediag.fsutil import write_atomic
+from compilediag.fsutil import public_dir, write_atomic
 from compilediag.paths import short_path
 from compilediag.report import Report
 from compilediag.serial import to_plain
@@ -55,6 +55,7 @@ def write_dump(report: Report, graphs: list[GraphCode], out: Path, force: bool) 
     staging: Path | None = None
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        public_dir(staging)
         files = _write_all(report, graphs, staging)
         if out.exists():
             if not force and any(out.iterdir()):  # filled while the model ran

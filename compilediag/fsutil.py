@@ -9,13 +9,29 @@ from pathlib import Path
 from compilediag.errors import UsageError
 
 
+def umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def public_dir(path: Path) -> None:
+    """Give a folder made by mkdtemp (0700) the rights a plain mkdir would give it, so a CI
+    artifact uploader running as another user can read what we wrote."""
+    os.chmod(path, 0o777 & ~umask())
+
+
 def write_atomic(path: Path | str, text: str) -> None:
-    """Write to a temp file beside the target, then rename: readers never see half a file."""
+    """Write to a temp file beside the target, then rename: readers never see half a file.
+    The file gets the rights the user's umask gives a new file (mkstemp's are 0600)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -25,13 +41,24 @@ def write_atomic(path: Path | str, text: str) -> None:
         raise
 
 
-def write_output_file(path: str, text: str) -> None:
-    """Write a file the user named (--output, --junit), with a clear error if it can't be."""
+def check_output_file(path: str, what: str) -> None:
+    """Refuse, before the model runs, a file the user named that could not be written."""
     p = Path(path)
     if p.is_dir():
-        raise UsageError(f"{path} is a folder.", hint="Name a file to write to.")
-    if not p.parent.exists():
-        raise UsageError(f"folder {p.parent} does not exist.", hint="Create it first.")
+        raise UsageError(f"{what} {path} is a folder.", hint="Name a file to write to.")
+    parent = p.parent
+    if not parent.is_dir():
+        raise UsageError(f"{what} {path}: folder {parent} does not exist.", hint="Create it first.")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(
+            f"{what} {path} cannot be written (no permission).", hint="Pick a writable path."
+        )
+
+
+def write_output_file(path: str, text: str, what: str = "output") -> None:
+    """Write a file the user named (--output, --junit), with a clear error if it can't be."""
+    check_output_file(path, what)
+    p = Path(path)
     try:
         write_atomic(p, text)
     except OSError as e:

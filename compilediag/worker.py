@@ -74,9 +74,13 @@ class Worker:
         env = self.result.environment = environment(torch, spec)
         device = env.device
         if device.startswith("cuda") and not torch.cuda.is_available():
+            build = f"a CUDA build ({torch.version.cuda})" if torch.version.cuda else "a CPU build"
             return self.fail(
-                "usage", USAGE, "--device cuda was asked for, but CUDA is not available"
-            )
+                "usage", USAGE,
+                f"--device cuda was asked for, but this torch ({torch.__version__}, {build}) "
+                "sees no CUDA device. Run on a machine with an NVIDIA GPU and a CUDA build of "
+                "torch, or pass --device cpu.",
+            )  # fmt: skip
 
         self.stage("loading the model")
         try:
@@ -128,13 +132,19 @@ class Worker:
                 out = step(model, call)
                 sync(torch, device)
             except BaseException as e:
-                if i == 0 and not target.shapes:
+                if i == 0 and not target.shapes and not target.inputs:
+                    # the file's own get_inputs() does not run: a bug in the model file
                     return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
-                # the model ran before (or --shapes made these inputs): the sweep is wrong
-                what = "--shapes entry" if target.shapes else "input set"
+                # inputs the user typed (--input, --shapes), or a later input set after the
+                # model ran: the inputs are wrong, not the model
+                what = (
+                    "--input" if target.inputs and not target.shapes
+                    else f"--shapes entry {i + 1}" if target.shapes
+                    else f"input set {i + 1}"
+                )  # fmt: skip
                 return self.fail(
                     "usage", USAGE,
-                    f"{what} {i + 1} ({', '.join(described)}) does not fit the model: "
+                    f"{what} ({', '.join(described)}) does not fit the model: "
                     f"{type(e).__name__}: {first_line(e)}",
                 )  # fmt: skip
             if i == 0:

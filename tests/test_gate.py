@@ -176,7 +176,7 @@ def test_github_annotations_on_a_breaking_sample() -> None:
             )
             for n in notes
         )
-    assert notes[-1].startswith("::error title=compilediag gate::fullgraph 3 (limit 0)")
+    assert notes[-1].startswith("::error title=compilediag gate::fullgraph 3 (at most 0)")
 
 
 def test_junit_file_and_config_in_pyproject(tmp_path: Path) -> None:
@@ -220,5 +220,5 @@ def test_assert_compiles_helper() -> None:
         assert_compiles(breaking.get_model(), breaking.get_inputs())
     message = str(info.value)
     assert "graph_breaks.py:22" in message and "graph_breaks.py:24" in message
-    assert "max-graph-breaks: 3 (limit 0)" in message
+    assert "max-graph-breaks: 3 (at most 0)" in message
     assert torch._dynamo.utils.counters is not None

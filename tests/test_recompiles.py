@@ -24,12 +24,12 @@ from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
         ),
         (
             "temperature == 0.7",
-            "temperature == 0.7 failed: a Python float is baked into the graph",
+            "temperature changed (was 0.7): a Python float is baked into the graph",
             "float",
         ),
         (
             "L['self'].layer_id == 3",
-            "self.layer_id == 3 failed: a Python int is baked into the graph",
+            "self.layer_id changed (was 3): a Python int is baked into the graph",
             "int",
         ),
         (

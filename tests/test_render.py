@@ -7,7 +7,7 @@ from compilediag.render import render
 from compilediag.report import Environment, Report, Stat, TargetInfo
 from compilediag.trace import parse_path
 from compilediag.worker_types import Measured, OutputCheck, WorkerResult
-from tests.conftest import ROOT, fixture_trace
+from tests.conftest import ROOT, TRACES, fixture_trace
 
 WORKER = WorkerResult(
     environment=Environment(
@@ -66,7 +66,32 @@ def test_table_exact_lines(monkeypatch) -> None:
     assert "       speedup 2.00x" in lines
     assert all(line == line.rstrip() for line in lines)
     narrow = render(fixed_report(), "table", width=60).splitlines()
-    assert all(len(line) <= 60 for line in narrow)
+    # a URL stays whole on a line of its own (the terminal wraps it, unbroken); all else fits
+    assert all(len(line) <= 60 for line in narrow if not line.strip().startswith("https://"))
+
+
+def test_80_columns_keep_urls_numbers_and_kernel_names_whole() -> None:
+    from compilediag.analysis.build import build_report as build
+
+    report = fixed_report()
+    lines = render(report, "table", width=80).splitlines()
+    for gb in report.graph_breaks:
+        assert gb.doc_url and any(line.strip() == gb.doc_url for line in lines), gb.doc_url
+    # the summary wraps between items only: every count keeps its number and its word
+    summary = [ln for ln in lines[2:5] if "graph" in ln or "speedup" in ln or "compile" in ln]
+    joined = " · ".join(summary)
+    for item in ("4 graphs", "3 graph breaks at 3 sites", "0 recompiles", "speedup 2.00x"):
+        assert any(item in line for line in summary), (item, summary)
+    assert joined.count(" · ") >= 4
+    kernels = build(
+        parse_path(fixture_trace("transformer_block.inductor", TRACES / "torch-2.11.0-cuda")),
+        WorkerResult(),
+        TargetInfo(path="x.py"),
+    )
+    text = render(kernels, "table", width=80)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for k in kernels.kernels[:8]:
+        assert k.name.removeprefix("torch.ops.").removesuffix(".default") in text, k.name
 
 
 def test_table_colour_only_when_asked() -> None:

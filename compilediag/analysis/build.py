@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from compilediag import __version__
@@ -16,6 +17,7 @@ from compilediag.analysis.graphs import (
 )
 from compilediag.analysis.kernels import GraphCode, collect_kernels, generated
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
+from compilediag.paths import portable_path, portable_text
 from compilediag.report import Call, Environment, Report, Summary, TargetInfo, Timings, TraceInfo
 from compilediag.torch_formats import (
     RECOMPILE_LIMIT,
@@ -88,7 +90,41 @@ def build_report(
         report.errors.insert(0, failure)
     if worker.explain is not None:
         report.cross_check = cross_check(breaks, worker.explain)
+    make_portable(report, os.getcwd())
     return report
+
+
+def make_portable(report: Report, root: str) -> None:
+    """Store every path the way `portable_path` says, once the analysis that needed the
+    real paths is done."""
+
+    def rel(path: str) -> str:
+        return portable_path(path, root)
+
+    def rel_place(place: str) -> str:  # "file:line"
+        file, sep, line = place.rpartition(":")
+        return rel(file) + sep + line if sep else rel(place)
+
+    report.target.path = rel(report.target.path)
+    for b in report.graph_breaks:
+        b.file = rel(b.file)
+        if b.library_frame:
+            b.library_frame.file = rel(b.library_frame.file)
+    for r in report.recompiles:
+        r.file, r.guard_file = rel(r.file), rel(r.guard_file)
+    for h in report.recompile_limit_hits:
+        h.file = rel(h.file)
+    for g in report.graphs:
+        g.file = rel(g.file)
+    for k in report.kernels:
+        k.source_lines = [rel_place(p) for p in k.source_lines]
+    if report.cross_check:
+        for site in report.cross_check.explain_sites:
+            site.file = rel(site.file)
+        for d in report.cross_check.disagreements:
+            d.file = rel(d.file) if d.file else d.file
+    report.notes = [portable_text(n, root) for n in report.notes]
+    report.errors = [portable_text(e, root) for e in report.errors]
 
 
 def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:

@@ -144,12 +144,12 @@ def translate(guard: str) -> tuple[str, str, str]:
         src, value = source_name(m["src"].strip()), m["v"]
         if "." in value or "e" in value:
             return (
-                f"{src} == {value} failed: a Python float is baked into the graph",
+                f"{src} changed (was {value}): a Python float is baked into the graph",
                 "float",
                 f"Pass `{src}` as a tensor (torch.tensor({value})), or compile with dynamic=True.",
             )
         return (
-            f"{src} == {value} failed: a Python int is baked into the graph",
+            f"{src} changed (was {value}): a Python int is baked into the graph",
             "int",
             f"Make `{src}` a tensor or compile with dynamic=True; an int attribute of an "
             "nn.Module stays static unless torch._dynamo.config.allow_unspec_int_on_nn_module = True.",
@@ -181,7 +181,9 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
         if g.cause in ("shape", "float") and became_dynamic(c):
             suggestion = (
                 "torch already made it dynamic on this recompile (automatic dynamic), so later "
-                "values reuse this graph. To skip this recompile too: " + suggestion
+                "values reuse this graph. To skip this recompile too: "
+                + suggestion[:1].lower()
+                + suggestion[1:]
             )
         file, line = frame_place(c, m)
         out.append(

@@ -18,6 +18,9 @@ from compilediag.report import Report
 from compilediag.target import Target, check_target_file, parse_input_spec, split_target
 from compilediag.worker_types import WorkerSpec
 
+# torch.compile's modes (torch._inductor.list_mode_options)
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
 
 @dataclass
 class RunOptions:
@@ -58,11 +61,20 @@ class ModelRun:
     code: list[GraphCode]  # the kernels' source, per graph
 
 
-def check_format(fmt: str) -> None:
+def check_outputs(out: OutputOptions, junit: str | None = None) -> None:
+    """Everything about the output the user asked for, checked before the model runs, so
+    a long run never ends with its report lost."""
+    from compilediag.fsutil import check_output_file
     from compilediag.render import FORMATS
 
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown --format {fmt!r}.", hint=f"Use one of: {', '.join(FORMATS)}.")
+    if out.format not in FORMATS:
+        raise UsageError(
+            f"unknown --format {out.format!r}.", hint=f"Use one of: {', '.join(FORMATS)}."
+        )
+    if out.output:
+        check_output_file(out.output, "--output")
+    if junit:
+        check_output_file(junit, "--junit")
 
 
 def model_path(target: str | None, cfg: Config) -> str:
@@ -94,10 +106,13 @@ def make_spec(
     device = run.device or cfg.device
     if device and device.split(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"unknown --device {device!r}.", hint="Use cpu or cuda.")
+    mode = run.mode or cfg.mode
+    if mode and mode not in MODES:
+        raise UsageError(f"unknown --mode {mode!r}.", hint=f"Use one of: {', '.join(MODES)}.")
     return WorkerSpec(
         target=Target(path=str(resolved), attr=attr, inputs=inputs, shapes=shapes or []),
         backend=run.backend or default_backend,
-        mode=run.mode or cfg.mode,
+        mode=mode,
         dynamic=run.dynamic,
         device=device,
         train=run.train,
@@ -108,8 +123,19 @@ def make_spec(
     )
 
 
-def run_model(spec: WorkerSpec, timeout: float, quiet: bool) -> ModelRun:
-    """Run the worker with a spinner on stderr, then build the Report from its trace."""
+def show_progress() -> bool:
+    """Progress goes to stderr whenever it is a terminal, whatever the format: stdout may
+    be a file (`--format json > baseline.json`) while the user watches."""
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+def stage_text(stage: str) -> str:
+    # the worker's last stage is "done"; what the user waits for then is our part
+    return "building the report" if stage == "done" else stage
+
+
+def run_model(spec: WorkerSpec, timeout: float) -> ModelRun:
+    """Run the worker with progress on stderr, then build the Report from its trace."""
     from compilediag.analysis.build import all_compiles, build_report
     from compilediag.analysis.kernels import collect_kernels
     from compilediag.report import TargetInfo
@@ -117,15 +143,21 @@ def run_model(spec: WorkerSpec, timeout: float, quiet: bool) -> ModelRun:
     from compilediag.trace import parse_path
 
     with workdir() as work:
-        if sys.stderr.isatty() and not quiet:
+        if show_progress():
             from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-            console = Console(stderr=True)
-            with console.status("starting worker") as status:
-                run = run_worker(spec, work, timeout, lambda s: status.update(s + " ..."))
+            columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+            with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+                task = bar.add_task("starting the worker", total=None)
+                run = run_worker(
+                    spec, work, timeout, lambda s: bar.update(task, description=stage_text(s))
+                )
+                bar.update(task, description=stage_text("done"))
+                logs = parse_path(run.trace_dir)
         else:
             run = run_worker(spec, work, timeout)
-        logs = parse_path(run.trace_dir)
+            logs = parse_path(run.trace_dir)
     code = collect_kernels(all_compiles(logs))
     target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
     report = build_report(logs, run.result, target, code)
@@ -164,11 +196,15 @@ def judge(report: Report, rules: Budgets, junit: str | None, failed: int | None)
     from compilediag.gate import evaluate, exit_code
 
     report.verdict = evaluate(report, rules)
+    if failed and report.errors:
+        # the report (stdout) holds the failure as a finding; stderr says it too, like
+        # every other error
+        print(f"error: {report.errors[0]}", file=sys.stderr)
     if junit:
         from compilediag.fsutil import write_output_file
         from compilediag.render import render
 
-        write_output_file(junit, render(report, "junit"))
+        write_output_file(junit, render(report, "junit"), "--junit")
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from compilediag.render.annotations import github_annotations
 
@@ -192,7 +228,9 @@ def emit(report: Report, out: OutputOptions) -> None:
     if out.output:
         from compilediag.fsutil import write_output_file
 
-        write_output_file(out.output, render(report, out.format, width=100, color=False))
+        write_output_file(
+            out.output, render(report, out.format, width=100, color=False), "--output"
+        )
         return
     fmt = out.format
     sys.stdout.write(render(report, fmt, width=width(), color=color() and fmt == "table"))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from compilediag.commands.common import (
     OutputOptions,
     RunOptions,
-    check_format,
+    check_outputs,
     color,
     emit,
     make_spec,
@@ -29,11 +29,11 @@ class DumpOptions:
 def run(opts: DumpOptions) -> int:
     from compilediag.dump import check_out_dir, write_dump
 
-    check_format(opts.out.format)
+    check_outputs(opts.out)
     out_dir = check_out_dir(opts.out_dir, opts.force)
     opts.run.backend = "inductor"  # kernels are what Inductor generates
     spec = make_spec(opts.run, load_config(), "inductor", timings=False)
-    done = run_model(spec, opts.run.timeout, quiet=opts.out.format != "table")
+    done = run_model(spec, opts.run.timeout)
     files = write_dump(done.report, done.code, out_dir, opts.force)
     if opts.out.format == "table":
         from compilediag.render.table import render_kernels

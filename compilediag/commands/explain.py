@@ -10,7 +10,7 @@ from compilediag.commands.common import (
     OutputOptions,
     RunOptions,
     budgets,
-    check_format,
+    check_outputs,
     emit,
     judge,
     make_spec,
@@ -32,7 +32,7 @@ class ExplainOptions:
 
 
 def run(opts: ExplainOptions) -> int:
-    check_format(opts.out.format)
+    check_outputs(opts.out, opts.gate.junit)
     cfg = load_config()
     if opts.gate.min_speedup is not None and not opts.timings:
         raise UsageError("--min-speedup needs timings.", hint="Drop --no-timings.")
@@ -42,7 +42,7 @@ def run(opts: ExplainOptions) -> int:
         opts.run, cfg, cfg.backend or "inductor",
         timings=opts.timings, cross_check=opts.cross_check, repeat=opts.repeat, warmup=opts.warmup,
     )  # fmt: skip
-    done = run_model(spec, opts.run.timeout, quiet=opts.out.format != "table")
+    done = run_model(spec, opts.run.timeout)
     code = judge(done.report, rules, opts.gate.junit, done.failed)
     emit(done.report, opts.out)
     return code

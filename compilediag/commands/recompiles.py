@@ -10,7 +10,7 @@ from compilediag.commands.common import (
     OutputOptions,
     RunOptions,
     budgets,
-    check_format,
+    check_outputs,
     color,
     emit,
     judge,
@@ -32,13 +32,13 @@ class RecompilesOptions:
 
 
 def run(opts: RecompilesOptions) -> int:
-    check_format(opts.out.format)
+    check_outputs(opts.out, opts.junit)
     cfg = load_config()
     shapes = opts.shapes if opts.shapes is not None else cfg.shapes
     sweep = parse_shapes(shapes) if shapes is not None else []
     # Guards do not depend on the backend: the fast eager backend is the default here.
     spec = make_spec(opts.run, cfg, "eager", shapes=sweep, timings=False)
-    done = run_model(spec, opts.run.timeout, quiet=opts.out.format != "table")
+    done = run_model(spec, opts.run.timeout)
     # only the recompile budget means something for a sweep
     rules = budgets(
         GateOptions(max_recompiles=opts.max_recompiles), cfg, frozenset({"max_recompiles"})

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from compilediag.commands.common import OutputOptions, check_format, emit, load_report
+from compilediag.commands.common import OutputOptions, check_outputs, emit, load_report
 
 
 def run(report_file: str, out: OutputOptions) -> int:
-    check_format(out.format)
+    check_outputs(out)
     emit(load_report(report_file, "report"), out)
     return 0

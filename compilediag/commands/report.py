@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,9 +9,10 @@ from compilediag.commands.common import (
     GateOptions,
     OutputOptions,
     budgets,
-    check_format,
+    check_outputs,
     emit,
     judge,
+    show_progress,
 )
 from compilediag.config import load_config
 from compilediag.errors import UsageError
@@ -34,17 +34,17 @@ def run(opts: ReportOptions) -> int:
     from compilediag.analysis.ranks import report_from_traces
     from compilediag.report import TargetInfo
 
-    check_format(opts.out.format)
+    check_outputs(opts.out, opts.gate.junit)
     rules = budgets(opts.gate, load_config(), TRACE_RULES)
     rules.fail_on_divergence = opts.fail_on_divergence
-    logs = read_traces(opts.trace, quiet=opts.out.format != "table")
+    logs = read_traces(opts.trace)
     result = report_from_traces(logs, TargetInfo(path=opts.trace))
     code = judge(result, rules, opts.gate.junit, None)
     emit(result, opts.out)
     return code
 
 
-def read_traces(path: str, quiet: bool) -> list[TraceLog]:
+def read_traces(path: str) -> list[TraceLog]:
     """Parse every trace file under `path`, with a progress bar for big inputs."""
     from compilediag.trace import parse_path, trace_files
 
@@ -59,7 +59,7 @@ def read_traces(path: str, quiet: bool) -> list[TraceLog]:
             f"{path} holds no trace files.", hint=f"Run the job with TORCH_TRACE={path}."
         )
     total = sum(f.stat().st_size for f in files)
-    if total > 20_000_000 and sys.stderr.isatty() and not quiet:
+    if total > 20_000_000 and show_progress():
         from rich.progress import Progress
 
         with Progress(transient=True) as progress:

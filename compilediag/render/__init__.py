@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compilediag.paths import short_path, where
-from compilediag.report import Report, Summary
+from compilediag.report import Report, Rule, Summary
 
 __all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
 
@@ -58,6 +58,18 @@ def headline(report: Report) -> str:
     return " · ".join(parts) + "\n" + " · ".join(_counts(report.summary))
 
 
+def wrap_items(items: list[str], width: int, sep: str = " · ") -> list[str]:
+    """Join items into lines of at most `width`, breaking only between items, so a count
+    is never split from its word ("3 graph" / "breaks")."""
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + len(sep) + len(item) <= width:
+            lines[-1] += sep + item
+        else:
+            lines.append(item)
+    return lines
+
+
 def _counts(s: Summary) -> list[str]:
     counts = [
         plural(s.graphs, "graph"),
@@ -73,6 +85,19 @@ def _counts(s: Summary) -> list[str]:
     return counts
 
 
+def rule_text(r: Rule) -> str:
+    """A rule's value against its limit, in the units the report shows them in."""
+    if r.name == "check-outputs":
+        if r.passed:
+            return "outputs match eager"
+        return "outputs differ from eager" + (
+            f" (max abs err {r.value:.2e})" if r.value == r.value else ""  # NaN: not compared
+        )
+    if "speedup" in r.name:
+        return f"{r.value:.2f}x (at least {r.limit:.2f}x)"
+    return f"{r.value:g} (at most {r.limit:g})"
+
+
 def verdict_lines(report: Report) -> list[str]:
     v = report.verdict
     if not v.rules:
@@ -80,7 +105,7 @@ def verdict_lines(report: Report) -> list[str]:
     lines = [f"verdict: {'PASS' if v.passed else 'FAIL'}"]
     for r in v.rules:
         mark = "ok  " if r.passed else "FAIL"
-        lines.append(f"  {mark} {r.name}: {r.value:g} (limit {r.limit:g})")
+        lines.append(f"  {mark} {r.name}: {rule_text(r)}")
     lines += [f"  regression: {x}" for x in v.regressions]
     lines += [f"  improved:   {x}" for x in v.improvements]
     return lines

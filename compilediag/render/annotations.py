@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from compilediag.render import rule_text
 from compilediag.report import Report
 
 
@@ -33,10 +34,6 @@ def github_annotations(report: Report) -> list[str]:
             f"::warning file={_prop(path)},line={r.line},title=recompile::{_data(r.failed_guard + '. ' + r.suggestion)}"
         )
     if not report.verdict.passed:
-        why = "; ".join(
-            f"{r.name} {r.value:g} (limit {r.limit:g})"
-            for r in report.verdict.rules
-            if not r.passed
-        )
+        why = "; ".join(f"{r.name} {rule_text(r)}" for r in report.verdict.rules if not r.passed)
         out.append(f"::error title=compilediag gate::{_data(why)}")
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from compilediag.render import rule_text
 from compilediag.report import Report
 
 BREAK_RULES = ("fullgraph", "max-graph-breaks")
@@ -17,9 +18,7 @@ def render_junit(report: Report) -> str:
         case = ET.SubElement(suite, "testcase", classname="compilediag.rules", name=rule.name)
         if not rule.passed:
             failures += 1
-            ET.SubElement(
-                case, "failure", message=f"{rule.name}: {rule.value:g} (limit {rule.limit:g})"
-            )
+            ET.SubElement(case, "failure", message=f"{rule.name}: {rule_text(rule)}")
     breaks_forbidden = any(r.name in BREAK_RULES and not r.passed for r in report.verdict.rules)
     new_sites = {x for x in report.verdict.regressions if x.startswith("new graph break")}
     for b in report.graph_breaks:

@@ -11,7 +11,15 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from compilediag.render import headline, plural, seconds, short_path, verdict_lines, where
+from compilediag.render import (
+    headline,
+    plural,
+    seconds,
+    short_path,
+    verdict_lines,
+    where,
+    wrap_items,
+)
 from compilediag.report import GraphBreak, Recompile, Report
 from compilediag.torch_formats import guard_pattern
 
@@ -19,11 +27,11 @@ Row = tuple[str, Text | Syntax]  # a label and its value, in a details block
 
 
 def render_table(report: Report, width: int | None = None, color: bool = False) -> str:
-    return _print(blocks(report, color), width, color)
+    return _print(blocks(report, color, width), width, color)
 
 
 def render_kernels(report: Report, width: int | None = None, color: bool = False) -> str:
-    return _print([Text(headline(report)), *kernel_blocks(report, limit=None)], width, color)
+    return _print([*_headline(report, width), *kernel_blocks(report, limit=None)], width, color)
 
 
 def _print(items: list, width: int | None, color: bool) -> str:
@@ -38,19 +46,21 @@ def _print(items: list, width: int | None, color: bool) -> str:
         soft_wrap=False,
     )
     for block in items:
-        console.print(block)
+        # rich fits every table and paragraph to the width; crop=False only lets a line
+        # that must stay whole (a URL) run past it, as a terminal then wraps it unbroken
+        console.print(block, crop=False)
     text = buf.getvalue()
     if not color:  # rich pads cells to the width; trailing blanks only hurt diffs and pipes
         text = "\n".join(line.rstrip() for line in text.split("\n"))
     return text
 
 
-def blocks(report: Report, color: bool) -> list:
+def blocks(report: Report, color: bool, width: int | None = None) -> list:
     out: list = []
     title = Text(f"compilediag · {short_path(report.target.path)}", style="bold")
     if report.target.inputs:
         title.append(f"  inputs: {' | '.join(report.target.inputs)}", style="dim")
-    out += [title, Text(headline(report))]
+    out += [title, *_headline(report, width)]
 
     for err in report.errors:
         out.append(Text(f"! {err}", style="yellow"))
@@ -103,6 +113,12 @@ def blocks(report: Report, color: bool) -> list:
     return out
 
 
+def _headline(report: Report, width: int | None) -> list[Text]:
+    env, counts = headline(report).split("\n")
+    lines = [env, *wrap_items(counts.split(" · "), width or 100)]
+    return [Text(line) for line in lines]
+
+
 def _table() -> Table:
     """A borderless table with bold headers: the one table style of this view."""
     return Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
@@ -143,8 +159,12 @@ def _break_block(i: int, gb: GraphBreak, color: bool, same_as: int | None = None
         if gb.suggestion:
             rows.append(("fix", Text(gb.suggestion, style="green")))
         if gb.gb_id:
-            rows.append(("docs", Text(f"{gb.gb_id} {gb.doc_url}", style="dim")))
-    return Group(head, _details(rows))
+            rows.append(("docs", Text(gb.gb_id, style="dim")))
+    out: list[Text | Padding] = [head, _details(rows)]
+    if gb.gb_id and gb.doc_url:
+        # on a line of its own and never folded: a URL broken across lines can't be opened
+        out.append(Text(" " * 11 + gb.doc_url, style="dim", no_wrap=True, overflow="ignore"))
+    return Group(*out)
 
 
 def rank_blocks(report: Report) -> list:
@@ -189,7 +209,7 @@ def recompile_blocks(report: Report) -> list:
                 (
                     "then",
                     Text(
-                        "; ".join(g.failed_guard.split(" failed")[0] for g in group[1:]),
+                        "; ".join(g.failed_guard.split(": ")[0] for g in group[1:]),
                         style="yellow",
                     ),
                 )
@@ -270,7 +290,7 @@ def timeline_block(report: Report) -> list:
 def render_recompiles(report: Report, width: int | None = None, color: bool = False) -> str:
     items: list = [
         Text(f"compilediag recompiles · {short_path(report.target.path)}", style="bold"),
-        Text(headline(report)),
+        *_headline(report, width),
     ]
     items += timeline_block(report)
     items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
@@ -279,6 +299,9 @@ def render_recompiles(report: Report, width: int | None = None, color: bool = Fa
     for line in verdict_lines(report):
         items.append(Text(("\n" if line.startswith("verdict") else "") + line, style="bold"))
     return _print(items, width, color)
+
+
+KIND_LABELS = {"persistent_reduction": "persistent", "extern": "library"}
 
 
 def kernel_blocks(report: Report, limit: int | None) -> list:
@@ -290,27 +313,24 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
         f"\nKernels ({plural(len(gen), 'generated kernel')}, {plural(len(ext), 'library call')})"
     )
     several = len({k.compile_id for k in report.kernels}) > 1
-    t = _table()
-    t.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=40)
-    if several:
-        t.add_column("graph", no_wrap=True)
-    t.add_column("kind", no_wrap=True)
-    t.add_column("fused ATen ops", min_width=16)
-    t.add_column("from", no_wrap=True)
     shown = report.kernels if limit is None else (gen[:limit] + ext[: max(0, limit - len(gen))])
     target = report.target.path
+    # One kernel a line, not a table: a kernel name cut or folded can't be looked up, and
+    # at 80 columns a table has no room for the name beside the rest. Wrapping only
+    # happens at spaces, after the name.
+    rows: list[Text] = []
     for k in shown:
-        name = k.name.removeprefix("torch.ops.").removesuffix(".default")
-        ops = ", ".join(o.removeprefix("aten.") for o in k.ops)
-        row = [
-            name,
-            *([k.compile_id] if several else []),
-            k.kind,
-            ops,
-            compact_lines(k.source_lines, target),
-        ]
-        t.add_row(*row)
-    out: list = [Text(title, style="bold"), Padding(t, (0, 0, 0, 2))]
+        line = Text(k.name.removeprefix("torch.ops.").removesuffix(".default"), style="bold")
+        facts = [KIND_LABELS.get(k.kind, k.kind)]
+        if several:
+            facts.insert(0, f"graph {k.compile_id}")
+        if k.source_lines:
+            facts.append("from " + compact_lines(k.source_lines, target))
+        line.append("  " + " · ".join(facts))
+        if k.ops:
+            line.append("\n    " + ", ".join(o.removeprefix("aten.") for o in k.ops), style="dim")
+        rows.append(line)
+    out: list = [Text(title, style="bold"), *(Padding(r, (0, 0, 0, 2)) for r in rows)]
     if len(shown) < len(report.kernels):
         more = len(report.kernels) - len(shown)
         out.append(Text(f"  ... {more} more: `compilediag dump-kernels` lists all", style="dim"))
