@@ -146,9 +146,18 @@ Train = Annotated[
 Timeout = Annotated[
     float, typer.Option(help="Stop the run after this many seconds (exit 5).", metavar="SECONDS")
 ]
+Html = Annotated[
+    str | None,
+    typer.Option(
+        help="Also write the report as one self-contained HTML file (no network needed).",
+        metavar="FILE",
+    ),
+]
 Format = Annotated[
     str,
-    typer.Option("--format", "-f", help="table, json, markdown, csv or junit.", metavar="FORMAT"),
+    typer.Option(
+        "--format", "-f", help="table, json, markdown, csv, junit or html.", metavar="FORMAT"
+    ),
 ]
 Output = Annotated[
     str | None,
@@ -200,10 +209,10 @@ def _run_options(
     return RunOptions(target, input, backend, mode, dynamic, device, train, timeout)
 
 
-def _out(format: str, output: str | None = None) -> OutputOptions:
+def _out(format: str, output: str | None = None, html: str | None = None) -> OutputOptions:
     from compilediag.commands.common import OutputOptions
 
-    return OutputOptions(format, output)
+    return OutputOptions(format, output, html)
 
 
 def _gate(**kw: object) -> GateOptions:
@@ -251,6 +260,7 @@ def explain(
     timeout: Timeout = 900,
     format: Format = "table",
     output: Output = None,
+    html: Html = None,
 ) -> None:
     """Compile the model once and report every graph break at your own file:line, with why
     and how to fix it; the graphs; kernels; compile time; eager vs compiled timings.
@@ -272,7 +282,7 @@ def explain(
             check_outputs=check_outputs, baseline=baseline,
             speedup_tolerance=speedup_tolerance, junit=junit,
         ),
-        out=_out(format, output),
+        out=_out(format, output, html),
         cross_check=cross_check, timings=timings, repeat=repeat, warmup=warmup,
     )  # fmt: skip
     _call(lambda: command.run(opts))
@@ -299,6 +309,7 @@ def recompiles(
     timeout: Timeout = 900,
     format: Format = "table",
     output: Output = None,
+    html: Html = None,
 ) -> None:
     """Run a sweep of inputs through the compiled model and explain every recompilation:
     the frame, the failed guard in words, the user line that installed it, and the fix.
@@ -315,7 +326,7 @@ def recompiles(
 
     opts = command.RecompilesOptions(
         run=_run_options(target, input, backend, mode, dynamic, device, train, timeout),
-        shapes=shapes, max_recompiles=max_recompiles, junit=junit, out=_out(format, output),
+        shapes=shapes, max_recompiles=max_recompiles, junit=junit, out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command.run(opts))
 
@@ -344,6 +355,7 @@ def report(
     junit: Junit = None,
     format: Format = "table",
     output: Output = None,
+    html: Html = None,
 ) -> None:
     """Report on a structured trace made elsewhere (TORCH_TRACE=DIR in a training job,
     every rank of a torchrun job): breaks, recompiles, graphs, kernels and compile times,
@@ -360,7 +372,7 @@ def report(
             max_recompiles=max_recompiles, baseline=baseline, junit=junit,
         ),
         fail_on_divergence=fail_on_divergence,
-        out=_out(format, output),
+        out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command.run(opts))
 
@@ -414,7 +426,7 @@ def render(
     output: Output = None,
 ) -> None:
     """Re-render a saved JSON report without running the model (no torch needed):
-    table, json, markdown, csv (one row per finding) or junit.
+    table, json, markdown, csv (one row per finding), junit or html.
 
     Exit codes: 0 ok; 2 the file is missing or not a compilediag report.
     """

@@ -110,3 +110,24 @@ def test_output_file_is_written_atomically(saved_report: Path, tmp_path: Path) -
         app, ["render", str(saved_report), "-o", str(tmp_path / "nope" / "r.md")]
     )
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_html_from_render_and_beside_a_report(saved_report: Path, tmp_path: Path) -> None:
+    rendered = runner.invoke(app, ["render", str(saved_report), "--format", "html"])
+    assert rendered.exit_code == 0, rendered.output
+    assert rendered.output.startswith("<!DOCTYPE html>")
+    page = tmp_path / "report.html"
+    trace = str(fixture_trace("graph_breaks.eager"))
+    result = runner.invoke(app, ["report", trace, "--format", "json", "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)  # stdout stays the JSON report alone
+    html = page.read_text()
+    for b in data["graph_breaks"]:
+        assert f"{Path(b['file']).name}:{b['line']}" in html
+
+
+def test_help_shows_no_python_types_or_braces() -> None:
+    for command in (["explain"], ["recompiles"], ["report"], ["dump-kernels"], ["render"]):
+        text = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "100"}).output
+        assert "<str>" not in text and "<list[" not in text and "{" not in text, command
+        assert "-o, --out " not in text  # -o is --output, never --out

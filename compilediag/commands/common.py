@@ -52,6 +52,7 @@ class GateOptions:
 class OutputOptions:
     format: str = "table"
     output: str | None = None
+    html: str | None = None  # also write the self-contained HTML report here
 
 
 @dataclass
@@ -73,6 +74,8 @@ def check_outputs(out: OutputOptions, junit: str | None = None) -> None:
         )
     if out.output:
         check_output_file(out.output, "--output")
+    if out.html:
+        check_output_file(out.html, "--html")
     if junit:
         check_output_file(junit, "--junit")
 
@@ -222,8 +225,18 @@ def width() -> int:
     return shutil.get_terminal_size((100, 24)).columns
 
 
+def write_html(report: Report, out: OutputOptions) -> None:
+    if out.html:
+        from compilediag.fsutil import write_output_file
+        from compilediag.render import render
+
+        write_output_file(out.html, render(report, "html"), "--html")
+
+
 def emit(report: Report, out: OutputOptions) -> None:
     from compilediag.render import render
+
+    write_html(report, out)
 
     if out.output:
         from compilediag.fsutil import write_output_file

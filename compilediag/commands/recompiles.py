@@ -17,6 +17,7 @@ from compilediag.commands.common import (
     make_spec,
     run_model,
     width,
+    write_html,
 )
 from compilediag.config import load_config
 from compilediag.target import parse_shapes
@@ -47,6 +48,7 @@ def run(opts: RecompilesOptions) -> int:
     if opts.out.format == "table" and not opts.out.output:
         from compilediag.render.table import render_recompiles
 
+        write_html(done.report, opts.out)
         sys.stdout.write(render_recompiles(done.report, width=width(), color=color()))
     else:
         emit(done.report, opts.out)

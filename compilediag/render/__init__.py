@@ -7,7 +7,7 @@ from compilediag.report import Report, Rule, Summary
 
 __all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
 
-FORMATS = ("table", "json", "markdown", "csv", "junit")
+FORMATS = ("table", "json", "markdown", "csv", "junit", "html")
 
 
 def render(report: Report, fmt: str, width: int | None = None, color: bool = False) -> str:
@@ -27,6 +27,10 @@ def render(report: Report, fmt: str, width: int | None = None, color: bool = Fal
         from compilediag.render.junit import render_junit
 
         return render_junit(report)
+    if fmt == "html":
+        from compilediag.render.html import render_html
+
+        return render_html(report)
     from compilediag.render.table import render_table
 
     return render_table(report, width=width, color=color)

@@ -1,0 +1,374 @@
+"""A self-contained HTML report: one file, styles and script inline, no network requests.
+
+Rendered from the Report alone (no torch, no reading of the user's files, nothing that
+depends on the current folder), so a saved JSON report renders the same anywhere. The
+only links out are torch's graph-break docs (`doc_url`).
+
+Autoescaping is on: a model's source line, a guard or a trace message is data, never
+markup. Highlighted code comes from pygments, which escapes too. A Content-Security-Policy
+allows only this file's own script (by its hash), so even a mistake in escaping would not
+run a script planted in a report.
+
+Fields are read tolerantly (a dict key or an attribute, absent = empty): the Report gains
+fields over time (`gb.context`, `kernel.source`, `report.verified_fixes`) and
+`environment`/`target` may be dicts or dataclasses.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import hashlib
+import os.path
+import re
+import textwrap
+from collections.abc import Mapping
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+
+__all__ = ["render_html"]
+
+TEMPLATE = "report.html.j2"
+PHASES = (  # compile_time field, label, css class
+    ("dynamo_s", "Dynamo (tracing)", "p-dynamo"),
+    ("aot_s", "AOTAutograd", "p-aot"),
+    ("inductor_s", "Inductor (lowering)", "p-inductor"),
+    ("codegen_s", "code generation", "p-codegen"),
+)
+
+
+def render_html(report: Any) -> str:
+    """The whole report as one HTML document (a str; write it with encoding="utf-8")."""
+    env = _env()
+    script = _asset("report.js")
+    css = _asset("report.css") + "\n" + _pygments_css()
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    csp = (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+    )
+    paths = _Paths(report)
+    return env.get_template(TEMPLATE).render(
+        report=report,
+        css=Markup(css),
+        script=Markup(script),
+        csp=csp,
+        short=paths.short,
+        where=paths.where,
+        frame_groups=_frame_groups(report),
+        call_of=_call_of(report),
+        phases=_phases(report),
+        timing_chart=_timing_chart(report),
+        graph_max=max([_num(_get(g, "compile_time_s")) for g in _list(report, "graphs")] or [0]),
+        call_max=max([_num(_get(c, "wall_s")) for c in _list(report, "calls")] or [0]),
+        rank_diff=_rank_diff(report),
+        kernel_groups=_kernel_counts(report),
+    ).lstrip()  # the template's leading macros leave blank lines before the doctype
+
+
+# --- environment ------------------------------------------------------------------------
+
+
+@functools.cache
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("compilediag.render", "templates"),
+        autoescape=True,  # every template, whatever its name
+        undefined=jinja2.ChainableUndefined,  # a missing field renders empty, never raises
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        seconds=seconds,
+        ms=lambda v: "-" if v is None else f"{v:.3f} ms",
+        plural=plural,
+        highlight=highlight,
+        ticks=ticks,
+        pct=pct,
+        fields=fields,
+        get=_get,
+        kernel_lang=kernel_lang,
+        code_block=code_block,
+    )
+    env.globals.update(plural=plural)
+    env.tests.update(doc_link=is_doc_link, mapping=lambda v: isinstance(v, Mapping))
+    return env
+
+
+@functools.cache
+def _asset(name: str) -> str:
+    env = _env()
+    assert env.loader is not None
+    source, _, _ = env.loader.get_source(env, name)
+    return source.strip()
+
+
+@functools.cache
+def _pygments_css() -> str:
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(style="default").get_style_defs(".hl")
+
+
+# --- filters ----------------------------------------------------------------------------
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """obj[name] for a mapping, obj.name otherwise; default when absent or None."""
+    if obj is None:
+        return default
+    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+    return default if value is None else value
+
+
+def _list(obj: Any, name: str) -> list:
+    return list(_get(obj, name, []) or [])
+
+
+def _num(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def seconds(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    value = _num(value)
+    if value >= 1:
+        return f"{value:.2f} s"
+    return f"{value * 1e3:.0f} ms" if value >= 0.01 or value == 0 else f"{value * 1e3:.2f} ms"
+
+
+def plural(n: Any, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def pct(value: Any, total: Any) -> str:
+    """A CSS width: value as a percentage of total (at least a sliver when non-zero)."""
+    v, t = _num(value), _num(total)
+    if t <= 0 or v <= 0:
+        return "0%"
+    return f"{max(0.5, min(100.0, 100.0 * v / t)):.1f}%"
+
+
+def ticks(text: Any) -> Markup:
+    """Escape, then show `backticked` spans as code."""
+    escaped = str(escape("" if text is None else text))
+    return Markup(re.sub(r"`([^`\n]+)`", r"<code>\1</code>", escaped))
+
+
+def is_doc_link(url: Any) -> bool:
+    """Only http(s) URLs become links (a report is data: no javascript: or file: links)."""
+    return isinstance(url, str) and re.match(r"https?://[^\s\"'<>]+$", url) is not None
+
+
+def highlight(code: Any, lang: str = "python") -> Markup:
+    """Syntax-highlighted HTML spans for code (pygments escapes it)."""
+    from pygments import highlight as _highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        lexer = get_lexer_by_name(lang, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        lexer = get_lexer_by_name("text", stripnl=False, ensurenl=False)
+    html = _highlight("" if code is None else str(code), lexer, HtmlFormatter(nowrap=True))
+    return Markup(html.rstrip("\n"))
+
+
+def code_block(lines: Any, mark: Any = None, lang: str = "python") -> Markup:
+    """A <pre> of numbered, highlighted lines; `lines` is a whole text (numbered from 1), or
+    a list of (number, text) or of items with .line and .code; the line numbered `mark` is
+    highlighted. The numbers are CSS-generated, so copying the code copies only code."""
+    if isinstance(lines, str):
+        lines = list(enumerate(lines.rstrip("\n").split("\n"), 1))
+    pairs: list[tuple[Any, str]] = []
+    for item in lines or []:
+        if isinstance(item, tuple) and len(item) == 2:
+            pairs.append((item[0], "" if item[1] is None else str(item[1])))
+        elif isinstance(item, str):  # a list of lines
+            pairs.append((len(pairs) + 1, item))
+        else:
+            pairs.append((_get(item, "line", ""), str(_get(item, "code", ""))))
+    if not pairs:
+        return Markup("")
+    texts = textwrap.dedent("\n".join(t.replace("\n", " ").expandtabs(4) for _, t in pairs))
+    html = str(highlight(texts, lang)).split("\n")
+    html += [""] * (len(pairs) - len(html))
+    out = []
+    for (number, _), code in zip(pairs, html, strict=False):
+        marked = mark is not None and str(number) == str(mark)
+        out.append(f'<span class="line{" mark" * marked}" data-ln="{escape(number)}">{code}</span>')
+    return Markup('<pre class="code hl"><code>' + "\n".join(out) + "</code></pre>")
+
+
+def kernel_lang(kernel: Any) -> str:
+    name = str(_get(kernel, "name", ""))
+    file = str(_get(kernel, "file", ""))
+    source = str(_get(kernel, "source", ""))
+    if file.endswith(".py") or "triton" in name or "@triton.jit" in source:
+        return "python"
+    if file.endswith((".cpp", ".h", ".cc")) or name.startswith("cpp_") or "#include" in source:
+        return "cpp"
+    return "text"
+
+
+def fields(obj: Any) -> list[tuple[str, Any]]:
+    """(name, value) pairs of a mapping or a dataclass, for items of unknown shape."""
+    if isinstance(obj, Mapping):
+        return list(obj.items())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+    if hasattr(obj, "__dict__"):
+        return list(vars(obj).items())
+    return [("", obj)]
+
+
+# --- paths ------------------------------------------------------------------------------
+
+
+class _Paths:
+    """Short display paths, the same on every machine: a library path from its package
+    folder on, a user path relative to the folder that holds every user file of the
+    report. The full path is kept for tooltips and the search."""
+
+    def __init__(self, report: Any) -> None:
+        files: list[str] = []
+        for key in ("graph_breaks", "recompiles", "graphs", "recompile_limit_hits"):
+            for item in _list(report, key):
+                files += [str(_get(item, "file", "")), str(_get(item, "guard_file", ""))]
+        for k in _list(report, "kernels"):
+            files += [str(p).rpartition(":")[0] for p in _list(k, "source_lines")]
+        user = [os.path.dirname(f) for f in files if f.startswith("/") and self._library(f) is None]
+        try:
+            root = os.path.commonpath(user) if user else ""
+        except ValueError:
+            root = ""
+        self.root = "" if root in ("", "/") else root
+
+    @staticmethod
+    def _library(path: str) -> str | None:
+        for marker in ("/site-packages/", "/dist-packages/"):
+            if marker in path:
+                return path.split(marker, 1)[1]
+        return None
+
+    def short(self, path: Any) -> str:
+        path = "" if path is None else str(path)
+        if not path or path.startswith("<"):
+            return path
+        lib = self._library(path)
+        if lib is not None:
+            return lib
+        if self.root and path.startswith(self.root + "/"):
+            return path[len(self.root) + 1 :]
+        return path
+
+    def where(self, file: Any, line: Any) -> str:
+        return f"{self.short(file) or '?'}:{line if line is not None else '?'}"
+
+
+# --- views computed from the report -----------------------------------------------------
+
+
+def _frame_groups(report: Any) -> list[dict[str, Any]]:
+    """Recompiles grouped by frame (name and place), in order of first appearance."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for r in _list(report, "recompiles"):
+        key = (_get(r, "frame", ""), _get(r, "file", ""), _get(r, "line", 0))
+        g = groups.setdefault(key, {"frame": key[0], "file": key[1], "line": key[2], "items": []})
+        g["items"].append(r)
+    for g in groups.values():
+        fixes = {_get(r, "suggestion", "") for r in g["items"]}
+        g["common_fix"] = fixes.pop() if len(fixes) == 1 and len(g["items"]) > 1 else ""
+        g["limit_hit"] = any(
+            (_get(h, "frame"), _get(h, "file"), _get(h, "line"))
+            == (g["frame"], g["file"], g["line"])
+            for h in _list(report, "recompile_limit_hits")
+        )
+    return list(groups.values())
+
+
+def _call_of(report: Any) -> dict[str, int]:
+    """compile id -> the (1-based) call of the sweep that compiled it."""
+    out: dict[str, int] = {}
+    for c in _list(report, "calls"):
+        for cid in _list(c, "compile_ids"):
+            out.setdefault(str(cid), int(_num(_get(c, "index", 0))) + 1)
+    return out
+
+
+def _phases(report: Any) -> list[dict[str, Any]]:
+    ct = _get(report, "compile_time")
+    total = _num(_get(ct, "total_s"))
+    if not ct or total <= 0:
+        return []
+    parts = [(label, css, _num(_get(ct, key))) for key, label, css in PHASES]
+    whole = max(total, sum(v for _, _, v in parts))
+    return [
+        {"label": label, "css": css, "s": v, "width": pct(v, whole), "share": v / whole}
+        for label, css, v in parts
+    ]
+
+
+def _timing_chart(report: Any) -> dict[str, Any] | None:
+    """Geometry of the eager-vs-compiled bar chart (an inline SVG), or None."""
+    t = _get(report, "timings")
+    eager, compiled = _get(t, "eager_ms"), _get(t, "compiled_ms")
+    if not eager or not compiled:
+        return None
+    rows = [("eager", eager, "bar-eager"), ("compiled", compiled, "bar-compiled")]
+    top = max(_num(_get(s, "median")) + _num(_get(s, "iqr")) / 2 for _, s, _ in rows) or 1.0
+    left, width, row_h = 80, 520, 30
+    out = []
+    for i, (label, s, css) in enumerate(rows):
+        med, iqr = _num(_get(s, "median")), _num(_get(s, "iqr"))
+        y = 8 + i * (row_h + 10)
+        lo, hi = max(0.0, med - iqr / 2), med + iqr / 2
+        out.append(
+            {
+                "label": label,
+                "css": css,
+                "y": y,
+                "h": row_h,
+                "w": round(width * med / top, 1),
+                "lo": round(left + width * lo / top, 1),
+                "hi": round(left + width * hi / top, 1),
+                "mid": y + row_h / 2,
+                "median": med,
+                "iqr": iqr,
+                "n": _get(s, "n", 0),
+            }
+        )
+    return {"rows": out, "left": left, "width": width, "height": 8 + 2 * (row_h + 10)}
+
+
+def _rank_diff(report: Any) -> dict[str, set]:
+    """Per summary column, the ranks whose value differs from the most common one."""
+    ranks = _list(report, "ranks")
+    out: dict[str, set] = {}
+    if len(ranks) < 2:
+        return out
+    for col in ("graphs", "graph_breaks", "unique_graph_breaks", "recompiles", "kernels"):
+        values = [_get(_get(r, "summary"), col, 0) for r in ranks]
+        counts = sorted((values.count(v) for v in set(values)), reverse=True)
+        if len(counts) == 1:
+            out[col] = set()
+        elif counts[0] == counts[1]:  # no majority (two ranks that differ): mark them all
+            out[col] = set(range(len(values)))
+        else:
+            common = max(set(values), key=values.count)
+            out[col] = {i for i, v in enumerate(values) if v != common}
+    return out
+
+
+def _kernel_counts(report: Any) -> dict[str, int]:
+    kernels = _list(report, "kernels")
+    ext = sum(1 for k in kernels if _get(k, "kind") == "extern")
+    return {"generated": len(kernels) - ext, "extern": ext}

@@ -1,0 +1,423 @@
+"""The HTML report (`compilediag.render.html`).
+
+Reports are real ones, made by the CLI in-process and read back from their JSON (the
+contract a saved report is rendered from). Escaping, self-containment and independence
+from torch always run; the browser tests open the file in Debian's chromium through
+Playwright, and skip when either is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from compilediag.cli import app
+from compilediag.render.html import render_html
+from compilediag.report import Report
+from tests.conftest import ROOT, SAMPLES, fixture_trace
+
+PLANTED = "<script>window.__pwned=1</script>"
+PLANTED_MODEL = f'''\
+import torch
+from torch import nn
+
+
+class Planted(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        print("{PLANTED}")  # a graph break: this line is reported as its site
+        return h * 2
+
+
+def get_model():
+    return Planted()
+
+
+def get_inputs():
+    return (torch.randn(2, 8),)
+'''
+PLANTED_LINE = 12
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def cli_report(*args: str) -> Report:
+    result = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return Report.from_dict(json.loads(result.stdout))
+
+
+# --- reports (module-scoped: an explain or recompiles run starts torch in a worker) -------
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    model = tmp_path_factory.mktemp("planted") / "planted.py"
+    model.write_text(PLANTED_MODEL)
+    return cli_report("explain", str(model), "--backend", "eager", "--no-timings")
+
+
+@pytest.fixture(scope="module")
+def traced() -> Report:
+    return cli_report("report", str(fixture_trace("graph_breaks.eager")))
+
+
+@pytest.fixture(scope="module")
+def kernels() -> Report:
+    return cli_report("report", str(fixture_trace("transformer_block.inductor")))
+
+
+@pytest.fixture(scope="module")
+def limit() -> Report:
+    """A sweep of 3 calls; 8 recompiles of one frame, then its recompile limit."""
+    return cli_report(
+        "recompiles", str(SAMPLES / "recompile_limit.py"), "--backend", "eager",
+        "--shapes", "4x16,8x16,16x16",
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """Two ranks that compiled different models: they diverge."""
+    folder = tmp_path_factory.mktemp("ranks")
+    shutil.copy(fixture_trace("graph_breaks.eager"), folder / "trace_rank_0_a.log")
+    shutil.copy(fixture_trace("batch_sweep.eager"), folder / "trace_rank_1_b.log")
+    return cli_report("report", str(folder))
+
+
+REPORTS = ["planted", "traced", "kernels", "limit", "ranks"]
+
+
+@pytest.fixture(params=REPORTS)
+def any_report(request: pytest.FixtureRequest) -> Report:
+    return request.getfixturevalue(request.param)
+
+
+# --- without a browser --------------------------------------------------------------------
+
+
+class Links(HTMLParser):
+    """Every tag and every URL-bearing attribute of a document."""
+
+    URL_ATTRS = {"href", "src", "srcset", "action", "formaction", "poster", "data", "background"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.urls: list[tuple[str, str, str]] = []  # tag, attribute, value
+        self.styles: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in_style = tag == "style"
+        for name, value in attrs:
+            if name in self.URL_ATTRS:
+                self.urls.append((tag, name, value or ""))
+            if name == "style":
+                self.styles.append(value or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.styles.append(data)
+
+
+def parse(html: str) -> Links:
+    p = Links()
+    p.feed(html)
+    return p
+
+
+def test_planted_script_is_text(planted: Report) -> None:
+    (gb,) = planted.graph_breaks
+    assert (Path(gb.file).name, gb.line) == ("planted.py", PLANTED_LINE)
+    assert PLANTED in gb.code
+    html = render_html(planted)
+    assert PLANTED not in html
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html  # shown, as text
+    assert [t for t, _ in parse(html).tags].count("script") == 1  # ours, and only ours
+
+
+def test_hostile_report_fields_are_text(traced: Report) -> None:
+    """Everything in a report is data: a JSON report from anywhere renders no markup."""
+    evil = '<img src=x onerror="window.__x=1">'
+    data = traced.to_dict()
+    data["errors"] = [evil]
+    data["notes"] = [evil]
+    data["target"]["path"] = f"/m/{evil}.py"
+    data["divergence"] = [evil]
+    gb = data["graph_breaks"][0]
+    for key in ("file", "code", "reason", "explanation", "suggestion", "gb_id", "cause"):
+        gb[key] = f"{evil} `{evil}`"
+    gb["hints"] = [evil]
+    gb["context"] = [{"line": gb["line"], "code": evil}]
+    gb["doc_url"] = "javascript:alert(1)"
+    data["graph_breaks"][1]["doc_url"] = 'https://example.org/" onclick="alert(1)'
+    html = render_html(Report.from_dict(data))
+    assert "<img" not in html and "onerror=" not in html.replace("onerror=&#34;", "")
+    assert "&lt;img src=x onerror=" in html
+    hrefs = [v for _, name, v in parse(html).urls if name == "href"]
+    assert not any(h.startswith("javascript:") or "onclick" in h for h in hrefs), hrefs
+
+
+def test_self_contained(any_report: Report) -> None:
+    """No request leaves the file: no src, no stylesheet link, no CSS url(); the only
+    links out are torch's graph-break docs."""
+    html = render_html(any_report)
+    doc = parse(html)
+    docs = {gb.doc_url for gb in any_report.graph_breaks if gb.doc_url}
+    for tag, name, value in doc.urls:
+        if name == "href" and tag == "a":
+            assert value.startswith("#") or value in docs, value
+        else:
+            assert value.startswith("data:"), (tag, name, value)
+    assert not [t for t, a in doc.tags if t in ("link", "iframe", "object", "embed", "base")]
+    css = "\n".join(doc.styles)
+    assert "@import" not in css and not re.search(r"url\(\s*['\"]?(https?:)?//", css)
+    assert not [a for t, a in doc.tags if t == "script" and a.get("src")]
+    csp = [
+        a for t, a in doc.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    ]
+    assert csp and "default-src 'none'" in (csp[0]["content"] or "")
+    if docs:
+        assert any(value in docs for _, _, value in doc.urls)
+
+
+def test_sections_in_order(limit: Report, ranks: Report) -> None:
+    html = render_html(limit)
+    order = ["verdict", "summary", "notes", "graph-breaks", "recompiles", "limit-hits",
+             "calls", "graphs", "compile-time", "timings"]  # fmt: skip
+    at = [html.index(f'id="{s}"') for s in order]
+    assert at == sorted(at)
+    html = render_html(ranks)
+    at = [html.index(f'id="{s}"') for s in ("verdict", "graph-breaks", "recompiles", "ranks")]
+    assert at == sorted(at)
+    assert 'id="kernels"' not in html and 'id="verified-fixes"' not in html
+
+
+def test_gate_comes_first(traced: Report) -> None:
+    data = traced.to_dict()
+    data["verdict"] = {
+        "passed": False,
+        "rules": [{"name": "max_graph_breaks", "limit": 0, "value": 3, "passed": False}],
+        "regressions": ["new break site graph_breaks.py:22"],
+        "improvements": ["recompiles 2 -> 0"],
+    }
+    html = render_html(Report.from_dict(data))
+    first = html.index('id="verdict"')
+    assert first < html.index('id="summary"')
+    for text in (
+        "FAIL",
+        "max_graph_breaks",
+        "new break site graph_breaks.py:22",
+        "recompiles 2 -&gt; 0",
+    ):
+        assert first <= html.index(text, first), text
+
+
+def test_fields_that_may_be_absent(kernels: Report, traced: Report) -> None:
+    """Kernel sources and verified fixes render when the report has them, and are left
+    out when it has not."""
+    html = render_html(kernels)
+    assert 'class="source"' not in html and "Verified fixes" not in html
+    kernels = Report.from_dict(kernels.to_dict())  # a copy: the fixture is shared
+    k = kernels.kernels[0]
+    k.source = '#include <vector>\nextern "C" void kernel(const float* in_ptr0) { /* <b> */ }\n'  # type: ignore[attr-defined]
+    kernels.verified_fixes = [  # type: ignore[attr-defined]
+        {"site": "graph_breaks.py:22", "fix": "guard the `print`", "graph_breaks": [3, 2]},
+        "a plain <b>line</b>",
+    ]
+    html = render_html(kernels)
+    assert 'class="source"' in html and '<span class="cp">#include' in html  # pygments, C++
+    assert "&lt;vector&gt;" in html and "/* &lt;b&gt; */" in html
+    assert 'id="verified-fixes"' in html and "<code>print</code>" in html
+    assert "a plain &lt;b&gt;line&lt;/b&gt;" in html
+    # the lines around a break site, with the site itself marked
+    gb = traced.graph_breaks[0]
+    html = render_html(traced)
+    if gb.context:
+        assert html.count('class="line mark"') == len(traced.graph_breaks)
+
+
+def test_renders_without_torch_anywhere(tmp_path: Path, limit: Report) -> None:
+    """A saved JSON report renders the same in another folder, with torch unimportable."""
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(limit.to_dict()))
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import json\n"
+        "from compilediag.report import Report\n"
+        "from compilediag.render.html import render_html\n"
+        "r = Report.from_dict(json.load(open(sys.argv[1])))\n"
+        "sys.stdout.write(render_html(r))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(saved)], capture_output=True, text=True, cwd=tmp_path,
+        env=env, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == render_html(Report.from_dict(json.loads(saved.read_text())))
+
+
+def test_timings_and_compile_phases_as_charts(traced: Report) -> None:
+    data = traced.to_dict()
+    data["timings"] = {
+        "eager_ms": {"median": 0.04, "iqr": 0.01, "n": 100},
+        "compiled_ms": {"median": 0.08, "iqr": 0.02, "n": 100},
+        "first_call_s": 0.7, "speedup": 0.5, "outputs_match": False, "max_abs_err": 0.25,
+        "repeat": 100, "calls_per_block": 6, "warmup": 20, "method": "perf_counter",
+        "notes": ["3 graph breaks split the model into 4 graphs"],
+    }  # fmt: skip
+    html = render_html(Report.from_dict(data))
+    doc = parse(html)
+    assert [t for t, _ in doc.tags].count("rect") == 2  # eager and compiled
+    assert "0.040 ms (IQR 0.010)" in html and "0.080 ms (IQR 0.020)" in html
+    assert "0.50×" in html and "DIFFER from eager" in html
+    assert "3 graph breaks split the model into 4 graphs" in html
+    ct = traced.compile_time
+    assert ct is not None and ct.total_s > 0
+    assert 'class="stack"' in html and 'class="seg p-dynamo"' in html
+
+
+# --- in a browser -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Opened:
+    def __init__(self, browser, report: Report, folder: Path) -> None:
+        self.file = folder / "report.html"
+        self.file.write_text(render_html(report), encoding="utf-8")
+        self.url = self.file.as_uri()
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1280, "height": 800})
+        self.page = self.context.new_page()
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(self.url)
+        self.page.wait_for_load_state("load")
+
+
+@pytest.fixture
+def opened(browser, tmp_path: Path):
+    pages: list[Opened] = []
+
+    def open_(report: Report) -> Opened:
+        pages.append(Opened(browser, report, tmp_path))
+        return pages[-1]
+
+    yield open_
+    for o in pages:
+        o.context.close()
+
+
+def test_browser_planted_script_does_not_run(opened, planted: Report) -> None:
+    o = opened(planted)
+    page = o.page
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("script").count() == 1
+    site = page.locator("details.break pre.code .line.mark")
+    assert site.count() == 1 and site.is_visible()
+    assert PLANTED in site.inner_text()
+    assert page.get_by_text(PLANTED, exact=False).first.is_visible()
+    assert o.errors == []
+
+
+def test_browser_every_finding_is_there(opened, any_report: Report) -> None:
+    o = opened(any_report)
+    page = o.page
+    assert o.errors == [], o.errors
+    assert o.requests == [o.url], o.requests  # nothing but the file itself
+    for gb in any_report.graph_breaks:
+        el = page.locator(f'details.break[data-site="{gb.file}:{gb.line}"]')
+        assert el.count() == 1, (gb.file, gb.line)
+        summary = el.locator("> summary")
+        assert summary.is_visible() and f"{Path(gb.file).name}:{gb.line}" in summary.inner_text()
+    for r in any_report.recompiles:
+        el = page.locator(f'li.recompile[data-compile-id="{r.compile_id}"]')
+        assert el.count() == 1 and el.is_visible(), r.compile_id
+        assert r.failed_guard in el.inner_text()
+    assert page.locator(".finding.limit").count() == len(any_report.recompile_limit_hits)
+    assert page.locator("tr.call").count() == len(any_report.calls)
+    assert page.locator("tbody.kernel").count() == len(any_report.kernels)
+    assert page.locator("tr.rank").count() == len(any_report.ranks)
+    assert page.locator("li.divergence").count() == len(any_report.divergence)
+    if any_report.ranks:
+        assert page.locator("td.diff").count() > 0
+
+
+def test_browser_sections_collapse_and_open(opened, traced: Report) -> None:
+    page = opened(traced).page
+    graphs = page.locator("details#graphs")
+    table = graphs.locator("table")
+    assert graphs.get_attribute("open") is None and not table.is_visible()
+    graphs.locator("> summary").click()
+    assert table.is_visible()
+    hints = page.locator("details.hints").first
+    assert not hints.locator("li").first.is_visible()
+    hints.locator("summary").click()
+    assert hints.locator("li").first.is_visible()
+    page.locator("details#graph-breaks > summary").click()  # a whole section closes too
+    assert not page.locator("details.break").first.is_visible()
+
+
+def test_browser_search_filters(opened, traced: Report) -> None:
+    page = opened(traced).page
+    breaks = page.locator("details.break")
+    assert breaks.count() == 3
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "search"
+    page.keyboard.type("data-dependent")
+    visible = [b.get_attribute("data-site") for b in breaks.all() if b.is_visible()]
+    assert [s.rsplit(":", 1)[1] for s in visible] == ["24"]
+    assert not page.locator("details#recompiles").is_visible()  # nothing there matches
+    assert page.locator("#search-count").inner_text().startswith("1 of ")
+    # a match inside a collapsed section opens it
+    page.fill("#search", "3/0")
+    assert page.locator("details#graphs tr.graph", has_text="3/0").is_visible()
+    page.fill("#search", "no such text anywhere")
+    assert page.locator("#no-match").is_visible()
+    page.fill("#search", "")
+    assert all(b.is_visible() for b in breaks.all())
+    assert page.locator("details#graphs").get_attribute("open") is None  # restored
+
+
+def test_browser_print_expands_everything(opened, limit: Report) -> None:
+    page = opened(limit).page
+    collapsed = page.locator("details:not([open])")
+    assert collapsed.count() > 0
+    page.emulate_media(media="print")
+    for d in collapsed.all():
+        assert d.locator("> :not(summary)").first.is_visible()
+    assert not page.locator("#search").is_visible()
