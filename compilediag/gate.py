@@ -50,6 +50,9 @@ def evaluate(report: Report, budgets: Budgets) -> Verdict:
         rules.append(Rule("check-outputs", 0, err, match))
     if budgets.fail_on_divergence:
         rules.append(_rule("divergence", 0, len(report.divergence)))
+    if rules and s.compile_failures:
+        # a frame torch.compile failed on is worse than a break: no budget allows it
+        rules.append(_rule("compile-failures", 0, s.compile_failures))
     verdict = Verdict(rules=rules)
     if budgets.baseline is not None:
         compare(report, budgets.baseline, budgets.speedup_tolerance, verdict)

@@ -72,6 +72,7 @@ class GraphBreak:
     suggestion: str = ""
     cause: str = ""  # our classification: print, logging, data_dependent_branch, ...
     library_frame: Site | None = None  # where it broke, when inside a library the user called
+    framework: str = ""  # the framework that library frame belongs to (DDP, logging, ...)
     compile_ids: list[str] = field(default_factory=list)
     ops_before: int = 0  # ops in the graph this break cut short
     context: list[SourceLine] = field(default_factory=list)  # the lines around the site
@@ -92,6 +93,21 @@ class Recompile:
     guard_line: int = 0
     guard_code: str = ""  # the source of that line, read when the report was built
     automatic_dynamic: bool = False  # torch made the changed value dynamic on this recompile
+
+
+@dataclass
+class CompileFailure:
+    """torch.compile failed on a frame (a backend error, an internal Dynamo error, ...):
+    the frame ran in eager mode, or the program stopped."""
+
+    compile_id: str
+    frame: str
+    file: str
+    line: int
+    fail_type: str  # torch's name for it: BackendCompilerFailed, InternalTorchDynamoError, ...
+    reason: str
+    code: str = ""  # the user line torch blamed
+    fix: str = ""
 
 
 @dataclass
@@ -218,6 +234,7 @@ class Summary:
     kernels: int = 0
     compile_time_s: float = 0.0
     speedup: float | None = None
+    compile_failures: int = 0
 
 
 @dataclass
@@ -227,6 +244,7 @@ class RankSummary:
     rank: int | None
     file: str
     summary: Summary
+    label: str = ""  # "rank 3", or with the file name where two files claim one rank
     break_sites: list[str] = field(default_factory=list)  # "model.py:12 print(...): reason"
     recompile_reasons: list[str] = field(default_factory=list)
 
@@ -236,7 +254,10 @@ class TraceInfo:
     files: list[str] = field(default_factory=list)
     records: int = 0
     unknown_records: dict[str, int] = field(default_factory=dict)
-    skipped_lines: int = 0
+    skipped_lines: int = 0  # lines that were neither a record nor its payload
+    damaged_payloads: int = 0  # payloads whose md5 differs from the one torch stated
+    not_analysed: dict[str, int] = field(default_factory=dict)  # present, read past: kind -> n
+    ignored_files: list[str] = field(default_factory=list)  # files with no trace record
 
 
 @dataclass
@@ -248,6 +269,7 @@ class Report:
     graph_breaks: list[GraphBreak] = field(default_factory=list)
     recompiles: list[Recompile] = field(default_factory=list)
     recompile_limit_hits: list[LimitHit] = field(default_factory=list)
+    compile_failures: list[CompileFailure] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     graphs: list[Graph] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)

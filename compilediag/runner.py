@@ -92,11 +92,20 @@ def run_worker(
     result_path = work / "result.json"
     if rc < 0:
         name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+        if -rc == signal.SIGKILL:
+            hint = (
+                "SIGKILL from outside is most often the kernel's out-of-memory killer: check "
+                "`dmesg` or the job's memory limit, and try smaller inputs."
+            )
+        else:
+            hint = (
+                "A native crash (a C extension, generated code) ended the process; run the "
+                "model without compilediag to see whether eager crashes too."
+            )
         raise WorkerError(
             f"the worker was killed by signal {name} while running the model.",
             detail=_tail(output),
-            hint="A native crash (a C extension, generated code, or out of memory) ended the "
-            "process; run the model without compilediag to see whether eager crashes too.",
+            hint=hint,
         )
     if not result_path.exists():
         raise WorkerError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -115,6 +116,10 @@ def check_target_file(path: str) -> Path:
         raise UsageError(f"{path} is a folder, not a model file.", hint="Pass a .py file.")
     if p.suffix != ".py":
         raise UsageError(f"{path} is not a Python file.", hint="Pass a .py file.")
+    if not os.access(p, os.R_OK):
+        raise UsageError(
+            f"model file {path} cannot be read (no permission).", hint="Check its rights."
+        )
     return p.resolve()
 
 

@@ -41,13 +41,13 @@ def compile_report(
     buffer = io.StringIO()
     handler = logging.StreamHandler(buffer)
     handler.setFormatter(TorchLogsFormatter(trace=True))
-    old_level, old_propagate = trace_log.level, trace_log.propagate
+    old_level, old_handlers = trace_log.level, list(trace_log.handlers)
     torch._dynamo.reset()
     trace_log.setLevel(logging.DEBUG)
-    trace_log.addHandler(handler)
-    # the trace is ours alone: without this, pytest's log capture shows every record as
-    # an empty DEBUG line under a failed assertion
-    trace_log.propagate = False
+    # The trace is ours alone while we compile: pytest hangs its capture handlers on the
+    # logger too, and would show every record as an empty DEBUG line under a failed
+    # assertion. Every handler is put back afterwards (a TORCH_TRACE one included).
+    trace_log.handlers = [handler]
     try:
         compiled = torch.compile(model, backend=backend, **compile_kwargs)
         with torch.no_grad():
@@ -57,9 +57,8 @@ def compile_report(
                 else:
                     compiled(*args)
     finally:
-        trace_log.removeHandler(handler)
+        trace_log.handlers = old_handlers
         trace_log.setLevel(old_level)
-        trace_log.propagate = old_propagate
         torch._dynamo.reset()
     log = parse_lines(io.StringIO(buffer.getvalue()), path="<in-process>")
     env = Environment(source="in-process", torch=torch.__version__, backend=backend)

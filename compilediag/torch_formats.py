@@ -235,6 +235,30 @@ def guard_pattern(text: str) -> str:
     return re.sub(r"\d+(\.\d+)?", "#", text)
 
 
+# --- compile failures ---------------------------------------------------------------------
+
+# The exception torch.compile raised (its inner one, named first in the message) -> what
+# fixes it. Messages of 2.6 - 2.13.
+COMPILE_FAILURE_FIXES = {
+    "InvalidCxxCompiler": "Inductor needs a C++ compiler on CPU: install one (e.g. "
+    "`apt-get install g++`), or point the CXX environment variable at it.",
+    "LoweringException": "Inductor could not lower an op of the graph: try --backend "
+    "aot_eager to confirm it is Inductor's, and report it to PyTorch with the op named above.",
+    "OutOfMemoryError": "The compile or the compiled code ran out of device memory: try "
+    "smaller inputs, or mode=max-autotune-no-cudagraphs.",
+}
+
+
+# fail_type values of compilation_metrics that are not failures: the frame was skipped
+# because of a graph break it could not resume from, or the recompile limit
+NOT_FAILURES = {"Unsupported", "SkipFrame", "RecompileLimitExceeded", "FailOnRecompileLimitHit"}
+
+
+def compile_failure_fix(message: str) -> str:
+    head = message.split(":", 1)[0].strip()
+    return COMPILE_FAILURE_FIXES.get(head, "")
+
+
 # --- Inductor's generated code (inductor_output_code) -----------------------------------
 
 # `triton_poi_fused_add_0 = async_compile.triton('triton_poi_fused_add_0', '''SOURCE''', ...)`

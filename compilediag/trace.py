@@ -12,6 +12,7 @@ for the records the analysis uses. Records it does not know are counted, never f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -34,7 +35,8 @@ PAYLOAD_KINDS = {
     "aot_inference_graph", "aot_forward_graph",
 }  # fmt: skip
 PAYLOAD_ARTIFACTS = {
-    "dynamo_graph_break_reason", "recompile_reasons", "triton_kernel_info",
+    "dynamo_graph_break_reason", "recompile_reasons", "dynamo_error",
+    "inductor_collective_schedule", "graph_execution",
     "fx_graph_cache_hit", "fx_graph_cache_miss", "fx_graph_cache_bypass",
     "aotautograd_cache_hit", "aotautograd_cache_miss", "aotautograd_cache_bypass",
     "cudagraph_skip_reason", "inductor_provenance_tracking_kernel_stack_traces",
@@ -287,6 +289,8 @@ class TraceLog:
     records: int = 0
     unknown: Counter[str] = field(default_factory=Counter)
     skipped_lines: int = 0
+    damaged_payloads: int = 0  # payloads whose md5 is not the one the record states
+    not_analysed: Counter[str] = field(default_factory=Counter)  # known kinds read past
     rank: int | None = None
     rank_from: str = ""  # "file name" or "envelope"
     _latest: dict[CompileId, Compile] = field(default_factory=dict, repr=False)
@@ -334,6 +338,8 @@ def iter_records(lines: Iterable[str], log: TraceLog | None = None) -> Iterator[
         fast = KIND.search(raw, m.start("json") - 2)
         if fast and fast.group(1) in KNOWN_KINDS and fast.group(1) not in USED_KINDS:
             pending, want_payload = Record(fast.group(1), {}, {}), False
+            if log is not None:
+                log.not_analysed[fast.group(1)] += 1
             continue
         try:
             obj = json.loads(m.group("json"))
@@ -357,6 +363,16 @@ def iter_records(lines: Iterable[str], log: TraceLog | None = None) -> Iterator[
         yield pending
 
 
+def payload_intact(rec: Record) -> bool:
+    """Torch states the md5 of every payload in the envelope (`has_payload`); the lines
+    carry it with a tab in front and a newline after."""
+    stated = rec.envelope.get("has_payload")
+    if not isinstance(stated, str) or len(stated) != 32:
+        return True
+    text = rec.payload[:-1] if rec.payload.endswith("\n") else rec.payload
+    return hashlib.md5(text.encode("utf-8", "replace")).hexdigest() == stated
+
+
 def parse_lines(
     lines: Iterable[str], path: str = "", strict: bool = False, rank: int | None = None
 ) -> TraceLog:
@@ -377,13 +393,23 @@ def parse_lines(
                 raise TraceError(f"unknown record {rec.kind!r} in {path or 'trace'}")
             log.unknown[rec.kind] += 1
             continue
+        if rec.payload and not payload_intact(rec):
+            log.damaged_payloads += 1
+            continue
         cid = CompileId.from_envelope(rec.envelope, log.rank)
         if cid is None:
+            log.not_analysed[_what(rec) + " (outside any compile)"] += 1
             continue
+        if rec.kind == "artifact" and rec.meta.get("name") not in PAYLOAD_ARTIFACTS:
+            log.not_analysed[_what(rec)] += 1
         _apply(log.compile_for(cid, rec.kind), cid, rec, strings)
     if strict and log.skipped_lines:
         raise TraceError(f"{log.skipped_lines} unreadable lines in {path or 'trace'}")
     return log
+
+
+def _what(rec: Record) -> str:
+    return f"artifact {rec.meta.get('name')}" if rec.kind == "artifact" else rec.kind
 
 
 def _apply(c: Compile, cid: CompileId, rec: Record, strings: dict[int, str]) -> None:

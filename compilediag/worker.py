@@ -90,6 +90,18 @@ class Worker:
             first = next(sets)
         except DiagError as e:
             return self.fail("usage", USAGE, e.message + (" " + e.hint if e.hint else ""))
+        except ModuleNotFoundError as e:
+            if e.name:  # a package the model file needs is not installed where we run
+                package = e.name.split(".")[0]
+                file, line, _ = user_frame(e, target.path)
+                at = f" (at {file}:{line})" if file else ""
+                return self.fail(
+                    "usage", USAGE,
+                    f"the model file imports `{e.name}`, which is not installed in this "
+                    f"Python ({sys.executable}){at}. Install it (pip install {package}), or "
+                    "run compilediag from the environment the model runs in.",
+                )  # fmt: skip
+            return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
         except BaseException as e:  # the user's file raised while loading: their bug
             return self.fail("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
 

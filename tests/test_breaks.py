@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from compilediag.analysis.breaks import classify, collect_breaks, user_site
 from compilediag.report import Site
 from compilediag.torch_formats import ParsedBreak, parse_break_text
-from compilediag.trace import parse_path
+from compilediag.trace import CompileId, LoggedBreak, parse_path
 from tests.conftest import expected_breaks, fixture_trace, trace_sets
 
 
@@ -51,11 +52,22 @@ def test_sites_are_deduplicated_and_counted_across_recompiles() -> None:
     # the same print site hit by compile 0/0 and by its recompile 0/1 on torch 2.11
     (log,) = parse_path(fixture_trace("graph_breaks.eager"))
     first = log.ordered()[0]
-    first.graph_breaks.append(first.graph_breaks[0])  # as a recompile logs it again
-    sites, total = collect_breaks(log.ordered())
+    recompile = replace(first, id=CompileId(0, 1), graph_breaks=list(first.graph_breaks))
+    sites, total = collect_breaks([*log.ordered(), recompile])  # 0/1 logs the break again
     assert total == 4 and len(sites) == 3
     top = sites[0]
     assert (top.line, top.count) == (22, 2), "the site that fired most comes first"
+    assert top.compile_ids == ["0/0", "0/1"]
+
+
+def test_a_break_logged_again_on_a_restart_of_one_compile_counts_once() -> None:
+    (log,) = parse_path(fixture_trace("graph_breaks.eager"))
+    first = log.ordered()[0]
+    again = LoggedBreak(first.graph_breaks[0].text, attempt=1)  # the restart re-logs it
+    first.graph_breaks.append(again)
+    sites, total = collect_breaks(log.ordered())
+    assert total == 3 and len(sites) == 3
+    assert all(s.count == 1 for s in sites)
 
 
 def test_user_site_prefers_the_users_line_over_a_library_frame() -> None:

@@ -99,27 +99,89 @@ def classify(reason: str, explanation: str, code: str) -> tuple[str, str]:
 # --- de-duplication -------------------------------------------------------------------
 
 
+# Code the user calls but does not own: a break inside it is theirs to avoid, not to fix
+# inside. Matched on the path from the package down; the advice fits the framework.
+FRAMEWORKS: list[tuple[str, str, str]] = [
+    (
+        "torch/nn/parallel/",
+        "torch.nn.parallel (DDP)",
+        "Dynamo broke inside DistributedDataParallel's own code. Compile the module, then "
+        "wrap it (`DDP(torch.compile(model))`), or compile each block; torch's DDP notes "
+        "describe how DDP and torch.compile work together.",
+    ),
+    (
+        "torch/",
+        "torch",
+        "The break is inside torch itself, under your call: check the call's arguments, or "
+        "keep that call outside the compiled function.",
+    ),
+    (
+        "logging/",
+        "logging",
+        "Dynamo does not trace the logging module: move the call out of forward, guard it "
+        "with `if not torch.compiler.is_compiling():`, or add the logger method to "
+        "torch._dynamo.config.ignore_logging_functions.",
+    ),
+    (
+        "contextlib.py",
+        "contextlib",
+        "A context manager Dynamo cannot trace: move the `with` block out of forward, or use "
+        "one Dynamo supports (torch.no_grad, torch.autocast, ...).",
+    ),
+    (
+        "transformers/",
+        "transformers",
+        "The break is inside transformers' own code: look for a config option that avoids "
+        "that path (e.g. attn_implementation, use_cache, output_attentions), or compile the "
+        "inner model rather than its wrapper.",
+    ),
+]
+
+
+def framework_of(file: str) -> tuple[str, str] | None:
+    path = file.replace("\\", "/")
+    for marker, name, advice in FRAMEWORKS:
+        if marker in path:
+            return name, advice
+    return None
+
+
 def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
-    """Every break site once, counted, in order of impact; and the total occurrences."""
-    sites: dict[tuple[str, int, str], GraphBreak] = {}
-    total = 0
+    """Every finding once, and how many times a graph was broken.
+
+    A finding is a user site and the library site under it (each library site its own
+    finding), with its reason. Its `count` is the number of compiles it happened in: torch
+    logs a break again on the restart of the same compile (another attempt), and each
+    outer frame may report it; those are one. The total counts (compile, user site) pairs.
+    """
+    sites: dict[tuple[str, int, str, str, int], GraphBreak] = {}
+    broken: set[tuple[str, str, int]] = set()
     for c in compiles:
         for logged in c.graph_breaks:
-            total += 1
             parsed = parse_break_text(logged.text)
             site, lib = user_site(parsed)
-            code = site.code or code_at(site.file, site.line)
-            key = (site.file, site.line, parsed.reason)
+            broken.add((c.compile_id, site.file, site.line))
+            key = (
+                site.file,
+                site.line,
+                parsed.reason,
+                lib.file if lib else "",
+                lib.line if lib else 0,
+            )
             if key in sites:
                 gb = sites[key]
-                gb.count += 1
                 if c.compile_id not in gb.compile_ids:
                     gb.compile_ids.append(c.compile_id)
+                    gb.count += 1
                 continue
+            code = site.code or code_at(site.file, site.line)
             lib_code = ""
             if lib is not None:
                 lib_code = lib.code or code_at(lib.file, lib.line)
             cause, suggestion = classify(parsed.reason, parsed.explanation, code + " " + lib_code)
+            framework = framework_of(lib.file) if lib is not None else None
+            if framework is not None and cause in ("other", "unsupported_call"):
+                suggestion = framework[1]
             sites[key] = GraphBreak(
                 file=site.file,
                 line=site.line,
@@ -132,9 +194,10 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
                 suggestion=suggestion,
                 cause=cause,
                 library_frame=Site(lib.file, lib.line, lib_code, lib.name) if lib else None,
+                framework=framework[0] if framework else "",
                 compile_ids=[c.compile_id],
                 ops_before=c.metrics.graph_op_count,
                 context=context_at(site.file, site.line),
             )
     ordered = sorted(sites.values(), key=lambda b: (-b.count, -b.ops_before, b.file, b.line))
-    return ordered, total
+    return ordered, len(broken)

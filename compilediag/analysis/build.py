@@ -17,10 +17,22 @@ from compilediag.analysis.graphs import (
 )
 from compilediag.analysis.kernels import GraphCode, collect_kernels, generated
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
+from compilediag.analysis.source import code_at
 from compilediag.paths import portable_path, portable_text
-from compilediag.report import Call, Environment, Report, Summary, TargetInfo, Timings, TraceInfo
+from compilediag.report import (
+    Call,
+    CompileFailure,
+    Environment,
+    Report,
+    Summary,
+    TargetInfo,
+    Timings,
+    TraceInfo,
+)
 from compilediag.torch_formats import (
+    NOT_FAILURES,
     RECOMPILE_LIMIT,
+    compile_failure_fix,
     frame_name,
     last_chained_break,
     parse_break_text,
@@ -59,6 +71,7 @@ def build_report(
         graph_breaks=breaks,
         recompiles=recompiles,
         recompile_limit_hits=collect_limit_hits(compiles, recompiles),
+        compile_failures=collect_failures(compiles),
         calls=_calls(worker, compiles),
         notes=skipped_frames(compiles),
         graphs=graphs,
@@ -72,16 +85,19 @@ def build_report(
             records=sum(log.records for log in logs),
             unknown_records=dict(sum((log.unknown for log in logs), Counter())),
             skipped_lines=sum(log.skipped_lines for log in logs),
+            damaged_payloads=sum(log.damaged_payloads for log in logs),
+            not_analysed=dict(sorted(sum((log.not_analysed for log in logs), Counter()).items())),
         ),
     )
     report.summary = Summary(
         graphs=len(graphs),
         graph_breaks=total_breaks,
-        unique_graph_breaks=len(breaks),
+        unique_graph_breaks=len({(b.file, b.line) for b in breaks}),
         recompiles=len(recompiles),
         kernels=sum(k.kind != "extern" for k in report.kernels),
         compile_time_s=round(ctime.total_s, 6),
         speedup=timings.speedup if timings else None,
+        compile_failures=len(report.compile_failures),
     )
     if timings:
         timings.notes = speedup_notes(report)
@@ -114,6 +130,8 @@ def make_portable(report: Report, root: str) -> None:
         r.file, r.guard_file = rel(r.file), rel(r.guard_file)
     for h in report.recompile_limit_hits:
         h.file = rel(h.file)
+    for f in report.compile_failures:
+        f.file = rel(f.file)
     for g in report.graphs:
         g.file = rel(g.file)
     for k in report.kernels:
@@ -125,6 +143,35 @@ def make_portable(report: Report, root: str) -> None:
             d.file = rel(d.file) if d.file else d.file
     report.notes = [portable_text(n, root) for n in report.notes]
     report.errors = [portable_text(e, root) for e in report.errors]
+
+
+def collect_failures(compiles: list[Compile]) -> list[CompileFailure]:
+    """Compiles whose metrics say torch.compile failed (not a frame skipped for a graph
+    break, not the recompile limit: those have their own findings)."""
+    out = []
+    for c in compiles:
+        m = c.metrics
+        if not m.fail_type or m.fail_type in NOT_FAILURES or RECOMPILE_LIMIT.search(m.fail_reason):
+            continue
+        fm = frame_metrics(c, compiles)
+        file, line = frame_place(c, fm)
+        reason = m.fail_reason or next(iter(c.artifacts.get("dynamo_error", [])), "")
+        reason = reason.strip().splitlines()[0] if reason.strip() else m.fail_type
+        if m.fail_user_file:
+            file, line = m.fail_user_file, m.fail_user_line
+        out.append(
+            CompileFailure(
+                compile_id=c.compile_id,
+                frame=frame_name(fm.co_name, fm.co_filename),
+                file=file,
+                line=line,
+                fail_type=m.fail_type,
+                reason=reason,
+                code=code_at(file, line),
+                fix=compile_failure_fix(reason) or compile_failure_fix(m.fail_type),
+            )
+        )
+    return out
 
 
 def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:
@@ -204,7 +251,8 @@ def _compile_failure(worker: WorkerResult, compiles: list[Compile]) -> str | Non
         if c.metrics.fail_user_file:
             file, line = c.metrics.fail_user_file, c.metrics.fail_user_line
     where = f" at {file}:{line}" if file else ""
-    return f"torch.compile failed{where}: {err.message}"
+    fix = compile_failure_fix(err.message)
+    return f"torch.compile failed{where}: {err.message}" + (f" Fix: {fix}" if fix else "")
 
 
 def _timings(worker: WorkerResult) -> Timings | None:

@@ -19,11 +19,18 @@ from compilediag.worker_types import WorkerResult
 
 def rank_summaries(logs: list[TraceLog], target: TargetInfo) -> list[RankSummary]:
     out = []
-    for i, log in enumerate(logs):
+    seen = Counter(log.rank for log in logs)
+    for log in logs:
         r = build_report([log], WorkerResult(environment=Environment(source="trace")), target)
+        name = os.path.basename(log.path)
+        # a rank two files claim (or none claims) is told apart by its file
+        label = f"rank {log.rank}" if log.rank is not None and seen[log.rank] == 1 else (
+            f"rank {log.rank} ({name})" if log.rank is not None else name
+        )  # fmt: skip
         out.append(
             RankSummary(
-                rank=log.rank if log.rank is not None else i,
+                rank=log.rank,
+                label=label,
                 file=log.path,
                 summary=r.summary,
                 break_sites=sorted(
@@ -46,17 +53,17 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
         ("graphs", lambda r: r.summary.graphs),
     ]
     for name, get in metrics:
-        values = {r.rank: get(r) for r in ranks}
+        values = {r.label: get(r) for r in ranks}
         if len(set(values.values())) > 1:
             common = Counter(values.values()).most_common(1)[0][0]
-            odd = ", ".join(f"rank {k}: {v}" for k, v in values.items() if v != common)
+            odd = ", ".join(f"{k}: {v}" for k, v in values.items() if v != common)
             found.append(f"{name} differ: {odd} (the others: {common})")
     for attr, what in (("break_sites", "breaks at"), ("recompile_reasons", "recompiles for")):
         counts = Counter(x for r in ranks for x in getattr(r, attr))
         for item, n in counts.items():
             if n < len(ranks):
-                having = [str(r.rank) for r in ranks if item in getattr(r, attr)]
-                found.append(f"only rank {', '.join(having)} {what} {item}")
+                having = [r.label for r in ranks if item in getattr(r, attr)]
+                found.append(f"only {', '.join(having)} {what} {item}")
     times = [r.summary.compile_time_s for r in ranks]
     median = statistics.median(times)
     for r in ranks:
@@ -66,13 +73,17 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
             and abs(r.summary.compile_time_s - median) > 1.0
         ):
             found.append(
-                f"rank {r.rank} compiled for {r.summary.compile_time_s:.1f} s, the median rank {median:.1f} s"
+                f"{r.label} compiled for {r.summary.compile_time_s:.1f} s, the median rank {median:.1f} s"
             )
     return found
 
 
 def report_from_traces(logs: list[TraceLog], target: TargetInfo) -> Report:
-    """The explain report from traces alone: every rank's findings, plus per-rank views."""
+    """The explain report from traces alone: every rank's findings, plus per-rank views.
+    Files with no trace record in them (an empty log, an unrelated text file) are not
+    ranks: they are listed as ignored."""
+    ignored = [log.path for log in logs if not log.records]
+    logs = [log for log in logs if log.records]
     versions = {c.metrics.pytorch_version for log in logs for c in log.compiles.values()}
     env = Environment(
         source="trace", torch=", ".join(sorted(versions - {""})) or "?", files=len(logs)
@@ -81,9 +92,22 @@ def report_from_traces(logs: list[TraceLog], target: TargetInfo) -> Report:
     if len(logs) > 1:
         report.ranks = rank_summaries(logs, target)
         report.divergence = divergence(report.ranks)
+    if report.trace is not None:
+        report.trace.ignored_files = [os.path.basename(p) for p in ignored]
+    if ignored:
+        report.notes.append(
+            f"ignored {len(ignored)} file(s) with no trace record: "
+            + ", ".join(os.path.basename(p) for p in ignored)
+        )
     skipped = sum(log.skipped_lines for log in logs)
     if skipped:
         report.notes.append(
             f"{skipped} unreadable lines were skipped (a truncated or damaged trace?)."
+        )
+    damaged = sum(log.damaged_payloads for log in logs)
+    if damaged:
+        report.notes.append(
+            f"{damaged} records were skipped because their payload is damaged (its md5 is "
+            "not the one torch wrote): the trace was cut or altered after it was written."
         )
     return report

@@ -199,10 +199,17 @@ def judge(report: Report, rules: Budgets, junit: str | None, failed: int | None)
     from compilediag.gate import evaluate, exit_code
 
     report.verdict = evaluate(report, rules)
-    if failed and report.errors:
+    if report.compile_failures and not failed:
+        failed = COMPILE_FAILED  # a trace that holds a failure: the same code as a run
+    if failed:
         # the report (stdout) holds the failure as a finding; stderr says it too, like
         # every other error
-        print(f"error: {report.errors[0]}", file=sys.stderr)
+        if report.errors:
+            print(f"error: {report.errors[0]}", file=sys.stderr)
+        else:
+            f = report.compile_failures[0]
+            where = f" at {f.file}:{f.line}" if f.file else ""
+            print(f"error: torch.compile failed{where}: {f.reason}", file=sys.stderr)
     if junit:
         from compilediag.fsutil import write_output_file
         from compilediag.render import render

@@ -64,6 +64,7 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
 
     for err in report.errors:
         out.append(Text(f"! {err}", style="yellow"))
+    out += failure_blocks(report)
 
     if report.graph_breaks:
         out.append(
@@ -167,6 +168,22 @@ def _break_block(i: int, gb: GraphBreak, color: bool, same_as: int | None = None
     return Group(*out)
 
 
+def failure_blocks(report: Report) -> list:
+    if not report.compile_failures:
+        return []
+    out: list = [Text(f"\ntorch.compile failed ({len(report.compile_failures)})", style="bold red")]
+    for f in report.compile_failures:
+        out.append(Text(f"  {f.compile_id}  {f.frame} at {where(f.file, f.line)}", style="bold"))
+        rows: list[Row] = []
+        if f.code:
+            rows.append(("", Text(f.code)))
+        rows.append(("failed", Text(f"{f.fail_type}: {f.reason}", style="red")))
+        if f.fix:
+            rows.append(("fix", Text(f.fix, style="green")))
+        out.append(_details(rows))
+    return out
+
+
 def rank_blocks(report: Report) -> list:
     if not report.ranks:
         return []
@@ -176,7 +193,7 @@ def rank_blocks(report: Report) -> list:
     for r in report.ranks:
         s = r.summary
         t.add_row(
-            str(r.rank),
+            r.label or str(r.rank),
             str(s.graphs),
             str(s.unique_graph_breaks),
             str(s.recompiles),

@@ -1,0 +1,471 @@
+"""The fault table: every way a run can go wrong ends with its documented exit code and one
+short message naming the problem and the fix - never our traceback, nothing lost.
+
+FAULTS is the table the README's "Faults" section prints row for row (a test checks the
+two agree). Rows that can be caught before the model runs are checked to be caught then:
+their model file writes a marker when imported, which must not appear.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from compilediag.cli import app
+from tests.conftest import ROOT, compilediag_cmd, run_cli
+
+runner = CliRunner()
+
+OK_MODEL = """\
+import pathlib, torch
+pathlib.Path(__file__).with_suffix(".imported").write_text("yes")
+class M(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2).relu()
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+EAGER_FAILS = """\
+import torch
+class M(torch.nn.Module):
+    def forward(self, x):
+        return x @ torch.randn(3, 3)
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+CONSTRUCTOR_RAISES = """\
+import torch
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        raise ValueError("weights file missing")
+    def forward(self, x):
+        return x
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+IMPORTS_MISSING = "import torch\nimport nosuchpackage_xyz.layers\nmodel = torch.nn.Linear(2, 2)\n"
+TWO_MODELS = """\
+import torch
+class A(torch.nn.Module):
+    def forward(self, x):
+        return x
+class B(torch.nn.Module):
+    def forward(self, x):
+        return x
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+DYNAMO_FAILS = """\
+import torch
+from torch._dynamo import register_backend
+
+@register_backend
+def broken(gm, example_inputs):
+    raise RuntimeError("this backend always fails")
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2).relu()
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+LOWERING_FAILS = """\
+import torch
+from torch._inductor import lowering
+
+def refuse(*args, **kwargs):
+    raise RuntimeError("no lowering for this op today")
+
+lowering.lowerings[torch.ops.aten.relu.default] = refuse
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return (x * 3).relu()
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+OUTPUTS_DIFFER = """\
+import torch
+from torch._dynamo import register_backend
+
+@register_backend
+def off_by_one(gm, example_inputs):
+    def run(*args):
+        return [o + 1 for o in gm(*args)]
+    return run
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2).relu()
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+HANGS = """\
+import time, torch
+class M(torch.nn.Module):
+    def forward(self, x):
+        time.sleep(1000)
+        return x
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+SIGNALLED = """\
+import os, signal, torch
+class M(torch.nn.Module):
+    def forward(self, x):
+        os.kill(os.getpid(), signal.{sig})
+        return x
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+
+
+@dataclass
+class Fault:
+    source: str | None  # the model file's text; None: no file at all
+    args: list[str]
+    code: int
+    message: str  # a phrase the message must hold
+    fix: str = ""  # a phrase of the fix the message must name
+    before_run: bool = False  # caught before the worker starts
+    env: dict[str, str] = field(default_factory=dict)
+    where: str = "stderr"
+
+
+FAULTS: dict[str, Fault] = {
+    "missing model file": Fault(None, [], 2, "does not exist", "Check the path", True),
+    "a folder given as the model": Fault("<dir>", [], 2, "is a folder", "Pass a .py file", True),
+    "syntax error in the model file": Fault(
+        "import torch\ndef get_model(:\n    pass\n", [], 3, "SyntaxError", "eager mode first"
+    ),
+    "the model file imports a missing package": Fault(
+        IMPORTS_MISSING, [], 2, "imports `nosuchpackage_xyz`", "pip install nosuchpackage_xyz"
+    ),
+    "no model in the file": Fault("import torch\nx = 1\n", [], 2, "no model found", ":ATTR"),
+    "several candidate models": Fault(TWO_MODELS, [], 2, "Found 2: A, B", "Name one with"),
+    "the model's constructor raises": Fault(
+        CONSTRUCTOR_RAISES, [], 3, "weights file missing", "eager mode first"
+    ),
+    "no inputs": Fault(
+        "import torch\nmodel = torch.nn.Linear(2, 2)\n", [], 2, "no inputs found", "--input"
+    ),
+    "--input that does not fit the model": Fault(
+        EAGER_FAILS, ["--input", "3x7"], 2, "--input (3x7:float32) does not fit the model"
+    ),
+    "get_inputs() that does not fit the model": Fault(
+        EAGER_FAILS, [], 3, "mat1 and mat2 shapes cannot be multiplied", "eager mode first"
+    ),
+    "bad --input": Fault(OK_MODEL, ["--input", "2xq"], 2, "is not a shape", "e.g. 8x16", True),
+    "bad --input dtype": Fault(
+        OK_MODEL, ["--input", "2x2:complex7"], 2, "unknown dtype", "Known dtypes", True
+    ),
+    "bad --mode": Fault(OK_MODEL, ["--mode", "fastest"], 2, "unknown --mode", "reduce-overhead", True),
+    "bad --format": Fault(OK_MODEL, ["--format", "xml"], 2, "unknown --format", "json", True),
+    "bad [tool.compilediag] value": Fault(
+        OK_MODEL, [], 2, "max_graph_breaks = 'zero'", "a whole number", True
+    ),
+    "unknown backend": Fault(OK_MODEL, ["--backend", "nope"], 2, "unknown backend 'nope'", "Try one of"),
+    "--device cuda without a GPU": Fault(
+        OK_MODEL, ["--device", "cuda"], 2, "sees no CUDA device", "--device cpu"
+    ),
+    "the model fails in eager mode": Fault(
+        EAGER_FAILS, [], 3, "failed without torch.compile", "eager mode first"
+    ),
+    "torch.compile fails in Dynamo or the backend": Fault(
+        DYNAMO_FAILS, ["--backend", "broken"], 4, "this backend always fails"
+    ),
+    "Inductor fails to lower an op": Fault(
+        LOWERING_FAILS, ["--backend", "inductor"], 4, "no lowering for this op today", "aot_eager"
+    ),
+    "no C++ compiler for Inductor": Fault(
+        OK_MODEL, ["--backend", "inductor"], 4, "InvalidCxxCompiler", "install one",
+        env={"CXX": "/nonexistent/g++"},
+    ),  # fmt: skip
+    "compiled outputs differ from eager (--check-outputs)": Fault(
+        OUTPUTS_DIFFER, ["--backend", "off_by_one", "--check-outputs"], 1,
+        "FAIL check-outputs: outputs differ from eager", where="stdout",
+    ),  # fmt: skip
+    "hang past --timeout": Fault(
+        HANGS, ["--timeout", "8"], 5, "did not finish within --timeout 8s", "raise --timeout"
+    ),
+    "worker killed by a signal (a native crash)": Fault(
+        SIGNALLED.format(sig="SIGSEGV"), [], 5, "killed by signal SIGSEGV", "eager crashes too"
+    ),
+    "worker killed (out of memory)": Fault(
+        SIGNALLED.format(sig="SIGKILL"), [], 5, "killed by signal SIGKILL", "out-of-memory"
+    ),
+    "--output in a missing folder": Fault(
+        OK_MODEL, ["--output", "<tmp>/nowhere/r.json"], 2, "does not exist", "Create it", True
+    ),
+    "--output that is a folder": Fault(
+        OK_MODEL, ["--output", "<tmp>"], 2, "is a folder", "Name a file", True
+    ),
+    "--junit in a missing folder": Fault(
+        OK_MODEL, ["--junit", "<tmp>/nowhere/j.xml"], 2, "does not exist", "Create it", True
+    ),
+}
+# Rows checked by their own tests below (they need a signal, a full disk or a dump folder).
+OWN_TESTS = {
+    "Ctrl-C during the run": "test_ctrl_c_stops_the_worker_and_cleans_up",
+    "disk full while writing the report": "test_disk_full_leaves_no_half_written_file",
+    "dump-kernels --out that is a file or not writable": "test_dump_out_checked_before_the_run",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_fault(name: str, tmp_path: Path) -> None:
+    f = FAULTS[name]
+    if name == "--device cuda without a GPU":
+        torch = pytest.importorskip("torch")
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")
+    model = tmp_path / "model.py"
+    if f.source == "<dir>":
+        model.mkdir()
+    elif f.source is not None:
+        model.write_text(f.source)
+    if name == "bad [tool.compilediag] value":
+        (tmp_path / "pyproject.toml").write_text('[tool.compilediag]\nmax_graph_breaks = "zero"\n')
+    args = [a.replace("<tmp>", str(tmp_path)) for a in f.args]
+    env = dict(f.env)
+    if "CXX" in env:  # a private cache, so the C++ compiler is really called
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor-cache")
+    proc = run_cli("explain", str(model), "--no-timings", *args, cwd=tmp_path, env=env, timeout=180)
+    assert proc.returncode == f.code, (proc.stdout, proc.stderr)
+    text = proc.stdout if f.where == "stdout" else proc.stderr
+    assert f.message in text, text
+    assert f.fix in proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr
+    if f.code in (2, 3, 5):
+        assert proc.stdout == ""
+        assert len(proc.stderr.strip().splitlines()) <= 12
+    if f.code == 4:  # a finding in the report, and said on stderr too
+        assert proc.stderr.startswith("error: torch.compile failed")
+    if f.before_run:
+        assert not model.with_suffix(".imported").exists(), "the model ran before the check"
+
+
+def test_readme_fault_table_lists_every_fault() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Faults", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[1].isdigit():
+            rows[cells[0]] = int(cells[1])
+    expected = {name: f.code for name, f in FAULTS.items()}
+    expected.update({"Ctrl-C during the run": 130, "disk full while writing the report": 2,
+                     "dump-kernels --out that is a file or not writable": 2})  # fmt: skip
+    assert rows == expected
+
+
+def test_unreadable_model_file_is_refused_before_the_run(tmp_path: Path, monkeypatch) -> None:
+    model = tmp_path / "model.py"
+    model.write_text(OK_MODEL)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(model) else real(p, m))
+    result = runner.invoke(app, ["explain", str(model)])
+    assert result.exit_code == 2 and "cannot be read" in result.output
+
+
+def test_model_error_names_the_users_line(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_text(EAGER_FAILS)
+    proc = run_cli("explain", str(model), "--no-timings")
+    assert f"at {model}:4" in proc.stderr
+    assert "return x @ torch.randn(3, 3)" in proc.stderr
+
+
+def test_compile_failure_is_a_finding_in_the_report(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_text(DYNAMO_FAILS)
+    proc = run_cli("explain", str(model), "--no-timings", "--backend", "broken", "--format", "json")
+    assert proc.returncode == 4
+    report = json.loads(proc.stdout)
+    assert report["errors"][0].startswith(f"torch.compile failed at {model}:")
+    assert "RuntimeError: this backend always fails" in report["errors"][0]
+
+
+def test_ctrl_c_stops_the_worker_and_cleans_up(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_text(HANGS)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "NO_COLOR": "1"}
+    env.pop("GITHUB_ACTIONS", None)
+    proc = subprocess.Popen(
+        [*compilediag_cmd(), "explain", str(model), "--no-timings"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    status = None
+    while time.monotonic() < deadline:  # wait until the worker is running the model
+        status = next(tmp.glob("compilediag-*/status"), None)
+        if status and "running eager" in status.read_text():
+            break
+        time.sleep(0.2)
+    assert status is not None, "the worker never started"
+    worker_pids = _children(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err.strip() == "interrupted."
+    assert out == ""
+    assert not list(tmp.glob("compilediag-*"))  # our temp folder removed (torch's cache stays)
+    time.sleep(0.2)
+    for pid in worker_pids:
+        assert not _alive(pid), f"worker {pid} still running"
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def test_disk_full_leaves_no_half_written_file(tmp_path: Path, monkeypatch) -> None:
+    from compilediag import fsutil
+    from compilediag.errors import UsageError
+
+    target = tmp_path / "report.json"
+    target.write_text("the previous report\n")
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fsutil.os, "fsync", full)
+    with pytest.raises(UsageError, match="No space left on device"):
+        fsutil.write_output_file(str(target), "x" * 10_000, "--output")
+    assert target.read_text() == "the previous report\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temp file left
+
+
+def test_dump_out_checked_before_the_run(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_text(OK_MODEL)
+    a_file = tmp_path / "kernels"
+    a_file.write_text("not a folder")
+    result = runner.invoke(app, ["dump-kernels", str(model), "--out", str(a_file)])
+    assert result.exit_code == 2 and "is a file" in result.output
+    assert not model.with_suffix(".imported").exists()
+
+
+def test_files_are_written_with_the_umask_rights(tmp_path: Path) -> None:
+    from compilediag.fsutil import public_dir, write_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "r.json", "{}")
+        folder = Path(__import__("tempfile").mkdtemp(dir=tmp_path))
+        public_dir(folder)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+    assert folder.stat().st_mode & 0o777 == 0o755
+
+
+def test_report_on_an_empty_folder_names_it(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["report", str(empty)])
+    assert result.exit_code == 2
+    assert f"TORCH_TRACE={empty}" in result.output and "{path}" not in result.output
+
+
+def test_config_value_of_the_wrong_type_is_a_usage_error(tmp_path: Path, monkeypatch) -> None:
+    from compilediag.config import _KINDS, Config, load_config
+    from compilediag.errors import UsageError
+
+    assert set(_KINDS) == {f for f in Config.__dataclass_fields__} - {"path"}
+    for key, value in (("min_speedup", '"fast"'), ("fullgraph", '"yes"'), ("inputs", "[8]"),
+                       ("max_recompiles", "true")):  # fmt: skip
+        (tmp_path / "pyproject.toml").write_text(f"[tool.compilediag]\n{key} = {value}\n")
+        with pytest.raises(UsageError, match=re.escape(key)):
+            load_config(tmp_path)
+
+
+def test_progress_is_shown_on_a_terminal_whatever_the_format(tmp_path: Path) -> None:
+    """`--format json > baseline.json` in a terminal: stderr shows the stage and the time."""
+    import pty
+
+    model = tmp_path / "model.py"
+    model.write_text(OK_MODEL)
+    out = tmp_path / "out.json"
+    primary, secondary = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_ACTIONS")}
+    with open(out, "w") as stdout:
+        proc = subprocess.Popen(
+            [*compilediag_cmd(), "explain", str(model), "--backend", "eager", "--no-timings",
+             "--format", "json"],
+            stdout=stdout, stderr=secondary, env={**env, "COLUMNS": "100"}, cwd=tmp_path,
+        )  # fmt: skip
+        os.close(secondary)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        proc.wait(timeout=120)
+    os.close(primary)
+    text = seen.decode(errors="replace")
+    assert proc.returncode == 0
+    assert json.loads(out.read_text())["summary"]["graphs"] == 1
+    assert "compiling and running call 1 with eager" in text
+    assert re.search(r"0:00:\d\d", text), text  # elapsed time
+    assert "done ..." not in text
+
+
+def test_assert_compiles_failure_carries_no_empty_trace_lines(caplog) -> None:
+    import torch
+
+    from compilediag.testing import assert_compiles
+
+    class Prints(torch.nn.Module):
+        def forward(self, x):
+            x = x + 1
+            print("hi")
+            return x * 2
+
+    with pytest.raises(AssertionError, match="budget exceeded"):
+        assert_compiles(Prints(), (torch.randn(2),))
+    assert not [r for r in caplog.records if r.name == "torch.__trace"]
+
+
+def test_saved_report_holds_no_path_of_this_machine(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    model = tmp_path / "models" / "net.py"
+    model.write_text(
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        x = x + 1\n        print('hi')\n        return x * 2\n"
+        "def get_inputs():\n    return (torch.randn(2, 4),)\n"
+    )
+    proc = run_cli("explain", "models/net.py", "--backend", "eager", "--no-timings",
+                   "--format", "json", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert str(tmp_path) not in proc.stdout and sys.prefix not in proc.stdout
+    report = json.loads(proc.stdout)
+    assert report["target"]["path"] == "models/net.py"
+    assert [(b["file"], b["line"]) for b in report["graph_breaks"]] == [("models/net.py", 5)]
