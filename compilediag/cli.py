@@ -143,6 +143,13 @@ Train = Annotated[
         "--train", help="Compile a forward+backward step instead of inference under no_grad."
     ),
 ]
+Cold = Annotated[
+    bool,
+    typer.Option(
+        "--cold",
+        help="Compile with private, empty caches (your caches untouched): a first run's compile time.",
+    ),
+]
 Timeout = Annotated[
     float, typer.Option(help="Stop the run after this many seconds (exit 5).", metavar="SECONDS")
 ]
@@ -202,11 +209,11 @@ def _call(command: Callable[[], int]) -> NoReturn:
 
 def _run_options(
     target: str | None, input: list[str] | None, backend: str | None, mode: str | None,
-    dynamic: bool | None, device: str | None, train: bool, timeout: float,
+    dynamic: bool | None, device: str | None, train: bool, timeout: float, cold: bool,
 ) -> RunOptions:  # fmt: skip
     from compilediag.commands.common import RunOptions
 
-    return RunOptions(target, input, backend, mode, dynamic, device, train, timeout)
+    return RunOptions(target, input, backend, mode, dynamic, device, train, timeout, cold)
 
 
 def _out(format: str, output: str | None = None, html: str | None = None) -> OutputOptions:
@@ -230,6 +237,7 @@ def explain(
     dynamic: Dynamic = None,
     device: Device = None,
     train: Train = False,
+    cold: Cold = False,
     fullgraph: Fullgraph = False,
     max_graph_breaks: MaxBreaks = None,
     max_recompiles: MaxRecompiles = None,
@@ -275,7 +283,7 @@ def explain(
     from compilediag.commands import explain as command
 
     opts = command.ExplainOptions(
-        run=_run_options(target, input, backend, mode, dynamic, device, train, timeout),
+        run=_run_options(target, input, backend, mode, dynamic, device, train, timeout, cold),
         gate=_gate(
             fullgraph=fullgraph, max_graph_breaks=max_graph_breaks,
             max_recompiles=max_recompiles, min_speedup=min_speedup,
@@ -304,6 +312,7 @@ def recompiles(
     dynamic: Dynamic = None,
     device: Device = None,
     train: Train = False,
+    cold: Cold = False,
     max_recompiles: MaxRecompiles = None,
     junit: Junit = None,
     timeout: Timeout = 900,
@@ -325,7 +334,7 @@ def recompiles(
     from compilediag.commands import recompiles as command
 
     opts = command.RecompilesOptions(
-        run=_run_options(target, input, backend, mode, dynamic, device, train, timeout),
+        run=_run_options(target, input, backend, mode, dynamic, device, train, timeout, cold),
         shapes=shapes, max_recompiles=max_recompiles, junit=junit, out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command.run(opts))
@@ -394,6 +403,7 @@ def dump_kernels(
     dynamic: Dynamic = None,
     device: Device = None,
     train: Train = False,
+    cold: Cold = False,
     timeout: Timeout = 900,
     format: Format = "table",
 ) -> None:
@@ -408,7 +418,7 @@ def dump_kernels(
 
     opts = command.DumpOptions(
         out_dir=out, force=force,
-        run=_run_options(target, input, "inductor", mode, dynamic, device, train, timeout),
+        run=_run_options(target, input, "inductor", mode, dynamic, device, train, timeout, cold),
         out=_out(format),
     )  # fmt: skip
     _call(lambda: command.run(opts))

@@ -29,6 +29,7 @@ class Environment:
     train: bool = False
     triton: str = ""
     files: int = 0  # trace files read (source trace)
+    cold: bool = False  # compiled with private, empty caches (--cold)
 
 
 @dataclass

@@ -61,10 +61,13 @@ def run_worker(
     # Inductor's provenance records map each generated kernel to the user lines it came
     # from; C++ kernels carry no source comments without them.
     env.setdefault("INDUCTOR_PROVENANCE", "1")
-    # A hit in the FX-graph / AOTAutograd caches skips lowering, and with it those records
-    # and the real compile time. Lower every time; compiled C++/Triton binaries stay cached.
-    env.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
-    env.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+    # torch's caches stay as the user has them: the compile time reported is the one they
+    # will see, and on a cache hit torch still logs the generated code (2.11, 2.13). A cold
+    # compile (--cold) gets private, empty caches that go away with the run.
+    if spec.cold:
+        cache = work / "cold-cache"
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
+        env["TRITON_CACHE_DIR"] = str(cache / "triton")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     log_path = work / "worker.log"
     with open(log_path, "wb") as log:

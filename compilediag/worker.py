@@ -204,6 +204,7 @@ def environment(torch: Any, spec: WorkerSpec) -> Environment:
         mode=spec.mode or "default",
         dynamic=spec.dynamic,
         train=spec.train,
+        cold=spec.cold,
     )
     if device.startswith("cuda") and torch.cuda.is_available():
         env.device_name = torch.cuda.get_device_name()

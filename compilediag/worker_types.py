@@ -23,6 +23,7 @@ class WorkerSpec:
     train: bool = False
     timings: bool = True
     cross_check: bool = False
+    cold: bool = False  # compile with private, empty caches (a first run's compile time)
     repeat: int | None = None  # timed blocks per variant
     warmup: int | None = None  # untimed calls per variant
 

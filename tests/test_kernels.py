@@ -12,7 +12,7 @@ import pytest
 from compilediag.analysis.build import all_compiles
 from compilediag.analysis.kernels import collect_kernels, ops_from_name
 from compilediag.trace import parse_path
-from tests.conftest import SAMPLES, fixture_trace, run_cli, trace_sets
+from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
 
 DEFINITION = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)
 
@@ -133,3 +133,25 @@ def test_dump_triton_kernels_on_cuda(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     files = list(out.glob("*triton*.py"))
     assert files and all("@triton.jit" in f.read_text() for f in files)
+
+
+@pytest.mark.slow
+def test_caches_are_left_on_kernels_survive_a_hit_and_cold_is_private(tmp_path: Path) -> None:
+    """The user's FX-graph cache is used as it is: the second run hits it and still lists
+    every kernel (torch logs the generated code on a hit); --cold compiles with private,
+    empty caches and leaves the user's untouched."""
+    cache = tmp_path / "user-cache"
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    args = ("explain", "sample_models/clean_mlp.py", "--no-timings", "--device", "cpu")
+    first, _ = run_json(*args, env=env, timeout=600)
+    second, _ = run_json(*args, env=env, timeout=600)
+    assert first["compile_time"]["caches"].get("fx_graph_cache_miss") == 1
+    assert second["compile_time"]["caches"].get("fx_graph_cache_hit") == 1
+    names = lambda r: sorted(k["name"] for k in r["kernels"])  # noqa: E731
+    assert names(second) == names(first) and first["summary"]["kernels"] > 0
+    before = sorted(p.relative_to(cache) for p in cache.rglob("*"))
+    cold, _ = run_json(*args, "--cold", env=env, timeout=600)
+    assert cold["environment"]["cold"] is True
+    assert cold["compile_time"]["caches"].get("fx_graph_cache_miss") == 1
+    assert names(cold) == names(first)
+    assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before

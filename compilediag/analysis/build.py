@@ -73,7 +73,7 @@ def build_report(
         recompile_limit_hits=collect_limit_hits(compiles, recompiles),
         compile_failures=collect_failures(compiles),
         calls=_calls(worker, compiles),
-        notes=skipped_frames(compiles),
+        notes=skipped_frames(compiles) + cache_gaps(compiles),
         graphs=graphs,
         kernels=generated(code),
         timings=timings,
@@ -194,6 +194,21 @@ def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:
             )
         )
     return calls
+
+
+def cache_gaps(compiles: list[Compile]) -> list[str]:
+    """A graph served from the FX-graph cache whose generated code the trace leaves out
+    (some torch releases log none on a hit): its kernels can't be listed."""
+    missing = [
+        c.compile_id for c in compiles
+        if "fx_graph_cache_hit" in c.artifacts and not c.output_code
+    ]  # fmt: skip
+    if not missing:
+        return []
+    return [
+        f"graph {', '.join(missing)} came from the FX-graph cache and this torch logged no "
+        "generated code for it, so its kernels are not listed: run with --cold to see them."
+    ]
 
 
 def skipped_frames(compiles: list[Compile]) -> list[str]:

@@ -34,6 +34,7 @@ class RunOptions:
     device: str | None = None
     train: bool = False
     timeout: float = 900
+    cold: bool = False
 
 
 @dataclass
@@ -119,6 +120,7 @@ def make_spec(
         dynamic=run.dynamic,
         device=device,
         train=run.train,
+        cold=run.cold,
         timings=timings,
         cross_check=cross_check,
         repeat=repeat,

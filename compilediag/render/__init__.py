@@ -89,6 +89,22 @@ def _counts(s: Summary) -> list[str]:
     return counts
 
 
+CACHE_NAMES = {"fx_graph": "FX graph", "aotautograd": "AOTAutograd"}
+
+
+def cache_text(caches: dict[str, int], cold: bool = False) -> str:
+    """{"fx_graph_cache_hit": 1, ...} -> `FX graph: 1 hit · AOTAutograd: 1 miss`."""
+    parts = []
+    for cache, name in CACHE_NAMES.items():
+        states = [
+            f"{caches[k]} {state}" for state in ("hit", "miss", "bypass")
+            if (k := f"{cache}_cache_{state}") in caches
+        ]  # fmt: skip
+        if states:
+            parts.append(f"{name}: {', '.join(states)}")
+    return " · ".join(parts) + (" (private, empty caches: --cold)" if cold else "")
+
+
 def rule_text(r: Rule) -> str:
     """A rule's value against its limit, in the units the report shows them in."""
     if r.name == "check-outputs":

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from compilediag.render import (
+    cache_text,
     headline,
     plural,
     seconds,
@@ -422,6 +423,8 @@ def _timing_lines(report: Report) -> list:
         if ct.kernel_compile_s:
             phases += f" (of which compiling kernels {seconds(ct.kernel_compile_s)})"
         rows.insert(1, ("compile", Text(f"{seconds(ct.total_s)} = {phases}")))
+        if ct.caches:
+            rows.insert(2, ("caches", Text(cache_text(ct.caches, report.environment.cold))))
     for skip in t.cudagraph_skips:
         rows.append(("cudagraphs", Text(f"skipped: {skip}", style="yellow")))
     for note in t.notes:
