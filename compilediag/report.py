@@ -178,6 +178,7 @@ class Timings:
     warmup: int = 0
     method: str = ""
     cudagraph_skips: list[str] = field(default_factory=list)
+    mutated_inputs: list[str] = field(default_factory=list)  # each variant got a fresh copy
     notes: list[str] = field(default_factory=list)  # why the speed-up may disappoint
 
 

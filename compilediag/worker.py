@@ -9,7 +9,9 @@ the cross-check - is measured here.
 
 from __future__ import annotations
 
+import copy
 import gc
+import inspect
 import itertools
 import math
 import os
@@ -17,7 +19,7 @@ import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +142,12 @@ class Worker:
             described = describe_call(call)
             self.result.inputs.append(described)
             self.stage(f"running eager, call {i + 1}")
+            # Eager and compiled each get their own copy of the inputs: a model that
+            # changes them (x.mul_(), a KV cache it appends to) must not hand the compiled
+            # run what eager left behind.
+            pristine, eager_call = fresh(call), fresh(call)
             try:
-                out = step(model, call)
+                out = step(model, eager_call)
                 sync(torch, device)
             except BaseException as e:
                 if i == 0 and not target.shapes and not target.inputs:
@@ -160,11 +166,12 @@ class Worker:
                     f"{type(e).__name__}: {first_line(e)}",
                 )  # fmt: skip
             if i == 0:
-                eager_out, call0 = out, call
+                eager_out, call0 = out, pristine
+                self.result.mutated_inputs = changed_inputs(torch, model, pristine, eager_call)
             self.stage(f"compiling and running call {i + 1} with {backend}")
             try:
                 start_wall, start = time.time(), time.perf_counter()
-                out = step(compiled, call)
+                out = step(compiled, fresh(pristine))
                 sync(torch, device)
                 wall = time.perf_counter() - start
             except BaseException as e:
@@ -181,14 +188,17 @@ class Worker:
         if spec.timings:
             self.stage("timing eager vs compiled")
             try:
-                self.result.timings = measure(torch, step, model, compiled, call0, device, spec)
+                self.result.timings = measure(
+                    torch, step, model, compiled, call0, device, spec,
+                    fresh_each_call=bool(self.result.mutated_inputs),
+                )  # fmt: skip
             except BaseException as e:  # timing must never lose the report
                 self.result.errors.append(f"timing failed: {type(e).__name__}: {e}")
 
         if spec.cross_check:
             self.stage("cross-checking with torch._dynamo.explain")
             stop_trace()  # explain's own compile must not show up as findings of this run
-            self.result.explain = cross_check(torch, model, call0)
+            self.result.explain = cross_check(torch, model, fresh(call0))
         self.stage("done")
         return self.finish(0)
 
@@ -253,6 +263,60 @@ def make_step(torch: Any, train: bool) -> Step:
     return train_step if train else infer
 
 
+def fresh(obj: Any) -> Any:
+    """A deep copy of a call's inputs (tensors, and objects such as a KV cache); the
+    object itself when it can't be copied."""
+    try:
+        return copy.deepcopy(obj)
+    except Exception:
+        return obj
+
+
+def _leaves(torch: Any, obj: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
+    """Every tensor reachable from an input, with where it sits; objects (a cache) are
+    walked through their attributes, a few levels deep."""
+    if isinstance(obj, torch.Tensor):
+        yield path, obj
+    elif depth > 4:
+        return
+    elif isinstance(obj, (tuple, list)):
+        yield path + ".len", len(obj)
+        for i, o in enumerate(obj):
+            yield from _leaves(torch, o, f"{path}[{i}]", depth + 1)
+    elif isinstance(obj, dict):
+        for k, o in obj.items():
+            yield from _leaves(torch, o, f"{path}[{k!r}]", depth + 1)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        for k, o in vars(obj).items():
+            yield from _leaves(torch, o, f"{path}.{k}", depth + 1)
+
+
+def changed_inputs(torch: Any, model: Any, before: Any, after: Any) -> list[str]:
+    """The inputs a call changed, by the names forward gives them."""
+    names: list[str] = []
+    try:
+        bound = inspect.signature(model.forward if hasattr(model, "forward") else model)
+        params = list(bound.parameters)
+    except (TypeError, ValueError):
+        params = []
+    (args_b, kwargs_b), (args_a, kwargs_a) = before, after
+    pairs = [(params[i] if i < len(params) else f"args[{i}]", b, a)
+             for i, (b, a) in enumerate(zip(args_b, args_a, strict=False))]  # fmt: skip
+    pairs += [(k, kwargs_b[k], kwargs_a[k]) for k in kwargs_b if k in kwargs_a]
+    for name, b, a in pairs:
+        lb, la = dict(_leaves(torch, b, name)), dict(_leaves(torch, a, name))
+        same = lb.keys() == la.keys() and all(_same(torch, lb[k], la[k]) for k in lb)
+        if not same:
+            names.append(name)
+    return names
+
+
+def _same(torch: Any, a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+    return bool(a == b)
+
+
 def tensors_of(torch: Any, obj: Any) -> list:
     if isinstance(obj, torch.Tensor):
         return [obj]
@@ -304,7 +368,14 @@ def tolerance(dtype: str) -> tuple[float, float]:
 
 
 def measure(
-    torch: Any, step: Step, model: Any, compiled: Any, call: Any, device: str, spec: WorkerSpec
+    torch: Any,
+    step: Step,
+    model: Any,
+    compiled: Any,
+    call: Any,
+    device: str,
+    spec: WorkerSpec,
+    fresh_each_call: bool = False,
 ) -> Measured:
     """Steady-state time per call of eager and compiled, in milliseconds.
 
@@ -317,17 +388,20 @@ def measure(
     cuda = device.startswith("cuda")
 
     def block(fn: Any, calls: int) -> float:
+        # a model that changes its inputs gets a fresh copy for every call, made before
+        # the clock starts
+        args = [fresh(call) for _ in range(calls)] if fresh_each_call else [call] * calls
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            for _ in range(calls):
-                step(fn, call)
+            for a in args:
+                step(fn, a)
             end.record()
             end.synchronize()
             return start.elapsed_time(end) / calls
         t0 = time.perf_counter()
-        for _ in range(calls):
-            step(fn, call)
+        for a in args:
+            step(fn, a)
         return (time.perf_counter() - t0) * 1e3 / calls
 
     warmup = spec.warmup

@@ -98,5 +98,6 @@ class WorkerResult:
     output_check: OutputCheck | None = None
     timings: Measured | None = None
     explain: ExplainResult | None = None
+    mutated_inputs: list[str] = field(default_factory=list)  # inputs the model changes in place
     errors: list[str] = field(default_factory=list)  # what failed without losing the report
     error: WorkerFailure | None = None  # what ended the run

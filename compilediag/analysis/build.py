@@ -243,13 +243,19 @@ def speedup_notes(report: Report) -> list[str]:
             f"{s.graph_breaks} graph breaks split the model into {s.graphs} graphs, with Python "
             "running between them."
         )
-    if s.recompiles:
-        notes.append(f"{s.recompiles} recompiles: each is a full compile of its frame.")
+    # (recompiles cost compile time, not steady-state time: they are no reason here)
     if t.eager_ms and t.eager_ms.median < 0.2:
+        advice = "Try realistic sizes"
+        if env.device.startswith("cuda") and env.mode != "reduce-overhead":
+            advice += ", or mode=reduce-overhead (CUDA graphs cut the per-call launch cost)"
         notes.append(
             f"eager takes only {t.eager_ms.median:.3f} ms a call: compiled code still pays guard "
-            "checks and wrapper overhead per call, so a model this small gains little. Try "
-            "realistic sizes, or mode=reduce-overhead (CUDA graphs) on GPU."
+            f"checks and wrapper overhead per call, so a model this small gains little. {advice}."
+        )
+    if env.mode == "reduce-overhead" and t.cudagraph_skips:
+        notes.append(
+            "mode=reduce-overhead is in use, but torch skipped CUDA graphs (see above), so "
+            "its gain is lost: remove the cause torch names."
         )
     if env.backend == "inductor" and s.kernels <= 1 and not s.unique_graph_breaks:
         notes.append("Inductor generated at most one kernel: there was little to fuse.")
@@ -273,7 +279,7 @@ def _compile_failure(worker: WorkerResult, compiles: list[Compile]) -> str | Non
 def _timings(worker: WorkerResult) -> Timings | None:
     if worker.first_call_s is None:
         return None
-    t = Timings(first_call_s=worker.first_call_s)
+    t = Timings(first_call_s=worker.first_call_s, mutated_inputs=list(worker.mutated_inputs))
     check = worker.output_check
     if check is not None:
         t.max_abs_err = check.max_abs_err

@@ -425,6 +425,16 @@ def _timing_lines(report: Report) -> list:
         rows.insert(1, ("compile", Text(f"{seconds(ct.total_s)} = {phases}")))
         if ct.caches:
             rows.insert(2, ("caches", Text(cache_text(ct.caches, report.environment.cold))))
+    if t.mutated_inputs:
+        rows.append(
+            (
+                "inputs",
+                Text(
+                    f"the model changes {', '.join(t.mutated_inputs)} in place: eager and "
+                    "compiled each ran on a fresh copy of the inputs"
+                ),
+            )
+        )
     for skip in t.cudagraph_skips:
         rows.append(("cudagraphs", Text(f"skipped: {skip}", style="yellow")))
     for note in t.notes:
