@@ -89,6 +89,7 @@ Inputs = Annotated[
 Backend = Annotated[
     str | None,
     typer.Option(
+        "--backend",
         help="torch.compile backend: inductor, aot_eager, eager, ...",
         show_default=False,
         metavar="NAME",
@@ -96,7 +97,9 @@ Backend = Annotated[
 ]
 MinSpeedup = Annotated[
     float | None,
-    typer.Option(help="Gate: exit 1 if the measured speed-up is below this.", metavar="X"),
+    typer.Option(
+        "--min-speedup", help="Gate: exit 1 if the measured speed-up is below this.", metavar="X"
+    ),
 ]
 CheckOutputs = Annotated[
     bool,
@@ -105,23 +108,31 @@ CheckOutputs = Annotated[
 Baseline = Annotated[
     str | None,
     typer.Option(
+        "--baseline",
         help="Gate: a report saved with --format json; exit 1 only on a regression against it.",
         metavar="FILE",
     ),
 ]
 SpeedupTolerance = Annotated[
     float,
-    typer.Option(help="With --baseline: how far (fraction) the speed-up may drop.", metavar="F"),
+    typer.Option(
+        "--speedup-tolerance",
+        help="With --baseline: how far (fraction) the speed-up may drop.",
+        metavar="F",
+    ),
 ]
 Junit = Annotated[
     str | None,
     typer.Option(
-        help="Also write a JUnit XML report (a test case per rule and site).", metavar="FILE"
+        "--junit",
+        help="Also write a JUnit XML report (a test case per rule and site).",
+        metavar="FILE",
     ),
 ]
 Mode = Annotated[
     str | None,
     typer.Option(
+        "--mode",
         help="torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs.",
         metavar="MODE",
     ),
@@ -135,7 +146,7 @@ Dynamic = Annotated[
 ]
 Device = Annotated[
     str | None,
-    typer.Option(help="cpu or cuda (default: cuda if available).", metavar="DEVICE"),
+    typer.Option("--device", help="cpu or cuda (default: cuda if available).", metavar="DEVICE"),
 ]
 Train = Annotated[
     bool,
@@ -151,11 +162,15 @@ Cold = Annotated[
     ),
 ]
 Timeout = Annotated[
-    float, typer.Option(help="Stop the run after this many seconds (exit 5).", metavar="SECONDS")
+    float,
+    typer.Option(
+        "--timeout", help="Stop the run after this many seconds (exit 5).", metavar="SECONDS"
+    ),
 ]
 Html = Annotated[
     str | None,
     typer.Option(
+        "--html",
         help="Also write the report as one self-contained HTML file (no network needed).",
         metavar="FILE",
     ),
@@ -180,11 +195,17 @@ Fullgraph = Annotated[
 ]
 MaxBreaks = Annotated[
     int | None,
-    typer.Option(help="Gate: exit 1 if there are more graph-break sites than this.", metavar="N"),
+    typer.Option(
+        "--max-graph-breaks",
+        help="Gate: exit 1 if there are more graph-break sites than this.",
+        metavar="N",
+    ),
 ]
 MaxRecompiles = Annotated[
     int | None,
-    typer.Option(help="Gate: exit 1 if there are more recompiles than this.", metavar="N"),
+    typer.Option(
+        "--max-recompiles", help="Gate: exit 1 if there are more recompiles than this.", metavar="N"
+    ),
 ]
 
 
@@ -257,12 +278,16 @@ def explain(
     ] = True,
     repeat: Annotated[
         int | None,
-        typer.Option(help="Timed blocks per variant (default: about 1 s worth).", metavar="N"),
+        typer.Option(
+            "--repeat", help="Timed blocks per variant (default: about 1 s worth).", metavar="N"
+        ),
     ] = None,
     warmup: Annotated[
         int | None,
         typer.Option(
-            help="Untimed calls per variant first (default: 0.2 s CPU, 1 s CUDA).", metavar="N"
+            "--warmup",
+            help="Untimed calls per variant first (default: 0.2 s CPU, 1 s CUDA).",
+            metavar="N",
         ),
     ] = None,
     timeout: Timeout = 900,
@@ -302,6 +327,7 @@ def recompiles(
     shapes: Annotated[
         str | None,
         typer.Option(
+            "--shapes",
             help="Sweep: vary the first tensor input through these shapes, e.g. 2x16,4x16,8x16 (default: the file's get_input_sets()).",
             metavar="SHAPES",
         ),

@@ -165,9 +165,20 @@ class Stat:
 
 
 @dataclass
+class DeviceTime:
+    """The GPU's busy time per call (kernels only, no CPU overhead), in milliseconds."""
+
+    eager_ms: float
+    compiled_ms: float
+    method: str = "torch.profiler kernel time, union of intervals, 20 calls, no L2 flush"
+
+
+@dataclass
 class Timings:
     eager_ms: Stat | None = None
     compiled_ms: Stat | None = None
+    device: DeviceTime | None = None  # CUDA: the GPU's busy time beside the wall time
+    bound: str = ""  # CUDA: "CPU-bound" or "GPU-bound", from wall vs device time
     first_call_s: float | None = None
     speedup: float | None = None
     max_abs_err: float | None = None

@@ -25,7 +25,7 @@ from typing import Any
 
 from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, UsageError
 from compilediag.fsutil import write_atomic
-from compilediag.report import Environment, Stat
+from compilediag.report import DeviceTime, Environment, Stat
 from compilediag.serial import from_json, to_json
 from compilediag.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.torch_formats import is_library_file
@@ -387,10 +387,13 @@ def measure(
     """
     cuda = device.startswith("cuda")
 
-    def block(fn: Any, calls: int) -> float:
+    def args_for(calls: int) -> list[Any]:
         # a model that changes its inputs gets a fresh copy for every call, made before
         # the clock starts
-        args = [fresh(call) for _ in range(calls)] if fresh_each_call else [call] * calls
+        return [fresh(call) for _ in range(calls)] if fresh_each_call else [call] * calls
+
+    def block(fn: Any, calls: int) -> float:
+        args = args_for(calls)
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -438,15 +441,53 @@ def measure(
     finally:
         gc.enable()
     e, c = stats(eager), stats(comp)
+    busy = None
+    if cuda:  # after the timing, so the profiler does not perturb it
+        busy = DeviceTime(
+            eager_ms=device_busy_ms(torch, lambda a: step(model, a), args_for),
+            compiled_ms=device_busy_ms(torch, lambda a: step(compiled, a), args_for),
+        )
     return Measured(
         eager_ms=e,
         compiled_ms=c,
+        device=busy,
         speedup=e.median / c.median if c.median > 0 else None,
         repeat=repeat,
         calls_per_block=per_block,
         warmup=warmup,
         method="CUDA events" if cuda else "perf_counter",
     )
+
+
+DEVICE_CALLS = 20  # calls profiled for the device's busy time
+
+
+def device_busy_ms(
+    torch: Any, run: Callable[[Any], Any], args_for: Callable[[int], list[Any]]
+) -> float:
+    """The GPU's busy time per call: the union of the kernels' intervals on the device, from
+    torch.profiler (CUPTI), over DEVICE_CALLS back-to-back calls. Unlike wall time it has
+    no CPU overhead in it; unlike triton's do_bench it does not flush the L2 cache."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    args = args_for(DEVICE_CALLS)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for a in args:
+            run(a)
+        torch.cuda.synchronize()
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == DeviceType.CUDA
+    )
+    busy, until = 0.0, float("-inf")
+    for start, end in spans:
+        if end > until:
+            busy += end - max(start, until)
+            until = end
+    return busy / 1e3 / DEVICE_CALLS
 
 
 def stats(samples: list[float]) -> Stat:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compilediag.report import Environment, Stat
+from compilediag.report import DeviceTime, Environment, Stat
 from compilediag.target import Target
 
 
@@ -54,6 +54,7 @@ class Measured:
 
     eager_ms: Stat
     compiled_ms: Stat
+    device: DeviceTime | None
     speedup: float | None
     repeat: int
     calls_per_block: int

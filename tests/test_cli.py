@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,5 @@ def test_help_shows_no_python_types_or_braces() -> None:
         text = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "100"}).output
         assert "<str>" not in text and "<list[" not in text and "{" not in text, command
         assert "-o, --out " not in text  # -o is --output, never --out
+        # every option is named explicitly: typer 0.27 derived `--MODE` from a metavar
+        assert not re.search(r"--[A-Z]", text), command

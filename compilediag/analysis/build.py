@@ -252,6 +252,20 @@ def speedup_notes(report: Report) -> list[str]:
             f"eager takes only {t.eager_ms.median:.3f} ms a call: compiled code still pays guard "
             f"checks and wrapper overhead per call, so a model this small gains little. {advice}."
         )
+    if t.bound == "CPU-bound" and t.device and t.compiled_ms:
+        overhead = t.compiled_ms.median - t.device.compiled_ms
+        advice = (
+            " Try mode=reduce-overhead: CUDA graphs replay the kernels without the per-call "
+            "launches."
+            if env.mode != "reduce-overhead"
+            else ""
+        )
+        notes.append(
+            f"compiled is CPU-bound: the GPU is busy {t.device.compiled_ms:.3f} ms of each "
+            f"{t.compiled_ms.median:.3f} ms call ({t.device.eager_ms / t.device.compiled_ms:.2f}x "
+            f"less GPU time than eager); {overhead:.3f} ms a call is CPU overhead (guards, "
+            f"launches).{advice}"
+        )
     if env.mode == "reduce-overhead" and t.cudagraph_skips:
         notes.append(
             "mode=reduce-overhead is in use, but torch skipped CUDA graphs (see above), so "
@@ -276,6 +290,14 @@ def _compile_failure(worker: WorkerResult, compiles: list[Compile]) -> str | Non
     return f"torch.compile failed{where}: {err.message}" + (f" Fix: {fix}" if fix else "")
 
 
+# wall time per call this much above the GPU's busy time: the CPU is what the call waits on
+CPU_BOUND_RATIO = 1.5
+
+
+def bound(wall_ms: float, device_ms: float) -> str:
+    return "CPU-bound" if wall_ms > CPU_BOUND_RATIO * device_ms else "GPU-bound"
+
+
 def _timings(worker: WorkerResult) -> Timings | None:
     if worker.first_call_s is None:
         return None
@@ -289,6 +311,8 @@ def _timings(worker: WorkerResult) -> Timings | None:
     if m:
         t.eager_ms = m.eager_ms
         t.compiled_ms = m.compiled_ms
+        t.device = m.device
+        t.bound = bound(m.compiled_ms.median, m.device.compiled_ms) if m.device else ""
         t.speedup = m.speedup
         t.repeat = m.repeat
         t.warmup = m.warmup

@@ -412,6 +412,17 @@ def _timing_lines(report: Report) -> list:
             fastest = f", min {s.min:.3f}" if s.min is not None else ""
             rows.append((label, Text(f"{s.median:.3f} ms a call (IQR {s.iqr:.3f}{fastest})")))
         rows.append(("speedup", Text(f"{t.speedup:.2f}x", style="bold")))
+        if t.device:
+            d = t.device
+            rows.append(
+                (
+                    "GPU busy",
+                    Text(
+                        f"eager {d.eager_ms:.3f} ms · compiled {d.compiled_ms:.3f} ms a call "
+                        f"({d.eager_ms / d.compiled_ms:.2f}x); compiled is {t.bound}"
+                    ),
+                )
+            )
         method = (
             f"median of {t.repeat} interleaved blocks of {t.calls_per_block} calls, "
             f"after {t.warmup} warm-up calls; {t.method}"
