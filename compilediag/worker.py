@@ -13,6 +13,7 @@ import copy
 import gc
 import inspect
 import itertools
+import logging
 import math
 import os
 import statistics
@@ -40,7 +41,10 @@ from compilediag.worker_types import (
     WorkerSpec,
 )
 
-BLOCK_MS = 5.0  # shortest timed block of back-to-back calls
+# Shortest timed block of back-to-back calls. Short blocks alternating between eager and
+# compiled measured a launch-bound model cold (caches, allocator, branch predictors
+# switching variant every 2-3 calls): 1.3-1.9x the Timer's figure on an H100 at 5 ms.
+BLOCK_MS = 50.0
 WARMUP_S_CPU = 0.2  # untimed calls before measuring, per variant
 WARMUP_S_CUDA = 1.0
 
@@ -126,6 +130,7 @@ class Worker:
         if spec.dynamic is not None:
             kwargs["dynamic"] = spec.dynamic
         compiled = torch.compile(model, **kwargs)
+        skips = watch_cudagraph_skips(torch) if device.startswith("cuda") else None
         eager_out = compiled_out = None
         call0 = None
         # Input sets are taken one at a time: a generator may change the model between calls.
@@ -184,6 +189,11 @@ class Worker:
         self.result.first_call_s = self.result.calls[0].wall_s
 
         self.result.output_check = compare_outputs(torch, eager_out, compiled_out)
+        if skips is not None:
+            self.result.cudagraph_skips = list(dict.fromkeys(skips.messages))
+            counted = torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]
+            if counted and not skips.messages:
+                self.result.cudagraph_skips = [f"torch skipped CUDA graphs {counted} time(s)"]
 
         if spec.timings:
             self.stage("timing eager vs compiled")
@@ -261,6 +271,30 @@ def make_step(torch: Any, train: bool) -> Step:
         return out
 
     return train_step if train else infer
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "skipping cudagraphs" in text:
+            self.messages.append(" ".join(text.split()))
+
+
+def watch_cudagraph_skips(torch: Any) -> _Collect:
+    """CUDA graphs skipped at run time (a mutated input, a CPU tensor, ...): torch says so
+    only as a perf hint, not in the trace, so listen for it (with the user line it names)."""
+    torch._logging.set_logs(perf_hints=True)
+    handler = _Collect()
+    # enabled artifact loggers don't propagate: listen on each (2.11 logs the skip on
+    # `cudagraphs`, others on `perf_hints`) and on the module's own logger
+    for name in ("", ".__perf_hints", ".__cudagraphs"):
+        logging.getLogger("torch._inductor.cudagraph_utils" + name).addHandler(handler)
+    logging.getLogger("torch").addHandler(handler)
+    return handler
 
 
 def fresh(obj: Any) -> Any:

@@ -100,5 +100,6 @@ class WorkerResult:
     timings: Measured | None = None
     explain: ExplainResult | None = None
     mutated_inputs: list[str] = field(default_factory=list)  # inputs the model changes in place
+    cudagraph_skips: list[str] = field(default_factory=list)  # torch's perf hints, at run time
     errors: list[str] = field(default_factory=list)  # what failed without losing the report
     error: WorkerFailure | None = None  # what ended the run

@@ -97,3 +97,30 @@ def test_a_model_that_changes_its_inputs_is_compared_like_with_like(
         got = torch.compile(model, backend="aot_eager")(*copy.deepcopy(inputs))
     torch._dynamo.reset()
     assert torch.equal(want, got)
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
+def test_cuda_graph_skip_and_device_time_are_reported() -> None:
+    """reduce-overhead on a model that mutates its input: torch skips CUDA graphs (it says
+    so only as a perf hint at run time); the report names the reason and the user's line,
+    the outputs match, and the GPU's busy time stands beside the wall time."""
+    report, proc = run_json(
+        "explain", "sample_models/mutates_input.py", "--device", "cuda",
+        "--mode", "reduce-overhead", "--check-outputs", "--repeat", "10", timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    t = report["timings"]
+    assert any("mutated inputs" in s and "mutates_input.py" in s for s in t["cudagraph_skips"])
+    assert t["outputs_match"] is True
+    assert 0 < t["device"]["compiled_ms"] <= t["compiled_ms"]["median"]
+    assert t["bound"] in ("CPU-bound", "GPU-bound")
+    assert not any("reduce-overhead (CUDA graphs" in n for n in t["notes"])

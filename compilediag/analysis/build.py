@@ -60,7 +60,9 @@ def build_report(
     ctime = compile_time(compiles)
     timings = _timings(worker)
     if timings:
-        timings.cudagraph_skips = cudagraph_skips(compiles)
+        timings.cudagraph_skips = list(
+            dict.fromkeys(cudagraph_skips(compiles) + worker.cudagraph_skips)
+        )
     env = worker.environment or Environment()
     report = Report(
         tool={"name": "compilediag", "version": __version__},
