@@ -94,6 +94,7 @@ class Recompile:
     guard_line: int = 0
     guard_code: str = ""  # the source of that line, read when the report was built
     automatic_dynamic: bool = False  # torch made the changed value dynamic on this recompile
+    hit_limit: bool = False  # the attempt that hit the recompile limit: no graph, not counted
 
 
 @dataclass
@@ -131,6 +132,9 @@ class Call:
     inputs: str
     compiled: bool
     compile_ids: list[str] = field(default_factory=list)
+    # compiled, hit (a cached graph), or eager: the recompile limit was hit, so a call that
+    # needed a new graph ran in eager mode instead
+    state: str = ""
     compile_time_s: float = 0.0
     wall_s: float = 0.0
 

@@ -170,7 +170,12 @@ def find_model(module: Any, attr: str | None, path: str) -> Any:
             raise UsageError(f"{path} has no attribute {attr!r}.", hint=f"Use {MODEL_LOOKUP}.")
         return _build(getattr(module, attr), f"{path}:{attr}")
     if callable(getattr(module, "get_model", None)):
-        return _build(module.get_model(), f"{path}: get_model()")
+        made = module.get_model()
+        # what get_model() returns is the model: a module, or any callable (a function to
+        # compile) - never a factory to call again
+        if callable(made) and not inspect.isclass(made):
+            return made
+        return _build(made, f"{path}: get_model()")
     if hasattr(module, "model"):
         return _build(module.model, f"{path}: `model`")
     classes = [

@@ -51,6 +51,9 @@ RESUME = re.compile(r"torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
 MODULE_WRAPPER = ("inner", "_dynamo/external_utils.py")
 
 
+WRAPPER_FRAME = "model call (torch's wrapper of the compiled module)"
+
+
 def is_resume_frame(co_name: str) -> bool:
     return bool(RESUME.match(co_name or ""))
 
@@ -58,7 +61,7 @@ def is_resume_frame(co_name: str) -> bool:
 def frame_name(co_name: str, co_filename: str = "") -> str:
     """`torch_dynamo_resume_in_forward_at_9` -> `forward, after line 9` (the code after a break)."""
     if co_name == MODULE_WRAPPER[0] and co_filename.endswith(MODULE_WRAPPER[1]):
-        return "model call (torch's wrapper of the compiled module)"
+        return WRAPPER_FRAME
     m = RESUME.match(co_name or "")
     if m:
         return f"{m['fn']}, after line {m['line']}"
@@ -176,12 +179,13 @@ GUARD_LOCATION = re.compile(
 GUARD_HINT = re.compile(r"\(HINT: (?P<hint>.+?)\)\s*$", re.S)
 GUARD_USER_STACK = "\nUser stack trace:"
 
+# the source may hold quotes itself: `tensor 'kwargs['input_ids']' size mismatch ...`
 GUARD_SIZE = re.compile(
-    r"tensor '(?P<n>[^']+)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\d+), actual (?P<b>\d+)"
+    r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\d+), actual (?P<b>\d+)"
 )
 GUARD_LOWER_BOUND = re.compile(r"(?P<lo>\d+) <= (?P<src>.+)\.size\(\)\[(?P<i>\d+)\]$")
 GUARD_TENSOR_META = re.compile(
-    r"tensor '(?P<n>[^']+)' (?P<what>dtype|device|requires_grad|stride|dispatch key set|rank|ndim)s? mismatch(?:[^.]*)\.?\s*(?P<rest>.*)"
+    r"tensor '(?P<n>.+?)' (?P<what>dtype|device|requires_grad|stride|dispatch key set|rank|ndim)s? mismatch(?:[^.]*)\.?\s*(?P<rest>.*)"
 )
 GUARD_GLOBAL_STATE = re.compile(r"GLOBAL_STATE changed: (?P<what>.+)")
 GUARD_TRAINING = re.compile(r"(?P<src>.+)\.training == (?P<v>True|False)$")
@@ -189,6 +193,7 @@ GUARD_OBJ_ID = re.compile(r"___check_obj_id\((?P<src>[^,]+),")
 GUARD_TYPE_ID = re.compile(r"___check_type_id\((?P<src>[^,]+),")
 GUARD_LEN = re.compile(r"len\((?P<src>.+)\) == (?P<n>\d+)$")
 GUARD_CONSTANT = re.compile(r"(?P<src>[^=<>!]+?) == (?P<v>-?[\d.]+(?:e-?\d+)?)$")
+GUARD_STRING = re.compile(r"(?P<src>[^=<>!]+?) == (?P<v>'[^']*'|\"[^\"]*\")$")
 
 # fail_reason of a frame that hit Dynamo's recompile limit (`cache_size_limit` before 2.7)
 RECOMPILE_LIMIT = re.compile(r"recompile limit exceeded|cache_size_limit|recompile_limit", re.I)
@@ -224,6 +229,7 @@ def guard_text(reason: str) -> str:
 def source_name(text: str) -> str:
     """A guard's source in the user's words: `L['self']._modules['fc'].weight` -> `self.fc.weight`."""
     text = re.sub(r"\b[LG]\['([^']+)'\]", r"\1", text)
+    text = re.sub(r"^kwargs\['([^']+)'\]", r"\1", text)  # a keyword input, by its name
     text = re.sub(r"\._modules\['(\d+)'\]", r"[\1]", text)
     text = re.sub(r"\._modules\['([^']+)'\]", r".\1", text)
     text = re.sub(r"\._parameters\['([^']+)'\]", r".\1", text)

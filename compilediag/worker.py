@@ -35,6 +35,7 @@ from compilediag.worker_types import (
     ExplainBreak,
     ExplainResult,
     Measured,
+    ModelInfo,
     OutputCheck,
     WorkerFailure,
     WorkerResult,
@@ -119,6 +120,7 @@ class Worker:
             )
 
         model = to_device(model, device)
+        self.result.model = describe_model(model)
         train = spec.train
         # Inference runs with grad off for the whole run - eager, compile, timing - so the
         # compiled graph's grad-mode guard holds and no per-call context manager is timed.
@@ -135,6 +137,8 @@ class Worker:
         call0 = None
         # Input sets are taken one at a time: a generator may change the model between calls.
         for i in itertools.count():
+            if i and not spec.sweep:
+                break  # explain compiles once, on the first inputs
             try:
                 call = first if i == 0 else next(sets)
             except StopIteration:
@@ -295,6 +299,25 @@ def watch_cudagraph_skips(torch: Any) -> _Collect:
         logging.getLogger("torch._inductor.cudagraph_utils" + name).addHandler(handler)
     logging.getLogger("torch").addHandler(handler)
     return handler
+
+
+def describe_model(model: Any) -> ModelInfo:
+    fn = getattr(model, "forward", model)
+    owner = type(model).__name__ if hasattr(model, "forward") else ""
+    name = f"{owner}.forward" if owner else getattr(fn, "__qualname__", "")
+    try:
+        params = [
+            p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]  # fmt: skip
+    except (TypeError, ValueError):
+        params = []
+    try:
+        file = inspect.getsourcefile(fn) or ""
+        line = inspect.getsourcelines(fn)[1]
+    except (TypeError, OSError):
+        file, line = "", 0
+    return ModelInfo(name=name, params=params, file=file, line=line)
 
 
 def fresh(obj: Any) -> Any:

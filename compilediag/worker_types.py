@@ -23,6 +23,7 @@ class WorkerSpec:
     train: bool = False
     timings: bool = True
     cross_check: bool = False
+    sweep: bool = False  # every input set (recompiles); else the first only (explain)
     cold: bool = False  # compile with private, empty caches (a first run's compile time)
     repeat: int | None = None  # timed blocks per variant
     warmup: int | None = None  # untimed calls per variant
@@ -91,8 +92,20 @@ class WorkerFailure:
 
 
 @dataclass
+class ModelInfo:
+    """What the user compiled, in their words: `GPT2LMHeadModel.forward` and the names of
+    its parameters, so guards on `args[0]` read as `input_ids`."""
+
+    name: str = ""
+    params: list[str] = field(default_factory=list)
+    file: str = ""  # where forward is defined
+    line: int = 0
+
+
+@dataclass
 class WorkerResult:
     environment: Environment | None = None
+    model: ModelInfo | None = None
     inputs: list[list[str]] = field(default_factory=list)  # each call's inputs, described
     calls: list[CallRecord] = field(default_factory=list)
     first_call_s: float | None = None

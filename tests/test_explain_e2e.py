@@ -206,3 +206,30 @@ def test_train_step_compiles_forward_and_backward() -> None:
     assert report["summary"]["graphs"] == 1 and report["summary"]["graph_breaks"] == 0
     # AOTAutograd compiled a backward too: its compile is in the AOT phase
     assert report["compile_time"]["aot_s"] > 0
+
+
+def test_get_model_may_return_a_plain_function(tmp_path: Path) -> None:
+    model = tmp_path / "fn_model.py"
+    model.write_text(
+        "import torch\n"
+        "def scaled_gelu(x):\n"
+        "    return torch.nn.functional.gelu(x) * 2\n"
+        "def get_model():\n"
+        "    return scaled_gelu\n"
+        "def get_inputs():\n"
+        "    return (torch.randn(4, 8),)\n"
+    )
+    report, proc = run_json("explain", str(model), "--backend", "eager", "--no-timings")
+    assert proc.returncode == 0, proc.stderr
+    assert report["summary"]["graphs"] == 1
+
+
+def test_explain_compiles_once_on_the_first_inputs() -> None:
+    """A file with a sweep: explain runs its first input set only (recompiles runs all)."""
+    report, proc = run_json(
+        "explain", "sample_models/changing_batch.py", "--backend", "eager", "--no-timings"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(report["calls"]) == 1 and report["summary"]["recompiles"] == 0
+    first = report["calls"][0]
+    assert report["timings"]["first_call_s"] >= first["compile_time_s"]

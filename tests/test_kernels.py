@@ -155,3 +155,16 @@ def test_caches_are_left_on_kernels_survive_a_hit_and_cold_is_private(tmp_path: 
     assert cold["compile_time"]["caches"].get("fx_graph_cache_miss") == 1
     assert names(cold) == names(first)
     assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before
+
+
+@pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
+def test_library_calls_fuse_nothing(folder: Path) -> None:
+    """An extern call is the one op it names, not the node group Inductor's comment lists."""
+    graphs = collect_kernels(
+        all_compiles(parse_path(fixture_trace("transformer_block.inductor", folder)))
+    )
+    externs = [ks.kernel for g in graphs for ks in g.kernels if ks.kernel.kind == "extern"]
+    assert externs
+    for k in externs:
+        (op,) = k.ops
+        assert k.name.removesuffix(".default").endswith(op.removeprefix("aten."))

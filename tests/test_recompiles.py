@@ -33,6 +33,16 @@ from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
             "int",
         ),
         (
+            "tensor 'L['kwargs']['input_ids']' size mismatch at index 0. expected 2, actual 4",
+            "input_ids dim 0 changed 2 → 4",
+            "shape",
+        ),
+        (
+            "L['activation'] == 'relu'",
+            "activation changed (was 'relu'): a Python string is baked into the graph",
+            "string",
+        ),
+        (
             "fn._modules['1'].training == True",
             "module attribute `fn[1].training` changed (was True)",
             "training",
@@ -69,21 +79,14 @@ def test_batch_sweep_recording(folder: Path) -> None:
 
 
 def torch_recompiles(sample: str, backend: str = "eager", dynamic: bool | None = None) -> int:
-    """Run the sample's sweep in this process and count torch's own recompile log messages
-    (what TORCH_LOGS=recompiles prints: one "Recompiling function ..." per recompile)."""
-    import logging
+    """Run the sample's sweep in this process under torch's CompileCounter, and count the
+    graphs each frame got from torch's own compile ids: a frame's recompiles are its graphs
+    less one. (Past the recompile limit the attempt that hit it makes no graph: torch's
+    recompile log prints it as a recompile, CompileCounter does not count it.)"""
+    from collections import Counter
 
     import torch
-
-    messages: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            messages.append(record.getMessage())
-
-    torch._logging.set_logs(recompiles=True)
-    handler = Collect()
-    logging.getLogger("torch._dynamo.guards.__recompiles").addHandler(handler)
+    from torch._dynamo.testing import CompileCounter
 
     spec = importlib.util.spec_from_file_location(f"sweep_{Path(sample).stem}", SAMPLES / sample)
     module = importlib.util.module_from_spec(spec)
@@ -92,16 +95,23 @@ def torch_recompiles(sample: str, backend: str = "eager", dynamic: bool | None =
     model = module.get_model() if hasattr(module, "get_model") else module.model
     sets = module.get_input_sets() if hasattr(module, "get_input_sets") else [module.get_inputs()]
     torch._dynamo.reset()
+    counter = CompileCounter()
+    per_frame: Counter[int] = Counter()
+
+    def counting(gm, example_inputs):  # the eager backend, counted
+        per_frame[torch._guards.CompileContext.current_compile_id().frame_id] += 1
+        return counter(gm, example_inputs)
+
     kwargs = {} if dynamic is None else {"dynamic": dynamic}
-    compiled = torch.compile(model, backend=backend, **kwargs)
-    try:
-        with torch.no_grad():
-            for args in sets:
-                compiled(*args)
-    finally:
-        logging.getLogger("torch._dynamo.guards.__recompiles").removeHandler(handler)
-        torch._logging.set_logs()
-    return sum(m.startswith("Recompiling function") for m in messages)
+    if backend != "eager":
+        raise ValueError("counted with the eager backend")
+    compiled = torch.compile(model, backend=counting, **kwargs)
+    with torch.no_grad():
+        for args in sets:
+            compiled(*args)
+    torch._dynamo.reset()
+    assert counter.frame_count == sum(per_frame.values())
+    return sum(n - 1 for n in per_frame.values())
 
 
 @pytest.mark.parametrize(
@@ -126,7 +136,7 @@ def test_timeline_and_automatic_dynamic() -> None:
     report, _ = run_json("recompiles", "sample_models/changing_batch.py")
     assert [c["compiled"] for c in report["calls"]] == [True, True, False]
     (r,) = report["recompiles"]
-    assert r["failed_guard"] == "args[0] dim 0 changed 2 → 4"
+    assert r["failed_guard"] == "input dim 0 changed 2 → 4"  # nn.Sequential.forward(input)
     assert r["automatic_dynamic"] is True
 
 

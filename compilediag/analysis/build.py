@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 
 from compilediag import __version__
@@ -23,6 +24,9 @@ from compilediag.report import (
     Call,
     CompileFailure,
     Environment,
+    Graph,
+    LimitHit,
+    Recompile,
     Report,
     Summary,
     TargetInfo,
@@ -32,13 +36,14 @@ from compilediag.report import (
 from compilediag.torch_formats import (
     NOT_FAILURES,
     RECOMPILE_LIMIT,
+    WRAPPER_FRAME,
     compile_failure_fix,
     frame_name,
     last_chained_break,
     parse_break_text,
 )
 from compilediag.trace import Compile, TraceLog
-from compilediag.worker_types import WorkerResult
+from compilediag.worker_types import ModelInfo, WorkerResult
 
 
 def all_compiles(logs: list[TraceLog]) -> list[Compile]:
@@ -56,7 +61,10 @@ def build_report(
     code = collect_kernels(compiles) if code is None else code
     breaks, total_breaks = collect_breaks(compiles)
     graphs = collect_graphs(compiles)
-    recompiles = collect_recompiles(compiles)
+    attempts = collect_recompiles(compiles)
+    # the attempt that hit the recompile limit made no graph: torch's CompileCounter does
+    # not count it, and neither do we (the limit has its own finding)
+    recompiles = [r for r in attempts if not r.hit_limit]
     ctime = compile_time(compiles)
     timings = _timings(worker)
     if timings:
@@ -72,7 +80,7 @@ def build_report(
         ),
         graph_breaks=breaks,
         recompiles=recompiles,
-        recompile_limit_hits=collect_limit_hits(compiles, recompiles),
+        recompile_limit_hits=collect_limit_hits(compiles, attempts),
         compile_failures=collect_failures(compiles),
         calls=_calls(worker, compiles),
         notes=skipped_frames(compiles) + cache_gaps(compiles),
@@ -108,8 +116,39 @@ def build_report(
         report.errors.insert(0, failure)
     if worker.explain is not None:
         report.cross_check = cross_check(breaks, worker.explain)
+    if worker.model is not None:
+        in_users_words(report, worker.model)
     make_portable(report, os.getcwd())
     return report
+
+
+def in_users_words(report: Report, model: ModelInfo) -> None:
+    """Torch names positional inputs `args[0]` (it compiles its wrapper `inner(*args)`) and
+    that wrapper's frame: say `input_ids` and `GPT2LMHeadModel.forward` instead."""
+
+    def named(text: str) -> str:
+        def one(m: re.Match[str]) -> str:
+            i = int(m.group(1))
+            return model.params[i] if i < len(model.params) else m.group(0)
+
+        return re.sub(r"\bargs\[(\d+)\]", one, text)
+
+    def place(item: Recompile | Graph | LimitHit) -> None:
+        if item.frame == WRAPPER_FRAME and model.name:
+            item.frame = f"{model.name} (via torch's wrapper)"
+            if model.file:
+                item.file, item.line = model.file, model.line
+
+    for r in report.recompiles:
+        place(r)
+        r.failed_guard = named(r.failed_guard)
+        r.failed_guards = [named(g) for g in r.failed_guards]
+        r.suggestion = named(r.suggestion)
+    for g in report.graphs:
+        place(g)
+    for h in report.recompile_limit_hits:
+        place(h)
+        h.distinct_reasons = [named(x) for x in h.distinct_reasons]
 
 
 def make_portable(report: Report, root: str) -> None:
@@ -179,17 +218,26 @@ def collect_failures(compiles: list[Compile]) -> list[CompileFailure]:
 def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:
     """The sweep's timeline: each compile belongs to the call whose wall window holds it."""
     calls = []
+    limit_hit = False
     for c in worker.calls:
         mine = [
             k
             for k in compiles
             if k.metrics.start_time is not None and c.start <= k.metrics.start_time <= c.end
         ]
+        if mine:
+            state = "compiled"
+        else:
+            # past the limit torch only runs the graphs it has: a call that needs a new
+            # one runs in eager mode, with no compile to show for it
+            state = "limit" if limit_hit else "hit"
+        limit_hit = limit_hit or any(RECOMPILE_LIMIT.search(k.metrics.fail_reason) for k in mine)
         calls.append(
             Call(
                 index=c.index,
                 inputs=", ".join(c.inputs),
                 compiled=bool(mine),
+                state=state,
                 compile_ids=[k.compile_id for k in mine],
                 compile_time_s=sum(k.metrics.entire_frame_s for k in mine),
                 wall_s=c.wall_s,

@@ -149,6 +149,13 @@ def _generated(name: str, definition: tuple[str, str], compile_id: str) -> Kerne
     return KernelSource(kernel, source, KERNEL_EXT.get(backend, ".txt"))
 
 
+def extern_op(name: str) -> str:
+    """`extern_kernels.addmm` -> aten.addmm; `torch.ops.aten.convolution.default` ->
+    aten.convolution."""
+    parts = name.removesuffix(".default").split(".")
+    return "aten." + parts[-1]
+
+
 def kernels_of_graph(
     compile_id: str,
     code: str,
@@ -187,8 +194,10 @@ def kernels_of_graph(
             name = ext["name"]
             key = f"{name}#{extern_seen}"
             found[key] = KernelSource(
+                # a library call fuses nothing: it is the one op it names (the
+                # "Original ATen" list above it is its whole node group: views, t, ...)
                 Kernel(name=name, kind="extern", compile_id=compile_id,
-                       ops=_split(pending["aten"]) if pending else [],
+                       ops=[extern_op(name)],
                        source_lines=user_lines(pending)),
                 "", "",
             )  # fmt: skip

@@ -18,6 +18,7 @@ from compilediag.torch_formats import (
     GUARD_LOWER_BOUND,
     GUARD_OBJ_ID,
     GUARD_SIZE,
+    GUARD_STRING,
     GUARD_TENSOR_META,
     GUARD_TRAINING,
     GUARD_TYPE_ID,
@@ -29,6 +30,7 @@ from compilediag.torch_formats import (
     guard_pattern,
     guard_text,
     is_library_file,
+    is_resume_frame,
     source_name,
 )
 from compilediag.trace import Compile
@@ -139,6 +141,16 @@ def translate(guard: str) -> tuple[str, str, str]:
             "length",
             "Keep the container the same length, or stack it into one tensor.",
         )
+    m = GUARD_STRING.match(guard)
+    if m:
+        src = source_name(m["src"].strip())
+        return (
+            f"{src} changed (was {m['v']}): a Python string is baked into the graph",
+            "string",
+            f"Each value of `{src}` compiles its own graph. Resolve it outside the compiled "
+            f"code (e.g. pick the function once in __init__: self.fn = getattr(torch, {src})), "
+            "so forward no longer reads the string.",
+        )
     m = GUARD_CONSTANT.match(guard)
     if m:
         src, value = source_name(m["src"].strip()), m["v"]
@@ -178,6 +190,16 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
             g.file = co_file if co_file.endswith(g.file) else ""
             g.line = g.line if g.file else 0
         suggestion = g.suggestion
+        if g.cause == "shape" and is_resume_frame(m.co_name):
+            # the code after a graph break runs as its own function whose inputs are
+            # forward's locals: the user can't mark those
+            suggestion = (
+                "The changed tensor is a local of forward here (after a graph break, the rest "
+                "of forward runs as its own function, with forward's locals as inputs), so it "
+                "can't be marked: mark the model input it is computed from dynamic before the "
+                "first call (torch._dynamo.mark_dynamic(input, dim)), or compile with "
+                "dynamic=True. Removing the graph break above removes this frame."
+            )
         if g.cause in ("shape", "float") and became_dynamic(c):
             suggestion = (
                 "torch already made it dynamic on this recompile (automatic dynamic), so later "
@@ -188,6 +210,7 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
         file, line = frame_place(c, m)
         out.append(
             Recompile(
+                hit_limit=bool(RECOMPILE_LIMIT.search(c.metrics.fail_reason)),
                 frame=frame_name(m.co_name, m.co_filename),
                 file=file,
                 line=line,

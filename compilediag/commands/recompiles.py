@@ -38,7 +38,7 @@ def run(opts: RecompilesOptions) -> int:
     shapes = opts.shapes if opts.shapes is not None else cfg.shapes
     sweep = parse_shapes(shapes) if shapes is not None else []
     # Guards do not depend on the backend: the fast eager backend is the default here.
-    spec = make_spec(opts.run, cfg, "eager", shapes=sweep, timings=False)
+    spec = make_spec(opts.run, cfg, "eager", shapes=sweep, sweep=True, timings=False)
     done = run_model(spec, opts.run.timeout)
     # only the recompile budget means something for a sweep
     rules = budgets(

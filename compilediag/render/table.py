@@ -299,10 +299,19 @@ def timeline_block(report: Report) -> list:
     t.add_column("compile", justify="right", no_wrap=True)
     for c in report.calls:
         t.add_row(
-            str(c.index + 1), c.inputs, "compiled" if c.compiled else "hit",
+            str(c.index + 1), c.inputs, c.state or ("compiled" if c.compiled else "hit"),
             " ".join(c.compile_ids), seconds(c.compile_time_s) if c.compiled else "-",
         )  # fmt: skip
-    return [Text("\nCalls", style="bold"), Padding(t, (0, 0, 0, 2))]
+    out: list = [Text("\nCalls", style="bold"), Padding(t, (0, 0, 0, 2))]
+    if any(c.state == "limit" for c in report.calls):
+        out.append(
+            Text(
+                "  limit: the recompile limit was hit earlier; torch only reuses the graphs it "
+                "has, and a call that needs a new one runs in eager mode",
+                style="dim",
+            )
+        )
+    return out
 
 
 def render_recompiles(report: Report, width: int | None = None, color: bool = False) -> str:
