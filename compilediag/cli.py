@@ -13,7 +13,7 @@ from compilediag import __version__
 from compilediag.errors import EXIT_CODES_HELP, DiagError
 
 if TYPE_CHECKING:
-    from compilediag.commands.common import GateOptions, OutputOptions, RunOptions
+    from compilediag.commands.common import FixOptions, GateOptions, OutputOptions, RunOptions
 
 app = typer.Typer(
     name="compilediag",
@@ -161,6 +161,21 @@ Cold = Annotated[
         help="Compile with private, empty caches (your caches untouched): a first run's compile time.",
     ),
 ]
+TryFixes = Annotated[
+    bool,
+    typer.Option(
+        "--try-fixes",
+        help="Also run the model once per remedy that needs no code edit (a config setting, dynamic=True, mark_dynamic) and show what each changed.",
+    ),
+]
+Jobs = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        help="With --try-fixes: runs at a time (default: the cores there are).",
+        metavar="N",
+    ),
+]
 Timeout = Annotated[
     float,
     typer.Option(
@@ -243,6 +258,12 @@ def _out(format: str, output: str | None = None, html: str | None = None) -> Out
     return OutputOptions(format, output, html)
 
 
+def _fixes(try_fixes: bool, jobs: int | None) -> FixOptions:
+    from compilediag.commands.common import FixOptions
+
+    return FixOptions(try_fixes, jobs)
+
+
 def _gate(**kw: object) -> GateOptions:
     from compilediag.commands.common import GateOptions
 
@@ -267,6 +288,8 @@ def explain(
     baseline: Baseline = None,
     speedup_tolerance: SpeedupTolerance = 0.10,
     junit: Junit = None,
+    try_fixes: TryFixes = False,
+    jobs: Jobs = None,
     cross_check: Annotated[
         bool,
         typer.Option(
@@ -316,6 +339,7 @@ def explain(
             speedup_tolerance=speedup_tolerance, junit=junit,
         ),
         out=_out(format, output, html),
+        fixes=_fixes(try_fixes, jobs),
         cross_check=cross_check, timings=timings, repeat=repeat, warmup=warmup,
     )  # fmt: skip
     _call(lambda: command.run(opts))
@@ -341,6 +365,8 @@ def recompiles(
     cold: Cold = False,
     max_recompiles: MaxRecompiles = None,
     junit: Junit = None,
+    try_fixes: TryFixes = False,
+    jobs: Jobs = None,
     timeout: Timeout = 900,
     format: Format = "table",
     output: Output = None,
@@ -362,6 +388,7 @@ def recompiles(
     opts = command.RecompilesOptions(
         run=_run_options(target, input, backend, mode, dynamic, device, train, timeout, cold),
         shapes=shapes, max_recompiles=max_recompiles, junit=junit, out=_out(format, output, html),
+        fixes=_fixes(try_fixes, jobs),
     )  # fmt: skip
     _call(lambda: command.run(opts))
 

@@ -39,6 +39,7 @@ class TargetInfo:
     path: str = ""
     attr: str | None = None
     inputs: list[str] = field(default_factory=list)
+    params: list[str] = field(default_factory=list)  # the names forward gives its inputs
 
 
 @dataclass
@@ -267,6 +268,28 @@ class RankSummary:
 
 
 @dataclass
+class Counts:
+    graphs: int = 0
+    graph_breaks: int = 0  # sites
+    recompiles: int = 0
+    speedup: float | None = None
+
+
+@dataclass
+class VerifiedFix:
+    """A remedy tried in a run of its own (--try-fixes): what it changed, measured."""
+
+    remedy: str
+    code: str  # the lines to add to the user's code
+    targets: list[str]  # the findings it is meant to remove
+    before: Counts
+    after: Counts | None
+    outputs_match: bool | None
+    verdict: str  # removes it, partly, no effect, breaks outputs, failed
+    error: str = ""
+
+
+@dataclass
 class TraceInfo:
     files: list[str] = field(default_factory=list)
     records: int = 0
@@ -287,6 +310,7 @@ class Report:
     recompiles: list[Recompile] = field(default_factory=list)
     recompile_limit_hits: list[LimitHit] = field(default_factory=list)
     compile_failures: list[CompileFailure] = field(default_factory=list)
+    verified_fixes: list[VerifiedFix] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     graphs: list[Graph] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)

@@ -26,6 +26,7 @@ from typing import Any
 
 from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, UsageError
 from compilediag.fsutil import write_atomic
+from compilediag.remedies import apply
 from compilediag.report import DeviceTime, Environment, Stat
 from compilediag.serial import from_json, to_json
 from compilediag.target import describe_call, find_input_sets, find_model, load_module
@@ -131,6 +132,9 @@ class Worker:
             kwargs["mode"] = spec.mode
         if spec.dynamic is not None:
             kwargs["dynamic"] = spec.dynamic
+        if spec.remedy is not None:
+            apply(torch, spec.remedy)
+            kwargs.update(spec.remedy.compile_kwargs)
         compiled = torch.compile(model, **kwargs)
         skips = watch_cudagraph_skips(torch) if device.startswith("cuda") else None
         eager_out = compiled_out = None
@@ -180,7 +184,7 @@ class Worker:
             self.stage(f"compiling and running call {i + 1} with {backend}")
             try:
                 start_wall, start = time.time(), time.perf_counter()
-                out = step(compiled, fresh(pristine))
+                out = step(compiled, marked(torch, fresh(pristine), spec))
                 sync(torch, device)
                 wall = time.perf_counter() - start
             except BaseException as e:
@@ -318,6 +322,16 @@ def describe_model(model: Any) -> ModelInfo:
     except (TypeError, OSError):
         file, line = "", 0
     return ModelInfo(name=name, params=params, file=file, line=line)
+
+
+def marked(torch: Any, call: Any, spec: WorkerSpec) -> Any:
+    """The call's inputs with the dims a mark_dynamic remedy names marked dynamic."""
+    if spec.remedy is not None:
+        args, _ = call
+        for position, dim in spec.remedy.mark_dynamic:
+            if position < len(args) and isinstance(args[position], torch.Tensor):
+                torch._dynamo.mark_dynamic(args[position], dim)
+    return call
 
 
 def fresh(obj: Any) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from compilediag.remedies import Remedy
 from compilediag.report import DeviceTime, Environment, Stat
 from compilediag.target import Target
 
@@ -23,6 +24,7 @@ class WorkerSpec:
     train: bool = False
     timings: bool = True
     cross_check: bool = False
+    remedy: Remedy | None = None  # --try-fixes: apply this before compiling
     sweep: bool = False  # every input set (recompiles); else the first only (explain)
     cold: bool = False  # compile with private, empty caches (a first run's compile time)
     repeat: int | None = None  # timed blocks per variant
@@ -55,12 +57,12 @@ class Measured:
 
     eager_ms: Stat
     compiled_ms: Stat
-    device: DeviceTime | None
     speedup: float | None
     repeat: int
     calls_per_block: int
     warmup: int
     method: str
+    device: DeviceTime | None = None  # CUDA: the GPU's busy time per call
 
 
 @dataclass

@@ -76,7 +76,10 @@ def build_report(
         tool={"name": "compilediag", "version": __version__},
         environment=env,
         target=TargetInfo(
-            path=target.path, attr=target.attr, inputs=[", ".join(c) for c in worker.inputs]
+            path=target.path,
+            attr=target.attr,
+            inputs=[", ".join(c) for c in worker.inputs],
+            params=list(worker.model.params) if worker.model else [],
         ),
         graph_breaks=breaks,
         recompiles=recompiles,

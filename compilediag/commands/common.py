@@ -38,6 +38,21 @@ class RunOptions:
 
 
 @dataclass
+class FixOptions:
+    try_fixes: bool = False
+    jobs: int | None = None  # runs at a time (default: the cores there are)
+
+
+def verify_fixes(done: ModelRun, spec: WorkerSpec, fixes: FixOptions, timeout: float) -> None:
+    if not fixes.try_fixes or done.failed:
+        return
+    from compilediag.commands.fixes import try_fixes
+
+    jobs = fixes.jobs or os.cpu_count() or 1
+    done.report.verified_fixes = try_fixes(spec, done.report, jobs, timeout)
+
+
+@dataclass
 class GateOptions:
     fullgraph: bool = False
     max_graph_breaks: int | None = None
@@ -141,7 +156,7 @@ def stage_text(stage: str) -> str:
     return "building the report" if stage == "done" else stage
 
 
-def run_model(spec: WorkerSpec, timeout: float) -> ModelRun:
+def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelRun:
     """Run the worker with progress on stderr, then build the Report from its trace."""
     from compilediag.analysis.build import all_compiles, build_report
     from compilediag.analysis.kernels import collect_kernels
@@ -150,7 +165,7 @@ def run_model(spec: WorkerSpec, timeout: float) -> ModelRun:
     from compilediag.trace import parse_path
 
     with workdir() as work:
-        if show_progress():
+        if progress and show_progress():
             from rich.console import Console
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from compilediag.commands.common import (
     ALL_RULES,
+    FixOptions,
     GateOptions,
     OutputOptions,
     RunOptions,
@@ -15,6 +16,7 @@ from compilediag.commands.common import (
     judge,
     make_spec,
     run_model,
+    verify_fixes,
 )
 from compilediag.config import load_config
 from compilediag.errors import UsageError
@@ -25,6 +27,7 @@ class ExplainOptions:
     run: RunOptions = field(default_factory=RunOptions)
     gate: GateOptions = field(default_factory=GateOptions)
     out: OutputOptions = field(default_factory=OutputOptions)
+    fixes: FixOptions = field(default_factory=FixOptions)
     cross_check: bool = False
     timings: bool = True
     repeat: int | None = None
@@ -43,6 +46,7 @@ def run(opts: ExplainOptions) -> int:
         timings=opts.timings, cross_check=opts.cross_check, repeat=opts.repeat, warmup=opts.warmup,
     )  # fmt: skip
     done = run_model(spec, opts.run.timeout)
+    verify_fixes(done, spec, opts.fixes, opts.run.timeout)
     code = judge(done.report, rules, opts.gate.junit, done.failed)
     emit(done.report, opts.out)
     return code

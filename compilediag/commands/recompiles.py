@@ -6,6 +6,7 @@ import sys
 from dataclasses import dataclass, field
 
 from compilediag.commands.common import (
+    FixOptions,
     GateOptions,
     OutputOptions,
     RunOptions,
@@ -16,6 +17,7 @@ from compilediag.commands.common import (
     judge,
     make_spec,
     run_model,
+    verify_fixes,
     width,
     write_html,
 )
@@ -30,6 +32,7 @@ class RecompilesOptions:
     max_recompiles: int | None = None
     junit: str | None = None
     out: OutputOptions = field(default_factory=OutputOptions)
+    fixes: FixOptions = field(default_factory=FixOptions)
 
 
 def run(opts: RecompilesOptions) -> int:
@@ -40,6 +43,7 @@ def run(opts: RecompilesOptions) -> int:
     # Guards do not depend on the backend: the fast eager backend is the default here.
     spec = make_spec(opts.run, cfg, "eager", shapes=sweep, sweep=True, timings=False)
     done = run_model(spec, opts.run.timeout)
+    verify_fixes(done, spec, opts.fixes, opts.run.timeout)
     # only the recompile budget means something for a sweep
     rules = budgets(
         GateOptions(max_recompiles=opts.max_recompiles), cfg, frozenset({"max_recompiles"})

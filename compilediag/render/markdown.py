@@ -48,6 +48,23 @@ def render_markdown(report: Report) -> str:
                 f"| {g.compile_id} | {g.frame} | `{where(g.file, g.line)}` | {g.ops} | {seconds(g.compile_time_s)} |"
             )
         out.append("")
+    if report.verified_fixes:
+        out += [
+            "### Verified fixes",
+            "",
+            "| remedy | verdict | break sites | recompiles | outputs | code |",
+            "|---|---|---|---|---|---|",
+        ]
+        for fx in report.verified_fixes:
+            a = fx.after
+            sites = f"{fx.before.graph_breaks} → {a.graph_breaks}" if a else "-"
+            recs = f"{fx.before.recompiles} → {a.recompiles}" if a else "-"
+            match = {True: "match", False: "differ", None: "-"}[fx.outputs_match]
+            out.append(
+                f"| {_cell(fx.remedy)} | {fx.verdict} | {sites} | {recs} | {match} | "
+                f"`{_cell(fx.code)}` |"
+            )
+        out.append("")
     t = report.timings
     if t and t.eager_ms and t.compiled_ms:
         out += [

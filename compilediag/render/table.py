@@ -104,6 +104,7 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         out += _cross_check_lines(report)
 
     out += rank_blocks(report)
+    out += fix_blocks(report)
 
     timing = _timing_lines(report)
     if timing:
@@ -182,6 +183,46 @@ def failure_blocks(report: Report) -> list:
         if f.fix:
             rows.append(("fix", Text(f.fix, style="green")))
         out.append(_details(rows))
+    return out
+
+
+def fix_blocks(report: Report) -> list:
+    """--try-fixes: each remedy, measured in a run of its own."""
+    if not report.verified_fixes:
+        return []
+    t = _table()
+    for col in ("remedy", "verdict", "graphs", "break sites", "recompiles", "speedup", "outputs"):
+        t.add_column(col, justify="left" if col in ("remedy", "verdict") else "right")
+
+    def change(a: float | None, b: float | None, fmt: str = "{:g}") -> str:
+        if a is None or b is None:
+            return "-"
+        return fmt.format(a) if a == b else f"{fmt.format(a)} → {fmt.format(b)}"
+
+    for fx in report.verified_fixes:
+        b, a = fx.before, fx.after
+        style = {"removes it": "green", "partly": "yellow"}.get(fx.verdict, "red")
+        if a is None:
+            t.add_row(fx.remedy, Text(fx.verdict, style=style), "-", "-", "-", "-", "-")
+            continue
+        match = "-" if fx.outputs_match is None else ("match" if fx.outputs_match else "DIFFER")
+        t.add_row(
+            fx.remedy,
+            Text(fx.verdict, style=style),
+            change(b.graphs, a.graphs),
+            change(b.graph_breaks, a.graph_breaks),
+            change(b.recompiles, a.recompiles),
+            change(b.speedup, a.speedup, "{:.2f}x"),
+            match,
+        )
+    out: list = [Text("\nVerified fixes (each measured in a run of its own)", style="bold")]
+    out.append(Padding(t, (0, 0, 0, 2)))
+    for fx in report.verified_fixes:
+        if fx.verdict in ("removes it", "partly"):
+            out.append(Text(f"  {fx.remedy}:", style="bold"))
+            out.append(Padding(Text(fx.code, style="green"), (0, 0, 0, 4)))
+        elif fx.error:
+            out.append(Text(f"  {fx.remedy}: {fx.error}", style="red"))
     return out
 
 
@@ -323,6 +364,7 @@ def render_recompiles(report: Report, width: int | None = None, color: bool = Fa
     items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
     for note in report.notes:
         items.append(Text(f"! {note}", style="yellow"))
+    items += fix_blocks(report)
     for line in verdict_lines(report):
         items.append(Text(("\n" if line.startswith("verdict") else "") + line, style="bold"))
     return _print(items, width, color)

@@ -1,0 +1,69 @@
+"""--try-fixes: one more worker run for each remedy that applies (and one with all of them
+together), each isolated in its own process, under the same inputs and timing method, up
+to --jobs at a time. The measured before/after counts go into the Report."""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
+
+from compilediag.errors import DiagError
+from compilediag.remedies import Remedy, combined, remedies_for, verdict
+from compilediag.report import Counts, Report, VerifiedFix
+from compilediag.worker_types import WorkerSpec
+
+
+def counts(report: Report) -> Counts:
+    s = report.summary
+    return Counts(s.graphs, s.unique_graph_breaks, s.recompiles, s.speedup)
+
+
+def try_fixes(spec: WorkerSpec, report: Report, jobs: int, timeout: float) -> list[VerifiedFix]:
+    remedies = remedies_for(report)
+    together = combined(remedies)
+    if together is not None:
+        remedies.append(together)
+    if not remedies:
+        return []
+    before = counts(report)
+    results: dict[str, VerifiedFix] = {}
+    say(f"trying {len(remedies)} fix(es), {min(jobs, len(remedies))} at a time")
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        runs = {pool.submit(_run, spec, r, before, timeout): r for r in remedies}
+        for done in as_completed(runs):
+            fix = done.result()
+            results[fix.remedy] = fix
+            say(f"  {fix.remedy}: {fix.verdict}")
+    return [results[r.name] for r in remedies]  # in the order they were tried
+
+
+def _run(spec: WorkerSpec, remedy: Remedy, before: Counts, timeout: float) -> VerifiedFix:
+    from compilediag.commands.common import run_model
+
+    fix = VerifiedFix(remedy.name, remedy.code, remedy.targets, before, None, None, "failed")
+    try:
+        done = run_model(replace(spec, remedy=remedy), timeout, progress=False)
+    except DiagError as e:
+        fix.error = e.message
+        return fix
+    after = counts(done.report)
+    t = done.report.timings
+    fix.after, fix.outputs_match = after, t.outputs_match if t else None
+    judged = {
+        "breaks": (before.graph_breaks, after.graph_breaks),
+        "recompiles": (before.recompiles, after.recompiles),
+        "all": (
+            before.graph_breaks + before.recompiles,
+            after.graph_breaks + after.recompiles,
+        ),
+    }[remedy.kind]
+    fix.verdict = verdict(remedy.kind, *judged, fix.outputs_match)
+    if done.failed:
+        fix.verdict, fix.error = "failed", (done.report.errors or ["torch.compile failed"])[0]
+    fix.error = fix.error or ""
+    return fix
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,133 @@
+"""Remedies that need no edit of the user's code: a torch config setting, a torch.compile
+argument, or marking an input dynamic. `--try-fixes` runs the model once more with each
+remedy that applies to a finding, and measures what it changed. No torch here: the worker
+applies a remedy (`apply` runs there)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compilediag.report import Report
+
+
+@dataclass
+class Remedy:
+    name: str
+    code: str  # what to write in the user's code, before the first call
+    targets: list[str]  # the findings it is meant to remove, in words
+    # torch._dynamo.config settings; a value "fn:builtins.print" is that function, added to
+    # the setting (a set) rather than replacing it
+    config: dict[str, Any] = field(default_factory=dict)
+    compile_kwargs: dict[str, Any] = field(default_factory=dict)
+    mark_dynamic: list[tuple[int, int]] = field(default_factory=list)  # (arg position, dim)
+    kind: str = "breaks"  # what it is judged on: breaks or recompiles
+
+
+# break cause -> (name, config, code)
+BREAK_REMEDIES: dict[str, tuple[str, dict[str, Any], str]] = {
+    "item": (
+        "capture_scalar_outputs",
+        {"capture_scalar_outputs": True},
+        "torch._dynamo.config.capture_scalar_outputs = True",
+    ),
+    "dynamic_output_shape": (
+        "capture_dynamic_output_shape_ops",
+        {"capture_dynamic_output_shape_ops": True},
+        "torch._dynamo.config.capture_dynamic_output_shape_ops = True",
+    ),
+    "print": (
+        "reorderable print",
+        {"reorderable_logging_functions": "fn:builtins.print"},
+        "torch._dynamo.config.reorderable_logging_functions.add(print)",
+    ),
+}
+
+
+def remedies_for(report: Report) -> list[Remedy]:
+    """Every remedy that applies to a finding of the report, once each."""
+    out: dict[str, Remedy] = {}
+    for b in report.graph_breaks:
+        if b.cause in BREAK_REMEDIES:
+            name, config, code = BREAK_REMEDIES[b.cause]
+            r = out.setdefault(name, Remedy(name, code, [], config=config))
+            r.targets.append(f"{b.file}:{b.line} {b.reason}")
+    causes = {r.cause for r in report.recompiles}
+    if causes & {"shape", "float", "int"}:
+        r = Remedy(
+            "dynamic=True",
+            "torch.compile(model, dynamic=True)",
+            [x.failed_guard for x in report.recompiles if x.cause in ("shape", "float", "int")],
+            compile_kwargs={"dynamic": True},
+            kind="recompiles",
+        )
+        out[r.name] = r
+    if "int" in causes:
+        out["allow_unspec_int_on_nn_module"] = Remedy(
+            "allow_unspec_int_on_nn_module",
+            "torch._dynamo.config.allow_unspec_int_on_nn_module = True",
+            [x.failed_guard for x in report.recompiles if x.cause == "int"],
+            config={"allow_unspec_int_on_nn_module": True},
+            kind="recompiles",
+        )
+    marks = _marks(report)
+    if marks:
+        names = ", ".join(f"torch._dynamo.mark_dynamic({n}, {d})" for n, _, d in marks)
+        out["mark_dynamic"] = Remedy(
+            "mark_dynamic",
+            names + "  # on the inputs, before the first call",
+            [x.failed_guard for x in report.recompiles if x.cause == "shape"],
+            mark_dynamic=[(i, d) for _, i, d in marks],
+            kind="recompiles",
+        )
+    return list(out.values())
+
+
+def _marks(report: Report) -> list[tuple[str, int, int]]:
+    """(input name, its position, dim) for size recompiles on a positional model input."""
+    marks = []
+    for r in report.recompiles:
+        if r.cause != "shape" or " dim " not in r.failed_guard:
+            continue
+        name, _, rest = r.failed_guard.partition(" dim ")
+        dim = rest.split(" ", 1)[0]
+        position = report.target.params.index(name) if name in report.target.params else -1
+        if position >= 0 and dim.isdigit() and (name, position, int(dim)) not in marks:
+            marks.append((name, position, int(dim)))
+    return marks
+
+
+def combined(remedies: list[Remedy]) -> Remedy | None:
+    """All remedies at once, where there are several (their settings don't conflict)."""
+    if len(remedies) < 2:
+        return None
+    r = Remedy("all of the above", "\n".join(x.code for x in remedies), [], kind="all")
+    for x in remedies:
+        r.config.update(x.config)
+        r.compile_kwargs.update(x.compile_kwargs)
+        r.mark_dynamic += x.mark_dynamic
+        r.targets += x.targets
+    return r
+
+
+def apply(torch: Any, remedy: Remedy) -> None:
+    """In the worker, before torch.compile: set what the remedy sets."""
+    import builtins
+
+    for key, value in remedy.config.items():
+        if isinstance(value, str) and value.startswith("fn:"):
+            module, _, attr = value[3:].rpartition(".")
+            fn = getattr(builtins if module == "builtins" else __import__(module), attr)
+            getattr(torch._dynamo.config, key).add(fn)
+        else:
+            setattr(torch._dynamo.config, key, value)
+
+
+def verdict(kind: str, before: int, after: int, outputs_match: bool | None) -> str:
+    if outputs_match is False:
+        return "breaks outputs"
+    if after == 0 and before > 0:
+        return "removes it"
+    if after < before:
+        return "partly"
+    return "no effect"

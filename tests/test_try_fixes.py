@@ -1,0 +1,135 @@
+"""--try-fixes: each remedy measured in a run of its own; the after-counts are checked
+against torch itself with that remedy applied (torch._dynamo.explain for breaks, per-frame
+graph counts under CompileCounter for recompiles)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+
+import pytest
+
+from tests.conftest import SAMPLES, run_json
+
+
+def _load(sample: str):
+    spec = importlib.util.spec_from_file_location(f"fix_{sample[:-3]}", SAMPLES / sample)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(SAMPLES))
+    spec.loader.exec_module(module)
+    model = module.get_model() if hasattr(module, "get_model") else module.model
+    sets = module.get_input_sets() if hasattr(module, "get_input_sets") else [module.get_inputs()]
+    return model, sets
+
+
+def _patch(torch, config: dict):
+    values = {
+        k: ({print} | set(getattr(torch._dynamo.config, k)) if v == "fn:builtins.print" else v)
+        for k, v in config.items()
+    }
+    return torch._dynamo.config.patch(**values)
+
+
+def torch_breaks(sample: str, config: dict) -> tuple[int, int]:
+    """(graphs, graph breaks) torch._dynamo.explain finds with the remedy's config."""
+    import torch
+
+    model, sets = _load(sample)
+    torch._dynamo.reset()
+    with _patch(torch, config), torch.no_grad():
+        out = torch._dynamo.explain(model)(*sets[0])
+    torch._dynamo.reset()
+    return out.graph_count, out.graph_break_count
+
+
+def torch_recompiles(sample: str, config: dict, compile_kwargs: dict) -> int:
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    model, sets = _load(sample)
+    counter, per_frame = CompileCounter(), Counter()
+
+    def counting(gm, example_inputs):
+        per_frame[torch._guards.CompileContext.current_compile_id().frame_id] += 1
+        return counter(gm, example_inputs)
+
+    torch._dynamo.reset()
+    with _patch(torch, config), torch.no_grad():
+        compiled = torch.compile(model, backend=counting, **compile_kwargs)
+        for args in sets:
+            compiled(*args)
+    torch._dynamo.reset()
+    return sum(n - 1 for n in per_frame.values())
+
+
+@pytest.mark.parametrize(
+    ("sample", "remedy", "config"),
+    [
+        ("item_break.py", "capture_scalar_outputs", {"capture_scalar_outputs": True}),
+        (
+            "nonzero_break.py",
+            "capture_dynamic_output_shape_ops",
+            {"capture_dynamic_output_shape_ops": True},
+        ),
+    ],
+)
+def test_a_config_remedy_removes_the_break_as_torch_says(sample: str, remedy: str, config) -> None:
+    report, proc = run_json(
+        "explain", f"sample_models/{sample}", "--backend", "eager", "--no-timings",
+        "--try-fixes", "--jobs", "1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    fix = next(f for f in report["verified_fixes"] if f["remedy"] == remedy)
+    assert fix["verdict"] == "removes it"
+    assert fix["before"]["graph_breaks"] == 1 and fix["after"]["graph_breaks"] == 0
+    graphs, breaks = torch_breaks(sample, config)
+    assert (fix["after"]["graphs"], fix["after"]["graph_breaks"]) == (graphs, breaks) == (1, 0)
+    assert fix["outputs_match"] is True
+    assert fix["code"].startswith("torch._dynamo.config.")
+
+
+def test_a_remedy_that_does_not_help_is_shown_as_such() -> None:
+    """`print("hidden shape", h.shape)`: adding print to reorderable_logging_functions is the
+    usual advice, but torch can't reorder a print of a torch.Size - the break stays."""
+    report, proc = run_json(
+        "explain", "sample_models/print_break.py", "--backend", "eager", "--no-timings",
+        "--try-fixes", "--jobs", "1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (fix,) = report["verified_fixes"]
+    assert fix["remedy"] == "reorderable print" and fix["verdict"] == "no effect"
+    config = {"reorderable_logging_functions": "fn:builtins.print"}
+    assert torch_breaks("print_break.py", config)[1] == fix["after"]["graph_breaks"] == 1
+
+
+@pytest.mark.parametrize(
+    ("sample", "remedy", "verdict", "config", "kwargs"),
+    [
+        ("changing_float.py", "dynamic=True", "removes it", {}, {"dynamic": True}),
+        ("changing_batch.py", "dynamic=True", "removes it", {}, {"dynamic": True}),
+        ("changing_batch.py", "mark_dynamic", "removes it", None, None),
+        ("per_layer_int.py", "dynamic=True", "no effect", {}, {"dynamic": True}),
+        (
+            "per_layer_int.py",
+            "allow_unspec_int_on_nn_module",
+            None,
+            {"allow_unspec_int_on_nn_module": True},
+            {},
+        ),
+    ],
+)
+def test_recompile_remedies_measured_as_torch_counts(
+    sample: str, remedy: str, verdict: str | None, config, kwargs
+) -> None:
+    report, proc = run_json("recompiles", f"sample_models/{sample}", "--try-fixes", "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    fix = next(f for f in report["verified_fixes"] if f["remedy"] == remedy)
+    assert fix["before"]["recompiles"] == report["summary"]["recompiles"] > 0
+    if verdict:
+        assert fix["verdict"] == verdict
+    else:
+        assert fix["after"]["recompiles"] < fix["before"]["recompiles"]
+    if config is not None:  # mark_dynamic is applied per input: torch's count is the run's
+        assert fix["after"]["recompiles"] == torch_recompiles(sample, config, kwargs)
+    assert fix["outputs_match"] is True
