@@ -1,0 +1,259 @@
+"""Every figure of what a diagnosis costs, in one command, into bench/RESULTS.md.
+
+    python bench/run.py [--runs 5] [--figures 1,2,3,4,5]
+
+Needs `pip install transformers tlparse` beside the project (figure 1 and 2 use a tiny
+GPT-2 built from a config; figure 4 compares with tlparse).
+
+Method (each figure says its own): every variant is a fresh process; variants of one
+figure run alternately, `--runs` rounds, after one untimed round; the median and the
+spread (min-max) are reported, and ratios are taken between medians of the same run.
+1. `compilediag explain --no-timings` against a bare script that compiles and calls the
+   model once (warm caches: torch's FX-graph/AOTAutograd caches and the compiled C++).
+2. The same cold: `--cold` against the bare script with TORCHINDUCTOR_CACHE_DIR pointing
+   at a new empty folder each run.
+3. `compilediag --help` and `compilediag render report.json`; and whether either imports
+   torch.
+4. `compilediag report` on a >= 50 MB trace recorded from a real run (bench/make_big_trace.py)
+   against `tlparse` on the same file: wall, MB/s, peak RSS (/usr/bin/time).
+5. Scaling: `explain --no-timings` for 1, 4, 16, 64 identical blocks and for 0, 4, 16 graph
+   breaks; `report` time against trace size (1x, 2x, 4x the same records).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "compilediag"]
+
+BARE = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("m", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+model, inputs = m.get_model(), m.get_inputs()
+with torch.no_grad():
+    c = torch.compile(model)
+    c(**inputs) if isinstance(inputs, dict) else c(*inputs)
+"""
+
+BLOCKS = """
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(32, 32), nn.GELU()) for _ in range({n}))
+
+    def forward(self, x):
+        for i, b in enumerate(self.blocks):
+            x = b(x)
+            if i < {breaks}:
+                torch._dynamo.graph_break()
+        return x
+
+def get_model():
+    return Net()
+
+def get_inputs():
+    return (torch.randn(8, 32),)
+"""
+
+
+def wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(
+        cmd, check=True, capture_output=True, cwd=ROOT, env={**os.environ, **(env or {})}
+    )
+    return time.perf_counter() - t0
+
+
+def alternate(variants: dict[str, object], runs: int) -> dict[str, list[float]]:
+    """variants: name -> (cmd, env) or a callable returning (cmd, env) for each run."""
+
+    def resolve(v: object) -> tuple[list[str], dict[str, str]]:
+        return v() if callable(v) else v  # type: ignore[return-value,operator]
+
+    for v in variants.values():
+        wall(*resolve(v))
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(runs):
+        for name, v in variants.items():
+            times[name].append(wall(*resolve(v)))
+    return times
+
+
+def row(name: str, xs: list[float], ref: float | None = None) -> str:
+    med = statistics.median(xs)
+    ratio = f"{med / ref:.2f}" if ref else ""
+    return f"| {name} | {med:.3f} s | {min(xs):.3f}-{max(xs):.3f} | {ratio} |"
+
+
+def figure_overhead(models: list[str], runs: int, cold: bool) -> list[str]:
+    bare = Path(tempfile.mkdtemp()) / "bare.py"
+    bare.write_text(BARE)
+    out = ["| variant | median | spread | ratio to bare |", "|---|---:|---|---:|"]
+    for model in models:
+        if cold:
+
+            def fresh_env() -> dict[str, str]:
+                return {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="bench-cold-")}
+
+            variants: dict[str, object] = {
+                f"bare script, empty caches · {model}": lambda m=model: (
+                    [sys.executable, str(bare), m], fresh_env()),
+                f"explain --no-timings --cold · {model}": (
+                    [*CLI, "explain", model, "--no-timings", "--cold", "--format", "json"], {}),
+            }  # fmt: skip
+        else:
+            variants = {
+                f"bare script · {model}": ([sys.executable, str(bare), model], {}),
+                f"explain --no-timings · {model}": (
+                    [*CLI, "explain", model, "--no-timings", "--format", "json"], {}),
+            }  # fmt: skip
+        times = alternate(variants, runs)
+        ref = statistics.median(next(iter(times.values())))
+        out += [row(k, v, ref) for k, v in times.items()]
+    return out
+
+
+def figure_fast_paths(runs: int) -> list[str]:
+    saved = Path(tempfile.mkdtemp()) / "report.json"
+    trace = ROOT / "tests/fixtures/traces/torch-2.13.0-cpu/graph_breaks.eager.log"
+    saved.write_text(subprocess.run([*CLI, "report", str(trace), "--format", "json"],
+                                    capture_output=True, text=True, cwd=ROOT).stdout)  # fmt: skip
+    exe = shutil.which("compilediag") or sys.exit("install the project first")
+    times = alternate(
+        {"compilediag --help": ([exe, "--help"], {}),
+         "compilediag render report.json": ([exe, "render", str(saved)], {})},
+        runs,
+    )  # fmt: skip
+    probe = (
+        "import sys, runpy; sys.argv = ['compilediag', 'render', sys.argv[1]];\n"
+        "try: runpy.run_module('compilediag', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "print('torch imported:', 'torch' in sys.modules, file=sys.stderr)"
+    )
+    imported = subprocess.run([sys.executable, "-c", probe, str(saved)], capture_output=True,
+                              text=True, cwd=ROOT).stderr.strip().splitlines()[-1]  # fmt: skip
+    out = ["| command | median | spread | target |", "|---|---:|---|---|"]
+    out += [row(k, v).rsplit("|", 2)[0] + "| < 0.25 s |" for k, v in times.items()]
+    return out + ["", f"`render` of a saved report: {imported}."]
+
+
+def timed(cmd: list[str]) -> tuple[float, float]:
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], capture_output=True, text=True)
+    w, kb = proc.stderr.strip().splitlines()[-1].split()
+    return float(w), int(kb) / 1024
+
+
+def big_trace(frames: int) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="bench-trace-"))
+    subprocess.run([sys.executable, str(ROOT / "bench/make_big_trace.py"), str(folder),
+                    "--frames", str(frames)], check=True, cwd=ROOT)  # fmt: skip
+    (trace,) = [p for p in folder.iterdir() if p.is_file()]
+    return trace
+
+
+def figure_report(runs: int, trace: Path) -> list[str]:
+    tl = shutil.which("tlparse")
+    mb = trace.stat().st_size / 1e6
+    cmds = {
+        "compilediag report": [*CLI, "report", str(trace), "--format", "json", "-o", os.devnull]
+    }
+    if tl:
+        cmds["tlparse"] = [tl, str(trace), "-o", tempfile.mkdtemp(), "--overwrite", "--no-browser"]
+    for cmd in cmds.values():
+        timed(cmd)
+    res: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
+    for _ in range(runs):
+        for k, cmd in cmds.items():
+            res[k].append(timed(cmd))
+    out = [f"Trace: {mb:.1f} MB.", "", "| tool | wall | MB/s | peak RSS |", "|---|---:|---:|---:|"]
+    for k, xs in res.items():
+        w = statistics.median(x[0] for x in xs)
+        rss = statistics.median(x[1] for x in xs)
+        out.append(f"| {k} | {w:.2f} s ({min(x[0] for x in xs):.2f}-{max(x[0] for x in xs):.2f}) "
+                   f"| {mb / w:.0f} | {rss:.0f} MB |")  # fmt: skip
+    if not tl:
+        out.append("\n(tlparse not installed: `pip install tlparse`)")
+    return out
+
+
+def figure_scaling(runs: int, trace: Path) -> list[str]:
+    folder = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    out = ["| model | median | spread |", "|---|---:|---|"]
+    cases = [(n, 0) for n in (1, 4, 16, 64)] + [(16, k) for k in (4, 16)]
+    variants = {}
+    for n, k in cases:
+        f = folder / f"blocks_{n}_breaks_{k}.py"
+        f.write_text(BLOCKS.format(n=n, breaks=k))
+        variants[f"{n} blocks, {k} breaks"] = ([*CLI, "explain", str(f), "--no-timings",
+                                                "--format", "json"], {})  # fmt: skip
+    times = alternate(variants, max(1, runs // 2))
+    out += [row(k, v).rsplit("|", 2)[0] + "|" for k, v in times.items()]
+    out += ["", "| trace | size | report wall | s per 10 MB |", "|---|---:|---:|---:|"]
+    text = trace.read_text()
+    for factor in (1, 2, 4):
+        big = folder / f"x{factor}.log"
+        big.write_text(text * factor)
+        w = statistics.median(timed([*CLI, "report", str(big), "--format", "json", "-o",
+                                     os.devnull])[0] for _ in range(max(1, runs // 2)))  # fmt: skip
+        mb = big.stat().st_size / 1e6
+        out.append(f"| {factor}x | {mb:.0f} MB | {w:.2f} s | {w / mb * 10:.2f} |")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--figures", default="1,2,3,4,5")
+    ap.add_argument("--frames", type=int, default=70, help="frames of the big trace (~50 MB)")
+    args = ap.parse_args()
+    wanted = {int(x) for x in args.figures.split(",")}
+    import torch
+
+    models = ["sample_models/transformer_block.py", "bench/models/gpt2_tiny.py"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"{datetime.date.today()} · {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores · Python {platform.python_version()} · torch {torch.__version__}"
+        f" · `python bench/run.py --runs {args.runs}` (method: bench/run.py's docstring)",
+    ]
+    sections = []
+    if 1 in wanted:
+        sections.append(("1. explain over a bare compile-and-call, warm caches (target ≤ 1.05×)",
+                         figure_overhead(models, args.runs, cold=False)))  # fmt: skip
+    if 2 in wanted:
+        sections.append(
+            ("2. The same, cold", figure_overhead(models, max(1, args.runs // 2), cold=True))
+        )
+    if 3 in wanted:
+        sections.append(
+            ("3. --help and render (target < 0.25 s, no torch)", figure_fast_paths(args.runs))
+        )
+    trace = big_trace(args.frames) if wanted & {4, 5} else None
+    if 4 in wanted and trace:
+        sections.append(("4. report against tlparse", figure_report(args.runs, trace)))
+    if 5 in wanted and trace:
+        sections.append(("5. Scaling", figure_scaling(args.runs, trace)))
+    for title, body in sections:
+        lines += ["", f"## {title}", "", *body]
+        print(f"\n## {title}\n" + "\n".join(body), flush=True)
+    (ROOT / "bench" / "RESULTS.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
