@@ -233,3 +233,34 @@ def test_explain_compiles_once_on_the_first_inputs() -> None:
     assert len(report["calls"]) == 1 and report["summary"]["recompiles"] == 0
     first = report["calls"][0]
     assert report["timings"]["first_call_s"] >= first["compile_time_s"]
+
+
+def test_a_run_that_compiled_nothing_says_so(tmp_path: Path) -> None:
+    """Dynamo was entered but no graph came out: the headline says the model ran eager, as
+    torch's own counters do (no unique graph)."""
+    import torch
+
+    model = tmp_path / "nothing.py"
+    model.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        print('start')\n"
+        "        return x\n"
+        "def get_inputs():\n"
+        "    return (torch.randn(2, 4),)\n"
+    )
+    report, proc = run_json("explain", str(model), "--backend", "eager", "--no-timings")
+    assert proc.returncode == 0, proc.stderr
+    assert report["summary"]["graphs"] == 0
+    assert report["notes"][0].startswith("torch.compile produced no graph")
+    from torch._dynamo.testing import CompileCounter
+
+    counter = CompileCounter()
+    torch._dynamo.reset()
+    spec = __import__("importlib.util").util.spec_from_file_location("nothing", model)
+    module = __import__("importlib.util").util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.compile(module.M(), backend=counter)(torch.randn(2, 4))
+    torch._dynamo.reset()
+    assert counter.frame_count == 0

@@ -86,7 +86,7 @@ def build_report(
         recompile_limit_hits=collect_limit_hits(compiles, attempts),
         compile_failures=collect_failures(compiles),
         calls=_calls(worker, compiles),
-        notes=skipped_frames(compiles) + cache_gaps(compiles),
+        notes=nothing_compiled(compiles, graphs) + skipped_frames(compiles) + cache_gaps(compiles),
         graphs=graphs,
         kernels=generated(code),
         timings=timings,
@@ -247,6 +247,32 @@ def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:
             )
         )
     return calls
+
+
+def nothing_compiled(compiles: list[Compile], graphs: list[Graph]) -> list[str]:
+    """The headline a job that compiled nothing needs: Dynamo was entered, no graph came
+    out, so the whole model ran in eager mode."""
+    if graphs or not compiles:
+        return []
+    skipped = [c for c in compiles if c.metrics.fail_type]
+    why = "every frame it tried broke before any tensor op or was skipped"
+    files = {f.file for c in compiles for f in c.stack}
+    if any("torch/nn/parallel/" in f for f in files) or any(
+        "DistributedDataParallel" in c.metrics.co_name
+        or "torch/nn/parallel/" in c.metrics.co_filename
+        for c in compiles
+    ):
+        return [
+            "torch.compile produced no graph: the whole model ran in eager mode. Dynamo broke "
+            "inside DistributedDataParallel's own code and skipped the wrapped module's frames "
+            "as torch-internal. Compile the module, then wrap it (DDP(torch.compile(model))), "
+            "or compile each block; see torch's notes on DDP with torch.compile."
+        ]
+    return [
+        f"torch.compile produced no graph: {why} ({len(compiles)} frame(s), "
+        f"{len(skipped)} skipped), so the whole model ran in eager mode. The breaks and "
+        "skipped frames below say why."
+    ]
 
 
 def cache_gaps(compiles: list[Compile]) -> list[str]:
