@@ -9,25 +9,29 @@ the cross-check - is measured here.
 
 from __future__ import annotations
 
-import copy
-import gc
 import inspect
 import itertools
 import logging
-import math
 import os
-import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, UsageError
 from compilediag.fsutil import write_atomic
+from compilediag.measure import (
+    Step,
+    changed_inputs,
+    compare_outputs,
+    fresh,
+    measure,
+    sync,
+    tensors_of,
+)
 from compilediag.remedies import apply
-from compilediag.report import DeviceTime, Environment, Stat
+from compilediag.report import Environment
 from compilediag.serial import from_json, to_json
 from compilediag.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.torch_formats import is_library_file
@@ -35,20 +39,11 @@ from compilediag.worker_types import (
     CallRecord,
     ExplainBreak,
     ExplainResult,
-    Measured,
     ModelInfo,
-    OutputCheck,
     WorkerFailure,
     WorkerResult,
     WorkerSpec,
 )
-
-# Shortest timed block of back-to-back calls. Short blocks alternating between eager and
-# compiled measured a launch-bound model cold (caches, allocator, branch predictors
-# switching variant every 2-3 calls): 1.3-1.9x the Timer's figure on an H100 at 5 ms.
-BLOCK_MS = 50.0
-WARMUP_S_CPU = 0.2  # untimed calls before measuring, per variant
-WARMUP_S_CUDA = 1.0
 
 
 class Worker:
@@ -259,9 +254,6 @@ def to_device(obj: Any, device: str) -> Any:
     return obj
 
 
-Step = Callable[[Any, Any], Any]  # (model, call) -> outputs
-
-
 def make_step(torch: Any, train: bool) -> Step:
     """One call of the model: inference (the worker runs it with grad off, set once), or
     forward + backward with --train."""
@@ -332,240 +324,6 @@ def marked(torch: Any, call: Any, spec: WorkerSpec) -> Any:
             if position < len(args) and isinstance(args[position], torch.Tensor):
                 torch._dynamo.mark_dynamic(args[position], dim)
     return call
-
-
-def fresh(obj: Any) -> Any:
-    """A deep copy of a call's inputs (tensors, and objects such as a KV cache); the
-    object itself when it can't be copied."""
-    try:
-        return copy.deepcopy(obj)
-    except Exception:
-        return obj
-
-
-def _leaves(torch: Any, obj: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
-    """Every tensor reachable from an input, with where it sits; objects (a cache) are
-    walked through their attributes, a few levels deep."""
-    if isinstance(obj, torch.Tensor):
-        yield path, obj
-    elif depth > 4:
-        return
-    elif isinstance(obj, (tuple, list)):
-        yield path + ".len", len(obj)
-        for i, o in enumerate(obj):
-            yield from _leaves(torch, o, f"{path}[{i}]", depth + 1)
-    elif isinstance(obj, dict):
-        for k, o in obj.items():
-            yield from _leaves(torch, o, f"{path}[{k!r}]", depth + 1)
-    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-        for k, o in vars(obj).items():
-            yield from _leaves(torch, o, f"{path}.{k}", depth + 1)
-
-
-def changed_inputs(torch: Any, model: Any, before: Any, after: Any) -> list[str]:
-    """The inputs a call changed, by the names forward gives them."""
-    names: list[str] = []
-    try:
-        bound = inspect.signature(model.forward if hasattr(model, "forward") else model)
-        params = list(bound.parameters)
-    except (TypeError, ValueError):
-        params = []
-    (args_b, kwargs_b), (args_a, kwargs_a) = before, after
-    pairs = [(params[i] if i < len(params) else f"args[{i}]", b, a)
-             for i, (b, a) in enumerate(zip(args_b, args_a, strict=False))]  # fmt: skip
-    pairs += [(k, kwargs_b[k], kwargs_a[k]) for k in kwargs_b if k in kwargs_a]
-    for name, b, a in pairs:
-        lb, la = dict(_leaves(torch, b, name)), dict(_leaves(torch, a, name))
-        same = lb.keys() == la.keys() and all(_same(torch, lb[k], la[k]) for k in lb)
-        if not same:
-            names.append(name)
-    return names
-
-
-def _same(torch: Any, a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
-    return bool(a == b)
-
-
-def tensors_of(torch: Any, obj: Any) -> list:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (tuple, list)):
-        return [t for o in obj for t in tensors_of(torch, o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in tensors_of(torch, o)]
-    for attr in ("to_tuple",):  # e.g. transformers' ModelOutput
-        if hasattr(obj, attr):
-            return tensors_of(torch, obj.to_tuple())
-    return []
-
-
-def sync(torch: Any, device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def compare_outputs(torch: Any, eager: Any, compiled: Any) -> OutputCheck:
-    a, b = tensors_of(torch, eager), tensors_of(torch, compiled)
-    if len(a) != len(b):
-        return OutputCheck(0, mismatch=True, note=f"{len(a)} vs {len(b)} output tensors")
-    max_abs = max_rel = 0.0
-    mismatch = False
-    for x, y in zip(a, b, strict=True):
-        if x.shape != y.shape:
-            return OutputCheck(len(a), mismatch=True, note="output shapes differ")
-        if not x.is_floating_point():
-            mismatch |= not torch.equal(x, y)
-            continue
-        atol, rtol = tolerance(str(x.dtype))
-        x, y = x.detach().double(), y.detach().double()
-        diff = (x - y).abs()
-        if diff.numel():
-            max_abs = max(max_abs, float(diff.max()))
-            max_rel = max(max_rel, float((diff / x.abs().clamp_min(1e-12)).max()))
-        mismatch |= not torch.allclose(x, y, atol=atol, rtol=rtol)
-    return OutputCheck(len(a), max_abs, max_rel, mismatch)
-
-
-def tolerance(dtype: str) -> tuple[float, float]:
-    if "bfloat16" in dtype:
-        return 1e-1, 5e-2
-    if "float16" in dtype:
-        return 1e-2, 1e-2
-    if "float64" in dtype:
-        return 1e-7, 1e-7
-    return 1e-4, 1e-4
-
-
-def measure(
-    torch: Any,
-    step: Step,
-    model: Any,
-    compiled: Any,
-    call: Any,
-    device: str,
-    spec: WorkerSpec,
-    fresh_each_call: bool = False,
-) -> Measured:
-    """Steady-state time per call of eager and compiled, in milliseconds.
-
-    Calls are timed in blocks of back-to-back calls (enough for a block to last a few ms),
-    so a launch-bound GPU model is measured with its launch queue full, as it runs in a
-    loop, and host timer resolution does not matter. Blocks of eager and compiled
-    alternate, and which goes first alternates too. On CUDA each block is bracketed by
-    CUDA events and synchronised before it is read.
-    """
-    cuda = device.startswith("cuda")
-
-    def args_for(calls: int) -> list[Any]:
-        # a model that changes its inputs gets a fresh copy for every call, made before
-        # the clock starts
-        return [fresh(call) for _ in range(calls)] if fresh_each_call else [call] * calls
-
-    def block(fn: Any, calls: int) -> float:
-        args = args_for(calls)
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for a in args:
-                step(fn, a)
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / calls
-        t0 = time.perf_counter()
-        for a in args:
-            step(fn, a)
-        return (time.perf_counter() - t0) * 1e3 / calls
-
-    warmup = spec.warmup
-    if warmup is None:
-        # Warm up by time, not count: a GPU idle during the compile has dropped its clocks,
-        # and it takes a good fraction of a second of work to bring them back.
-        warmup, deadline = 0, time.perf_counter() + (WARMUP_S_CUDA if cuda else WARMUP_S_CPU)
-        while warmup < 3 or time.perf_counter() < deadline:
-            block(model, 1)
-            block(compiled, 1)
-            warmup += 1
-    else:
-        for _ in range(warmup):
-            block(model, 1)
-            block(compiled, 1)
-    sync(torch, device)
-    probe = max(block(model, 1), block(compiled, 1), 1e-3)
-    per_block = max(1, math.ceil(BLOCK_MS / probe))
-    repeat = spec.repeat
-    if repeat is None:
-        # about a second of measurement per variant, within [10, 200] blocks
-        repeat = int(min(200, max(10, 1000.0 / (probe * per_block))))
-    eager, comp = [], []
-    gc.collect()
-    gc.disable()  # as timeit does: a collection inside a block is not the model's time
-    try:
-        for i in range(repeat):
-            if i % 2:
-                comp.append(block(compiled, per_block))
-                eager.append(block(model, per_block))
-            else:
-                eager.append(block(model, per_block))
-                comp.append(block(compiled, per_block))
-    finally:
-        gc.enable()
-    e, c = stats(eager), stats(comp)
-    busy = None
-    if cuda:  # after the timing, so the profiler does not perturb it
-        busy = DeviceTime(
-            eager_ms=device_busy_ms(torch, lambda a: step(model, a), args_for),
-            compiled_ms=device_busy_ms(torch, lambda a: step(compiled, a), args_for),
-        )
-    return Measured(
-        eager_ms=e,
-        compiled_ms=c,
-        device=busy,
-        speedup=e.median / c.median if c.median > 0 else None,
-        repeat=repeat,
-        calls_per_block=per_block,
-        warmup=warmup,
-        method="CUDA events" if cuda else "perf_counter",
-    )
-
-
-DEVICE_CALLS = 20  # calls profiled for the device's busy time
-
-
-def device_busy_ms(
-    torch: Any, run: Callable[[Any], Any], args_for: Callable[[int], list[Any]]
-) -> float:
-    """The GPU's busy time per call: the union of the kernels' intervals on the device, from
-    torch.profiler (CUPTI), over DEVICE_CALLS back-to-back calls. Unlike wall time it has
-    no CPU overhead in it; unlike triton's do_bench it does not flush the L2 cache."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    args = args_for(DEVICE_CALLS)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for a in args:
-            run(a)
-        torch.cuda.synchronize()
-    spans = sorted(
-        (e.time_range.start, e.time_range.end)
-        for e in prof.events()
-        if e.device_type == DeviceType.CUDA
-    )
-    busy, until = 0.0, float("-inf")
-    for start, end in spans:
-        if end > until:
-            busy += end - max(start, until)
-            until = end
-    return busy / 1e3 / DEVICE_CALLS
-
-
-def stats(samples: list[float]) -> Stat:
-    q = statistics.quantiles(samples, n=4, method="inclusive")
-    return Stat(
-        median=statistics.median(samples), iqr=q[2] - q[0], n=len(samples), min=min(samples)
-    )
 
 
 def cross_check(torch: Any, model: Any, call: Any) -> ExplainResult:
