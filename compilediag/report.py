@@ -204,6 +204,7 @@ class CompileTime:
     aot_s: float = 0.0
     inductor_s: float = 0.0
     codegen_s: float = 0.0
+    backward_s: float = 0.0  # --train: compiling the backward graphs, at the first backward
     total_s: float = 0.0
     kernel_compile_s: float = 0.0  # torch's triton_compile_time_us: compiling the generated kernels (Triton on CUDA, C++ on CPU), part of the phases above
     caches: dict[str, int] = field(default_factory=dict)  # e.g. fx_graph_cache_miss: 2

@@ -60,7 +60,9 @@ KNOWN_KINDS = PAYLOAD_KINDS | {
 # Records the analysis reads; every other known kind is counted without parsing its JSON
 # (most of a trace is chromium_event and describe_* records: skipping them keeps a 50 MB
 # trace fast).
-USED_KINDS = PAYLOAD_KINDS | {"str", "dynamo_start", "compilation_metrics", "artifact"}
+USED_KINDS = PAYLOAD_KINDS | {
+    "str", "dynamo_start", "compilation_metrics", "bwd_compilation_metrics", "artifact",
+}  # fmt: skip
 KIND = re.compile(r'\] \{"(\w+)"')
 
 
@@ -266,6 +268,9 @@ class Compile:
     stack: list[Frame] = field(default_factory=list)
     metrics: CompilationMetrics = field(default_factory=CompilationMetrics)
     has_metrics: bool = False
+    # the backward graph, compiled at the first backward call (--train): outside the
+    # frame's own compile time
+    bwd_metrics: CompilationMetrics | None = None
     graph_breaks: list[LoggedBreak] = field(default_factory=list)
     recompile_reasons: list[str] = field(default_factory=list)
     output_graph: str = ""
@@ -418,6 +423,8 @@ def _apply(c: Compile, cid: CompileId, rec: Record, strings: dict[int, str]) -> 
     elif rec.kind == "compilation_metrics":
         c.metrics = CompilationMetrics.parse(rec.meta)
         c.has_metrics = True
+    elif rec.kind == "bwd_compilation_metrics":
+        c.bwd_metrics = CompilationMetrics.parse(rec.meta)
     elif rec.kind == "dynamo_output_graph":
         c.output_graph = rec.payload
     elif rec.kind == "inductor_output_code":

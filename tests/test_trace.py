@@ -72,3 +72,38 @@ def test_truncated_trace_keeps_what_was_complete() -> None:
     lines = fixture_trace("graph_breaks.eager").read_text().splitlines(keepends=True)
     log = parse_lines(lines[: len(lines) // 2])
     assert 0 < len(log.compiles) <= 4
+
+
+def test_backward_compile_time_is_counted() -> None:
+    """--train: the backward graph compiles at the first backward call, and torch logs it as
+    bwd_compilation_metrics, outside the frame's own compile time."""
+    import json
+
+    from compilediag.analysis.graphs import compile_time
+
+    path = fixture_trace("clean_mlp_train.inductor")
+    raw = [json.loads(line[line.index("{"):]) for line in path.read_text().splitlines()
+           if '{"bwd_compilation_metrics"' in line or '{"compilation_metrics"' in line]  # fmt: skip
+    fwd = sum(r["compilation_metrics"]["entire_frame_compile_time_s"] for r in raw
+              if "compilation_metrics" in r)  # fmt: skip
+    bwd = sum(r["bwd_compilation_metrics"]["inductor_compile_time_s"] for r in raw
+              if "bwd_compilation_metrics" in r)  # fmt: skip
+    assert bwd > 0
+    (log,) = parse_path(path)
+    t = compile_time(log.ordered())
+    assert t.backward_s == pytest.approx(bwd)
+    assert t.total_s == pytest.approx(fwd + bwd)
+
+
+def test_recompile_limit_attempt_is_not_a_recompile() -> None:
+    from compilediag.analysis.build import build_report
+    from compilediag.report import TargetInfo
+    from compilediag.worker_types import WorkerResult
+
+    report = build_report(
+        parse_path(fixture_trace("recompile_limit.eager")), WorkerResult(), TargetInfo(path="m")
+    )
+    (hit,) = report.recompile_limit_hits
+    assert (hit.limit, hit.compiles) == (8, 8)
+    # 8 graphs of Layer.forward: 7 recompiles (the 9th attempt hit the limit, made no graph)
+    assert report.summary.recompiles == 7

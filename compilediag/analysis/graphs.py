@@ -75,6 +75,12 @@ def compile_time(compiles: list[Compile]) -> CompileTime:
         t.codegen_s += codegen
         t.total_s += entire
         t.kernel_compile_s += m.kernel_compile_s
+        if c.bwd_metrics is not None:
+            # no Dynamo in a backward compile: Inductor's time is the whole of it
+            backward = max(c.bwd_metrics.entire_frame_s, c.bwd_metrics.inductor_s)
+            t.backward_s += backward
+            t.total_s += backward
+            t.kernel_compile_s += c.bwd_metrics.kernel_compile_s
         for name in c.artifacts:
             if "_cache_" in name:
                 t.caches[name] = t.caches.get(name, 0) + len(c.artifacts[name])

@@ -482,6 +482,8 @@ def _timing_lines(report: Report) -> list:
     ct = report.compile_time
     if ct and ct.total_s:
         phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)} · inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
+        if ct.backward_s:
+            phases += f" · backward {seconds(ct.backward_s)}"
         if ct.kernel_compile_s:
             phases += f" (of which compiling kernels {seconds(ct.kernel_compile_s)})"
         rows.insert(1, ("compile", Text(f"{seconds(ct.total_s)} = {phases}")))
