@@ -84,6 +84,7 @@ class Record:
     meta: dict[str, Any]  # the JSON value under `kind`
     envelope: dict[str, Any]
     payload: str = ""
+    read: bool = True  # False: a kind the analysis skips, counted without parsing its JSON
 
 
 @dataclass(frozen=True, order=True)
@@ -342,7 +343,7 @@ def iter_records(lines: Iterable[str], log: TraceLog | None = None) -> Iterator[
             continue
         fast = KIND.search(raw, m.start("json") - 2)
         if fast and fast.group(1) in KNOWN_KINDS and fast.group(1) not in USED_KINDS:
-            pending, want_payload = Record(fast.group(1), {}, {}), False
+            pending, want_payload = Record(fast.group(1), {}, {}, read=False), False
             if log is not None:
                 log.not_analysed[fast.group(1)] += 1
             continue
@@ -386,6 +387,8 @@ def parse_lines(
     strings: dict[int, str] = {}
     for rec in iter_records(lines, log):
         log.records += 1
+        if not rec.read:
+            continue
         if log.rank is None and isinstance(rec.envelope.get("rank"), int):
             log.rank, log.rank_from = rec.envelope["rank"], "envelope"
         if rec.kind == "str":

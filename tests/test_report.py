@@ -85,3 +85,24 @@ def test_damaged_traces(tmp_path: Path) -> None:
     proc = run_cli("report", str(junk))
     assert proc.returncode == 2 and "not a PyTorch structured trace" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_ranks_come_from_file_names_and_empty_files_are_not_ranks(tmp_path: Path) -> None:
+    """Two rank files, an empty .log and an unrelated .txt: two ranks, named by the files
+    (`rank_5`, `rank_7`), the other two listed as ignored, and no divergence."""
+    import shutil
+
+    from tests.conftest import fixture_trace
+
+    src = fixture_trace("graph_breaks.eager")
+    shutil.copy(src, tmp_path / "dedicated_log_torch_trace_rank_5_ab.log")
+    shutil.copy(src, tmp_path / "dedicated_log_torch_trace_rank_7_cd.log")
+    (tmp_path / "empty.log").write_text("")
+    (tmp_path / "notes.txt").write_text("run started\nloss 0.3\n")
+    report, proc = run_json("report", str(tmp_path), "--fail-on-divergence")
+    assert proc.returncode == 0, proc.stdout
+    assert [r["rank"] for r in report["ranks"]] == [5, 7]
+    assert [r["label"] for r in report["ranks"]] == ["rank 5", "rank 7"]
+    assert sorted(report["trace"]["ignored_files"]) == ["empty.log", "notes.txt"]
+    assert report["divergence"] == []
+    assert report["environment"]["files"] == 2

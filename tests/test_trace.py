@@ -107,3 +107,54 @@ def test_recompile_limit_attempt_is_not_a_recompile() -> None:
     assert (hit.limit, hit.compiles) == (8, 8)
     # 8 graphs of Layer.forward: 7 recompiles (the 9th attempt hit the limit, made no graph)
     assert report.summary.recompiles == 7
+
+
+def test_a_repeated_compile_id_is_its_own_compile() -> None:
+    """Two processes' traces in one file (or a torch._dynamo.reset() in one process) repeat
+    compile ids: each compile keeps its own metrics and code, none overwrites another."""
+    text = fixture_trace("batch_sweep.eager").read_text()
+    once = parse_lines(text.splitlines(keepends=True))
+    twice = parse_lines((text + text).splitlines(keepends=True))
+    assert len(twice.compiles) == 2 * len(once.compiles) == 4
+    ids = [c.compile_id for c in twice.ordered()]
+    assert ids == ["0/0", "0/1", "0/0#2", "0/1#2"]
+    firsts = [c for c in twice.ordered() if c.id.frame_compile == 0]
+    assert all(c.has_metrics and c.metrics.co_name for c in firsts)
+
+
+def test_damaged_payloads_are_counted_and_not_read() -> None:
+    lines = fixture_trace("graph_breaks.eager").read_text().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if '"dynamo_graph_break_reason"' in ln)
+    damaged = list(lines)
+    damaged[at + 2] = damaged[at + 2].replace("e", "E", 1)  # a payload line, altered
+    base, log = parse_lines(lines), parse_lines(damaged)
+    assert base.damaged_payloads == 0 and log.damaged_payloads == 1
+    assert (
+        sum(len(c.graph_breaks) for c in log.ordered())
+        == sum(len(c.graph_breaks) for c in base.ordered()) - 1
+    )
+
+
+def test_not_analysed_lists_exactly_what_the_parser_read_past() -> None:
+    """Every record kind of the trace is either analysed or named, with its count."""
+    import json
+
+    from compilediag.analysis.build import build_report
+    from compilediag.report import TargetInfo
+    from compilediag.trace import USED_KINDS
+    from compilediag.worker_types import WorkerResult
+
+    for name in ("transformer_block.inductor", "graph_breaks.eager"):
+        path = fixture_trace(name)
+        kinds: dict[str, int] = {}
+        for line in path.read_text().splitlines():
+            if line.startswith("\t") or "{" not in line:
+                continue
+            obj = json.loads(line[line.index("{") :])
+            kind = next(k for k in obj if k not in ("frame_id", "frame_compile_id", "attempt",
+                        "compiled_autograd_id", "has_payload", "rank", "payload_filename"))  # fmt: skip
+            if kind not in USED_KINDS:
+                kinds[kind] = kinds.get(kind, 0) + 1
+        report = build_report(parse_path(path), WorkerResult(), TargetInfo(path="m"))
+        named = {k: v for k, v in report.trace.not_analysed.items() if not k.startswith("artifact")}
+        assert named == kinds
