@@ -266,6 +266,10 @@ class RankSummary:
     label: str = ""  # "rank 3", or with the file name where two files claim one rank
     break_sites: list[str] = field(default_factory=list)  # "model.py:12 print(...): reason"
     recompile_reasons: list[str] = field(default_factory=list)
+    # the collectives Inductor scheduled, graph by graph, in order ("0/0: all_reduce_")
+    collectives: list[str] = field(default_factory=list)
+    graph_order: list[str] = field(default_factory=list)  # graph_execution, when recorded
+    caches: dict[str, int] = field(default_factory=dict)  # FX-graph cache hits, misses
 
 
 @dataclass

@@ -106,3 +106,46 @@ def test_ranks_come_from_file_names_and_empty_files_are_not_ranks(tmp_path: Path
     assert sorted(report["trace"]["ignored_files"]) == ["empty.log", "notes.txt"]
     assert report["divergence"] == []
     assert report["environment"]["files"] == 2
+
+
+def test_a_trace_with_a_failed_compile_fails(tmp_path: Path) -> None:
+    """A job's trace (tests/fixtures/jobs/backend_failure.py) whose backend raised: the
+    failure is a finding at the user's frame, the run exits 4, and --fullgraph fails."""
+    from tests.conftest import fixture_trace
+
+    trace = str(fixture_trace("backend_failure"))
+    report, proc = run_json("report", trace, "--fullgraph")
+    assert proc.returncode == 4
+    (f,) = report["compile_failures"]
+    assert f["fail_type"] == "BackendCompilerFailed"
+    assert "RuntimeError: lowering failed" in f["reason"]
+    assert f["file"].endswith("jobs/backend_failure.py")
+    assert report["summary"]["graphs"] == 0  # torch installed none (CompileCounter: 0)
+    assert report["verdict"]["passed"] is False
+    assert proc.stderr.startswith("error: torch.compile failed")
+
+
+def test_an_explicit_graph_break_is_a_break_with_its_own_fix() -> None:
+    from tests.conftest import fixture_trace
+
+    report, proc = run_json("report", str(fixture_trace("explicit_graph_break")), "--fullgraph")
+    assert proc.returncode == 1
+    (b,) = report["graph_breaks"]
+    assert (b["line"], b["gb_id"], b["cause"]) == (9, "GB0025", "explicit_graph_break")
+    assert "remove the torch._dynamo.graph_break() call" in b["suggestion"]
+    assert report["summary"]["recompiles"] == 2  # two frames, each compiled for batch 2 and 4
+
+
+def test_ranks_whose_collective_schedules_differ_diverge() -> None:
+    """Two gloo ranks (tests/fixtures/jobs/collectives_diverge.py): rank 1 breaks between its
+    two all_reduces, so Inductor schedules them over two graphs; named on each side."""
+    from tests.conftest import TRACES
+
+    folder = TRACES / "torch-2.13.0-cpu" / "collectives_diverge"
+    report, proc = run_json("report", str(folder), "--fail-on-divergence")
+    assert proc.returncode == 1
+    assert [r["label"] for r in report["ranks"]] == ["rank 0", "rank 1"]
+    (coll,) = [d for d in report["divergence"] if d.startswith("collective schedules differ")]
+    assert "rank 0: ['0/0: all_reduce_, wait_tensor, all_reduce_, wait_tensor']" in coll
+    assert "rank 1: ['0/0: all_reduce_, wait_tensor', '1/0: all_reduce_, wait_tensor']" in coll
+    assert not any(d.startswith("FX-graph cache use") for d in report["divergence"])

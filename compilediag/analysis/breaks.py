@@ -40,6 +40,12 @@ CAUSES: list[tuple[str, re.Pattern[str], str]] = [
         "torch._dynamo.config.reorderable_logging_functions so it runs after the graph.",
     ),
     (
+        "explicit_graph_break",
+        re.compile(r"torch\._dynamo\.graph_break\(\)|User-inserted graph break"),
+        "This break is on purpose: remove the torch._dynamo.graph_break() call to let Dynamo "
+        "trace through it (keep it only if the code after it can't be compiled).",
+    ),
+    (
         "data_dependent_branch",
         re.compile(r"[Dd]ata-dependent (branching|jump)|generic_jump|attempted to jump with"),
         "Make the branch tensor-valued: compute both sides and pick with torch.where(cond, a, b), "

@@ -200,7 +200,11 @@ def collect_failures(compiles: list[Compile]) -> list[CompileFailure]:
         fm = frame_metrics(c, compiles)
         file, line = frame_place(c, fm)
         reason = m.fail_reason or next(iter(c.artifacts.get("dynamo_error", [])), "")
-        reason = reason.strip().splitlines()[0] if reason.strip() else m.fail_type
+        lines = [ln.strip() for ln in reason.strip().splitlines() if ln.strip()]
+        # "backend='x' raised:" says who; the next line says what
+        reason = " ".join(lines[:2]) if lines and lines[0].endswith(":") else (
+            lines[0] if lines else m.fail_type
+        )  # fmt: skip
         if m.fail_user_file:
             file, line = m.fail_user_file, m.fail_user_line
         out.append(
@@ -252,8 +256,8 @@ def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:
 def nothing_compiled(compiles: list[Compile], graphs: list[Graph]) -> list[str]:
     """The headline a job that compiled nothing needs: Dynamo was entered, no graph came
     out, so the whole model ran in eager mode."""
-    if graphs or not compiles:
-        return []
+    if graphs or not compiles or collect_failures(compiles):
+        return []  # (a failed compile has its own finding)
     skipped = [c for c in compiles if c.metrics.fail_type]
     why = "every frame it tried broke before any tensor op or was skipped"
     files = {f.file for c in compiles for f in c.stack}

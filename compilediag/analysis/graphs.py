@@ -34,7 +34,9 @@ def frame_place(c: Compile, m: CompilationMetrics) -> tuple[str, int]:
 
 
 def produced_graph(c: Compile) -> bool:
-    return bool(c.output_graph) or c.metrics.graph_op_count > 0
+    """A graph was installed: Dynamo traced one and the compile did not fail (a failed
+    backend logs the traced graph, but nothing runs it; CompileCounter does not count it)."""
+    return (bool(c.output_graph) or c.metrics.graph_op_count > 0) and not c.metrics.fail_type
 
 
 def collect_graphs(compiles: list[Compile]) -> list[Graph]:

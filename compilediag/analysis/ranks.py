@@ -6,6 +6,7 @@ distributed hangs (its collectives no longer line up), so a difference is a find
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from collections import Counter
@@ -38,9 +39,39 @@ def rank_summaries(logs: list[TraceLog], target: TargetInfo) -> list[RankSummary
                     for b in r.graph_breaks
                 ),
                 recompile_reasons=sorted({f"{x.frame}: {x.failed_guard}" for x in r.recompiles}),
+                collectives=collective_schedule(log),
+                graph_order=graph_order(log),
+                caches=dict(r.compile_time.caches) if r.compile_time else {},
             )
         )
     return out
+
+
+def collective_schedule(log: TraceLog) -> list[str]:
+    """Inductor's `inductor_collective_schedule` of each graph, in compile order."""
+    out = []
+    for c in log.ordered():
+        for payload in c.artifacts.get("inductor_collective_schedule", []):
+            try:
+                ops = json.loads(payload)
+            except ValueError:
+                continue
+            names = [str(op).removesuffix(".default").rsplit(".", 1)[-1] for op in ops]
+            out.append(f"{c.id.frame}/{c.id.frame_compile}: " + ", ".join(names))
+    return out
+
+
+def graph_order(log: TraceLog) -> list[str]:
+    """The `graph_execution` artifact (torch logs it under
+    torch._inductor.debug.record_and_log_graph_execution_order())."""
+    for c in reversed(log.ordered()):
+        for payload in c.artifacts.get("graph_execution", []):
+            try:
+                order = json.loads(payload).get("graph_execution_order", [])
+            except (ValueError, AttributeError):
+                continue
+            return [str(x) for x in order]
+    return []
 
 
 def divergence(ranks: list[RankSummary]) -> list[str]:
@@ -64,6 +95,23 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
             if n < len(ranks):
                 having = [r.label for r in ranks if item in getattr(r, attr)]
                 found.append(f"only {', '.join(having)} {what} {item}")
+    # the divergences that hang a job: collectives in another order, graphs run in another
+    # order, a rank that compiled while the others hit the cache (it arrives late)
+    sequences: list[tuple[str, Callable[[RankSummary], object]]] = [
+        ("collective schedules", lambda r: r.collectives),
+        ("graph execution order", lambda r: r.graph_order),
+        # hit on one rank and compiled on another (counts alone differ with the graphs)
+        ("FX-graph cache use", lambda r: cache_state(r.caches)),
+    ]
+    for name, seq in sequences:
+        groups: dict[str, list[str]] = {}
+        for r in ranks:
+            groups.setdefault(repr(seq(r)), []).append(r.label)
+        if len(groups) > 1:
+            sides = "; ".join(
+                f"{', '.join(labels)}: {_short(value)}" for value, labels in groups.items()
+            )
+            found.append(f"{name} differ: {sides}")
     times = [r.summary.compile_time_s for r in ranks]
     median = statistics.median(times)
     for r in ranks:
@@ -76,6 +124,17 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
                 f"{r.label} compiled for {r.summary.compile_time_s:.1f} s, the median rank {median:.1f} s"
             )
     return found
+
+
+def cache_state(caches: dict[str, int]) -> str:
+    hit, miss = caches.get("fx_graph_cache_hit", 0), caches.get("fx_graph_cache_miss", 0)
+    return {(True, False): "all hits", (False, True): "all compiled", (True, True): "mixed"}.get(
+        (hit > 0, miss > 0), "no cache"
+    )
+
+
+def _short(value: str, limit: int = 160) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
 def report_from_traces(logs: list[TraceLog], target: TargetInfo) -> Report:
