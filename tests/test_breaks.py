@@ -10,7 +10,7 @@ import pytest
 from compilediag.analysis.breaks import classify, collect_breaks, user_site
 from compilediag.report import Site
 from compilediag.torch_formats import ParsedBreak, parse_break_text
-from compilediag.trace import CompileId, LoggedBreak, parse_path
+from compilediag.trace import CompileId, LoggedBreak, parse_lines, parse_path
 from tests.conftest import expected_breaks, fixture_trace, trace_sets
 
 
@@ -118,3 +118,23 @@ def test_classify(reason: str, explanation: str, code: str, cause: str) -> None:
     got, suggestion = classify(reason, explanation, code)
     assert got == cause
     assert suggestion
+
+
+def test_breaks_recorded_only_as_restarts_are_breaks() -> None:
+    """Older layouts log a break only as `restart_reasons` of the compile, and the resume
+    frame that follows names the line. On torch 2.6's recording of graph_breaks.py, with its
+    break artifacts taken out, the same three user lines come back."""
+    from tests.conftest import TRACES, expected_breaks
+
+    lines = fixture_trace("plain_graph_breaks", TRACES / "torch-2.6.0-cpu").read_text()
+    kept, skip = [], False
+    for line in lines.splitlines(keepends=True):
+        if not line.startswith("\t"):
+            skip = '"dynamo_graph_break_reason"' in line
+        if not skip:
+            kept.append(line)
+    log = parse_lines(kept)
+    assert not any(c.graph_breaks for c in log.ordered())
+    sites, total = collect_breaks(log.ordered())
+    assert sorted(s.line for s in sites) == expected_breaks("graph_breaks.py")
+    assert total == 3

@@ -170,12 +170,16 @@ FAULTS: dict[str, Fault] = {
     "bad --input dtype": Fault(
         OK_MODEL, ["--input", "2x2:complex7"], 2, "unknown dtype", "Known dtypes", True
     ),
-    "bad --mode": Fault(OK_MODEL, ["--mode", "fastest"], 2, "unknown --mode", "reduce-overhead", True),
+    "bad --mode": Fault(
+        OK_MODEL, ["--mode", "fastest"], 2, "unknown --mode", "reduce-overhead", True
+    ),
     "bad --format": Fault(OK_MODEL, ["--format", "xml"], 2, "unknown --format", "json", True),
     "bad [tool.compilediag] value": Fault(
         OK_MODEL, [], 2, "max_graph_breaks = 'zero'", "a whole number", True
     ),
-    "unknown backend": Fault(OK_MODEL, ["--backend", "nope"], 2, "unknown backend 'nope'", "Try one of"),
+    "unknown backend": Fault(
+        OK_MODEL, ["--backend", "nope"], 2, "unknown backend 'nope'", "Try one of"
+    ),
     "--device cuda without a GPU": Fault(
         OK_MODEL, ["--device", "cuda"], 2, "sees no CUDA device", "--device cpu"
     ),
@@ -189,12 +193,19 @@ FAULTS: dict[str, Fault] = {
         LOWERING_FAILS, ["--backend", "inductor"], 4, "no lowering for this op today", "aot_eager"
     ),
     "no C++ compiler for Inductor": Fault(
-        OK_MODEL, ["--backend", "inductor"], 4, "InvalidCxxCompiler", "install one",
+        OK_MODEL,
+        ["--backend", "inductor"],
+        4,
+        "InvalidCxxCompiler",
+        "install one",
         env={"CXX": "/nonexistent/g++"},
     ),  # fmt: skip
     "compiled outputs differ from eager (--check-outputs)": Fault(
-        OUTPUTS_DIFFER, ["--backend", "off_by_one", "--check-outputs"], 1,
-        "FAIL check-outputs: outputs differ from eager", where="stdout",
+        OUTPUTS_DIFFER,
+        ["--backend", "off_by_one", "--check-outputs"],
+        1,
+        "FAIL check-outputs: outputs differ from eager",
+        where="stdout",
     ),  # fmt: skip
     "hang past --timeout": Fault(
         HANGS, ["--timeout", "8"], 5, "did not finish within --timeout 8s", "raise --timeout"

@@ -100,7 +100,7 @@ def test_reading_executes_nothing(tmp_path: Path) -> None:
         '"encoding": "string"}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0, '
         '"has_payload": "0"}\n',
         f"\tGraph Break Reason: {code}\n",
-        f"\tUser code traceback:\n\t  File \"{code}\", line 1, in <module>\n\t    {code}\n",
+        f'\tUser code traceback:\n\t  File "{code}", line 1, in <module>\n\t    {code}\n',
     ]
     log = parse_lines(LINES + evil)
     report = build_report([log], WorkerResult(), TargetInfo(path="x"))

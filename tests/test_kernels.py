@@ -26,6 +26,14 @@ def test_ops_from_name_splits_on_known_op_names() -> None:
     ]
     assert ops_from_name("triton_poi_fused_gelu_view_2", known) == ["aten.gelu", "aten.view"]
     assert ops_from_name("extern_kernels.mm", known) == []
+    # words of an op the graph does not name stay one op, not one op per word
+    assert ops_from_name("cpp_fused_max_pool2d_with_indices_0", set()) == [
+        "aten.max_pool2d_with_indices"
+    ]
+    assert ops_from_name("cpp_fused_div_linalg_vector_norm_3", {"div"}) == [
+        "aten.div",
+        "aten.linalg_vector_norm",
+    ]
 
 
 @pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
@@ -46,7 +54,10 @@ def test_transformer_block_kernels_match_the_wrapper(folder: Path) -> None:
         assert k.ops, k.name
         # every fused op is named in the kernel's name, as Inductor names kernels
         assert all(op.removeprefix("aten.") in k.name for op in k.ops), (k.name, k.ops)
-        assert k.source_lines, k.name
+        version = tuple(int(x) for x in folder.name.split("-")[1].split(".")[:2])
+        if "cuda" in folder.name or version >= (2, 8):
+            # (C++ kernels carry their user lines from Inductor's provenance, 2.8 on)
+            assert k.source_lines, k.name
         for place in k.source_lines:
             file, line = place.rsplit(":", 1)
             assert file.endswith("transformer_block.py") and int(line) in forward

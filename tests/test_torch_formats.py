@@ -29,6 +29,11 @@ from tests.conftest import SAMPLES, expected_breaks, fixture_trace, trace_sets
 SETS = [p for p in trace_sets() if (p / "graph_breaks.eager.log").exists()]
 
 
+def _version(folder: Path) -> tuple[int, int]:
+    major, minor = folder.name.split("-")[1].split(".")[:2]
+    return int(major), int(minor)
+
+
 def _log(name: str, folder: Path):
     (log,) = parse_path(fixture_trace(name, folder))
     return log
@@ -41,9 +46,14 @@ def test_break_text_gives_reason_id_and_the_user_line(folder: Path) -> None:
     for c in log.ordered():
         for b in c.graph_breaks:
             parsed = parse_break_text(b.text)
-            assert parsed.reason and parsed.gb_id and re.fullmatch(r"GB\d{4}", parsed.gb_id)
-            assert parsed.doc_url and parsed.doc_url.lower().endswith(parsed.gb_id.lower() + ".html")
-            assert parsed.explanation
+            assert parsed.reason
+            if _version(folder) >= (2, 8):  # GB ids, explanations and hints came in 2.8
+                assert parsed.gb_id and re.fullmatch(r"GB\d{4}", parsed.gb_id)
+                assert parsed.doc_url
+                assert parsed.doc_url.lower().endswith(parsed.gb_id.lower() + ".html")
+                assert parsed.explanation
+            else:
+                assert parsed.gb_id is None and not parsed.explanation
             user = [f for f in parsed.frames if f.file.endswith("graph_breaks.py")]
             lines.append(user[-1].line if user else parsed.location.line)  # type: ignore[union-attr]
     assert lines == expected_breaks("graph_breaks.py")
@@ -72,7 +82,9 @@ def test_recompile_reason_is_a_size_guard_with_its_source(folder: Path) -> None:
 
 
 def test_recompile_reasons_split_per_cached_graph() -> None:
-    payload = "0/0: tensor 'x' size mismatch at index 0. expected 2, actual 4\n0/1: 2 <= x.size()[0]"
+    payload = (
+        "0/0: tensor 'x' size mismatch at index 0. expected 2, actual 4\n0/1: 2 <= x.size()[0]"
+    )
     assert split_recompile_reasons(payload) == [
         "0/0: tensor 'x' size mismatch at index 0. expected 2, actual 4",
         "0/1: 2 <= x.size()[0]",
@@ -93,7 +105,7 @@ def test_kernel_definitions_and_their_source(folder: Path) -> None:
     for k in generated.values():
         # the source is the kernel's own text: C++ or a Triton function named after it
         assert ("@triton.jit" in k.source and f"def {k.kernel.name}(" in k.source) or (
-            "extern \"C\"" in k.source or "void kernel(" in k.source
+            'extern "C"' in k.source or "void kernel(" in k.source
         ), k.kernel.name
 
 

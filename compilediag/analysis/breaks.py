@@ -6,7 +6,7 @@ import re
 
 from compilediag.analysis.source import code_at, context_at
 from compilediag.report import GraphBreak, Site
-from compilediag.torch_formats import ParsedBreak, is_library_file, parse_break_text
+from compilediag.torch_formats import RESUME, ParsedBreak, is_library_file, parse_break_text
 from compilediag.trace import Compile
 
 
@@ -152,6 +152,37 @@ def framework_of(file: str) -> tuple[str, str] | None:
     return None
 
 
+def restarts(compiles: list[Compile]) -> list[tuple[Compile, Site, str]]:
+    """Breaks of a trace that logs no break artifact (older layouts): every resume frame
+    Dynamo made (`torch_dynamo_resume_in_f_at_9`) stands for a break at that line, and the
+    compile that broke there may say why in its `restart_reasons`."""
+    if any(c.graph_breaks for c in compiles):
+        return []
+    out = []
+    for k in compiles:
+        r = RESUME.match(k.metrics.co_name)
+        if not r or k.id.frame_compile:  # one break per resume frame, not per recompile
+            continue
+        line, file = int(r["line"]), k.metrics.co_filename
+        # the compile that broke: a frame of the same function that starts before the line
+        broke = [
+            c for c in compiles
+            if c.metrics.co_filename == file and c.id.frame_compile == 0
+            and (c.metrics.co_name == r["fn"] or _resumes(c.metrics.co_name, r["fn"], line))
+        ]  # fmt: skip
+        c = broke[-1] if broke else k
+        reasons = c.metrics.restart_reasons or [
+            "graph break (this trace records only the function torch resumed after it)"
+        ]
+        out.append((c, Site(file, line), reasons[0].strip().strip("'\"")))
+    return out
+
+
+def _resumes(co_name: str, fn: str, before: int) -> bool:
+    m = RESUME.match(co_name)
+    return m is not None and m["fn"] == fn and int(m["line"]) < before
+
+
 def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
     """Every finding once, and how many times a graph was broken.
 
@@ -205,5 +236,20 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
                 ops_before=c.metrics.graph_op_count,
                 context=context_at(site.file, site.line),
             )
+    for c, site, reason in restarts(compiles):
+        broken.add((c.compile_id, site.file, site.line))
+        key = (site.file, site.line, reason, "", 0)
+        if key in sites:
+            if c.compile_id not in sites[key].compile_ids:
+                sites[key].compile_ids.append(c.compile_id)
+                sites[key].count += 1
+            continue
+        code = code_at(site.file, site.line)
+        cause, suggestion = classify(reason, "", code)
+        sites[key] = GraphBreak(
+            file=site.file, line=site.line, code=code, reason=reason, suggestion=suggestion,
+            cause=cause, compile_ids=[c.compile_id], ops_before=c.metrics.graph_op_count,
+            context=context_at(site.file, site.line),
+        )  # fmt: skip
     ordered = sorted(sites.values(), key=lambda b: (-b.count, -b.ops_before, b.file, b.line))
     return ordered, len(broken)

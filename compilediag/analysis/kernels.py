@@ -73,8 +73,10 @@ def ops_from_name(name: str, known: set[str]) -> list[str]:
     if not sep:
         return []
     body = KERNEL_SUFFIX.sub("", body)
-    ops, i = [], 0
     ordered = sorted(known, key=len, reverse=True)
+    ops: list[str] = []
+    unknown: list[str] = []  # words of an op the graph does not name, kept together
+    i = 0
     while i < len(body):
         hit = next(
             (
@@ -84,9 +86,18 @@ def ops_from_name(name: str, known: set[str]) -> list[str]:
             ),
             None,
         )
-        token = hit or body[i:].split("_", 1)[0]
-        ops.append("aten." + token)
-        i += len(token) + 1
+        if hit is None:
+            word = body[i:].split("_", 1)[0]
+            unknown.append(word)
+            i += len(word) + 1
+            continue
+        if unknown:  # `max_pool2d_with_indices` is one op, not four
+            ops.append("aten." + "_".join(unknown))
+            unknown = []
+        ops.append("aten." + hit)
+        i += len(hit) + 1
+    if unknown:
+        ops.append("aten." + "_".join(unknown))
     return list(dict.fromkeys(ops))
 
 
