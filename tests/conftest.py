@@ -55,6 +55,47 @@ def run_json(*args: str, **kw) -> tuple[dict, subprocess.CompletedProcess]:
     return json.loads(proc.stdout), proc
 
 
+def load_sample(sample: str) -> tuple:
+    """A sample model and its calls, loaded in the test's own process."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"sample_{Path(sample).stem}", SAMPLES / sample)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(SAMPLES))
+    spec.loader.exec_module(module)
+    model = module.get_model() if hasattr(module, "get_model") else module.model
+    sets = module.get_input_sets() if hasattr(module, "get_input_sets") else [module.get_inputs()]
+    return model, sets
+
+
+def torch_recompiles(sample: str, config: dict | None = None, **compile_kwargs) -> int:
+    """Run the sample's calls in this process under torch's CompileCounter (eager backend),
+    and count the graphs each frame got by torch's own compile ids: a frame's recompiles
+    are its graphs less one. (Past the recompile limit the attempt that hit it makes no
+    graph: torch's recompile log prints it as a recompile, CompileCounter does not count it.)
+    `config`: torch._dynamo.config settings to run under."""
+    from collections import Counter
+
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    model, sets = load_sample(sample)
+    counter, per_frame = CompileCounter(), Counter()
+
+    def counting(gm, example_inputs):  # the eager backend, counted
+        per_frame[torch._guards.CompileContext.current_compile_id().frame_id] += 1
+        return counter(gm, example_inputs)
+
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(**(config or {})), torch.no_grad():
+        compiled = torch.compile(model, backend=counting, **compile_kwargs)
+        for args in sets:
+            compiled(*args)
+    torch._dynamo.reset()
+    assert counter.frame_count == sum(per_frame.values())
+    return sum(n - 1 for n in per_frame.values())
+
+
 @pytest.fixture
 def samples() -> Path:
     return SAMPLES

@@ -3,15 +3,13 @@ against torch's own record of guard failures (an independent run in this process
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from compilediag.analysis.recompiles import collect_recompiles, translate
 from compilediag.trace import parse_path
-from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
+from tests.conftest import fixture_trace, run_cli, run_json, torch_recompiles, trace_sets
 
 
 @pytest.mark.parametrize(
@@ -76,42 +74,6 @@ def test_batch_sweep_recording(folder: Path) -> None:
     (r,) = collect_recompiles(log.ordered())
     assert r.cause == "shape" and "dim 0 changed 2 → 4" in r.failed_guard
     assert r.automatic_dynamic, "torch marks the dim dynamic on this recompile"
-
-
-def torch_recompiles(sample: str, backend: str = "eager", dynamic: bool | None = None) -> int:
-    """Run the sample's sweep in this process under torch's CompileCounter, and count the
-    graphs each frame got from torch's own compile ids: a frame's recompiles are its graphs
-    less one. (Past the recompile limit the attempt that hit it makes no graph: torch's
-    recompile log prints it as a recompile, CompileCounter does not count it.)"""
-    from collections import Counter
-
-    import torch
-    from torch._dynamo.testing import CompileCounter
-
-    spec = importlib.util.spec_from_file_location(f"sweep_{Path(sample).stem}", SAMPLES / sample)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(SAMPLES))
-    spec.loader.exec_module(module)
-    model = module.get_model() if hasattr(module, "get_model") else module.model
-    sets = module.get_input_sets() if hasattr(module, "get_input_sets") else [module.get_inputs()]
-    torch._dynamo.reset()
-    counter = CompileCounter()
-    per_frame: Counter[int] = Counter()
-
-    def counting(gm, example_inputs):  # the eager backend, counted
-        per_frame[torch._guards.CompileContext.current_compile_id().frame_id] += 1
-        return counter(gm, example_inputs)
-
-    kwargs = {} if dynamic is None else {"dynamic": dynamic}
-    if backend != "eager":
-        raise ValueError("counted with the eager backend")
-    compiled = torch.compile(model, backend=counting, **kwargs)
-    with torch.no_grad():
-        for args in sets:
-            compiled(*args)
-    torch._dynamo.reset()
-    assert counter.frame_count == sum(per_frame.values())
-    return sum(n - 1 for n in per_frame.values())
 
 
 @pytest.mark.parametrize(

@@ -4,23 +4,9 @@ graph counts under CompileCounter for recompiles)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from collections import Counter
-
 import pytest
 
-from tests.conftest import SAMPLES, run_json
-
-
-def _load(sample: str):
-    spec = importlib.util.spec_from_file_location(f"fix_{sample[:-3]}", SAMPLES / sample)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(SAMPLES))
-    spec.loader.exec_module(module)
-    model = module.get_model() if hasattr(module, "get_model") else module.model
-    sets = module.get_input_sets() if hasattr(module, "get_input_sets") else [module.get_inputs()]
-    return model, sets
+from tests.conftest import load_sample, run_json, torch_recompiles
 
 
 def _patch(torch, config: dict):
@@ -35,32 +21,12 @@ def torch_breaks(sample: str, config: dict) -> tuple[int, int]:
     """(graphs, graph breaks) torch._dynamo.explain finds with the remedy's config."""
     import torch
 
-    model, sets = _load(sample)
+    model, sets = load_sample(sample)
     torch._dynamo.reset()
     with _patch(torch, config), torch.no_grad():
         out = torch._dynamo.explain(model)(*sets[0])
     torch._dynamo.reset()
     return out.graph_count, out.graph_break_count
-
-
-def torch_recompiles(sample: str, config: dict, compile_kwargs: dict) -> int:
-    import torch
-    from torch._dynamo.testing import CompileCounter
-
-    model, sets = _load(sample)
-    counter, per_frame = CompileCounter(), Counter()
-
-    def counting(gm, example_inputs):
-        per_frame[torch._guards.CompileContext.current_compile_id().frame_id] += 1
-        return counter(gm, example_inputs)
-
-    torch._dynamo.reset()
-    with _patch(torch, config), torch.no_grad():
-        compiled = torch.compile(model, backend=counting, **compile_kwargs)
-        for args in sets:
-            compiled(*args)
-    torch._dynamo.reset()
-    return sum(n - 1 for n in per_frame.values())
 
 
 @pytest.mark.parametrize(
@@ -130,7 +96,7 @@ def test_recompile_remedies_measured_as_torch_counts(sample: str) -> None:
         else:
             assert fix["after"]["recompiles"] < fix["before"]["recompiles"], remedy
         if config is not None:
-            assert fix["after"]["recompiles"] == torch_recompiles(sample, config, kwargs), remedy
+            assert fix["after"]["recompiles"] == torch_recompiles(sample, config, **kwargs), remedy
         assert fix["outputs_match"] is True
 
 

@@ -10,4 +10,4 @@ def get_model():
 
 
 def get_inputs():
-    return {"input_ids": torch.randint(0, 1000, (2, 32))}
+    return (torch.randint(0, 1000, (2, 32)),)  # input_ids, positional (so --shapes can vary it)
