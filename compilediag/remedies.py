@@ -123,7 +123,7 @@ def apply(torch: Any, remedy: Remedy) -> None:
             setattr(torch._dynamo.config, key, value)
 
 
-def verdict(kind: str, before: int, after: int, outputs_match: bool | None) -> str:
+def verdict(before: int, after: int, outputs_match: bool | None) -> str:
     if outputs_match is False:
         return "breaks outputs"
     if after == 0 and before > 0:

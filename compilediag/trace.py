@@ -244,10 +244,6 @@ class CompilationMetrics:
             times_from="seconds" if "entire_frame_compile_time_s" in m else "cumulative_us",
         )
 
-    @property
-    def failed(self) -> bool:
-        return bool(self.fail_type)
-
 
 @dataclass
 class LoggedBreak:

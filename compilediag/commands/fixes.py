@@ -58,10 +58,9 @@ def _run(spec: WorkerSpec, remedy: Remedy, before: Counts, timeout: float) -> Ve
             after.graph_breaks + after.recompiles,
         ),
     }[remedy.kind]
-    fix.verdict = verdict(remedy.kind, *judged, fix.outputs_match)
+    fix.verdict = verdict(*judged, fix.outputs_match)
     if done.failed:
         fix.verdict, fix.error = "failed", (done.report.errors or ["torch.compile failed"])[0]
-    fix.error = fix.error or ""
     return fix
 
 
