@@ -111,6 +111,7 @@ class CompileFailure:
     reason: str
     code: str = ""  # the user line torch blamed
     fix: str = ""
+    by: str = "torch.compile"  # or "torch.export": what failed
 
 
 @dataclass
@@ -303,6 +304,7 @@ class TraceInfo:
     damaged_payloads: int = 0  # payloads whose md5 differs from the one torch stated
     not_analysed: dict[str, int] = field(default_factory=dict)  # present, read past: kind -> n
     ignored_files: list[str] = field(default_factory=list)  # files with no trace record
+    produced_by: list[str] = field(default_factory=list)  # torch.compile, torch.export, AOTInductor
 
 
 @dataclass

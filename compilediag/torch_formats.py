@@ -109,8 +109,11 @@ def parse_break_text(text: str) -> ParsedBreak:
 
     expl_at = next((i for i, ln in enumerate(lines) if ln.strip().startswith("Explanation:")), None)
     if expl_at is not None:
-        before = [ln.strip() for ln in lines[:expl_at] if ln.strip()]
-        reason = before[-1] if before else ""
+        before = [ln for ln in lines[:expl_at] if ln.strip()]
+        # the gb_type is the last line at the margin; a higher-order op's break puts an
+        # indented context line under it (`  Higher Order Operator: ...checkpoint`)
+        at_margin = [ln for ln in before if not ln[:1].isspace()]
+        reason = (at_margin or before or [""])[-1].strip()
         explanation, hints = _explanation_and_hints(lines[expl_at:])
     else:
         reason = next((ln.strip() for ln in lines if ln.strip()), "")
@@ -299,6 +302,25 @@ KERNEL_EXT = {
     "cuda": ".cu",
     "halide": ".py",
 }
+# --- torch.export and AOTInductor -----------------------------------------------------------
+
+# AOTInductor's C++ (graph_dump records `inductor_aot_code` on 2.6; `inductor_aot_wrapper_code`
+# and `inductor_aot_kernel_code` on 2.8+): a kernel is an `extern "C"` function with a body
+AOT_CODE_DUMP = re.compile(r"^inductor_aot(_\w+)?_code$")
+AOT_KERNEL_DEFINITION = re.compile(r'^extern "C"\s+void\s+(?P<name>\w+)\s*\([^;{]*\)\s*\{', re.M)
+# a library op the AOT wrapper calls: `aoti_torch_cpu_addmm_out(` -> aten.addmm
+AOT_EXTERN_CALL = re.compile(r"\baoti_torch_(?:cpu|cuda|xpu|mps)_(?P<op>\w+?)(?:_out)?\(")
+# a file of torch.export in a trace's interned paths: the job ran torch.export
+EXPORT_PATH = re.compile(r"/torch/_?export/")
+# the graph make_fx had traced when a (non-strict) export failed (artifact make_fx_fail_partial)
+EXPORT_FAILED_PARTIAL = "make_fx_fail_partial"
+EXPORT_DATA_DEPENDENT_FIX = (
+    "Export needs one graph for every input: a Python `if` on a tensor's value can't be "
+    "exported. Use torch.cond(pred, true_fn, false_fn, operands) for the branch, or, where "
+    "the value is known to hold, torch._check(...) on it before the branch."
+)
+
+
 # the `_fused_` infix and numeric suffix of a fused kernel's name
 FUSED_INFIX = "_fused_"
 KERNEL_SUFFIX = re.compile(r"_\d+$")

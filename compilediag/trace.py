@@ -21,7 +21,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from compilediag.torch_formats import split_recompile_reasons
+from compilediag.torch_formats import (
+    AOT_CODE_DUMP,
+    EXPORT_FAILED_PARTIAL,
+    EXPORT_PATH,
+    split_recompile_reasons,
+)
 
 HEADER = re.compile(r"^[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ [^\]]*\] (?P<json>\{.*\})\s*$")
 ENVELOPE = {
@@ -40,6 +45,7 @@ PAYLOAD_ARTIFACTS = {
     "fx_graph_cache_hit", "fx_graph_cache_miss", "fx_graph_cache_bypass",
     "aotautograd_cache_hit", "aotautograd_cache_miss", "aotautograd_cache_bypass",
     "cudagraph_skip_reason", "inductor_provenance_tracking_kernel_stack_traces",
+    EXPORT_FAILED_PARTIAL, "torch_version",
 }  # fmt: skip
 
 # Records we know and deliberately skip: anything else is counted as unknown.
@@ -53,7 +59,7 @@ KNOWN_KINDS = PAYLOAD_KINDS | {
     "dynamo_guards", "symbolic_shape_specialization", "unbacked_symbol", "expression_created",
     "missing_fake_kernel", "mismatched_fake_kernel", "dump_file", "link", "graph_dump",
     "sym_expr_node", "freeze_runtime_asserts", "stack_trace",
-    "inductor_post_to_pre_grad_nodes", "exported_program",
+    "inductor_post_to_pre_grad_nodes", "exported_program", "create_unbacked_symbol",
 }  # fmt: skip
 
 
@@ -62,6 +68,7 @@ KNOWN_KINDS = PAYLOAD_KINDS | {
 # trace fast).
 USED_KINDS = PAYLOAD_KINDS | {
     "str", "dynamo_start", "compilation_metrics", "bwd_compilation_metrics", "artifact",
+    "graph_dump", "create_unbacked_symbol", "exported_program",
 }  # fmt: skip
 KIND = re.compile(r'\] \{"(\w+)"')
 
@@ -201,6 +208,9 @@ class CompilationMetrics:
     aot_cache_hits: int = 0
     aot_cache_misses: int = 0
     times_from: str = "seconds"  # or "cumulative_us": the layout the times were read from
+    # end - start, where torch states both (2.8+): the whole of a compile with no Dynamo in
+    # it (an AOTInductor compile writes no other time)
+    duration_s: float = 0.0
 
     @classmethod
     def parse(cls, m: dict[str, Any]) -> CompilationMetrics:
@@ -242,6 +252,8 @@ class CompilationMetrics:
             aot_cache_misses=_int(m.get("aotautograd_local_cache_miss_count"))
             + _int(m.get("aotautograd_remote_cache_miss_count")),
             times_from="seconds" if "entire_frame_compile_time_s" in m else "cumulative_us",
+            duration_s=max(0.0, _float(m.get("end_time_us")) - _float(m.get("start_time_us")))
+            / 1e6,
         )
 
 
@@ -285,6 +297,30 @@ class Compile:
 
 
 @dataclass
+class Unbacked:
+    """A `create_unbacked_symbol` record: a value only known at run time (`u0` of `.item()`,
+    of `nonzero`'s size), with the stack that made it."""
+
+    symbol: str
+    stack: list[Frame]
+
+
+@dataclass
+class Outside:
+    """What a trace holds outside any torch.compile frame: torch.export (non-strict, 2.7+) and
+    AOTInductor write their records with no compile id."""
+
+    metrics: list[CompilationMetrics] = field(default_factory=list)  # compile_id null
+    export_failures: list[str] = field(default_factory=list)  # make_fx_fail_partial graphs
+    unbacked: list[Unbacked] = field(default_factory=list)
+    exported_programs: int = 0
+    torch_version: str = ""  # the `torch_version` artifact of 2.8+ (once, at the start)
+    # `graph_execution` artifacts (2.10+, under
+    # torch._inductor.debug.record_and_log_graph_execution_order()): the order graphs ran
+    graph_execution: list[str] = field(default_factory=list)
+
+
+@dataclass
 class TraceLog:
     path: str = ""
     compiles: dict[tuple[CompileId, int], Compile] = field(default_factory=dict)
@@ -295,6 +331,10 @@ class TraceLog:
     not_analysed: Counter[str] = field(default_factory=Counter)  # known kinds read past
     rank: int | None = None
     rank_from: str = ""  # "file name" or "envelope"
+    outside: Outside = field(default_factory=Outside)
+    # AOTInductor's generated C++: (compile id or "" outside a compile, dump name, code)
+    aot_code: list[tuple[str, str, str]] = field(default_factory=list)
+    exported: bool = False  # a stack in the trace ran through torch.export
     _latest: dict[CompileId, Compile] = field(default_factory=dict, repr=False)
 
     def compile_for(self, cid: CompileId, kind: str) -> Compile:
@@ -357,8 +397,10 @@ def iter_records(lines: Iterable[str], log: TraceLog | None = None) -> Iterator[
         meta = obj[kind]
         envelope = {k: v for k, v in obj.items() if k in ENVELOPE}
         pending = Record(kind, meta if isinstance(meta, dict) else {"value": meta}, envelope)
-        want_payload = kind in PAYLOAD_KINDS or (
-            kind == "artifact" and pending.meta.get("name") in PAYLOAD_ARTIFACTS
+        want_payload = (
+            kind in PAYLOAD_KINDS
+            or (kind == "artifact" and pending.meta.get("name") in PAYLOAD_ARTIFACTS)
+            or (kind == "graph_dump" and bool(AOT_CODE_DUMP.match(str(pending.meta.get("name")))))
         )
     if pending is not None:
         pending.payload = "".join(payload)
@@ -391,6 +433,7 @@ def parse_lines(
             value = rec.meta.get("value")
             if isinstance(value, list) and len(value) == 2:
                 strings[int(value[1])] = str(value[0])
+                log.exported = log.exported or bool(EXPORT_PATH.search(str(value[0])))
             continue
         if rec.kind not in KNOWN_KINDS:
             if strict:
@@ -401,11 +444,22 @@ def parse_lines(
             log.damaged_payloads += 1
             continue
         cid = CompileId.from_envelope(rec.envelope, log.rank)
-        if cid is None:
-            log.not_analysed[_what(rec) + " (outside any compile)"] += 1
+        if rec.kind == "graph_dump":
+            name = str(rec.meta.get("name", ""))
+            if AOT_CODE_DUMP.match(name):
+                log.aot_code.append((str(cid.compile) if cid else "", name, rec.payload))
+            else:
+                log.not_analysed[f"graph_dump {name}"] += 1
             continue
-        if rec.kind == "artifact" and rec.meta.get("name") not in PAYLOAD_ARTIFACTS:
+        if cid is None:
+            if not _apply_outside(log.outside, rec, strings):
+                log.not_analysed[_what(rec) + " (outside any compile)"] += 1
+            continue
+        if rec.kind in ("create_unbacked_symbol", "exported_program") or (
+            rec.kind == "artifact" and rec.meta.get("name") not in PAYLOAD_ARTIFACTS
+        ):
             log.not_analysed[_what(rec)] += 1
+            continue
         _apply(log.compile_for(cid, rec.kind), cid, rec, strings)
     if strict and log.skipped_lines:
         raise TraceError(f"{log.skipped_lines} unreadable lines in {path or 'trace'}")
@@ -440,6 +494,31 @@ def _apply(c: Compile, cid: CompileId, rec: Record, strings: dict[int, str]) -> 
             c.recompile_reasons.extend(split_recompile_reasons(rec.payload))
         elif name in PAYLOAD_ARTIFACTS:
             c.artifacts.setdefault(name, []).append(rec.payload)
+
+
+def _apply_outside(out: Outside, rec: Record, strings: dict[int, str]) -> bool:
+    """Read a record outside any compile; False where it isn't one we analyse."""
+    if rec.kind == "compilation_metrics":
+        out.metrics.append(CompilationMetrics.parse(rec.meta))
+    elif rec.kind == "create_unbacked_symbol":
+        stack = rec.meta.get("user_stack") or rec.meta.get("stack") or []
+        out.unbacked.append(
+            Unbacked(str(rec.meta.get("symbol", "")), [_frame(f, strings) for f in stack])
+        )
+    elif rec.kind == "exported_program":
+        out.exported_programs += 1
+    elif rec.kind == "artifact" and rec.meta.get("name") == EXPORT_FAILED_PARTIAL:
+        out.export_failures.append(rec.payload)
+    elif rec.kind == "artifact" and rec.meta.get("name") == "graph_execution":
+        out.graph_execution.append(rec.payload)
+    elif rec.kind == "artifact" and rec.meta.get("name") == "torch_version":
+        try:
+            out.torch_version = str(json.loads(rec.payload).get("pytorch_version", ""))
+        except (ValueError, AttributeError):
+            return False
+    else:
+        return False
+    return True
 
 
 def _frame(f: dict[str, Any], strings: dict[int, str]) -> Frame:

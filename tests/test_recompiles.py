@@ -143,3 +143,59 @@ def test_bad_shapes_are_usage_errors(shapes: str, message: str) -> None:
     proc = run_cli("recompiles", "sample_models/clean_mlp.py", "--shapes", shapes)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _frame_count(fn, first: tuple, calls: list[tuple], marks=(), **compile_kwargs) -> int:
+    """torch's answer: CompileCounter's frames on the same calls."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(fn, backend=counter, **compile_kwargs)
+    for name_dim in marks:
+        torch._dynamo.mark_dynamic(first[0], int(name_dim[1]))
+    with torch.no_grad():
+        for args in [first, *calls]:
+            compiled(*args)
+    torch._dynamo.reset()
+    return counter.frame_count
+
+
+def test_two_dims_get_one_advice_that_removes_every_recompile() -> None:
+    """Batch, then sequence length: the advice marks both dims, and applied it leaves one
+    compile (CompileCounter)."""
+    import re
+
+    torch = pytest.importorskip("torch")
+    from compilediag.testing import compile_report
+
+    def f(x):
+        return (x * 2).sum(-1)
+
+    first = (torch.randn(2, 8),)
+    calls = [(torch.randn(4, 8),), (torch.randn(4, 16),)]
+    report = compile_report(f, first, calls=calls)
+    assert len(report.recompiles) == _frame_count(f, first, calls) - 1 == 2
+    advice = report.recompiles[-1].suggestion
+    marks = re.findall(r"mark_dynamic\((\w+), (\d+)\)", advice)
+    assert sorted(marks) == [("x", "0"), ("x", "1")], advice
+    assert _frame_count(f, (torch.randn(2, 8),), calls, marks=marks) == 1
+
+
+def test_a_size_one_specialisation_is_not_called_automatic_dynamic() -> None:
+    """dynamic=True, then a batch of 1: torch compiles a graph for size 1 (CompileCounter
+    2 frames); that is no automatic dynamic, and the advice says why it recompiles."""
+    torch = pytest.importorskip("torch")
+    from compilediag.testing import compile_report
+
+    def f(x):
+        return (x * 2).relu()
+
+    first, calls = (torch.randn(4, 8),), [(torch.randn(1, 8),)]
+    report = compile_report(f, first, calls=calls, dynamic=True)
+    assert len(report.recompiles) == _frame_count(f, first, calls, dynamic=True) - 1 == 1
+    (r,) = report.recompiles
+    assert not r.automatic_dynamic
+    assert "already made it dynamic" not in r.suggestion
+    assert "sizes 0 and 1 are always specialised" in r.suggestion.lower()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,14 @@ from tests.conftest import fixture_trace, trace_sets
 
 @pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
 def test_every_fixture_parses_with_no_unknown_records(folder: Path) -> None:
-    for f in sorted(folder.glob("*.log")):
+    for f in sorted(folder.rglob("*.log")):  # rank folders too
         (log,) = parse_path(f, strict=True)  # strict: an unknown record would raise
         assert log.records > 10
-        assert log.compiles, f
+        # export and AOTInductor runs (2.7+) write no compile id: what they hold is outside
+        assert log.compiles or log.aot_code or log.outside.export_failures, f
         for c in log.compiles.values():
-            assert c.metrics.compile_id in (str(c.id), "")
+            # torch's text of the id has no rank in it
+            assert c.metrics.compile_id in (str(replace(c.id, rank=None)), ""), f
 
 
 def test_interned_filenames_resolve_to_the_sample_file() -> None:

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from compilediag.analysis.source import code_at, context_at
+from compilediag.fixes import LEGACY, fix_for
 from compilediag.report import GraphBreak, Site
 from compilediag.torch_formats import RESUME, ParsedBreak, is_library_file, parse_break_text
-from compilediag.trace import Compile
+from compilediag.trace import Compile, Frame
 
 
-def user_site(parsed: ParsedBreak) -> tuple[Site, Site | None]:
-    """The user's own line, and the library frame beneath it when the break is in a library."""
+def user_site(parsed: ParsedBreak, outer: Sequence[Frame] = ()) -> tuple[Site, Site | None]:
+    """The user's own line, and the library frame beneath it when the break is in a library.
+
+    `outer`: the stack that called the compiled frame (dynamo_start's). A break whose frames
+    are all library code (a compiled DDP wrapper: torch 2.6 shows only DDP's frames) belongs
+    to the user's line that called into it."""
     frames = parsed.frames or ([parsed.location] if parsed.location else [])
     if not frames:
         return Site("<unknown>", 0), None
@@ -19,87 +25,33 @@ def user_site(parsed: ParsedBreak) -> tuple[Site, Site | None]:
     if not is_library_file(inner.file):
         return inner, None
     mine = [f for f in frames if not is_library_file(f.file)]
+    if not mine:
+        mine = [Site(f.file, f.line, f.code, f.name) for f in outer if not is_library_file(f.file)]
     return (mine[-1], inner) if mine else (inner, None)
 
 
 # --- causes and advice ----------------------------------------------------------------
 
-# (cause, pattern over reason + explanation + code, suggestion). First match wins.
-CAUSES: list[tuple[str, re.Pattern[str], str]] = [
-    (
-        "print",
-        re.compile(r"builtin operator `?print|BuiltinVariable\(print\)|\bprint\("),
-        "Remove the print from the compiled code, or guard it with "
-        "`if not torch.compiler.is_compiling():`. To keep it, add `print` to "
-        "torch._dynamo.config.reorderable_logging_functions (it then runs after the graph).",
-    ),
-    (
-        "logging",
-        re.compile(r"logging|Logger|\blog(ger)?\.(info|debug|warning|error)\(", re.I),
-        "Move the logging call out of forward, or add the logger method to "
-        "torch._dynamo.config.reorderable_logging_functions so it runs after the graph.",
-    ),
-    (
-        "explicit_graph_break",
-        re.compile(r"torch\._dynamo\.graph_break\(\)|User-inserted graph break"),
-        "This break is on purpose: remove the torch._dynamo.graph_break() call to let Dynamo "
-        "trace through it (keep it only if the code after it can't be compiled).",
-    ),
-    (
-        "data_dependent_branch",
-        re.compile(r"[Dd]ata-dependent (branching|jump)|generic_jump|attempted to jump with"),
-        "Make the branch tensor-valued: compute both sides and pick with torch.where(cond, a, b), "
-        "or use torch.cond(pred, true_fn, false_fn, operands) for real control flow.",
-    ),
-    (
-        "item",
-        re.compile(r"Tensor\.item|\.item\(\)|\bitem\b.*scalar|capture_scalar_outputs"),
-        "Keep the value as a 0-d tensor instead of calling .item(), or set "
-        "torch._dynamo.config.capture_scalar_outputs = True so it is traced.",
-    ),
-    (
-        "tolist",
-        re.compile(r"tolist"),
-        "Avoid .tolist() inside forward: keep the tensor, or move the conversion outside "
-        "the compiled function.",
-    ),
-    (
-        "numpy",
-        re.compile(r"numpy|\.numpy\(\)|ndarray", re.I),
-        "Dynamo maps NumPy calls to torch ops, but not this one: use the torch op instead "
-        "(e.g. torch.argsort for np.lexsort), or move this step out of forward.",
-    ),
-    (
-        "dynamic_output_shape",
-        re.compile(r"dynamic output shape|nonzero|masked_select|unique|capture_dynamic_output"),
-        "The op's output size depends on data. Prefer a fixed-size form (torch.where(mask, x, 0), "
-        "masking instead of indexing), or set "
-        "torch._dynamo.config.capture_dynamic_output_shape_ops = True.",
-    ),
-    (
-        "compiler_disable",
-        re.compile(r"torch\.compiler\.disable|disabled function|skip_frame|_disable_dynamo"),
-        "This call is marked torch.compiler.disable, so Dynamo must stop the graph around it. "
-        "Remove the decorator if the function is traceable, or call it outside the model.",
-    ),
-    (
-        "unsupported_call",
-        re.compile(
-            r"C extension|builtin_function_or_method|[Uu]nsupported (function|method|builtin)"
-            r"|call_function|Attempted to call function marked as skipped|non-torch function"
-        ),
-        "Dynamo cannot trace this function. Wrap it as a custom op "
-        "(torch.library.custom_op) so it stays in the graph, or move it out of forward.",
-    ),
-]
+# Causes and fixes live in compilediag.fixes: a fix for every gb_type of torch's registry
+# (torch's hints as the floor, compilediag's own fix on top). Its LEGACY patterns, (pattern
+# over reason + explanation + code, GB id of the fix), read the break texts of torch before
+# 2.8, which have no GB id; first match wins, in the order this table had.
+CAUSES: list[tuple[re.Pattern[str], str]] = LEGACY
 
 
-def classify(reason: str, explanation: str, code: str) -> tuple[str, str]:
-    text = " ".join((reason, explanation, code))
-    for cause, pattern, suggestion in CAUSES:
-        if pattern.search(text):
-            return cause, suggestion
-    return "other", "See the explanation and hints above, and the linked page where there is one."
+def classify(
+    reason: str,
+    explanation: str,
+    code: str,
+    *,
+    gb_id: str | None = None,
+    hints: Sequence[str] = (),
+    library_file: str | None = None,
+) -> tuple[str, str]:
+    """(cause, suggestion) of a break: `compilediag.fixes.fix_for`, by GB id where given,
+    else by torch's gb_type (`reason`), its explanation, then the pre-2.8 patterns."""
+    fix = fix_for(gb_id, reason, explanation, hints, code, library_file)
+    return fix.cause, fix.suggestion
 
 
 # --- de-duplication -------------------------------------------------------------------
@@ -107,10 +59,11 @@ def classify(reason: str, explanation: str, code: str) -> tuple[str, str]:
 
 # Code the user calls but does not own: a break inside it is theirs to avoid, not to fix
 # inside. Matched on the path from the package down; the advice fits the framework.
+DDP = "torch.nn.parallel (DDP)"
 FRAMEWORKS: list[tuple[str, str, str]] = [
     (
         "torch/nn/parallel/",
-        "torch.nn.parallel (DDP)",
+        DDP,
         "Dynamo broke inside DistributedDataParallel's own code. Compile the module, then "
         "wrap it (`DDP(torch.compile(model))`), or compile each block; torch's DDP notes "
         "describe how DDP and torch.compile work together.",
@@ -144,12 +97,19 @@ FRAMEWORKS: list[tuple[str, str, str]] = [
 ]
 
 
-def framework_of(file: str) -> tuple[str, str] | None:
-    path = file.replace("\\", "/")
+def framework_of(*files: str) -> tuple[str, str] | None:
+    """The framework of a break's library frames: the first of FRAMEWORKS that any of them
+    is in (a contextlib frame inside DDP's forward is DDP's)."""
+    paths = [f.replace("\\", "/") for f in files]
     for marker, name, advice in FRAMEWORKS:
-        if marker in path:
+        if any(marker in p for p in paths):
             return name, advice
     return None
+
+
+# frameworks whose own code the user calls but must not edit: their advice wins over a fix
+# that edits the line torch broke on (for DDP, always: the fix is how the model is wrapped)
+ALWAYS_FRAMEWORK_ADVICE = {DDP}
 
 
 def restarts(compiles: list[Compile]) -> list[tuple[Compile, Site, str]]:
@@ -196,7 +156,7 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
     for c in compiles:
         for logged in c.graph_breaks:
             parsed = parse_break_text(logged.text)
-            site, lib = user_site(parsed)
+            site, lib = user_site(parsed, c.stack)
             broken.add((c.compile_id, site.file, site.line))
             key = (
                 site.file,
@@ -215,9 +175,20 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
             lib_code = ""
             if lib is not None:
                 lib_code = lib.code or code_at(lib.file, lib.line)
-            cause, suggestion = classify(parsed.reason, parsed.explanation, code + " " + lib_code)
-            framework = framework_of(lib.file) if lib is not None else None
-            if framework is not None and cause in ("other", "unsupported_call"):
+            fix = fix_for(
+                parsed.gb_id, parsed.reason, parsed.explanation, parsed.hints,
+                code + " " + lib_code, lib.file if lib else None,
+            )  # fmt: skip
+            cause, suggestion = fix.cause, fix.suggestion
+            framework = None
+            if lib is not None:
+                chain = [f.file for f in parsed.frames if is_library_file(f.file)] + [lib.file]
+                framework = framework_of(*chain)
+            if framework is not None and (
+                framework[0] in ALWAYS_FRAMEWORK_ADVICE
+                or (fix.code_edit and not fix.config)
+                or not fix.specific
+            ):
                 suggestion = framework[1]
             sites[key] = GraphBreak(
                 file=site.file,

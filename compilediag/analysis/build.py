@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 from compilediag import __version__
-from compilediag.analysis.breaks import collect_breaks
+from compilediag.analysis.breaks import DDP, collect_breaks
 from compilediag.analysis.crosscheck import cross_check
 from compilediag.analysis.graphs import (
     collect_graphs,
@@ -16,7 +17,7 @@ from compilediag.analysis.graphs import (
     frame_metrics,
     frame_place,
 )
-from compilediag.analysis.kernels import GraphCode, collect_kernels, generated
+from compilediag.analysis.kernels import GraphCode, all_kernels, generated
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
 from compilediag.analysis.source import code_at
 from compilediag.paths import portable_path, portable_text
@@ -25,6 +26,7 @@ from compilediag.report import (
     CompileFailure,
     Environment,
     Graph,
+    GraphBreak,
     LimitHit,
     Recompile,
     Report,
@@ -34,11 +36,15 @@ from compilediag.report import (
     TraceInfo,
 )
 from compilediag.torch_formats import (
+    EXPORT_DATA_DEPENDENT_FIX,
+    EXPORT_PATH,
+    GRAPH_FILE_COMMENT,
     NOT_FAILURES,
     RECOMPILE_LIMIT,
     WRAPPER_FRAME,
     compile_failure_fix,
     frame_name,
+    is_library_file,
     last_chained_break,
     parse_break_text,
 )
@@ -58,14 +64,14 @@ def build_report(
 ) -> Report:
     """`code` is the kernels' source, when the caller already read it (dump-kernels)."""
     compiles = all_compiles(logs)
-    code = collect_kernels(compiles) if code is None else code
+    code = all_kernels(logs) if code is None else code
     breaks, total_breaks = collect_breaks(compiles)
     graphs = collect_graphs(compiles)
     attempts = collect_recompiles(compiles)
     # the attempt that hit the recompile limit made no graph: torch's CompileCounter does
     # not count it, and neither do we (the limit has its own finding)
     recompiles = [r for r in attempts if not r.hit_limit]
-    ctime = compile_time(compiles)
+    ctime = compile_time(compiles, [m for log in logs for m in log.outside.metrics])
     timings = _timings(worker)
     if timings:
         timings.cudagraph_skips = list(
@@ -84,13 +90,16 @@ def build_report(
         graph_breaks=breaks,
         recompiles=recompiles,
         recompile_limit_hits=collect_limit_hits(compiles, attempts),
-        compile_failures=collect_failures(compiles),
+        compile_failures=collect_failures(compiles) + export_failures(logs),
         calls=_calls(worker, compiles),
-        notes=nothing_compiled(compiles, graphs) + skipped_frames(compiles) + cache_gaps(compiles),
+        notes=ahead_of_time(logs, compiles, code)
+        + nothing_compiled(compiles, graphs, breaks)
+        + skipped_frames(compiles)
+        + cache_gaps(compiles),
         graphs=graphs,
         kernels=generated(code),
         timings=timings,
-        compile_time=ctime if compiles else None,
+        compile_time=ctime if ctime.total_s or compiles else None,
         errors=list(worker.errors),
         trace=TraceInfo(
             # a run's trace lives in a temporary folder that is gone after the run
@@ -100,6 +109,7 @@ def build_report(
             skipped_lines=sum(log.skipped_lines for log in logs),
             damaged_payloads=sum(log.damaged_payloads for log in logs),
             not_analysed=dict(sorted(sum((log.not_analysed for log in logs), Counter()).items())),
+            produced_by=produced_by(logs, compiles),
         ),
     )
     report.summary = Summary(
@@ -217,8 +227,85 @@ def collect_failures(compiles: list[Compile]) -> list[CompileFailure]:
                 reason=reason,
                 code=code_at(file, line),
                 fix=compile_failure_fix(reason) or compile_failure_fix(m.fail_type),
+                by="torch.export" if through_export(c) else "torch.compile",
             )
         )
+    return out
+
+
+def through_export(c: Compile) -> bool:
+    """A Dynamo compile that torch.export made (strict export), not torch.compile."""
+    return any(EXPORT_PATH.search(f.file) for f in c.stack)
+
+
+def produced_by(logs: list[TraceLog], compiles: list[Compile]) -> list[str]:
+    """What wrote the trace: torch.compile, torch.export, AOTInductor (one or more)."""
+    kinds = []
+    if any(not through_export(c) for c in compiles):
+        kinds.append("torch.compile")
+    if any(log.exported for log in logs) or any(through_export(c) for c in compiles):
+        kinds.append("torch.export")
+    if any(log.aot_code or log.outside.metrics for log in logs):
+        kinds.append("AOTInductor")
+    return kinds
+
+
+def ahead_of_time(
+    logs: list[TraceLog], compiles: list[Compile], code: list[GraphCode]
+) -> list[str]:
+    """The headline of an export / AOTInductor trace: what it holds, and what does not apply."""
+    kinds = produced_by(logs, compiles)
+    if "torch.compile" in kinds or not kinds:
+        return []
+    kernels = sum(k.kernel.kind != "extern" for g in code for k in g.kernels)
+    seconds = sum(m.duration_s for log in logs for m in log.outside.metrics)
+    parts = [f"This trace is from {' and '.join(kinds)}, not torch.compile"]
+    if "AOTInductor" in kinds:
+        took = f" in {seconds:.1f} s" if seconds else ""
+        parts.append(
+            f"AOTInductor compiled {kernels} kernel{'s' if kernels != 1 else ''} ahead of "
+            f"time{took}"
+        )
+    parts.append("export makes one whole graph or fails: graph breaks and recompiles don't apply")
+    return ["; ".join(parts) + "."]
+
+
+def export_failures(logs: list[TraceLog]) -> list[CompileFailure]:
+    """A (non-strict) export that failed: torch logs the graph it had traced so far
+    (make_fx_fail_partial); its last user line is where it stopped, and a run-time-only
+    value (`u0` of `.item()`) made there is the usual cause."""
+    out = []
+    for log in logs:
+        for partial in log.outside.export_failures:
+            sites = [m for m in map(GRAPH_FILE_COMMENT.match, partial.splitlines()) if m]
+            sites = [m for m in sites if not is_library_file(m["file"])] or sites
+            file, line = (sites[-1]["file"], int(sites[-1]["line"])) if sites else ("", 0)
+            fn = sites[-1]["fn"] if sites else ""
+            unbacked = [
+                u.symbol for u in log.outside.unbacked
+                if any(f.file == file and f.line == line for f in u.stack)
+            ]  # fmt: skip
+            code = code_at(file, line) or (sites[-1]["code"] if sites else "")
+            branch = re.match(r"\s*(if|elif|while|assert)\b", code)
+            why = (
+                f"a value known only at run time ({', '.join(unbacked)}) "
+                + (f"decides the `{branch[1]}`" if branch else "is needed to go on")
+                if unbacked
+                else "the graph it traced stops at this line"
+            )
+            out.append(
+                CompileFailure(
+                    compile_id="export",
+                    frame=fn,
+                    file=file,
+                    line=line,
+                    fail_type="ExportFailed",
+                    reason=why,
+                    code=code,
+                    fix=EXPORT_DATA_DEPENDENT_FIX if unbacked else "",
+                    by="torch.export",
+                )
+            )
     return out
 
 
@@ -253,19 +340,20 @@ def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:
     return calls
 
 
-def nothing_compiled(compiles: list[Compile], graphs: list[Graph]) -> list[str]:
+def nothing_compiled(
+    compiles: list[Compile], graphs: list[Graph], breaks: Sequence[GraphBreak] = ()
+) -> list[str]:
     """The headline a job that compiled nothing needs: Dynamo was entered, no graph came
     out, so the whole model ran in eager mode."""
     if graphs or not compiles or collect_failures(compiles):
         return []  # (a failed compile has its own finding)
     skipped = [c for c in compiles if c.metrics.fail_type]
-    why = "every frame it tried broke before any tensor op or was skipped"
-    files = {f.file for c in compiles for f in c.stack}
-    if any("torch/nn/parallel/" in f for f in files) or any(
-        "DistributedDataParallel" in c.metrics.co_name
+    in_ddp = any(b.framework == DDP for b in breaks) or any(
+        "torch/nn/parallel/" in f.file or "DistributedDataParallel" in c.metrics.co_name
         or "torch/nn/parallel/" in c.metrics.co_filename
-        for c in compiles
-    ):
+        for c in compiles for f in c.stack
+    )  # fmt: skip
+    if in_ddp:
         return [
             "torch.compile produced no graph: the whole model ran in eager mode. Dynamo broke "
             "inside DistributedDataParallel's own code and skipped the wrapped module's frames "
@@ -273,9 +361,10 @@ def nothing_compiled(compiles: list[Compile], graphs: list[Graph]) -> list[str]:
             "or compile each block; see torch's notes on DDP with torch.compile."
         ]
     return [
-        f"torch.compile produced no graph: {why} ({len(compiles)} frame(s), "
-        f"{len(skipped)} skipped), so the whole model ran in eager mode. The breaks and "
-        "skipped frames below say why."
+        f"torch.compile produced no graph: every frame it tried broke before any tensor op "
+        f"or was skipped ({len(compiles)} frame{'s' if len(compiles) != 1 else ''}, "
+        f"{len(skipped)} skipped), so the "
+        "whole model ran in eager mode. The breaks and skipped frames below say why."
     ]
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from compilediag.report import CompileTime, Graph
-from compilediag.torch_formats import frame_name
+from compilediag.torch_formats import frame_name, is_library_file
 from compilediag.trace import CompilationMetrics, Compile
 
 
@@ -27,9 +28,15 @@ def frame_metrics(c: Compile, compiles: list[Compile]) -> CompilationMetrics:
 
 
 def frame_place(c: Compile, m: CompilationMetrics) -> tuple[str, int]:
-    """Where the compiled frame starts: its code object, else the top of its stack."""
-    if m.co_filename:
+    """Where the compiled frame starts: its code object, else the top of its stack. A frame
+    of library code (torch's wrapper of a compiled module, a transformers decorator) is
+    placed at the user's line that called into it, the last of the user's frames in its
+    stack, where there is one."""
+    mine = [f for f in c.stack if not is_library_file(f.file)]
+    if m.co_filename and (not is_library_file(m.co_filename) or not mine):
         return m.co_filename, m.co_firstlineno
+    if mine:
+        return mine[-1].file, mine[-1].line
     return (c.stack[-1].file, c.stack[-1].line) if c.stack else ("", 0)
 
 
@@ -59,12 +66,19 @@ def collect_graphs(compiles: list[Compile]) -> list[Graph]:
     return graphs
 
 
-def compile_time(compiles: list[Compile]) -> CompileTime:
+def compile_time(
+    compiles: list[Compile], outside: Sequence[CompilationMetrics] = ()
+) -> CompileTime:
     """Torch's nested timers, split into disjoint phases that add up to the total.
 
     entire_frame ⊇ backend_compile (AOTAutograd + Inductor) ⊇ inductor_compile ⊇ code_gen.
+    `outside`: the metrics of compiles with no Dynamo frame (AOTInductor's), whose only
+    time is their duration: AOTAutograd and Inductor together, counted as Inductor's.
     """
     t = CompileTime()
+    for m in outside:
+        t.inductor_s += m.duration_s
+        t.total_s += m.duration_s
     for c in compiles:
         m = c.metrics
         entire = m.entire_frame_s

@@ -6,6 +6,10 @@ are defined in it as `NAME = async_compile.<backend>(..., '''SOURCE''' ...)`; th
 `# Topologically Sorted Source Nodes: [fx nodes], Original ATen: [aten ops]`. Library calls
 (`extern_kernels.mm`, `torch.ops.aten.*`) appear there too: that is what was not fused.
 The FX node names map to the user's lines through the Dynamo graph's `# File:` comments.
+
+AOTInductor (torch._inductor.aoti_compile_and_package) writes C++ instead (graph_dump
+records): its kernels are `extern "C"` functions, its library calls `aoti_torch_<device>_<op>`,
+under the same source-node comments.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from dataclasses import dataclass
 
 from compilediag.report import Kernel
 from compilediag.torch_formats import (
+    AOT_EXTERN_CALL,
+    AOT_KERNEL_DEFINITION,
     ATEN_TARGET,
     EXTERN_CALL,
     FUSED_INFIX,
@@ -31,7 +37,7 @@ from compilediag.torch_formats import (
     TRITON_KINDS,
     is_library_file,
 )
-from compilediag.trace import Compile
+from compilediag.trace import Compile, TraceLog
 
 
 @dataclass
@@ -145,6 +151,16 @@ def _definitions(code: str) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _aot_definitions(code: str) -> dict[str, tuple[str, str]]:
+    """name -> ("cpp", source) for every `extern "C"` kernel AOTInductor's C++ defines."""
+    out: dict[str, tuple[str, str]] = {}
+    for m in AOT_KERNEL_DEFINITION.finditer(code):
+        end = code.find("\n}", m.end())  # the body closes at the start of a line
+        end = len(code) if end < 0 else end + 2
+        out.setdefault(m["name"], ("cpp", code[m.start() : end] + "\n"))
+    return out
+
+
 def _split(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
@@ -173,8 +189,10 @@ def kernels_of_graph(
     nodes: dict[str, str],
     known_ops: set[str] | None = None,
     provenance: dict[str, list[str]] | None = None,
+    aot: bool = False,
 ) -> list[KernelSource]:
-    defs = _definitions(code)
+    """`aot`: `code` is AOTInductor's C++ (wrapper and kernels), not a Python wrapper."""
+    defs = _aot_definitions(code) if aot else _definitions(code)
     found: dict[str, KernelSource] = {}
     pending: re.Match[str] | None = None
     extern_seen = 0
@@ -199,10 +217,10 @@ def kernels_of_graph(
                 k.source_lines = user_lines(pending)
             pending = None
             continue
-        ext = EXTERN_CALL.match(line)
-        if ext and "assert_" not in line:
+        ext = AOT_EXTERN_CALL.search(line) if aot else EXTERN_CALL.match(line)
+        if ext and "assert_" not in line and (not aot or ext["op"] not in AOT_NOT_OPS):
             extern_seen += 1
-            name = ext["name"]
+            name = f"aten.{ext['op']}" if aot else ext["name"]
             key = f"{name}#{extern_seen}"
             found[key] = KernelSource(
                 # a library call fuses nothing: it is the one op it names (the
@@ -241,6 +259,36 @@ def collect_kernels(compiles: list[Compile]) -> list[GraphCode]:
             kernels = kernels_of_graph(c.compile_id, code, nodes, known, prov)
             graphs.append(GraphCode(c.compile_id, code, kernels))
     return graphs
+
+
+# AOTInductor runtime calls that allocate or view tensors: no op of the model
+AOT_NOT_OPS = {"empty_strided", "new_tensor_handle", "reinterpret_tensor", "as_strided"}
+
+
+def collect_aot_kernels(logs: list[TraceLog], compiles: list[Compile]) -> list[GraphCode]:
+    """AOTInductor's kernels: the C++ dumps of each compile (or of the run, outside any)."""
+    by_id = {c.compile_id: c for c in compiles}
+    groups: dict[str, list[str]] = {}
+    for log in logs:
+        for cid, _name, code in log.aot_code:
+            groups.setdefault(cid, []).append(code)
+    graphs = []
+    for cid, codes in groups.items():
+        c = by_id.get(cid)
+        nodes = node_lines(c.output_graph) if c else {}
+        known = set(ATEN_TARGET.findall(c.aot_graph)) if c else set()
+        code = "\n".join(codes)
+        for m in SOURCE_NODES.finditer(code):
+            known.update(op.removeprefix("aten.") for op in _split(m["aten"]))
+        label = cid or "aot"
+        graphs.append(GraphCode(label, code, kernels_of_graph(label, code, nodes, known, aot=True)))
+    return graphs
+
+
+def all_kernels(logs: list[TraceLog]) -> list[GraphCode]:
+    """Every graph's generated code: torch.compile's wrappers, then AOTInductor's C++."""
+    compiles = [c for log in logs for c in log.ordered()]
+    return collect_kernels(compiles) + collect_aot_kernels(logs, compiles)
 
 
 def generated(graphs: list[GraphCode]) -> list[Kernel]:

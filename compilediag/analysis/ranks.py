@@ -62,15 +62,17 @@ def collective_schedule(log: TraceLog) -> list[str]:
 
 
 def graph_order(log: TraceLog) -> list[str]:
-    """The `graph_execution` artifact (torch logs it under
-    torch._inductor.debug.record_and_log_graph_execution_order())."""
-    for c in reversed(log.ordered()):
-        for payload in c.artifacts.get("graph_execution", []):
-            try:
-                order = json.loads(payload).get("graph_execution_order", [])
-            except (ValueError, AttributeError):
-                continue
-            return [str(x) for x in order]
+    """The order the rank ran its graphs in: the last `graph_execution` artifact (torch logs
+    it, outside any compile, under torch._inductor.debug.record_and_log_graph_execution_order())."""
+    payloads = log.outside.graph_execution + [
+        p for c in log.ordered() for p in c.artifacts.get("graph_execution", [])
+    ]
+    for payload in reversed(payloads):
+        try:
+            order = json.loads(payload).get("graph_execution_order", [])
+        except (ValueError, AttributeError):
+            continue
+        return [str(x.get("compile_id", x)) if isinstance(x, dict) else str(x) for x in order]
     return []
 
 
@@ -143,9 +145,13 @@ def report_from_traces(logs: list[TraceLog], target: TargetInfo) -> Report:
     ranks: they are listed as ignored."""
     ignored = [log.path for log in logs if not log.records]
     logs = [log for log in logs if log.records]
-    versions = {c.metrics.pytorch_version for log in logs for c in log.compiles.values()}
+    versions = {c.metrics.pytorch_version for log in logs for c in log.compiles.values()} | {
+        log.outside.torch_version for log in logs
+    }
     env = Environment(
-        source="trace", torch=", ".join(sorted(versions - {""})) or "?", files=len(logs)
+        source="trace",
+        torch=", ".join(sorted(versions - {""})) or "(version not in the trace)",
+        files=len(logs),
     )
     report = build_report(logs, WorkerResult(environment=env), target)
     if len(logs) > 1:

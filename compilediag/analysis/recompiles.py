@@ -169,17 +169,48 @@ def translate(guard: str) -> tuple[str, str, str]:
     return guard, "other", "See the guard above; TORCH_LOGS=recompiles_verbose shows every guard."
 
 
+def shape_dims(guards: list[Guard]) -> list[tuple[str, str]]:
+    """(input, dim) of every size guard that failed, in order, once each."""
+    dims = []
+    for g in guards:
+        m = GUARD_SIZE.match(g.guard) or GUARD_LOWER_BOUND.match(g.guard)
+        if m:
+            dims.append((source_name(m["n"] if "n" in m.groupdict() else m["src"]), m["i"]))
+    return list(dict.fromkeys(dims))
+
+
+def specialised(guards: list[Guard]) -> bool:
+    """The new graph is a size-0/1 specialisation (a dynamic dim got 0 or 1, or a static one
+    changed to 0 or 1), not torch's automatic dynamic."""
+    for g in guards:
+        if GUARD_LOWER_BOUND.match(g.guard):
+            return True
+        m = GUARD_SIZE.match(g.guard)
+        if m and int(m["b"]) in (0, 1):
+            return True
+    return False
+
+
 def became_dynamic(c: Compile) -> bool:
     """The recompiled graph has symbolic sizes: torch's automatic dynamic kicked in."""
     return "Sym(" in c.output_graph or c.metrics.shape_env_guard_count > 0
 
 
+def _reasons(c: Compile) -> list[str]:
+    if c.recompile_reasons:
+        return list(c.recompile_reasons)
+    return [c.metrics.recompile_reason] if c.metrics.recompile_reason else []
+
+
 def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
     out = []
+    # every size guard that failed in a frame, over all its recompiles: one piece of
+    # advice that covers every dim (batch, then sequence length, ...)
+    frame_guards: dict[object, list[Guard]] = {}
     for c in compiles:
-        reasons = list(c.recompile_reasons)
-        if not reasons and c.metrics.recompile_reason:
-            reasons = [c.metrics.recompile_reason]
+        frame_guards.setdefault(c.id.frame_key, []).extend(map(parse_guard, _reasons(c)))
+    for c in compiles:
+        reasons = _reasons(c)
         if not reasons:
             continue
         m = frame_metrics(c, compiles)
@@ -200,7 +231,14 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
                 "first call (torch._dynamo.mark_dynamic(input, dim)), or compile with "
                 "dynamic=True. Removing the graph break above removes this frame."
             )
-        if g.cause in ("shape", "float") and became_dynamic(c):
+        dims = shape_dims(frame_guards[c.id.frame_key])
+        if g.cause == "shape" and len(dims) > 1 and not is_resume_frame(m.co_name):
+            marks = "; ".join(f"torch._dynamo.mark_dynamic({n}, {d})" for n, d in dims)
+            suggestion = (
+                f"{len(dims)} dims of this frame's inputs change across calls: mark each "
+                f"dynamic before the first call: {marks}; or compile with dynamic=True."
+            )
+        if g.cause in ("shape", "float") and became_dynamic(c) and not specialised(guards):
             suggestion = (
                 "torch already made it dynamic on this recompile (automatic dynamic), so later "
                 "values reuse this graph. To skip this recompile too: "
@@ -222,7 +260,7 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
                 guard_file=g.file,
                 guard_line=g.line,
                 guard_code=code_at(g.file, g.line),
-                automatic_dynamic=became_dynamic(c),
+                automatic_dynamic=became_dynamic(c) and not specialised(guards),
                 suggestion=suggestion,
             )
         )

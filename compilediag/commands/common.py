@@ -158,8 +158,8 @@ def stage_text(stage: str) -> str:
 
 def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelRun:
     """Run the worker with progress on stderr, then build the Report from its trace."""
-    from compilediag.analysis.build import all_compiles, build_report
-    from compilediag.analysis.kernels import collect_kernels
+    from compilediag.analysis.build import build_report
+    from compilediag.analysis.kernels import all_kernels
     from compilediag.report import TargetInfo
     from compilediag.runner import run_worker, workdir
     from compilediag.trace import parse_path
@@ -172,15 +172,19 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelR
             columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
             with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
                 task = bar.add_task("starting the worker", total=None)
+                # refresh at each stage, so a short one is still shown
                 run = run_worker(
-                    spec, work, timeout, lambda s: bar.update(task, description=stage_text(s))
+                    spec,
+                    work,
+                    timeout,
+                    lambda s: bar.update(task, description=stage_text(s), refresh=True),
                 )
                 bar.update(task, description=stage_text("done"))
                 logs = parse_path(run.trace_dir)
         else:
             run = run_worker(spec, work, timeout)
             logs = parse_path(run.trace_dir)
-    code = collect_kernels(all_compiles(logs))
+    code = all_kernels(logs)
     target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
     report = build_report(logs, run.result, target, code)
     return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code)
@@ -228,7 +232,7 @@ def judge(report: Report, rules: Budgets, junit: str | None, failed: int | None)
         else:
             f = report.compile_failures[0]
             where = f" at {f.file}:{f.line}" if f.file else ""
-            print(f"error: torch.compile failed{where}: {f.reason}", file=sys.stderr)
+            print(f"error: {f.by} failed{where}: {f.reason}", file=sys.stderr)
     if junit:
         from compilediag.fsutil import write_output_file
         from compilediag.render import render

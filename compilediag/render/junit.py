@@ -38,6 +38,15 @@ def render_junit(report: Report) -> str:
             failure.text = f"{b.code}\n{b.explanation}\nfix: {b.suggestion}"
         else:
             ET.SubElement(case, "system-out").text = f"{b.reason}: {b.code}"
+    for f in report.compile_failures:
+        failures += 1
+        place = f"{f.file}:{f.line}"
+        case = ET.SubElement(
+            suite, "testcase", classname="compilediag.compile_failures", name=place,
+            file=f.file, line=str(f.line),
+        )  # fmt: skip
+        failure = ET.SubElement(case, "failure", message=f"{f.by} failed at {place}: {f.reason}")
+        failure.text = f"{f.code}\n{f.fail_type}: {f.reason}\nfix: {f.fix}"
     for err in report.errors:
         failures += 1
         case = ET.SubElement(

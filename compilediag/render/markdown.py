@@ -15,6 +15,27 @@ def render_markdown(report: Report) -> str:
     out += [line + "  " for line in headline(report).splitlines()] + [""]
     for err in report.errors:
         out.append(f"> **error:** {_cell(err)}")
+    for note in report.notes:
+        out.append(f"> **note:** {_cell(note)}")
+    if report.errors or report.notes:
+        out.append("")
+    if report.compile_failures:
+        out += ["### Compile failures", "", "| what | where | failed | fix |", "|---|---|---|---|"]
+        for f in report.compile_failures:
+            code = f"<br>`{_cell(f.code)}`" if f.code else ""
+            out.append(
+                f"| {f.by} ({f.compile_id}) | `{where(f.file, f.line)}` {f.frame}{code} "
+                f"| {f.fail_type}: {_cell(f.reason)} | {_cell(f.fix)} |"
+            )
+        out.append("")
+    if report.recompile_limit_hits:
+        out += ["### Recompile limit hit", ""]
+        for hit in report.recompile_limit_hits:
+            out.append(
+                f"- `{hit.frame}` at `{where(hit.file, hit.line)}` compiled {hit.compiles} times "
+                f"(limit {hit.limit}): later calls run in eager mode."
+            )
+        out.append("")
     if report.graph_breaks:
         out += [
             "### Graph breaks",

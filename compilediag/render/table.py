@@ -65,15 +65,18 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
 
     for err in report.errors:
         out.append(Text(f"! {err}", style="yellow"))
+    for note in report.notes:  # headlines: a job that compiled nothing, an export trace, ...
+        out.append(Text(f"! {note}", style="yellow"))
     out += failure_blocks(report)
 
     if report.graph_breaks:
-        out.append(
-            Text(
-                f"\nGraph breaks ({plural(len(report.graph_breaks), 'site')}, most costly first)",
-                style="bold",
-            )
-        )
+        # a site is a line of the user's; a library line under it is a finding of its own
+        sites = len({(b.file, b.line) for b in report.graph_breaks})
+        findings = len(report.graph_breaks)
+        counted = plural(sites, "site")
+        if findings != sites:
+            counted = f"{findings} findings at {counted}"
+        out.append(Text(f"\nGraph breaks ({counted}, most costly first)", style="bold"))
         first: dict[tuple[str, str], int] = {}  # a cause explained once, then referred to
         for i, gb in enumerate(report.graph_breaks, 1):
             seen = first.setdefault((gb.reason, gb.suggestion), i)
@@ -82,8 +85,6 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         out.append(Text("\nNo graph breaks.", style="green"))
 
     out += recompile_blocks(report)
-    for note in report.notes:
-        out.append(Text(f"! {note}", style="yellow"))
 
     if report.graphs:
         t = _table()
@@ -173,7 +174,8 @@ def _break_block(i: int, gb: GraphBreak, color: bool, same_as: int | None = None
 def failure_blocks(report: Report) -> list:
     if not report.compile_failures:
         return []
-    out: list = [Text(f"\ntorch.compile failed ({len(report.compile_failures)})", style="bold red")]
+    what = " and ".join(dict.fromkeys(f.by for f in report.compile_failures))
+    out: list = [Text(f"\n{what} failed ({len(report.compile_failures)})", style="bold red")]
     for f in report.compile_failures:
         out.append(Text(f"  {f.compile_id}  {f.frame} at {where(f.file, f.line)}", style="bold"))
         rows: list[Row] = []

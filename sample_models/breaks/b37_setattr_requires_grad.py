@@ -1,0 +1,22 @@
+"""Setting .requires_grad on a tensor inside forward.
+
+Torch pins this break in its graph-break registry (GB0206).
+Breaks at line 13 (GB0206).
+"""
+
+import torch
+
+
+def forward(x):
+    h = x * 2
+    w = torch.ones(4)
+    w.requires_grad = True  # <- graph break
+    return h * w
+
+
+def get_model():
+    return forward
+
+
+def get_inputs():
+    return (torch.randn(4),)

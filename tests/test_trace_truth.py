@@ -1,0 +1,132 @@
+"""`compilediag report` on the jobs of tests/fixtures/jobs, recorded from real runs with the
+oldest torch the package claims (2.6) and the newest (2.13) by tests/fixtures/record_traces.py:
+export and AOTInductor runs, a DDP job that compiled nothing, ranks that run their graphs
+in different orders, and an Inductor cache cold then warm. Where torch can answer on the
+same inputs in this process without a compile, the test asks it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, TRACES, run_json
+
+VERSIONS = ["torch-2.6.0-cpu", "torch-2.13.0-cpu"]
+JOBS = ROOT / "tests" / "fixtures" / "jobs"
+
+
+def trace(version: str, name: str) -> str:
+    path = TRACES / version / name
+    return str(path if path.is_dir() else path.with_name(name + ".log"))
+
+
+def export_error_line_from_torch() -> int:
+    """The line torch.export names when it fails on the job's model (this torch)."""
+    torch = pytest.importorskip("torch")
+    path = JOBS / "export_error.py"
+    namespace: dict = {"__name__": "export_error_model"}
+    source = path.read_text().split("\ntry:")[0]  # the model, not the job's export call
+    exec(compile(source, str(path), "exec"), namespace)
+    with pytest.raises(Exception) as err:  # noqa: PT011 - whatever torch raises, it names a line
+        torch.export.export(namespace["Branchy"](), (torch.randn(4, 8),))
+    lines = re.findall(r'export_error\.py", line (\d+)|export_error\.py:(\d+)', str(err.value))
+    return int(next(a or b for a, b in lines))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_failed_export_is_a_failure_at_torchs_line(version: str) -> None:
+    report, proc = run_json("report", trace(version, "export_error"))
+    assert proc.returncode == 4, proc.stderr
+    assert "torch.export" in report["trace"]["produced_by"]
+    (f,) = report["compile_failures"]
+    assert f["by"] == "torch.export"
+    assert Path(f["file"]).name == "export_error.py"
+    assert f["line"] == export_error_line_from_torch()
+    assert f["code"].strip() == "if h.sum() > 0:"
+    assert proc.stderr.startswith("error: torch.export failed at")
+    assert any(n.startswith("This trace is from torch.export") for n in report["notes"])
+    gated, proc = run_json("report", trace(version, "export_error"), "--fullgraph")
+    assert gated["verdict"]["passed"] is False
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_aotinductor_trace_lists_its_kernels(version: str) -> None:
+    """The job AOT-compiles Linear(16, 32) -> ReLU -> Linear(32, 4): two matmuls that stay
+    library calls (addmm) and the ReLU as a generated C++ kernel."""
+    report, proc = run_json("report", trace(version, "aoti"))
+    assert proc.returncode == 0, proc.stderr
+    assert {"torch.export", "AOTInductor"} <= set(report["trace"]["produced_by"])
+    generated = [k for k in report["kernels"] if k["kind"] != "extern"]
+    library = [k for k in report["kernels"] if k["kind"] == "extern"]
+    assert [k["ops"] for k in generated] == [["aten.relu"]]
+    assert generated[0]["name"].startswith("cpp_fused_relu")
+    assert [k["ops"] for k in library] == [["aten.addmm"], ["aten.addmm"]]
+    assert report["summary"]["kernels"] == 1
+    assert report["compile_failures"] == []
+    (note,) = [n for n in report["notes"] if n.startswith("This trace is from")]
+    assert "AOTInductor compiled 1 kernel ahead of time" in note
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_ddp_job_that_compiled_nothing_says_so_with_ddp_advice(version: str) -> None:
+    """torch.compile(DDP(model)) (tests/fixtures/jobs/ddp_zero_graphs.py, 2 gloo ranks):
+    Dynamo broke inside DDP's wrapper, so no graph was made on either rank."""
+    report, proc = run_json("report", trace(version, "ddp_zero_graphs"), "--fullgraph")
+    assert proc.returncode == 1
+    assert report["summary"]["graphs"] == 0
+    assert [r["summary"]["graphs"] for r in report["ranks"]] == [0, 0]
+    assert report["notes"][0].startswith("torch.compile produced no graph")
+    assert "DDP(torch.compile(model))" in report["notes"][0]
+    assert report["graph_breaks"]
+    for b in report["graph_breaks"]:
+        # under the user's call of the compiled DDP module, labelled as DDP's own code
+        assert (Path(b["file"]).name, b["line"]) == ("ddp_zero_graphs.py", 15)
+        assert b["framework"] == "torch.nn.parallel (DDP)"
+        assert "DDP(torch.compile(model))" in b["suggestion"]
+        assert "custom op" not in b["suggestion"]
+    assert report["summary"]["unique_graph_breaks"] == 1
+
+
+def test_ranks_that_run_their_graphs_in_different_orders_diverge() -> None:
+    """tests/fixtures/jobs/graph_order_diverge.py: the same two graphs on both ranks, run in
+    opposite orders (torch logs graph_execution from 2.10)."""
+    report, proc = run_json(
+        "report", trace("torch-2.13.0-cpu", "graph_order_diverge"), "--fail-on-divergence"
+    )
+    assert proc.returncode == 1
+    orders = {r["rank"]: r["graph_order"] for r in report["ranks"]}
+    assert orders == {0: ["0/0", "1/0", "0/0", "1/0"], 1: ["0/0", "1/0", "1/0", "0/0"]}
+    (d,) = [d for d in report["divergence"] if d.startswith("graph execution order differ")]
+    assert f"rank 0: {orders[0]}" in d and f"rank 1: {orders[1]}" in d
+    assert not any("graph_execution" in k for k in report["trace"]["not_analysed"])
+
+
+def test_graph_execution_is_read_where_ranks_agree() -> None:
+    report, _ = run_json("report", trace("torch-2.13.0-cpu", "collectives_extra"))
+    assert [r["graph_order"] for r in report["ranks"]] == [["0/0", "0/0"]] * 3
+    assert not any(d.startswith("graph execution") for d in report["divergence"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cache_hit_and_miss_are_what_torch_logged(version: str) -> None:
+    """tests/fixtures/jobs/inductor_cache.py run twice on one private cache folder."""
+    cold, _ = run_json("report", trace(version, "inductor_cache.cold"))
+    warm, _ = run_json("report", trace(version, "inductor_cache.warm"))
+    caches = lambda r: r["compile_time"]["caches"]  # noqa: E731
+    assert caches(cold).get("fx_graph_cache_miss") and not caches(cold).get("fx_graph_cache_hit")
+    assert caches(warm).get("fx_graph_cache_hit") and not caches(warm).get("fx_graph_cache_miss")
+    names = lambda r: sorted(k["name"] for k in r["kernels"])  # noqa: E731
+    if warm["kernels"]:  # 2.13 logs the generated code on a hit as well
+        assert names(warm) == names(cold)
+    else:  # a torch that logs none on a hit: said so, with the way to see them
+        assert any("came from the FX-graph cache" in n for n in warm["notes"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_nothing_in_these_traces_is_unknown(version: str) -> None:
+    for name in ("export_error", "aoti", "ddp_zero_graphs", "collectives_extra"):
+        report, _ = run_json("report", trace(version, name))
+        assert report["trace"]["unknown_records"] == {}, name
+        assert report["trace"]["damaged_payloads"] == 0, name
