@@ -49,6 +49,7 @@ def reference(path: str) -> dict[str, float]:
     compiled = torch.compile(model)
     out: dict[str, float] = {}
     for name, fn in (("eager", model), ("compiled", compiled)):
+
         def call(fn=fn):
             return fn(*args, **kwargs)
 
@@ -123,7 +124,11 @@ def main() -> None:
             continue
         for v in ("eager", "compiled"):
             wall, timer = ours[f"{v}_wall_ms"], ref[f"{v}_timer_ms"]
-            dev, db, nf = ours["device"][f"{v}_ms"], ref[f"{v}_do_bench_ms"], ref[f"{v}_events_noflush_ms"]
+            dev, db, nf = (
+                ours["device"][f"{v}_ms"],
+                ref[f"{v}_do_bench_ms"],
+                ref[f"{v}_events_noflush_ms"],
+            )
             lines.append(
                 f"| {row['model']} | {v} | {wall:.4f} | {timer:.4f} | {wall / timer:.2f} | "
                 f"{dev:.4f} | {db:.4f} | {dev / db:.2f} | {nf:.4f} | {dev / nf:.2f} |"

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from compilediag.report import DeviceTime, Stat
-from compilediag.worker_types import Measured, OutputCheck, WorkerSpec
+from compilediag.worker_types import Measured, OutputCheck, Profiled, RegionTime, WorkerSpec
 
 Step = Callable[[Any, Any], Any]  # (model, call) -> outputs
 
@@ -205,15 +205,17 @@ def measure(
         gc.enable()
     e, c = stats(eager), stats(comp)
     busy = None
-    if cuda:  # after the timing, so the profiler does not perturb it
-        busy = DeviceTime(
-            eager_ms=device_busy_ms(torch, lambda a: step(model, a), args_for),
-            compiled_ms=device_busy_ms(torch, lambda a: step(compiled, a), args_for),
-        )
+    if cuda:  # after the timing, so it does not perturb it
+        busy = device_time(torch, step, model, compiled, call, args_for)
+    try:
+        profiled = profile_regions(torch, lambda a: step(compiled, a), args_for, c.median, cuda)
+    except Exception:  # noqa: BLE001 - a breakdown is extra: never lose the timings for it
+        profiled = None
     return Measured(
         eager_ms=e,
         compiled_ms=c,
         device=busy,
+        profiled=profiled,
         speedup=e.median / c.median if c.median > 0 else None,
         repeat=repeat,
         calls_per_block=per_block,
@@ -223,6 +225,61 @@ def measure(
 
 
 DEVICE_CALLS = 20  # calls profiled for the device's busy time
+GRAPH_REPLAYS = 20  # CUDA-graph replays per timed block
+GRAPH_BLOCKS = 15
+
+
+def device_time(
+    torch: Any, step: Step, model: Any, compiled: Any, call: Any,
+    args_for: Callable[[int], list[Any]],
+) -> DeviceTime:  # fmt: skip
+    """The GPU's time per call without the CPU's: each variant's call captured in a CUDA
+    graph and replayed (what triton's do_bench_cudagraph measures: kernels and the gaps
+    between them on the device, no launch overhead, no L2 flush). Where a call can't be
+    captured (a host sync, a CPU tensor), the kernels' busy time from torch.profiler."""
+    try:
+        return DeviceTime(
+            eager_ms=graph_replay_ms(torch, lambda: step(model, call)),
+            compiled_ms=graph_replay_ms(torch, lambda: step(compiled, call)),
+            method=f"CUDA-graph replay of one call, CUDA events, median of {GRAPH_BLOCKS} "
+            f"blocks of {GRAPH_REPLAYS}, no L2 flush",
+        )
+    except Exception as e:  # noqa: BLE001 - any capture failure: measure it another way
+        torch.cuda.synchronize()
+        return DeviceTime(
+            eager_ms=device_busy_ms(torch, lambda a: step(model, a), args_for),
+            compiled_ms=device_busy_ms(torch, lambda a: step(compiled, a), args_for),
+            method=f"torch.profiler kernel time, union of intervals, {DEVICE_CALLS} calls, no "
+            f"L2 flush (the call can't be captured in a CUDA graph: {type(e).__name__})",
+        )
+
+
+def graph_replay_ms(torch: Any, run: Callable[[], Any]) -> float:
+    """One call captured in a CUDA graph, replayed in blocks timed by CUDA events."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up off the default stream, as capture requires
+        for _ in range(3):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(GRAPH_BLOCKS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(GRAPH_REPLAYS):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / GRAPH_REPLAYS)
+    del graph
+    torch.cuda.synchronize()
+    return statistics.median(times)
 
 
 def device_busy_ms(
@@ -251,6 +308,69 @@ def device_busy_ms(
             busy += end - max(start, until)
             until = end
     return busy / 1e3 / DEVICE_CALLS
+
+
+REGION = "Torch-Compiled Region: "
+GRAPH_CALL = "## Call CompiledFxGraph"
+PROFILE_S = 0.3  # profiled calls: about this long, at least PROFILE_MIN_CALLS
+PROFILE_MIN_CALLS = 5
+
+
+def profile_regions(
+    torch: Any, run: Callable[[Any], Any], args_for: Callable[[int], list[Any]],
+    call_ms: float, cuda: bool,
+) -> Profiled | None:  # fmt: skip
+    """Where a compiled call's time goes, from torch.profiler (CPU activity): each compiled
+    frame's region (`Torch-Compiled Region: 0/0`, nested: the code after a graph break runs
+    as a frame of its own, called from the region before it), its graph, and the time in
+    the region outside its graph and nested regions. None where no graph event shows
+    (backends other than Inductor)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    calls = max(PROFILE_MIN_CALLS, math.ceil(PROFILE_S * 1e3 / max(call_ms, 1e-3)))
+    args = args_for(calls)
+    sync(torch, "cuda" if cuda else "cpu")
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for a in args:
+            run(a)
+        sync(torch, "cuda" if cuda else "cpu")
+        wall_ms = (time.perf_counter() - t0) * 1e3
+    graph: dict[str, float] = {}
+    gap: dict[str, float] = {}
+    inside = 0.0
+    found_graph = False
+    for e in prof.events():
+        if not e.name.startswith(REGION):
+            continue
+        cid = e.name[len(REGION) :].strip()
+        total = e.cpu_time_total
+        children = e.cpu_children
+        g = sum(ch.cpu_time_total for ch in children if ch.name.startswith(GRAPH_CALL))
+        nested = sum(ch.cpu_time_total for ch in children if ch.name.startswith(REGION))
+        found_graph |= g > 0
+        graph[cid] = graph.get(cid, 0.0) + g
+        gap[cid] = gap.get(cid, 0.0) + max(0.0, total - g - nested)
+        if e.cpu_parent is None or not _inside_region(e):
+            inside += total
+    if not found_graph:
+        return None
+    per = 1e3 * calls  # profiler times are in microseconds
+    return Profiled(
+        calls=calls,
+        call_ms=wall_ms / calls,
+        outside_ms=max(0.0, wall_ms / calls - inside / per),
+        regions=[RegionTime(cid, graph[cid] / per, gap[cid] / per) for cid in graph],
+    )
+
+
+def _inside_region(e: Any) -> bool:
+    p = e.cpu_parent
+    while p is not None:
+        if p.name.startswith(REGION):
+            return True
+        p = p.cpu_parent
+    return False
 
 
 def stats(samples: list[float]) -> Stat:

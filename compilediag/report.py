@@ -75,7 +75,12 @@ class GraphBreak:
     cause: str = ""  # our classification: print, logging, data_dependent_branch, ...
     library_frame: Site | None = None  # where it broke, when inside a library the user called
     framework: str = ""  # the framework that library frame belongs to (DDP, logging, ...)
+    fix_source: str = ""  # compilediag, torch registry, torch hints, generic
     compile_ids: list[str] = field(default_factory=list)
+    # per compiled call: the eager time around the graphs this break ended, and its share of
+    # the call (from torch.profiler; None when not measured)
+    time_lost_ms: float | None = None
+    time_lost_share: float | None = None
     ops_before: int = 0  # ops in the graph this break cut short
     context: list[SourceLine] = field(default_factory=list)  # the lines around the site
 
@@ -149,6 +154,10 @@ class Graph:
     line: int
     ops: int
     compile_time_s: float | None = None
+    # per compiled call, from torch.profiler (Inductor): in this graph, and in this frame's
+    # Python outside it (the break that ended it, guards, calling the next frame)
+    time_ms: float | None = None
+    eager_ms: float | None = None
 
 
 @dataclass
@@ -172,11 +181,25 @@ class Stat:
 
 @dataclass
 class DeviceTime:
-    """The GPU's busy time per call (kernels only, no CPU overhead), in milliseconds."""
+    """The GPU's time per call (no CPU overhead), in milliseconds: a CUDA-graph replay of
+    one call, else the kernels' busy time (`method` says which)."""
 
     eager_ms: float
     compiled_ms: float
-    method: str = "torch.profiler kernel time, union of intervals, 20 calls, no L2 flush"
+    method: str = ""
+
+
+@dataclass
+class Breakdown:
+    """A compiled call's time, in parts: the profiler's shares of it, applied to the timed
+    call (the parts add up to `call_ms`, the compiled median)."""
+
+    call_ms: float
+    in_graphs_ms: float
+    between_graphs_ms: float
+    outside_ms: float
+    calls: int  # profiled
+    profiled_call_ms: float = 0.0  # the same call under the profiler (its overhead in it)
 
 
 @dataclass
@@ -195,6 +218,9 @@ class Timings:
     warmup: int = 0
     method: str = ""
     cudagraph_skips: list[str] = field(default_factory=list)
+    # where a compiled call's time goes (torch.profiler, Inductor): in graphs, in the Python
+    # between them, and outside every compiled frame; the profiled call, whose parts they are
+    breakdown: Breakdown | None = None
     mutated_inputs: list[str] = field(default_factory=list)  # each variant got a fresh copy
     notes: list[str] = field(default_factory=list)  # why the speed-up may disappoint
 

@@ -63,6 +63,29 @@ class Measured:
     warmup: int
     method: str
     device: DeviceTime | None = None  # CUDA: the GPU's busy time per call
+    profiled: Profiled | None = None  # where the compiled call's time goes
+
+
+@dataclass
+class RegionTime:
+    """One compiled frame's share of a call, from torch.profiler's `Torch-Compiled Region`
+    events (per call, in ms): its graph (Inductor's `## Call CompiledFxGraph ##`), and the
+    rest of the region outside graphs and nested regions - the Python Dynamo left to
+    eager mode around that graph (a break's own code, guards, the call of the next frame)."""
+
+    compile_id: str
+    graph_ms: float
+    gap_ms: float
+
+
+@dataclass
+class Profiled:
+    """The compiled model's calls under torch.profiler, after timing."""
+
+    calls: int
+    call_ms: float  # per call, as profiled (the profiler's own overhead included)
+    outside_ms: float  # per call, outside every compiled region (the first cache lookup)
+    regions: list[RegionTime] = field(default_factory=list)
 
 
 @dataclass

@@ -124,3 +124,39 @@ def test_cuda_graph_skip_and_device_time_are_reported() -> None:
     assert 0 < t["device"]["compiled_ms"] <= t["compiled_ms"]["median"]
     assert t["bound"] in ("CPU-bound", "GPU-bound")
     assert not any("reduce-overhead (CUDA graphs" in n for n in t["notes"])
+
+
+def test_time_lost_to_each_break_is_what_its_eager_code_costs() -> None:
+    """sample_models/costly_break.py: the break at line 30 leaves a torch.compiler.disable'd
+    function to eager mode, the one at line 32 nothing. The time the report gives each break
+    is set beside that function timed on its own here (torch.utils.benchmark.Timer), and the
+    parts of a call add up to the measured call."""
+    import importlib.util
+
+    torch = pytest.importorskip("torch")
+    from torch.utils.benchmark import Timer
+
+    report, proc = run_json("explain", "sample_models/costly_break.py", "--device", "cpu",
+                            timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    spec = importlib.util.spec_from_file_location("costly_break", SAMPLES / "costly_break.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, (x,) = module.get_model(), module.get_inputs()
+    with torch.no_grad():
+        h = torch.relu(model.fc1(x))
+        alone = Timer("f(h)", globals={"f": module.postprocess, "h": h},
+                      num_threads=torch.get_num_threads()).blocked_autorange(
+            min_run_time=1.0
+        ).median * 1e3  # fmt: skip
+    costly, cheap = report["graph_breaks"]  # ranked by what they cost
+    assert (costly["line"], cheap["line"]) == (30, 32)
+    assert 0.6 * alone <= costly["time_lost_ms"] <= 1.6 * alone, (costly["time_lost_ms"], alone)
+    assert cheap["time_lost_ms"] < 0.25 * alone
+    t = report["timings"]
+    b = t["breakdown"]
+    parts = b["in_graphs_ms"] + b["between_graphs_ms"] + b["outside_ms"]
+    assert parts == pytest.approx(t["compiled_ms"]["median"], rel=0.15)
+    graphs = report["graphs"]
+    assert len(graphs) == 3 and all(g["time_ms"] > 0 for g in graphs)
+    assert sum(g["time_ms"] + g["eager_ms"] for g in graphs) <= parts * 1.01

@@ -203,6 +203,7 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
                 cause=cause,
                 library_frame=Site(lib.file, lib.line, lib_code, lib.name) if lib else None,
                 framework=framework[0] if framework else "",
+                fix_source=fix.source,
                 compile_ids=[c.compile_id],
                 ops_before=c.metrics.graph_op_count,
                 context=context_at(site.file, site.line),

@@ -22,6 +22,7 @@ from compilediag.analysis.recompiles import collect_limit_hits, collect_recompil
 from compilediag.analysis.source import code_at
 from compilediag.paths import portable_path, portable_text
 from compilediag.report import (
+    Breakdown,
     Call,
     CompileFailure,
     Environment,
@@ -49,7 +50,7 @@ from compilediag.torch_formats import (
     parse_break_text,
 )
 from compilediag.trace import Compile, TraceLog
-from compilediag.worker_types import ModelInfo, WorkerResult
+from compilediag.worker_types import ModelInfo, Profiled, WorkerResult
 
 
 def all_compiles(logs: list[TraceLog]) -> list[Compile]:
@@ -122,6 +123,8 @@ def build_report(
         speedup=timings.speedup if timings else None,
         compile_failures=len(report.compile_failures),
     )
+    if timings and worker.timings and worker.timings.profiled:
+        attribute_time(report, worker.timings.profiled)
     if timings:
         timings.notes = speedup_notes(report)
     failure = _compile_failure(worker, compiles)
@@ -410,7 +413,16 @@ def speedup_notes(report: Report) -> list[str]:
     notes = []
     if env.backend in ("eager", "aot_eager"):
         notes.append(f"backend {env.backend} only captures graphs; it does not optimise them.")
-    if s.unique_graph_breaks:
+    costed = [b for b in report.graph_breaks if b.time_lost_ms is not None]
+    if costed and t.compiled_ms:
+        lost = sum(b.time_lost_ms or 0.0 for b in costed)
+        top = costed[0]
+        notes.append(
+            f"the graph breaks leave {lost:.3f} ms of each {t.compiled_ms.median:.3f} ms "
+            f"compiled call to eager Python ({lost / t.compiled_ms.median:.0%}); the costliest, "
+            f"at {top.file}:{top.line}, {top.time_lost_ms:.3f} ms."
+        )
+    elif s.unique_graph_breaks:
         notes.append(
             f"{s.graph_breaks} graph breaks split the model into {s.graphs} graphs, with Python "
             "running between them."
@@ -468,6 +480,43 @@ CPU_BOUND_RATIO = 1.5
 
 def bound(wall_ms: float, device_ms: float) -> str:
     return "CPU-bound" if wall_ms > CPU_BOUND_RATIO * device_ms else "GPU-bound"
+
+
+def attribute_time(report: Report, p: Profiled) -> None:
+    """Each graph's time per call, and the eager time around it, given to the graph break
+    that ended it (the region of the last graph has no break: its time is overhead); the
+    breaks then rank by the time they cost.
+
+    The profiler's own overhead stretches every part a little: the parts are its shares
+    of the profiled call, applied to the timed call (the compiled median), so they add up
+    to the time the report measured."""
+    timed = (
+        report.timings.compiled_ms.median if report.timings and report.timings.compiled_ms else None
+    )
+    scale = timed / p.call_ms if timed and p.call_ms else 1.0
+    regions = {r.compile_id: r for r in p.regions}
+    for g in report.graphs:
+        r = regions.get(g.compile_id)
+        if r is not None:
+            g.time_ms, g.eager_ms = round(r.graph_ms * scale, 6), round(r.gap_ms * scale, 6)
+    given: set[str] = set()  # a region's time goes to one finding (a break chain is one)
+    for b in report.graph_breaks:
+        mine = [c for c in b.compile_ids if c in regions and c not in given]
+        given.update(mine)
+        lost = sum(regions[c].gap_ms for c in mine)
+        if mine:
+            b.time_lost_ms = round(lost * scale, 6)
+            b.time_lost_share = round(lost / p.call_ms, 4) if p.call_ms else None
+    report.graph_breaks.sort(key=lambda b: -(b.time_lost_ms or 0.0))
+    if report.timings is not None:
+        report.timings.breakdown = Breakdown(
+            call_ms=round(p.call_ms * scale, 6),
+            in_graphs_ms=round(sum(r.graph_ms for r in p.regions) * scale, 6),
+            between_graphs_ms=round(sum(r.gap_ms for r in p.regions) * scale, 6),
+            outside_ms=round(p.outside_ms * scale, 6),
+            calls=p.calls,
+            profiled_call_ms=round(p.call_ms, 6),
+        )
 
 
 def _timings(worker: WorkerResult) -> Timings | None:

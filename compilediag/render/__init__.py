@@ -42,6 +42,11 @@ def seconds(value: float | None) -> str:
     return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def ms(value: float) -> str:
+    """A per-call time: 0.214 ms, 1.52 ms, 12.3 ms."""
+    return f"{value:.3f} ms" if value < 1 else f"{value:.3g} ms"
+
+
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
 

@@ -51,22 +51,28 @@ def render_html(report: Any) -> str:
         f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
     )
     paths = _Paths(report)
-    return env.get_template(TEMPLATE).render(
-        report=report,
-        css=Markup(css),
-        script=Markup(script),
-        csp=csp,
-        short=paths.short,
-        where=paths.where,
-        frame_groups=_frame_groups(report),
-        call_of=_call_of(report),
-        phases=_phases(report),
-        timing_chart=_timing_chart(report),
-        graph_max=max([_num(_get(g, "compile_time_s")) for g in _list(report, "graphs")] or [0]),
-        call_max=max([_num(_get(c, "wall_s")) for c in _list(report, "calls")] or [0]),
-        rank_diff=_rank_diff(report),
-        kernel_groups=_kernel_counts(report),
-    ).lstrip()  # the template's leading macros leave blank lines before the doctype
+    return (
+        env.get_template(TEMPLATE)
+        .render(
+            report=report,
+            css=Markup(css),
+            script=Markup(script),
+            csp=csp,
+            short=paths.short,
+            where=paths.where,
+            frame_groups=_frame_groups(report),
+            call_of=_call_of(report),
+            phases=_phases(report),
+            timing_chart=_timing_chart(report),
+            graph_max=max(
+                [_num(_get(g, "compile_time_s")) for g in _list(report, "graphs")] or [0]
+            ),
+            call_max=max([_num(_get(c, "wall_s")) for c in _list(report, "calls")] or [0]),
+            rank_diff=_rank_diff(report),
+            kernel_groups=_kernel_counts(report),
+        )
+        .lstrip()
+    )  # the template's leading macros leave blank lines before the doctype
 
 
 # --- environment ------------------------------------------------------------------------

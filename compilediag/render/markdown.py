@@ -45,9 +45,14 @@ def render_markdown(report: Report) -> str:
         ]
         for i, gb in enumerate(report.graph_breaks, 1):
             reason = _cell(gb.reason) + (f" ([{gb.gb_id}]({gb.doc_url}))" if gb.gb_id else "")
+            if gb.time_lost_ms is not None:
+                reason += f"<br>costs {gb.time_lost_ms:.3f} ms a call"
             code = f"<br>`{_cell(gb.code)}`" if gb.code else ""
+            fix = gb.suggestion
+            if gb.fix_source != "compilediag":  # torch's hints, where the fix isn't ours
+                fix = " ".join([fix, *(h for h in gb.hints if h not in fix)])
             out.append(
-                f"| {i} | `{where(gb.file, gb.line)}`{code} | {reason} | {gb.count} | {_cell(gb.suggestion)} |"
+                f"| {i} | `{where(gb.file, gb.line)}`{code} | {reason} | {gb.count} | {_cell(fix)} |"
             )
         out.append("")
     if report.recompiles:

@@ -14,6 +14,7 @@ from rich.text import Text
 from compilediag.render import (
     cache_text,
     headline,
+    ms,
     plural,
     seconds,
     short_path,
@@ -93,10 +94,15 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         t.add_column("where", no_wrap=True)
         t.add_column("ops", justify="right")
         t.add_column("compile", justify="right", no_wrap=True)
+        timed = any(g.time_ms is not None for g in report.graphs)
+        if timed:
+            t.add_column("a call", justify="right", no_wrap=True)
         for g in report.graphs:
-            t.add_row(
-                g.compile_id, g.frame, where(g.file, g.line), str(g.ops), seconds(g.compile_time_s)
-            )
+            cells = [g.compile_id, g.frame, where(g.file, g.line), str(g.ops),
+                     seconds(g.compile_time_s)]  # fmt: skip
+            if timed:
+                cells.append(ms(g.time_ms) if g.time_ms is not None else "-")
+            t.add_row(*cells)
         out += [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
 
     out += kernel_blocks(report, limit=8)
@@ -152,6 +158,9 @@ def _break_block(i: int, gb: GraphBreak, color: bool, same_as: int | None = None
         )
         rows.append(("", code))
     rows.append(("reason", Text(gb.reason, style="bold")))
+    if gb.time_lost_ms is not None:
+        share = f" ({gb.time_lost_share:.0%} of the compiled call)" if gb.time_lost_share else ""
+        rows.append(("costs", Text(f"{ms(gb.time_lost_ms)} a call in eager Python{share}")))
     if gb.library_frame:
         lf = gb.library_frame
         rows.append(("inside", Text(f"{where(lf.file, lf.line)}: {lf.code}")))
@@ -162,6 +171,10 @@ def _break_block(i: int, gb: GraphBreak, color: bool, same_as: int | None = None
             rows.append(("why", Text(gb.explanation)))
         if gb.suggestion:
             rows.append(("fix", Text(gb.suggestion, style="green")))
+        if gb.fix_source != "compilediag":  # torch's own hints, where the fix isn't ours
+            for hint in gb.hints:
+                if hint not in gb.suggestion:
+                    rows.append(("hint", Text(hint, style="dim")))
         if gb.gb_id:
             rows.append(("docs", Text(gb.gb_id, style="dim")))
     out: list[Text | Padding] = [head, _details(rows)]
@@ -473,6 +486,19 @@ def _timing_lines(report: Report) -> list:
                     Text(
                         f"eager {d.eager_ms:.3f} ms · compiled {d.compiled_ms:.3f} ms a call "
                         f"({d.eager_ms / d.compiled_ms:.2f}x); compiled is {t.bound}"
+                    ),
+                )
+            )
+        if t.breakdown:
+            b = t.breakdown
+            rows.append(
+                (
+                    "where",
+                    Text(
+                        f"a compiled call, {ms(b.call_ms)}: graphs "
+                        f"{ms(b.in_graphs_ms)} · Python between them {ms(b.between_graphs_ms)}"
+                        f" · outside compiled code {ms(b.outside_ms)} (torch.profiler's shares "
+                        f"of {b.calls} calls)"
                     ),
                 )
             )
