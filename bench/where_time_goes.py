@@ -3,13 +3,18 @@ measurements of the same model and inputs.
 
     PYTHONPATH=. python3 bench/where_time_goes.py --out OUT_DIR
 
-For each model: `compilediag explain MODEL --device cuda --format json` (wall per call:
-median of interleaved blocks of back-to-back calls; device time: the GPU's busy time per
-call from torch.profiler), then, in a fresh process on the same model and inputs:
-`torch.utils.benchmark.Timer.blocked_autorange` (wall per call), `triton.testing.do_bench`
-(median, flushes the L2 cache before every call), and do_bench's own method without the
-flush (CUDA events around each call, median) - the flush-free measurement that shows how
-much of a gap the flush alone explains. Writes OUT/where_time_goes.json and .md.
+For each model:
+1. `compilediag explain MODEL --device cuda --format json`: wall per call (median of
+   interleaved blocks of back-to-back calls, CUDA events) and device time (a CUDA-graph
+   replay of one call, CUDA events), in the worker process.
+2. In a fresh process on the same model and inputs, three rounds of: compilediag's own
+   measure() (the code the worker runs), torch.utils.benchmark.Timer.blocked_autorange
+   (wall per call), triton.testing.do_bench (median; flushes the L2 cache before every call
+   and includes the CPU's launch time) and do_bench_cudagraph (the call as a CUDA graph:
+   the device's time, no launch overhead). Medians over the rounds. Two processes on one
+   GPU machine differ by up to 40% on these launch-bound models (seen in bench/gpu_probe),
+   so the like-for-like comparison of the methods is within one process.
+Writes OUT/where_time_goes.json and .md.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ MODELS = [
     "bench/models/convnet.py",
     "bench/models/gpt2_tiny.py",
     "bench/models/llama_tiny.py",
-    "bench/models/block_fp16.py",  # GPU-bound: busy time and do_bench should agree
+    "bench/models/block_fp16.py",  # GPU-bound
 ]
+ROUNDS = 3
 
 
 def reference(path: str) -> dict[str, float]:
@@ -37,38 +43,48 @@ def reference(path: str) -> dict[str, float]:
     import triton
     from torch.utils.benchmark import Timer
 
+    from compilediag.measure import measure
+    from compilediag.target import Target
+    from compilediag.worker_types import WorkerSpec
+
     spec = importlib.util.spec_from_file_location("m", path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(Path(path).parent))
     spec.loader.exec_module(module)
-    model = module.get_model().cuda()
+    model = module.get_model().cuda().eval()
     inputs = module.get_inputs()
     args, kwargs = ((), {k: v.cuda() for k, v in inputs.items()}) if isinstance(inputs, dict) else (
         tuple(t.cuda() for t in inputs), {})  # fmt: skip
     torch.set_grad_enabled(False)
     compiled = torch.compile(model)
-    out: dict[str, float] = {}
-    for name, fn in (("eager", model), ("compiled", compiled)):
-
-        def call(fn=fn):
-            return fn(*args, **kwargs)
-
+    fns = {"eager": model, "compiled": compiled}
+    for fn in fns.values():
         for _ in range(50):  # compile, then bring the clocks up
-            call()
-        torch.cuda.synchronize()
-        timer = Timer("call()", globals={"call": call})
-        timer.blocked_autorange(min_run_time=0.5)
-        out[f"{name}_timer_ms"] = timer.blocked_autorange(min_run_time=1.0).median * 1e3
-        out[f"{name}_do_bench_ms"] = triton.testing.do_bench(call, return_mode="median")
-        times = []
-        for _ in range(200):  # do_bench's method without the L2 flush
-            start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-            start.record()
-            call()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        out[f"{name}_events_noflush_ms"] = statistics.median(times)
+            fn(*args, **kwargs)
+    torch.cuda.synchronize()
+    rounds: dict[str, list[float]] = {}
+
+    def add(key: str, value: float) -> None:
+        rounds.setdefault(key, []).append(value)
+
+    for _ in range(ROUNDS):
+        m = measure(torch, lambda fn, c: fn(*c[0], **c[1]), model, compiled, (args, kwargs),
+                    "cuda", WorkerSpec(target=Target(path=path)))  # fmt: skip
+        add("eager_ours_ms", m.eager_ms.median)
+        add("compiled_ours_ms", m.compiled_ms.median)
+        add("eager_ours_device_ms", m.device.eager_ms)
+        add("compiled_ours_device_ms", m.device.compiled_ms)
+        for name, fn in fns.items():
+            def call(fn=fn):
+                return fn(*args, **kwargs)
+
+            timer = Timer("call()", globals={"call": call})
+            add(f"{name}_timer_ms", timer.blocked_autorange(min_run_time=1.0).median * 1e3)
+            add(f"{name}_do_bench_ms", triton.testing.do_bench(call, return_mode="median"))
+            add(f"{name}_do_bench_cudagraph_ms",
+                triton.testing.do_bench_cudagraph(call, return_mode="median"))  # fmt: skip
+    out = {k: statistics.median(v) for k, v in rounds.items()}
+    out["device_method"] = m.device.method
     return out
 
 
@@ -90,51 +106,49 @@ def main() -> None:
              "--format", "json"],
             capture_output=True, text=True,
         )  # fmt: skip
-        if not proc.stdout.strip():
-            rows.append({"model": model, "error": proc.stderr[-2000:]})
-            continue
-        report = json.loads(proc.stdout)
-        t = report["timings"]
+        report = json.loads(proc.stdout) if proc.stdout.strip() else None
         ref = subprocess.run(
             [sys.executable, __file__, "--reference", model], capture_output=True, text=True
         )
         row = {
             "model": model,
-            "compilediag": {
-                "eager_wall_ms": t["eager_ms"]["median"],
-                "compiled_wall_ms": t["compiled_ms"]["median"],
-                "speedup": t["speedup"],
-                "device": t.get("device"),
-                "bound": t.get("bound"),
-                "notes": t.get("notes"),
-            },
-            "reference": json.loads(ref.stdout) if ref.stdout.strip() else ref.stderr[-2000:],
+            "explain": report["timings"] if report else proc.stderr[-2000:],
+            "reference": json.loads(ref.stdout) if ref.stdout.strip() else ref.stderr[-3000:],
         }
         rows.append(row)
         (out / "where_time_goes.json").write_text(json.dumps(rows, indent=1))
     lines = [
-        "| model | variant | wall: compilediag | wall: Timer | ratio | device: compilediag "
-        "| do_bench (L2 flush) | ratio | events, no flush | ratio |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "Wall per call, ms. `explain`: the worker's figure; `measure()`: the same code in the "
+        "reference process; Timer: torch.utils.benchmark in that process.",
+        "",
+        "| model | variant | explain | measure() | Timer | measure()/Timer | explain/Timer |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    dev = [
+        "",
+        "Device time per call, ms. Ours: a CUDA-graph replay of one call; do_bench_cudagraph: "
+        "triton's, same process; do_bench: triton's default (L2 flush, CPU launch included).",
+        "",
+        "| model | variant | ours (explain) | ours (measure()) | do_bench_cudagraph | ratio | do_bench |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
-        ref, ours = row.get("reference"), row.get("compilediag")
-        if not isinstance(ref, dict) or not ours or not ours.get("device"):
-            lines.append(f"| {row['model']} | error | | | | | | | | |")
+        ref, t = row["reference"], row["explain"]
+        if not isinstance(ref, dict) or not isinstance(t, dict):
+            lines.append(f"| {row['model']} | error | | | | | |")
             continue
         for v in ("eager", "compiled"):
-            wall, timer = ours[f"{v}_wall_ms"], ref[f"{v}_timer_ms"]
-            dev, db, nf = (
-                ours["device"][f"{v}_ms"],
-                ref[f"{v}_do_bench_ms"],
-                ref[f"{v}_events_noflush_ms"],
-            )
-            lines.append(
-                f"| {row['model']} | {v} | {wall:.4f} | {timer:.4f} | {wall / timer:.2f} | "
-                f"{dev:.4f} | {db:.4f} | {dev / db:.2f} | {nf:.4f} | {dev / nf:.2f} |"
-            )
-    (out / "where_time_goes.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+            ex, me, tm = t[f"{v}_ms"]["median"], ref[f"{v}_ours_ms"], ref[f"{v}_timer_ms"]
+            lines.append(f"| {row['model']} | {v} | {ex:.4f} | {me:.4f} | {tm:.4f} | "
+                         f"{me / tm:.2f} | {ex / tm:.2f} |")  # fmt: skip
+            dex = (t.get("device") or {}).get(f"{v}_ms", float("nan"))
+            dme, cg, db = (ref[f"{v}_ours_device_ms"], ref[f"{v}_do_bench_cudagraph_ms"],
+                           ref[f"{v}_do_bench_ms"])  # fmt: skip
+            dev.append(f"| {row['model']} | {v} | {dex:.4f} | {dme:.4f} | {cg:.4f} | "
+                       f"{dme / cg:.2f} | {db:.4f} |")  # fmt: skip
+    text = "\n".join(lines + dev) + "\n"
+    (out / "where_time_goes.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
