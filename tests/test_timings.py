@@ -160,3 +160,28 @@ def test_time_lost_to_each_break_is_what_its_eager_code_costs() -> None:
     graphs = report["graphs"]
     assert len(graphs) == 3 and all(g["time_ms"] > 0 for g in graphs)
     assert sum(g["time_ms"] + g["eager_ms"] for g in graphs) <= parts * 1.01
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
+def test_device_time_agrees_with_do_bench_cudagraph() -> None:
+    """compilediag's device time (a CUDA-graph replay of one call) against triton's
+    do_bench_cudagraph on the same compiled model and inputs, in this process."""
+    import importlib.util
+
+    import torch
+    import triton
+
+    from compilediag.measure import graph_replay_ms
+
+    spec = importlib.util.spec_from_file_location("tb", SAMPLES / "transformer_block.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.get_model().cuda().eval()
+    args = tuple(t.cuda() for t in module.get_inputs())
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        for fn in (model, compiled):
+            ours = graph_replay_ms(torch, lambda fn=fn: fn(*args))
+            theirs = triton.testing.do_bench_cudagraph(lambda fn=fn: fn(*args))
+            assert ours == pytest.approx(theirs, rel=0.10), (ours, theirs)

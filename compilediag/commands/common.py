@@ -9,14 +9,16 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-from compilediag.analysis.kernels import GraphCode
+from typing import TYPE_CHECKING
 from compilediag.config import Config
 from compilediag.errors import COMPILE_FAILED, UsageError
 from compilediag.gate import Budgets
 from compilediag.report import Report
 from compilediag.target import Target, check_target_file, parse_input_spec, split_target
 from compilediag.worker_types import WorkerSpec
+
+if TYPE_CHECKING:  # the analysis is imported only by the commands that run it
+    from compilediag.analysis.kernels import GraphCode
 
 # torch.compile's modes (torch._inductor.list_mode_options)
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
