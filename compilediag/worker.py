@@ -308,10 +308,11 @@ def describe_model(model: Any) -> ModelInfo:
         ]  # fmt: skip
     except (TypeError, ValueError):
         params = []
-    try:
-        file = inspect.getsourcefile(fn) or ""
-        line = inspect.getsourcelines(fn)[1]
-    except (TypeError, OSError):
+    try:  # where forward is written, under any decorator (transformers' `wrapper`)
+        source = inspect.unwrap(getattr(fn, "__func__", fn))
+        file = inspect.getsourcefile(source) or ""
+        line = inspect.getsourcelines(source)[1]
+    except (TypeError, OSError, ValueError):
         file, line = "", 0
     return ModelInfo(name=name, params=params, file=file, line=line)
 

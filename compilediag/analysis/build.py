@@ -150,10 +150,18 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
         return re.sub(r"\bargs\[(\d+)\]", one, text)
 
     def place(item: Recompile | Graph | LimitHit) -> None:
-        if item.frame == WRAPPER_FRAME and model.name:
+        if not model.name:
+            return
+        entry = getattr(item, "compile_id", "0/").startswith("0/")
+        if item.frame == WRAPPER_FRAME:
             item.frame = f"{model.name} (via torch's wrapper)"
-            if model.file:
-                item.file, item.line = model.file, model.line
+        elif entry and is_library_file(item.file):
+            # the model's forward under a library's decorator (transformers' `wrapper`)
+            item.frame = f"{model.name} (via {item.frame} in {os.path.basename(item.file)})"
+        else:
+            return
+        if model.file:
+            item.file, item.line = model.file, model.line
 
     for r in report.recompiles:
         place(r)

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
 from compilediag.config import Config
 from compilediag.errors import COMPILE_FAILED, UsageError
 from compilediag.gate import Budgets
