@@ -249,10 +249,23 @@ def main() -> None:
         sections.append(("4. report against tlparse", figure_report(args.runs, trace)))
     if 5 in wanted and trace:
         sections.append(("5. Scaling", figure_scaling(args.runs, trace)))
-    for title, body in sections:
+    results = ROOT / "bench" / "RESULTS.md"
+    kept = {}  # figures not run this time keep their last result, said so in the header
+    if wanted != {1, 2, 3, 4, 5} and results.exists():
+        for part in results.read_text().split("\n## ")[1:]:
+            title, _, body = part.partition("\n")
+            if int(title.split(".")[0]) not in wanted:
+                kept[title] = body.strip("\n").splitlines()
+        lines.append(f"Figures {args.figures} from this run; the others kept from the last one.")
+    new = dict(sections)
+    for title in sorted({*kept, *new}, key=lambda t: int(t.split(".")[0])):
+        body = new.get(title, kept.get(title, []))
         lines += ["", f"## {title}", "", *body]
-        print(f"\n## {title}\n" + "\n".join(body), flush=True)
-    (ROOT / "bench" / "RESULTS.md").write_text("\n".join(lines) + "\n")
+        if title in new:
+            print(f"\n## {title}\n" + "\n".join(body), flush=True)
+    tmp = results.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(results)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ def reference(path: str) -> dict[str, float]:
         add("eager_ours_device_ms", m.device.eager_ms)
         add("compiled_ours_device_ms", m.device.compiled_ms)
         for name, fn in fns.items():
+
             def call(fn=fn):
                 return fn(*args, **kwargs)
 
