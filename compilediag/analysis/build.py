@@ -73,6 +73,7 @@ def build_report(
     # not count it, and neither do we (the limit has its own finding)
     recompiles = [r for r in attempts if not r.hit_limit]
     ctime = compile_time(compiles, [m for log in logs for m in log.outside.metrics])
+    kinds = produced_by(logs, compiles)
     timings = _timings(worker)
     if timings:
         timings.cudagraph_skips = list(
@@ -93,7 +94,7 @@ def build_report(
         recompile_limit_hits=collect_limit_hits(compiles, attempts),
         compile_failures=collect_failures(compiles) + export_failures(logs),
         calls=_calls(worker, compiles),
-        notes=ahead_of_time(logs, compiles, code)
+        notes=ahead_of_time(logs, kinds, code)
         + nothing_compiled(compiles, graphs, breaks)
         + skipped_frames(compiles)
         + cache_gaps(compiles),
@@ -110,7 +111,7 @@ def build_report(
             skipped_lines=sum(log.skipped_lines for log in logs),
             damaged_payloads=sum(log.damaged_payloads for log in logs),
             not_analysed=dict(sorted(sum((log.not_analysed for log in logs), Counter()).items())),
-            produced_by=produced_by(logs, compiles),
+            produced_by=kinds,
         ),
     )
     report.summary = Summary(
@@ -254,18 +255,18 @@ def produced_by(logs: list[TraceLog], compiles: list[Compile]) -> list[str]:
     kinds = []
     if any(not through_export(c) for c in compiles):
         kinds.append("torch.compile")
-    if any(log.exported for log in logs) or any(through_export(c) for c in compiles):
+    if any(log.exported or log.outside.exported_programs for log in logs) or any(
+        through_export(c) for c in compiles
+    ):
         kinds.append("torch.export")
     if any(log.aot_code or log.outside.metrics for log in logs):
         kinds.append("AOTInductor")
     return kinds
 
 
-def ahead_of_time(
-    logs: list[TraceLog], compiles: list[Compile], code: list[GraphCode]
-) -> list[str]:
-    """The headline of an export / AOTInductor trace: what it holds, and what does not apply."""
-    kinds = produced_by(logs, compiles)
+def ahead_of_time(logs: list[TraceLog], kinds: list[str], code: list[GraphCode]) -> list[str]:
+    """The headline of an export / AOTInductor trace (`kinds`: what wrote it): what it
+    holds, and what does not apply."""
     if "torch.compile" in kinds or not kinds:
         return []
     kernels = sum(k.kernel.kind != "extern" for g in code for k in g.kernels)
