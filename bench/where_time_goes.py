@@ -7,13 +7,17 @@ For each model:
 1. `compilediag explain MODEL --device cuda --format json`: wall per call (median of
    interleaved blocks of back-to-back calls, CUDA events) and device time (a CUDA-graph
    replay of one call, CUDA events), in the worker process.
-2. In a fresh process on the same model and inputs, three rounds of: compilediag's own
-   measure() (the code the worker runs), torch.utils.benchmark.Timer.blocked_autorange
-   (wall per call), triton.testing.do_bench (median; flushes the L2 cache before every call
-   and includes the CPU's launch time) and do_bench_cudagraph (the call as a CUDA graph:
-   the device's time, no launch overhead). Medians over the rounds. Two processes on one
-   GPU machine differ by up to 40% on these launch-bound models (seen in bench/gpu_probe),
-   so the like-for-like comparison of the methods is within one process.
+2. In a fresh process on the same model and inputs, first the wall: ROUNDS rounds, each
+   of compilediag's steady_state() (the worker's timing code) and
+   torch.utils.benchmark.Timer.blocked_autorange back to back, so both see the machine
+   alike; the ratio is the median of the rounds' ratios. Then, after all wall figures
+   (profiling or capturing first slows a process's later calls, bench/wall_probe.py): the
+   device time by compilediag's measure(), triton.testing.do_bench (median; flushes the L2
+   cache before every call, and its two events bracket the CPU's launches too) and
+   do_bench_cudagraph (the call as a CUDA graph: the device's time, no launch overhead).
+   A launch-bound model's wall per call differs by up to 2x between two processes on one
+   GPU machine (bench/wall_probe.py), so the like-for-like comparison of the methods is
+   within one process; explain/Timer sets the worker's figure beside another process's.
 Writes OUT/where_time_goes.json and .md.
 """
 
@@ -24,6 +28,7 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 MODELS = [
@@ -31,9 +36,11 @@ MODELS = [
     "bench/models/convnet.py",
     "bench/models/gpt2_tiny.py",
     "bench/models/llama_tiny.py",
-    "bench/models/block_fp16.py",  # GPU-bound
+    "bench/models/resnet18.py",  # GPU-bound, torchvision
+    "bench/models/block_fp16.py",
+    "bench/models/gpt2_small.py",  # GPU-bound, transformers
 ]
-ROUNDS = 3
+ROUNDS = 5
 
 
 def reference(path: str) -> dict[str, float]:
@@ -43,7 +50,7 @@ def reference(path: str) -> dict[str, float]:
     import triton
     from torch.utils.benchmark import Timer
 
-    from compilediag.measure import measure
+    from compilediag.measure import measure, steady_state
     from compilediag.target import Target
     from compilediag.worker_types import WorkerSpec
 
@@ -67,24 +74,75 @@ def reference(path: str) -> dict[str, float]:
     def add(key: str, value: float) -> None:
         rounds.setdefault(key, []).append(value)
 
+    def call_of(fn):
+        def call(fn=fn):
+            return fn(*args, **kwargs)
+
+        return call
+
+    def synced_loop_ms(call, calls: int = 200) -> float:
+        # the plainest wall figure: sync, N back-to-back calls, sync, on the host's clock
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / calls
+
+    def unrolled_graph_ms(call, calls: int = 20) -> float:
+        # like do_bench_cudagraph: N calls captured in one graph, replayed, per call
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                call()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                call()
+        g.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(10):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / calls)
+        del g
+        return statistics.median(times)
+
+    # Wall first, before anything that profiles or captures: a process that has run
+    # torch.profiler times its later calls 1.3-1.8x slower (bench/wall_probe.py), so the
+    # worker too times before it profiles. Each round takes compilediag's steady-state
+    # timing (the worker's code) and Timer's back to back, so both see the machine alike.
+    spec = WorkerSpec(target=Target(path=path))
+    step = lambda fn, c: fn(*c[0], **c[1])  # noqa: E731
     for _ in range(ROUNDS):
-        m = measure(torch, lambda fn, c: fn(*c[0], **c[1]), model, compiled, (args, kwargs),
-                    "cuda", WorkerSpec(target=Target(path=path)))  # fmt: skip
-        add("eager_ours_ms", m.eager_ms.median)
-        add("compiled_ours_ms", m.compiled_ms.median)
-        add("eager_ours_device_ms", m.device.eager_ms)
-        add("compiled_ours_device_ms", m.device.compiled_ms)
+        e, c, *_ = steady_state(torch, step, model, compiled, lambda n: [(args, kwargs)] * n,
+                                True, spec)  # fmt: skip
+        add("eager_ours_ms", e.median)
+        add("compiled_ours_ms", c.median)
         for name, fn in fns.items():
-
-            def call(fn=fn):
-                return fn(*args, **kwargs)
-
-            timer = Timer("call()", globals={"call": call})
+            call = call_of(fn)
+            timer = Timer("call()", globals={"call": call})  # Timer's default: one thread
             add(f"{name}_timer_ms", timer.blocked_autorange(min_run_time=1.0).median * 1e3)
-            add(f"{name}_do_bench_ms", triton.testing.do_bench(call, return_mode="median"))
-            add(f"{name}_do_bench_cudagraph_ms",
-                triton.testing.do_bench_cudagraph(call, return_mode="median"))  # fmt: skip
-    out = {k: statistics.median(v) for k, v in rounds.items()}
+            add(f"{name}_loop_ms", synced_loop_ms(call))
+        add("ratio_eager", rounds["eager_ours_ms"][-1] / rounds["eager_timer_ms"][-1])
+        add("ratio_compiled", rounds["compiled_ours_ms"][-1] / rounds["compiled_timer_ms"][-1])
+    m = measure(torch, step, model, compiled, (args, kwargs), "cuda", spec)
+    add("eager_ours_device_ms", m.device.eager_ms)
+    add("compiled_ours_device_ms", m.device.compiled_ms)
+    for name, fn in fns.items():
+        call = call_of(fn)
+        add(f"{name}_do_bench_ms", triton.testing.do_bench(call, return_mode="median"))
+        add(f"{name}_do_bench_cudagraph_ms",
+            triton.testing.do_bench_cudagraph(call, return_mode="median"))  # fmt: skip
+        add(f"{name}_unrolled_graph_ms", unrolled_graph_ms(call))
+    out: dict = {k: statistics.median(v) for k, v in rounds.items()}
+    out["rounds"] = rounds
     out["device_method"] = m.device.method
     return out
 
@@ -118,38 +176,50 @@ def main() -> None:
         }
         rows.append(row)
         (out / "where_time_goes.json").write_text(json.dumps(rows, indent=1))
+        print(tables(rows), flush=True)  # each model's figures as soon as they exist
+        (out / "where_time_goes.md").write_text(tables(rows))
+
+
+def tables(rows: list[dict]) -> str:
     lines = [
-        "Wall per call, ms. `explain`: the worker's figure; `measure()`: the same code in the "
-        "reference process; Timer: torch.utils.benchmark in that process.",
+        "Wall per call, ms. `explain`: the worker's figure (its own process); `ours`: the "
+        "worker's timing code, steady_state(), in the reference process; Timer: "
+        "torch.utils.benchmark there, taken right after ours in each of "
+        f"{ROUNDS} rounds; loop: sync, 200 calls, sync. Spread: the range of Timer over the "
+        "rounds, as a share of its median; ours/Timer: the median of the rounds' ratios.",
         "",
-        "| model | variant | explain | measure() | Timer | measure()/Timer | explain/Timer |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| model | variant | explain | ours | Timer | loop | Timer spread | ours/Timer "
+        "| explain/Timer |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     dev = [
         "",
-        "Device time per call, ms. Ours: a CUDA-graph replay of one call; do_bench_cudagraph: "
-        "triton's, same process; do_bench: triton's default (L2 flush, CPU launch included).",
+        "Device time per call, ms. Ours: a CUDA-graph replay of one call; unrolled: 20 calls in "
+        "one graph; do_bench_cudagraph: triton's, same process; do_bench: triton's default "
+        "(L2 flush, CPU launch included).",
         "",
-        "| model | variant | ours (explain) | ours (measure()) | do_bench_cudagraph | ratio | do_bench |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| model | variant | ours (explain) | ours (measure()) | unrolled | do_bench_cudagraph "
+        "| ratio | do_bench | ours/do_bench |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         ref, t = row["reference"], row["explain"]
         if not isinstance(ref, dict) or not isinstance(t, dict):
-            lines.append(f"| {row['model']} | error | | | | | |")
+            lines.append(f"| {row['model']} | error | | | | | | | |")
             continue
         for v in ("eager", "compiled"):
             ex, me, tm = t[f"{v}_ms"]["median"], ref[f"{v}_ours_ms"], ref[f"{v}_timer_ms"]
-            lines.append(f"| {row['model']} | {v} | {ex:.4f} | {me:.4f} | {tm:.4f} | "
-                         f"{me / tm:.2f} | {ex / tm:.2f} |")  # fmt: skip
+            lp, ratio = ref[f"{v}_loop_ms"], ref[f"ratio_{v}"]
+            r = ref["rounds"][f"{v}_timer_ms"]
+            spread = (max(r) - min(r)) / tm
+            lines.append(f"| {row['model']} | {v} | {ex:.4f} | {me:.4f} | {tm:.4f} | {lp:.4f} | "
+                         f"{spread:.0%} | {ratio:.2f} | {ex / tm:.2f} |")  # fmt: skip
             dex = (t.get("device") or {}).get(f"{v}_ms", float("nan"))
-            dme, cg, db = (ref[f"{v}_ours_device_ms"], ref[f"{v}_do_bench_cudagraph_ms"],
-                           ref[f"{v}_do_bench_ms"])  # fmt: skip
-            dev.append(f"| {row['model']} | {v} | {dex:.4f} | {dme:.4f} | {cg:.4f} | "
-                       f"{dme / cg:.2f} | {db:.4f} |")  # fmt: skip
-    text = "\n".join(lines + dev) + "\n"
-    (out / "where_time_goes.md").write_text(text)
-    print(text)
+            dme, un, cg, db = (ref[f"{v}_ours_device_ms"], ref[f"{v}_unrolled_graph_ms"],
+                               ref[f"{v}_do_bench_cudagraph_ms"], ref[f"{v}_do_bench_ms"])  # fmt: skip
+            dev.append(f"| {row['model']} | {v} | {dex:.4f} | {dme:.4f} | {un:.4f} | {cg:.4f} | "
+                       f"{dme / cg:.2f} | {db:.4f} | {dme / db:.2f} |")  # fmt: skip
+    return "\n".join(lines + dev) + "\n"
 
 
 if __name__ == "__main__":

@@ -140,20 +140,53 @@ def measure(
     spec: WorkerSpec,
     fresh_each_call: bool = False,
 ) -> Measured:
-    """Steady-state time per call of eager and compiled, in milliseconds.
-
-    Calls are timed in blocks of back-to-back calls (enough for a block to last a few ms),
-    so a launch-bound GPU model is measured with its launch queue full, as it runs in a
-    loop, and host timer resolution does not matter. Blocks of eager and compiled
-    alternate, and which goes first alternates too. On CUDA each block is bracketed by
-    CUDA events and synchronised before it is read.
-    """
+    """Steady-state time per call of eager and compiled, in milliseconds (steady_state()),
+    then, after it so they never perturb it, the device's time (CUDA) and where a compiled
+    call's time goes (torch.profiler: a process that has run the profiler times its later
+    calls slower, 1.3-1.8x on an H100's launch-bound models, bench/wall_probe.py)."""
     cuda = device.startswith("cuda")
 
     def args_for(calls: int) -> list[Any]:
         # a model that changes its inputs gets a fresh copy for every call, made before
         # the clock starts
         return [fresh(call) for _ in range(calls)] if fresh_each_call else [call] * calls
+
+    e, c, repeat, per_block, warmup = steady_state(
+        torch, step, model, compiled, args_for, cuda, spec
+    )
+    busy = None
+    if cuda:
+        busy = device_time(torch, step, model, compiled, call, args_for)
+    try:
+        profiled = profile_regions(torch, lambda a: step(compiled, a), args_for, c.median, cuda)
+    except Exception:  # noqa: BLE001 - a breakdown is extra: never lose the timings for it
+        profiled = None
+    return Measured(
+        eager_ms=e,
+        compiled_ms=c,
+        device=busy,
+        profiled=profiled,
+        speedup=e.median / c.median if c.median > 0 else None,
+        repeat=repeat,
+        calls_per_block=per_block,
+        warmup=warmup,
+        method="CUDA events" if cuda else "perf_counter",
+    )
+
+
+def steady_state(
+    torch: Any, step: Step, model: Any, compiled: Any,
+    args_for: Callable[[int], list[Any]], cuda: bool, spec: WorkerSpec,
+) -> tuple[Stat, Stat, int, int, int]:  # fmt: skip
+    """Eager and compiled wall time per call: (eager, compiled, blocks, calls per block,
+    warm-up calls).
+
+    Calls are timed in blocks of back-to-back calls (enough for a block to last BLOCK_MS),
+    so a launch-bound GPU model is measured with its launch queue full, as it runs in a
+    loop, and host timer resolution does not matter. Blocks of eager and compiled
+    alternate, and which goes first alternates too. On CUDA each block is bracketed by
+    CUDA events and synchronised before it is read.
+    """
 
     def block(fn: Any, calls: int) -> float:
         args = args_for(calls)
@@ -183,7 +216,7 @@ def measure(
         for _ in range(warmup):
             block(model, 1)
             block(compiled, 1)
-    sync(torch, device)
+    sync(torch, "cuda" if cuda else "cpu")
     probe = max(block(model, 1), block(compiled, 1), 1e-3)
     per_block = max(1, math.ceil(BLOCK_MS / probe))
     repeat = spec.repeat
@@ -203,25 +236,7 @@ def measure(
                 comp.append(block(compiled, per_block))
     finally:
         gc.enable()
-    e, c = stats(eager), stats(comp)
-    busy = None
-    if cuda:  # after the timing, so it does not perturb it
-        busy = device_time(torch, step, model, compiled, call, args_for)
-    try:
-        profiled = profile_regions(torch, lambda a: step(compiled, a), args_for, c.median, cuda)
-    except Exception:  # noqa: BLE001 - a breakdown is extra: never lose the timings for it
-        profiled = None
-    return Measured(
-        eager_ms=e,
-        compiled_ms=c,
-        device=busy,
-        profiled=profiled,
-        speedup=e.median / c.median if c.median > 0 else None,
-        repeat=repeat,
-        calls_per_block=per_block,
-        warmup=warmup,
-        method="CUDA events" if cuda else "perf_counter",
-    )
+    return stats(eager), stats(comp), repeat, per_block, warmup
 
 
 DEVICE_CALLS = 20  # calls profiled for the device's busy time

@@ -1,6 +1,6 @@
 """A small pre-norm transformer block (attention + MLP). Expected: 1 graph, no breaks.
 
-Used to show kernels and timings; on CUDA it runs in float16.
+Used to show kernels and timings (float32, on CPU and CUDA alike).
 """
 
 import torch
