@@ -1,5 +1,6 @@
 """`compilediag report` on the jobs of tests/fixtures/jobs, recorded from real runs with the
-oldest torch the package claims (2.6) and the newest (2.13) by tests/fixtures/record_traces.py:
+oldest torch the package claims (2.6), 2.11 (the GPU machine's, run on its CPU) and the newest
+(2.13) by tests/fixtures/record_traces.py:
 export and AOTInductor runs, a DDP job that compiled nothing, ranks that run their graphs
 in different orders, and an Inductor cache cold then warm. Where torch can answer on the
 same inputs in this process without a compile, the test asks it."""
@@ -20,6 +21,11 @@ JOBS = ROOT / "tests" / "fixtures" / "jobs"
 def trace(version: str, name: str) -> str:
     path = TRACES / version / name
     return str(path if path.is_dir() else path.with_name(name + ".log"))
+
+
+def versions_with(name: str) -> list[str]:
+    """Every recorded torch version that holds this job's trace."""
+    return [p.name for p in sorted(TRACES.iterdir()) if Path(trace(p.name, name)).exists()]
 
 
 def export_error_line_from_torch() -> int:
@@ -109,7 +115,7 @@ def test_graph_execution_is_read_where_ranks_agree() -> None:
     assert not any(d.startswith("graph execution") for d in report["divergence"])
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", versions_with("inductor_cache.cold"))
 def test_cache_hit_and_miss_are_what_torch_logged(version: str) -> None:
     """tests/fixtures/jobs/inductor_cache.py run twice on one private cache folder."""
     cold, _ = run_json("report", trace(version, "inductor_cache.cold"))
@@ -118,7 +124,7 @@ def test_cache_hit_and_miss_are_what_torch_logged(version: str) -> None:
     assert caches(cold).get("fx_graph_cache_miss") and not caches(cold).get("fx_graph_cache_hit")
     assert caches(warm).get("fx_graph_cache_hit") and not caches(warm).get("fx_graph_cache_miss")
     names = lambda r: sorted(k["name"] for k in r["kernels"])  # noqa: E731
-    if warm["kernels"]:  # 2.13 logs the generated code on a hit as well
+    if warm["kernels"]:  # 2.11 and 2.13 log the generated code on a hit as well
         assert names(warm) == names(cold)
     else:  # a torch that logs none on a hit: said so, with the way to see them
         assert any("came from the FX-graph cache" in n for n in warm["notes"])
