@@ -15,9 +15,11 @@ SAMPLES = ROOT / "sample_models"
 TRACES = Path(__file__).parent / "fixtures" / "traces"
 
 
-def trace_sets() -> list[Path]:
-    """Every recorded fixture folder (one per torch version and device)."""
-    return sorted(p for p in TRACES.iterdir() if p.is_dir())
+def trace_sets(holding: str | None = None) -> list[Path]:
+    """Every recorded fixture folder (one per torch version and device); with `holding`,
+    those that hold that recording (<holding>.log)."""
+    folders = sorted(p for p in TRACES.iterdir() if p.is_dir())
+    return [p for p in folders if holding is None or (p / f"{holding}.log").exists()]
 
 
 def fixture_trace(name: str, folder: Path | None = None) -> Path:

@@ -19,7 +19,7 @@ def breaks_of(path: Path):
     return collect_breaks(log.ordered())
 
 
-@pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", trace_sets("graph_breaks.eager"), ids=lambda p: p.name)
 def test_graph_breaks_sample_lines_on_every_recorded_torch(folder: Path) -> None:
     sites, total = breaks_of(fixture_trace("graph_breaks.eager", folder))
     assert sorted(b.line for b in sites) == expected_breaks("graph_breaks.py")

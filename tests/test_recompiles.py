@@ -68,7 +68,7 @@ def test_mark_dynamic_advice_names_the_input_and_dim() -> None:
     assert "Sizes 0 and 1 are always specialised" in advice
 
 
-@pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", trace_sets("batch_sweep.eager"), ids=lambda p: p.name)
 def test_batch_sweep_recording(folder: Path) -> None:
     (log,) = parse_path(fixture_trace("batch_sweep.eager", folder))
     (r,) = collect_recompiles(log.ordered())

@@ -26,7 +26,7 @@ from compilediag.torch_formats import (
 from compilediag.trace import CompilationMetrics, CompileId, parse_path
 from tests.conftest import SAMPLES, expected_breaks, fixture_trace, trace_sets
 
-SETS = [p for p in trace_sets() if (p / "graph_breaks.eager.log").exists()]
+SETS = trace_sets("graph_breaks.eager")
 
 
 def _version(folder: Path) -> tuple[int, int]:
