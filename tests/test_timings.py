@@ -1,6 +1,9 @@
-"""Eager vs compiled timings and compile-time breakdown, on the real Inductor stack.
+"""Eager vs compiled timings and compile-time breakdown.
 
 These check consistency (ratios, sums, method), never particular values: timings vary.
+Every sample is timed; the real Inductor stack compiles those where it is the subject
+(kernels, numerics against eager, inputs changed in place, a KV cache), aot_eager the rest
+(the same Dynamo and AOTAutograd path, without building C++ on a small CI machine).
 """
 
 from __future__ import annotations
@@ -16,14 +19,20 @@ SAMPLES_WITH_INPUTS = sorted(
 )
 
 
+INDUCTOR_SAMPLES = {"transformer_block.py", "clean_mlp.py", "mutates_input.py", "kv_cache_step.py"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES_WITH_INPUTS)
 def test_timings_are_consistent(sample: str) -> None:
+    backend = "inductor" if sample in INDUCTOR_SAMPLES else "aot_eager"
     report, proc = run_json(
         "explain",
         f"sample_models/{sample}",
         "--device",
         "cpu",
+        "--backend",
+        backend,
         "--repeat",
         "15",
         "--warmup",
@@ -41,6 +50,8 @@ def test_timings_are_consistent(sample: str) -> None:
     assert t["method"] == "perf_counter" and t["warmup"] == 2
     phases = ct["dynamo_s"] + ct["aot_s"] + ct["inductor_s"] + ct["codegen_s"]
     assert all(ct[k] >= 0 for k in ("dynamo_s", "aot_s", "inductor_s", "codegen_s"))
+    if backend != "inductor":  # (under Inductor an FX-graph cache hit may take ~0 s)
+        assert ct["inductor_s"] == 0
     assert phases <= ct["total_s"] + 1e-6
     # graphs hold the compiles that produced one; compiles that produced none add to the total
     assert ct["total_s"] >= sum(g["compile_time_s"] or 0 for g in report["graphs"]) - 1e-6
