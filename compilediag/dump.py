@@ -112,13 +112,14 @@ def index_markdown(report: Report) -> str:
         "",
         f"torch {e.torch} · {e.device_name or e.device} · {e.backend}/{e.mode}",
         "",
-        "| kernel | graph | kind | fused ATen ops | from | lines | file |",
-        "|---|---|---|---|---|---:|---|",
+        "| kernel | graph | kind | fused ATen ops | from | modules | lines | file |",
+        "|---|---|---|---|---|---|---:|---|",
     ]
     for k in report.kernels:
         lines = ", ".join(f"`{short_path(s)}`" for s in k.source_lines)
         out.append(
             f"| `{k.name}` | {k.compile_id} | {k.kind} | {', '.join(k.ops)} | {lines} | "
-            f"{k.lines or ''} | {f'[{k.file}]({k.file})' if k.file else ''} |"
+            f"{', '.join(k.modules)} | {k.lines or ''} | "
+            f"{f'[{k.file}]({k.file})' if k.file else ''} |"
         )
     return "\n".join(out) + "\n"

@@ -169,6 +169,9 @@ class Kernel:
     source_lines: list[str] = field(default_factory=list)
     compile_id: str = ""
     lines: int = 0
+    # the submodules whose parameters it uses, by path: `body.0 (Conv2d)` (the class where
+    # the model was at hand; a trace alone gives the path)
+    modules: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -277,10 +280,14 @@ class Summary:
     graph_breaks: int = 0
     unique_graph_breaks: int = 0
     recompiles: int = 0
-    kernels: int = 0
+    kernels: int = 0  # distinct kernel definitions in the generated code
     compile_time_s: float = 0.0
     speedup: float | None = None
     compile_failures: int = 0
+    # torch's own count (torch._inductor.metrics.generated_kernel_count): every kernel object
+    # Inductor built in the run, those later fused away or dropped too; 0 on an FX-graph
+    # cache hit; None from a trace
+    torch_kernel_count: int | None = None
 
 
 @dataclass

@@ -287,6 +287,18 @@ GRAPH_FILE_COMMENT = re.compile(
     r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code: (?P<code>.*)$"
 )
 GRAPH_NODE_ASSIGN = re.compile(r"^\s*(?P<names>\w+(?:\s*,\s*\w+)*)\s*(?::\s*\"[^\"]*\")?\s*=")
+# a parameter or buffer of a submodule, as the Dynamo graph names it (2.6 - 2.13):
+# `l_self_modules_body_modules_0_parameters_weight_` is `self.body[0].weight` (the root is
+# `fn` where torch's module wrapper is the frame)
+GRAPH_MODULE_STATE = re.compile(
+    r"\bl_(?P<root>[a-z]\w*?)_modules_(?P<path>\w+?)_(?:parameters|buffers)_"
+)
+GRAPH_MODULE_SEP = "_modules_"
+# Inductor's provenance node mappings (2.10+): kernel call `NAME:INDEX` -> post-grad nodes,
+# post-grad node -> pre-grad (Dynamo graph) nodes
+PROVENANCE_NODE_MAPPINGS = "inductor_provenance_tracking_node_mappings"
+PROVENANCE_KERNEL_TO_POST = "cppCodeToPost"  # Triton kernels too, under this name
+PROVENANCE_POST_TO_PRE = "postToPre"
 ATEN_TARGET = re.compile(r"torch\.ops\.aten\.(\w+)\.")
 TRITON_KINDS = {
     "triton_poi": "pointwise",

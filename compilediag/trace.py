@@ -45,6 +45,7 @@ PAYLOAD_ARTIFACTS = {
     "fx_graph_cache_hit", "fx_graph_cache_miss", "fx_graph_cache_bypass",
     "aotautograd_cache_hit", "aotautograd_cache_miss", "aotautograd_cache_bypass",
     "cudagraph_skip_reason", "inductor_provenance_tracking_kernel_stack_traces",
+    "inductor_provenance_tracking_node_mappings",
     EXPORT_FAILED_PARTIAL, "torch_version",
 }  # fmt: skip
 

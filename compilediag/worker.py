@@ -190,6 +190,9 @@ class Worker:
                 compiled_out = out
             self.result.calls.append(CallRecord(i, described, wall, start_wall, time.time()))
         self.result.first_call_s = self.result.calls[0].wall_s
+        metrics = sys.modules.get("torch._inductor.metrics")  # loaded when Inductor ran
+        if metrics is not None:
+            self.result.torch_kernel_count = int(metrics.generated_kernel_count)
 
         self.result.output_check = compare_outputs(torch, eager_out, compiled_out)
         if skips is not None:
@@ -314,7 +317,9 @@ def describe_model(model: Any) -> ModelInfo:
         line = inspect.getsourcelines(source)[1]
     except (TypeError, OSError, ValueError):
         file, line = "", 0
-    return ModelInfo(name=name, params=params, file=file, line=line)
+    named = getattr(model, "named_modules", None)
+    modules = {path: type(m).__name__ for path, m in named() if path} if callable(named) else {}
+    return ModelInfo(name=name, params=params, file=file, line=line, modules=modules)
 
 
 def marked(torch: Any, call: Any, spec: WorkerSpec) -> Any:

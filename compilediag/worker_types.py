@@ -125,6 +125,7 @@ class ModelInfo:
     params: list[str] = field(default_factory=list)
     file: str = ""  # where forward is defined
     line: int = 0
+    modules: dict[str, str] = field(default_factory=dict)  # submodule path -> class name
 
 
 @dataclass
@@ -138,6 +139,9 @@ class WorkerResult:
     timings: Measured | None = None
     explain: ExplainResult | None = None
     mutated_inputs: list[str] = field(default_factory=list)  # inputs the model changes in place
+    # torch._inductor.metrics.generated_kernel_count after the calls: every kernel object
+    # Inductor built, those it fused away or dropped too (None: Inductor did not run)
+    torch_kernel_count: int | None = None
     cudagraph_skips: list[str] = field(default_factory=list)  # torch's perf hints, at run time
     errors: list[str] = field(default_factory=list)  # what failed without losing the report
     error: WorkerFailure | None = None  # what ended the run

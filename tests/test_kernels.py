@@ -128,6 +128,19 @@ def test_explain_shows_kernel_count() -> None:
     assert proc.returncode == 0, proc.stderr
     gen = [k for k in report["kernels"] if k["kind"] != "extern"]
     assert report["summary"]["kernels"] == len(gen) > 0
+    # torch's own counter, read in the worker: 0 on an FX-graph cache hit, else at least
+    # one kernel object per distinct kernel
+    n = report["summary"]["torch_kernel_count"]
+    assert n == 0 or n >= len(gen)
+    # the worker knows the model: each library matmul names its Linear with the class
+    from torch import nn
+
+    from tests.conftest import load_sample
+
+    model, _ = load_sample("transformer_block.py")
+    linears = sorted(f"{n} (Linear)" for n, m in model.named_modules() if isinstance(m, nn.Linear))
+    mms = [k for k in report["kernels"] if k["ops"] in (["aten.addmm"], ["aten.mm"])]
+    assert sorted(m for k in mms for m in k["modules"]) == linears
 
 
 @pytest.mark.gpu
@@ -177,3 +190,65 @@ def test_library_calls_fuse_nothing(folder: Path) -> None:
     for k in externs:
         (op,) = k.ops
         assert k.name.removesuffix(".default").endswith(op.removeprefix("aten."))
+
+
+def _torch_module_paths(sample: str) -> tuple[dict[str, str], str, object]:
+    """Compile a sample in this process (a backend that keeps the Dynamo graph) and give
+    torch's own answer: node -> the innermost module of its nn_module_stack, as a path;
+    the graph's code as the trace prints it; the model."""
+    torch = pytest.importorskip("torch")
+    from tests.conftest import load_sample
+
+    model, sets = load_sample(sample)
+    kept = {}
+
+    def backend(gm, inputs):
+        kept["gm"] = gm
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend=backend)(*sets[0])
+    gm = kept["gm"]
+    paths = {}
+    for n in gm.graph.nodes:
+        stack = n.meta.get("nn_module_stack")
+        if stack and n.op.startswith("call_"):
+            where = list(stack.values())[-1][0]  # "L['self'].body[0]", innermost last
+            where = re.sub(r"^L\['\w+'\]", "", where)
+            paths[n.name] = re.sub(r"\[(\d+)\]", r".\1", where).lstrip(".")
+    return paths, gm.print_readable(print_output=False), model
+
+
+@pytest.mark.parametrize("sample", ["transformer_block.py", "clean_mlp.py", "costly_break.py"])
+def test_kernel_modules_are_the_modules_torch_records(sample: str) -> None:
+    """node_modules reads a node's submodule from the names the Dynamo graph gives its
+    parameters; torch's own answer is the node's nn_module_stack. Every node whose module
+    has parameters is found, and at torch's module."""
+    from compilediag.analysis.kernels import node_modules
+
+    torch_paths, code, model = _torch_module_paths(sample)
+    ours = node_modules(code)
+    with_params = {
+        node: path for node, path in torch_paths.items()
+        if any(True for _ in model.get_submodule(path).parameters(recurse=False))
+    }  # fmt: skip
+    assert with_params, "the sample has layers with parameters"
+    assert ours == with_params
+
+
+@pytest.mark.parametrize("folder", trace_sets("transformer_block.inductor"), ids=lambda p: p.name)
+def test_each_library_call_names_the_linear_it_computes(folder: Path) -> None:
+    """From the recorded trace alone (2.6 to 2.13, CPU and CUDA): each matrix multiply
+    Inductor left to a library is one nn.Linear of the block, each Linear once."""
+    from torch import nn
+
+    from tests.conftest import load_sample
+
+    model, _ = load_sample("transformer_block.py")
+    linears = sorted(n for n, m in model.named_modules() if isinstance(m, nn.Linear))
+    logs = parse_path(fixture_trace("transformer_block.inductor", folder))
+    kernels = [k.kernel for g in collect_kernels(all_compiles(logs)) for k in g.kernels]
+    mms = [k for k in kernels if k.kind == "extern" and k.ops[0] in ("aten.addmm", "aten.mm")]
+    assert sorted(m for k in mms for m in k.modules) == linears
+    assert all(len(k.modules) == 1 for k in mms)

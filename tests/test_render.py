@@ -115,3 +115,35 @@ def test_report_dict_round_trip() -> None:
     report = fixed_report()
     again = Report.from_dict(report.to_dict())
     assert again == report
+
+
+def test_kernels_show_their_modules_and_what_the_count_counts() -> None:
+    """A report of the recorded CUDA block, with what the worker adds: the model's classes
+    (ModelInfo.modules) and torch's generated_kernel_count."""
+    from compilediag.worker_types import ModelInfo
+
+    worker = WorkerResult(
+        model=ModelInfo(name="Block.forward", modules={"qkv": "Linear", "ln1": "LayerNorm"}),
+        torch_kernel_count=41,
+    )
+    report = build_report(
+        parse_path(fixture_trace("transformer_block.inductor", TRACES / "torch-2.11.0-cuda")),
+        worker,
+        TargetInfo(path="x.py"),
+    )
+    text = render(report, "table", width=100)
+    assert "torch's generated_kernel_count, 41, counts" in text
+    first = next(k for k in report.kernels if k.kind != "extern")
+    assert first.modules == ["ln1 (LayerNorm)"]
+    wide = render(report, "table", width=200)
+    assert f"{first.name}  persistent · from transformer_block.py:24 · in ln1 (LayerNorm)" in wide
+    # the same report from a trace alone: paths, no classes, no torch count
+    alone = build_report(
+        parse_path(fixture_trace("transformer_block.inductor", TRACES / "torch-2.11.0-cuda")),
+        WorkerResult(),
+        TargetInfo(path="x.py"),
+    )
+    assert next(k for k in alone.kernels if k.kind != "extern").modules == ["ln1"]
+    assert "generated_kernel_count" not in render(alone, "table", width=100)
+    html = render(report, "html")
+    assert "ln1 (LayerNorm)" in html and "generated_kernel_count, 41" in html

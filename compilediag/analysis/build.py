@@ -123,6 +123,7 @@ def build_report(
         compile_time_s=round(ctime.total_s, 6),
         speedup=timings.speedup if timings else None,
         compile_failures=len(report.compile_failures),
+        torch_kernel_count=worker.torch_kernel_count,
     )
     if timings and worker.timings and worker.timings.profiled:
         attribute_time(report, worker.timings.profiled)
@@ -141,7 +142,8 @@ def build_report(
 
 def in_users_words(report: Report, model: ModelInfo) -> None:
     """Torch names positional inputs `args[0]` (it compiles its wrapper `inner(*args)`) and
-    that wrapper's frame: say `input_ids` and `GPT2LMHeadModel.forward` instead."""
+    that wrapper's frame: say `input_ids` and `GPT2LMHeadModel.forward` instead; a kernel's
+    submodules get their class (`body.0 (Conv2d)`)."""
 
     def named(text: str) -> str:
         def one(m: re.Match[str]) -> str:
@@ -174,6 +176,12 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
     for h in report.recompile_limit_hits:
         place(h)
         h.distinct_reasons = [named(x) for x in h.distinct_reasons]
+    # module paths are relative to the compiled frame's `self`: the model's in its entry frame
+    for k in report.kernels:
+        if k.compile_id.startswith("0/"):
+            k.modules = [
+                f"{p} ({model.modules[p]})" if p in model.modules else p for p in k.modules
+            ]
 
 
 def make_portable(report: Report, root: str) -> None:

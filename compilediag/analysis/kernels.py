@@ -26,12 +26,17 @@ from compilediag.torch_formats import (
     EXTERN_CALL,
     FUSED_INFIX,
     GRAPH_FILE_COMMENT,
+    GRAPH_MODULE_SEP,
+    GRAPH_MODULE_STATE,
     GRAPH_NODE_ASSIGN,
     KERNEL_CALL,
     KERNEL_DEFINITION,
     KERNEL_EXT,
     KERNEL_SOURCE_QUOTE,
     KERNEL_SUFFIX,
+    PROVENANCE_KERNEL_TO_POST,
+    PROVENANCE_NODE_MAPPINGS,
+    PROVENANCE_POST_TO_PRE,
     SOURCE_NODES,
     STACK_FILE_LINE,
     TRITON_KINDS,
@@ -67,6 +72,58 @@ def node_lines(graph_code: str) -> dict[str, str]:
             for name in a["names"].split(","):
                 out.setdefault(name.strip(), current)
     return out
+
+
+def node_modules(graph_code: str) -> dict[str, str]:
+    """FX node name -> the submodule whose parameters or buffers it uses (`body.0`), from
+    the Dynamo graph's own names for them."""
+    out: dict[str, str] = {}
+    for line in graph_code.splitlines():
+        a = GRAPH_NODE_ASSIGN.match(line)
+        if not a:
+            continue
+        _, _, rhs = line.partition("=")
+        m = GRAPH_MODULE_STATE.search(rhs)
+        if m:
+            path = ".".join(m["path"].split(GRAPH_MODULE_SEP))
+            for name in a["names"].split(","):
+                out.setdefault(name.strip(), path)
+    return out
+
+
+def provenance_nodes(c: Compile) -> list[dict[str, list[list[str]]]]:
+    """For each of the compile's wrappers: kernel name -> for each call of it, in order,
+    the Dynamo graph nodes it computes (Inductor's provenance node mappings, 2.10+)."""
+    out = []
+    for payload in c.artifacts.get(PROVENANCE_NODE_MAPPINGS, []):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        post_to_pre = data.get(PROVENANCE_POST_TO_PRE) or {}
+        calls: list[tuple[int, str, list[str]]] = []
+        for key, posts in (data.get(PROVENANCE_KERNEL_TO_POST) or {}).items():
+            name, _, index = key.rpartition(":")
+            nodes = dict.fromkeys(p for post in posts for p in post_to_pre.get(post, []))
+            calls.append((int(index) if index.isdigit() else 0, name, list(nodes)))
+        by_name: dict[str, list[list[str]]] = {}
+        for _, name, own in sorted(calls):
+            by_name.setdefault(name, []).append(own)
+        out.append(by_name)
+    return out
+
+
+def _mappings_for(code: str, mappings: list[dict[str, list[list[str]]]]) -> dict:
+    """The node mappings of the wrapper `code` (forward and backward each have their own):
+    the one whose generated kernels it defines."""
+    best, score = {}, 0
+    for m in mappings:
+        n = sum(1 for name in m if "." not in name and f"{name} = " in code)
+        if n > score:
+            best, score = m, n
+    return best
 
 
 def ops_from_name(name: str, known: set[str]) -> list[str]:
@@ -119,11 +176,11 @@ def provenance_lines(c: Compile) -> dict[str, list[str]]:
             name = key.rsplit(":", 1)[0]
             lines = out.setdefault(name, [])
             for stack in stacks:
-                frames = [
-                    f for f in STACK_FILE_LINE.finditer(stack) if not is_library_file(f["file"])
-                ]
-                if frames:
-                    where = f"{frames[-1]['file']}:{frames[-1]['line']}"
+                frames = list(STACK_FILE_LINE.finditer(stack))
+                # the innermost of the user's frames; inside a library model, the library's
+                users = [f for f in frames if not is_library_file(f["file"])] or frames
+                if users:
+                    where = f"{users[-1]['file']}:{users[-1]['line']}"
                     if where not in lines:
                         lines.append(where)
     return out
@@ -190,16 +247,33 @@ def kernels_of_graph(
     known_ops: set[str] | None = None,
     provenance: dict[str, list[str]] | None = None,
     aot: bool = False,
+    modules: dict[str, str] | None = None,
+    mapped: dict[str, list[list[str]]] | None = None,
 ) -> list[KernelSource]:
-    """`aot`: `code` is AOTInductor's C++ (wrapper and kernels), not a Python wrapper."""
+    """`aot`: `code` is AOTInductor's C++ (wrapper and kernels), not a Python wrapper.
+    `modules`: node -> submodule (node_modules); `mapped`: this wrapper's provenance node
+    mappings (provenance_nodes), which name a kernel's own nodes where the comment above
+    a call names its whole group."""
     defs = _aot_definitions(code) if aot else _definitions(code)
     found: dict[str, KernelSource] = {}
     pending: re.Match[str] | None = None
     extern_seen = 0
+    calls_seen: dict[str, int] = {}
+    modules, mapped = modules or {}, mapped or {}
 
-    def user_lines(match: re.Match[str] | None) -> list[str]:
-        lines = [nodes[n] for n in _split(match["nodes"]) if n in nodes] if match else []
-        return list(dict.fromkeys(lines))
+    def lines_of(node_names: list[str]) -> list[str]:
+        return list(dict.fromkeys(nodes[n] for n in node_names if n in nodes))
+
+    def own_nodes(name: str, match: re.Match[str] | None) -> list[str]:
+        """The graph nodes the `calls_seen[name]`-th call of `name` computes."""
+        i = calls_seen.get(name, 0)
+        calls_seen[name] = i + 1
+        if i < len(mapped.get(name, [])):
+            return mapped[name][i]
+        return _split(match["nodes"]) if match else []
+
+    def modules_of(node_names: list[str]) -> list[str]:
+        return list(dict.fromkeys(modules[n] for n in node_names if n in modules))
 
     for line in code.splitlines():
         m = SOURCE_NODES.search(line)
@@ -212,22 +286,24 @@ def kernels_of_graph(
             if name not in found:
                 found[name] = _generated(name, defs[name], compile_id)
             k = found[name].kernel
+            own = own_nodes(name, pending)
+            if not k.modules and not k.source_lines:  # its first call
+                k.modules, k.source_lines = modules_of(own), lines_of(own)
             if pending is not None and not k.ops:
                 k.ops = _split(pending["aten"])
-                k.source_lines = user_lines(pending)
             pending = None
             continue
         ext = AOT_EXTERN_CALL.search(line) if aot else EXTERN_CALL.match(line)
         if ext and "assert_" not in line and (not aot or ext["op"] not in AOT_NOT_OPS):
             extern_seen += 1
             name = f"aten.{ext['op']}" if aot else ext["name"]
-            key = f"{name}#{extern_seen}"
-            found[key] = KernelSource(
+            own = own_nodes(name, pending)
+            found[f"{name}#{extern_seen}"] = KernelSource(
                 # a library call fuses nothing: it is the one op it names (the
                 # "Original ATen" list above it is its whole node group: views, t, ...)
                 Kernel(name=name, kind="extern", compile_id=compile_id,
-                       ops=[extern_op(name)],
-                       source_lines=user_lines(pending)),
+                       ops=[extern_op(name)], source_lines=lines_of(own),
+                       modules=modules_of(own)),
                 "", "",
             )  # fmt: skip
             pending = None
@@ -255,8 +331,13 @@ def collect_kernels(compiles: list[Compile]) -> list[GraphCode]:
             for m in SOURCE_NODES.finditer(code):
                 known.update(op.removeprefix("aten.") for op in _split(m["aten"]))
         prov = provenance_lines(c)
+        mods = node_modules(c.output_graph)
+        mappings = provenance_nodes(c)
         for code in c.output_code:
-            kernels = kernels_of_graph(c.compile_id, code, nodes, known, prov)
+            kernels = kernels_of_graph(
+                c.compile_id, code, nodes, known, prov,
+                modules=mods, mapped=_mappings_for(code, mappings),
+            )  # fmt: skip
             graphs.append(GraphCode(c.compile_id, code, kernels))
     return graphs
 
@@ -281,7 +362,9 @@ def collect_aot_kernels(logs: list[TraceLog], compiles: list[Compile]) -> list[G
         for m in SOURCE_NODES.finditer(code):
             known.update(op.removeprefix("aten.") for op in _split(m["aten"]))
         label = cid or "aot"
-        graphs.append(GraphCode(label, code, kernels_of_graph(label, code, nodes, known, aot=True)))
+        mods = node_modules(c.output_graph) if c else {}
+        kernels = kernels_of_graph(label, code, nodes, known, aot=True, modules=mods)
+        graphs.append(GraphCode(label, code, kernels))
     return graphs
 
 

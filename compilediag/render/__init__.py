@@ -94,6 +94,20 @@ def _counts(s: Summary) -> list[str]:
     return counts
 
 
+def kernel_count_note(s: Summary) -> str:
+    """What the kernel count counts, set beside torch's own counter where the run had one."""
+    n = s.torch_kernel_count
+    if n is None or n == s.kernels or not s.kernels:
+        return ""
+    if n == 0:
+        return "Counted in the generated code; torch generated none this run (FX-graph cache)."
+    return (
+        f"Distinct kernels in the generated code. torch's generated_kernel_count, {n}, counts "
+        "every kernel object Inductor built on the way (a C++ loop's scalar and vector "
+        "versions, variants it dropped)."
+    )
+
+
 CACHE_NAMES = {"fx_graph": "FX graph", "aotautograd": "AOTAutograd"}
 
 

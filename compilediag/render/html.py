@@ -29,6 +29,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
+from compilediag.render import kernel_count_note
+from compilediag.report import Summary
+
 __all__ = ["render_html"]
 
 TEMPLATE = "report.html.j2"
@@ -70,6 +73,12 @@ def render_html(report: Any) -> str:
             call_max=max([_num(_get(c, "wall_s")) for c in _list(report, "calls")] or [0]),
             rank_diff=_rank_diff(report),
             kernel_groups=_kernel_counts(report),
+            kernel_note=kernel_count_note(
+                Summary(
+                    kernels=_get(_get(report, "summary"), "kernels", 0),
+                    torch_kernel_count=_get(_get(report, "summary"), "torch_kernel_count"),
+                )
+            ),
         )
         .lstrip()
     )  # the template's leading macros leave blank lines before the doctype

@@ -14,6 +14,7 @@ from rich.text import Text
 from compilediag.render import (
     cache_text,
     headline,
+    kernel_count_note,
     ms,
     plural,
     seconds,
@@ -410,11 +411,16 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
             facts.insert(0, f"graph {k.compile_id}")
         if k.source_lines:
             facts.append("from " + compact_lines(k.source_lines, target))
+        if k.modules:
+            facts.append("in " + ", ".join(k.modules))
         line.append("  " + " · ".join(facts))
         if k.ops:
             line.append("\n    " + ", ".join(o.removeprefix("aten.") for o in k.ops), style="dim")
         rows.append(line)
-    out: list = [Text(title, style="bold"), *(Padding(r, (0, 0, 0, 2)) for r in rows)]
+    out: list = [Text(title, style="bold")]
+    if note := kernel_count_note(report.summary):
+        out.append(Padding(Text(note, style="dim"), (0, 0, 0, 2)))
+    out += [Padding(r, (0, 0, 0, 2)) for r in rows]
     if len(shown) < len(report.kernels):
         more = len(report.kernels) - len(shown)
         out.append(Text(f"  ... {more} more: `compilediag dump-kernels` lists all", style="dim"))
