@@ -314,12 +314,15 @@ def describe_model(model: Any) -> ModelInfo:
     try:  # where forward is written, under any decorator (transformers' `wrapper`)
         source = inspect.unwrap(getattr(fn, "__func__", fn))
         file = inspect.getsourcefile(source) or ""
-        line = inspect.getsourcelines(source)[1]
+        text, line = inspect.getsourcelines(source)
+        end_line = line + len(text) - 1
     except (TypeError, OSError, ValueError):
-        file, line = "", 0
+        file, line, end_line = "", 0, 0
     named = getattr(model, "named_modules", None)
     modules = {path: type(m).__name__ for path, m in named() if path} if callable(named) else {}
-    return ModelInfo(name=name, params=params, file=file, line=line, modules=modules)
+    return ModelInfo(
+        name=name, params=params, file=file, line=line, end_line=end_line, modules=modules
+    )
 
 
 def marked(torch: Any, call: Any, spec: WorkerSpec) -> Any:

@@ -125,6 +125,7 @@ class ModelInfo:
     params: list[str] = field(default_factory=list)
     file: str = ""  # where forward is defined
     line: int = 0
+    end_line: int = 0  # its last line
     modules: dict[str, str] = field(default_factory=dict)  # submodule path -> class name
 
 

@@ -176,9 +176,17 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
     for h in report.recompile_limit_hits:
         place(h)
         h.distinct_reasons = [named(x) for x in h.distinct_reasons]
-    # module paths are relative to the compiled frame's `self`: the model's in its entry frame
+
+    # module paths are relative to the compiled frame's `self`: the model's in its forward
+    # (the entry frame, and the frames that resume it after a break), a submodule's elsewhere
+    def in_forward(g: Graph) -> bool:
+        return g.compile_id.startswith("0/") or (
+            g.file == model.file and model.line <= g.line <= model.end_line
+        )
+
+    own = {g.compile_id for g in report.graphs if in_forward(g)}
     for k in report.kernels:
-        if k.compile_id.startswith("0/"):
+        if k.compile_id in own:
             k.modules = [
                 f"{p} ({model.modules[p]})" if p in model.modules else p for p in k.modules
             ]
