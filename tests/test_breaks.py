@@ -138,3 +138,22 @@ def test_breaks_recorded_only_as_restarts_are_breaks() -> None:
     sites, total = collect_breaks(log.ordered())
     assert sorted(s.line for s in sites) == expected_breaks("graph_breaks.py")
     assert total == 3
+
+
+def test_a_break_belongs_to_the_framework_it_is_in() -> None:
+    """The library frames of real breaks, outermost first (paths from a run of
+    transformers' generate() under torch.compile, torch 2.13, and of a DDP job)."""
+    from compilediag.analysis.breaks import DDP, framework_of
+
+    site = ".venv/lib/python3.11/site-packages/"
+    generate = [
+        site + "torch/nn/modules/module.py",
+        site + "torch/utils/_contextlib.py",  # generate() is decorated with torch.no_grad
+        site + "transformers/generation/utils.py",
+    ]
+    assert framework_of(*generate)[0] == "transformers"
+    assert framework_of(site + "torch/utils/_contextlib.py")[0] == "torch"
+    ddp = [site + "torch/nn/parallel/distributed.py", "/usr/lib/python3.11/contextlib.py"]
+    assert framework_of(*ddp)[0] == DDP  # DDP's wrapper decides wherever it stands
+    assert framework_of("/usr/lib/python3.11/logging/__init__.py")[0] == "logging"
+    assert framework_of("/home/me/model.py") is None

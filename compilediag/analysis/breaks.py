@@ -97,19 +97,25 @@ FRAMEWORKS: list[tuple[str, str, str]] = [
 ]
 
 
-def framework_of(*files: str) -> tuple[str, str] | None:
-    """The framework of a break's library frames: the first of FRAMEWORKS that any of them
-    is in (a contextlib frame inside DDP's forward is DDP's)."""
-    paths = [f.replace("\\", "/") for f in files]
-    for marker, name, advice in FRAMEWORKS:
-        if any(marker in p for p in paths):
-            return name, advice
-    return None
-
-
 # frameworks whose own code the user calls but must not edit: their advice wins over a fix
 # that edits the line torch broke on (for DDP, always: the fix is how the model is wrapped)
 ALWAYS_FRAMEWORK_ADVICE = {DDP}
+
+
+def framework_of(*files: str) -> tuple[str, str] | None:
+    """The framework of a break's library frames, outermost first: DDP's wherever its
+    wrapper stands (a contextlib frame inside DDP's forward is DDP's), else the framework of
+    the innermost frame that is in one (a break in transformers' generate() is transformers',
+    though torch's Module.__call__ and no_grad wrap it)."""
+    paths = [f.replace("\\", "/") for f in files]
+    for marker, name, advice in FRAMEWORKS:
+        if name in ALWAYS_FRAMEWORK_ADVICE and any(marker in p for p in paths):
+            return name, advice
+    for path in reversed(paths):
+        for marker, name, advice in FRAMEWORKS:
+            if marker in path:
+                return name, advice
+    return None
 
 
 def restarts(compiles: list[Compile]) -> list[tuple[Compile, Site, str]]:
