@@ -187,6 +187,8 @@ GUARD_SIZE = re.compile(
     r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\d+), actual (?P<b>\d+)"
 )
 GUARD_LOWER_BOUND = re.compile(r"(?P<lo>\d+) <= (?P<src>.+)\.size\(\)\[(?P<i>\d+)\]$")
+# a dynamic dim bounded above by a comparison in the code (`if x.shape[1] < 10:`)
+GUARD_RANGE = re.compile(r"(?P<lo>\d+) <= (?P<src>.+)\.size\(\)\[(?P<i>\d+)\] <= (?P<hi>\d+)$")
 GUARD_TENSOR_META = re.compile(
     r"tensor '(?P<n>.+?)' (?P<what>dtype|device|requires_grad|stride|dispatch key set|rank|ndim)s? mismatch(?:[^.]*)\.?\s*(?P<rest>.*)"
 )

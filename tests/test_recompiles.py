@@ -199,3 +199,29 @@ def test_a_size_one_specialisation_is_not_called_automatic_dynamic() -> None:
     assert not r.automatic_dynamic
     assert "already made it dynamic" not in r.suggestion
     assert "sizes 0 and 1 are always specialised" in r.suggestion.lower()
+
+
+def test_a_dynamic_size_bounded_by_a_comparison_is_said_so_and_torch_where_removes_it() -> None:
+    """A branch on a size that torch made dynamic bounds the dynamic graph (`2 <= x.size()[1]
+    <= 9`); a size past it recompiles. Counted as CompileCounter counts; the advice (compute
+    both sides as tensors) applied leaves only the automatic-dynamic recompile."""
+    torch = pytest.importorskip("torch")
+    from compilediag.testing import compile_report
+
+    def branchy(x):
+        if x.shape[1] < 10:
+            return x * 2
+        return x + 1
+
+    def fixed(x):
+        return torch.where(torch.tensor(x.shape[1] < 10), x * 2, x + 1)
+
+    first = (torch.randn(2, 4),)
+    calls = [(torch.randn(2, n),) for n in (5, 6, 12)]
+    report = compile_report(branchy, first, calls=calls)
+    assert len(report.recompiles) == _frame_count(branchy, first, calls) - 1 == 2
+    bounded = report.recompiles[-1]
+    assert bounded.cause == "bounded"
+    assert bounded.failed_guard == "x dim 1 left 2..9, the sizes its dynamic graph covers"
+    assert "torch.where" in bounded.suggestion and "mark_dynamic" not in bounded.suggestion
+    assert _frame_count(fixed, first, calls) - 1 == 1  # only 4 -> 5 (automatic dynamic) is left

@@ -11,6 +11,7 @@ import pytest
 
 from compilediag.analysis.kernels import kernels_of_graph, node_lines
 from compilediag.torch_formats import (
+    GUARD_RANGE,
     GUARD_SIZE,
     KERNEL_DEFINITION,
     RESUME,
@@ -79,6 +80,19 @@ def test_recompile_reason_is_a_size_guard_with_its_source(folder: Path) -> None:
     assert (m["i"], m["a"], m["b"]) == ("0", "2", "4")
     assert source_name(m["n"]) in ("x", "args[0]")
     assert guard_pattern(text) == guard_pattern(text.replace("actual 4", "actual 8"))
+
+
+@pytest.mark.parametrize("folder", trace_sets("bounded_dim"), ids=lambda p: p.name)
+def test_a_dynamic_size_bounded_by_a_branch_is_a_range_guard(folder: Path) -> None:
+    """tests/fixtures/jobs/bounded_dim.py: the third compile's guard on the dynamic graph
+    is a range whose upper bound is the branch's constant less one."""
+    from compilediag.analysis.recompiles import parse_guard, translate
+
+    log = _log("bounded_dim", folder)
+    texts = [parse_guard(r).guard for c in log.ordered() for r in c.recompile_reasons]
+    ranges = [m for t in texts if (m := GUARD_RANGE.match(t))]
+    assert [(m["src"], m["i"], m["lo"], m["hi"]) for m in ranges] == [("x", "1", "2", "9")]
+    assert translate(ranges[0].group(0))[1] == "bounded"
 
 
 def test_recompile_reasons_split_per_cached_graph() -> None:

@@ -17,6 +17,7 @@ from compilediag.torch_formats import (
     GUARD_LOCATION,
     GUARD_LOWER_BOUND,
     GUARD_OBJ_ID,
+    GUARD_RANGE,
     GUARD_SIZE,
     GUARD_STRING,
     GUARD_TENSOR_META,
@@ -92,6 +93,18 @@ def translate(guard: str) -> tuple[str, str, str]:
             f"The graph made {name} dim {m['i']} dynamic for sizes >= 2; sizes 0 and 1 are always "
             "specialised (broadcasting differs), so they compile their own graph. Avoid them "
             "(e.g. pad a batch of 1), or accept one extra compile.",
+        )
+    m = GUARD_RANGE.match(guard)
+    if m:
+        name, dim, lo, hi = source_name(m["src"]), m["i"], m["lo"], m["hi"]
+        return (
+            f"{name} dim {dim} left {lo}..{hi}, the sizes its dynamic graph covers",
+            "bounded",  # not "shape": already dynamic; mark_dynamic or dynamic=True can't help
+            f"A comparison of {name} dim {dim} in the code (where the guard was installed) "
+            f"bounded the dynamic graph to sizes {lo} to {hi}; a size past the bound compiles "
+            "another graph, for the other side of the comparison. Expected where the code "
+            "must branch on the size; otherwise compute both sides as tensors (torch.where) "
+            "or move the branch out of the compiled code.",
         )
     m = GUARD_TENSOR_META.match(guard)
     if m:
