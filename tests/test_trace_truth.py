@@ -14,7 +14,6 @@ import pytest
 
 from tests.conftest import ROOT, TRACES, run_json
 
-VERSIONS = ["torch-2.6.0-cpu", "torch-2.13.0-cpu"]
 JOBS = ROOT / "tests" / "fixtures" / "jobs"
 
 
@@ -41,7 +40,7 @@ def export_error_line_from_torch() -> int:
     return int(next(a or b for a, b in lines))
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", versions_with("export_error"))
 def test_a_failed_export_is_a_failure_at_torchs_line(version: str) -> None:
     report, proc = run_json("report", trace(version, "export_error"))
     assert proc.returncode == 4, proc.stderr
@@ -57,7 +56,7 @@ def test_a_failed_export_is_a_failure_at_torchs_line(version: str) -> None:
     assert gated["verdict"]["passed"] is False
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", versions_with("aoti"))
 def test_an_aotinductor_trace_lists_its_kernels(version: str) -> None:
     """The job AOT-compiles Linear(16, 32) -> ReLU -> Linear(32, 4): two matmuls that stay
     library calls (addmm) and the ReLU as a generated C++ kernel."""
@@ -75,7 +74,7 @@ def test_an_aotinductor_trace_lists_its_kernels(version: str) -> None:
     assert "AOTInductor compiled 1 kernel ahead of time" in note
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", versions_with("ddp_zero_graphs"))
 def test_a_ddp_job_that_compiled_nothing_says_so_with_ddp_advice(version: str) -> None:
     """torch.compile(DDP(model)) (tests/fixtures/jobs/ddp_zero_graphs.py, 2 gloo ranks):
     Dynamo broke inside DDP's wrapper, so no graph was made on either rank."""
@@ -95,12 +94,11 @@ def test_a_ddp_job_that_compiled_nothing_says_so_with_ddp_advice(version: str) -
     assert report["summary"]["unique_graph_breaks"] == 1
 
 
-def test_ranks_that_run_their_graphs_in_different_orders_diverge() -> None:
+@pytest.mark.parametrize("version", versions_with("graph_order_diverge"))
+def test_ranks_that_run_their_graphs_in_different_orders_diverge(version: str) -> None:
     """tests/fixtures/jobs/graph_order_diverge.py: the same two graphs on both ranks, run in
     opposite orders (torch logs graph_execution from 2.10)."""
-    report, proc = run_json(
-        "report", trace("torch-2.13.0-cpu", "graph_order_diverge"), "--fail-on-divergence"
-    )
+    report, proc = run_json("report", trace(version, "graph_order_diverge"), "--fail-on-divergence")
     assert proc.returncode == 1
     orders = {r["rank"]: r["graph_order"] for r in report["ranks"]}
     assert orders == {0: ["0/0", "1/0", "0/0", "1/0"], 1: ["0/0", "1/0", "1/0", "0/0"]}
@@ -109,8 +107,9 @@ def test_ranks_that_run_their_graphs_in_different_orders_diverge() -> None:
     assert not any("graph_execution" in k for k in report["trace"]["not_analysed"])
 
 
-def test_graph_execution_is_read_where_ranks_agree() -> None:
-    report, _ = run_json("report", trace("torch-2.13.0-cpu", "collectives_extra"))
+@pytest.mark.parametrize("version", versions_with("graph_order_diverge"))  # 2.10 and later
+def test_graph_execution_is_read_where_ranks_agree(version: str) -> None:
+    report, _ = run_json("report", trace(version, "collectives_extra"))
     assert [r["graph_order"] for r in report["ranks"]] == [["0/0", "0/0"]] * 3
     assert not any(d.startswith("graph execution") for d in report["divergence"])
 
@@ -130,9 +129,11 @@ def test_cache_hit_and_miss_are_what_torch_logged(version: str) -> None:
         assert any("came from the FX-graph cache" in n for n in warm["notes"])
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", versions_with("export_error"))
 def test_nothing_in_these_traces_is_unknown(version: str) -> None:
     for name in ("export_error", "aoti", "ddp_zero_graphs", "collectives_extra"):
+        if not Path(trace(version, name)).exists():  # (2.11's AOTInductor job crashed)
+            continue
         report, _ = run_json("report", trace(version, name))
         assert report["trace"]["unknown_records"] == {}, name
         assert report["trace"]["damaged_payloads"] == 0, name
