@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+# One intra-op thread in every test process and the workers they start: the suite runs a
+# pytest worker per core, and two-thread ops in each then wait on a core another process
+# holds (OpenMP spins while it waits: CPU burnt, and timings measure the machine).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
 TRACES = Path(__file__).parent / "fixtures" / "traces"
@@ -55,6 +60,37 @@ def run_json(*args: str, **kw) -> tuple[dict, subprocess.CompletedProcess]:
     proc = run_cli(*args, "--format", "json", **kw)
     assert proc.stdout.strip(), proc.stderr
     return json.loads(proc.stdout), proc
+
+
+def assert_timings_consistent(
+    report: dict, backend: str, repeat: int | None = None, warmup: int | None = None
+) -> None:
+    """A CPU report's timings agree with themselves (ratios, sums, method), whatever their
+    values: timings vary."""
+    import pytest
+
+    t, ct = report["timings"], report["compile_time"]
+    e, c = t["eager_ms"], t["compiled_ms"]
+    if repeat is not None:
+        assert e["n"] == c["n"] == repeat
+    assert e["median"] > 0 and c["median"] > 0 and e["iqr"] >= 0 and c["iqr"] >= 0
+    assert 0 < e["min"] <= e["median"] and 0 < c["min"] <= c["median"]
+    assert t["speedup"] == pytest.approx(e["median"] / c["median"])
+    assert report["summary"]["speedup"] == t["speedup"]
+    assert t["method"] == "perf_counter"
+    if warmup is not None:
+        assert t["warmup"] == warmup
+    phases = ct["dynamo_s"] + ct["aot_s"] + ct["inductor_s"] + ct["codegen_s"]
+    assert all(ct[k] >= 0 for k in ("dynamo_s", "aot_s", "inductor_s", "codegen_s"))
+    if backend != "inductor":  # (under Inductor an FX-graph cache hit may take ~0 s)
+        assert ct["inductor_s"] == 0
+    assert phases <= ct["total_s"] + 1e-6
+    # graphs hold the compiles that produced one; compiles that produced none add to the total
+    assert ct["total_s"] >= sum(g["compile_time_s"] or 0 for g in report["graphs"]) - 1e-6
+    # the first call compiles, so it takes at least the compile time of its graphs
+    assert t["first_call_s"] >= min(g["compile_time_s"] or 0 for g in report["graphs"])
+    assert t["outputs_match"] is True
+    assert t["max_abs_err"] is not None and t["max_abs_err"] < 1e-3
 
 
 def load_sample(sample: str) -> tuple:

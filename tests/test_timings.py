@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SAMPLES, run_json
+from tests.conftest import SAMPLES, assert_timings_consistent, run_json
 
 SAMPLES_WITH_INPUTS = sorted(
     p.name
@@ -19,46 +19,34 @@ SAMPLES_WITH_INPUTS = sorted(
 )
 
 
-INDUCTOR_SAMPLES = {"transformer_block.py", "clean_mlp.py", "mutates_input.py", "kv_cache_step.py"}
+# Samples timed by the tests that run them for another purpose (each asserts the same
+# consistency): the break causes and the clean models (test_explain_e2e), the models that
+# change their inputs (below), the break whose cost is measured (below).
+TIMED_ELSEWHERE = {
+    "print_break.py", "data_branch.py", "item_break.py", "numpy_break.py", "logging_break.py",
+    "nonzero_break.py", "clean_mlp.py", "transformer_block.py", "mutates_input.py",
+    "kv_cache_step.py", "costly_break.py",
+}  # fmt: skip
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sample", SAMPLES_WITH_INPUTS)
+@pytest.mark.parametrize("sample", sorted(set(SAMPLES_WITH_INPUTS) - TIMED_ELSEWHERE))
 def test_timings_are_consistent(sample: str) -> None:
-    backend = "inductor" if sample in INDUCTOR_SAMPLES else "aot_eager"
     report, proc = run_json(
-        "explain",
-        f"sample_models/{sample}",
-        "--device",
-        "cpu",
-        "--backend",
-        backend,
-        "--repeat",
-        "15",
-        "--warmup",
-        "2",
-        timeout=600,
-    )
+        "explain", f"sample_models/{sample}", "--device", "cpu", "--backend", "aot_eager",
+        "--repeat", "5", "--warmup", "2", timeout=600,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    t, ct = report["timings"], report["compile_time"]
-    e, c = t["eager_ms"], t["compiled_ms"]
-    assert e["n"] == c["n"] == 15
-    assert e["median"] > 0 and c["median"] > 0 and e["iqr"] >= 0 and c["iqr"] >= 0
-    assert 0 < e["min"] <= e["median"] and 0 < c["min"] <= c["median"]
-    assert t["speedup"] == pytest.approx(e["median"] / c["median"])
-    assert report["summary"]["speedup"] == t["speedup"]
-    assert t["method"] == "perf_counter" and t["warmup"] == 2
-    phases = ct["dynamo_s"] + ct["aot_s"] + ct["inductor_s"] + ct["codegen_s"]
-    assert all(ct[k] >= 0 for k in ("dynamo_s", "aot_s", "inductor_s", "codegen_s"))
-    if backend != "inductor":  # (under Inductor an FX-graph cache hit may take ~0 s)
-        assert ct["inductor_s"] == 0
-    assert phases <= ct["total_s"] + 1e-6
-    # graphs hold the compiles that produced one; compiles that produced none add to the total
-    assert ct["total_s"] >= sum(g["compile_time_s"] or 0 for g in report["graphs"]) - 1e-6
-    # the first call compiles, so it takes at least the compile time of its graphs
-    assert t["first_call_s"] >= min(g["compile_time_s"] or 0 for g in report["graphs"])
-    assert t["outputs_match"] is True
-    assert t["max_abs_err"] is not None and t["max_abs_err"] < 1e-3
+    assert_timings_consistent(report, "aot_eager", repeat=5, warmup=2)
+
+
+def test_every_sample_is_timed() -> None:
+    from tests import test_explain_e2e
+
+    elsewhere = set(test_explain_e2e.BREAKING) | set(test_explain_e2e.CLEAN)
+    elsewhere |= {s for s, _ in CHANGES_INPUTS} | {"costly_break.py"}
+    assert elsewhere == TIMED_ELSEWHERE
+    assert set(SAMPLES_WITH_INPUTS) >= TIMED_ELSEWHERE
 
 
 def test_timings_can_be_skipped() -> None:
@@ -77,9 +65,10 @@ def test_slow_speedup_is_explained() -> None:
     assert "does not optimise" in notes and "3 graph breaks" in notes
 
 
-@pytest.mark.parametrize(
-    ("sample", "mutated"), [("mutates_input.py", "x"), ("kv_cache_step.py", "cache")]
-)
+CHANGES_INPUTS = [("mutates_input.py", "x"), ("kv_cache_step.py", "cache")]
+
+
+@pytest.mark.parametrize(("sample", "mutated"), CHANGES_INPUTS)
 def test_a_model_that_changes_its_inputs_is_compared_like_with_like(
     sample: str, mutated: str
 ) -> None:
@@ -91,12 +80,21 @@ def test_a_model_that_changes_its_inputs_is_compared_like_with_like(
     import torch
 
     report, proc = run_json(
-        "explain", f"sample_models/{sample}", "--backend", "aot_eager", "--repeat", "5",
+        "explain",
+        f"sample_models/{sample}",
+        "--device",
+        "cpu",
+        "--repeat",
+        "5",
+        "--warmup",
+        "2",
         "--check-outputs",
-    )  # fmt: skip
+    )  # fmt: skip  (Inductor: its numerics against eager are the subject)
     assert proc.returncode == 0, proc.stdout
+    assert_timings_consistent(report, "inductor", repeat=5, warmup=2)
     t = report["timings"]
-    assert t["outputs_match"] is True and t["max_abs_err"] == 0.0
+    # (the false alarm was 0.09-0.5; Inductor differs from eager by float rounding only)
+    assert t["outputs_match"] is True and t["max_abs_err"] < 1e-5
     assert t["mutated_inputs"] == [mutated]
     # torch's own answer on the same model: compiled on a fresh copy equals eager
     spec = importlib.util.spec_from_file_location("m", SAMPLES / sample)
@@ -153,6 +151,7 @@ def test_time_lost_to_each_break_is_what_its_eager_code_costs() -> None:
     report, proc = run_json("explain", "sample_models/costly_break.py", "--device", "cpu",
                             timeout=900, env=one)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    assert_timings_consistent(report, "inductor")
     # timed alone in a fresh process: this one may hold another test's torch state
     script = (
         "import importlib.util, torch\n"
@@ -164,7 +163,7 @@ def test_time_lost_to_each_break_is_what_its_eager_code_costs() -> None:
         "    h = torch.relu(model.fc1(x))\n"
         "    t = Timer('f(h)', globals={'f': m.postprocess, 'h': h},\n"
         "              num_threads=torch.get_num_threads())\n"
-        "    print(t.blocked_autorange(min_run_time=1.0).median * 1e3)\n"
+        "    print(min(t.blocked_autorange(min_run_time=1.0).times) * 1e3)\n"
     )
     proc2 = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                            timeout=300, env={**os.environ, **one})  # fmt: skip
@@ -172,7 +171,9 @@ def test_time_lost_to_each_break_is_what_its_eager_code_costs() -> None:
     alone = float(proc2.stdout.strip().splitlines()[-1])
     costly, cheap = report["graph_breaks"]  # ranked by what they cost
     assert (costly["line"], cheap["line"]) == (31, 33)
-    assert 0.6 * alone <= costly["time_lost_ms"] <= 1.6 * alone, (costly["time_lost_ms"], alone)
+    # `alone` is its fastest block (another test's load only slows a block down); the
+    # report's figure is a median share, which the same load may inflate
+    assert 0.6 * alone <= costly["time_lost_ms"] <= 3 * alone, (costly["time_lost_ms"], alone)
     assert cheap["time_lost_ms"] < 0.25 * alone
     t = report["timings"]
     b = t["breakdown"]
