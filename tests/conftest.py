@@ -62,6 +62,21 @@ def run_json(*args: str, **kw) -> tuple[dict, subprocess.CompletedProcess]:
     return json.loads(proc.stdout), proc
 
 
+_RUNS: dict[tuple[str, ...], tuple[str, subprocess.CompletedProcess]] = {}
+
+
+def shared_json(*args: str) -> tuple[dict, subprocess.CompletedProcess]:
+    """run_json, run once per test process for the same arguments: for tests that ask
+    different questions of one run (mark them `xdist_group` by the run, so the parallel
+    run gives them one process). Each caller gets its own copy of the report."""
+    if args not in _RUNS:
+        proc = run_cli(*args, "--format", "json")
+        assert proc.stdout.strip(), proc.stderr
+        _RUNS[args] = (proc.stdout, proc)
+    text, proc = _RUNS[args]
+    return json.loads(text), proc
+
+
 def assert_timings_consistent(
     report: dict, backend: str, repeat: int | None = None, warmup: int | None = None
 ) -> None:

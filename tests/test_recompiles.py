@@ -3,13 +3,21 @@ against torch's own record of guard failures (an independent run in this process
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from compilediag.analysis.recompiles import collect_recompiles, translate
 from compilediag.trace import parse_path
-from tests.conftest import fixture_trace, run_cli, run_json, torch_recompiles, trace_sets
+from tests.conftest import (
+    fixture_trace,
+    run_cli,
+    run_json,
+    shared_json,
+    torch_recompiles,
+    trace_sets,
+)
 
 
 @pytest.mark.parametrize(
@@ -79,23 +87,24 @@ def test_batch_sweep_recording(folder: Path) -> None:
 @pytest.mark.parametrize(
     ("sample", "cause"),
     [
-        ("changing_batch.py", "shape"),
+        pytest.param("changing_batch.py", "shape", marks=pytest.mark.xdist_group("batch")),
         ("changing_float.py", "float"),
         ("train_eval_switch.py", "training"),
         ("per_layer_int.py", "int"),
-        ("recompile_limit.py", "int"),
+        pytest.param("recompile_limit.py", "int", marks=pytest.mark.xdist_group("limit")),
     ],
 )
 def test_recompile_count_matches_torch(sample: str, cause: str) -> None:
-    report, proc = run_json("recompiles", f"sample_models/{sample}")
+    report, proc = shared_json("recompiles", f"sample_models/{sample}")
     assert proc.returncode == 0, proc.stderr
     assert report["summary"]["recompiles"] == torch_recompiles(sample) > 0
     assert {r["cause"] for r in report["recompiles"]} == {cause}
     assert all(r["failed_guard"] and r["suggestion"] for r in report["recompiles"])
 
 
+@pytest.mark.xdist_group("batch")
 def test_timeline_and_automatic_dynamic() -> None:
-    report, _ = run_json("recompiles", "sample_models/changing_batch.py")
+    report, _ = shared_json("recompiles", "sample_models/changing_batch.py")
     assert [c["compiled"] for c in report["calls"]] == [True, True, False]
     (r,) = report["recompiles"]
     assert r["failed_guard"] == "input dim 0 changed 2 → 4"  # nn.Sequential.forward(input)
@@ -113,13 +122,16 @@ def test_dynamic_true_removes_shape_recompiles() -> None:
     assert static["summary"]["recompiles"] == 1
 
 
-def test_recompile_limit_post_mortem() -> None:
-    report, _ = run_json("recompiles", "sample_models/recompile_limit.py")
+@pytest.mark.xdist_group("limit")
+def test_recompile_limit_post_mortem(tmp_path: Path) -> None:
+    report, _ = shared_json("recompiles", "sample_models/recompile_limit.py")
     (hit,) = report["recompile_limit_hits"]
     assert hit["limit"] == 8 and hit["compiles"] == 8
     assert Path(hit["file"]).name == "per_layer_int.py"
     assert len(hit["distinct_reasons"]) == 1 and "7 more like it" in hit["distinct_reasons"][0]
-    proc = run_cli("recompiles", "sample_models/recompile_limit.py")
+    saved = tmp_path / "report.json"  # the table view of the same run, from the saved report
+    saved.write_text(json.dumps(report))
+    proc = run_cli("render", str(saved))
     assert "Recompile limit hit" in proc.stdout and "run in eager mode" in proc.stdout
 
 
