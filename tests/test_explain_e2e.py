@@ -14,6 +14,7 @@ from tests.conftest import (
     expected_breaks,
     run_cli,
     run_json,
+    shared_json,
 )
 
 BREAKING = {
@@ -50,11 +51,19 @@ def test_each_cause_is_reported_at_the_users_line_and_agrees_with_explain(sample
 CLEAN = ["clean_mlp.py", "transformer_block.py"]
 
 
-@pytest.mark.parametrize("sample", CLEAN)
+def clean_run(sample: str) -> tuple[str, ...]:
+    """The run of a clean model (Inductor: its kernels and numerics on a real model), shared
+    with the kernel tests (tests.conftest.shared_json)."""
+    return ("explain", f"sample_models/{sample}", "--device", "cpu", "--repeat", "5",
+            "--warmup", "2")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [pytest.param(s, marks=pytest.mark.xdist_group(s.removesuffix(".py"))) for s in CLEAN],
+)
 def test_clean_models_have_one_graph_and_no_breaks(sample: str) -> None:
-    report, proc = run_json(
-        "explain", f"sample_models/{sample}", "--device", "cpu", "--repeat", "5", "--warmup", "2"
-    )  # (Inductor: its kernels and numerics on a real model)
+    report, proc = shared_json(*clean_run(sample))
     assert proc.returncode == 0, proc.stderr
     assert_timings_consistent(report, "inductor", repeat=5, warmup=2)
     assert report["summary"]["graph_breaks"] == 0

@@ -119,12 +119,12 @@ def test_dump_kernels_refuses_bad_out_before_running(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("transformer_block")
 def test_explain_shows_kernel_count() -> None:
-    from tests.conftest import run_json
+    from tests.conftest import shared_json
+    from tests.test_explain_e2e import clean_run
 
-    report, proc = run_json(
-        "explain", "sample_models/transformer_block.py", "--no-timings", "--device", "cpu"
-    )
+    report, proc = shared_json(*clean_run("transformer_block.py"))
     assert proc.returncode == 0, proc.stderr
     gen = [k for k in report["kernels"] if k["kind"] != "extern"]
     assert report["summary"]["kernels"] == len(gen) > 0
