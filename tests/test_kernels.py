@@ -252,3 +252,9 @@ def test_each_library_call_names_the_linear_it_computes(folder: Path) -> None:
     mms = [k for k in kernels if k.kind == "extern" and k.ops[0] in ("aten.addmm", "aten.mm")]
     assert sorted(m for k in mms for m in k.modules) == linears
     assert all(len(k.modules) == 1 for k in mms)
+    # the attention call is the line that calls it, not the views of qkv folded into it
+    (sdpa,) = [k for k in kernels if "scaled_dot_product" in k.name]
+    block = (SAMPLES / "transformer_block.py").read_text().splitlines()
+    (line,) = [i for i, s in enumerate(block, 1) if "scaled_dot_product_attention(" in s]
+    assert [p.rsplit(":", 1)[1] for p in sdpa.source_lines] == [str(line)]
+    assert sdpa.modules == []

@@ -106,6 +106,9 @@ def provenance_nodes(c: Compile) -> list[dict[str, list[list[str]]]]:
         calls: list[tuple[int, str, list[str]]] = []
         for key, posts in (data.get(PROVENANCE_KERNEL_TO_POST) or {}).items():
             name, _, index = key.rpartition(":")
+            if "." in name:  # a library call: its own node, not the views folded into it
+                op = extern_op(name).removeprefix("aten.")
+                posts = [p for p in posts if re.fullmatch(rf"{re.escape(op)}(_\d+)?", p)] or posts
             nodes = dict.fromkeys(p for post in posts for p in post_to_pre.get(post, []))
             calls.append((int(index) if index.isdigit() else 0, name, list(nodes)))
         by_name: dict[str, list[list[str]]] = {}

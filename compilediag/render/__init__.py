@@ -103,8 +103,8 @@ def kernel_count_note(s: Summary) -> str:
         return "Counted in the generated code; torch generated none this run (FX-graph cache)."
     return (
         f"Distinct kernels in the generated code. torch's generated_kernel_count, {n}, counts "
-        "every kernel object Inductor built on the way (a C++ loop's scalar and vector "
-        "versions, variants it dropped)."
+        "every kernel object Inductor built on the way (on CPU a loop's scalar and vector "
+        "versions; fusions it tried and dropped)."
     )
 
 
