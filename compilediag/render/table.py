@@ -260,7 +260,11 @@ def rank_blocks(report: Report) -> list:
     out: list = [Text(f"\nRanks ({len(report.ranks)})", style="bold"), Padding(t, (0, 0, 0, 2))]
     if report.divergence:
         out.append(Text(f"\nRanks diverge ({len(report.divergence)})", style="bold red"))
-        out += [Text(f"  ! {d}", style="red") for d in report.divergence]
+        # a grid, so a long divergence wraps under its own text, not under the "!"
+        grid = Table.grid(padding=(0, 1))
+        for d in report.divergence:
+            grid.add_row(Text("!", style="red"), Text(d, style="red"))
+        out.append(Padding(grid, (0, 0, 0, 2)))
     else:
         out.append(Text("  All ranks compiled alike.", style="green"))
     return out
