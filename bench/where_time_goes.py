@@ -5,8 +5,8 @@ measurements of the same model and inputs.
 
 For each model:
 1. `compilediag explain MODEL --device cuda --format json`: wall per call (median of
-   interleaved blocks of back-to-back calls, CUDA events) and device time (20 calls
-   captured in one CUDA graph, replayed, CUDA events), in the worker process.
+   interleaved blocks of back-to-back calls, CUDA events) and device time (a CUDA-graph
+   replay of one call, CUDA events), in the worker process.
 2. In a fresh process on the same model and inputs, first the wall: ROUNDS rounds, each
    of compilediag's steady_state() (the worker's timing code) and
    torch.utils.benchmark.Timer.blocked_autorange back to back, so both see the machine
@@ -89,6 +89,31 @@ def reference(path: str) -> dict[str, float]:
         torch.cuda.synchronize()
         return (time.perf_counter() - t0) * 1e3 / calls
 
+    def unrolled_graph_ms(call, calls: int = 20) -> float:
+        # like do_bench_cudagraph: N calls captured in one graph, replayed, per call
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                call()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                call()
+        g.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(10):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / calls)
+        del g
+        return statistics.median(times)
+
     # Wall first, before anything that profiles or captures: a process that has run
     # torch.profiler times its later calls 1.3-1.8x slower (bench/wall_probe.py), so the
     # worker too times before it profiles. Each round takes compilediag's steady-state
@@ -115,6 +140,7 @@ def reference(path: str) -> dict[str, float]:
         add(f"{name}_do_bench_ms", triton.testing.do_bench(call, return_mode="median"))
         add(f"{name}_do_bench_cudagraph_ms",
             triton.testing.do_bench_cudagraph(call, return_mode="median"))  # fmt: skip
+        add(f"{name}_unrolled_graph_ms", unrolled_graph_ms(call))
     out: dict = {k: statistics.median(v) for k, v in rounds.items()}
     out["rounds"] = rounds
     out["device_method"] = m.device.method
@@ -168,13 +194,13 @@ def tables(rows: list[dict]) -> str:
     ]
     dev = [
         "",
-        "Device time per call, ms. Ours: 20 calls captured in one CUDA graph, replayed "
-        "(compilediag.measure.graph_replay_ms); do_bench_cudagraph: triton's, same process; "
-        "do_bench: triton's default (L2 flush, CPU launch included).",
+        "Device time per call, ms. Ours: a CUDA-graph replay of one call; unrolled: 20 calls in "
+        "one graph; do_bench_cudagraph: triton's, same process; do_bench: triton's default "
+        "(L2 flush, CPU launch included).",
         "",
-        "| model | variant | ours (explain) | ours (measure()) | do_bench_cudagraph "
-        "| ours/do_bench_cudagraph | do_bench | ours/do_bench |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| model | variant | ours (explain) | ours (measure()) | unrolled | do_bench_cudagraph "
+        "| ratio | do_bench | ours/do_bench |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         ref, t = row["reference"], row["explain"]
@@ -189,9 +215,9 @@ def tables(rows: list[dict]) -> str:
             lines.append(f"| {row['model']} | {v} | {ex:.4f} | {me:.4f} | {tm:.4f} | {lp:.4f} | "
                          f"{spread:.0%} | {ratio:.2f} | {ex / tm:.2f} |")  # fmt: skip
             dex = (t.get("device") or {}).get(f"{v}_ms", float("nan"))
-            dme, cg, db = (ref[f"{v}_ours_device_ms"], ref[f"{v}_do_bench_cudagraph_ms"],
-                           ref[f"{v}_do_bench_ms"])  # fmt: skip
-            dev.append(f"| {row['model']} | {v} | {dex:.4f} | {dme:.4f} | {cg:.4f} | "
+            dme, un, cg, db = (ref[f"{v}_ours_device_ms"], ref[f"{v}_unrolled_graph_ms"],
+                               ref[f"{v}_do_bench_cudagraph_ms"], ref[f"{v}_do_bench_ms"])  # fmt: skip
+            dev.append(f"| {row['model']} | {v} | {dex:.4f} | {dme:.4f} | {un:.4f} | {cg:.4f} | "
                        f"{dme / cg:.2f} | {db:.4f} | {dme / db:.2f} |")  # fmt: skip
     return "\n".join(lines + dev) + "\n"
 

@@ -240,7 +240,7 @@ def steady_state(
 
 
 DEVICE_CALLS = 20  # calls profiled for the device's busy time
-GRAPH_CALLS = 20  # calls captured in one CUDA graph: one replay is one timed block
+GRAPH_REPLAYS = 20  # CUDA-graph replays per timed block
 GRAPH_BLOCKS = 15
 
 
@@ -256,8 +256,8 @@ def device_time(
         return DeviceTime(
             eager_ms=graph_replay_ms(torch, lambda: step(model, call)),
             compiled_ms=graph_replay_ms(torch, lambda: step(compiled, call)),
-            method=f"CUDA-graph replay of {GRAPH_CALLS} calls captured together, CUDA "
-            f"events, median of {GRAPH_BLOCKS} replays, no L2 flush",
+            method=f"CUDA-graph replay of one call, CUDA events, median of {GRAPH_BLOCKS} "
+            f"blocks of {GRAPH_REPLAYS}, no L2 flush",
         )
     except Exception as e:  # noqa: BLE001 - any capture failure: measure it another way
         torch.cuda.synchronize()
@@ -269,12 +269,8 @@ def device_time(
         )
 
 
-def graph_replay_ms(torch: Any, run: Callable[[], Any], calls: int = GRAPH_CALLS) -> float:
-    """The device's time per call: `calls` back-to-back calls captured in one CUDA graph
-    (as triton's do_bench_cudagraph does: the gaps between calls are the device's, as in a
-    loop), the graph replayed in blocks timed by CUDA events. (A graph of one call, replayed
-    again and again, read 0.84-0.89 of do_bench_cudagraph on launch-bound eager models on an
-    H100: bench/results/where_time_goes_h100_one_call_graph.md.)"""
+def graph_replay_ms(torch: Any, run: Callable[[], Any]) -> float:
+    """One call captured in a CUDA graph, replayed in blocks timed by CUDA events."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm up off the default stream, as capture requires
@@ -284,18 +280,18 @@ def graph_replay_ms(torch: Any, run: Callable[[], Any], calls: int = GRAPH_CALLS
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(calls):
-            run()
+        run()
     graph.replay()
     torch.cuda.synchronize()
     times = []
     for _ in range(GRAPH_BLOCKS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        graph.replay()
+        for _ in range(GRAPH_REPLAYS):
+            graph.replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) / calls)
+        times.append(start.elapsed_time(end) / GRAPH_REPLAYS)
     del graph
     torch.cuda.synchronize()
     return statistics.median(times)

@@ -185,7 +185,7 @@ class Stat:
 @dataclass
 class DeviceTime:
     """The GPU's time per call (no CPU overhead), in milliseconds: a CUDA-graph replay of
-    back-to-back calls, else the kernels' busy time (`method` says which)."""
+    one call, else the kernels' busy time (`method` says which)."""
 
     eager_ms: float
     compiled_ms: float
