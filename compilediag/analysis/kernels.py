@@ -290,7 +290,7 @@ def kernels_of_graph(
                 found[name] = _generated(name, defs[name], compile_id)
             k = found[name].kernel
             own = own_nodes(name, pending)
-            if not k.modules and not k.source_lines:  # its first call
+            if calls_seen[name] == 1:  # a kernel called again computes the same nodes' kind
                 k.modules, k.source_lines = modules_of(own), lines_of(own)
             if pending is not None and not k.ops:
                 k.ops = _split(pending["aten"])
