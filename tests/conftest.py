@@ -65,6 +65,18 @@ def run_json(*args: str, **kw) -> tuple[dict, subprocess.CompletedProcess]:
 _RUNS: dict[tuple[str, ...], tuple[str, subprocess.CompletedProcess]] = {}
 
 
+# The samples whose `recompiles` run also measures each remedy (--try-fixes): the recompile
+# tests read the same run's findings (the remedies' runs only add `verified_fixes`).
+TRY_FIXES_SAMPLES = ("changing_batch.py", "changing_float.py", "per_layer_int.py")
+
+
+def recompiles_run(sample: str) -> tuple[str, ...]:
+    """The arguments of a sample's shared `recompiles` run (shared_json); its tests are
+    grouped by `xdist_group(sample)`."""
+    args = ("recompiles", f"sample_models/{sample}")
+    return (*args, "--try-fixes", "--jobs", "2") if sample in TRY_FIXES_SAMPLES else args
+
+
 def shared_json(*args: str) -> tuple[dict, subprocess.CompletedProcess]:
     """run_json, run once per test process for the same arguments: for tests that ask
     different questions of one run (mark them `xdist_group` by the run, so the parallel

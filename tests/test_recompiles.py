@@ -12,6 +12,7 @@ from compilediag.analysis.recompiles import collect_recompiles, translate
 from compilediag.trace import parse_path
 from tests.conftest import (
     fixture_trace,
+    recompiles_run,
     run_cli,
     run_json,
     shared_json,
@@ -87,24 +88,27 @@ def test_batch_sweep_recording(folder: Path) -> None:
 @pytest.mark.parametrize(
     ("sample", "cause"),
     [
-        pytest.param("changing_batch.py", "shape", marks=pytest.mark.xdist_group("batch")),
-        ("changing_float.py", "float"),
-        ("train_eval_switch.py", "training"),
-        ("per_layer_int.py", "int"),
-        pytest.param("recompile_limit.py", "int", marks=pytest.mark.xdist_group("limit")),
+        pytest.param(sample, cause, marks=pytest.mark.xdist_group(sample))
+        for sample, cause in [
+            ("changing_batch.py", "shape"),
+            ("changing_float.py", "float"),
+            ("train_eval_switch.py", "training"),
+            ("per_layer_int.py", "int"),
+            ("recompile_limit.py", "int"),
+        ]
     ],
 )
 def test_recompile_count_matches_torch(sample: str, cause: str) -> None:
-    report, proc = shared_json("recompiles", f"sample_models/{sample}")
+    report, proc = shared_json(*recompiles_run(sample))
     assert proc.returncode == 0, proc.stderr
     assert report["summary"]["recompiles"] == torch_recompiles(sample) > 0
     assert {r["cause"] for r in report["recompiles"]} == {cause}
     assert all(r["failed_guard"] and r["suggestion"] for r in report["recompiles"])
 
 
-@pytest.mark.xdist_group("batch")
+@pytest.mark.xdist_group("changing_batch.py")
 def test_timeline_and_automatic_dynamic() -> None:
-    report, _ = shared_json("recompiles", "sample_models/changing_batch.py")
+    report, _ = shared_json(*recompiles_run("changing_batch.py"))
     assert [c["compiled"] for c in report["calls"]] == [True, True, False]
     (r,) = report["recompiles"]
     assert r["failed_guard"] == "input dim 0 changed 2 → 4"  # nn.Sequential.forward(input)
@@ -122,9 +126,9 @@ def test_dynamic_true_removes_shape_recompiles() -> None:
     assert static["summary"]["recompiles"] == 1
 
 
-@pytest.mark.xdist_group("limit")
+@pytest.mark.xdist_group("recompile_limit.py")
 def test_recompile_limit_post_mortem(tmp_path: Path) -> None:
-    report, _ = shared_json("recompiles", "sample_models/recompile_limit.py")
+    report, _ = shared_json(*recompiles_run("recompile_limit.py"))
     (hit,) = report["recompile_limit_hits"]
     assert hit["limit"] == 8 and hit["compiles"] == 8
     assert Path(hit["file"]).name == "per_layer_int.py"

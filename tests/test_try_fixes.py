@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import load_sample, run_json, torch_recompiles
+from tests.conftest import (
+    TRY_FIXES_SAMPLES,
+    load_sample,
+    recompiles_run,
+    run_json,
+    shared_json,
+    torch_recompiles,
+)
 
 
 def _patch(torch, config: dict):
@@ -84,9 +91,12 @@ RECOMPILE_CASES = {
 }
 
 
-@pytest.mark.parametrize("sample", sorted(RECOMPILE_CASES))
+@pytest.mark.parametrize(
+    "sample", [pytest.param(s, marks=pytest.mark.xdist_group(s)) for s in sorted(RECOMPILE_CASES)]
+)
 def test_recompile_remedies_measured_as_torch_counts(sample: str) -> None:
-    report, proc = run_json("recompiles", f"sample_models/{sample}", "--try-fixes", "--jobs", "2")
+    assert sample in TRY_FIXES_SAMPLES
+    report, proc = shared_json(*recompiles_run(sample))
     assert proc.returncode == 0, proc.stderr
     for remedy, verdict, config, kwargs in RECOMPILE_CASES[sample]:
         fix = next(f for f in report["verified_fixes"] if f["remedy"] == remedy)
