@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -62,7 +65,11 @@ def run_json(*args: str, **kw) -> tuple[dict, subprocess.CompletedProcess]:
     return json.loads(proc.stdout), proc
 
 
-_RUNS: dict[tuple[str, ...], tuple[str, subprocess.CompletedProcess]] = {}
+# Runs shared by the tests of one pytest session, across its xdist workers: a folder named
+# by the session's id, one file per run, the first test to ask makes it under a lock.
+_SHARED = Path(tempfile.gettempdir()) / (
+    "compilediag-tests-" + os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
+)
 
 
 # The samples whose `recompiles` run also measures each remedy (--try-fixes): the recompile
@@ -71,22 +78,26 @@ TRY_FIXES_SAMPLES = ("changing_batch.py", "changing_float.py", "per_layer_int.py
 
 
 def recompiles_run(sample: str) -> tuple[str, ...]:
-    """The arguments of a sample's shared `recompiles` run (shared_json); its tests are
-    grouped by `xdist_group(sample)`."""
+    """The arguments of a sample's shared `recompiles` run (shared_json)."""
     args = ("recompiles", f"sample_models/{sample}")
     return (*args, "--try-fixes", "--jobs", "2") if sample in TRY_FIXES_SAMPLES else args
 
 
 def shared_json(*args: str) -> tuple[dict, subprocess.CompletedProcess]:
-    """run_json, run once per test process for the same arguments: for tests that ask
-    different questions of one run (mark them `xdist_group` by the run, so the parallel
-    run gives them one process). Each caller gets its own copy of the report."""
-    if args not in _RUNS:
-        proc = run_cli(*args, "--format", "json")
-        assert proc.stdout.strip(), proc.stderr
-        _RUNS[args] = (proc.stdout, proc)
-    text, proc = _RUNS[args]
-    return json.loads(text), proc
+    """run_json, run once per test session for the same arguments, whichever worker asks
+    first: for tests that ask different questions of one run. Each caller gets its own copy
+    of the report."""
+    _SHARED.mkdir(exist_ok=True)
+    key = hashlib.sha1("\0".join(args).encode()).hexdigest()[:16]
+    saved = _SHARED / f"{key}.json"
+    with open(_SHARED / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second asker waits for the first one's run
+        if not saved.exists():
+            proc = run_cli(*args, "--format", "json")
+            assert proc.stdout.strip(), proc.stderr
+            saved.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
+    code, out, err = json.loads(saved.read_text())
+    return json.loads(out), subprocess.CompletedProcess(list(args), code, out, err)
 
 
 def assert_timings_consistent(

@@ -58,10 +58,7 @@ def clean_run(sample: str) -> tuple[str, ...]:
             "--warmup", "2")  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "sample",
-    [pytest.param(s, marks=pytest.mark.xdist_group(s.removesuffix(".py"))) for s in CLEAN],
-)
+@pytest.mark.parametrize("sample", CLEAN)
 def test_clean_models_have_one_graph_and_no_breaks(sample: str) -> None:
     report, proc = shared_json(*clean_run(sample))
     assert proc.returncode == 0, proc.stderr

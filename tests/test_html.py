@@ -50,9 +50,6 @@ def get_inputs():
     return (torch.randn(2, 8),)
 '''
 PLANTED_LINE = 12
-# one pytest worker for the module: its reports (model runs) and browser are made once
-pytestmark = pytest.mark.xdist_group("html")
-
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -119,7 +119,6 @@ def test_dump_kernels_refuses_bad_out_before_running(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("transformer_block")
 def test_explain_shows_kernel_count() -> None:
     from tests.conftest import shared_json
     from tests.test_explain_e2e import clean_run

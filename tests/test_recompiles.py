@@ -88,7 +88,7 @@ def test_batch_sweep_recording(folder: Path) -> None:
 @pytest.mark.parametrize(
     ("sample", "cause"),
     [
-        pytest.param(sample, cause, marks=pytest.mark.xdist_group(sample))
+        (sample, cause)
         for sample, cause in [
             ("changing_batch.py", "shape"),
             ("changing_float.py", "float"),
@@ -106,7 +106,6 @@ def test_recompile_count_matches_torch(sample: str, cause: str) -> None:
     assert all(r["failed_guard"] and r["suggestion"] for r in report["recompiles"])
 
 
-@pytest.mark.xdist_group("changing_batch.py")
 def test_timeline_and_automatic_dynamic() -> None:
     report, _ = shared_json(*recompiles_run("changing_batch.py"))
     assert [c["compiled"] for c in report["calls"]] == [True, True, False]
@@ -126,7 +125,6 @@ def test_dynamic_true_removes_shape_recompiles() -> None:
     assert static["summary"]["recompiles"] == 1
 
 
-@pytest.mark.xdist_group("recompile_limit.py")
 def test_recompile_limit_post_mortem(tmp_path: Path) -> None:
     report, _ = shared_json(*recompiles_run("recompile_limit.py"))
     (hit,) = report["recompile_limit_hits"]

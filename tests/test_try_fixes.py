@@ -91,9 +91,7 @@ RECOMPILE_CASES = {
 }
 
 
-@pytest.mark.parametrize(
-    "sample", [pytest.param(s, marks=pytest.mark.xdist_group(s)) for s in sorted(RECOMPILE_CASES)]
-)
+@pytest.mark.parametrize("sample", sorted(RECOMPILE_CASES))
 def test_recompile_remedies_measured_as_torch_counts(sample: str) -> None:
     assert sample in TRY_FIXES_SAMPLES
     report, proc = shared_json(*recompiles_run(sample))
