@@ -175,3 +175,19 @@ def torch_recompiles(sample: str, config: dict | None = None, **compile_kwargs) 
 @pytest.fixture
 def samples() -> Path:
     return SAMPLES
+
+
+# Tests of 10 s and more (on 2 cores) start first: the parallel run then does not end on
+# one of them with the other worker idle.
+LONG_TESTS = (
+    "test_caches_are_left_on_kernels_survive_a_hit_and_cold_is_private",
+    "test_time_lost_to_each_break_is_what_its_eager_code_costs",
+    "test_recompile_count_matches_torch",
+    "test_reorderable_print_removes_a_print_of_a_string",
+    "test_baseline_end_to_end",
+    "test_dynamic_true_removes_shape_recompiles",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.name.split("[")[0] not in LONG_TESTS)  # stable
