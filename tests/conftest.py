@@ -105,8 +105,6 @@ def assert_timings_consistent(
 ) -> None:
     """A CPU report's timings agree with themselves (ratios, sums, method), whatever their
     values: timings vary."""
-    import pytest
-
     t, ct = report["timings"], report["compile_time"]
     e, c = t["eager_ms"], t["compiled_ms"]
     if repeat is not None:
