@@ -7,11 +7,8 @@ and its device time from triton's do_bench_cudagraph. One process per setting.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import sys
-from pathlib import Path
 
 
 def main() -> None:
@@ -23,20 +20,13 @@ def main() -> None:
         os.environ["TORCH_TRACE"] = args.trace
     import torch
     import triton
+    from cuda_model import load_cuda_model
     from torch.utils.benchmark import Timer
 
     from compilediag.measure import device_busy_ms, measure
 
-    spec = importlib.util.spec_from_file_location("m", args.model)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(Path(args.model).parent))
-    spec.loader.exec_module(module)
-    model = module.get_model().cuda().eval()
-    inputs = module.get_inputs()
-    if isinstance(inputs, dict):
-        call = ((), {k: v.cuda() for k, v in inputs.items()})
-    else:
-        call = (tuple(t.cuda() for t in inputs), {})
+    model, a, kw = load_cuda_model(args.model)
+    call = (a, kw)
     torch.set_grad_enabled(False)
     compiled = torch.compile(model)
 

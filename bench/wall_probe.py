@@ -13,10 +13,8 @@ later timing.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -33,22 +31,14 @@ def main() -> None:
     )
     args = ap.parse_args()
     import torch
+    from cuda_model import load_cuda_model
     from torch.utils.benchmark import Timer
 
     from compilediag.measure import device_busy_ms, graph_replay_ms, measure
     from compilediag.target import Target
     from compilediag.worker_types import WorkerSpec
 
-    spec = importlib.util.spec_from_file_location("m", args.model)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(Path(args.model).parent))
-    spec.loader.exec_module(module)
-    model = module.get_model().cuda().eval()
-    inputs = module.get_inputs()
-    if isinstance(inputs, dict):
-        a, kw = (), {k: v.cuda() for k, v in inputs.items()}
-    else:
-        a, kw = tuple(t.cuda() for t in inputs), {}
+    model, a, kw = load_cuda_model(args.model)
     torch.set_grad_enabled(False)
     compiled = torch.compile(model)
     fns = {"eager": model, "compiled": compiled}

@@ -44,24 +44,17 @@ ROUNDS = 5
 
 
 def reference(path: str) -> dict[str, float]:
-    import importlib.util
 
     import torch
     import triton
+    from cuda_model import load_cuda_model
     from torch.utils.benchmark import Timer
 
     from compilediag.measure import measure, steady_state
     from compilediag.target import Target
     from compilediag.worker_types import WorkerSpec
 
-    spec = importlib.util.spec_from_file_location("m", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(Path(path).parent))
-    spec.loader.exec_module(module)
-    model = module.get_model().cuda().eval()
-    inputs = module.get_inputs()
-    args, kwargs = ((), {k: v.cuda() for k, v in inputs.items()}) if isinstance(inputs, dict) else (
-        tuple(t.cuda() for t in inputs), {})  # fmt: skip
+    model, args, kwargs = load_cuda_model(path)
     torch.set_grad_enabled(False)
     compiled = torch.compile(model)
     fns = {"eager": model, "compiled": compiled}
