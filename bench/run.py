@@ -100,10 +100,18 @@ def row(name: str, xs: list[float], ref: float | None = None) -> str:
     return f"| {name} | {med:.3f} s | {min(xs):.3f}-{max(xs):.3f} | {ratio} |"
 
 
+# The same script, ending without the interpreter's teardown, as compilediag's worker does:
+# freeing torch's objects one by one at exit costs 1-1.5 s of CPU after a compile here.
+BARE_NO_TEARDOWN = BARE + "import os; sys.stdout.flush(); os._exit(0)\n"
+
+
 def figure_overhead(models: list[str], runs: int, cold: bool) -> list[str]:
-    bare = Path(tempfile.mkdtemp()) / "bare.py"
+    tmp = Path(tempfile.mkdtemp())
+    bare, quick = tmp / "bare.py", tmp / "bare_no_teardown.py"
     bare.write_text(BARE)
+    quick.write_text(BARE_NO_TEARDOWN)
     out = ["| variant | median | spread | ratio to bare |", "|---|---:|---|---:|"]
+    ratios = []
     for model in models:
         if cold:
 
@@ -113,19 +121,28 @@ def figure_overhead(models: list[str], runs: int, cold: bool) -> list[str]:
             variants: dict[str, object] = {
                 f"bare script, empty caches · {model}": lambda m=model: (
                     [sys.executable, str(bare), m], fresh_env()),
+                f"bare script, empty caches, no teardown · {model}": lambda m=model: (
+                    [sys.executable, str(quick), m], fresh_env()),
                 f"explain --no-timings --cold · {model}": (
                     [*CLI, "explain", model, "--no-timings", "--cold", "--format", "json"], {}),
             }  # fmt: skip
         else:
             variants = {
                 f"bare script · {model}": ([sys.executable, str(bare), model], {}),
+                f"bare script, no teardown · {model}": (
+                    [sys.executable, str(quick), model], {}),
                 f"explain --no-timings · {model}": (
                     [*CLI, "explain", model, "--no-timings", "--format", "json"], {}),
             }  # fmt: skip
         times = alternate(variants, runs)
-        ref = statistics.median(next(iter(times.values())))
+        ref, ref_quick, ours = (statistics.median(v) for v in times.values())
         out += [row(k, v, ref) for k, v in times.items()]
-    return out
+        ratios.append(f"{model}: {ours / ref_quick:.2f}×")
+    return out + [
+        "",
+        "explain over the bare script without its teardown (what the diagnosis adds, the "
+        "exit saving left out): " + ", ".join(ratios) + ".",
+    ]
 
 
 def figure_fast_paths(runs: int) -> list[str]:

@@ -1,3 +1,17 @@
-from compilediag.cli import main
+"""`compilediag` and `python -m compilediag`. A run command's worker is started first of
+all, so that its torch import overlaps the CLI's own start (typer, the option checks)."""
 
-main()
+import sys
+
+
+def main() -> None:
+    from compilediag.spawn import start_early
+
+    start_early(sys.argv[1:])
+    from compilediag.cli import main as cli
+
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -7,23 +7,17 @@ before it imports torch.
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from compilediag.errors import ModelError, UsageError, WorkerError
 from compilediag.serial import from_json, to_json
+from compilediag.spawn import kill, spawn, take_early
 from compilediag.worker_types import WorkerFailure, WorkerResult, WorkerSpec
-
-PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 @dataclass
@@ -37,15 +31,6 @@ class WorkerRun:
         return err if err and err.kind == "compile" else None
 
 
-@contextmanager
-def workdir() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="compilediag-"))
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
 def run_worker(
     spec: WorkerSpec,
     work: Path,
@@ -53,38 +38,14 @@ def run_worker(
     on_stage: Callable[[str], None] = lambda s: None,
 ) -> WorkerRun:
     (work / "spec.json").write_text(to_json(spec))
+    proc = take_early(work, spec.cold) or spawn(work, spec.cold)
+    try:
+        rc = _wait(proc, work / "status", timeout, on_stage)
+    except BaseException:
+        kill(proc)
+        raise
+    output = (work / "worker.log").read_text(errors="replace")
     trace_dir = work / "trace"
-    trace_dir.mkdir()
-    env = dict(os.environ)
-    env["TORCH_TRACE"] = str(trace_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    # Inductor's provenance records map each generated kernel to the user lines it came
-    # from; C++ kernels carry no source comments without them.
-    env.setdefault("INDUCTOR_PROVENANCE", "1")
-    # torch's caches stay as the user has them: the compile time reported is the one they
-    # will see, and on a cache hit torch still logs the generated code (2.11, 2.13). A cold
-    # compile (--cold) gets private, empty caches that go away with the run.
-    if spec.cold:
-        cache = work / "cold-cache"
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
-        env["TRITON_CACHE_DIR"] = str(cache / "triton")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    log_path = work / "worker.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "compilediag.worker", str(work)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # so a timeout can stop the model's own children too
-        )
-        try:
-            rc = _wait(proc, work / "status", timeout, on_stage)
-        except BaseException:
-            _kill(proc)
-            raise
-    output = log_path.read_text(errors="replace")
     if rc is None:
         raise WorkerError(
             f"the run did not finish within --timeout {timeout:g}s and was stopped.",
@@ -136,17 +97,9 @@ def _wait(
         if rc is not None:
             return rc
         if time.monotonic() > deadline:
-            _kill(proc)
+            kill(proc)
             return None
         time.sleep(0.05)
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
 
 
 def _tail(output: str, lines: int = 8) -> str:

@@ -164,7 +164,8 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelR
     from compilediag.analysis.build import build_report
     from compilediag.analysis.kernels import all_kernels
     from compilediag.report import TargetInfo
-    from compilediag.runner import run_worker, workdir
+    from compilediag.runner import run_worker
+    from compilediag.spawn import workdir
     from compilediag.trace import parse_path
 
     with workdir() as work:

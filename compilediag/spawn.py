@@ -1,0 +1,139 @@
+"""Starting a worker process: in a private folder, traced, and for a run command possibly
+before the CLI has parsed its options (an early worker). Imports nothing but the standard
+library, so the CLI can call it first thing."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+RUN_COMMANDS = frozenset({"explain", "recompiles", "dump-kernels"})
+
+
+@dataclass
+class _Early:
+    """A worker started before the options were parsed, waiting on its stdin for "go"."""
+
+    proc: subprocess.Popen[bytes]
+    work: Path
+    cold: bool
+    claimed: bool = False  # its folder was handed to a run
+    used: bool = False  # it was given a spec (or stopped for want of the right one)
+
+
+_early: _Early | None = None
+_lock = threading.Lock()
+
+
+def start_early(argv: list[str]) -> None:
+    """Start the worker of a run command before typer parses the options: its torch import
+    (1-2 s) then overlaps the CLI's own start (0.2-0.3 s: typer, pydantic, the option
+    checks) instead of following it. It waits for the spec; on a usage error, or when the
+    run needs another environment than the one it was started with, it is stopped unused."""
+    global _early
+    if not argv or argv[0] not in RUN_COMMANDS or {"--help", "-h"} & set(argv):
+        return
+    cold = "--cold" in argv  # the one option that changes the worker's environment
+    work = Path(tempfile.mkdtemp(prefix="compilediag-"))
+    try:
+        proc = spawn(work, cold, early=True)
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    _early = _Early(proc, work, cold)
+    atexit.register(_drop_early)
+
+
+def _drop_early() -> None:
+    early = _early
+    if early is None:
+        return
+    if not early.used:
+        kill(early.proc)
+    if not early.claimed:
+        shutil.rmtree(early.work, ignore_errors=True)
+
+
+@contextmanager
+def workdir() -> Iterator[Path]:
+    """A private folder for one run: the early worker's, the first time one is asked for."""
+    with _lock:
+        early = _early if _early is not None and not _early.claimed else None
+        if early is not None:
+            early.claimed = True
+    d = early.work if early else Path(tempfile.mkdtemp(prefix="compilediag-"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def spawn(work: Path, cold: bool, early: bool = False) -> subprocess.Popen[bytes]:
+    """Start `python -m compilediag.worker WORK`, traced into WORK/trace, its output going
+    to WORK/worker.log. An early worker waits on its stdin for the spec."""
+    (work / "trace").mkdir(exist_ok=True)
+    env = dict(os.environ)
+    env["TORCH_TRACE"] = str(work / "trace")
+    env["PYTHONUNBUFFERED"] = "1"
+    # Inductor's provenance records map each generated kernel to the user lines it came
+    # from; C++ kernels carry no source comments without them.
+    env.setdefault("INDUCTOR_PROVENANCE", "1")
+    # torch's caches stay as the user has them: the compile time reported is the one they
+    # will see, and on a cache hit torch still logs the generated code (2.11, 2.13). A cold
+    # compile (--cold) gets private, empty caches that go away with the run.
+    if cold:
+        cache = work / "cold-cache"
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
+        env["TRITON_CACHE_DIR"] = str(cache / "triton")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    argv = [sys.executable, "-m", "compilediag.worker", str(work)]
+    with open(work / "worker.log", "wb") as log:
+        return subprocess.Popen(
+            argv + ["--early"] if early else argv,
+            stdin=subprocess.PIPE if early else subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # so a timeout can stop the model's own children too
+        )
+
+
+def take_early(work: Path, cold: bool) -> subprocess.Popen[bytes] | None:
+    """The early worker started in `work`, told to go, if it was started for this run."""
+    with _lock:
+        early = _early if _early is not None and _early.work == work and not _early.used else None
+        if early is not None:
+            early.used = True
+    if early is None:
+        return None
+    if early.cold != cold:  # started with other caches than this run needs: start afresh
+        kill(early.proc)
+        shutil.rmtree(work / "trace", ignore_errors=True)
+        return None
+    assert early.proc.stdin is not None
+    try:
+        early.proc.stdin.write(b"go\n")
+        early.proc.stdin.close()
+    except OSError:  # it died importing torch: _wait reports how, from its log
+        pass
+    return early.proc
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()

@@ -1,0 +1,91 @@
+"""The early worker: started before the options are parsed, used by the run it was started
+for, stopped (with its folder) when the options are wrong or the run needs other caches."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from compilediag import spawn
+from compilediag.runner import run_worker
+from compilediag.target import Target
+from compilediag.worker_types import WorkerSpec
+from tests.conftest import run_cli
+
+MODEL = """\
+import torch
+class M(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2).relu()
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+
+
+@pytest.fixture
+def model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(spawn, "_early", None)
+    monkeypatch.setattr(spawn.tempfile, "tempdir", str(tmp_path))  # our folders land here
+    path = tmp_path / "model.py"
+    path.write_text(MODEL)
+    yield path
+    spawn._drop_early()
+
+
+def spec(model: Path, cold: bool = False) -> WorkerSpec:
+    return WorkerSpec(Target(str(model)), backend="eager", timings=False, cold=cold)
+
+
+def ours(tmp: Path) -> list[Path]:
+    return sorted(tmp.glob("compilediag-*"))
+
+
+def test_the_run_uses_the_worker_started_for_it(model: Path) -> None:
+    spawn.start_early(["explain", str(model), "--backend", "eager"])
+    early = spawn._early
+    assert early is not None and early.proc.poll() is None  # importing torch, or waiting
+    with spawn.workdir() as work:
+        assert work == early.work
+        run = run_worker(spec(model), work, timeout=120)
+    assert run.result.error is None and run.result.calls
+    assert early.proc.wait(timeout=30) == 0  # it ran the model and ended by itself
+    assert not ours(model.parent)
+
+
+def test_a_worker_started_with_other_caches_is_stopped_and_replaced(model: Path) -> None:
+    spawn.start_early(["explain", str(model), "--cold"])
+    early = spawn._early
+    assert early is not None and early.cold
+    with spawn.workdir() as work:
+        run = run_worker(spec(model, cold=False), work, timeout=120)
+    assert run.result.error is None and run.result.calls
+    assert early.proc.returncode == -9  # stopped unused: a fresh worker ran the model
+    assert not run.result.environment.cold
+
+
+def test_commands_that_run_nothing_start_no_worker(model: Path) -> None:
+    for argv in (["report", "trace/"], ["explain", "--help"], ["render", "r.json"], []):
+        spawn.start_early(argv)
+        assert spawn._early is None, argv
+
+
+def test_an_unused_worker_is_stopped_with_its_folder(model: Path) -> None:
+    spawn.start_early(["recompiles", str(model)])
+    early = spawn._early
+    assert early is not None and early.work.exists()
+    spawn._drop_early()
+    assert early.proc.returncode == -9
+    assert not early.work.exists()
+
+
+def test_a_usage_error_leaves_no_worker_and_no_folder(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = run_cli("explain", "missing.py", cwd=tmp_path, env={"TMPDIR": str(tmp)})
+    assert proc.returncode == 2 and "does not exist" in proc.stderr, proc.stderr
+    assert not ours(tmp)
+    left = subprocess.run(["pgrep", "-f", str(tmp)], capture_output=True, text=True).stdout
+    assert not [p for p in left.split() if int(p) != os.getpid()]
