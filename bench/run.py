@@ -9,7 +9,10 @@ Method (each figure says its own): every variant is a fresh process; variants of
 figure run alternately, `--runs` rounds, after one untimed round; the median and the
 spread (min-max) are reported, and ratios are taken between medians of the same run.
 1. `compilediag explain --no-timings` against a bare script that compiles and calls the
-   model once (warm caches: torch's FX-graph/AOTAutograd caches and the compiled C++).
+   model once (warm caches: torch's FX-graph/AOTAutograd caches and the compiled C++), and
+   against the same script ending in os._exit: compilediag's worker skips the interpreter's
+   teardown (1-1.5 s after a compile), so that ratio is what the diagnosis itself adds.
+   compilediag's bytecode is compiled first, as a pip install does.
 2. The same cold: `--cold` against the bare script with TORCHINDUCTOR_CACHE_DIR pointing
    at a new empty folder each run.
 3. `compilediag --help` and `compilediag render report.json`; and whether either imports
@@ -23,6 +26,7 @@ spread (min-max) are reported, and ratios are taken between medians of the same 
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime
 import os
 import platform
@@ -239,6 +243,9 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=70, help="frames of the big trace (~50 MB)")
     args = ap.parse_args()
     wanted = {int(x) for x in args.figures.split(",")}
+    # compilediag's bytecode, as a pip install writes it (an editable install writes none,
+    # and this project's machines set PYTHONDONTWRITEBYTECODE): torch's is there already.
+    compileall.compile_dir(ROOT / "compilediag", quiet=1)
     import torch
 
     models = ["sample_models/transformer_block.py", "bench/models/gpt2_tiny.py"]

@@ -3,9 +3,10 @@ compilediag/commands/. Imports no torch, and nothing heavy at module level (fast
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -44,6 +45,36 @@ def _plain_help() -> None:
 
 
 _plain_help()
+
+
+def _plain_strings() -> None:
+    """typer 0.29 coerces every parameter through a pydantic validator, and importing
+    pydantic is 0.1 s of a 0.3 s `render`. A string option needs no coercion - the command
+    line is strings, and a flag a bool - so those pass through; numbers, lists and paths
+    still go through typer's own."""
+    core = getattr(typer, "core", None)
+    build = getattr(core, "build_runtime_param", None)
+    plain = getattr(sys.modules.get("typer._coercion"), "PassThroughRuntimeParam", None)
+    if build is None or plain is None:
+        return
+
+    def build_runtime_param(descriptor: Any) -> Any:
+        info = descriptor.parameter_info
+        kind = {str: str, str | None: str, bool: bool, bool | None: bool}.get(descriptor.annotation)
+        if (
+            kind is not None
+            and getattr(info, "parser", None) is None
+            and not getattr(descriptor, "is_file", True)
+            and not getattr(descriptor, "is_path", True)
+            and getattr(descriptor, "choices", ()) is None
+        ):
+            return plain(parameter_info=info, annotation=kind)
+        return build(descriptor)
+
+    core.build_runtime_param = build_runtime_param  # type: ignore[union-attr]
+
+
+_plain_strings()
 
 
 def _version(value: bool) -> None:

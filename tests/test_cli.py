@@ -48,6 +48,25 @@ def test_help_lists_exit_codes() -> None:
         assert code in " ".join(result.output.split())
 
 
+def test_render_imports_neither_torch_nor_pydantic(saved_report: Path) -> None:
+    """render is the fast path (< 0.25 s): typer's pydantic coercion is skipped for its
+    string options, and the values still arrive as typed."""
+    code = (
+        "import sys, runpy; sys.argv = ['compilediag', 'render', sys.argv[1], '-f', 'csv', "
+        "'-o', sys.argv[2]]\n"
+        "try: runpy.run_module('compilediag', run_name='__main__')\n"
+        "except SystemExit as e: print('exit', e.code)\n"
+        "print('torch' in sys.modules, 'pydantic' in sys.modules)"
+    )
+    out_file = saved_report.with_suffix(".csv")
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(saved_report), str(out_file)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert out.stdout.split("\n")[:2] == ["exit 0", "False False"], out.stderr
+    assert out_file.read_text().startswith("kind,")
+
+
 def test_help_imports_no_torch() -> None:
     code = "import sys; from compilediag.cli import app; print('torch' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
