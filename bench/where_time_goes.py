@@ -41,6 +41,7 @@ MODELS = [
     "bench/models/gpt2_small.py",  # GPU-bound, transformers
 ]
 ROUNDS = 5
+UNROLLED = (1, 20, 200)  # calls captured in one graph (do_bench_cudagraph: ~20 ms of them)
 
 
 def reference(path: str) -> dict[str, float]:
@@ -50,7 +51,7 @@ def reference(path: str) -> dict[str, float]:
     from cuda_model import load_cuda_model
     from torch.utils.benchmark import Timer
 
-    from compilediag.measure import measure, steady_state
+    from compilediag.measure import device_busy_ms, measure, steady_state
     from compilediag.target import Target
     from compilediag.worker_types import WorkerSpec
 
@@ -133,7 +134,14 @@ def reference(path: str) -> dict[str, float]:
         add(f"{name}_do_bench_ms", triton.testing.do_bench(call, return_mode="median"))
         add(f"{name}_do_bench_cudagraph_ms",
             triton.testing.do_bench_cudagraph(call, return_mode="median"))  # fmt: skip
-        add(f"{name}_unrolled_graph_ms", unrolled_graph_ms(call))
+        for n in UNROLLED:
+            add(f"{name}_unrolled_{n}_ms", unrolled_graph_ms(call, n))
+        # torch.profiler's (CUPTI's) busy time of the kernels in the user's own loop: plain
+        # calls, the caching allocator handing each the same buffers, no graph
+        add(
+            f"{name}_cupti_busy_ms",
+            device_busy_ms(torch, lambda _, c=call: c(), lambda n: [None] * n),
+        )
     out: dict = {k: statistics.median(v) for k, v in rounds.items()}
     out["rounds"] = rounds
     out["device_method"] = m.device.method
@@ -141,11 +149,14 @@ def reference(path: str) -> dict[str, float]:
 
 
 def main() -> None:
+    global ROUNDS
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--reference")
     ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--rounds", type=int, default=ROUNDS)
     args = ap.parse_args()
+    ROUNDS = args.rounds
     if args.reference:
         print(json.dumps(reference(args.reference)))
         return
@@ -160,8 +171,9 @@ def main() -> None:
         )  # fmt: skip
         report = json.loads(proc.stdout) if proc.stdout.strip() else None
         ref = subprocess.run(
-            [sys.executable, __file__, "--reference", model], capture_output=True, text=True
-        )
+            [sys.executable, __file__, "--reference", model, "--rounds", str(ROUNDS)],
+            capture_output=True, text=True,
+        )  # fmt: skip
         row = {
             "model": model,
             "explain": report["timings"] if report else proc.stderr[-2000:],
@@ -187,13 +199,17 @@ def tables(rows: list[dict]) -> str:
     ]
     dev = [
         "",
-        "Device time per call, ms. Ours: a CUDA-graph replay of one call; unrolled: 20 calls in "
-        "one graph; do_bench_cudagraph: triton's, same process; do_bench: triton's default "
-        "(L2 flush, CPU launch included).",
+        "Device time per call, ms. Ours: a CUDA-graph replay of one call (in explain's worker, "
+        "and measure() in the reference process); CUPTI busy: torch.profiler's union of the "
+        "kernels' intervals over plain back-to-back calls, the user's own loop; unrolled N: N "
+        "calls captured in one graph, as do_bench_cudagraph does with ~20 ms of calls; "
+        "do_bench_cudagraph and do_bench: triton's, median (do_bench flushes the L2 cache "
+        "before each call and its events bracket the CPU's launches too).",
         "",
-        "| model | variant | ours (explain) | ours (measure()) | unrolled | do_bench_cudagraph "
-        "| ratio | do_bench | ours/do_bench |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | variant | ours (explain) | ours (measure()) | CUPTI busy | ours/busy "
+        "| unrolled 1 | unrolled 20 | unrolled 200 | do_bench_cudagraph | ours/dbcg | do_bench "
+        "| ours/do_bench |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         ref, t = row["reference"], row["explain"]
@@ -208,10 +224,12 @@ def tables(rows: list[dict]) -> str:
             lines.append(f"| {row['model']} | {v} | {ex:.4f} | {me:.4f} | {tm:.4f} | {lp:.4f} | "
                          f"{spread:.0%} | {ratio:.2f} | {ex / tm:.2f} |")  # fmt: skip
             dex = (t.get("device") or {}).get(f"{v}_ms", float("nan"))
-            dme, un, cg, db = (ref[f"{v}_ours_device_ms"], ref[f"{v}_unrolled_graph_ms"],
-                               ref[f"{v}_do_bench_cudagraph_ms"], ref[f"{v}_do_bench_ms"])  # fmt: skip
-            dev.append(f"| {row['model']} | {v} | {dex:.4f} | {dme:.4f} | {un:.4f} | {cg:.4f} | "
-                       f"{dme / cg:.2f} | {db:.4f} | {dme / db:.2f} |")  # fmt: skip
+            dme, busy, cg, db = (ref[f"{v}_ours_device_ms"], ref[f"{v}_cupti_busy_ms"],
+                                 ref[f"{v}_do_bench_cudagraph_ms"], ref[f"{v}_do_bench_ms"])  # fmt: skip
+            un = " | ".join(f"{ref[f'{v}_unrolled_{n}_ms']:.4f}" for n in UNROLLED)
+            dev.append(f"| {row['model']} | {v} | {dex:.4f} | {dme:.4f} | {busy:.4f} | "
+                       f"{dme / busy:.2f} | {un} | {cg:.4f} | {dme / cg:.2f} | {db:.4f} | "
+                       f"{dme / db:.2f} |")  # fmt: skip
     return "\n".join(lines + dev) + "\n"
 
 
