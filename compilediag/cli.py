@@ -47,6 +47,9 @@ def _plain_help() -> None:
 _plain_help()
 
 
+_PLAIN: dict[Any, type] = {str: str, str | None: str, bool: bool, bool | None: bool}
+
+
 def _plain_strings() -> None:
     """typer 0.29 coerces every parameter through a pydantic validator, and importing
     pydantic is 0.1 s of a 0.3 s `render`. A string option needs no coercion - the command
@@ -60,7 +63,10 @@ def _plain_strings() -> None:
 
     def build_runtime_param(descriptor: Any) -> Any:
         info = descriptor.parameter_info
-        kind = {str: str, str | None: str, bool: bool, bool | None: bool}.get(descriptor.annotation)
+        try:
+            kind = _PLAIN.get(descriptor.annotation)
+        except TypeError:  # an unhashable annotation: not a plain one
+            kind = None
         if (
             kind is not None
             and getattr(info, "parser", None) is None

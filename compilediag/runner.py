@@ -1,8 +1,8 @@
-"""Start the worker, watch it, and turn how it ended into a result or a DiagError.
+"""Run the worker, watch it, and turn how it ended into a result or a DiagError.
 
-The worker is a child process so that a segfault, a hang or Dynamo state leaked by the
-user's code never takes down or pollutes the CLI; TORCH_TRACE is set in its environment
-before it imports torch.
+The worker is a child process (started by spawn.py) so that a segfault, a hang or Dynamo
+state leaked by the user's code never takes down or pollutes the CLI; TORCH_TRACE is set
+in its environment before it imports torch.
 """
 
 from __future__ import annotations

@@ -132,8 +132,11 @@ def take_early(work: Path, cold: bool) -> subprocess.Popen[bytes] | None:
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a worker and whatever it started (its own session)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+    if proc.stdin is not None:
+        proc.stdin.close()
