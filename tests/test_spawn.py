@@ -3,7 +3,7 @@ for, stopped (with its folder) when the options are wrong or the run needs other
 
 from __future__ import annotations
 
-import os
+import inspect
 import subprocess
 from pathlib import Path
 
@@ -66,6 +66,19 @@ def test_a_worker_started_with_other_caches_is_stopped_and_replaced(model: Path)
     assert not run.result.environment.cold
 
 
+def test_the_commands_started_early_are_those_that_run_a_model() -> None:
+    """spawn.py can't import the CLI (typer) to ask: the commands with the run options
+    (--cold among them) are the ones it must know."""
+    from compilediag.cli import app
+
+    runs = {
+        c.name or c.callback.__name__.replace("_", "-")
+        for c in app.registered_commands
+        if c.callback and "cold" in inspect.signature(c.callback).parameters
+    }
+    assert runs == spawn.RUN_COMMANDS
+
+
 def test_commands_that_run_nothing_start_no_worker(model: Path) -> None:
     for argv in (["report", "trace/"], ["explain", "--help"], ["render", "r.json"], []):
         spawn.start_early(argv)
@@ -88,4 +101,4 @@ def test_a_usage_error_leaves_no_worker_and_no_folder(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "does not exist" in proc.stderr, proc.stderr
     assert not ours(tmp)
     left = subprocess.run(["pgrep", "-f", str(tmp)], capture_output=True, text=True).stdout
-    assert not [p for p in left.split() if int(p) != os.getpid()]
+    assert not left.split()
