@@ -4,9 +4,10 @@
 
 Runs compilediag's real worker (the spec `explain --device cuda` writes, the environment
 spawn.py gives it) and, right after its own measure(), in the same process and on the same
-callables and inputs: torch.utils.benchmark.Timer (blocked_autorange, 1 s), then
-ROUNDS rounds of the worker's steady_state() and Timer in alternating order; then triton's
-do_bench_cudagraph and do_bench beside the worker's device time.
+callables and inputs, before the worker profiles: right after its wall timing,
+torch.utils.benchmark.Timer (blocked_autorange, 1 s), then ROUNDS rounds of the worker's
+steady_state() and Timer in alternating order; right after its device time, triton's
+do_bench_cudagraph and do_bench.
 
 Why in one process: a launch-bound model's wall per call drifts by up to 1.8x between
 processes on the GPU host, and by 40% between rounds within one (bench/RESULTS.md), so
@@ -36,24 +37,27 @@ ROUNDS = 5  # alternating rounds of compilediag's loop and Timer, after the work
 
 
 def worker_role(work: str, variant: str) -> int:
-    """Run as compilediag's worker, with the variant's change. After the worker's own
-    measure(), in its process and on the same callables and inputs: ROUNDS rounds of its
-    steady_state() and Timer, in alternating order, then the device time against triton's
-    do_bench_cudagraph and do_bench."""
+    """Run as compilediag's worker, with the variant's change, and inside its measure(), on
+    the same callables and inputs: right after its wall timing, Timer, then ROUNDS rounds
+    of its steady_state() and Timer in alternating order; right after its device time,
+    triton's do_bench_cudagraph and do_bench, and its own method once more. All of it
+    before the worker profiles: a process that has run torch.profiler reads its later
+    calls slower, on the host and (about 10%) on the device."""
+    from torch.utils.benchmark import Timer
+
     from compilediag import measure as m
     from compilediag import worker as w
 
-    original = w.measure
+    steady_state, device_time = m.steady_state, m.device_time
+    line: dict[str, list[float]] = {}
 
-    def measure_then_reference(torch, step, model, compiled, call, device, spec, **kw):
-        from torch.utils.benchmark import Timer
+    def add(key: str, value: float) -> None:
+        line.setdefault(key, []).append(value)
 
-        got = original(torch, step, model, compiled, call, device, spec, **kw)
+    def steady_state_then_timer(torch, step, model, compiled, args_for, cuda, spec):
+        got = steady_state(torch, step, model, compiled, args_for, cuda, spec)
         fns = {"eager": model, "compiled": compiled}
-        line: dict[str, list[float]] = {}
-
-        def add(key: str, value: float) -> None:
-            line.setdefault(key, []).append(value)
+        call = args_for(1)[0]
 
         def timer() -> None:
             for name, fn in fns.items():
@@ -62,37 +66,45 @@ def worker_role(work: str, variant: str) -> int:
                     globals={"step": step, "fn": fn, "a": call},
                     num_threads=torch.get_num_threads(),
                 )  # as the loop runs
-                add(f"timer_{name}", t.blocked_autorange(min_run_time=1.0).median * 1e3)
+                taken = t.blocked_autorange(min_run_time=1.0)
+                add(f"timer_{name}", taken.median * 1e3)
+                add(f"timer_min_{name}", min(taken.times) * 1e3)
 
         def ours() -> None:
-            e, c, *_ = m.steady_state(torch, step, model, compiled, lambda n: [call] * n,
-                                      device.startswith("cuda"), spec)  # fmt: skip
+            e, c, *_ = steady_state(torch, step, model, compiled, args_for, cuda, spec)
             add("ours_eager", e.median)
             add("ours_compiled", c.median)
+            add("ours_min_eager", e.min)
+            add("ours_min_compiled", c.min)
 
-        add("ours_eager", got.eager_ms.median)  # round 0: the figure the worker reports
-        add("ours_compiled", got.compiled_ms.median)
+        add("ours_eager", got[0].median)  # round 0: the figure the worker reports
+        add("ours_compiled", got[1].median)
+        add("ours_min_eager", got[0].min)
+        add("ours_min_compiled", got[1].min)
         timer()
         for r in range(ROUNDS):
-            for part in (timer, ours) if r % 2 == 0 else (ours, timer):
+            for part in (ours, timer) if r % 2 == 0 else (timer, ours):
                 part()
-        if device.startswith("cuda"):
-            import triton
-
-            add("device_eager", got.device.eager_ms)
-            add("device_compiled", got.device.compiled_ms)
-            for name, fn in fns.items():
-                run = lambda fn=fn: step(fn, call)  # noqa: E731
-                add(f"dbcg_{name}", triton.testing.do_bench_cudagraph(run, return_mode="median"))
-                add(f"do_bench_{name}", triton.testing.do_bench(run, return_mode="median"))
-                add(f"device_again_{name}", m.graph_replay_ms(torch, run))
-        print("PROBE " + json.dumps(line), flush=True)
         return got
 
-    w.measure = measure_then_reference
+    def device_time_then_triton(torch, step, model, compiled, call, args_for):
+        import triton
+
+        got = device_time(torch, step, model, compiled, call, args_for)
+        add("device_eager", got.eager_ms)
+        add("device_compiled", got.compiled_ms)
+        for name, fn in (("eager", model), ("compiled", compiled)):
+            run = lambda fn=fn: step(fn, call)  # noqa: E731
+            add(f"dbcg_{name}", triton.testing.do_bench_cudagraph(run, return_mode="median"))
+            add(f"do_bench_{name}", triton.testing.do_bench(run, return_mode="median"))
+            add(f"device_again_{name}", m.graph_replay_ms(torch, run))
+        return got
+
+    m.steady_state, m.device_time = steady_state_then_timer, device_time_then_triton
     if variant == "noskip":
         w.watch_cudagraph_skips = lambda torch: None
     code = w.main([work])
+    print("PROBE " + json.dumps(line), flush=True)
     w.exit_now(code)
     return code
 
@@ -169,22 +181,25 @@ def main() -> None:
 
 
 def table(rows: list[dict]) -> str:
-    """Wall: the worker's reported figure against the Timer taken right after it, and the
-    median (range) of the rounds' ours/Timer; device: the worker's against triton's."""
+    """Wall: the worker's reported figure against the Timer taken right after it; over all
+    rounds, the medians' ratio (pooled and paired) and the fastest blocks' ratio (the host's
+    noise only ever adds time). Device: the worker's figure against triton's, taken next."""
     med = statistics.median
-    lines = ["| model | variant | run | reported ms | Timer after it | ratio | rounds ours/Timer "
-             "(range) | device ms | do_bench_cudagraph | ratio | do_bench | ratio |",
-             "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = ["| model | variant | reported ms | Timer after it | ratio | rounds: medians | paired "
+             "(range) | fastest | device ms | do_bench_cudagraph | ratio | do_bench | ratio |",
+             "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for row in rows:
         if "ours_eager" not in row:
             continue
         for v in ("eager", "compiled"):
             ours, timer = row[f"ours_{v}"], row[f"timer_{v}"]
             pairs = [o / t for o, t in zip(ours, timer, strict=True)]
-            cells = [row["model"], row["variant"], f"{v} #{row['round']}",
+            fastest = min(row[f"ours_min_{v}"]) / min(row[f"timer_min_{v}"])
+            cells = [row["model"], f"{row['variant']} {v}",
                      f"{row[f'reported_{v}']:.4f}", f"{timer[0]:.4f}",
-                     f"{row[f'reported_{v}'] / timer[0]:.2f}",
-                     f"{med(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"]  # fmt: skip
+                     f"{row[f'reported_{v}'] / timer[0]:.2f}", f"{med(ours) / med(timer):.2f}",
+                     f"{med(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})",
+                     f"{fastest:.2f}"]  # fmt: skip
             if f"device_{v}" in row:
                 dev, dbcg, db = row[f"device_{v}"][0], row[f"dbcg_{v}"][0], row[f"do_bench_{v}"][0]
                 cells += [f"{dev:.4f}", f"{dbcg:.4f}", f"{dev / dbcg:.2f}", f"{db:.4f}",
