@@ -11,10 +11,13 @@ For each model:
    of compilediag's steady_state() (the worker's timing code) and
    torch.utils.benchmark.Timer.blocked_autorange back to back, so both see the machine
    alike; the ratio is the median of the rounds' ratios. Then, after all wall figures
-   (profiling or capturing first slows a process's later calls, bench/wall_probe.py): the
-   device time by compilediag's measure(), triton.testing.do_bench (median; flushes the L2
-   cache before every call, and its two events bracket the CPU's launches too) and
-   do_bench_cudagraph (the call as a CUDA graph: the device's time, no launch overhead).
+   (profiling or capturing first slows a process's later calls, bench/wall_probe.py):
+   triton.testing.do_bench (median; flushes the L2 cache before every call, and its two
+   events bracket the CPU's launches too), do_bench_cudagraph (the call as a CUDA graph:
+   the device's time, no launch overhead) and N calls unrolled in one graph; then
+   compilediag's measure() (its device time, then its profile); torch.profiler's busy time
+   last. (Until 2026-11-23 triton's figures came after measure() had profiled, which
+   reads them up to 10% long: bench/results/where_time_goes_h100.md was taken so.)
    A launch-bound model's wall per call differs by up to 2x between two processes on one
    GPU machine (bench/wall_probe.py), so the like-for-like comparison of the methods is
    within one process; explain/Timer sets the worker's figure beside another process's.
@@ -126,9 +129,9 @@ def reference(path: str) -> dict[str, float]:
             add(f"{name}_loop_ms", synced_loop_ms(call))
         add("ratio_eager", rounds["eager_ours_ms"][-1] / rounds["eager_timer_ms"][-1])
         add("ratio_compiled", rounds["compiled_ours_ms"][-1] / rounds["compiled_timer_ms"][-1])
-    m = measure(torch, step, model, compiled, (args, kwargs), "cuda", spec)
-    add("eager_ours_device_ms", m.device.eager_ms)
-    add("compiled_ours_device_ms", m.device.compiled_ms)
+    # Then triton's and the unrolled graphs, before anything profiles: a process that has
+    # run torch.profiler reads device times up to 10% longer too (bench/worker_probe.py).
+    # measure() takes its device time, then profiles; CUPTI's busy time comes last.
     for name, fn in fns.items():
         call = call_of(fn)
         add(f"{name}_do_bench_ms", triton.testing.do_bench(call, return_mode="median"))
@@ -136,6 +139,11 @@ def reference(path: str) -> dict[str, float]:
             triton.testing.do_bench_cudagraph(call, return_mode="median"))  # fmt: skip
         for n in UNROLLED:
             add(f"{name}_unrolled_{n}_ms", unrolled_graph_ms(call, n))
+    m = measure(torch, step, model, compiled, (args, kwargs), "cuda", spec)
+    add("eager_ours_device_ms", m.device.eager_ms)
+    add("compiled_ours_device_ms", m.device.compiled_ms)
+    for name, fn in fns.items():
+        call = call_of(fn)
         # torch.profiler's (CUPTI's) busy time of the kernels in the user's own loop: plain
         # calls, the caching allocator handing each the same buffers, no graph
         add(
