@@ -241,24 +241,25 @@ def steady_state(
 
 
 DEVICE_CALLS = 20  # calls profiled for the device's busy time
-GRAPH_REPLAYS = 20  # CUDA-graph replays per timed block
-GRAPH_BLOCKS = 15
+GRAPH_MAX_CALLS = 20  # calls captured in one CUDA graph, at most
+GRAPH_MS = 2.0  # ... as many as make a replay last about this long
+GRAPH_BLOCKS = 15  # replays timed
 
 
 def device_time(
     torch: Any, step: Step, model: Any, compiled: Any, call: Any,
     args_for: Callable[[int], list[Any]],
 ) -> DeviceTime:  # fmt: skip
-    """The GPU's time per call without the CPU's: each variant's call captured in a CUDA
-    graph and replayed (what triton's do_bench_cudagraph measures: kernels and the gaps
+    """The GPU's time per call without the CPU's: back-to-back calls captured in one CUDA
+    graph and replayed (as triton's do_bench_cudagraph measures: kernels and the gaps
     between them on the device, no launch overhead, no L2 flush). Where a call can't be
     captured (a host sync, a CPU tensor), the kernels' busy time from torch.profiler."""
     try:
         return DeviceTime(
             eager_ms=graph_replay_ms(torch, lambda: step(model, call)),
             compiled_ms=graph_replay_ms(torch, lambda: step(compiled, call)),
-            method=f"CUDA-graph replay of one call, CUDA events, median of {GRAPH_BLOCKS} "
-            f"blocks of {GRAPH_REPLAYS}, no L2 flush",
+            method=f"CUDA graph of up to {GRAPH_MAX_CALLS} back-to-back calls (~{GRAPH_MS:g} "
+            f"ms), replayed; CUDA events, median of {GRAPH_BLOCKS} replays; no L2 flush",
         )
     except Exception as e:  # noqa: BLE001 - any capture failure: measure it another way
         torch.cuda.synchronize()
@@ -271,9 +272,14 @@ def device_time(
 
 
 def graph_replay_ms(torch: Any, run: Callable[[], Any]) -> float:
-    """One call captured in a CUDA graph, replayed in blocks timed by CUDA events. Reads
-    0.99-1.01 of triton's do_bench_cudagraph (~20 ms of calls unrolled in one graph) taken
-    right after it, on five models on an H100 (bench/results/worker_probe_h100.md)."""
+    """The device's time per call: calls captured back to back in one CUDA graph, the
+    graph replayed and timed by CUDA events.
+
+    Several calls go in one graph, as triton's do_bench_cudagraph does: one call's graph
+    replayed reads 5-9% over it on a call of 20 us (the gap between two replays), the
+    unrolled graph 0.99-1.01 of it on five models, taken side by side on an H100
+    (bench/results/worker_probe_h100.md). How many calls: enough for a replay to last
+    GRAPH_MS, judged from one call's graph."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm up off the default stream, as capture requires
@@ -281,23 +287,37 @@ def graph_replay_ms(torch: Any, run: Callable[[], Any]) -> float:
             run()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(GRAPH_BLOCKS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(GRAPH_REPLAYS):
+
+    def captured(calls: int) -> Any:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                run()  # outputs dropped: the graph's pool reuses their memory
+        graph.replay()
+        torch.cuda.synchronize()
+        return graph
+
+    def replay_ms(graph: Any, replays: int) -> float:
+        times = []
+        for _ in range(replays):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
             graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / GRAPH_REPLAYS)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times)
+
+    one = captured(1)
+    estimate = replay_ms(one, 3)
+    del one
+    calls = max(1, min(GRAPH_MAX_CALLS, math.ceil(GRAPH_MS / max(estimate, 1e-3))))
+    graph = captured(calls)
+    per_call = replay_ms(graph, GRAPH_BLOCKS) / calls
     del graph
     torch.cuda.synchronize()
-    return statistics.median(times)
+    return per_call
 
 
 def device_busy_ms(
