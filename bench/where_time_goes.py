@@ -5,8 +5,8 @@ measurements of the same model and inputs.
 
 For each model:
 1. `compilediag explain MODEL --device cuda --format json`: wall per call (median of
-   interleaved blocks of back-to-back calls, CUDA events) and device time (a CUDA-graph
-   replay of one call, CUDA events), in the worker process.
+   interleaved blocks of back-to-back calls, CUDA events) and device time (calls unrolled
+   in one CUDA graph, replayed, CUDA events), in the worker process.
 2. In a fresh process on the same model and inputs, first the wall: ROUNDS rounds, each
    of compilediag's steady_state() (the worker's timing code) and
    torch.utils.benchmark.Timer.blocked_autorange back to back, so both see the machine
@@ -207,7 +207,7 @@ def tables(rows: list[dict]) -> str:
     ]
     dev = [
         "",
-        "Device time per call, ms. Ours: a CUDA-graph replay of one call (in explain's worker, "
+        "Device time per call, ms. Ours: calls unrolled in one CUDA graph, replayed (in explain's worker, "
         "and measure() in the reference process); CUPTI busy: torch.profiler's union of the "
         "kernels' intervals over plain back-to-back calls, the user's own loop; unrolled N: N "
         "calls captured in one graph, as do_bench_cudagraph does with ~20 ms of calls; "

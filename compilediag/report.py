@@ -184,8 +184,9 @@ class Stat:
 
 @dataclass
 class DeviceTime:
-    """The GPU's time per call (no CPU overhead), in milliseconds: a CUDA-graph replay of
-    one call, else the kernels' busy time (`method` says which)."""
+    """The GPU's time per call (no CPU overhead), in milliseconds: back-to-back calls
+    captured in one CUDA graph and replayed, else the kernels' busy time (`method` says
+    which)."""
 
     eager_ms: float
     compiled_ms: float

@@ -190,7 +190,7 @@ def test_time_lost_to_each_break_is_what_its_eager_code_costs() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
 def test_device_time_agrees_with_do_bench_cudagraph() -> None:
-    """compilediag's device time (a CUDA-graph replay of one call) against triton's
+    """compilediag's device time (calls unrolled in one CUDA graph) against triton's
     do_bench_cudagraph on the same compiled model and inputs, in this process."""
     import importlib.util
 
