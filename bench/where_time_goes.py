@@ -231,7 +231,7 @@ def tables(rows: list[dict]) -> str:
             spread = (max(r) - min(r)) / tm
             lines.append(f"| {row['model']} | {v} | {ex:.4f} | {me:.4f} | {tm:.4f} | {lp:.4f} | "
                          f"{spread:.0%} | {ratio:.2f} | {ex / tm:.2f} |")  # fmt: skip
-            dex = (t.get("device") or {}).get(f"{v}_ms", float("nan"))
+            dex = (t.get("device_ms") or {}).get(f"{v}_ms", float("nan"))
             dme, busy, cg, db = (ref[f"{v}_ours_device_ms"], ref[f"{v}_cupti_busy_ms"],
                                  ref[f"{v}_do_bench_cudagraph_ms"], ref[f"{v}_do_bench_ms"])  # fmt: skip
             un = " | ".join(f"{ref[f'{v}_unrolled_{n}_ms']:.4f}" for n in UNROLLED)

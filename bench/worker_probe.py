@@ -135,8 +135,8 @@ def run_worker(model: str, variant: str, device: str = "cuda") -> dict[str, floa
         t = result["timings"]
         got: dict = {"reported_eager": t["eager_ms"]["median"],
                      "reported_compiled": t["compiled_ms"]["median"]}  # fmt: skip
-        if t.get("device"):
-            got["device_method"] = t["device"]["method"]
+        if t.get("device_ms"):
+            got["device_method"] = t["device_ms"]["method"]
         probe = [ln for ln in out.splitlines() if ln.startswith("PROBE ")]
         if probe:
             got.update(json.loads(probe[-1][6:]))

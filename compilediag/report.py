@@ -210,7 +210,7 @@ class Breakdown:
 class Timings:
     eager_ms: Stat | None = None
     compiled_ms: Stat | None = None
-    device: DeviceTime | None = None  # CUDA: the GPU's busy time beside the wall time
+    device_ms: DeviceTime | None = None  # CUDA: the GPU's time per call beside the wall time
     bound: str = ""  # CUDA: "CPU-bound" or "GPU-bound", from wall vs device time
     first_call_s: float | None = None
     speedup: float | None = None

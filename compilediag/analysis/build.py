@@ -461,8 +461,8 @@ def speedup_notes(report: Report) -> list[str]:
             f"eager takes only {t.eager_ms.median:.3f} ms a call: compiled code still pays guard "
             f"checks and wrapper overhead per call, so a model this small gains little. {advice}."
         )
-    if t.bound == "CPU-bound" and t.device and t.compiled_ms:
-        overhead = t.compiled_ms.median - t.device.compiled_ms
+    if t.bound == "CPU-bound" and t.device_ms and t.compiled_ms:
+        overhead = t.compiled_ms.median - t.device_ms.compiled_ms
         advice = (
             " Try mode=reduce-overhead: CUDA graphs replay the kernels without the per-call "
             "launches."
@@ -470,8 +470,8 @@ def speedup_notes(report: Report) -> list[str]:
             else ""
         )
         notes.append(
-            f"compiled is CPU-bound: the GPU is busy {t.device.compiled_ms:.3f} ms of each "
-            f"{t.compiled_ms.median:.3f} ms call ({t.device.eager_ms / t.device.compiled_ms:.2f}x "
+            f"compiled is CPU-bound: the GPU is busy {t.device_ms.compiled_ms:.3f} ms of each "
+            f"{t.compiled_ms.median:.3f} ms call ({t.device_ms.eager_ms / t.device_ms.compiled_ms:.2f}x "
             f"less GPU time than eager); {overhead:.3f} ms a call is CPU overhead (guards, "
             f"launches).{advice}"
         )
@@ -557,7 +557,7 @@ def _timings(worker: WorkerResult) -> Timings | None:
     if m:
         t.eager_ms = m.eager_ms
         t.compiled_ms = m.compiled_ms
-        t.device = m.device
+        t.device_ms = m.device
         t.bound = bound(m.compiled_ms.median, m.device.compiled_ms) if m.device else ""
         t.speedup = m.speedup
         t.repeat = m.repeat

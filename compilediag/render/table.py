@@ -488,8 +488,8 @@ def _timing_lines(report: Report) -> list:
             fastest = f", min {s.min:.3f}" if s.min is not None else ""
             rows.append((label, Text(f"{s.median:.3f} ms a call (IQR {s.iqr:.3f}{fastest})")))
         rows.append(("speedup", Text(f"{t.speedup:.2f}x", style="bold")))
-        if t.device:
-            d = t.device
+        if t.device_ms:
+            d = t.device_ms
             rows.append(
                 (
                     "GPU busy",
