@@ -210,3 +210,43 @@ def test_device_time_agrees_with_do_bench_cudagraph() -> None:
             ours = graph_replay_ms(torch, lambda fn=fn: fn(*args))
             theirs = triton.testing.do_bench_cudagraph(lambda fn=fn: fn(*args))
             assert ours == pytest.approx(theirs, rel=0.10), (ours, theirs)
+
+
+@pytest.mark.parametrize(
+    ("compiled_wall", "mode", "verdict", "advice"),
+    [
+        (0.60, "default", "CPU-bound", True),  # wall 3x the GPU's time: launches dominate
+        (0.60, "reduce-overhead", "CPU-bound", False),  # never the mode already in use
+        (0.25, "default", "GPU-bound", False),  # wall 1.25x the GPU's time
+    ],
+)
+def test_cpu_or_gpu_bound_verdict_follows_wall_against_device_time(
+    compiled_wall: float, mode: str, verdict: str, advice: bool
+) -> None:
+    """The verdict and its note come from the two measured figures: CPU-bound above 1.5x,
+    with the CPU overhead per call (wall minus device), and reduce-overhead suggested only
+    where it is not in use. The figures are those of a launch-bound model on an H100."""
+    from compilediag.analysis.build import build_report
+    from compilediag.report import DeviceTime, Environment, Stat, TargetInfo
+    from compilediag.worker_types import Measured, WorkerResult
+
+    worker = WorkerResult(
+        environment=Environment(source="run", device="cuda", backend="inductor", mode=mode),
+        first_call_s=5.0,
+        timings=Measured(
+            eager_ms=Stat(0.55, 0.01), compiled_ms=Stat(compiled_wall, 0.01),
+            speedup=0.55 / compiled_wall, repeat=10, calls_per_block=20, warmup=50,
+            method="CUDA events", device=DeviceTime(eager_ms=0.30, compiled_ms=0.20),
+        ),
+    )  # fmt: skip
+    t = build_report([], worker, TargetInfo(path="model.py")).timings
+    assert t.bound == verdict
+    assert t.device_ms.compiled_ms == 0.20
+    note = [n for n in t.notes if n.startswith("compiled is CPU-bound")]
+    if verdict == "CPU-bound":
+        assert f"{compiled_wall - 0.20:.3f} ms a call is CPU overhead" in note[0]
+        assert ("Try mode=reduce-overhead" in note[0]) is advice
+    else:
+        assert not note
+    if mode == "reduce-overhead":
+        assert not any("mode=reduce-overhead" in n and "Try" in n for n in t.notes)

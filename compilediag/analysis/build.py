@@ -470,7 +470,7 @@ def speedup_notes(report: Report) -> list[str]:
             else ""
         )
         notes.append(
-            f"compiled is CPU-bound: the GPU is busy {t.device_ms.compiled_ms:.3f} ms of each "
+            f"compiled is CPU-bound: the GPU works {t.device_ms.compiled_ms:.3f} ms of each "
             f"{t.compiled_ms.median:.3f} ms call ({t.device_ms.eager_ms / t.device_ms.compiled_ms:.2f}x "
             f"less GPU time than eager); {overhead:.3f} ms a call is CPU overhead (guards, "
             f"launches).{advice}"

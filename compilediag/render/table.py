@@ -492,7 +492,7 @@ def _timing_lines(report: Report) -> list:
             d = t.device_ms
             rows.append(
                 (
-                    "GPU busy",
+                    "GPU time",
                     Text(
                         f"eager {d.eager_ms:.3f} ms · compiled {d.compiled_ms:.3f} ms a call "
                         f"({d.eager_ms / d.compiled_ms:.2f}x); compiled is {t.bound}"
