@@ -62,7 +62,7 @@ class Measured:
     calls_per_block: int
     warmup: int
     method: str
-    device: DeviceTime | None = None  # CUDA: the GPU's busy time per call
+    device: DeviceTime | None = None  # CUDA: the GPU's time per call
     profiled: Profiled | None = None  # where the compiled call's time goes
 
 
