@@ -224,8 +224,8 @@ def test_cpu_or_gpu_bound_verdict_follows_wall_against_device_time(
     compiled_wall: float, mode: str, verdict: str, advice: bool
 ) -> None:
     """The verdict and its note come from the two measured figures: CPU-bound above 1.5x,
-    with the CPU overhead per call (wall minus device), and reduce-overhead suggested only
-    where it is not in use. The figures are those of a launch-bound model on an H100."""
+    with the CPU overhead per call (wall minus device), and reduce-overhead suggested once,
+    only where it is not in use. Figures like a small launch-bound model's on an H100."""
     from compilediag.analysis.build import build_report
     from compilediag.report import DeviceTime, Environment, Stat, TargetInfo
     from compilediag.worker_types import Measured, WorkerResult
@@ -234,14 +234,16 @@ def test_cpu_or_gpu_bound_verdict_follows_wall_against_device_time(
         environment=Environment(source="run", device="cuda", backend="inductor", mode=mode),
         first_call_s=5.0,
         timings=Measured(
-            eager_ms=Stat(0.55, 0.01), compiled_ms=Stat(compiled_wall, 0.01),
-            speedup=0.55 / compiled_wall, repeat=10, calls_per_block=20, warmup=50,
-            method="CUDA events", device=DeviceTime(eager_ms=0.30, compiled_ms=0.20),
+            eager_ms=Stat(0.15, 0.01), compiled_ms=Stat(compiled_wall, 0.01),
+            speedup=0.15 / compiled_wall, repeat=10, calls_per_block=20, warmup=50,
+            method="CUDA events", device=DeviceTime(eager_ms=0.12, compiled_ms=0.20),
         ),
     )  # fmt: skip
     t = build_report([], worker, TargetInfo(path="model.py")).timings
     assert t.bound == verdict
     assert t.device_ms.compiled_ms == 0.20
+    # said once at most, in the note with the measured reason (the model is small too)
+    assert len([n for n in t.notes if "mode=reduce-overhead" in n]) == int(advice)
     note = [n for n in t.notes if n.startswith("compiled is CPU-bound")]
     if verdict == "CPU-bound":
         assert f"{compiled_wall - 0.20:.3f} ms a call is CPU overhead" in note[0]
