@@ -54,7 +54,7 @@ def reference(path: str) -> dict[str, float]:
     from cuda_model import load_cuda_model
     from torch.utils.benchmark import Timer
 
-    from compilediag.measure import device_busy_ms, measure, steady_state
+    from compilediag.measure import device_busy_ms, graph_replay_ms, measure, steady_state
     from compilediag.target import Target
     from compilediag.worker_types import WorkerSpec
 
@@ -86,31 +86,6 @@ def reference(path: str) -> dict[str, float]:
         torch.cuda.synchronize()
         return (time.perf_counter() - t0) * 1e3 / calls
 
-    def unrolled_graph_ms(call, calls: int = 20) -> float:
-        # like do_bench_cudagraph: N calls captured in one graph, replayed, per call
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                call()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(calls):
-                call()
-        g.replay()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(10):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            g.replay()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / calls)
-        del g
-        return statistics.median(times)
-
     # Wall first, before anything that profiles or captures: a process that has run
     # torch.profiler times its later calls 1.3-1.8x slower (bench/wall_probe.py), so the
     # worker too times before it profiles. Each round takes compilediag's steady-state
@@ -138,7 +113,7 @@ def reference(path: str) -> dict[str, float]:
         add(f"{name}_do_bench_cudagraph_ms",
             triton.testing.do_bench_cudagraph(call, return_mode="median"))  # fmt: skip
         for n in UNROLLED:
-            add(f"{name}_unrolled_{n}_ms", unrolled_graph_ms(call, n))
+            add(f"{name}_unrolled_{n}_ms", graph_replay_ms(torch, call, n))
     m = measure(torch, step, model, compiled, (args, kwargs), "cuda", spec)
     add("eager_ours_device_ms", m.device.eager_ms)
     add("compiled_ours_device_ms", m.device.compiled_ms)

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -36,7 +37,7 @@ VARIANTS = ("worker", "noskip", "nolog", "timer")
 ROUNDS = 5  # alternating rounds of compilediag's loop and Timer, after the worker's own
 
 
-def worker_role(work: str, variant: str) -> int:
+def worker_role(work: str, variant: str) -> NoReturn:
     """Run as compilediag's worker, with the variant's change, and inside its measure(), on
     the same callables and inputs: right after its wall timing, Timer, then ROUNDS rounds
     of its steady_state() and Timer in alternating order; right after its device time,
@@ -106,7 +107,6 @@ def worker_role(work: str, variant: str) -> int:
     code = w.main([work])
     print("PROBE " + json.dumps(line), flush=True)
     w.exit_now(code)
-    return code
 
 
 def run_worker(model: str, variant: str, device: str = "cuda") -> dict[str, float]:
@@ -144,17 +144,16 @@ def run_worker(model: str, variant: str, device: str = "cuda") -> dict[str, floa
         return got
 
 
-def run_timer(model: str) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)])}
-    out = subprocess.run([sys.executable, str(HERE / "env_probe.py"), model], env=env,
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
-    line = json.loads(out.strip().splitlines()[-1])
-    return {"timer_eager": [line["eager"]], "timer_compiled": [line["compiled"]]}
+def run_timer(model: str) -> dict[str, list[float]]:
+    from wall_across_processes import timer  # bench/env_probe.py in a fresh process
+
+    got = timer(model)
+    return {"timer_eager": [got["eager"]], "timer_compiled": [got["compiled"]]}
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--worker"]:
-        sys.exit(worker_role(sys.argv[2], sys.argv[3]))
+        worker_role(sys.argv[2], sys.argv[3])  # ends the process
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="+")
     ap.add_argument("--rounds", type=int, default=2)

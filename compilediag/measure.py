@@ -271,9 +271,9 @@ def device_time(
         )
 
 
-def graph_replay_ms(torch: Any, run: Callable[[], Any]) -> float:
-    """The device's time per call: calls captured back to back in one CUDA graph, the
-    graph replayed and timed by CUDA events.
+def graph_replay_ms(torch: Any, run: Callable[[], Any], calls: int | None = None) -> float:
+    """The device's time per call: `calls` calls captured back to back in one CUDA graph
+    (by default as many as GRAPH_MS takes), the graph replayed and timed by CUDA events.
 
     Several calls go in one graph, as triton's do_bench_cudagraph does: one call's graph
     replayed reads 5-9% over it on a call of 20 us (the gap between two replays), the
@@ -309,10 +309,11 @@ def graph_replay_ms(torch: Any, run: Callable[[], Any]) -> float:
             times.append(start.elapsed_time(end))
         return statistics.median(times)
 
-    one = captured(1)
-    estimate = replay_ms(one, 3)
-    del one
-    calls = max(1, min(GRAPH_MAX_CALLS, math.ceil(GRAPH_MS / max(estimate, 1e-3))))
+    if calls is None:
+        one = captured(1)
+        estimate = replay_ms(one, 3)
+        del one
+        calls = max(1, min(GRAPH_MAX_CALLS, math.ceil(GRAPH_MS / max(estimate, 1e-3))))
     graph = captured(calls)
     per_call = replay_ms(graph, GRAPH_BLOCKS) / calls
     del graph
