@@ -33,10 +33,12 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
+
+from compilediag.torch_releases import installed, nonstrict_trace, release
 
 Source = Literal["compilediag", "torch registry", "torch hints", "generic"]
 
@@ -279,6 +281,7 @@ class Break:
     hints: tuple[str, ...]
     code: str
     library_file: str | None
+    torch_version: str = ""  # the torch that broke: advice names only what it has
 
     @property
     def text(self) -> str:
@@ -333,6 +336,45 @@ def _arg_types(explanation: str) -> list[str] | None:
     return None
 
 
+def _keywords(code: str, fn: str) -> list[str]:
+    """The keyword arguments the source line passes to `fn(...)`: `stacklevel=2`."""
+    m = re.search(rf"\b{re.escape(fn)}\((.*)\)", code)
+    return re.findall(r"(?:^|,)\s*(\w+\s*=\s*[^,=][^,]*)", m.group(1)) if m else []
+
+
+def _reorder(b: Break, fn: str, setting: str, what: str, does: str, effect: str) -> Fix:
+    """Add `fn` to reorderable_logging_functions; torch reorders a call with keyword
+    arguments only before 2.14, and drops them there (2.14+ refuses it: GB0296)."""
+    add = (
+        f"Add {fn} to torch._dynamo.config.reorderable_logging_functions "
+        f"(`torch._dynamo.config.reorderable_logging_functions.add({fn})`)"
+    )
+    config = {"reorderable_logging_functions": setting}
+    keywords = _keywords(b.code, fn)
+    if not keywords:
+        return _fix(
+            b, what, f"{add}: Dynamo then {does}. Or {GUARD}.", f"{effect}; the break is gone",
+            config=config, code_edit=False,
+        )  # fmt: skip
+    shown = ", ".join(f"`{k.strip()}`" for k in keywords)
+    version = release(b.torch_version or installed())
+    if version is None or version >= (2, 14):
+        return _fix(
+            b, what,
+            f"torch reorders only calls without keyword arguments: drop {shown} and "
+            f"{add[0].lower()}{add[1:]}; or {GUARD}.",
+            f"{effect}; the break is gone",
+            config=config,
+        )  # fmt: skip
+    return _fix(
+        b, what,
+        f"{add}: Dynamo then {does}, without its keyword arguments ({shown} is dropped: "
+        f"torch before 2.14 does not replay them). Or {GUARD}.",
+        f"{effect}, without {shown}; the break is gone",
+        config=config, code_edit=False,
+    )  # fmt: skip
+
+
 def _print_fix(b: Break) -> Fix:
     types = _arg_types(b.gb_type + " " + b.explanation)
     if types is None:  # no types in the text: judge by the code
@@ -342,13 +384,9 @@ def _print_fix(b: Break) -> Fix:
     else:
         bad = sorted({t for t in types if t not in REORDERABLE_ARGS})
     if not bad:
-        return _fix(
-            b, "print",
-            "Add print to torch._dynamo.config.reorderable_logging_functions "
-            "(`torch._dynamo.config.reorderable_logging_functions.add(print)`): Dynamo then "
-            f"runs it after the graph. Or remove the print, or {GUARD}.",
-            "the print runs after the graph (with the values it had there); the break is gone",
-            config={"reorderable_logging_functions": "fn:builtins.print"}, code_edit=False,
+        return _reorder(
+            b, "print", "fn:builtins.print", "print", "runs it after the graph",
+            "the print runs after the graph (with the values it had there)",
         )  # fmt: skip
     what = ", ".join(f"`{t}`" if not t.startswith("a ") else t for t in bad)
     return _fix(
@@ -375,13 +413,7 @@ def _builtin(b: Break) -> Fix:
         return _print_fix(b)
     types = _arg_types(b.explanation) or []
     if name in STRING_BUILTINS and any(t in ("Tensor", "Parameter") for t in types):
-        return _fix(
-            b, "tensor_to_string",
-            f"`{name}()` of a tensor needs its values in Python: format it outside the "
-            f"compiled function, or {GUARD}. To log it, print the tensor itself (print in "
-            "reorderable_logging_functions).",
-            MOVES_OUT,
-        )  # fmt: skip
+        return _tensor_to_string(b, name)
     if name in CODE_BUILTINS:
         return _fix(
             b, "python_builtin",
@@ -439,6 +471,21 @@ def _is_stdlib(module: str) -> bool:
     return top in STDLIB_C or top in getattr(sys, "stdlib_module_names", ())
 
 
+def _stdlib_call(b: Break, name: str) -> Fix:
+    return _fix(
+        b, "python_builtin",
+        f"`{name}` is a C function of Python's standard library that Dynamo cannot "
+        "trace: call it outside the compiled function and pass the result in as an "
+        f"input, or {GUARD}.",
+        MOVES_OUT,
+    )  # fmt: skip
+
+
+@rule("GB9193", "Call to a time function")  # 2.15+; GB0007 before
+def _time_call(b: Break) -> Fix:
+    return _stdlib_call(b, _quoted(r"on `([\w.]+)\(\)`", b.explanation) or "time.time")
+
+
 def _skipped(b: Break) -> Fix:
     """GB0007/GB0008/GB0009: a function Dynamo does not trace, by which kind it is."""
     text = b.explanation + " " + b.code
@@ -446,13 +493,9 @@ def _skipped(b: Break) -> Fix:
     if builtin in ("_warnings.warn", "warnings.warn") or (
         not builtin and re.search(r"\bwarnings\.warn\(", b.code)
     ):
-        return _fix(
-            b, "warning",
-            "Add warnings.warn to torch._dynamo.config.reorderable_logging_functions "
-            "(`torch._dynamo.config.reorderable_logging_functions.add(warnings.warn)`): "
-            f"Dynamo then issues the warning after the graph. Or {GUARD}.",
-            "the warning is issued after the graph; the break is gone",
-            config={"reorderable_logging_functions": "fn:warnings.warn"}, code_edit=False,
+        return _reorder(
+            b, "warnings.warn", "fn:warnings.warn", "warning",
+            "issues the warning after the graph", "the warning is issued after the graph",
         )  # fmt: skip
     if "optree" in b.explanation:
         return _fix(
@@ -465,18 +508,16 @@ def _skipped(b: Break) -> Fix:
     if builtin:
         module = builtin.rsplit(".", 1)[0] if "." in builtin else "builtins"
         if _is_stdlib(module):
-            return _fix(
-                b, "python_builtin",
-                f"`{builtin}` is a C function of Python's standard library that Dynamo cannot "
-                "trace: call it outside the compiled function and pass the result in as an "
-                f"input, or {GUARD}.",
-                MOVES_OUT,
-            )  # fmt: skip
+            return _stdlib_call(b, builtin)
+        # nonstrict_trace traces the call as torch ops without Dynamo; before it (2.6),
+        # allow_in_graph, which takes tensors only
+        opaque = nonstrict_trace(b.torch_version or installed()) or "torch.compiler.allow_in_graph"
         return _fix(
             b, "unsupported_call",
             f"`{builtin}` is a C/C++ extension function Dynamo cannot look into: wrap it as a "
             "custom op (torch.library.custom_op, with a fake kernel) so it stays in the graph, "
-            "or, if it only calls torch ops, mark it with torch.compiler.allow_in_graph.",
+            f"or, if it only calls torch ops, wrap the call in a function decorated with "
+            f"@{opaque}.",
             "the call stays in the graph as one op; the break is gone",
         )  # fmt: skip
     fn = _quoted(r"the function `([^`]+)`", b.explanation)
@@ -894,6 +935,22 @@ def _sort(b: Break) -> Fix:
     )  # fmt: skip
 
 
+def _tensor_to_string(b: Break, name: str) -> Fix:
+    return _fix(
+        b, "tensor_to_string",
+        f"`{name}()` of a tensor needs its values in Python: format it outside the "
+        f"compiled function, or {GUARD}. To log it, print the tensor itself (print in "
+        "reorderable_logging_functions).",
+        MOVES_OUT,
+    )  # fmt: skip
+
+
+@rule("GB0569", "repr() on tensor")  # 2.14+; GB0059 before
+def _tensor_repr(b: Break) -> Fix:
+    name = _quoted(r"\b(str|repr|format|ascii)\(", b.code) or "repr"
+    return _tensor_to_string(b, name)
+
+
 ITERATORS = ("zip", "map", "enumerate", "filter", "reversed", "dict_items", "dict_keys",
              "dict_values", "list_iterator", "tuple_iterator", "range_iterator")  # fmt: skip
 
@@ -926,6 +983,22 @@ def _method(b: Break) -> Fix:
         b, "unsupported_call",
         f"Dynamo cannot trace {shown}{where}: avoid it in the compiled function, or call it "
         "outside.",
+        MOVES_OUT,
+    )  # fmt: skip
+
+
+@rule("GB9493", "C-implemented special method without VariableTracker model")  # 2.14+
+def _c_special_method(b: Break) -> Fix:
+    kind = _quoted(r"'([\w.]+)' implements", b.explanation)
+    method = _quoted(r"implements '(\w+)'", b.explanation)
+    if kind in ITERATORS and method in ("__iter__", "__next__", ""):
+        return _iterator_input(b, kind)
+    where = f" (inside {Path(b.library_file).name})" if b.library_file else ""
+    shown = f"`{kind}.{method}`" if kind and method else "this object's C method"
+    return _fix(
+        b, "unsupported_call",
+        f"Dynamo has no model of {shown}{where}, a method written in C: convert the object "
+        "to a list, tuple or dict before it reaches the compiled code, or call it outside.",
         MOVES_OUT,
     )  # fmt: skip
 
@@ -1130,8 +1203,7 @@ def _legacy(b: Break) -> Fix | None:
         if pattern.search(b.text):
             if gb_id == "GB0294" and "ndarray" in b.text and "ndarray." in b.explanation:
                 return _ndarray(b)
-            return RULES[gb_id].make(Break(None, b.gb_type, b.explanation, b.hints, b.code,
-                                           b.library_file))  # fmt: skip
+            return RULES[gb_id].make(replace(b, gb_id=None))
     return None
 
 
@@ -1152,9 +1224,11 @@ def fix_for(
     hints: Sequence[str] = (),
     code: str = "",
     library_file: str | None = None,
+    torch_version: str = "",
 ) -> Fix:
     """The fix for one break: by GB id, then gb_type, then explanation, then the patterns
-    of torch before 2.8; torch's hints where compilediag has no fix of its own."""
+    of torch before 2.8; torch's hints where compilediag has no fix of its own.
+    `torch_version`: the torch that broke (default: the installed one)."""
     gid = _norm_id(gb_id)
     gb_type = (gb_type or "").strip()
     ids = [gid] if gid else []
@@ -1163,20 +1237,16 @@ def fix_for(
     if not ids:
         ids = ids_for_explanation(explanation)
     b = Break(ids[0] if ids else None, gb_type, explanation or "", tuple(hints), code or "",
-              library_file)  # fmt: skip
+              library_file, torch_version)  # fmt: skip
     for i in ids:
         if i in RULES:
-            return RULES[i].make(Break(i, *_rest(b)))
+            return RULES[i].make(replace(b, gb_id=i))
     if not ids and not hints:
         legacy = _legacy(b)
         if legacy is not None:
             return legacy
     floor = floor_fix(ids[0] if ids else None, hints)
     return floor or GENERIC
-
-
-def _rest(b: Break) -> tuple[str, str, tuple[str, ...], str, str | None]:
-    return b.gb_type, b.explanation, b.hints, b.code, b.library_file
 
 
 def table() -> dict[str, Fix]:

@@ -452,19 +452,26 @@ def parse_lines(
             else:
                 log.not_analysed[f"graph_dump {name}"] += 1
             continue
-        if cid is None:
+        if cid is None or _read_outside(rec):
             if not _apply_outside(log.outside, rec, strings):
                 log.not_analysed[_what(rec) + " (outside any compile)"] += 1
             continue
-        if rec.kind in ("create_unbacked_symbol", "exported_program") or (
-            rec.kind == "artifact" and rec.meta.get("name") not in PAYLOAD_ARTIFACTS
-        ):
+        if rec.kind == "artifact" and rec.meta.get("name") not in PAYLOAD_ARTIFACTS:
             log.not_analysed[_what(rec)] += 1
             continue
         _apply(log.compile_for(cid, rec.kind), cid, rec, strings)
     if strict and log.skipped_lines:
         raise TraceError(f"{log.skipped_lines} unreadable lines in {path or 'trace'}")
     return log
+
+
+def _read_outside(rec: Record) -> bool:
+    """Records read as outside any compile whatever id they carry: torch.export's (what it
+    made, the partial graph of a failed export; from 2.15 they carry the id of export's own
+    trace) and the run-time-only values that explain a failed export."""
+    return rec.kind in ("exported_program", "create_unbacked_symbol") or (
+        rec.kind == "artifact" and rec.meta.get("name") == EXPORT_FAILED_PARTIAL
+    )
 
 
 def _what(rec: Record) -> str:

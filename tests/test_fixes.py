@@ -18,6 +18,7 @@ import logging
 import re
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ import pytest
 from compilediag.analysis.breaks import classify
 from compilediag.fixes import GENERIC, Fix, fix_for, join_hints, registry, table
 from compilediag.report import GraphBreak
+from compilediag.torch_releases import release
 from tests.conftest import ROOT, SAMPLES
 
 torch = pytest.importorskip("torch")
@@ -188,19 +190,47 @@ def test_at_least_thirty_distinct_causes() -> None:
     assert len({case_gb(p) for p in SAMPLE_FILES}) >= 30, "30 gb_types at least"
 
 
-def case_gb(path: Path) -> str:
-    return re.findall(r"\((GB\d+)\)", path.read_text().split('"""')[1])[-1]
+def case_gb(path: Path, version: str | None = None) -> str | None:
+    """The GB id the sample's docstring names for a torch (default: this one):
+    `Breaks at line 14 (GB0007; 2.15: GB9193).` is GB0007 before 2.15 and GB9193 from it;
+    `none`: that torch traces the line without a break."""
+    doc = path.read_text().split('"""')[1]
+    m = re.search(r"Breaks at line \d+ \((GB\d+)((?:; \d+\.\d+: (?:GB\d+|none))*)\)", doc)
+    assert m, f"{path.name}: no `Breaks at line N (GBxxxx)` in its docstring"
+    now = release(version or torch.__version__)
+    gb: str | None = m.group(1)
+    for major, minor, later in re.findall(r"; (\d+)\.(\d+): (GB\d+|none)", m.group(2)):
+        if now is not None and now >= (int(major), int(minor)):
+            gb = None if later == "none" else later
+    return gb
+
+
+def test_docstring_ids_by_torch_release() -> None:
+    path = BREAKS / "b20_time_time.py"
+    assert case_gb(path, "2.13.0") == "GB0007" and case_gb(path, "2.15.0+cu132") == "GB9193"
+    assert case_gb(BREAKS / "b37_setattr_requires_grad.py", "2.15.0") is None
+
+
+def breaks_here(name: str) -> bool:
+    """False where the sample's docstring says this torch traces it without a break."""
+    return case_gb(BREAKS / f"{name}.py") is not None
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_break_site_is_torchs(name: str) -> None:
     c = case(name)
+    if not breaks_here(name):  # this torch traces it: neither torch nor the report breaks
+        assert c.torch.site() is None and c.torch.graph_break_count == 0, c.torch
+        assert c.report_break is None
+        return
     assert c.torch.site() == c.line, (c.torch, "the docstring names torch's break line")
     assert c.report_break is not None, f"no break reported at {c.path.name}:{c.line}"
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_reason_is_torchs_gb_type(name: str) -> None:
+    if not breaks_here(name):
+        pytest.skip(f"torch {torch.__version__} does not break here (test_break_site_is_torchs)")
     c = case(name)
     torch_break = next(b for b in c.torch.logged if b.line == c.line)
     assert c.report_break is not None
@@ -210,6 +240,8 @@ def test_reason_is_torchs_gb_type(name: str) -> None:
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_fix_is_specific(name: str) -> None:
+    if not breaks_here(name):
+        pytest.skip(f"torch {torch.__version__} does not break here (test_break_site_is_torchs)")
     c = case(name)
     assert c.fix.specific, c.fix
     assert c.fix.text and c.fix.effect
@@ -224,14 +256,42 @@ def test_config_fixes_are_all_verified() -> None:
     assert got == CONFIG_FIXES
 
 
+def _warn_without_keywords(x: Any) -> Any:
+    h = x * 2
+    if h.shape[0] > 2:
+        warnings.warn("large batch")  # noqa: B028 - the edit: no keyword arguments
+    return h + 1
+
+
+# config fixes whose text asks for an edit too: the sample with that edit made. b04 calls
+# warnings.warn(..., stacklevel=2); torch 2.14+ reorders only calls without keywords.
+CONFIG_EDITS: dict[str, Callable[..., Any]] = {"b04_warnings_warn": _warn_without_keywords}
+
+
 @pytest.mark.parametrize("name", sorted(CONFIG_FIXES))
 def test_config_fix_removes_the_break(name: str) -> None:
     c = case(name)
     assert c.torch.breaks_at(c.line)
     config = {**getattr(c.module, "CONFIG", {}), **c.fix.patch()}
-    after = torch_answer(c.module.get_model(), c.module.get_inputs(), c.path, config)
+    model = c.module.get_model()
+    if c.fix.code_edit:
+        model = CONFIG_EDITS[name]
+    after = torch_answer(model, c.module.get_inputs(), c.path, config)
     assert not after.breaks_at(c.line), after
     assert after.graph_break_count <= 0, after
+
+
+def test_a_reordered_call_with_keywords_is_advised_for_this_torch() -> None:
+    """torch before 2.14 reorders warnings.warn(..., stacklevel=2) and drops the keyword;
+    2.14+ refuses (GB0296): the fix says which, and the test above applies it."""
+    c = case("b04_warnings_warn")
+    if release(torch.__version__) >= (2, 14):  # type: ignore[operator]
+        assert c.fix.code_edit and "drop `stacklevel=2`" in c.fix.text
+        config = {**c.fix.patch()}
+        kept = torch_answer(c.module.get_model(), c.module.get_inputs(), c.path, config)
+        assert kept.breaks_at(c.line), "the setting alone leaves the break on this torch"
+    else:
+        assert not c.fix.code_edit and "`stacklevel=2` is dropped" in c.fix.text
 
 
 def test_gb0037_fix_does_not_set_what_causes_it() -> None:

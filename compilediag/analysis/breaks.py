@@ -183,7 +183,7 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
                 lib_code = lib.code or code_at(lib.file, lib.line)
             fix = fix_for(
                 parsed.gb_id, parsed.reason, parsed.explanation, parsed.hints,
-                code + " " + lib_code, lib.file if lib else None,
+                code + " " + lib_code, lib.file if lib else None, c.metrics.pytorch_version,
             )  # fmt: skip
             cause, suggestion = fix.cause, fix.suggestion
             framework = None

@@ -49,8 +49,14 @@ from compilediag.torch_formats import (
     last_chained_break,
     parse_break_text,
 )
+from compilediag.torch_releases import untested_notice
 from compilediag.trace import Compile, TraceLog
 from compilediag.worker_types import ModelInfo, Profiled, WorkerResult
+
+
+def untested_torch(env: Environment) -> list[str]:
+    """A notice for each torch outside the tested range that made the findings."""
+    return [n for v in env.torch.split(", ") if (n := untested_notice(v))]
 
 
 def all_compiles(logs: list[TraceLog]) -> list[Compile]:
@@ -94,7 +100,8 @@ def build_report(
         recompile_limit_hits=collect_limit_hits(compiles, attempts),
         compile_failures=collect_failures(compiles) + export_failures(logs),
         calls=_calls(worker, compiles),
-        notes=ahead_of_time(logs, kinds, code)
+        notes=untested_torch(env)
+        + ahead_of_time(logs, kinds, code)
         + nothing_compiled(compiles, graphs, breaks)
         + skipped_frames(compiles)
         + cache_gaps(compiles),

@@ -1,8 +1,8 @@
 """A zip iterator passed into the compiled function (torch 2.13 reports `missing tp_iter`;
-newer torch, GB0156 on `zip.__iter__`).
+2.14 and later, `zip.__iter__` as a C method Dynamo has no model of).
 
 After PyTorch's test_error_messages.py::test_super_call_method.
-Breaks at line 13 (GB0811).
+Breaks at line 13 (GB0811; 2.14: GB9493).
 """
 
 import torch

@@ -1,7 +1,7 @@
 """str() of a tensor.
 
 After PyTorch's test_error_messages.py::test_unsupported_builtin.
-Breaks at line 12 (GB0059).
+Breaks at line 12 (GB0059; 2.14: GB0569).
 """
 
 import torch

@@ -1,7 +1,7 @@
 """Setting .requires_grad on a tensor inside forward.
 
-Torch pins this break in its graph-break registry (GB0206).
-Breaks at line 13 (GB0206).
+Torch pins this break in its graph-break registry (GB0206); 2.15 traces it without one.
+Breaks at line 13 (GB0206; 2.15: none).
 """
 
 import torch
