@@ -244,3 +244,44 @@ def test_recorded_versions_cover_the_tested_range() -> None:
     releases = {release(p.name.split("-")[1]) for p in trace_sets()}
     assert (2, 6) in releases and NEWEST_TESTED in releases and (2, 14) in releases
     assert all((TRACES / p.name / "manifest.json").exists() for p in trace_sets())
+
+
+# --- the same findings on every release ------------------------------------------------------
+
+BASE = TRACES / "torch-2.13.0-cpu"
+VIEWS = {"aten.view", "aten._unsafe_view", "aten.reshape"}  # 2.15 writes _unsafe_view
+
+
+def _findings(path: Path) -> dict:
+    """What a report finds, without what a release may word or number differently."""
+    from compilediag.analysis.ranks import report_from_traces
+    from compilediag.report import TargetInfo
+    from compilediag.trace import parse_path
+
+    r = report_from_traces(parse_path(path), TargetInfo(path=str(path)))
+    return {
+        "graphs": r.summary.graphs,
+        "breaks": sorted((Path(b.file).name, b.line, b.cause, b.count) for b in r.graph_breaks),
+        "recompiles": sorted((x.frame, x.cause, x.failed_guard) for x in r.recompiles),
+        "limit hits": len(r.recompile_limit_hits),
+        "failures": sorted((f.by, Path(f.file).name, f.line) for f in r.compile_failures),
+        "kernels": sorted((k.kind, tuple(sorted(set(k.ops) - VIEWS))) for k in r.kernels),
+        "divergence": len(r.divergence),
+    }
+
+
+NEWER = [
+    (folder, p.name)
+    for folder in trace_sets()
+    if release(folder.name.split("-")[1]) > (2, 13)  # type: ignore[operator]
+    for p in sorted(BASE.iterdir())
+    if p.name != "manifest.json" and (folder / p.name).exists()
+]
+
+
+@pytest.mark.parametrize(("folder", "name"), NEWER, ids=lambda x: getattr(x, "name", x))
+def test_a_newer_torch_finds_what_2_13_found(folder: Path, name: str) -> None:
+    """Each recording (sample models through explain's worker, recompile sweeps, Inductor's
+    kernels, user jobs, ranks) made again with a newer torch: the same breaks, recompiles,
+    failures, kernels and rank divergences as on 2.13."""
+    assert _findings(folder / name) == _findings(BASE / name)
