@@ -234,8 +234,10 @@ def make_tensor(spec: InputSpec) -> Any:
     return torch.randint(0, spec.high or 10, spec.shape, dtype=dtype)
 
 
-def find_input_sets(module: Any, target: Target, path: str) -> Iterator[Call]:
-    """Every call the run makes, one at a time: one for explain, several for a sweep.
+def find_input_sets(module: Any, target: Target, path: str, sweep: bool) -> Iterator[Call]:
+    """Every call the run makes, one at a time: one for explain (--input, else
+    get_inputs(), else the first of get_input_sets()), several for a sweep (get_input_sets(),
+    or --shapes over get_inputs()).
 
     A generator, because get_input_sets() may itself be one that changes the model
     between calls (e.g. model.eval() after the first).
@@ -243,13 +245,12 @@ def find_input_sets(module: Any, target: Target, path: str) -> Iterator[Call]:
     import torch
 
     sets_fn = getattr(module, "get_input_sets", None)
+    has_inputs = callable(getattr(module, "get_inputs", None))
     if target.inputs:
         base: Iterator[Call] = iter([(tuple(make_tensor(s) for s in target.inputs), {})])
-    elif callable(sets_fn) and not (
-        target.shapes and callable(getattr(module, "get_inputs", None))
-    ):
+    elif callable(sets_fn) and (sweep or not has_inputs) and not (target.shapes and has_inputs):
         base = (_as_call(s, "get_input_sets()") for s in sets_fn())
-    elif callable(getattr(module, "get_inputs", None)):
+    elif has_inputs:
         base = iter([_as_call(module.get_inputs(), "get_inputs()")])
     else:
         raise UsageError(f"no inputs found for the model in {path}.", hint=f"Add {INPUT_LOOKUP}.")

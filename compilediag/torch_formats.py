@@ -309,6 +309,34 @@ TRITON_KINDS = {
     "triton_tem": "template",
     "triton_tma": "template",
 }
+# A generated kernel's body, line by line: a value it computes (`auto tmp4 = tmp0 / tmp3;`
+# in C++, `tmp4 = tmp0 / tmp3` in Triton) against one it only moves: a load, a conversion,
+# a broadcast or a constant. A kernel with no computed value copies data (a layout change
+# for a library call, e.g. the input of extern_kernels.convolution transposed).
+KERNEL_VALUE = re.compile(r"^\s*(?:auto\s+)?tmp\d+\s*=\s*(?P<rhs>.+?);?\s*$", re.M)
+KERNEL_MOVES = re.compile(
+    r"^(?:at::vec::Vectorized<\w+>::loadu\(|(?:in|out)_ptr\d+\[|tl\.load\(|"
+    r"c10::convert<\w+>\(tmp\d+\)$|static_cast<\w+>\([-\d.eEL]+\)$|"
+    r"at::vec::Vectorized<\w+>\(tmp\d+\)$|tmp\d+\.to\(|tl\.full\(|"
+    r"tl\.broadcast_to\(tmp\d+|tmp\d+$|[-\d.eEL]+$)"
+)
+KERNEL_REDUCES = re.compile(r"\btmp_acc\d|\btl\.(?:sum|max|min|reduce)\(|welford")
+# what a computed value does, for a kernel whose name and comment name no op (`cpp_fused_0`)
+KERNEL_BODY_OPS = [
+    (re.compile(r"\btmp\d+\s*/\s*tmp\d+|\bdiv\("), "div"),
+    (re.compile(r"\btmp\d+\s*\*\s*tmp\d+"), "mul"),
+    (re.compile(r"\btmp\d+\s*\+\s*tmp\d+"), "add"),
+    (re.compile(r"\btmp\d+\s*-\s*tmp\d+"), "sub"),
+    (re.compile(r"clamp_min\(|maximum\("), "relu"),
+    (re.compile(r"\bexp\("), "exp"),
+    (re.compile(r"\btanh\("), "tanh"),
+    (re.compile(r"\berf\("), "erf"),
+    (re.compile(r"\brsqrt\("), "rsqrt"),
+    (re.compile(r"\bsqrt\("), "sqrt"),
+    (re.compile(r"\blog\("), "log"),
+    (re.compile(r"sum_masked_reduce|tl\.sum\("), "sum"),
+    (re.compile(r"max_masked_reduce|max_propagate_nan|tl\.max\("), "max"),
+]
 KERNEL_EXT = {
     "triton": ".py",
     "cpp_pybinding": ".cpp",

@@ -10,6 +10,7 @@ the cross-check - is measured here.
 from __future__ import annotations
 
 import atexit
+import difflib
 import inspect
 import itertools
 import logging
@@ -90,7 +91,7 @@ class Worker:
         try:
             module = load_module(target.path)
             model = find_model(module, target.attr, target.path)
-            sets = iter(find_input_sets(module, target, target.path))
+            sets = iter(find_input_sets(module, target, target.path, spec.sweep))
             first = next(sets)
         except DiagError as e:
             return self.fail("usage", USAGE, e.message + (" " + e.hint if e.hint else ""))
@@ -129,10 +130,15 @@ class Worker:
             compiled = torch.compile(model, **kwargs)
         except torch._dynamo.exc.InvalidBackend:
             # (listing the backends imports every one: 0.25 s a run asked only on a typo)
-            common = sorted(set(torch._dynamo.list_backends()) | {"eager", "aot_eager"})
+            # list_backends() leaves out debug backends; eager and aot_eager are among them
+            known = sorted(set(torch._dynamo.list_backends()) | {"eager", "aot_eager"})
+            every = set(torch._dynamo.list_backends(exclude_tags=())) | set(known)
+            close = difflib.get_close_matches(str(backend), sorted(every), n=1)
+            hint = f"Did you mean {close[0]!r}? " if close else ""
             return self.fail(
-                "usage", USAGE, f"unknown backend {backend!r}. Try one of: {', '.join(common)}."
-            )
+                "usage", USAGE,
+                f"unknown backend {backend!r}. {hint}Backends: {', '.join(known)}.",
+            )  # fmt: skip
         skips = watch_cudagraph_skips(torch) if device.startswith("cuda") else None
         eager_out = compiled_out = None
         call0 = None

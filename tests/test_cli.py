@@ -140,7 +140,8 @@ def test_html_from_render_and_beside_a_report(saved_report: Path, tmp_path: Path
     trace = str(fixture_trace("graph_breaks.eager"))
     result = runner.invoke(app, ["report", trace, "--format", "json", "--html", str(page)])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)  # stdout stays the JSON report alone
+    data = json.loads(result.stdout)  # stdout stays the JSON report alone
+    assert result.stderr == f"wrote {page} (the HTML report)\n"
     html = page.read_text()
     for b in data["graph_breaks"]:
         assert f"{Path(b['file']).name}:{b['line']}" in html

@@ -253,6 +253,52 @@ def test_explain_compiles_once_on_the_first_inputs() -> None:
     assert report["timings"]["first_call_s"] >= first["compile_time_s"]
 
 
+README_EXAMPLE = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def get_model():
+    return Net()
+
+
+def get_inputs():
+    return (torch.randn(WIDTH_IN_GET_INPUTS, 16),)
+
+
+def get_input_sets():
+    return [(torch.randn(b, 16),) for b in (2, 8)]
+"""
+
+
+def test_explain_runs_get_inputs_and_recompiles_the_sweep(tmp_path: Path) -> None:
+    """The README's complete file: explain compiles on get_inputs() (4x16), not the first
+    of get_input_sets() (2x16); recompiles runs the sweep; a get_inputs() that doesn't fit
+    the model is the model's error (exit 3), not skipped."""
+    model = tmp_path / "net.py"
+    model.write_text(README_EXAMPLE.replace("WIDTH_IN_GET_INPUTS, 16", "4, 16"))
+    report, proc = run_json("explain", str(model), "--backend", "eager", "--no-timings")
+    assert proc.returncode == 0, proc.stderr
+    assert [c.split(":")[0] for c in report["target"]["inputs"]] == ["4x16"]
+    sweep, proc = run_json("recompiles", str(model))
+    assert proc.returncode == 0, proc.stderr
+    assert [c.split(":")[0] for c in sweep["target"]["inputs"]] == ["2x16", "8x16"]
+    model.write_text(README_EXAMPLE.replace("WIDTH_IN_GET_INPUTS, 16", "4, 15"))
+    proc = run_cli("explain", str(model), "--backend", "eager", "--no-timings")
+    assert proc.returncode == 3, proc.stderr
+    assert "get_inputs()" in proc.stderr
+
+
 def test_a_run_that_compiled_nothing_says_so(tmp_path: Path) -> None:
     """Dynamo was entered but no graph came out: the headline says the model ran eager, as
     torch's own counters do (no unique graph)."""

@@ -178,8 +178,12 @@ FAULTS: dict[str, Fault] = {
         OK_MODEL, [], 2, "max_graph_breaks = 'zero'", "a whole number", True
     ),
     "unknown backend": Fault(
-        OK_MODEL, ["--backend", "nope"], 2, "unknown backend 'nope'", "Try one of"
-    ),
+        OK_MODEL,
+        ["--backend", "inductr"],
+        2,
+        "unknown backend 'inductr'",
+        "Did you mean 'inductor'?",
+    ),  # fmt: skip
     "--device cuda without a GPU": Fault(
         OK_MODEL, ["--device", "cuda"], 2, "sees no CUDA device", "--device cpu"
     ),

@@ -257,3 +257,54 @@ def test_each_library_call_names_the_linear_it_computes(folder: Path) -> None:
     (line,) = [i for i, s in enumerate(block, 1) if "scaled_dot_product_attention(" in s]
     assert [p.rsplit(":", 1)[1] for p in sdpa.source_lines] == [str(line)]
     assert sdpa.modules == []
+
+
+CONV_MODEL = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)).mean((2, 3))
+
+
+def get_inputs():
+    return (torch.randn(2, 3, 16, 16),)
+"""
+
+
+@pytest.mark.slow
+def test_a_kernel_that_only_moves_data_is_not_called_its_ops(tmp_path: Path) -> None:
+    """On CPU Inductor transposes a convolution's input and weight in a kernel it names
+    `cpp_fused_convolution_0`; the convolution itself is the library call. The report says
+    what the kernel's body does (it computes nothing), not what its name says."""
+    model = tmp_path / "conv.py"
+    model.write_text(CONV_MODEL)
+    report, proc = run_json("explain", str(model), "--no-timings", "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    kinds = {k["name"]: k["kind"] for k in report["kernels"]}
+    assert kinds.get("extern_kernels.convolution") == "extern"
+    named = [n for n in kinds if n.startswith("cpp_fused_convolution")]
+    assert named and all(kinds[n] == "copy" for n in named), kinds
+    assert any(k != "copy" for n, k in kinds.items() if n.startswith("cpp_fused_mean_relu")), kinds
+    table = run_cli("explain", str(model), "--no-timings", "--device", "cpu").stdout
+    assert (
+        "copy (moves data, computes nothing)" in table and "lays out data for convolution" in table
+    )
+
+
+@pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
+def test_every_recorded_kernel_computes_what_its_name_says(folder: Path) -> None:
+    """Kernels of the recorded traces each compute (none is a mere copy) and name ops."""
+    from compilediag.analysis.kernels import all_kernels
+
+    for path in sorted(folder.rglob("*.log")):
+        for graph in all_kernels(parse_path(path)):
+            for k in graph.kernels:
+                if k.kernel.kind != "extern":
+                    assert k.kernel.kind != "copy" and k.kernel.ops, (path.name, k.kernel)

@@ -132,7 +132,7 @@ def test_kernels_show_their_modules_and_what_the_count_counts() -> None:
         TargetInfo(path="x.py"),
     )
     text = render(report, "table", width=100)
-    assert "torch's generated_kernel_count, 41, counts" in text
+    assert "generated_kernel_count" not in text  # the HTML report says it; the table is short
     first = next(k for k in report.kernels if k.kind != "extern")
     assert first.modules == ["ln1 (LayerNorm)"]
     wide = render(report, "table", width=200)

@@ -7,12 +7,13 @@ same inputs in this process without a compile, the test asks it."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TRACES, run_json
+from tests.conftest import ROOT, TRACES, run_cli, run_json
 
 JOBS = ROOT / "tests" / "fixtures" / "jobs"
 
@@ -146,3 +147,50 @@ def test_nothing_in_these_traces_is_unknown(version: str) -> None:
         report, _ = run_json("report", trace(version, name))
         assert report["trace"]["unknown_records"] == {}, name
         assert report["trace"]["damaged_payloads"] == 0, name
+
+
+def _train_item_net():
+    """The model of tests/fixtures/jobs/train_item.py, imported as the job defines it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_item", JOBS / "train_item.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Net
+
+
+@pytest.mark.parametrize("version", versions_with("train_item"))
+def test_a_training_scripts_trace_speaks_the_users_words(version: str) -> None:
+    """A plain training loop traced with TORCH_TRACE (no INDUCTOR_PROVENANCE): the float
+    `.item()` makes reaches the rest of forward as Dynamo's `___stack0`; the report names
+    it as the user wrote it, the fix it gives removes the recompile in torch's own count,
+    and the report says how to get kernels' user lines and where the full list is."""
+    torch = pytest.importorskip("torch")
+    from torch._dynamo.testing import CompileCounter
+
+    report, proc = run_json("report", trace(version, "train_item"))
+    assert proc.returncode == 0, proc.stderr
+    (r,) = report["recompiles"]
+    # (`reasons` keeps torch's own text; what the report says is in the user's words)
+    assert "___stack" not in json.dumps([r["failed_guard"], r["failed_guards"], r["suggestion"]])
+    assert r["failed_guard"].startswith("`scale` (line 16: `x.abs().max().item()`) changed")
+    assert "capture_scalar_outputs = True" in r["suggestion"]
+    counts = {}
+    for config in ({}, {"capture_scalar_outputs": True}):
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        with torch._dynamo.config.patch(**config):
+            step = torch.compile(_train_item_net()(), backend=counter)
+            for _ in range(4):  # as the job: a new batch each step
+                step(torch.randn(8, 16)).pow(2).mean().backward()
+        counts[bool(config)] = counter.frame_count
+    torch._dynamo.reset()
+    assert counts[False] == report["summary"]["graphs"] == 3  # 0/0, 1/0 and its recompile 1/1
+    assert counts[True] == 1, "the fix: no break, no recompile"
+    assert any("INDUCTOR_PROVENANCE=1" in n for n in report["notes"])
+    # every generated kernel says what it computes: ops from its name, else its body
+    assert all(k["ops"] and all(o.startswith("aten.") and not o[5:].isdigit() for o in k["ops"])
+               for k in report["kernels"])  # fmt: skip
+    table = run_cli("report", trace(version, "train_item"), "--format", "table").stdout
+    assert "dump-kernels" not in table

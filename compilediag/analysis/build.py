@@ -54,6 +54,21 @@ from compilediag.trace import Compile, TraceLog
 from compilediag.worker_types import ModelInfo, Profiled, WorkerResult
 
 
+def no_provenance(compiles: list[Compile], code: list[GraphCode]) -> list[str]:
+    """Generated kernels with no user line, from a job that ran without Inductor's
+    provenance records: say how to get them."""
+    generated = [k.kernel for g in code for k in g.kernels if k.kernel.kind != "extern"]
+    if not generated or any(k.source_lines for k in generated):
+        return []
+    if any(name.startswith("inductor_provenance") for c in compiles for name in c.artifacts):
+        return []
+    return [
+        "The generated kernels name no user lines: the job ran without INDUCTOR_PROVENANCE=1. "
+        "Set it beside TORCH_TRACE to see which of your lines each kernel came from "
+        "(compilediag's own runs set it)."
+    ]
+
+
 def untested_torch(env: Environment) -> list[str]:
     """A notice for each torch outside the tested range that made the findings."""
     return [n for v in env.torch.split(", ") if (n := untested_notice(v))]
@@ -104,7 +119,8 @@ def build_report(
         + ahead_of_time(logs, kinds, code)
         + nothing_compiled(compiles, graphs, breaks)
         + skipped_frames(compiles)
-        + cache_gaps(compiles),
+        + cache_gaps(compiles)
+        + no_provenance(compiles, code),
         graphs=graphs,
         kernels=generated(code),
         timings=timings,
@@ -231,6 +247,8 @@ def make_portable(report: Report, root: str) -> None:
         for d in report.cross_check.disagreements:
             d.file = rel(d.file) if d.file else d.file
     report.notes = [portable_text(n, root) for n in report.notes]
+    if report.timings:
+        report.timings.notes = [portable_text(n, root) for n in report.timings.notes]
     report.errors = [portable_text(e, root) for e in report.errors]
 
 

@@ -29,11 +29,15 @@ from compilediag.torch_formats import (
     GRAPH_MODULE_SEP,
     GRAPH_MODULE_STATE,
     GRAPH_NODE_ASSIGN,
+    KERNEL_BODY_OPS,
     KERNEL_CALL,
     KERNEL_DEFINITION,
     KERNEL_EXT,
+    KERNEL_MOVES,
+    KERNEL_REDUCES,
     KERNEL_SOURCE_QUOTE,
     KERNEL_SUFFIX,
+    KERNEL_VALUE,
     PROVENANCE_KERNEL_TO_POST,
     PROVENANCE_NODE_MAPPINGS,
     PROVENANCE_POST_TO_PRE,
@@ -136,7 +140,7 @@ def ops_from_name(name: str, known: set[str]) -> list[str]:
     split the name on the op names of the graph it was made from, longest first.
     """
     _, sep, body = name.partition(FUSED_INFIX)
-    if not sep:
+    if not sep or body.isdigit():  # `cpp_fused_0`: the name holds no op
         return []
     body = KERNEL_SUFFIX.sub("", body)
     ordered = sorted(known, key=len, reverse=True)
@@ -190,12 +194,36 @@ def provenance_lines(c: Compile) -> dict[str, list[str]]:
 
 
 def _kind(name: str, backend: str, source: str) -> str:
+    """From the kernel's body: a kernel that computes no value only copies (a layout
+    change, whatever its name says); else Triton's name prefix, or on C++ an accumulator."""
+    if source and not computes(source):
+        return "copy"
     for prefix, kind in TRITON_KINDS.items():
         if name.startswith(prefix):
             return kind
     if backend.startswith("cpp"):
-        return "reduction" if "tmp_acc" in source else "pointwise"
+        return "reduction" if KERNEL_REDUCES.search(source) else "pointwise"
     return "other"
+
+
+def computes(source: str) -> bool:
+    """Does a kernel's body compute a value, or only load, convert and store?"""
+    if KERNEL_REDUCES.search(source):
+        return True
+    return any(not KERNEL_MOVES.match(m["rhs"].strip()) for m in KERNEL_VALUE.finditer(source))
+
+
+def ops_from_body(source: str) -> list[str]:
+    """What the computed values do (`tmp4 = tmp0 / tmp3` -> aten.div), in a fixed order."""
+    computed = "\n".join(
+        [
+            m["rhs"]
+            for m in KERNEL_VALUE.finditer(source)
+            if not KERNEL_MOVES.match(m["rhs"].strip())
+        ]
+        + [line for line in source.splitlines() if KERNEL_REDUCES.search(line)]
+    )
+    return ["aten." + op for pattern, op in KERNEL_BODY_OPS if pattern.search(computed)]
 
 
 def _definitions(code: str) -> dict[str, tuple[str, str]]:
@@ -317,7 +345,7 @@ def kernels_of_graph(
     for ks in found.values():
         k = ks.kernel
         if not k.ops and k.kind != "extern":
-            k.ops = ops_from_name(k.name, known_ops or set())
+            k.ops = ops_from_name(k.name, known_ops or set()) or ops_from_body(ks.source)
         if provenance and provenance.get(k.name) and (not k.source_lines or k.kind != "extern"):
             k.source_lines = provenance[k.name]
     return list(found.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from compilediag.torch_formats import (
     GUARD_USER_STACK,
     RECOMPILE_LIMIT,
     RECOMPILE_LIMIT_VALUE,
+    RESUME,
     STACK_FILE_LINE,
     frame_name,
     guard_pattern,
@@ -182,6 +184,38 @@ def translate(guard: str) -> tuple[str, str, str]:
     return guard, "other", "See the guard above; TORCH_LOGS=recompiles_verbose shows every guard."
 
 
+STACK_VALUE = re.compile(r"`?___stack(\d+)`?")
+TO_PYTHON = re.compile(r"\.(item|tolist)\(\)|\b(float|int|bool)\(")
+
+
+def in_users_words(g: Guard, co_name: str, co_file: str) -> Guard:
+    """After a graph break the rest of the function runs as a frame of its own, and the
+    value the breaking line made reaches it as `___stack0`: name it as the user wrote it,
+    the variable the line assigns (`scale`) or the expression, with the line."""
+    resume = RESUME.match(co_name)
+    if not resume or not STACK_VALUE.search(g.words):
+        return g
+    line = int(resume["line"])
+    code = code_at(co_file, line).strip()
+    assigned = re.match(r"(\w+)\s*=(?!=)\s*(.+)", code)
+    expr = assigned[2] if assigned else code
+    if not expr:
+        return g
+    name = f"`{assigned[1]}` (line {line}: `{expr}`)" if assigned else f"`{expr}` (line {line})"
+    g.words = STACK_VALUE.sub(name, g.words, count=1)
+    if g.cause in ("float", "int") and (made := TO_PYTHON.search(expr)):
+        call = made[0] if made[0].startswith(".") else made[0] + "…)"
+        g.suggestion = (
+            f"Line {line} turns a tensor into a Python number (`{call}`), and each new value "
+            f"compiles this frame again: keep it a 0-d tensor (drop `{call}`), or set "
+            "torch._dynamo.config.capture_scalar_outputs = True, which also keeps the graph "
+            f"whole at line {line}."
+        )
+    else:
+        g.suggestion = STACK_VALUE.sub(name, g.suggestion)
+    return g
+
+
 def shape_dims(guards: list[Guard]) -> list[tuple[str, str]]:
     """(input, dim) of every size guard that failed, in order, once each."""
     dims = []
@@ -227,7 +261,7 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
         if not reasons:
             continue
         m = frame_metrics(c, compiles)
-        guards = [parse_guard(r) for r in reasons]
+        guards = [in_users_words(parse_guard(r), m.co_name, m.co_filename) for r in reasons]
         g = guards[0]
         co_file = m.co_filename
         if g.file and not g.file.startswith(("/", "<")):

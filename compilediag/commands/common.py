@@ -242,6 +242,7 @@ def judge(report: Report, rules: Budgets, junit: str | None, failed: int | None)
         from compilediag.render import render
 
         write_output_file(junit, render(report, "junit"), "--junit")
+        wrote(junit, "JUnit XML")
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from compilediag.render.annotations import github_annotations
 
@@ -265,6 +266,12 @@ def write_html(report: Report, out: OutputOptions) -> None:
         from compilediag.render import render
 
         write_output_file(out.html, render(report, "html"), "--html")
+        wrote(out.html, "the HTML report")
+
+
+def wrote(path: str, what: str) -> None:
+    """A file the run wrote, said on stderr (stdout may be a report piped elsewhere)."""
+    sys.stderr.write(f"wrote {path} ({what})\n")
 
 
 def emit(report: Report, out: OutputOptions) -> None:
@@ -278,6 +285,7 @@ def emit(report: Report, out: OutputOptions) -> None:
         write_output_file(
             out.output, render(report, out.format, width=100, color=False), "--output"
         )
+        wrote(out.output, f"the report, {out.format}")
         return
     fmt = out.format
     sys.stdout.write(render(report, fmt, width=width(), color=color() and fmt == "table"))
