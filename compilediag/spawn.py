@@ -5,7 +5,9 @@ library, so the CLI can call it first thing."""
 from __future__ import annotations
 
 import atexit
+import getpass
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -80,6 +82,18 @@ def workdir() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def inductor_cache_dir() -> str:
+    """Inductor's default cache folder (torch's default_cache_dir): torchinductor_<user> in
+    the temp folder."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(
+        tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
+    )
+
+
 def spawn(work: Path, cold: bool, early: bool = False) -> subprocess.Popen[bytes]:
     """Start `python -m compilediag.worker WORK`, traced into WORK/trace, its output going
     to WORK/worker.log. An early worker waits on its stdin for the spec."""
@@ -97,6 +111,12 @@ def spawn(work: Path, cold: bool, early: bool = False) -> subprocess.Popen[bytes
         cache = work / "cold-cache"
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
+    else:  # where torch would put it: under the temp folder the user has, not the one below
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
+    # The compiler's temp files (gcc's cc*.s) go in the run's folder, removed with it even
+    # when the run is interrupted mid-compile.
+    (work / "tmp").mkdir(exist_ok=True)
+    env["TMPDIR"] = str(work / "tmp")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     argv = [sys.executable, "-m", "compilediag.worker", str(work)]
     with open(work / "worker.log", "wb") as log:

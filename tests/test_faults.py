@@ -233,6 +233,7 @@ FAULTS: dict[str, Fault] = {
 # Rows checked by their own tests below (they need a signal, a full disk or a dump folder).
 OWN_TESTS = {
     "Ctrl-C during the run": "test_ctrl_c_stops_the_worker_and_cleans_up",
+    "Ctrl-C while gcc builds a kernel": "test_ctrl_c_during_a_cpp_compile_leaves_no_compiler_temp_files",
     "disk full while writing the report": "test_disk_full_leaves_no_half_written_file",
     "dump-kernels --out that is a file or not writable": "test_dump_out_checked_before_the_run",
 }
@@ -281,7 +282,9 @@ def test_readme_fault_table_lists_every_fault() -> None:
             rows[cells[0]] = int(cells[1])
     expected = {name: f.code for name, f in FAULTS.items()}
     expected.update({"Ctrl-C during the run": 130, "disk full while writing the report": 2,
-                     "dump-kernels --out that is a file or not writable": 2})  # fmt: skip
+                     "dump-kernels --out that is a file or not writable": 2,
+                     "Ctrl-C while gcc builds a kernel": 130})  # fmt: skip
+    assert set(OWN_TESTS) <= set(rows) and all(name in globals() for name in OWN_TESTS.values())
     assert rows == expected
 
 
@@ -341,6 +344,65 @@ def test_ctrl_c_stops_the_worker_and_cleans_up(tmp_path: Path) -> None:
     time.sleep(0.2)
     for pid in worker_pids:
         assert not _alive(pid), f"worker {pid} still running"
+
+
+COMPILERS = {"cc1plus", "cc1", "as", "g++", "gcc", "c++", "ld", "collect2"}
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Every process below `pid`: pid -> command name."""
+    out = subprocess.run(["ps", "-eo", "pid=,ppid=,comm="], capture_output=True, text=True)
+    rows = [line.split(None, 2) for line in out.stdout.splitlines()]
+    parent = {int(p): int(pp) for p, pp, _ in rows}
+    names = {int(p): name for p, _, name in rows}
+    found = {}
+    for child in parent:
+        up = parent.get(child)
+        while up and up != pid:
+            up = parent.get(up)
+        if up == pid:
+            found[child] = names[child]
+    return found
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_cpp_compile_leaves_no_compiler_temp_files(tmp_path: Path) -> None:
+    """Interrupted while gcc builds an Inductor kernel: gcc's temp files (cc*.s) went to
+    the run's own folder, removed with it; torch's cache is where torch keeps it."""
+    model = tmp_path / "model.py"
+    model.write_text(OK_MODEL)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()  # an empty temp folder: a cold Inductor cache, so gcc runs
+    env = {**os.environ, "TMPDIR": str(tmp), "NO_COLOR": "1"}
+    env.pop("GITHUB_ACTIONS", None)
+    proc = subprocess.Popen(
+        [*compilediag_cmd(), "explain", str(model), "--no-timings", "--device", "cpu"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    compiling: dict[int, str] = {}
+    while time.monotonic() < deadline and proc.poll() is None and not compiling:
+        compiling = {p: n for p, n in _descendants(proc.pid).items() if n in COMPILERS}
+        time.sleep(0.05)
+    assert compiling, "gcc never ran (a warm cache?)"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    time.sleep(0.3)
+    left = [p for p in tmp.rglob("*") if not p.is_relative_to(tmp / "torchinductor_root")]
+    assert [p.name for p in tmp.iterdir()] in ([], ["torchinductor_root"]), left
+    assert not [p for p in tmp.rglob("cc*") if p.is_file() and p.suffix in (".s", ".o", ".c")]
+
+
+def test_the_inductor_cache_is_where_torch_keeps_it() -> None:
+    """The worker's TMPDIR is the run's folder, so the worker names Inductor's cache folder
+    as torch would have found it from the user's temp folder."""
+    pytest.importorskip("torch")
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from compilediag.spawn import inductor_cache_dir
+
+    assert inductor_cache_dir() == default_cache_dir()
 
 
 def _children(pid: int) -> list[int]:

@@ -34,6 +34,12 @@ def test_ops_from_name_splits_on_known_op_names() -> None:
         "aten.div",
         "aten.linalg_vector_norm",
     ]
+    # an op the graph does not name, then its backward: two ops, each one torch has
+    split = ops_from_name("cpp_fused_mse_loss_mse_loss_backward_1", {"sum"})
+    assert split == ["aten.mse_loss", "aten.mse_loss_backward"]
+    torch = pytest.importorskip("torch")
+    assert all(hasattr(torch.ops.aten, op.removeprefix("aten.")) for op in split)
+    assert ops_from_name("cpp_fused_0", known) == []  # the name holds no op
 
 
 @pytest.mark.parametrize("folder", trace_sets("transformer_block.inductor"), ids=lambda p: p.name)

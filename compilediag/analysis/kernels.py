@@ -158,6 +158,9 @@ def ops_from_name(name: str, known: set[str]) -> list[str]:
         )
         if hit is None:
             word = body[i:].split("_", 1)[0]
+            if unknown and word == unknown[0]:  # `mse_loss_mse_loss_backward`: a new op
+                ops.append("aten." + "_".join(unknown))
+                unknown = []
             unknown.append(word)
             i += len(word) + 1
             continue
