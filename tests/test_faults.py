@@ -1,7 +1,7 @@
 """The fault table: every way a run can go wrong ends with its documented exit code and one
 short message naming the problem and the fix - never our traceback, nothing lost.
 
-FAULTS is the table the README's "Faults" section prints row for row (a test checks the
+FAULTS is the table docs/usage.md's "Faults" section prints row for row (a test checks the
 two agree). Rows that can be caught before the model runs are checked to be caught then:
 their model file writes a marker when imported, which must not appear.
 """
@@ -273,8 +273,8 @@ def test_fault(name: str, tmp_path: Path) -> None:
 
 
 def test_readme_fault_table_lists_every_fault() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Faults", 1)[1].split("\n## ", 1)[0]
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    section = usage.split("## Faults", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import tomllib
 
+import pytest
+
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -39,10 +41,44 @@ def test_python_version_matches_the_package() -> None:
 
 
 def test_ci_snippet_renders_only_files_it_made() -> None:
-    snippet = README.split("## Using compilediag in CI", 1)[1].split("```bash", 1)[1]
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    snippet = usage.split("## Using compilediag in CI", 1)[1].split("```bash", 1)[1]
     made: set[str] = set()
     for line in snippet.split("```", 1)[0].splitlines():
         command = line.split("#", 1)[0]
         for rendered in re.findall(r"compilediag render (\S+)", command):
             assert rendered in made, f"{rendered} is rendered before any line makes it"
         made.update(re.findall(r"(?:>|-o|--output|--junit|--html) (\S+)", command))
+
+
+@pytest.mark.slow
+def test_readme_samples_are_what_the_commands_print() -> None:
+    """docs/samples.py made the README's sample outputs from real runs; run again, they say
+    the same (numbers masked, the machine's timings left out) under the torch that made them."""
+    samples = _load_samples()
+    shown = samples.blocks(README)
+    assert set(shown) == set(samples.SAMPLES)
+    torch = pytest.importorskip("torch")
+    for name in samples.SAMPLES:
+        made = samples.made_with(shown[name])
+        if not torch.__version__.startswith(made + "."):
+            pytest.skip(f"the samples were made with torch {made}; this is {torch.__version__}")
+        assert samples.comparable(samples.run(name)) == samples.comparable(shown[name]), name
+
+
+def test_sample_comparison_masks_numbers_and_timings_only() -> None:
+    samples = _load_samples()
+    a = "torch 2.13.0+cpu\n4 graphs · compile 10.31 s\nTimings\n  eager 0.05 ms\nfix x\n"
+    b = "torch 2.15.0+cu132\n4 graphs · compile 9.80 s\nTimings\n  speedup 9x\n  more\nfix x\n"
+    assert samples.comparable(a) == samples.comparable(b)
+    assert samples.comparable(a) != samples.comparable(a.replace("fix x", "fix y"))
+
+
+def _load_samples():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("samples", ROOT / "docs" / "samples.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

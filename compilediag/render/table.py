@@ -432,7 +432,7 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
             )
         rows.append(line)
     # what the count counts against torch's generated_kernel_count is the HTML report's
-    # and the README's to say: a paragraph on every run is noise here
+    # and docs/usage.md's to say: a paragraph on every run is noise here
     out: list = [Text(title, style="bold")]
     out += [Padding(r, (0, 0, 0, 2)) for r in rows]
     if len(shown) < len(report.kernels):

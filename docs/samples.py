@@ -1,0 +1,100 @@
+"""The README's sample outputs, made by running the commands they show.
+
+    python docs/samples.py            # run each command, rewrite its block in README.md
+    python docs/samples.py --check    # exit 1 where a block is not what the command prints
+
+Each sample sits in README.md between `<!-- sample: NAME -->` and `<!-- /sample -->`, as
+the command line and what it printed (100 columns, no colour), run from the repository
+root. Times, speed-ups and versions change from run to run and machine to machine:
+`--check` compares the lines with every number masked, in any order (explain ranks breaks
+by their measured cost), leaves out the lines that measure this machine (explain's Timings
+section), and is meant for the torch release that made the samples (each header names it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+SAMPLES = {
+    "explain": ["explain", "sample_models/graph_breaks.py"],
+    "recompiles": ["recompiles", "sample_models/changing_float.py"],
+    "report": ["report", "tests/fixtures/traces/torch-2.13.0-cpu/train_item.log"],
+}
+BLOCK = re.compile(r"(<!-- sample: (?P<name>\w+) -->\n)(?P<body>.*?)(<!-- /sample -->)", re.S)
+
+
+def run(name: str) -> str:
+    """The sample's command line and its output, as the README shows them."""
+    args = SAMPLES[name]
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
+    env.pop("GITHUB_ACTIONS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "compilediag", *args],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,
+    )  # fmt: skip
+    if proc.returncode not in (0, 1):  # 1: the gate found something, as it should here
+        raise SystemExit(f"{name}: exit {proc.returncode}\n{proc.stderr}")
+    return f"$ compilediag {' '.join(args)}\n{proc.stdout.rstrip()}\n"
+
+
+def blocks(text: str) -> dict[str, str]:
+    """name -> the output in the README's block (without the code fence)."""
+    return {m["name"]: m["body"].strip().removeprefix("```").removesuffix("```").strip("\n") + "\n"
+            for m in BLOCK.finditer(text)}  # fmt: skip
+
+
+def comparable(output: str) -> list[str]:
+    """The lines that say what was found, numbers masked, in any order (explain ranks the
+    breaks by their measured cost); a machine's measurements left out."""
+    lines, timing = [], False
+    for line in output.splitlines():
+        if line.startswith("Timings"):
+            timing = True
+        elif timing and line and not line.startswith(" "):
+            timing = False
+        if timing:
+            continue
+        line = re.sub(r"torch \S+", "torch ?", line)
+        lines.append(re.sub(r"\d+(\.\d+)?", "#", line).rstrip())
+    return sorted(lines)
+
+
+def made_with(output: str) -> str:
+    """The torch release the sample's header names (`torch 2.13.0+cpu · ...`)."""
+    m = re.search(r"^torch (\d+\.\d+)", output, re.M)
+    return m.group(1) if m else ""
+
+
+def write() -> None:
+    text = README.read_text()
+    for name in SAMPLES:
+        out = run(name)
+        text, n = BLOCK.subn(
+            lambda m, name=name, out=out: (
+                m.group(0) if m["name"] != name else f"{m.group(1)}```\n{out}```\n{m.group(4)}"
+            ),
+            text,
+        )
+        print(f"{name}: {len(out.splitlines())} lines", file=sys.stderr)
+    README.write_text(text)
+
+
+def main() -> None:
+    if "--check" not in sys.argv[1:]:
+        write()
+        return
+    shown = blocks(README.read_text())
+    stale = [n for n in SAMPLES if comparable(run(n)) != comparable(shown.get(n, ""))]
+    if stale:
+        raise SystemExit(f"stale README samples: {', '.join(stale)} (run python docs/samples.py)")
+
+
+if __name__ == "__main__":
+    main()
