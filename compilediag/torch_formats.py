@@ -11,6 +11,7 @@ Imports nothing heavy (no torch): renderers and the gate may use it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,19 +20,32 @@ from compilediag.report import Site
 
 # --- source locations ------------------------------------------------------------------
 
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__)).replace("\\", "/") + "/"
+# compilediag's own folder, as imported and with its links resolved: the worker may import
+# it through another path than the CLI (a symlinked checkout), and its frames are never the
+# user's
+_OWN_DIRS = tuple(
+    dict.fromkeys(
+        os.path.dirname(p).replace("\\", "/") + "/"
+        for p in (os.path.abspath(__file__), os.path.realpath(__file__))
+    )
+)
 _STDLIB = os.path.dirname(os.__file__).replace("\\", "/") + "/"
 LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/torch/")
 STDLIB_PATH = re.compile(r"/lib/python3\.\d+/")
 
 
+@functools.lru_cache(maxsize=8192)
 def is_library_file(filename: str) -> bool:
     """A frame the user did not write: torch, site-packages, the stdlib, frozen modules,
-    and compilediag itself. `<string>` (code given to `python -c`) is the user's."""
+    and compilediag itself, judged on the path as torch wrote it (absolute) and with its
+    links resolved. `<string>` (code given to `python -c`) is the user's."""
     f = filename.replace("\\", "/")
     if f.startswith("<") and f != "<string>":
         return True
-    if any(m in f for m in LIBRARY_MARKERS) or f.startswith(_OWN_DIR):
+    real = os.path.realpath(f).replace("\\", "/") if f.startswith("/") else f
+    if any(m in p for m in LIBRARY_MARKERS for p in (f, real)):
+        return True
+    if f.startswith(_OWN_DIRS) or real.startswith(_OWN_DIRS):
         return True
     return f.startswith(_STDLIB) or bool(STDLIB_PATH.search(f))
 

@@ -194,3 +194,33 @@ def test_a_training_scripts_trace_speaks_the_users_words(version: str) -> None:
                for k in report["kernels"])  # fmt: skip
     table = run_cli("report", trace(version, "train_item"), "--format", "table").stdout
     assert "dump-kernels" not in table
+
+
+@pytest.mark.parametrize("version", versions_with("break_in_loop"))
+def test_a_frame_skipped_for_a_break_in_a_loop_names_that_break(version: str) -> None:
+    """torch gave up forward (GB7000) because of the print inside its loop: the note names
+    that print's line; with the print's fix applied, torch compiles the frame whole."""
+    torch = pytest.importorskip("torch")
+    from torch._dynamo.testing import CompileCounter
+
+    report, proc = run_json("report", trace(version, "break_in_loop"))
+    assert proc.returncode == 0, proc.stderr
+    (note,) = [n for n in report["notes"] if "was not compiled" in n]
+    assert "break_in_loop.py:17" in note and 'print("layer done")' in note and "GB7000" in note
+    (b,) = report["graph_breaks"]
+    assert b["line"] == 17 and "reorderable_logging_functions" in b["suggestion"]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("break_in_loop", JOBS / "break_in_loop.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    counts = []
+    for config in ({}, {"reorderable_logging_functions": {print}}):
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        with torch._dynamo.config.patch(**config), torch.no_grad():
+            torch.compile(module.Net(), backend=counter)(torch.randn(4, 16))
+        counts.append(counter.frame_count)
+    torch._dynamo.reset()
+    assert counts == [report["summary"]["graphs"], 1] == [0, 1]

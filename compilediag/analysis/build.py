@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from compilediag import __version__
-from compilediag.analysis.breaks import DDP, collect_breaks
+from compilediag.analysis.breaks import DDP, collect_breaks, user_site
 from compilediag.analysis.crosscheck import cross_check
 from compilediag.analysis.graphs import (
     collect_graphs,
@@ -448,11 +448,29 @@ def skipped_frames(compiles: list[Compile]) -> list[str]:
         m = frame_metrics(c, compiles)
         file, line = frame_place(c, m)
         gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
-        notes.append(
-            f"{frame_name(m.co_name)} at {file}:{line} was not compiled and runs in eager "
-            f"mode: {parsed.reason}{gb}. {parsed.explanation}".strip()
-        )
+        head = f"{frame_name(m.co_name)} at {file}:{line} was not compiled and runs in eager mode"
+        cause = _break_that_skipped(c, parsed.gb_id)
+        if cause:  # torch gave up the frame for a break inside it: name that break
+            notes.append(
+                f"{head}: the graph break at {cause} is inside a loop, and torch cannot resume "
+                f"a frame in the middle of a loop{gb}. Remove that break (see its fix) and the "
+                "frame compiles."
+            )
+            continue
+        notes.append(f"{head}: {parsed.reason}{gb}. {parsed.explanation}".strip())
     return notes
+
+
+def _break_that_skipped(c: Compile, gb_id: str | None) -> str:
+    """For a frame torch skipped for a graph break in a loop (GB7000): the break, as
+    `file:line (`code`, reason)`; '' for any other skip."""
+    if gb_id != "GB7000" or not c.graph_breaks:
+        return ""
+    parsed = parse_break_text(c.graph_breaks[-1].text)
+    site, _ = user_site(parsed, c.stack)
+    code = (site.code or code_at(site.file, site.line)).strip()
+    shown = f"`{code}`, " if code else ""
+    return f"{site.file}:{site.line} ({shown}{parsed.reason})"
 
 
 def speedup_notes(report: Report) -> list[str]:

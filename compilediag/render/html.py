@@ -29,6 +29,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
+from compilediag.paths import library_path
 from compilediag.render import kernel_count_note
 from compilediag.report import Summary
 
@@ -260,25 +261,18 @@ class _Paths:
                 files += [str(_get(item, "file", "")), str(_get(item, "guard_file", ""))]
         for k in _list(report, "kernels"):
             files += [str(p).rpartition(":")[0] for p in _list(k, "source_lines")]
-        user = [os.path.dirname(f) for f in files if f.startswith("/") and self._library(f) is None]
+        user = [os.path.dirname(f) for f in files if f.startswith("/") and library_path(f) is None]
         try:
             root = os.path.commonpath(user) if user else ""
         except ValueError:
             root = ""
         self.root = "" if root in ("", "/") else root
 
-    @staticmethod
-    def _library(path: str) -> str | None:
-        for marker in ("/site-packages/", "/dist-packages/"):
-            if marker in path:
-                return path.split(marker, 1)[1]
-        return None
-
     def short(self, path: Any) -> str:
         path = "" if path is None else str(path)
         if not path or path.startswith("<"):
             return path
-        lib = self._library(path)
+        lib = library_path(path)
         if lib is not None:
             return lib
         if self.root and path.startswith(self.root + "/"):

@@ -1,0 +1,78 @@
+"""Paths as the user reads them, wherever the command runs: a library's file from its
+package down (a venv inside the project folder too), compilediag's own frames never a
+site, the same findings from any folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from compilediag.paths import portable_path, portable_text
+from compilediag.torch_formats import is_library_file
+from tests.conftest import ROOT, run_json
+
+VENV_IN_PROJECT = "/home/u/proj/.venv/lib/python3.11/site-packages/torchvision/ops/boxes.py"
+
+
+def test_a_library_in_a_venv_inside_the_project_is_shown_from_its_package() -> None:
+    assert portable_path(VENV_IN_PROJECT, "/home/u/proj") == "torchvision/ops/boxes.py"
+    assert portable_path("/home/u/proj/models/net.py", "/home/u/proj") == "models/net.py"
+    assert is_library_file(VENV_IN_PROJECT)
+    note = f"filter_proposals at {VENV_IN_PROJECT}:54 was not compiled"
+    assert (
+        portable_text(note, "/elsewhere")
+        == "filter_proposals at torchvision/ops/boxes.py:54 was not compiled"
+    )
+
+
+def test_compilediags_own_frames_are_never_the_users_through_a_link(tmp_path: Path) -> None:
+    """A checkout reached through a symlink: the worker's frames carry the other path."""
+    link = tmp_path / "checkout"
+    link.symlink_to(ROOT)
+    assert is_library_file(str(link / "compilediag" / "worker.py"))
+    assert not is_library_file(str(link / "sample_models" / "graph_breaks.py"))
+
+
+def _strings(obj: object) -> list[str]:
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() for s in _strings(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _strings(v)]
+    return [obj] if isinstance(obj, str) else []
+
+
+def _findings(report: dict) -> dict:
+    """What a report found, without times and the target's own path."""
+    keep = ("graph_breaks", "recompiles", "graphs", "recompile_limit_hits", "notes", "kernels")
+    timed = re.compile(r"(_s|_ms|time|compile_s)$")
+
+    def strip(obj: object) -> object:
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if not timed.search(k)}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    return {k: strip(report.get(k)) for k in keep}
+
+
+def test_the_same_findings_from_any_folder(tmp_path: Path) -> None:
+    """`recompiles` on a model whose frame is torch's own (nn.Sequential), run from the
+    repository (which may hold the venv: CI's does), from the model's folder and from a
+    folder elsewhere: the same findings, no machine path, no compilediag file."""
+    model = ROOT / "sample_models" / "changing_batch.py"
+    runs = {}
+    for cwd in (ROOT, model.parent, tmp_path):
+        report, proc = run_json("recompiles", os.path.relpath(model, cwd), cwd=cwd)
+        assert proc.returncode == 0, proc.stderr
+        runs[str(cwd)] = _findings(report)
+    first, *others = runs.values()
+    assert all(o == first for o in others)
+    paths = [s for s in _strings(first) if ".py" in s]
+    assert paths, "the findings name files"
+    assert not [
+        p for p in paths if "/site-packages/" in p or "compilediag/" in p or p.startswith("/")
+    ]
+    assert json.dumps(first).count("torch/nn/modules/container.py") >= 1
