@@ -147,3 +147,22 @@ def test_kernels_show_their_modules_and_what_the_count_counts() -> None:
     assert "generated_kernel_count" not in render(alone, "table", width=100)
     html = render(report, "html")
     assert "ln1 (LayerNorm)" in html and "generated_kernel_count, 41" in html
+
+
+def test_a_fix_shared_by_recompiles_is_said_once() -> None:
+    """Each resume frame after a break recompiles for the same reason: the fix is printed
+    for the first and pointed to for the others."""
+    from compilediag.report import Recompile
+
+    fix = "Mark the model input it is computed from dynamic before the first call."
+    report = Report(
+        tool={"name": "compilediag"},
+        target=TargetInfo(path="m.py"),
+        environment=Environment(source="trace"),
+        recompiles=[
+            Recompile("forward, after line 22", "m.py", 22, "1/1", failed_guard="h dim 0 changed 2 → 4", suggestion=fix, cause="shape"),
+            Recompile("forward, after line 24", "m.py", 24, "2/1", failed_guard="h dim 0 changed 2 → 4", suggestion=fix, cause="shape"),
+        ],
+    )  # fmt: skip
+    text = render(report, "table", width=100)
+    assert text.count(fix) == 1 and "as for 1/1 above" in text
