@@ -62,7 +62,8 @@ def comparable(output: str) -> list[str]:
         if timing:
             continue
         line = re.sub(r"torch \S+", "torch ?", line)
-        lines.append(re.sub(r"\d+(\.\d+)?", "#", line).rstrip())
+        line = re.sub(r"\d+(\.\d+)?( ?(ms|s|µs)\b)?", "#", line)  # 8.05 s, 672 ms: one width
+        lines.append(" ".join(line.split()))
     return sorted(lines)
 
 

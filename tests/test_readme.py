@@ -68,8 +68,8 @@ def test_readme_samples_are_what_the_commands_print() -> None:
 
 def test_sample_comparison_masks_numbers_and_timings_only() -> None:
     samples = _load_samples()
-    a = "torch 2.13.0+cpu\n4 graphs · compile 10.31 s\nTimings\n  eager 0.05 ms\nfix x\n"
-    b = "torch 2.15.0+cu132\n4 graphs · compile 9.80 s\nTimings\n  speedup 9x\n  more\nfix x\n"
+    a = "torch 2.13.0+cpu\n4 graphs · compile 10.31 s\n 0/0  f   8.05 s\nTimings\n  eager 0.05 ms\nfix x\n"
+    b = "torch 2.15.0+cu132\n4 graphs · compile 9.80 s\n 0/0  f  672 ms\nTimings\n  speedup 9x\n  more\nfix x\n"
     assert samples.comparable(a) == samples.comparable(b)
     assert samples.comparable(a) != samples.comparable(a.replace("fix x", "fix y"))
 
