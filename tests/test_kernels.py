@@ -314,3 +314,19 @@ def test_every_recorded_kernel_computes_what_its_name_says(folder: Path) -> None
             for k in graph.kernels:
                 if k.kernel.kind != "extern":
                     assert k.kernel.kind != "copy" and k.kernel.ops, (path.name, k.kernel)
+
+
+def test_a_cached_kernels_lines_point_at_this_runs_file() -> None:
+    """Inductor's cache hands back a kernel with the source lines of the compile that filled
+    it, perhaps run from another checkout: the report points them at the file this run
+    compiled (same folder and name), and leaves lines of other files alone."""
+    from compilediag.analysis.build import relocated
+    from compilediag.report import Kernel
+
+    compiles = all_compiles(parse_path(fixture_trace("graph_breaks.eager")))
+    here = compiles[0].metrics.co_filename
+    elsewhere = "/other/checkout/" + "/".join(here.split("/")[-2:])
+    k = Kernel(name="cpp_fused_0", kind="pointwise", compile_id="0/0",
+               source_lines=[f"{elsewhere}:18", f"{here}:21", "/lib/x/other.py:3"])  # fmt: skip
+    (moved,) = relocated([k], compiles)
+    assert moved.source_lines == [f"{here}:18", f"{here}:21", "/lib/x/other.py:3"]
