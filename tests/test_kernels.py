@@ -320,7 +320,7 @@ def test_a_cached_kernels_lines_point_at_this_runs_file() -> None:
     """Inductor's cache hands back a kernel with the source lines of the compile that filled
     it, perhaps run from another checkout: the report points them at the file this run
     compiled (same folder and name), and leaves lines of other files alone."""
-    from compilediag.analysis.build import relocated
+    from compilediag.analysis.kernels import relocated
     from compilediag.report import Kernel
 
     compiles = all_compiles(parse_path(fixture_trace("graph_breaks.eager")))

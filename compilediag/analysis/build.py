@@ -17,7 +17,7 @@ from compilediag.analysis.graphs import (
     frame_metrics,
     frame_place,
 )
-from compilediag.analysis.kernels import GraphCode, all_kernels, generated
+from compilediag.analysis.kernels import GraphCode, all_kernels, generated, relocated
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
 from compilediag.analysis.source import code_at
 from compilediag.paths import portable_path, portable_text
@@ -28,7 +28,6 @@ from compilediag.report import (
     Environment,
     Graph,
     GraphBreak,
-    Kernel,
     LimitHit,
     Recompile,
     Report,
@@ -53,29 +52,6 @@ from compilediag.torch_formats import (
 from compilediag.torch_releases import untested_notice
 from compilediag.trace import Compile, TraceLog
 from compilediag.worker_types import ModelInfo, Profiled, WorkerResult
-
-
-def relocated(kernels: list[Kernel], compiles: list[Compile]) -> list[Kernel]:
-    """A kernel Inductor took from its cache keeps the source lines of the compile that
-    filled the cache, which may have run from another checkout of the same code: point a
-    line whose file this run did not compile at this run's file of the same name (the same
-    folder and file name)."""
-    files = {c.metrics.co_filename for c in compiles} | {f.file for c in compiles for f in c.stack}
-    by_tail = {_tail(f): f for f in sorted(files) if f.startswith("/")}
-
-    def here(place: str) -> str:
-        file, sep, line = place.rpartition(":")
-        if not sep or file in files or _tail(file) not in by_tail:
-            return place
-        return f"{by_tail[_tail(file)]}:{line}"
-
-    for k in kernels:
-        k.source_lines = list(dict.fromkeys(here(p) for p in k.source_lines))
-    return kernels
-
-
-def _tail(path: str) -> str:
-    return "/".join(path.replace("\\", "/").split("/")[-2:])
 
 
 def no_provenance(compiles: list[Compile], code: list[GraphCode]) -> list[str]:

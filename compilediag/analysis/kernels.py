@@ -412,3 +412,26 @@ def generated(graphs: list[GraphCode]) -> list[Kernel]:
     """Every kernel, generated ones first in graph order, then the library calls."""
     ks = [k.kernel for g in graphs for k in g.kernels]
     return [k for k in ks if k.kind != "extern"] + [k for k in ks if k.kind == "extern"]
+
+
+def relocated(kernels: list[Kernel], compiles: list[Compile]) -> list[Kernel]:
+    """A kernel Inductor took from its cache keeps the source lines of the compile that
+    filled the cache, which may have run from another checkout of the same code: point a
+    line whose file this run did not compile at this run's file of the same name (the same
+    folder and file name)."""
+    files = {c.metrics.co_filename for c in compiles} | {f.file for c in compiles for f in c.stack}
+    by_tail = {_tail(f): f for f in sorted(files) if f.startswith("/")}
+
+    def here(place: str) -> str:
+        file, sep, line = place.rpartition(":")
+        if not sep or file in files or _tail(file) not in by_tail:
+            return place
+        return f"{by_tail[_tail(file)]}:{line}"
+
+    for k in kernels:
+        k.source_lines = list(dict.fromkeys(here(p) for p in k.source_lines))
+    return kernels
+
+
+def _tail(path: str) -> str:
+    return "/".join(path.replace("\\", "/").split("/")[-2:])

@@ -188,7 +188,7 @@ STACK_VALUE = re.compile(r"`?___stack(\d+)`?")
 TO_PYTHON = re.compile(r"\.(item|tolist)\(\)|\b(float|int|bool)\(")
 
 
-def in_users_words(g: Guard, co_name: str, co_file: str) -> Guard:
+def name_stack_values(g: Guard, co_name: str, co_file: str) -> Guard:
     """After a graph break the rest of the function runs as a frame of its own, and the
     value the breaking line made reaches it as `___stack0`: name it as the user wrote it,
     the variable the line assigns (`scale`) or the expression, with the line."""
@@ -261,7 +261,7 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
         if not reasons:
             continue
         m = frame_metrics(c, compiles)
-        guards = [in_users_words(parse_guard(r), m.co_name, m.co_filename) for r in reasons]
+        guards = [name_stack_values(parse_guard(r), m.co_name, m.co_filename) for r in reasons]
         g = guards[0]
         co_file = m.co_filename
         if g.file and not g.file.startswith(("/", "<")):
