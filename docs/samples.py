@@ -5,7 +5,8 @@
 
 Each sample sits in README.md between `<!-- sample: NAME -->` and `<!-- /sample -->`, as
 the command line and what it printed (100 columns, no colour), run from the repository
-root. Times, speed-ups and versions change from run to run and machine to machine:
+root. Times, speed-ups, versions and the folder a checkout is in change from run to run and
+machine to machine:
 `--check` compares the lines with every number masked, in any order (explain ranks breaks
 by their measured cost), leaves out the lines that measure this machine (explain's Timings
 section), and is meant for the torch release that made the samples (each header names it).
@@ -62,6 +63,8 @@ def comparable(output: str) -> list[str]:
         if timing:
             continue
         line = re.sub(r"torch \S+", "torch ?", line)
+        # a recorded trace names files where it was recorded: compare from the repository down
+        line = re.sub(r"/\S*/(?=(tests|sample_models)/)", "", line)
         line = re.sub(r"\d+(\.\d+)?( ?(ms|s|µs)\b)?", "#", line)  # 8.05 s, 672 ms: one width
         lines.append(" ".join(line.split()))
     return sorted(lines)
