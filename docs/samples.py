@@ -5,11 +5,11 @@
 
 Each sample sits in README.md between `<!-- sample: NAME -->` and `<!-- /sample -->`, as
 the command line and what it printed (100 columns, no colour), run from the repository
-root. Times, speed-ups, versions and the folder a checkout is in change from run to run and
-machine to machine:
-`--check` compares the lines with every number masked, in any order (explain ranks breaks
-by their measured cost), leaves out the lines that measure this machine (explain's Timings
-section), and is meant for the torch release that made the samples (each header names it).
+root. Times, speed-ups, versions and the folder a checkout is in change from run to run
+and machine to machine: `--check` compares the lines with every number masked and paths
+taken from the repository down, in any order (explain ranks breaks by their measured
+cost), leaves out the lines that measure this machine (explain's Timings section), and is
+meant for the torch release that made the samples (each header names it).
 """
 
 from __future__ import annotations
