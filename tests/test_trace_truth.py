@@ -149,15 +149,15 @@ def test_nothing_in_these_traces_is_unknown(version: str) -> None:
         assert report["trace"]["damaged_payloads"] == 0, name
 
 
-def _train_item_net():
-    """The model of tests/fixtures/jobs/train_item.py, imported as the job defines it."""
+def _job(name: str):
+    """A job of tests/fixtures/jobs as a module (its `__main__` block does not run)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("train_item", JOBS / "train_item.py")
+    spec = importlib.util.spec_from_file_location(name, JOBS / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.Net
+    return module
 
 
 @pytest.mark.parametrize("version", versions_with("train_item"))
@@ -181,7 +181,7 @@ def test_a_training_scripts_trace_speaks_the_users_words(version: str) -> None:
         torch._dynamo.reset()
         counter = CompileCounter()
         with torch._dynamo.config.patch(**config):
-            step = torch.compile(_train_item_net()(), backend=counter)
+            step = torch.compile(_job("train_item").Net(), backend=counter)
             for _ in range(4):  # as the job: a new batch each step
                 step(torch.randn(8, 16)).pow(2).mean().backward()
         counts[bool(config)] = counter.frame_count
@@ -209,12 +209,7 @@ def test_a_frame_skipped_for_a_break_in_a_loop_names_that_break(version: str) ->
     assert "break_in_loop.py:17" in note and 'print("layer done")' in note and "GB7000" in note
     (b,) = report["graph_breaks"]
     assert b["line"] == 17 and "reorderable_logging_functions" in b["suggestion"]
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("break_in_loop", JOBS / "break_in_loop.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _job("break_in_loop")
     counts = []
     for config in ({}, {"reorderable_logging_functions": {print}}):
         torch._dynamo.reset()
