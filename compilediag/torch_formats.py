@@ -34,6 +34,12 @@ LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/torch/")
 STDLIB_PATH = re.compile(r"/lib/python3\.\d+/")
 
 
+def is_own_file(filename: str) -> bool:
+    """A file of compilediag's (the worker that calls the model), through links too."""
+    f = filename.replace("\\", "/")
+    return f.startswith(_OWN_DIRS) or os.path.realpath(f).replace("\\", "/").startswith(_OWN_DIRS)
+
+
 @functools.lru_cache(maxsize=8192)
 def is_library_file(filename: str) -> bool:
     """A frame the user did not write: torch, site-packages, the stdlib, frozen modules,
@@ -43,9 +49,7 @@ def is_library_file(filename: str) -> bool:
     if f.startswith("<") and f != "<string>":
         return True
     real = os.path.realpath(f).replace("\\", "/") if f.startswith("/") else f
-    if any(m in p for m in LIBRARY_MARKERS for p in (f, real)):
-        return True
-    if f.startswith(_OWN_DIRS) or real.startswith(_OWN_DIRS):
+    if any(m in p for m in LIBRARY_MARKERS for p in (f, real)) or is_own_file(f):
         return True
     return f.startswith(_STDLIB) or bool(STDLIB_PATH.search(f))
 

@@ -219,3 +219,23 @@ def test_a_frame_skipped_for_a_break_in_a_loop_names_that_break(version: str) ->
         counts.append(counter.frame_count)
     torch._dynamo.reset()
     assert counts == [report["summary"]["graphs"], 1] == [0, 1]
+
+
+@pytest.mark.parametrize("version", versions_with("fasterrcnn"))
+def test_a_library_models_findings_are_the_librarys(version: str) -> None:
+    """torchvision's Faster R-CNN (a job that only builds and calls it): every frame torch
+    skipped names the break inside it, at torchvision's line; a recompile inside
+    torchvision's own calls is not told to mark torchvision's locals; no installed-library
+    path is a machine path."""
+    report, proc = run_json("report", trace(version, "fasterrcnn"))
+    assert proc.returncode == 0, proc.stderr
+    loops = [n for n in report["notes"] if "was not compiled" in n and "GB7000" in n]
+    assert loops and all("the graph break at torchvision/" in n for n in loops), loops
+    inner = [r for r in report["recompiles"] if r["cause"] == "shape"]
+    assert inner
+    for r in inner:
+        assert "mark_dynamic" not in r["suggestion"] and "torchvision's own code" in r["suggestion"]
+    text = json.dumps(report)
+    assert "site-packages" not in text and "compilediag/" not in text
+    sites = {(b["library_frame"] or {}).get("file", "") for b in report["graph_breaks"]}
+    assert sites and all(s.startswith("torchvision/") for s in sites), sites

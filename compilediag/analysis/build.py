@@ -446,15 +446,16 @@ def skipped_frames(compiles: list[Compile]) -> list[str]:
         # the last reason torch chained on is the one that made it give up the frame
         parsed = parse_break_text("Graph Break Reason: " + last_chained_break(reason))
         m = frame_metrics(c, compiles)
-        file, line = frame_place(c, m)
+        # the skipped frame's own code, a library's too (not the user line that called it)
+        file, line = (m.co_filename, m.co_firstlineno) if m.co_filename else frame_place(c, m)
         gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
         head = f"{frame_name(m.co_name)} at {file}:{line} was not compiled and runs in eager mode"
         cause = _break_that_skipped(c, parsed.gb_id)
         if cause:  # torch gave up the frame for a break inside it: name that break
             notes.append(
                 f"{head}: the graph break at {cause} is inside a loop, and torch cannot resume "
-                f"a frame in the middle of a loop{gb}. Remove that break (see its fix) and the "
-                "frame compiles."
+                f"a frame in the middle of a loop{gb}. That break's fix (under Graph breaks) "
+                "lets torch compile the frame."
             )
             continue
         notes.append(f"{head}: {parsed.reason}{gb}. {parsed.explanation}".strip())
@@ -467,7 +468,8 @@ def _break_that_skipped(c: Compile, gb_id: str | None) -> str:
     if gb_id != "GB7000" or not c.graph_breaks:
         return ""
     parsed = parse_break_text(c.graph_breaks[-1].text)
-    site, _ = user_site(parsed, c.stack)
+    site, inner = user_site(parsed, c.stack)
+    site = inner or site  # the line in the loop, inside a library's frame too
     code = (site.code or code_at(site.file, site.line)).strip()
     shown = f"`{code}`, " if code else ""
     return f"{site.file}:{site.line} ({shown}{parsed.reason})"

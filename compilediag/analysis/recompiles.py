@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from compilediag.analysis.graphs import frame_metrics, frame_place
 from compilediag.analysis.source import code_at
+from compilediag.paths import library_path
 from compilediag.report import LimitHit, Recompile
 from compilediag.torch_formats import (
     GUARD_CID_PREFIX,
@@ -33,10 +34,11 @@ from compilediag.torch_formats import (
     guard_pattern,
     guard_text,
     is_library_file,
+    is_own_file,
     is_resume_frame,
     source_name,
 )
-from compilediag.trace import Compile
+from compilediag.trace import CompilationMetrics, Compile
 
 
 @dataclass
@@ -292,6 +294,13 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
                 + suggestion[:1].lower()
                 + suggestion[1:]
             )
+        if g.cause in ("shape", "float", "int") and (package := inner_library_frame(c, m)):
+            suggestion = (
+                f"This frame is {package}'s own code, called from inside {package}: "
+                f"{guard_subject(g)} is a value of {package}'s, not one you pass, so it can't be "
+                "marked. Compile with dynamic=True (sizes start dynamic), or let torch make it "
+                "dynamic on this recompile (automatic dynamic: one more compile of this frame)."
+            )
         file, line = frame_place(c, m)
         out.append(
             Recompile(
@@ -312,6 +321,29 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
             )
         )
     return out
+
+
+CALL_MACHINERY = ("torch/nn/modules/module.py", "torch/_dynamo/")
+
+
+def inner_library_frame(c: Compile, m: CompilationMetrics) -> str:
+    """The installed package whose code this frame is, when that package also called it
+    (its inputs are the library's own values); '' for the user's code, or a library
+    frame the user called (an nn.Sequential's forward takes the user's tensors)."""
+    lib = library_path(m.co_filename or "")
+    if not lib or not m.co_filename:
+        return ""
+    callers = [f for f in c.stack if not any(p in f.file for p in CALL_MACHINERY)]
+    caller = callers[-1].file if callers else ""
+    if not caller or not is_library_file(caller) or is_own_file(caller):
+        return ""
+    return lib.split("/", 1)[0]
+
+
+def guard_subject(g: Guard) -> str:
+    """What the failed guard is about, as the words name it: `boxes` of `boxes dim 0 ...`."""
+    head = g.words.split(" ", 1)[0]
+    return head if head.startswith("`") else f"`{head}`"
 
 
 def collect_limit_hits(compiles: list[Compile], recompiles: list[Recompile]) -> list[LimitHit]:
