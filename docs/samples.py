@@ -8,8 +8,9 @@ the command line and what it printed (100 columns, no colour), run from the repo
 root. Times, speed-ups, versions and the folder a checkout is in change from run to run
 and machine to machine: `--check` compares the lines with every number masked and paths
 taken from the repository down, in any order (explain ranks breaks by their measured
-cost), leaves out the lines that measure this machine (explain's Timings section), and is
-meant for the torch release that made the samples (each header names it).
+cost), leaves out the lines that measure this machine (explain's Timings section, a
+break's cost), and is meant for the torch release that made the samples (each header
+names it).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def comparable(output: str) -> list[str]:
             timing = True
         elif timing and line and not line.startswith(" "):
             timing = False
-        if timing:
+        if timing or line.lstrip().startswith("costs "):  # measured on this machine
             continue
         line = re.sub(r"torch \S+", "torch ?", line)
         # a recorded trace names files where it was recorded: compare from the repository down
