@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compilediag.analysis.build import build_report
-from compilediag.render import render
+from compilediag.render import render, seconds
 from compilediag.report import Environment, Report, Stat, TargetInfo
 from compilediag.trace import parse_path
 from compilediag.worker_types import Measured, OutputCheck, WorkerResult
@@ -166,3 +166,31 @@ def test_a_fix_shared_by_recompiles_is_said_once() -> None:
     )  # fmt: skip
     text = render(report, "table", width=100)
     assert text.count(fix) == 1 and "as for 1/1 above" in text
+
+
+def test_a_multi_rank_headline_gives_what_a_rank_compiled_not_sums() -> None:
+    """Ranks compile side by side: the headline gives one rank's counts (a range where
+    ranks differ) and the median rank's compile time with the slowest rank, each checked
+    against the report of that rank's file alone."""
+    import re
+    import statistics
+
+    from compilediag.analysis.ranks import report_from_traces
+
+    for name in ("collectives_extra", "graph_order_diverge"):
+        folder = TRACES / "torch-2.13.0-cpu" / name
+        logs = parse_path(folder)
+        report = report_from_traces(logs, TargetInfo(path=str(folder)))
+        alone = [report_from_traces([log], TargetInfo(path=log.path)).summary for log in logs]
+        counts = render(report, "table", width=200).splitlines()[2]
+        graphs = sorted({s.graphs for s in alone})
+        shown = f"{graphs[0]}" if len(graphs) == 1 else f"{graphs[0]}-{graphs[-1]}"
+        assert re.search(rf"\b{len(logs)} ranks: {shown} graphs?\b", counts), counts
+        assert (
+            len(set((s.graphs, s.graph_breaks, s.recompiles, s.kernels) for s in alone)) == 1
+        ) == ("each of" in counts)
+        times = [s.compile_time_s for s in alone]
+        slowest = max(report.ranks, key=lambda r: r.summary.compile_time_s)
+        assert f"(max {seconds(max(times))}, {slowest.label})" in counts
+        assert f"compile {seconds(sorted(times)[len(times) // 2])} a rank" in counts
+        assert statistics.median(times) <= max(times) < sum(times)  # not the sum
