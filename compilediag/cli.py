@@ -476,6 +476,73 @@ def report(
     _call(lambda: command.run(opts))
 
 
+@app.command(context_settings={"allow_interspersed_args": False})
+def run(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The command to run, after `--`: python train.py ..., torchrun ..., a shell script.",
+            show_default=False,
+            metavar="-- COMMAND...",
+        ),
+    ] = None,
+    trace_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--trace-dir",
+            help="Keep the job's trace in this new or empty folder (`compilediag report DIR` reads it again).",
+            metavar="DIR",
+        ),
+    ] = None,
+    profile_steps: Annotated[
+        str | None,
+        typer.Option(
+            "--profile-steps",
+            help="Time calls A to B of the job's first compiled frame (a training step, as a rule): time in graphs, between them, outside. Off by default.",
+            metavar="A-B",
+        ),
+    ] = None,
+    fullgraph: Fullgraph = False,
+    max_graph_breaks: MaxBreaks = None,
+    max_recompiles: MaxRecompiles = None,
+    baseline: Baseline = None,
+    fail_on_divergence: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-divergence",
+            help="Gate: exit 1 if ranks differ in breaks, recompiles, graphs or compile time.",
+        ),
+    ] = False,
+    junit: Junit = None,
+    format: Format = "table",
+    output: Output = None,
+    html: Html = None,
+) -> None:
+    """Run your own job - a training script, `python -m ...`, a torchrun job - as it is,
+    traced, and report on everything each of its processes compiled, as `report` does,
+    with what it did at run time: how often each graph ran and, with --profile-steps, where
+    a step's time goes. The job's output passes through; Ctrl-C stops the job, and the
+    report still covers what it compiled.
+
+    Example: compilediag run --profile-steps 3-7 -- python train.py --epochs 1
+
+    Exit codes: 0 ok; 1 gate failed; 2 usage error; 4 the trace holds a torch.compile
+    failure; 6 the command itself failed (its report is still given); 130 interrupted.
+    """
+    from compilediag.commands import run as command_module
+
+    opts = command_module.RunJobOptions(
+        command=list(command or []), trace_dir=trace_dir, profile_steps=profile_steps,
+        gate=_gate(
+            fullgraph=fullgraph, max_graph_breaks=max_graph_breaks,
+            max_recompiles=max_recompiles, baseline=baseline, junit=junit,
+        ),
+        fail_on_divergence=fail_on_divergence,
+        out=_out(format, output, html),
+    )  # fmt: skip
+    _call(lambda: command_module.run(opts))
+
+
 @app.command("dump-kernels")
 def dump_kernels(
     target: Target,

@@ -158,6 +158,7 @@ class Graph:
     # Python outside it (the break that ended it, guards, calling the next frame)
     time_ms: float | None = None
     eager_ms: float | None = None
+    calls: int | None = None  # `compilediag run`: how many times the job ran it
 
 
 @dataclass
@@ -204,6 +205,26 @@ class Breakdown:
     outside_ms: float
     calls: int  # profiled
     profiled_call_ms: float = 0.0  # the same call under the profiler (its overhead in it)
+
+
+@dataclass
+class Runtime:
+    """What a `compilediag run` job did as it ran: the command, how it ended, and the
+    runtime probe's figures (no trace holds them)."""
+
+    command: list[str] = field(default_factory=list)
+    exit_code: int | None = None  # None: ended by a signal
+    signal: str = ""
+    interrupted: bool = False  # stopped by Ctrl-C or a signal sent to compilediag
+    wall_s: float = 0.0
+    processes: int = 0  # processes that compiled (each wrote a runtime file)
+    steps: int = 0  # calls of the first compiled frame (the lowest rank's process)
+    step_frame: str = ""  # that frame, by name
+    step_file: str = ""
+    step_line: int = 0
+    window: list[int] = field(default_factory=list)  # --profile-steps A-B; [] when off
+    window_steps: int = 0  # complete steps measured in the window
+    window_rank: int | None = None  # the process whose window is shown (the lowest rank)
 
 
 @dataclass
@@ -364,6 +385,7 @@ class Report:
     ranks: list[RankSummary] = field(default_factory=list)  # `report` on a multi-rank trace
     divergence: list[str] = field(default_factory=list)  # ranks that differ from the rest
     trace: TraceInfo | None = None  # what was read from the trace
+    runtime: Runtime | None = None  # `compilediag run`: the job as it ran
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

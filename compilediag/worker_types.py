@@ -89,6 +89,22 @@ class Profiled:
 
 
 @dataclass
+class ProcessRuntime:
+    """What the runtime probe saw one process of a `compilediag run` job do
+    (compilediag/bootstrap/_compilediag_runtime.py writes it, one file per process)."""
+
+    pid: int = 0
+    rank: int | None = None
+    argv: list[str] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=dict)  # compile id -> calls of its graph
+    first_frame: int | None = None  # the frame whose calls are the steps
+    steps: int = 0  # calls of that frame
+    window: list[int] = field(default_factory=list)  # [A, B] asked for; [] when off
+    profiled: Profiled | None = None  # the complete steps of the window, per step
+    wall_s: float = 0.0  # from the probe's install to the file's writing
+
+
+@dataclass
 class ExplainBreak:
     reason: str
     file: str | None

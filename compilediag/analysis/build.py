@@ -6,6 +6,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from compilediag import __version__
 from compilediag.analysis.breaks import DDP, collect_breaks, user_site
@@ -53,6 +54,9 @@ from compilediag.torch_releases import untested_notice
 from compilediag.trace import Compile, TraceLog
 from compilediag.worker_types import ModelInfo, Profiled, WorkerResult
 
+if TYPE_CHECKING:
+    from compilediag.analysis.runtime import JobRun
+
 
 def no_provenance(compiles: list[Compile], code: list[GraphCode]) -> list[str]:
     """Generated kernels with no user line, from a job that ran without Inductor's
@@ -83,8 +87,10 @@ def build_report(
     worker: WorkerResult,
     target: TargetInfo,
     code: list[GraphCode] | None = None,
+    run: JobRun | None = None,
 ) -> Report:
-    """`code` is the kernels' source, when the caller already read it (dump-kernels)."""
+    """`code` is the kernels' source, when the caller already read it (dump-kernels);
+    `run`, a `compilediag run` job's runtime facts."""
     compiles = all_compiles(logs)
     code = all_kernels(logs) if code is None else code
     breaks, total_breaks = collect_breaks(compiles)
@@ -159,6 +165,10 @@ def build_report(
         report.cross_check = cross_check(breaks, worker.explain)
     if worker.model is not None:
         in_users_words(report, worker.model)
+    if run is not None:
+        from compilediag.analysis.runtime import apply_runtime
+
+        apply_runtime(report, run)
     make_portable(report, os.getcwd())
     return report
 
@@ -239,6 +249,8 @@ def make_portable(report: Report, root: str) -> None:
         f.file = rel(f.file)
     for g in report.graphs:
         g.file = rel(g.file)
+    if report.runtime:
+        report.runtime.step_file = rel(report.runtime.step_file)
     for k in report.kernels:
         k.source_lines = [rel_place(p) for p in k.source_lines]
     if report.cross_check:

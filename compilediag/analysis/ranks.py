@@ -11,11 +11,15 @@ import os
 import statistics
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from compilediag.analysis.build import build_report
 from compilediag.report import Environment, RankSummary, Report, TargetInfo
 from compilediag.trace import TraceLog
 from compilediag.worker_types import WorkerResult
+
+if TYPE_CHECKING:
+    from compilediag.analysis.runtime import JobRun
 
 
 def rank_summaries(logs: list[TraceLog], target: TargetInfo) -> list[RankSummary]:
@@ -139,7 +143,9 @@ def _short(value: str, limit: int = 160) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
-def report_from_traces(logs: list[TraceLog], target: TargetInfo) -> Report:
+def report_from_traces(
+    logs: list[TraceLog], target: TargetInfo, run: JobRun | None = None
+) -> Report:
     """The explain report from traces alone: every rank's findings, plus per-rank views.
     Files with no trace record in them (an empty log, an unrelated text file) are not
     ranks: they are listed as ignored."""
@@ -153,7 +159,7 @@ def report_from_traces(logs: list[TraceLog], target: TargetInfo) -> Report:
         torch=", ".join(sorted(versions - {""})) or "(version not in the trace)",
         files=len(logs),
     )
-    report = build_report(logs, WorkerResult(environment=env), target)
+    report = build_report(logs, WorkerResult(environment=env), target, run=run)
     if len(logs) > 1:
         report.ranks = rank_summaries(logs, target)
         report.divergence = divergence(report.ranks)

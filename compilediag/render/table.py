@@ -22,7 +22,7 @@ from compilediag.render import (
     where,
     wrap_items,
 )
-from compilediag.report import GraphBreak, Recompile, Report
+from compilediag.report import CompileTime, GraphBreak, Recompile, Report
 from compilediag.torch_formats import guard_pattern
 
 Row = tuple[str, Text | Syntax]  # a label and its value, in a details block
@@ -94,12 +94,17 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         t.add_column("where", no_wrap=True)
         t.add_column("ops", justify="right")
         t.add_column("compile", justify="right", no_wrap=True)
+        counted = any(g.calls is not None for g in report.graphs)
+        if counted:
+            t.add_column("calls", justify="right", no_wrap=True)
         timed = any(g.time_ms is not None for g in report.graphs)
         if timed:
             t.add_column("a call", justify="right", no_wrap=True)
         for g in report.graphs:
             cells = [g.compile_id, g.frame, where(g.file, g.line), str(g.ops),
                      seconds(g.compile_time_s)]  # fmt: skip
+            if counted:
+                cells.append(str(g.calls) if g.calls is not None else "-")
             if timed:
                 cells.append(ms(g.time_ms) if g.time_ms is not None else "-")
             t.add_row(*cells)
@@ -483,8 +488,61 @@ def _cross_check_lines(report: Report) -> list:
     return lines
 
 
+def _runtime_lines(report: Report) -> list:
+    """`compilediag run`: how the job ended, its steps, and where a step's time went."""
+    r = report.runtime
+    assert r is not None
+    ended = "was interrupted" if r.interrupted else (
+        f"was ended by {r.signal}" if r.signal else f"exited with status {r.exit_code}"
+    )  # fmt: skip
+    rows: list[Row] = [
+        ("job", Text(f"{' '.join(r.command)}: {ended} after {seconds(r.wall_s)}",
+                     style="" if r.exit_code == 0 else "yellow")),
+    ]  # fmt: skip
+    if r.step_frame:
+        rows.append(("steps", Text(f"{r.steps} calls of {r.step_frame} ({where(r.step_file, r.step_line)})")))
+    b = report.timings.breakdown if report.timings else None
+    if b is not None:
+        a, z = r.window
+        rows.append(
+            (
+                "a step",
+                Text(
+                    f"{ms(b.call_ms)}: graphs {ms(b.in_graphs_ms)} · Python between them "
+                    f"{ms(b.between_graphs_ms)} · outside compiled code {ms(b.outside_ms)} "
+                    f"(backward, optimizer, data, logging: steps {a}-{z}, {b.calls} measured"
+                    + (f", rank {r.window_rank}" if r.window_rank is not None else "")
+                    + ")"
+                ),
+            )
+        )
+    elif r.window:
+        a, z = r.window
+        rows.append(("a step", Text(f"not measured: the job made fewer than {z + 1} steps "
+                                    f"(--profile-steps {a}-{z})", style="dim")))  # fmt: skip
+    else:
+        rows.append(("a step", Text("not timed: pass --profile-steps A-B", style="dim")))
+    ct = report.compile_time
+    if ct and ct.total_s:
+        rows.append(("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}")))
+        if ct.caches:
+            rows.append(("caches", Text(cache_text(ct.caches, report.environment.cold))))
+    return [_details(rows)]
+
+
+def compile_phases(ct: CompileTime) -> str:
+    phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)} · inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
+    if ct.backward_s:
+        phases += f" · backward {seconds(ct.backward_s)}"
+    if ct.kernel_compile_s:
+        phases += f" (of which compiling kernels {seconds(ct.kernel_compile_s)})"
+    return phases
+
+
 def _timing_lines(report: Report) -> list:
     t = report.timings
+    if report.runtime is not None:
+        return _runtime_lines(report)
     if t is None:
         return (
             [
@@ -534,12 +592,7 @@ def _timing_lines(report: Report) -> list:
         rows.append(("method", Text(method, style="dim")))
     ct = report.compile_time
     if ct and ct.total_s:
-        phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)} · inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
-        if ct.backward_s:
-            phases += f" · backward {seconds(ct.backward_s)}"
-        if ct.kernel_compile_s:
-            phases += f" (of which compiling kernels {seconds(ct.kernel_compile_s)})"
-        rows.insert(1, ("compile", Text(f"{seconds(ct.total_s)} = {phases}")))
+        rows.insert(1, ("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}")))
         if ct.caches:
             rows.insert(2, ("caches", Text(cache_text(ct.caches, report.environment.cold))))
     if t.mutated_inputs:

@@ -1,0 +1,88 @@
+"""The runtime facts of a `compilediag run` job (or a `capture()` block): each graph's
+calls, the profiling window's time per step in graphs, between them and outside compiled
+code, and how the job ended. Read from the probe's files; put into the Report by
+build_report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compilediag.report import Report, Runtime, Timings
+from compilediag.serial import from_json
+from compilediag.worker_types import ProcessRuntime
+
+RUNTIME_FOLDER = "compilediag_runtime"  # inside the trace folder; trace_files() skips folders
+
+
+@dataclass
+class JobRun:
+    """A job as it ran: how it ended (`job`) and what each of its processes' probe saw."""
+
+    job: Runtime
+    processes: list[ProcessRuntime] = field(default_factory=list)
+
+
+def read_processes(trace_dir: Path) -> list[ProcessRuntime]:
+    """Every process's runtime file, lowest rank first (a file cut short is left out)."""
+    out = []
+    for f in sorted((trace_dir / RUNTIME_FOLDER).glob("runtime-*.json")):
+        try:
+            out.append(from_json(ProcessRuntime, f.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+    return sorted(out, key=_rank_order)
+
+
+def _rank_order(p: ProcessRuntime) -> tuple[int, int]:
+    return (p.rank if p.rank is not None else 1 << 30, p.pid)
+
+
+def apply_runtime(report: Report, run: JobRun) -> None:
+    """Calls per graph, the window's breakdown (given to the breaks as their cost), and
+    the job's own facts, onto a Report under construction."""
+    from compilediag.analysis.build import attribute_time
+
+    calls: Counter[str] = Counter()
+    for p in run.processes:
+        for cid, n in p.calls.items():
+            calls[cid] += n
+            if p.rank is not None:
+                calls[f"r{p.rank}:{cid}"] += n
+    for g in report.graphs:
+        g.calls = calls.get(g.compile_id, 0)
+
+    job = run.job
+    job.processes = len(run.processes)
+    first = run.processes[0] if run.processes else None
+    if first is not None:
+        prefix = _prefix(report, first)
+        job.steps, job.window = first.steps, list(first.window)
+        job.window_rank = first.rank
+        step_graph = next(
+            (g for g in report.graphs if g.compile_id == f"{prefix}{first.first_frame}/0"), None
+        )
+        if step_graph is not None:
+            job.step_frame = step_graph.frame
+            job.step_file, job.step_line = step_graph.file, step_graph.line
+        p = first.profiled
+        if p is not None:
+            job.window_steps = p.calls
+            for r in p.regions:
+                r.compile_id = prefix + r.compile_id
+            a, b = first.window
+            report.timings = Timings(
+                method=f"calls {a}-{b} of the first compiled frame, each graph call timed "
+                "(synchronised on CUDA)"
+            )
+            attribute_time(report, p)
+    report.runtime = job
+
+
+def _prefix(report: Report, p: ProcessRuntime) -> str:
+    """The rank prefix the Report's compile ids carry for this process (`r1:`), if any."""
+    if p.rank is None:
+        return ""
+    ranked = f"r{p.rank}:"
+    return ranked if any(g.compile_id.startswith(ranked) for g in report.graphs) else ""
