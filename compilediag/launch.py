@@ -39,11 +39,14 @@ class Completion:
         return f"exited with status {self.returncode}"
 
 
-def launch(argv: list[str], env: Mapping[str, str], cwd: str | None = None) -> Completion:
-    """Run `argv` to its end; signals sent to compilediag meanwhile go to the job."""
+def launch(
+    argv: list[str], env: Mapping[str, str], cwd: str | None = None, stdout: int | None = None
+) -> Completion:
+    """Run `argv` to its end; signals sent to compilediag meanwhile go to the job. Its
+    output goes where compilediag's goes (`stdout`: another file descriptor for it)."""
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, env=dict(env), cwd=cwd, start_new_session=True)
+        proc = subprocess.Popen(argv, env=dict(env), cwd=cwd, stdout=stdout, start_new_session=True)
     except FileNotFoundError:
         raise UsageError(
             f"{argv[0]}: command not found.",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compilediag.report import Report, Runtime, Timings
-from compilediag.serial import from_json
+from compilediag.serial import from_json, to_json
 from compilediag.worker_types import ProcessRuntime
 
 RUNTIME_FOLDER = "compilediag_runtime"  # inside the trace folder; trace_files() skips folders
@@ -22,6 +22,28 @@ class JobRun:
 
     job: Runtime
     processes: list[ProcessRuntime] = field(default_factory=list)
+
+
+JOB_FILE = "job.json"  # how the command ended, beside the processes' files
+
+
+def save_job(trace_dir: Path, job: Runtime) -> None:
+    """Kept with a kept trace, so that `compilediag report DIR` gives the same report."""
+    folder = trace_dir / RUNTIME_FOLDER
+    folder.mkdir(exist_ok=True)
+    (folder / JOB_FILE).write_text(to_json(job))
+
+
+def read_job_run(trace_dir: Path) -> JobRun | None:
+    """A `compilediag run` job's facts, in a trace folder that `run --trace-dir` kept."""
+    saved = trace_dir / RUNTIME_FOLDER / JOB_FILE
+    if not saved.is_file():
+        return None
+    try:
+        job = from_json(Runtime, saved.read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+    return JobRun(job, read_processes(trace_dir))
 
 
 def read_processes(trace_dir: Path) -> list[ProcessRuntime]:
@@ -45,11 +67,11 @@ def apply_runtime(report: Report, run: JobRun) -> None:
     from compilediag.analysis.build import attribute_time
 
     calls: Counter[str] = Counter()
-    for p in run.processes:
-        for cid, n in p.calls.items():
+    for proc in run.processes:
+        for cid, n in proc.calls.items():
             calls[cid] += n
-            if p.rank is not None:
-                calls[f"r{p.rank}:{cid}"] += n
+            if proc.rank is not None:
+                calls[f"r{proc.rank}:{cid}"] += n
     for g in report.graphs:
         g.calls = calls.get(g.compile_id, 0)
 

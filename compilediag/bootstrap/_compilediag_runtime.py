@@ -76,41 +76,45 @@ class Probe:
         probe = self
 
         def compiled_graph(*args: Any, **kwargs: Any) -> Any:
-            probe.enter(cid, frame)
-            if not probe.timing:
+            t0 = probe.enter(cid, frame)
+            if t0 is None:
                 return fn(*args, **kwargs)
-            t0 = probe.clock()
-            probe.gap_before(t0)
             try:
                 return fn(*args, **kwargs)
             finally:
-                probe._last = (cid, probe.clock())
-                probe._step_graph[cid] = probe._step_graph.get(cid, 0.0) + probe._last[1] - t0
+                probe.leave(cid, t0)
 
         return compiled_graph
 
-    def enter(self, cid: str, frame: int | None) -> None:
+    def enter(self, cid: str, frame: int | None) -> float | None:
+        """Count the call; in the window, the time it starts (one clock reading serves as
+        the end of a step, the start of the next and this graph's start, so that a step's
+        parts add up to it)."""
         self.calls[cid] = self.calls.get(cid, 0) + 1
-        if frame is None or frame != self.first_frame or cid.startswith("!"):
-            return
-        self.steps += 1
-        if self.window is None:
-            return
-        a, b = self.window
-        if self.timing and a < self.steps <= b + 1:
-            self.end_step(self.clock())
-        if self.steps == b + 1:
-            self.timing = False
-        elif self.steps == a:
-            self.timing = True
-        if self.timing:
-            self._step_start = self.clock()
-            self._last = None
-
-    def gap_before(self, t0: float) -> None:
+        now = None
+        if frame == self.first_frame and not cid.startswith("!"):
+            self.steps += 1
+            if self.window is not None:
+                a, b = self.window
+                if self.timing or self.steps == a:
+                    now = self.clock()
+                    if self.timing:
+                        self.end_step(now)
+                    self.timing = a <= self.steps <= b
+                    if self.timing:
+                        self._step_start, self._last = now, None
+        if not self.timing:
+            return None
+        t0 = now if now is not None else self.clock()
         if self._last is not None:
-            cid, ended = self._last
-            self._step_gap[cid] = self._step_gap.get(cid, 0.0) + t0 - ended
+            last, ended = self._last
+            self._step_gap[last] = self._step_gap.get(last, 0.0) + t0 - ended
+        return t0
+
+    def leave(self, cid: str, t0: float) -> None:
+        ended = self.clock()
+        self._last = (cid, ended)
+        self._step_graph[cid] = self._step_graph.get(cid, 0.0) + ended - t0
 
     def end_step(self, now: float) -> None:
         """A step is complete when the next one starts: its totals count then."""

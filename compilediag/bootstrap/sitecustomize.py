@@ -43,7 +43,7 @@ class _OnDynamoImport(importlib.abc.MetaPathFinder):
             except Exception as e:  # the job runs on whatever happens to the probe
                 sys.stderr.write(f"compilediag: runtime probe not installed: {e}\n")
 
-        loader.exec_module = exec_module  # type: ignore[method-assign]
+        loader.exec_module = exec_module
         return spec
 
 

@@ -32,13 +32,16 @@ class ReportOptions:
 
 def run(opts: ReportOptions) -> int:
     from compilediag.analysis.ranks import report_from_traces
+    from compilediag.analysis.runtime import read_job_run
     from compilediag.report import TargetInfo
 
     check_outputs(opts.out, opts.gate.junit)
     rules = budgets(opts.gate, load_config(), TRACE_RULES)
     rules.fail_on_divergence = opts.fail_on_divergence
     logs = read_traces(opts.trace)
-    result = report_from_traces(logs, TargetInfo(path=opts.trace))
+    # a folder `compilediag run --trace-dir` kept holds the job's runtime facts too
+    job = read_job_run(Path(opts.trace)) if Path(opts.trace).is_dir() else None
+    result = report_from_traces(logs, TargetInfo(path=opts.trace), job)
     code = judge(result, rules, opts.gate.junit, None)
     emit(result, opts.out)
     return code

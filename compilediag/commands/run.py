@@ -65,7 +65,7 @@ def run(opts: RunJobOptions) -> int:
 
 def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int:
     from compilediag.analysis.ranks import report_from_traces
-    from compilediag.analysis.runtime import JobRun, read_processes
+    from compilediag.analysis.runtime import JobRun, read_processes, save_job
     from compilediag.commands.common import judge
     from compilediag.launch import launch
     from compilediag.report import Runtime, TargetInfo
@@ -73,7 +73,14 @@ def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int
 
     command = shlex.join(opts.command)
     say(f"compilediag: running `{command}`" + (f", tracing into {folder}" if kept else ""))
-    done = launch(opts.command, job_env(folder, opts.profile_steps))
+    # stdout is the report's: a report for machines (json, csv, ...) printed there gets
+    # the job's own stdout moved to stderr, so that it stays parseable
+    machine = opts.out.format != "table" and not opts.out.output
+    done = launch(
+        opts.command,
+        job_env(folder, opts.profile_steps),
+        stdout=sys.stderr.fileno() if machine else None,
+    )
     say(f"compilediag: the command {done.how()} after {done.wall_s:.1f} s")
 
     logs = [log for log in parse_path(folder) if log.records] if trace_files(folder) else []
@@ -96,9 +103,9 @@ def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int
         interrupted=done.interrupted,
         wall_s=round(done.wall_s, 3),
     )
-    report = report_from_traces(
-        logs, TargetInfo(path=command), JobRun(job, read_processes(folder))
-    )
+    if kept:
+        save_job(folder, job)
+    report = report_from_traces(logs, TargetInfo(path=command), JobRun(job, read_processes(folder)))
     code = judge(report, rules, opts.gate.junit, None)  # type: ignore[arg-type]
     emit(report, opts.out)
     if done.interrupted:

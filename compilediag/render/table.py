@@ -94,8 +94,8 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         t.add_column("where", no_wrap=True)
         t.add_column("ops", justify="right")
         t.add_column("compile", justify="right", no_wrap=True)
-        counted = any(g.calls is not None for g in report.graphs)
-        if counted:
+        with_calls = any(g.calls is not None for g in report.graphs)
+        if with_calls:
             t.add_column("calls", justify="right", no_wrap=True)
         timed = any(g.time_ms is not None for g in report.graphs)
         if timed:
@@ -103,7 +103,7 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         for g in report.graphs:
             cells = [g.compile_id, g.frame, where(g.file, g.line), str(g.ops),
                      seconds(g.compile_time_s)]  # fmt: skip
-            if counted:
+            if with_calls:
                 cells.append(str(g.calls) if g.calls is not None else "-")
             if timed:
                 cells.append(ms(g.time_ms) if g.time_ms is not None else "-")
@@ -500,7 +500,12 @@ def _runtime_lines(report: Report) -> list:
                      style="" if r.exit_code == 0 else "yellow")),
     ]  # fmt: skip
     if r.step_frame:
-        rows.append(("steps", Text(f"{r.steps} calls of {r.step_frame} ({where(r.step_file, r.step_line)})")))
+        rows.append(
+            (
+                "steps",
+                Text(f"{r.steps} calls of {r.step_frame} ({where(r.step_file, r.step_line)})"),
+            )
+        )
     b = report.timings.breakdown if report.timings else None
     if b is not None:
         a, z = r.window

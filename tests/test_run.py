@@ -1,0 +1,237 @@
+"""`compilediag run -- COMMAND`: real jobs run through it, each checked against the counts
+torch took inside the job itself (tests/fixtures/run_jobs/): a training loop with a graph
+break and a recompile, a job that fails after compiling, one interrupted with SIGINT, a
+2-rank torchrun job whose ranks diverge, a transformers model trained for a few steps, a
+user's own sitecustomize, and a command that never imports torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, compilediag_cmd, run_cli
+
+JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
+TRAIN = JOBS / "train_loop.py"
+BREAK_LINE = next(
+    i for i, line in enumerate(TRAIN.read_text().splitlines(), 1) if "if h.sum() > 0" in line
+)
+
+
+def run_job(
+    tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 300
+) -> tuple[dict | None, subprocess.CompletedProcess, dict]:
+    """`compilediag run --format json ARGS`; the report, the process, and the job's own
+    facts ($JOB_FACTS)."""
+    facts = tmp_path / "facts.json"
+    proc = run_cli(
+        "run", "--format", "json", *args, env={"JOB_FACTS": str(facts), **(env or {})},
+        timeout=timeout,
+    )  # fmt: skip
+    report = json.loads(proc.stdout) if proc.stdout.strip() else None
+    return report, proc, json.loads(facts.read_text()) if facts.exists() else {}
+
+
+def graph(report: dict, cid: str) -> dict:
+    return next(g for g in report["graphs"] if g["compile_id"] == cid)
+
+
+def test_a_training_loop_as_torch_counted_it(tmp_path: Path) -> None:
+    report, proc, torch_saw = run_job(
+        tmp_path, "--profile-steps", "3-7", "--", sys.executable, str(TRAIN)
+    )
+    assert proc.returncode == 0, proc.stderr
+    # the job's own stdout went to stderr: stdout is the JSON report alone
+    assert "trained 12 steps" in proc.stderr
+    s = report["summary"]
+    assert s["graphs"] == torch_saw["frames"]
+    assert s["recompiles"] == torch_saw["recompiles"] == 2
+    assert s["graph_breaks"] == torch_saw["graph_breaks"]
+    (b,) = report["graph_breaks"]
+    assert (Path(b["file"]).name, b["line"]) == ("train_loop.py", BREAK_LINE)
+    # calls: each graph ran as often as the job called the model with its shape
+    sizes = torch_saw["calls"]
+    assert graph(report, "0/0")["calls"] == graph(report, "1/0")["calls"] == sizes.count(8)
+    assert graph(report, "0/1")["calls"] == graph(report, "1/1")["calls"] == sizes.count(5)
+    r = report["runtime"]
+    assert r["exit_code"] == 0 and r["processes"] == 1 and not r["interrupted"]
+    assert r["steps"] == len(sizes) and r["step_frame"] == "forward"
+    assert r["window"] == [3, 7] and r["window_steps"] == 5
+    # the window's step: its parts add up to it, and it is the step the job timed itself
+    bd = report["timings"]["breakdown"]
+    assert bd["calls"] == 5
+    parts = bd["in_graphs_ms"] + bd["between_graphs_ms"] + bd["outside_ms"]
+    assert parts == pytest.approx(bd["call_ms"], abs=1e-5)
+    own = sum(torch_saw["step_ms"][2:7]) / 5
+    assert bd["call_ms"] == pytest.approx(own, rel=0.15)
+    # the break's cost is the eager Python after the graph it ended
+    assert b["time_lost_ms"] == pytest.approx(graph(report, "0/0")["eager_ms"])
+    assert 0 < b["time_lost_ms"] < bd["call_ms"]
+
+
+def test_without_a_window_calls_are_counted_and_nothing_is_timed(tmp_path: Path) -> None:
+    """The default: no profiling window, and the report says how to get one."""
+    table = run_cli("run", "--", sys.executable, str(TRAIN))
+    assert table.returncode == 0, table.stderr
+    assert "trained 12 steps" in table.stdout  # a table: the job's output stays on stdout
+    assert "not timed: pass --profile-steps A-B" in table.stdout
+    assert "12 calls of forward" in table.stdout
+
+
+def test_a_failed_job_is_reported_with_its_own_exit_code(tmp_path: Path) -> None:
+    report, proc, torch_saw = run_job(
+        tmp_path, "--", sys.executable, str(TRAIN), env={"JOB_EXIT": "3"}
+    )
+    assert proc.returncode == 6, proc.stderr
+    assert report["runtime"]["exit_code"] == 3
+    assert report["summary"]["graphs"] == torch_saw["frames"]
+    assert "the command exited with status 3" in proc.stderr.splitlines()[-1]
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and marker.encode() in (p / "cmdline").read_bytes():
+                found.append(int(p.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_ctrl_c_stops_the_job_and_reports_what_it_compiled(tmp_path: Path) -> None:
+    marker = f"--marker-{uuid.uuid4().hex}"  # the job ignores it; /proc shows it
+    kept = tmp_path / "trace"
+    proc = subprocess.Popen(
+        [*compilediag_cmd(), "run", "--trace-dir", str(kept), "--format", "json", "--",
+         sys.executable, str(TRAIN), marker],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "JOB_WAIT": "120", "NO_COLOR": "1"}, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the job's stdout comes on stderr with --format json
+        if line.strip() == "ready":
+            break
+    else:
+        pytest.fail("the job never said ready")
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 130, err
+    report = json.loads(out)
+    assert report["runtime"]["interrupted"] is True
+    # it compiled the first step before it was stopped: forward, and the code after its break
+    assert {g["compile_id"] for g in report["graphs"]} == {"0/0", "1/0"}
+    assert graph(report, "0/0")["calls"] == 1
+    assert any(kept.glob("*.log")), "the trace is kept"
+    assert _processes_with(marker) == []
+    # the kept folder gives the same report again
+    again = run_cli("report", str(kept), "--format", "json")
+    assert json.loads(again.stdout)["runtime"] == report["runtime"]
+
+
+def test_a_users_sitecustomize_still_runs(tmp_path: Path) -> None:
+    theirs = tmp_path / "site"
+    theirs.mkdir()
+    ran = tmp_path / "ran"
+    (theirs / "sitecustomize.py").write_text(
+        f"import os\nopen({str(ran)!r}, 'a').write(str(os.getpid()) + '\\n')\n"
+    )
+    report, proc, torch_saw = run_job(
+        tmp_path, "--", sys.executable, str(TRAIN), env={"PYTHONPATH": str(theirs)}
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert ran.exists(), "the user's sitecustomize did not run"
+    assert graph(report, "0/0")["calls"] == torch_saw["calls"].count(8), "nor did the probe"
+
+
+def test_a_command_that_never_compiles(tmp_path: Path) -> None:
+    """The bootstrap is there and does nothing: no probe, no torch import."""
+    check = (
+        "import sys; "
+        "assert sys.modules['sitecustomize'].__file__.endswith('bootstrap/sitecustomize.py'); "
+        "assert '_compilediag_runtime' not in sys.modules and 'torch' not in sys.modules"
+    )
+    proc = run_cli("run", "--", sys.executable, "-c", check)
+    assert proc.returncode == 2, proc.stderr
+    assert "compiled nothing" in proc.stderr and "Traceback" not in proc.stderr
+    failed = run_cli("run", "--", sys.executable, "-c", "raise SystemExit(7)")
+    assert failed.returncode == 6 and "failed, and compiled nothing" in failed.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((), "no command given"),
+        (("--", "no-such-command-xyz"), "no-such-command-xyz: command not found"),
+        (("--profile-steps", "7-3", "--", "python"), "is not a range of calls"),
+        (("--format", "yaml", "--", "python"), "unknown --format"),
+    ],
+)
+def test_bad_input_is_refused_before_the_job_runs(args: tuple, says: str) -> None:
+    proc = run_cli("run", *args)
+    assert proc.returncode == 2
+    assert says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_kept_trace_folder_must_be_new_or_empty(tmp_path: Path) -> None:
+    (tmp_path / "old.log").write_text("x")
+    proc = run_cli("run", "--trace-dir", str(tmp_path), "--", sys.executable, str(TRAIN))
+    assert proc.returncode == 2 and "is not empty" in proc.stderr
+    assert "trained" not in proc.stdout + proc.stderr, "the job must not have run"
+
+
+def test_a_two_rank_torchrun_job_whose_ranks_diverge(tmp_path: Path) -> None:
+    from tests.test_report import free_port
+
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    proc = run_cli(
+        "run", "--format", "json", "--fail-on-divergence", "--",
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+        "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+        str(JOBS / "ranks_diverge.py"),
+        env={"JOB_FACTS": str(facts)},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr  # the ranks diverge
+    report = json.loads(proc.stdout)
+    ranks = {r["rank"]: r for r in report["ranks"]}
+    assert set(ranks) == {0, 1}
+    for n in (0, 1):
+        torch_saw = json.loads((facts / f"rank{n}.json").read_text())
+        assert ranks[n]["summary"]["graphs"] == torch_saw["frames"]
+        assert ranks[n]["summary"]["graph_breaks"] == torch_saw["graph_breaks"]
+        assert ranks[n]["summary"]["recompiles"] == torch_saw["recompiles"]
+        # every graph of the rank ran once a step
+        mine = [g for g in report["graphs"] if g["compile_id"].startswith(f"r{n}:")]
+        assert mine and all(g["calls"] == torch_saw["steps"] for g in mine)
+    assert any(d.startswith("only rank 1 breaks at ranks_diverge.py") for d in report["divergence"])
+    # torchrun and both ranks each wrote what they saw; torchrun compiled nothing
+    assert report["runtime"]["processes"] == 2
+
+
+def test_a_transformers_model_trained_for_a_few_steps(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    report, proc, torch_saw = run_job(
+        tmp_path, "--profile-steps", "2-3", "--", sys.executable, str(JOBS / "hf_train.py")
+    )
+    assert proc.returncode == 0, proc.stderr
+    s = report["summary"]
+    assert s["graphs"] == torch_saw["frames"]
+    assert s["graph_breaks"] == torch_saw["graph_breaks"]
+    assert s["recompiles"] == torch_saw["recompiles"]
+    # every graph ran once a step; the steps are the job's
+    assert report["runtime"]["steps"] == torch_saw["steps"]
+    assert [g["calls"] for g in report["graphs"]] == [torch_saw["steps"]] * s["graphs"]
+    assert report["runtime"]["window_steps"] == 2
+    text = json.dumps(report)
+    assert "site-packages" not in text and str(Path.home()) not in text
