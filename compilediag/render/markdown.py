@@ -46,7 +46,8 @@ def render_markdown(report: Report) -> str:
         for i, gb in enumerate(report.graph_breaks, 1):
             reason = _cell(gb.reason) + (f" ([{gb.gb_id}]({gb.doc_url}))" if gb.gb_id else "")
             if gb.time_lost_ms is not None:
-                reason += f"<br>costs {gb.time_lost_ms:.3f} ms a call"
+                per = "a step" if report.runtime else "a call"
+                reason += f"<br>costs {gb.time_lost_ms:.3f} ms {per}"
             code = f"<br>`{_cell(gb.code)}`" if gb.code else ""
             fix = gb.suggestion
             if gb.fix_source != "compilediag":  # torch's hints, where the fix isn't ours
@@ -63,15 +64,17 @@ def render_markdown(report: Report) -> str:
             )
         out.append("")
     if report.graphs:
+        calls = report.runtime is not None  # `run`: how often the job ran each graph
         out += [
             "### Graphs",
             "",
-            "| graph | frame | where | ops | compile |",
-            "|---|---|---|---:|---:|",
+            "| graph | frame | where | ops | compile |" + (" calls |" if calls else ""),
+            "|---|---|---|---:|---:|" + ("---:|" if calls else ""),
         ]
         for g in report.graphs:
             out.append(
                 f"| {g.compile_id} | {g.frame} | `{where(g.file, g.line)}` | {g.ops} | {seconds(g.compile_time_s)} |"
+                + (f" {g.calls if g.calls is not None else '-'} |" if calls else "")
             )
         out.append("")
     if report.verified_fixes:
@@ -91,7 +94,18 @@ def render_markdown(report: Report) -> str:
                 f"`{_cell(fx.code)}` |"
             )
         out.append("")
-    t = report.timings
+    r, t = report.runtime, report.timings
+    if r is not None:
+        ended = f"ended by {r.signal}" if r.signal else f"exit status {r.exit_code}"
+        out += ["### Job", "", f"`{' '.join(r.command)}`: {ended} after {seconds(r.wall_s)}"]
+        b = t.breakdown if t else None
+        if b is not None:
+            out.append(
+                f"<br>a step (steps {r.window[0]}-{r.window[1]}): {b.call_ms:.3f} ms, in graphs "
+                f"{b.in_graphs_ms:.3f} ms · between them {b.between_graphs_ms:.3f} ms · the "
+                f"rest {b.outside_ms:.3f} ms"
+            )
+        out.append("")
     if t and t.eager_ms and t.compiled_ms:
         out += [
             "### Timings",

@@ -81,7 +81,11 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         first: dict[tuple[str, str], int] = {}  # a cause explained once, then referred to
         for i, gb in enumerate(report.graph_breaks, 1):
             seen = first.setdefault((gb.reason, gb.suggestion), i)
-            out.append(_break_block(i, gb, color, same_as=seen if seen != i else None))
+            out.append(
+                _break_block(
+                    i, gb, color, same_as=seen if seen != i else None, step=bool(report.runtime)
+                )
+            )
     elif report.graphs:
         out.append(Text("\nNo graph breaks.", style="green"))
 
@@ -120,7 +124,7 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
 
     timing = _timing_lines(report)
     if timing:
-        out += [Text("\nTimings", style="bold"), *timing]
+        out += [Text("\nJob" if report.runtime else "\nTimings", style="bold"), *timing]
 
     for line in verdict_lines(report):
         style = "bold green" if report.verdict.passed else "bold red"
@@ -149,7 +153,10 @@ def _details(rows: list[Row]) -> Padding:
     return Padding(grid, (0, 0, 0, 4))
 
 
-def _break_block(i: int, gb: GraphBreak, color: bool, same_as: int | None = None) -> Group:
+def _break_block(
+    i: int, gb: GraphBreak, color: bool, same_as: int | None = None, step: bool = False
+) -> Group:
+    """`step`: costs are per step of a `compilediag run` job, not per call of the model."""
     head = Text(f"{i:>2}. ", style="bold")
     head.append(where(gb.file, gb.line), style="bold cyan")
     if gb.count > 1:
@@ -164,8 +171,9 @@ def _break_block(i: int, gb: GraphBreak, color: bool, same_as: int | None = None
         rows.append(("", code))
     rows.append(("reason", Text(gb.reason, style="bold")))
     if gb.time_lost_ms is not None:
-        share = f" ({gb.time_lost_share:.0%} of the compiled call)" if gb.time_lost_share else ""
-        rows.append(("costs", Text(f"{ms(gb.time_lost_ms)} a call in eager Python{share}")))
+        per, whole = ("a step", "the step") if step else ("a call", "the compiled call")
+        share = f" ({gb.time_lost_share:.0%} of {whole})" if gb.time_lost_share else ""
+        rows.append(("costs", Text(f"{ms(gb.time_lost_ms)} {per} in eager Python{share}")))
     if gb.library_frame:
         lf = gb.library_frame
         rows.append(("inside", Text(f"{where(lf.file, lf.line)}: {lf.code}")))
@@ -513,9 +521,9 @@ def _runtime_lines(report: Report) -> list:
             (
                 "a step",
                 Text(
-                    f"{ms(b.call_ms)}: graphs {ms(b.in_graphs_ms)} · Python between them "
-                    f"{ms(b.between_graphs_ms)} · outside compiled code {ms(b.outside_ms)} "
-                    f"(backward, optimizer, data, logging: steps {a}-{z}, {b.calls} measured"
+                    f"{ms(b.call_ms)}: in graphs {ms(b.in_graphs_ms)} · Python between them "
+                    f"{ms(b.between_graphs_ms)} · the rest {ms(b.outside_ms)} (backward, "
+                    f"optimizer, data; steps {a}-{z}, {b.calls} measured"
                     + (f", rank {r.window_rank}" if r.window_rank is not None else "")
                     + ")"
                 ),
