@@ -21,6 +21,11 @@ spread (min-max) are reported, and ratios are taken between medians of the same 
    against `tlparse` on the same file: wall, MB/s, peak RSS (/usr/bin/time).
 5. Scaling: `explain --no-timings` for 1, 4, 16, 64 identical blocks and for 0, 4, 16 graph
    breaks; `report` time against trace size (1x, 2x, 4x the same records).
+6. `compilediag run` against the same job under plain TORCH_TRACE (bench/jobs/train_steps.py,
+   Inductor, warm caches, INDUCTOR_PROVENANCE=1 in both): the job's own steady-state loop
+   time (3,000 steps less the first 50), alternating; and the bootstrap's cost at start-up
+   (`python -c pass`, and `python -c "import torch._dynamo"`, with and without it on the
+   path, 20 alternating runs each).
 """
 
 from __future__ import annotations
@@ -236,10 +241,55 @@ def figure_scaling(runs: int, trace: Path) -> list[str]:
     return out
 
 
+def figure_run(runs: int) -> list[str]:
+    job = str(ROOT / "bench" / "jobs" / "train_steps.py")
+    py = sys.executable
+    bootstrap = str(ROOT / "compilediag" / "bootstrap")
+
+    def loop_time(cmd: list[str], env: dict[str, str]) -> float:
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "loop"
+            full = {**os.environ, "INDUCTOR_PROVENANCE": "1", "LOOP_TIME": str(out), **env}
+            if "TORCH_TRACE" in full:
+                full["TORCH_TRACE"] = str(Path(d) / "trace")
+            subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, env=full)
+            return float(out.read_text())
+
+    variants = {
+        "plain TORCH_TRACE": ([py, job], {"TORCH_TRACE": "-"}),
+        "compilediag run": ([*CLI, "run", "--", py, job], {}),
+    }
+    for v in variants.values():
+        loop_time(*v)  # untimed: fills the caches
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(runs):
+        for name, v in variants.items():
+            times[name].append(loop_time(*v))
+    ref = statistics.median(times["plain TORCH_TRACE"])
+    lines = ["| training loop, 2,950 steps | median | min-max | ratio |", "|---|---|---|---|"]
+    lines += [row(k, xs, ref) for k, xs in times.items()]
+    probe = {"COMPILEDIAG_RUNTIME_DIR": tempfile.mkdtemp(), "PYTHONPATH": bootstrap}
+    starts = {
+        "python -c pass": ([py, "-c", "pass"], {}),
+        "python -c pass, bootstrap on the path": ([py, "-c", "pass"], probe),
+        "import torch._dynamo": ([py, "-c", "import torch._dynamo"], {}),
+        "import torch._dynamo, bootstrap (probe installed)": (
+            [py, "-c", "import torch._dynamo"], probe,
+        ),
+    }  # fmt: skip
+    start_times = alternate(starts, 20)
+    lines += ["", "| start-up | median | min-max | ratio |", "|---|---|---|---|"]
+    names = list(starts)
+    for plain, boot in (names[:2], names[2:]):
+        base = statistics.median(start_times[plain])
+        lines += [row(plain, start_times[plain]), row(boot, start_times[boot], base)]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--figures", default="1,2,3,4,5")
+    ap.add_argument("--figures", default="1,2,3,4,5,6")
     ap.add_argument("--frames", type=int, default=70, help="frames of the big trace (~50 MB)")
     args = ap.parse_args()
     wanted = {int(x) for x in args.figures.split(",")}
@@ -273,9 +323,11 @@ def main() -> None:
         sections.append(("4. report against tlparse", figure_report(args.runs, trace)))
     if 5 in wanted and trace:
         sections.append(("5. Scaling", figure_scaling(args.runs, trace)))
+    if 6 in wanted:
+        sections.append(("6. run over plain TORCH_TRACE (target ≤ 1.02×)", figure_run(args.runs)))
     results = ROOT / "bench" / "RESULTS.md"
     kept = {}  # figures not run this time keep their last result, said so in the header
-    if wanted != {1, 2, 3, 4, 5} and results.exists():
+    if wanted != {1, 2, 3, 4, 5, 6} and results.exists():
         for part in results.read_text().split("\n## ")[1:]:
             title, _, body = part.partition("\n")
             if int(title.split(".")[0]) not in wanted:

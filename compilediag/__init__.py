@@ -1,3 +1,20 @@
 """compilediag: one report of what torch.compile did to your model, with a verdict."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from compilediag.inprocess import Capture
+
 __version__ = "0.1.0"
+
+
+def capture(**kwargs: Any) -> AbstractContextManager[Capture]:
+    """`with compilediag.capture() as run: ...`: what the block compiles and runs, as
+    `compilediag run` reports it (compilediag.inprocess). Imports torch only when called."""
+    from compilediag.inprocess import capture as in_process
+
+    return in_process(**kwargs)

@@ -14,7 +14,6 @@ its line and the fix. Dynamo's caches are reset before and after.
 from __future__ import annotations
 
 import io
-import logging
 from typing import Any
 
 from compilediag.analysis.build import build_report
@@ -35,30 +34,19 @@ def compile_report(
 ) -> Report:
     """Compile `model`, call it on `inputs` (then on each of `calls`), return the Report."""
     import torch
-    from torch._logging._internal import TorchLogsFormatter
 
-    trace_log = logging.getLogger("torch.__trace")
-    buffer = io.StringIO()
-    handler = logging.StreamHandler(buffer)
-    handler.setFormatter(TorchLogsFormatter(trace=True))
-    old_level, old_handlers = trace_log.level, list(trace_log.handlers)
+    from compilediag.inprocess import trace_in_memory
+
     torch._dynamo.reset()
-    trace_log.setLevel(logging.DEBUG)
-    # The trace is ours alone while we compile: pytest hangs its capture handlers on the
-    # logger too, and would show every record as an empty DEBUG line under a failed
-    # assertion. Every handler is put back afterwards (a TORCH_TRACE one included).
-    trace_log.handlers = [handler]
     try:
-        compiled = torch.compile(model, backend=backend, **compile_kwargs)
-        with torch.no_grad():
+        with trace_in_memory() as buffer, torch.no_grad():
+            compiled = torch.compile(model, backend=backend, **compile_kwargs)
             for args in [inputs, *(calls or [])]:
                 if isinstance(args, dict):
                     compiled(**args)
                 else:
                     compiled(*args)
     finally:
-        trace_log.handlers = old_handlers
-        trace_log.setLevel(old_level)
         torch._dynamo.reset()
     log = parse_lines(io.StringIO(buffer.getvalue()), path="<in-process>")
     env = Environment(source="in-process", torch=torch.__version__, backend=backend)

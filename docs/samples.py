@@ -8,8 +8,8 @@ the command line and what it printed (100 columns, no colour), run from the repo
 root. Times, speed-ups, versions and the folder a checkout is in change from run to run
 and machine to machine: `--check` compares the lines with every number masked and paths
 taken from the repository down, in any order (explain ranks breaks by their measured
-cost), leaves out the lines that measure this machine (explain's Timings section, a
-break's cost), and is meant for the torch release that made the samples (each header
+cost), leaves out the lines that measure this machine (explain's Timings section, run's Job
+section, a break's cost), and is meant for the torch release that made the samples (each header
 names it).
 """
 
@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
 SAMPLES = {
+    "run": ["run", "--profile-steps", "3-7", "--", "python", "examples/train.py"],
     "explain": ["explain", "sample_models/graph_breaks.py"],
     "recompiles": ["recompiles", "sample_models/changing_float.py"],
     "report": ["report", "tests/fixtures/traces/torch-2.13.0-cpu/train_item.log"],
@@ -35,10 +36,12 @@ BLOCK = re.compile(r"(<!-- sample: (?P<name>\w+) -->\n)(?P<body>.*?)(<!-- /sampl
 def run(name: str) -> str:
     """The sample's command line and its output, as the README shows them."""
     args = SAMPLES[name]
+    # the job's `python` is this one (the README shows `python`, as a user types it)
+    argv = [sys.executable if a == "python" else a for a in args]
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
     env.pop("GITHUB_ACTIONS", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "compilediag", *args],
+        [sys.executable, "-m", "compilediag", *argv],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,
     )  # fmt: skip
     if proc.returncode not in (0, 1):  # 1: the gate found something, as it should here
@@ -57,7 +60,7 @@ def comparable(output: str) -> list[str]:
     breaks by their measured cost); a machine's measurements left out."""
     lines, timing = [], False
     for line in output.splitlines():
-        if line.startswith("Timings"):
+        if line.startswith(("Timings", "Job")):
             timing = True
         elif timing and line and not line.startswith(" "):
             timing = False

@@ -26,6 +26,23 @@ BREAK_LINE = next(
 )
 
 
+# docs/usage.md's fault table, `run`'s rows: the exit code, and the test that shows it
+RUN_FAULTS = {
+    "run: no command after `--`": (2, "test_bad_input_is_refused_before_the_job_runs"),
+    "run: a command that is not found": (2, "test_bad_input_is_refused_before_the_job_runs"),
+    "run: bad --profile-steps": (2, "test_bad_input_is_refused_before_the_job_runs"),
+    "run: --trace-dir that is not empty": (2, "test_a_kept_trace_folder_must_be_new_or_empty"),
+    "run: the command compiled nothing": (2, "test_a_command_that_never_compiles"),
+    "run: the command failed and compiled nothing": (6, "test_a_command_that_never_compiles"),
+    "run: the command exits non-zero after compiling": (
+        6, "test_a_failed_job_is_reported_with_its_own_exit_code",
+    ),
+    "run: Ctrl-C while the job runs": (
+        130, "test_ctrl_c_stops_the_job_and_reports_what_it_compiled",
+    ),
+}  # fmt: skip
+
+
 def run_job(
     tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 300
 ) -> tuple[dict | None, subprocess.CompletedProcess, dict]:
@@ -235,3 +252,34 @@ def test_a_transformers_model_trained_for_a_few_steps(tmp_path: Path) -> None:
     assert report["runtime"]["window_steps"] == 2
     text = json.dumps(report)
     assert "site-packages" not in text and str(Path.home()) not in text
+
+
+def test_capture_in_process_counts_what_torch_counted() -> None:
+    """`with compilediag.capture() as run:` - for notebooks and test suites."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    import compilediag
+
+    def step(x):
+        y = torch.relu(x) * 2
+        print("in step")  # a graph break
+        return y.sum()
+
+    counter = CompileCounter()
+    compiled = torch.compile(step, backend=counter)
+    with compilediag.capture(profile_steps="2-4") as run:
+        for n in (4, 4, 4, 4, 4, 6):
+            compiled(torch.randn(n, 8))
+    report = run.report()
+    line = step.__code__.co_firstlineno + 2
+    assert report.summary.graphs == counter.frame_count
+    ((file, at),) = {(b.file, b.line) for b in report.graph_breaks}
+    assert (Path(file).name, at) == ("test_run.py", line)
+    assert report.runtime is not None and report.runtime.steps == 6
+    assert report.runtime.window_steps == 3
+    by_id = {g.compile_id: g.calls for g in report.graphs}
+    assert by_id["0/0"] == 5 and by_id["0/1"] == 1  # the 6-row call recompiled
+    assert f"test_run.py:{line}" in str(run)
+    assert "<html" in run._repr_html_()
+    torch._dynamo.reset()

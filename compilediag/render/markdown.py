@@ -94,14 +94,18 @@ def render_markdown(report: Report) -> str:
                 f"`{_cell(fx.code)}` |"
             )
         out.append("")
-    r, t = report.runtime, report.timings
-    if r is not None:
-        ended = f"ended by {r.signal}" if r.signal else f"exit status {r.exit_code}"
-        out += ["### Job", "", f"`{' '.join(r.command)}`: {ended} after {seconds(r.wall_s)}"]
+    job, t = report.runtime, report.timings
+    if job is not None:
+        ended = f"ended by {job.signal}" if job.signal else f"exit status {job.exit_code}"
+        out += [
+            "### Job",
+            "",
+            f"`{' '.join(job.command) or 'this process'}`: {ended} after {seconds(job.wall_s)}",
+        ]
         b = t.breakdown if t else None
         if b is not None:
             out.append(
-                f"<br>a step (steps {r.window[0]}-{r.window[1]}): {b.call_ms:.3f} ms, in graphs "
+                f"<br>a step (steps {job.window[0]}-{job.window[1]}): {b.call_ms:.3f} ms, in graphs "
                 f"{b.in_graphs_ms:.3f} ms · between them {b.between_graphs_ms:.3f} ms · the "
                 f"rest {b.outside_ms:.3f} ms"
             )

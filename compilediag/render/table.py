@@ -504,7 +504,8 @@ def _runtime_lines(report: Report) -> list:
         f"was ended by {r.signal}" if r.signal else f"exited with status {r.exit_code}"
     )  # fmt: skip
     rows: list[Row] = [
-        ("job", Text(f"{' '.join(r.command)}: {ended} after {seconds(r.wall_s)}",
+        ("job", Text(f"{' '.join(r.command)}: {ended} after {seconds(r.wall_s)}" if r.command
+                     else f"the capture() block ran for {seconds(r.wall_s)}",
                      style="" if r.exit_code == 0 else "yellow")),
     ]  # fmt: skip
     if r.step_frame:
