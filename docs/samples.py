@@ -36,12 +36,12 @@ BLOCK = re.compile(r"(<!-- sample: (?P<name>\w+) -->\n)(?P<body>.*?)(<!-- /sampl
 def run(name: str) -> str:
     """The sample's command line and its output, as the README shows them."""
     args = SAMPLES[name]
-    # the job's `python` is this one (the README shows `python`, as a user types it)
-    argv = [sys.executable if a == "python" else a for a in args]
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
+    # `python`, as a user types it, is this one (the venv's, with torch)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     env.pop("GITHUB_ACTIONS", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "compilediag", *argv],
+        [sys.executable, "-m", "compilediag", *args],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,
     )  # fmt: skip
     if proc.returncode not in (0, 1):  # 1: the gate found something, as it should here
