@@ -83,6 +83,7 @@ class GraphBreak:
     time_lost_share: float | None = None
     ops_before: int = 0  # ops in the graph this break cut short
     context: list[SourceLine] = field(default_factory=list)  # the lines around the site
+    ranks: list[int] = field(default_factory=list)  # several ranks: those with it (in ranks[])
 
 
 @dataclass
@@ -101,6 +102,7 @@ class Recompile:
     guard_code: str = ""  # the source of that line, read when the report was built
     automatic_dynamic: bool = False  # torch made the changed value dynamic on this recompile
     hit_limit: bool = False  # the attempt that hit the recompile limit: no graph, not counted
+    ranks: list[int] = field(default_factory=list)  # several ranks: those with it (in ranks[])
 
 
 @dataclass
@@ -159,6 +161,7 @@ class Graph:
     time_ms: float | None = None
     eager_ms: float | None = None
     calls: int | None = None  # `compilediag run`: how many times the job ran it
+    ranks: list[int] = field(default_factory=list)  # several ranks: those with it (in ranks[])
 
 
 @dataclass
@@ -329,6 +332,17 @@ class RankSummary:
 
 
 @dataclass
+class RankGroup:
+    """Ranks whose findings are alike (the same breaks, recompiles, graphs, collectives,
+    graph order and cache use): shown as one."""
+
+    ranks: list[int]  # positions in Report.ranks
+    summary: Summary  # what each of them compiled; compile_time_s: the group's median rank
+    compile_max_s: float = 0.0
+    slowest: str = ""  # the label of the group's slowest rank
+
+
+@dataclass
 class Counts:
     graphs: int = 0
     graph_breaks: int = 0  # sites
@@ -383,6 +397,7 @@ class Report:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # frames torch skipped, and why
     ranks: list[RankSummary] = field(default_factory=list)  # `report` on a multi-rank trace
+    rank_groups: list[RankGroup] = field(default_factory=list)  # ranks that compiled alike
     divergence: list[str] = field(default_factory=list)  # ranks that differ from the rest
     trace: TraceInfo | None = None  # what was read from the trace
     runtime: Runtime | None = None  # `compilediag run`: the job as it ran

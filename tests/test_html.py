@@ -371,7 +371,7 @@ def test_browser_every_finding_is_there(opened, any_report: Report) -> None:
     assert page.locator(".finding.limit").count() == len(any_report.recompile_limit_hits)
     assert page.locator("tr.call").count() == len(any_report.calls)
     assert page.locator("tbody.kernel").count() == len(any_report.kernels)
-    assert page.locator("tr.rank").count() == len(any_report.ranks)
+    assert page.locator("tr.rank").count() == len(any_report.rank_groups)
     assert page.locator("li.divergence").count() == len(any_report.divergence)
     if any_report.ranks:
         assert page.locator("td.diff").count() > 0

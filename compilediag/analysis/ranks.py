@@ -11,44 +11,25 @@ import os
 import statistics
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compilediag.analysis.build import build_report
-from compilediag.report import Environment, RankSummary, Report, TargetInfo
+from compilediag.ranksets import rank_set
+from compilediag.report import RankSummary, Report, TargetInfo
 from compilediag.trace import TraceLog
-from compilediag.worker_types import WorkerResult
 
 if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun
 
 
-def rank_summaries(logs: list[TraceLog], target: TargetInfo) -> list[RankSummary]:
-    out = []
-    seen = Counter(log.rank for log in logs)
-    for log in logs:
-        r = build_report([log], WorkerResult(environment=Environment(source="trace")), target)
-        name = os.path.basename(log.path)
-        # a rank two files claim (or none claims) is told apart by its file
-        label = f"rank {log.rank}" if log.rank is not None and seen[log.rank] == 1 else (
-            f"rank {log.rank} ({name})" if log.rank is not None else name
+def label_ranks(ranks: list[RankSummary]) -> None:
+    """`rank 3`; a rank two files claim (or none claims) is told apart by its file."""
+    seen = Counter(r.rank for r in ranks)
+    for r in ranks:
+        name = os.path.basename(r.file)
+        r.label = f"rank {r.rank}" if r.rank is not None and seen[r.rank] == 1 else (
+            f"rank {r.rank} ({name})" if r.rank is not None else name
         )  # fmt: skip
-        out.append(
-            RankSummary(
-                rank=log.rank,
-                label=label,
-                file=log.path,
-                summary=r.summary,
-                break_sites=sorted(
-                    f"{os.path.basename(b.file)}:{b.line} {b.code}: {b.reason}"
-                    for b in r.graph_breaks
-                ),
-                recompile_reasons=sorted({f"{x.frame}: {x.failed_guard}" for x in r.recompiles}),
-                collectives=collective_schedule(log),
-                graph_order=graph_order(log),
-                caches=dict(r.compile_time.caches) if r.compile_time else {},
-            )
-        )
-    return out
 
 
 def collective_schedule(log: TraceLog) -> list[str]:
@@ -81,6 +62,7 @@ def graph_order(log: TraceLog) -> list[str]:
 
 
 def divergence(ranks: list[RankSummary]) -> list[str]:
+    """Where ranks differ, the odd ranks named first (in few words, however many ranks)."""
     if len(ranks) < 2:
         return []
     found: list[str] = []
@@ -90,17 +72,29 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
         ("graphs", lambda r: r.summary.graphs),
     ]
     for name, get in metrics:
-        values = {r.label: get(r) for r in ranks}
-        if len(set(values.values())) > 1:
-            common = Counter(values.values()).most_common(1)[0][0]
-            odd = ", ".join(f"{k}: {v}" for k, v in values.items() if v != common)
+        values = [get(r) for r in ranks]
+        if len(set(values)) > 1:
+            common = Counter(values).most_common(1)[0][0]
+            odd = "; ".join(
+                f"{rank_set(ranks, members)}: {value}"
+                for value, members in _by_value(values).items()
+                if value != common
+            )
             found.append(f"{name} differ: {odd} (the others: {common})")
-    for attr, what in (("break_sites", "breaks at"), ("recompile_reasons", "recompiles for")):
-        counts = Counter(x for r in ranks for x in getattr(r, attr))
-        for item, n in counts.items():
-            if n < len(ranks):
-                having = [r.label for r in ranks if item in getattr(r, attr)]
-                found.append(f"only {', '.join(having)} {what} {item}")
+    for attr, what in (("break_sites", "break at"), ("recompile_reasons", "recompile for")):
+        having: dict[str, list[int]] = {}
+        for i, r in enumerate(ranks):
+            for item in getattr(r, attr):
+                having.setdefault(item, []).append(i)
+        for item, members in having.items():
+            if len(members) < len(ranks):
+                who = rank_set(ranks, members)
+                verb = (
+                    what
+                    if len(members) > 1
+                    else what.replace("break ", "breaks ").replace("recompile ", "recompiles ")
+                )
+                found.append(f"{'' if who.startswith('all but') else 'only '}{who} {verb} {item}")
     # the divergences that hang a job: collectives in another order, graphs run in another
     # order, a rank that compiled while the others hit the cache (it arrives late)
     sequences: list[tuple[str, Callable[[RankSummary], object]]] = [
@@ -110,26 +104,31 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
         ("FX-graph cache use", lambda r: cache_state(r.caches)),
     ]
     for name, seq in sequences:
-        groups: dict[str, list[str]] = {}
-        for r in ranks:
-            groups.setdefault(repr(seq(r)), []).append(r.label)
+        groups = _by_value([repr(seq(r)) for r in ranks])
         if len(groups) > 1:
+            # the most common value last: the odd ranks first
+            ordered = sorted(groups.items(), key=lambda kv: len(kv[1]))
             sides = "; ".join(
-                f"{', '.join(labels)}: {_short(value)}" for value, labels in groups.items()
+                f"{rank_set(ranks, members)}: {_short(value)}" for value, members in ordered
             )
             found.append(f"{name} differ: {sides}")
     times = [r.summary.compile_time_s for r in ranks]
     median = statistics.median(times)
-    for r in ranks:
-        if (
-            median > 0
-            and abs(r.summary.compile_time_s - median) > 0.5 * median
-            and abs(r.summary.compile_time_s - median) > 1.0
-        ):
-            found.append(
-                f"{r.label} compiled for {r.summary.compile_time_s:.1f} s, the median rank {median:.1f} s"
-            )
+    slow = [
+        i for i, t in enumerate(times) if median > 0 and abs(t - median) > max(0.5 * median, 1.0)
+    ]
+    if slow:
+        span = sorted(times[i] for i in slow)
+        took = f"{span[0]:.1f} s" if len(slow) == 1 else f"{span[0]:.1f}-{span[-1]:.1f} s"
+        found.append(f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s")
     return found
+
+
+def _by_value(values: list) -> dict:
+    out: dict = {}
+    for i, v in enumerate(values):
+        out.setdefault(v, []).append(i)
+    return out
 
 
 def cache_state(caches: dict[str, int]) -> str:
@@ -146,39 +145,23 @@ def _short(value: str, limit: int = 160) -> str:
 def report_from_traces(
     logs: list[TraceLog], target: TargetInfo, run: JobRun | None = None
 ) -> Report:
-    """The explain report from traces alone: every rank's findings, plus per-rank views.
-    Files with no trace record in them (an empty log, an unrelated text file) are not
-    ranks: they are listed as ignored."""
-    ignored = [log.path for log in logs if not log.records]
-    logs = [log for log in logs if log.records]
-    versions = {c.metrics.pytorch_version for log in logs for c in log.compiles.values()} | {
-        log.outside.torch_version for log in logs
-    }
-    env = Environment(
-        source="trace",
-        torch=", ".join(sorted(versions - {""})) or "(version not in the trace)",
-        files=len(logs),
-    )
-    report = build_report(logs, WorkerResult(environment=env), target, run=run)
-    if len(logs) > 1:
-        report.ranks = rank_summaries(logs, target)
-        report.divergence = divergence(report.ranks)
-    if report.trace is not None:
-        report.trace.ignored_files = [os.path.basename(p) for p in ignored]
-    if ignored:
-        report.notes.append(
-            f"ignored {len(ignored)} file(s) with no trace record: "
-            + ", ".join(os.path.basename(p) for p in ignored)
-        )
-    skipped = sum(log.skipped_lines for log in logs)
-    if skipped:
-        report.notes.append(
-            f"{skipped} unreadable lines were skipped (a truncated or damaged trace?)."
-        )
-    damaged = sum(log.damaged_payloads for log in logs)
-    if damaged:
-        report.notes.append(
-            f"{damaged} records were skipped because their payload is damaged (its md5 is "
-            "not the one torch wrote): the trace was cut or altered after it was written."
-        )
-    return report
+    """The explain report from parsed traces: one rank's findings, or every rank's folded
+    (analysis/fold.py). Files with no trace record in them (an empty log, an unrelated text
+    file) are not ranks: they are listed as ignored."""
+    from compilediag.analysis.fold import digest, fold
+
+    return fold((digest(log, target) for log in logs), target, run)
+
+
+def report_from_files(
+    paths: list[Path],
+    target: TargetInfo,
+    run: JobRun | None = None,
+    on_file: Callable[[Path], None] = lambda p: None,
+) -> Report:
+    """The same from trace files, each parsed and reduced in a process of its own (as many
+    at a time as there are cores), so that memory holds one rank's trace at a time."""
+    from compilediag.analysis.fold import digest_files, fold
+
+    jobs = min(len(paths), os.cpu_count() or 1)
+    return fold(digest_files(paths, target, jobs, on_file), target, run)

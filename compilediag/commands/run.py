@@ -64,12 +64,12 @@ def run(opts: RunJobOptions) -> int:
 
 
 def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int:
-    from compilediag.analysis.ranks import report_from_traces
+    from compilediag.analysis.ranks import report_from_files
     from compilediag.analysis.runtime import JobRun, read_processes, save_job
     from compilediag.commands.common import judge
     from compilediag.launch import launch
     from compilediag.report import Runtime, TargetInfo
-    from compilediag.trace import parse_path, trace_files
+    from compilediag.trace import trace_files
 
     command = shlex.join(opts.command)
     say(f"compilediag: running `{command}`" + (f", tracing into {folder}" if kept else ""))
@@ -83,8 +83,8 @@ def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int
     )
     say(f"compilediag: the command {done.how()} after {done.wall_s:.1f} s")
 
-    logs = [log for log in parse_path(folder) if log.records] if trace_files(folder) else []
-    if not logs:
+    files = trace_files(folder)
+    if not any(f.stat().st_size for f in files):
         if done.interrupted:
             raise UsageError("interrupted before anything was compiled.")
         what = "failed" if done.failed else "ran"
@@ -105,7 +105,7 @@ def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int
     )
     if kept:
         save_job(folder, job)
-    report = report_from_traces(logs, TargetInfo(path=command), JobRun(job, read_processes(folder)))
+    report = report_from_files(files, TargetInfo(path=command), JobRun(job, read_processes(folder)))
     code = judge(report, rules, opts.gate.junit, None)  # type: ignore[arg-type]
     emit(report, opts.out)
     if done.interrupted:

@@ -30,8 +30,9 @@ import jinja2
 from markupsafe import Markup, escape
 
 from compilediag.paths import library_path
+from compilediag.ranksets import rank_set
 from compilediag.render import kernel_count_note
-from compilediag.report import Summary
+from compilediag.report import RankSummary, Summary
 
 __all__ = ["render_html"]
 
@@ -72,7 +73,8 @@ def render_html(report: Any) -> str:
                 [_num(_get(g, "compile_time_s")) for g in _list(report, "graphs")] or [0]
             ),
             call_max=max([_num(_get(c, "wall_s")) for c in _list(report, "calls")] or [0]),
-            rank_diff=_rank_diff(report),
+            rank_rows=_rank_rows(report),
+            ranks_of=_ranks_of(report),
             kernel_groups=_kernel_counts(report),
             kernel_note=kernel_count_note(
                 Summary(
@@ -358,23 +360,54 @@ def _timing_chart(report: Any) -> dict[str, Any] | None:
     return {"rows": out, "left": left, "width": width, "height": 8 + 2 * (row_h + 10)}
 
 
-def _rank_diff(report: Any) -> dict[str, set]:
-    """Per summary column, the ranks whose value differs from the most common one."""
+def _named_ranks(report: Any) -> list[RankSummary]:
+    return [
+        RankSummary(rank=_get(r, "rank"), file=str(_get(r, "file", "")), summary=Summary(),
+                    label=str(_get(r, "label", "")))
+        for r in _list(report, "ranks")
+    ]  # fmt: skip
+
+
+def _ranks_of(report: Any) -> Any:
+    """The ranks a finding was seen on, in words ("" in a one-rank report)."""
+    named = _named_ranks(report)
+
+    def ranks_of(positions: Any) -> str:
+        valid = [i for i in positions or [] if isinstance(i, int) and 0 <= i < len(named)]
+        return rank_set(named, valid) if len(named) > 1 and valid else ""
+
+    return ranks_of
+
+
+RANK_COLUMNS = ("graphs", "graph_breaks", "unique_graph_breaks", "recompiles", "kernels")
+
+
+def _rank_rows(report: Any) -> list[dict[str, Any]]:
+    """A row for each group of ranks that compiled alike (the largest first), its columns
+    that differ from the largest group's marked, and the first rank's findings."""
     ranks = _list(report, "ranks")
-    out: dict[str, set] = {}
-    if len(ranks) < 2:
-        return out
-    for col in ("graphs", "graph_breaks", "unique_graph_breaks", "recompiles", "kernels"):
-        values = [_get(_get(r, "summary"), col, 0) for r in ranks]
-        counts = sorted((values.count(v) for v in set(values)), reverse=True)
-        if len(counts) == 1:
-            out[col] = set()
-        elif counts[0] == counts[1]:  # no majority (two ranks that differ): mark them all
-            out[col] = set(range(len(values)))
-        else:
-            common = max(set(values), key=values.count)
-            out[col] = {i for i, v in enumerate(values) if v != common}
-    return out
+    named = _named_ranks(report)
+    rows: list[dict[str, Any]] = []
+    for g in _list(report, "rank_groups"):
+        members = [i for i in _get(g, "ranks", []) if isinstance(i, int) and 0 <= i < len(ranks)]
+        if not members:
+            continue
+        first = ranks[members[0]]
+        rows.append(
+            {
+                "label": rank_set(named, members),
+                "size": len(members),
+                "summary": _get(g, "summary"),
+                "compile_max_s": _get(g, "compile_max_s"),
+                "slowest": _get(g, "slowest", ""),
+                "break_sites": _get(first, "break_sites", []),
+                "recompile_reasons": _get(first, "recompile_reasons", []),
+            }
+        )
+    base = rows[0]["summary"] if rows else None
+    for row in rows:
+        row["diff"] = {c for c in RANK_COLUMNS if _get(row["summary"], c) != _get(base, c)}
+    return rows
 
 
 def _kernel_counts(report: Any) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
 
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -11,6 +12,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from compilediag.ranksets import rank_set
 from compilediag.render import (
     cache_text,
     headline,
@@ -64,6 +66,8 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         title.append(f"  inputs: {' | '.join(report.target.inputs)}", style="dim")
     out += [title, *_headline(report, width)]
 
+    if report.divergence:  # what matters most in a distributed job, first
+        out.append(Text(f"! {diverging_ranks(report)}", style="bold red"))
     for err in report.errors:
         out.append(Text(f"! {err}", style="yellow"))
     for note in report.notes:  # headlines: a job that compiled nothing, an export trace, ...
@@ -83,7 +87,12 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
             seen = first.setdefault((gb.reason, gb.suggestion), i)
             out.append(
                 _break_block(
-                    i, gb, color, same_as=seen if seen != i else None, step=bool(report.runtime)
+                    i,
+                    gb,
+                    color,
+                    same_as=seen if seen != i else None,
+                    step=bool(report.runtime),
+                    ranks=ranks_of(report, gb.ranks),
                 )
             )
     elif report.graphs:
@@ -98,6 +107,9 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         t.add_column("where", no_wrap=True)
         t.add_column("ops", justify="right")
         t.add_column("compile", justify="right", no_wrap=True)
+        multi = len(report.ranks) > 1
+        if multi:
+            t.add_column("ranks")
         with_calls = any(g.calls is not None for g in report.graphs)
         if with_calls:
             t.add_column("calls", justify="right", no_wrap=True)
@@ -105,8 +117,10 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         if timed:
             t.add_column("a call", justify="right", no_wrap=True)
         for g in report.graphs:
-            cells = [g.compile_id, g.frame, where(g.file, g.line), str(g.ops),
+            cells = [shown_id(report, g.compile_id), g.frame, where(g.file, g.line), str(g.ops),
                      seconds(g.compile_time_s)]  # fmt: skip
+            if multi:
+                cells.append(ranks_of(report, g.ranks))
             if with_calls:
                 cells.append(str(g.calls) if g.calls is not None else "-")
             if timed:
@@ -132,6 +146,28 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
     return out
 
 
+def diverging_ranks(report: Report) -> str:
+    """The ranks that compiled unlike the rest, in a line for the top of the report."""
+    odd = [i for g in report.rank_groups[1:] for i in g.ranks]
+    if not odd:
+        return f"ranks diverge: {report.divergence[0]}"
+    others = len(report.ranks) - len(odd)
+    return (
+        f"ranks diverge: {rank_set(report.ranks, odd)} compiled unlike the other "
+        f"{plural(others, 'rank')}; what differs is under Ranks diverge"
+    )
+
+
+def ranks_of(report: Report, positions: list[int]) -> str:
+    """The ranks a finding of a multi-rank report was seen on (`all 64 ranks`), else ""."""
+    return rank_set(report.ranks, positions) if len(report.ranks) > 1 and positions else ""
+
+
+def shown_id(report: Report, cid: str) -> str:
+    """A compile id as shown: without its rank where the ranks are named beside it."""
+    return re.sub(r"^r\d+:", "", cid) if len(report.ranks) > 1 else cid
+
+
 def _headline(report: Report, width: int | None) -> list[Text]:
     env, counts = headline(report).split("\n")
     lines = [env, *wrap_items(counts.split(" · "), width or 100)]
@@ -154,13 +190,17 @@ def _details(rows: list[Row]) -> Padding:
 
 
 def _break_block(
-    i: int, gb: GraphBreak, color: bool, same_as: int | None = None, step: bool = False
-) -> Group:
-    """`step`: costs are per step of a `compilediag run` job, not per call of the model."""
+    i: int, gb: GraphBreak, color: bool, same_as: int | None = None, step: bool = False,
+    ranks: str = "",
+) -> Group:  # fmt: skip
+    """`step`: costs are per step of a `compilediag run` job, not per call of the model;
+    `ranks`: the ranks that have it, in a multi-rank report."""
     head = Text(f"{i:>2}. ", style="bold")
     head.append(where(gb.file, gb.line), style="bold cyan")
     if gb.count > 1:
         head.append(f"  ×{gb.count}", style="bold")
+    if ranks:
+        head.append(f"  {ranks}", style="dim")
     rows: list[Row] = []
     if gb.code:
         code = (
@@ -255,21 +295,29 @@ def fix_blocks(report: Report) -> list:
 
 
 def rank_blocks(report: Report) -> list:
+    """One row for each group of ranks that compiled alike, not one for each rank."""
     if not report.ranks:
         return []
     t = _table()
-    for col in ("rank", "graphs", "break sites", "recompiles", "compile"):
-        t.add_column(col, justify="right")
-    for r in report.ranks:
-        s = r.summary
+    for col in ("ranks", "graphs", "break sites", "recompiles", "compile", "slowest"):
+        t.add_column(col, justify="left" if col in ("ranks", "slowest") else "right")
+    for g in report.rank_groups:
+        s = g.summary
+        median = " (median)" if len(g.ranks) > 1 else ""
+        slowest = f"{seconds(g.compile_max_s)}, {g.slowest}" if len(g.ranks) > 1 else ""
         t.add_row(
-            r.label or str(r.rank),
+            rank_set(report.ranks, g.ranks),
             str(s.graphs),
             str(s.unique_graph_breaks),
             str(s.recompiles),
-            seconds(s.compile_time_s),
+            seconds(s.compile_time_s) + median,
+            slowest,
         )
-    out: list = [Text(f"\nRanks ({len(report.ranks)})", style="bold"), Padding(t, (0, 0, 0, 2))]
+    groups = len(report.rank_groups)
+    title = f"\nRanks ({len(report.ranks)}" + (
+        f", {plural(groups, 'group')} that compiled alike)" if groups < len(report.ranks) else ")"
+    )
+    out: list = [Text(title, style="bold"), Padding(t, (0, 0, 0, 2))]
     if report.divergence:
         out.append(Text(f"\nRanks diverge ({len(report.divergence)})", style="bold red"))
         # a grid, so a long divergence wraps under its own text, not under the "!"
@@ -289,12 +337,12 @@ def recompile_blocks(report: Report) -> list:
     advised: dict[str, str] = {}  # a fix already shown -> the recompile it was shown for
     for group in group_recompiles(report.recompiles):
         r = group[0]
-        ids = (
-            r.compile_id
-            if len(group) == 1
-            else f"{r.compile_id} … {group[-1].compile_id} ({len(group)}×)"
-        )
-        out.append(Text(f"  {ids}  {r.frame} at {where(r.file, r.line)}", style="bold"))
+        first, last = shown_id(report, r.compile_id), shown_id(report, group[-1].compile_id)
+        ids = first if len(group) == 1 else f"{first} … {last} ({len(group)}×)"
+        line = Text(f"  {ids}  {r.frame} at {where(r.file, r.line)}", style="bold")
+        if ranks := ranks_of(report, r.ranks):
+            line.append(f"  {ranks}", style="dim")
+        out.append(line)
         rows: list[Row] = [("failed", Text(r.failed_guard, style="yellow"))]
         if len(group) > 1:
             rows.append(

@@ -1,0 +1,294 @@
+"""A job's ranks, folded. Each rank's trace is reduced to a digest - its own Report and
+summary - as soon as it is read (in parallel, one file per process at a time, so memory is
+bounded by the largest rank, not the sum); ranks whose findings are alike form a group, and
+one Report is built in which each finding names the ranks that have it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from compilediag.report import (
+    CompileTime,
+    Environment,
+    RankGroup,
+    RankSummary,
+    Report,
+    Summary,
+    TargetInfo,
+    TraceInfo,
+)
+from compilediag.trace import TraceLog
+
+if TYPE_CHECKING:
+    from compilediag.analysis.runtime import JobRun
+
+_RANK_PREFIX = re.compile(r"^r\d+:")
+
+
+@dataclass
+class RankDigest:
+    """One rank's trace, reduced: its findings and its summary (no payloads)."""
+
+    report: Report
+    summary: RankSummary
+    versions: set[str]
+    records: int  # 0: not a trace (an empty file, an unrelated one)
+
+
+def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
+    from compilediag.analysis.build import build_report
+    from compilediag.analysis.ranks import collective_schedule, graph_order
+    from compilediag.worker_types import WorkerResult
+
+    versions = {c.metrics.pytorch_version for c in log.compiles.values()}
+    versions |= {log.outside.torch_version}
+    versions -= {""}
+    env = Environment(
+        source="trace", torch=", ".join(sorted(versions)) or "(version not in the trace)", files=1
+    )
+    r = build_report([log], WorkerResult(environment=env), target)
+    summary = RankSummary(
+        rank=log.rank,
+        file=log.path,
+        summary=r.summary,
+        break_sites=sorted(
+            f"{os.path.basename(b.file)}:{b.line} {b.code}: {b.reason}" for b in r.graph_breaks
+        ),
+        recompile_reasons=sorted({f"{x.frame}: {x.failed_guard}" for x in r.recompiles}),
+        collectives=collective_schedule(log),
+        graph_order=graph_order(log),
+        caches=dict(r.compile_time.caches) if r.compile_time else {},
+    )
+    return RankDigest(r, summary, versions, log.records)
+
+
+def _digest_file(args: tuple[str, TargetInfo]) -> RankDigest:
+    from compilediag.trace import parse_path
+
+    path, target = args
+    (log,) = parse_path(path)
+    return digest(log, target)
+
+
+def digest_files(
+    paths: list[Path], target: TargetInfo, jobs: int, on_done: Callable[[Path], None]
+) -> Iterator[RankDigest]:
+    """Each file parsed and digested in a pool of `jobs` processes, in order."""
+    work = [(str(p), target) for p in paths]
+    if jobs <= 1 or len(paths) <= 1:
+        for p, item in zip(paths, work, strict=True):
+            yield _digest_file(item)
+            on_done(p)
+        return
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        for p, d in zip(paths, pool.imap(_digest_file, work), strict=True):
+            yield d
+            on_done(p)
+
+
+def fingerprint(d: RankDigest) -> str:
+    """What ranks that compiled alike share: their findings, without times, counts of
+    time, or the rank in their compile ids."""
+    r, s = d.report, d.summary
+
+    def cid(text: str) -> str:
+        return _RANK_PREFIX.sub("", text)
+
+    return json.dumps(
+        [
+            [(b.file, b.line, b.reason, b.count) for b in r.graph_breaks],
+            [(x.frame, x.failed_guard, cid(x.compile_id)) for x in r.recompiles],
+            [(g.frame, g.file, g.line, g.ops, cid(g.compile_id)) for g in r.graphs],
+            [(f.frame, f.fail_type, f.reason) for f in r.compile_failures],
+            [(h.frame, h.compiles) for h in r.recompile_limit_hits],
+            s.collectives,
+            s.graph_order,
+            sorted(s.caches),
+        ]
+    )
+
+
+def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None = None) -> Report:
+    """One Report for every rank: findings shown once, each with the ranks that have it;
+    `ranks[]` keeps each rank's own summary, `rank_groups[]` the ranks that compiled alike."""
+    from compilediag import __version__
+    from compilediag.analysis.ranks import divergence, label_ranks
+
+    ranks: list[RankSummary] = []
+    first: Report | None = None
+    groups: dict[str, list[int]] = {}
+    reps: dict[str, Report] = {}
+    versions: set[str] = set()
+    ignored: list[str] = []
+    ctime = CompileTime()
+    info = TraceInfo()
+    unknown: Counter[str] = Counter()
+    not_analysed: Counter[str] = Counter()
+    for d in digests:
+        if not d.records:
+            ignored.append(d.summary.file)
+            continue
+        key = fingerprint(d)
+        groups.setdefault(key, []).append(len(ranks))
+        reps.setdefault(key, d.report)  # the first rank of a group stands for it
+        ranks.append(d.summary)
+        first = first or d.report
+        versions |= d.versions
+        _add_compile_time(ctime, d.report.compile_time)
+        t = d.report.trace or TraceInfo()
+        info.records += t.records
+        info.skipped_lines += t.skipped_lines
+        info.damaged_payloads += t.damaged_payloads
+        unknown.update(t.unknown_records)
+        not_analysed.update(t.not_analysed)
+        info.produced_by = list(dict.fromkeys(info.produced_by + t.produced_by))
+    if len(ranks) == 1 and first is not None:  # one rank: its own report
+        return _finish(first, ignored, run)
+    label_ranks(ranks)
+    env = Environment(
+        source="trace",
+        torch=", ".join(sorted(versions)) or "(version not in the trace)",
+        files=len(ranks),
+    )
+    report = Report(
+        tool={"name": "compilediag", "version": __version__},
+        environment=env,
+        target=TargetInfo(path=target.path, attr=target.attr),
+        ranks=ranks,
+    )
+    info.files = [r.file for r in ranks]
+    info.unknown_records, info.not_analysed = dict(unknown), dict(sorted(not_analysed.items()))
+    report.trace = info
+    report.compile_time = ctime if ctime.total_s or any(r.summary.graphs for r in ranks) else None
+    # groups, largest first: the findings of the most common behaviour lead
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    _merge_findings(report, [(reps[k], members) for k, members in ordered])
+    report.rank_groups = [_group(ranks, members) for _, members in ordered]
+    report.summary = Summary(
+        graphs=sum(r.summary.graphs for r in ranks),
+        graph_breaks=sum(r.summary.graph_breaks for r in ranks),
+        unique_graph_breaks=len({(b.file, b.line) for b in report.graph_breaks}),
+        recompiles=sum(r.summary.recompiles for r in ranks),
+        kernels=sum(r.summary.kernels for r in ranks),
+        compile_time_s=round(sum(r.summary.compile_time_s for r in ranks), 6),
+        compile_failures=sum(r.summary.compile_failures for r in ranks),
+    )
+    report.divergence = divergence(ranks) if len(ranks) > 1 else []
+    return _finish(report, ignored, run)
+
+
+def _finish(report: Report, ignored: list[str], run: JobRun | None) -> Report:
+    """What every trace report ends with: the files passed over, damage, the job's run."""
+    info = report.trace or TraceInfo()
+    info.ignored_files = [os.path.basename(p) for p in ignored]
+    report.trace = info
+    if ignored:
+        report.notes.append(
+            f"ignored {len(ignored)} file(s) with no trace record: "
+            + ", ".join(os.path.basename(p) for p in ignored)
+        )
+    if info.skipped_lines:
+        report.notes.append(
+            f"{info.skipped_lines} unreadable lines were skipped (a truncated or damaged trace?)."
+        )
+    if info.damaged_payloads:
+        report.notes.append(
+            f"{info.damaged_payloads} records were skipped because their payload is damaged "
+            "(its md5 is not the one torch wrote): the trace was cut or altered after it was "
+            "written."
+        )
+    if run is not None:
+        from compilediag.analysis.runtime import apply_runtime
+
+        apply_runtime(report, run)
+    return report
+
+
+def _add_compile_time(total: CompileTime, one: CompileTime | None) -> None:
+    if one is None:
+        return
+    for f in fields(CompileTime):
+        if f.name == "caches":
+            for k, n in one.caches.items():
+                total.caches[k] = total.caches.get(k, 0) + n
+        else:
+            setattr(total, f.name, round(getattr(total, f.name) + getattr(one, f.name), 6))
+
+
+def _merge_findings(report: Report, groups: list[tuple[Report, list[int]]]) -> None:
+    """Each group's findings once; a finding several groups share, once with all their
+    ranks (`ranks`: positions in report.ranks)."""
+
+    def cid(text: str) -> str:
+        return _RANK_PREFIX.sub("", text)
+
+    def merged(items: Callable[[Report], list], key: Callable) -> list:
+        seen: dict = {}
+        for rep, members in groups:
+            for item in items(rep):
+                k = key(item)
+                if k in seen:
+                    seen[k].ranks = sorted({*seen[k].ranks, *members})
+                else:
+                    item.ranks, seen[k] = list(members), item
+        return list(seen.values())
+
+    def once(items: Callable[[Report], list], key: Callable) -> list:
+        seen: dict = {}
+        for rep, _ in groups:
+            for x in items(rep):
+                seen.setdefault(key(x), x)
+        return list(seen.values())
+
+    site = lambda b: (b.file, b.line, b.reason)  # noqa: E731
+    occurrences: Counter[tuple] = Counter()
+    for rep, members in groups:  # each rank of a group broke as its first did
+        for b in rep.graph_breaks:
+            occurrences[site(b)] += b.count * len(members)
+    report.graph_breaks = merged(lambda r: r.graph_breaks, site)
+    for b in report.graph_breaks:
+        b.count = occurrences[site(b)]
+    report.recompiles = merged(
+        lambda r: r.recompiles, lambda x: (x.frame, x.failed_guard, cid(x.compile_id))
+    )
+    report.graphs = merged(
+        lambda r: r.graphs, lambda g: (g.frame, g.file, g.line, g.ops, cid(g.compile_id))
+    )
+    report.kernels = once(lambda r: r.kernels, lambda k: (k.name, cid(k.compile_id)))
+    report.recompile_limit_hits = once(
+        lambda r: r.recompile_limit_hits, lambda h: (h.frame, h.file, h.line)
+    )
+    report.compile_failures = once(
+        lambda r: r.compile_failures, lambda f: (f.frame, f.fail_type, f.reason)
+    )
+    report.notes = list(dict.fromkeys(n for rep, _ in groups for n in rep.notes))
+    report.errors = list(dict.fromkeys(e for rep, _ in groups for e in rep.errors))
+
+
+def _group(ranks: list[RankSummary], members: list[int]) -> RankGroup:
+    first = ranks[members[0]].summary
+    times = sorted(ranks[i].summary.compile_time_s for i in members)
+    slowest = max(members, key=lambda i: ranks[i].summary.compile_time_s)
+    return RankGroup(
+        ranks=list(members),
+        summary=Summary(
+            graphs=first.graphs,
+            graph_breaks=first.graph_breaks,
+            unique_graph_breaks=first.unique_graph_breaks,
+            recompiles=first.recompiles,
+            kernels=first.kernels,
+            compile_time_s=times[len(times) // 2],
+            compile_failures=first.compile_failures,
+        ),
+        compile_max_s=times[-1],
+        slowest=ranks[slowest].label,
+    )
