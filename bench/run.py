@@ -26,6 +26,11 @@ spread (min-max) are reported, and ratios are taken between medians of the same 
    time (3,000 steps less the first 50), alternating; and the bootstrap's cost at start-up
    (`python -c pass`, and `python -c "import torch._dynamo"`, with and without it on the
    path, 20 alternating runs each).
+7. Ranks: `compilediag report` on 64, 256 and 1,024 rank files of one real trace (the
+   2.5 MB H200 trace in ../shared/traces, torch 2.11, linked under rank names), one rank
+   replaced by another real trace (tests/fixtures' recompile job): wall, peak RSS of the
+   largest process (/usr/bin/time's %M: compilediag or one of its digest workers), table
+   lines; and 1,024 ranks pinned to one core (taskset -c 0) against all cores.
 """
 
 from __future__ import annotations
@@ -286,10 +291,55 @@ def figure_run(runs: int) -> list[str]:
     return lines
 
 
+def figure_ranks(runs: int) -> list[str]:
+    real = ROOT.parent / "shared" / "traces" / "h200_torch2.11_block_break_recompile.log"
+    odd = ROOT / "tests" / "fixtures" / "traces" / "torch-2.11.0-cpu" / "recompile.log"
+    if not real.exists():
+        return [f"(skipped: {real} is not here)"]
+    lines = [
+        "| ranks | trace | wall (median) | min-max | peak RSS | table lines |",
+        "|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as d:
+        folders = {}
+        for n in (64, 256, 1024):
+            folder = Path(d) / str(n)
+            folder.mkdir()
+            for i in range(n):
+                source = odd if i == n // 3 else real
+                (folder / f"dedicated_log_torch_trace_rank_{i}_x.log").symlink_to(source)
+            folders[n] = folder
+        for n, folder in folders.items():
+            walls, rss = [], []
+            for _ in range(runs):
+                w, m = timed([*CLI, "report", str(folder)])
+                walls.append(w)
+                rss.append(m)
+            out = subprocess.run([*CLI, "report", str(folder)], capture_output=True, text=True)
+            size = sum(f.stat().st_size for f in folder.iterdir()) / 1e6
+            lines.append(
+                f"| {n} | {size:.0f} MB | {statistics.median(walls):.2f} s | "
+                f"{min(walls):.2f}-{max(walls):.2f} | {max(rss):.0f} MB | "
+                f"{len(out.stdout.splitlines())} |"
+            )
+        if shutil.which("taskset"):
+            one = [timed(["taskset", "-c", "0", *CLI, "report", str(folders[1024])])[0]
+                   for _ in range(runs)]  # fmt: skip
+            all_ = [timed([*CLI, "report", str(folders[1024])])[0] for _ in range(runs)]
+            lines += [
+                "",
+                "| 1,024 ranks | median | min-max | ratio |",
+                "|---|---|---|---|",
+                row("one core (taskset -c 0)", one),
+                row(f"all {os.cpu_count()} cores", all_, statistics.median(one)),
+            ]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--figures", default="1,2,3,4,5,6")
+    ap.add_argument("--figures", default="1,2,3,4,5,6,7")
     ap.add_argument("--frames", type=int, default=70, help="frames of the big trace (~50 MB)")
     args = ap.parse_args()
     wanted = {int(x) for x in args.figures.split(",")}
@@ -325,9 +375,11 @@ def main() -> None:
         sections.append(("5. Scaling", figure_scaling(args.runs, trace)))
     if 6 in wanted:
         sections.append(("6. run over plain TORCH_TRACE (target ≤ 1.02×)", figure_run(args.runs)))
+    if 7 in wanted:
+        sections.append(("7. Ranks: report on 64 to 1,024 ranks", figure_ranks(args.runs)))
     results = ROOT / "bench" / "RESULTS.md"
     kept = {}  # figures not run this time keep their last result, said so in the header
-    if wanted != {1, 2, 3, 4, 5, 6} and results.exists():
+    if wanted != {1, 2, 3, 4, 5, 6, 7} and results.exists():
         for part in results.read_text().split("\n## ")[1:]:
             title, _, body = part.partition("\n")
             if int(title.split(".")[0]) not in wanted:

@@ -9,7 +9,9 @@ import torch
 from torch import nn
 
 torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 8))
+model = nn.Sequential(
+    nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 8)
+)
 compiled = torch.compile(model)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(32, 64), torch.randn(32, 8)

@@ -1,0 +1,103 @@
+"""A job's ranks folded (#29): a real 8-rank recording (tests/fixtures/jobs/eight_ranks.py,
+2.13, 8 gloo ranks, rank 5 alone breaks), each rank's findings checked against that rank's
+own report and the graph counts against torch's CompileCounter on the same model; and
+1,024 ranks of real traces, one of them different, on one screen."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, TRACES, run_cli, run_json
+
+EIGHT = TRACES / "torch-2.13.0-cpu" / "eight_ranks"
+JOB = ROOT / "tests" / "fixtures" / "jobs" / "eight_ranks.py"
+
+
+def torch_graphs(rank: int) -> int:
+    """The graphs torch compiles for the job's model on `rank` (CompileCounter, same
+    batches), in this process: the job's Model class, with RANK set."""
+    torch = pytest.importorskip("torch")
+    from torch._dynamo.testing import CompileCounter
+
+    tree = ast.parse(JOB.read_text())
+    model = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model")
+    namespace = {"torch": torch, "nn": torch.nn, "RANK": rank}
+    exec(compile(ast.Module([model], []), str(JOB), "exec"), namespace)
+    counter = CompileCounter()
+    torch._dynamo.reset()
+    compiled = torch.compile(namespace["Model"](), backend=counter)
+    for batch in (8, 8, 4):
+        compiled(torch.randn(batch, 16))
+    torch._dynamo.reset()
+    return counter.frame_count
+
+
+def test_eight_ranks_fold_into_the_ranks_that_compiled_alike() -> None:
+    report, proc = run_json("report", str(EIGHT), "--fail-on-divergence")
+    assert proc.returncode == 1  # rank 5 diverges
+    ranks = report["ranks"]
+    assert [r["rank"] for r in ranks] == list(range(8))
+    groups = [[ranks[i]["rank"] for i in g["ranks"]] for g in report["rank_groups"]]
+    assert groups == [[0, 1, 2, 3, 4, 6, 7], [5]]
+    # each rank's graphs are torch's count for that rank
+    assert [r["summary"]["graphs"] for r in ranks] == [torch_graphs(0)] * 5 + [torch_graphs(5)] + [
+        torch_graphs(0)
+    ] * 2
+    # every finding is shown once, with the ranks that have it, and is what each of those
+    # ranks' own report holds
+    for n, f in enumerate(sorted(EIGHT.iterdir())):
+        own, _ = run_json("report", str(f))
+        mine = lambda items: [x for x in items if n in x["ranks"]]  # noqa: E731
+        assert sorted(
+            (b["file"], b["line"], b["reason"]) for b in mine(report["graph_breaks"])
+        ) == (sorted((b["file"], b["line"], b["reason"]) for b in own["graph_breaks"]))
+        assert sorted(r["failed_guard"] for r in mine(report["recompiles"])) == sorted(
+            r["failed_guard"] for r in own["recompiles"]
+        )
+    (b,) = report["graph_breaks"]
+    assert (Path(b["file"]).name, [ranks[i]["rank"] for i in b["ranks"]]) == ("eight_ranks.py", [5])
+    shared = [r for r in report["recompiles"] if len(r["ranks"]) == 8]
+    assert len(shared) == 1, "the recompile every rank made is shown once"
+    table = run_cli("report", str(EIGHT)).stdout
+    first = next(line for line in table.splitlines() if line.startswith("!"))
+    assert first.startswith("! ranks diverge: rank 5 compiled unlike the other 7 ranks")
+    assert "all but rank 5" in table and "Ranks (8, 2 groups that compiled alike)" in table
+
+
+@pytest.fixture(scope="module")
+def thousand(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """1,024 rank files of one real trace (2.13's recompile job), rank 700 another real one
+    (the print_break job)."""
+    folder = tmp_path_factory.mktemp("ranks")
+    same = TRACES / "torch-2.13.0-cpu" / "recompile.log"
+    odd = TRACES / "torch-2.13.0-cpu" / "print_break.log"
+    for n in range(1024):
+        (folder / f"dedicated_log_torch_trace_rank_{n}_x.log").symlink_to(odd if n == 700 else same)
+    return folder
+
+
+def test_a_thousand_ranks_fit_on_a_screen_and_the_odd_rank_leads(thousand: Path) -> None:
+    table = run_cli("report", str(thousand))
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert len(lines) <= 100, len(lines)
+    # the first finding, right under the headline
+    first = next(i for i, line in enumerate(lines) if line.startswith("!"))
+    assert first <= 4 and "1024 ranks" in " ".join(lines[:first])
+    assert lines[first].startswith("! ranks diverge: rank 700 compiled unlike the other 1023")
+    gated = run_cli("report", str(thousand), "--fail-on-divergence")
+    assert gated.returncode == 1
+    report = json.loads(run_cli("report", str(thousand), "--format", "json").stdout)
+    assert len(report["ranks"]) == 1024  # each rank's own figures are kept
+    assert [len(g["ranks"]) for g in report["rank_groups"]] == [1023, 1]
+    assert any(d.startswith("only rank 700 breaks at") for d in report["divergence"])
+    own, _ = run_json("report", str(TRACES / "torch-2.13.0-cpu" / "recompile.log"))
+    # the findings of the 1,023 are one rank's, once
+    assert len(report["recompiles"]) == len(own["recompiles"])
+    assert {r["failed_guard"] for r in report["recompiles"]} == {
+        r["failed_guard"] for r in own["recompiles"]
+    }
