@@ -51,7 +51,7 @@ def test_eight_ranks_fold_into_the_ranks_that_compiled_alike() -> None:
     # ranks' own report holds
     for n, f in enumerate(sorted(EIGHT.iterdir())):
         own, _ = run_json("report", str(f))
-        mine = lambda items: [x for x in items if n in x["ranks"]]  # noqa: E731
+        mine = lambda items, n=n: [x for x in items if n in x["ranks"]]  # noqa: E731
         assert sorted(
             (b["file"], b["line"], b["reason"]) for b in mine(report["graph_breaks"])
         ) == (sorted((b["file"], b["line"], b["reason"]) for b in own["graph_breaks"]))
