@@ -69,8 +69,11 @@ def site_key(file: str, code: str, reason: str) -> tuple[str, str, str]:
 
 
 def _guard_key(r: Recompile) -> tuple[str, str, str]:
-    # the same guard with another value (x == 0.7 then x == 1.0) is the same reason
-    return r.frame, r.cause, guard_pattern(r.failed_guard)
+    """A recompile reason as torch stated it (its guard text, numbers blanked: x == 0.7 and
+    x == 1.0 are one reason), in the frame's file: never compilediag's words for it, so a
+    baseline survives a rewording of the advice."""
+    guard = r.reasons[0] if r.reasons else r.failed_guard
+    return os.path.basename(r.file), r.cause, guard_pattern(guard)
 
 
 def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) -> None:

@@ -10,7 +10,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+# 2: timings.device became timings.device_ms; `runtime`, `rank_groups` and each finding's
+# `ranks` were added. A version-1 report loads through _migrate.
+SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -412,9 +414,22 @@ class Report:
         from compilediag.serial import from_plain
 
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version == 1:
+            data = _migrate_v1(data)
+        elif version != SCHEMA_VERSION:
             raise ValueError(
                 f"report schema_version {version!r} is not {SCHEMA_VERSION}; "
                 "re-create it with this compilediag"
             )
         return from_plain(cls, data)
+
+
+def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 report as schema 2: its GPU time was `timings.device`."""
+    data = {**data, "schema_version": SCHEMA_VERSION}
+    timings = data.get("timings")
+    if isinstance(timings, dict) and "device" in timings and "device_ms" not in timings:
+        timings = {**timings, "device_ms": timings["device"]}
+        del timings["device"]
+        data["timings"] = timings
+    return data

@@ -222,3 +222,50 @@ def test_assert_compiles_helper() -> None:
     assert "graph_breaks.py:22" in message and "graph_breaks.py:24" in message
     assert "max-graph-breaks: 3 (at most 0)" in message
     assert torch._dynamo.utils.counters is not None
+
+
+def test_a_baseline_survives_reworded_advice() -> None:
+    """The same findings with compilediag's words for them changed (the failed guard in
+    words, the fixes) are no regression; a recompile the baseline lacked still is."""
+    from compilediag.report import Report
+
+    def recompiling() -> Report:
+        return build_report(
+            parse_path(fixture_trace("batch_sweep.eager")),
+            WorkerResult(),
+            TargetInfo(path="sample_models/changing_batch.py"),
+        )
+
+    base, now = recompiling(), recompiling()
+    assert now.recompiles, "the fixture recompiles"
+    for r in base.recompiles:
+        r.failed_guard = "reworded: " + r.failed_guard.upper()
+        r.failed_guards = [r.failed_guard]
+        r.suggestion = "other advice"
+    for b in base.graph_breaks:
+        b.suggestion = "other advice"
+    v = evaluate(now, Budgets(baseline=base))
+    assert v.passed and v.regressions == [], v.regressions
+    fewer = recompiling()
+    fewer.recompiles = fewer.recompiles[:-1]
+    v = evaluate(now, Budgets(baseline=fewer))
+    assert any(x.startswith("new recompile reason") for x in v.regressions)
+
+
+def test_a_schema_1_report_renders_with_its_gpu_time() -> None:
+    """Schema 1 called the GPU time `timings.device`; such a saved report still loads."""
+    from compilediag.render import render
+    from compilediag.report import DeviceTime, Report
+
+    r = breaks_report()
+    r.timings = Timings(
+        eager_ms=Stat(2.0, 0.1), compiled_ms=Stat(1.0, 0.1), speedup=2.0, bound="GPU-bound",
+        device_ms=DeviceTime(eager_ms=1.5, compiled_ms=0.5, method="cuda graph replay"),
+    )  # fmt: skip
+    old = r.to_dict()
+    old["schema_version"] = 1
+    old["timings"]["device"] = old["timings"].pop("device_ms")
+    loaded = Report.from_dict(json.loads(json.dumps(old)))
+    assert loaded.timings is not None and loaded.timings.device_ms is not None
+    assert loaded.timings.device_ms.compiled_ms == 0.5
+    assert "GPU time" in render(loaded, "table", width=100)
