@@ -35,16 +35,18 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
 
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(args.samples, 32), torch.randint(0, 4, (args.samples,)))
     loader = DataLoader(data, batch_size=args.batch_size, shuffle=True)
-    model = Net()
+    model = Net().to(args.device)
     compiled = torch.compile(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for epoch in range(args.epochs):
         for x, y in loader:
+            x, y = x.to(args.device), y.to(args.device)
             opt.zero_grad()
             loss = F.cross_entropy(compiled(x), y)
             loss.backward()
