@@ -230,6 +230,11 @@ class Runtime:
     window: list[int] = field(default_factory=list)  # --profile-steps A-B; [] when off
     window_steps: int = 0  # complete steps measured in the window
     window_rank: int | None = None  # the process whose window is shown (the lowest rank)
+    # mode="reduce-overhead": graphs that ran without a CUDA graph, and why (the trace's
+    # reasons), and CUDA graphs recorded again; summed over the processes
+    cudagraph_skips: int = 0
+    cudagraph_skip_reasons: list[str] = field(default_factory=list)
+    cudagraph_rerecords: int = 0
 
 
 @dataclass

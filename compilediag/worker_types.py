@@ -102,6 +102,9 @@ class ProcessRuntime:
     window: list[int] = field(default_factory=list)  # [A, B] asked for; [] when off
     profiled: Profiled | None = None  # the complete steps of the window, per step
     wall_s: float = 0.0  # from the probe's install to the file's writing
+    cudagraph_skips: int = 0  # graphs run without a CUDA graph (torch's counter)
+    cudagraph_skip_reasons: list[str] = field(default_factory=list)  # as torch logged them
+    cudagraph_rerecords: int = 0  # CUDA graphs recorded again (torch's tree managers)
 
 
 @dataclass

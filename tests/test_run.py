@@ -283,3 +283,18 @@ def test_capture_in_process_counts_what_torch_counted() -> None:
     assert f"test_run.py:{line}" in str(run)
     assert "<html" in run._repr_html_()
     torch._dynamo.reset()
+
+
+@pytest.mark.gpu
+def test_cuda_graph_skips_under_reduce_overhead(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    report, proc, torch_saw = run_job(
+        tmp_path, "--", sys.executable, str(JOBS / "cudagraph_skip.py")
+    )
+    assert proc.returncode == 0, proc.stderr
+    r = report["runtime"]
+    assert r["cudagraph_skips"] == torch_saw["cudagraph_skips"] >= 1
+    assert any("mutated inputs" in why for why in r["cudagraph_skip_reasons"])
+    assert str(ROOT) not in json.dumps(r), "no machine path"

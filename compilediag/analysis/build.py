@@ -168,7 +168,7 @@ def build_report(
     if run is not None:
         from compilediag.analysis.runtime import apply_runtime
 
-        apply_runtime(report, run)
+        apply_runtime(report, run, cudagraph_skips(compiles))
     make_portable(report, os.getcwd())
     return report
 

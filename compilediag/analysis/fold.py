@@ -40,10 +40,12 @@ class RankDigest:
     summary: RankSummary
     versions: set[str]
     records: int  # 0: not a trace (an empty file, an unrelated one)
+    cudagraph_skips: list[str]  # why graphs ran without a CUDA graph (the trace's reasons)
 
 
 def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
     from compilediag.analysis.build import build_report
+    from compilediag.analysis.graphs import cudagraph_skips
     from compilediag.analysis.ranks import collective_schedule, graph_order
     from compilediag.worker_types import WorkerResult
 
@@ -66,7 +68,8 @@ def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
         graph_order=graph_order(log),
         caches=dict(r.compile_time.caches) if r.compile_time else {},
     )
-    return RankDigest(r, summary, versions, log.records)
+    skips = cudagraph_skips(list(log.compiles.values()))
+    return RankDigest(r, summary, versions, log.records, skips)
 
 
 def _digest_file(args: tuple[str, TargetInfo]) -> RankDigest:
@@ -124,6 +127,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     from compilediag.analysis.ranks import divergence, label_ranks
 
     ranks: list[RankSummary] = []
+    skips: list[str] = []
     first: Report | None = None
     groups: dict[str, list[int]] = {}
     reps: dict[str, Report] = {}
@@ -143,6 +147,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
         ranks.append(d.summary)
         first = first or d.report
         versions |= d.versions
+        skips += [x for x in d.cudagraph_skips if x not in skips]
         _add_compile_time(ctime, d.report.compile_time)
         t = d.report.trace or TraceInfo()
         info.records += t.records
@@ -152,7 +157,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
         not_analysed.update(t.not_analysed)
         info.produced_by = list(dict.fromkeys(info.produced_by + t.produced_by))
     if len(ranks) == 1 and first is not None:  # one rank: its own report
-        return _finish(first, ignored, run)
+        return _finish(first, ignored, run, skips)
     label_ranks(ranks)
     env = Environment(
         source="trace",
@@ -183,10 +188,10 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
         compile_failures=sum(r.summary.compile_failures for r in ranks),
     )
     report.divergence = divergence(ranks) if len(ranks) > 1 else []
-    return _finish(report, ignored, run)
+    return _finish(report, ignored, run, skips)
 
 
-def _finish(report: Report, ignored: list[str], run: JobRun | None) -> Report:
+def _finish(report: Report, ignored: list[str], run: JobRun | None, skips: list[str]) -> Report:
     """What every trace report ends with: the files passed over, damage, the job's run."""
     info = report.trace or TraceInfo()
     info.ignored_files = [os.path.basename(p) for p in ignored]
@@ -209,7 +214,7 @@ def _finish(report: Report, ignored: list[str], run: JobRun | None) -> Report:
     if run is not None:
         from compilediag.analysis.runtime import apply_runtime
 
-        apply_runtime(report, run)
+        apply_runtime(report, run, skips)
     return report
 
 

@@ -5,10 +5,12 @@ build_report."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compilediag.paths import portable_text
 from compilediag.report import Report, Runtime, Timings
 from compilediag.serial import from_json, to_json
 from compilediag.worker_types import ProcessRuntime
@@ -61,9 +63,10 @@ def _rank_order(p: ProcessRuntime) -> tuple[int, int]:
     return (p.rank if p.rank is not None else 1 << 30, p.pid)
 
 
-def apply_runtime(report: Report, run: JobRun) -> None:
+def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None = None) -> None:
     """Calls per graph, the window's breakdown (given to the breaks as their cost), and
-    the job's own facts, onto a Report under construction."""
+    the job's own facts, onto a Report under construction; `cudagraph_skips`: the
+    reasons the trace gives."""
     from compilediag.analysis.build import attribute_time
 
     calls: Counter[str] = Counter()
@@ -77,6 +80,12 @@ def apply_runtime(report: Report, run: JobRun) -> None:
 
     job = run.job
     job.processes = len(run.processes)
+    job.cudagraph_skips = sum(p.cudagraph_skips for p in run.processes)
+    job.cudagraph_rerecords = sum(p.cudagraph_rerecords for p in run.processes)
+    logged = [why for p in run.processes for why in p.cudagraph_skip_reasons]
+    job.cudagraph_skip_reasons = list(
+        dict.fromkeys(portable_text(x, os.getcwd()) for x in [*(cudagraph_skips or []), *logged])
+    )
     first = run.processes[0] if run.processes else None
     if first is not None:
         prefix = _prefix(report, first)

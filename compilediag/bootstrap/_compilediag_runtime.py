@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import signal
 import sys
@@ -66,6 +67,7 @@ class Probe:
         self._step_graph: dict[str, float] = {}
         self._step_gap: dict[str, float] = {}
         self._last: tuple[str, float] | None = None  # the graph that ran last, when it ended
+        self.skip_reasons: list[str] = []  # torch's words for a CUDA-graph skip, as logged
 
     # -- counting and timing ------------------------------------------------------------
 
@@ -153,6 +155,7 @@ class Probe:
                 ],
             }
         rank = os.environ.get("RANK")
+        skips, rerecords = _cudagraph_counts()
         return {
             "pid": os.getpid(),
             "rank": int(rank) if rank and rank.isdigit() else None,
@@ -163,11 +166,54 @@ class Probe:
             "window": list(self.window) if self.window else [],
             "profiled": profiled,
             "wall_s": time.perf_counter() - self.started,
+            "cudagraph_skips": skips,
+            "cudagraph_skip_reasons": list(dict.fromkeys(self.skip_reasons)),
+            "cudagraph_rerecords": rerecords,
         }
 
 
+def _cudagraph_counts() -> tuple[int, int]:
+    """CUDA graphs under mode="reduce-overhead": how many graphs ran without one (torch's
+    own counter), and how many were recorded again (its tree managers' counts, where this
+    torch keeps them)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    skips = int(utils.counters["inductor"].get("cudagraph_skips", 0)) if utils else 0
+    rerecords = 0
+    trees = sys.modules.get("torch._inductor.cudagraph_trees")
+    try:
+        containers = getattr(getattr(trees, "local", None), "tree_manager_containers", {})
+        for container in containers.values():
+            manager = getattr(container, "tree_manager", None)
+            for per_function in getattr(manager, "num_rerecord", {}).values():
+                rerecords += sum(per_function.values())
+    except Exception:  # another torch's layout: the count stays what was found
+        pass
+    return skips, rerecords
+
+
+class _SkipListener(logging.Handler):
+    """torch says why it ran a graph without a CUDA graph only in a log line, when that
+    log is on (2.11 on: the `cudagraphs` artifact, on by default); the worker's
+    watch_cudagraph_skips does the same in explain's process."""
+
+    def __init__(self, probe: Probe) -> None:
+        super().__init__(logging.WARNING)
+        self.probe = probe
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "skipping cudagraphs" in text:
+            self.probe.skip_reasons.append(" ".join(text.split()))
+
+
+CUDAGRAPH_LOGGERS = [
+    "torch._inductor.cudagraph_utils" + name for name in ("", ".__perf_hints", ".__cudagraphs")
+]
+
+
 def install(probe: Probe) -> Any:
-    """Wrap every graph the backend returns from now on; returns the undo."""
+    """Wrap every graph the backend returns from now on, and listen for CUDA-graph skips;
+    returns the undo."""
     from torch._dynamo.output_graph import OutputGraph
 
     original = OutputGraph.call_user_compiler
@@ -176,9 +222,14 @@ def install(probe: Probe) -> Any:
         return probe.wrap(original(self, gm, example_inputs))
 
     OutputGraph.call_user_compiler = call_user_compiler  # type: ignore[method-assign]
+    listener = _SkipListener(probe)
+    for name in CUDAGRAPH_LOGGERS:
+        logging.getLogger(name).addHandler(listener)
 
     def undo() -> None:
         OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
+        for name in CUDAGRAPH_LOGGERS:
+            logging.getLogger(name).removeHandler(listener)
 
     return undo
 

@@ -584,6 +584,14 @@ def _runtime_lines(report: Report) -> list:
                                     f"(--profile-steps {a}-{z})", style="dim")))  # fmt: skip
     else:
         rows.append(("a step", Text("not timed: pass --profile-steps A-B", style="dim")))
+    if r.cudagraph_skips or r.cudagraph_skip_reasons or r.cudagraph_rerecords:
+        said = f"{plural(r.cudagraph_skips, 'graph')} ran without a CUDA graph" + (
+            f"; {plural(r.cudagraph_rerecords, 'CUDA graph')} recorded again"
+            if r.cudagraph_rerecords else ""
+        )  # fmt: skip
+        rows.append(("cudagraphs", Text(said, style="yellow")))
+        for why in r.cudagraph_skip_reasons:
+            rows.append(("", Text(f"skipped: {why}", style="yellow")))
     ct = report.compile_time
     if ct and ct.total_s:
         rows.append(("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}")))
