@@ -433,9 +433,10 @@ def recompiles(
 @app.command()
 def report(
     trace: Annotated[
-        str,
+        list[str],
         typer.Argument(
-            help="A TORCH_TRACE folder (every rank's file) or one trace file.",
+            help="A TORCH_TRACE folder (every rank's file), a trace file, or digests saved "
+            "with --save-digests (on other machines); several fold into one report.",
             show_default=False,
             metavar="TRACE",
         ),
@@ -452,6 +453,15 @@ def report(
         ),
     ] = False,
     junit: Junit = None,
+    save_digests: Annotated[
+        str | None,
+        typer.Option(
+            "--save-digests",
+            help="Also save each rank's findings to this file, to be folded with other "
+            "machines' by `compilediag report A.json B.json`.",
+            metavar="FILE",
+        ),
+    ] = None,
     format: Format = "table",
     output: Output = None,
     html: Html = None,
@@ -465,7 +475,7 @@ def report(
     from compilediag.commands import report as command
 
     opts = command.ReportOptions(
-        trace=trace,
+        trace=trace, save_digests=save_digests,
         gate=_gate(
             fullgraph=fullgraph, max_graph_breaks=max_graph_breaks,
             max_recompiles=max_recompiles, baseline=baseline, junit=junit,

@@ -101,3 +101,33 @@ def test_a_thousand_ranks_fit_on_a_screen_and_the_odd_rank_leads(thousand: Path)
     assert {r["failed_guard"] for r in report["recompiles"]} == {
         r["failed_guard"] for r in own["recompiles"]
     }
+
+
+def test_digests_saved_on_two_machines_fold_into_the_whole_jobs_report(tmp_path: Path) -> None:
+    """Each machine's ranks (here: ranks 0-3 and 4-7 of the 8-rank recording, in two
+    folders) saved with --save-digests, then one `report` on both files: the report of the
+    whole folder."""
+    for name, ranks in (("a", range(4)), ("b", range(4, 8))):
+        (tmp_path / name).mkdir()
+        for f in EIGHT.iterdir():
+            if any(f"_rank_{n}_" in f.name for n in ranks):
+                (tmp_path / name / f.name).symlink_to(f)
+        saved = run_cli(
+            "report", str(tmp_path / name), "--save-digests", str(tmp_path / f"{name}.json")
+        )
+        assert saved.returncode == 0, saved.stderr
+        assert f"wrote {tmp_path / name}.json (digests of 4 rank(s))" in saved.stderr
+    merged, proc = run_json("report", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    whole, _ = run_json("report", str(EIGHT))
+    for key in ("summary", "rank_groups", "divergence"):
+        assert merged[key] == whole[key], key
+    assert [r["rank"] for r in merged["ranks"]] == list(range(8))
+    site = lambda r: [(b["file"], b["line"], b["count"], b["ranks"]) for b in r["graph_breaks"]]  # noqa: E731
+    assert site(merged) == site(whole)
+    # a digest file of another version is refused in one line
+    data = json.loads((tmp_path / "a.json").read_text())
+    data["version"] = 99
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    bad = run_cli("report", str(tmp_path / "old.json"))
+    assert bad.returncode == 2 and "digest file can't be read" in bad.stderr
+    assert "Traceback" not in bad.stderr

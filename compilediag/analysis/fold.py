@@ -36,11 +36,48 @@ _RANK_PREFIX = re.compile(r"^r\d+:")
 class RankDigest:
     """One rank's trace, reduced: its findings and its summary (no payloads)."""
 
-    report: Report
+    report: Report | None  # None in a saved file: an earlier digest with its key has it
     summary: RankSummary
-    versions: set[str]
+    versions: list[str]
     records: int  # 0: not a trace (an empty file, an unrelated one)
     cudagraph_skips: list[str]  # why graphs ran without a CUDA graph (the trace's reasons)
+    key: str = ""  # what ranks that compiled alike share (fingerprint)
+
+
+DIGEST_KIND = "compilediag rank digests"
+DIGEST_VERSION = 1
+
+
+@dataclass
+class DigestFile:
+    """Digests saved by `report --save-digests`, to be folded with others by `report`."""
+
+    kind: str
+    version: int
+    digests: list[RankDigest]
+
+
+def save_digests(digests: list[RankDigest], path: str) -> None:
+    from compilediag.fsutil import write_output_file
+    from compilediag.serial import to_json
+
+    text = to_json(DigestFile(DIGEST_KIND, DIGEST_VERSION, digests), indent=None)
+    write_output_file(path, text, "--save-digests")
+
+
+def load_digests(path: Path) -> list[RankDigest] | None:
+    """The digests in a file `--save-digests` wrote; None if it is not one."""
+    from compilediag.serial import from_plain
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("kind") != DIGEST_KIND:
+        return None
+    if data.get("version") != DIGEST_VERSION:
+        raise ValueError(f"digest version {data.get('version')!r}, not {DIGEST_VERSION}")
+    return from_plain(DigestFile, data).digests
 
 
 def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
@@ -69,7 +106,9 @@ def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
         caches=dict(r.compile_time.caches) if r.compile_time else {},
     )
     skips = cudagraph_skips(list(log.compiles.values()))
-    return RankDigest(r, summary, versions, log.records, skips)
+    d = RankDigest(r, summary, sorted(versions), log.records, skips)
+    d.key = fingerprint(d)
+    return d
 
 
 def _digest_file(args: tuple[str, TargetInfo]) -> RankDigest:
@@ -102,6 +141,7 @@ def fingerprint(d: RankDigest) -> str:
     """What ranks that compiled alike share: their findings, without times, counts of
     time, or the rank in their compile ids."""
     r, s = d.report, d.summary
+    assert r is not None
 
     def cid(text: str) -> str:
         return _RANK_PREFIX.sub("", text)
@@ -141,15 +181,19 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
         if not d.records:
             ignored.append(d.summary.file)
             continue
-        key = fingerprint(d)
+        key = d.key or fingerprint(d)
         groups.setdefault(key, []).append(len(ranks))
-        reps.setdefault(key, d.report)  # the first rank of a group stands for it
+        if d.report is not None:  # the first rank of a group stands for it
+            reps.setdefault(key, d.report)
+        elif key not in reps:
+            raise ValueError(f"a digest of {d.summary.file} refers to findings not given")
         ranks.append(d.summary)
         first = first or d.report
-        versions |= d.versions
+        versions |= set(d.versions)
         skips += [x for x in d.cudagraph_skips if x not in skips]
-        _add_compile_time(ctime, d.report.compile_time)
-        t = d.report.trace or TraceInfo()
+        rep = reps[key]
+        _add_compile_time(ctime, (d.report or rep).compile_time)
+        t = (d.report or rep).trace or TraceInfo()
         info.records += t.records
         info.skipped_lines += t.skipped_lines
         info.damaged_payloads += t.damaged_payloads

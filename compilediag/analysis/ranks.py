@@ -10,7 +10,8 @@ import json
 import os
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from compilediag.report import RankSummary, Report, TargetInfo
 from compilediag.trace import TraceLog
 
 if TYPE_CHECKING:
+    from compilediag.analysis.fold import RankDigest
     from compilediag.analysis.runtime import JobRun
 
 
@@ -158,10 +160,42 @@ def report_from_files(
     target: TargetInfo,
     run: JobRun | None = None,
     on_file: Callable[[Path], None] = lambda p: None,
+    save: list[RankDigest] | None = None,
 ) -> Report:
     """The same from trace files, each parsed and reduced in a process of its own (as many
-    at a time as there are cores), so that memory holds one rank's trace at a time."""
-    from compilediag.analysis.fold import digest_files, fold
+    at a time as there are cores), so that memory holds one rank's trace at a time; and
+    from digest files saved by `report --save-digests` (on other machines). `save`
+    collects the digests for saving."""
+    from compilediag.analysis.fold import fold
 
-    jobs = min(len(paths), os.cpu_count() or 1)
-    return fold(digest_files(paths, target, jobs, on_file), target, run)
+    digests = read_digests(paths, target, on_file)
+    if save is not None:
+        digests = _collect(digests, save)
+    return fold(digests, target, run)
+
+
+def read_digests(
+    paths: list[Path], target: TargetInfo, on_file: Callable[[Path], None]
+) -> Iterator[RankDigest]:
+    from compilediag.analysis.fold import digest_files, load_digests
+
+    traces = []
+    for p in paths:
+        saved = load_digests(p) if p.suffix == ".json" else None
+        if saved is None:
+            traces.append(p)
+            continue
+        yield from saved
+        on_file(p)
+    jobs = min(len(traces), os.cpu_count() or 1)
+    yield from digest_files(traces, target, jobs, on_file)
+
+
+def _collect(digests: Iterable[RankDigest], into: list[RankDigest]) -> Iterator[RankDigest]:
+    """Pass the digests on, keeping each (its report only where it is the first of its
+    group: the others' findings are the same)."""
+    seen: set[str] = set()
+    for d in digests:
+        into.append(d if d.key not in seen else replace(d, report=None))
+        seen.add(d.key)
+        yield d

@@ -14,11 +14,13 @@ from compilediag.commands.common import (
     emit,
     judge,
     show_progress,
+    wrote,
 )
 from compilediag.config import load_config
 from compilediag.errors import UsageError
 
 if TYPE_CHECKING:
+    from compilediag.analysis.fold import RankDigest
     from compilediag.analysis.runtime import JobRun
     from compilediag.report import Report, TargetInfo
 
@@ -28,22 +30,39 @@ TRACE_RULES = frozenset({"fullgraph", "max_graph_breaks", "max_recompiles", "bas
 
 @dataclass
 class ReportOptions:
-    trace: str
+    trace: list[str]  # trace folders or files, and digest files (--save-digests)
+    save_digests: str | None = None
     gate: GateOptions = field(default_factory=GateOptions)
     fail_on_divergence: bool = False
     out: OutputOptions = field(default_factory=OutputOptions)
 
 
 def run(opts: ReportOptions) -> int:
+    from compilediag.analysis.fold import save_digests
     from compilediag.analysis.runtime import read_job_run
+    from compilediag.fsutil import check_output_file
     from compilediag.report import TargetInfo
 
     check_outputs(opts.out, opts.gate.junit)
+    if opts.save_digests:
+        check_output_file(opts.save_digests, "--save-digests")
     rules = budgets(opts.gate, load_config(), TRACE_RULES)
     rules.fail_on_divergence = opts.fail_on_divergence
     # a folder `compilediag run --trace-dir` kept holds the job's runtime facts too
-    job = read_job_run(Path(opts.trace)) if Path(opts.trace).is_dir() else None
-    result = read_traces(opts.trace, TargetInfo(path=opts.trace), job)
+    first = Path(opts.trace[0])
+    job = read_job_run(first) if len(opts.trace) == 1 and first.is_dir() else None
+    kept: list[RankDigest] | None = [] if opts.save_digests else None
+    try:
+        result = read_traces(opts.trace, TargetInfo(path=" ".join(opts.trace)), job, kept)
+    except ValueError as e:  # a digest file of another version, or edited
+        raise UsageError(
+            f"a digest file can't be read: {e}.",
+            hint="Save it again with this compilediag: compilediag report TRACE_DIR "
+            "--save-digests FILE.",
+        ) from None
+    if opts.save_digests and kept is not None:
+        save_digests(kept, opts.save_digests)
+        wrote(opts.save_digests, f"digests of {len(kept)} rank(s)")
     code = judge(result, rules, opts.gate.junit, None)
     emit(result, opts.out)
     return code
@@ -65,12 +84,17 @@ def trace_files_in(path: str) -> list[Path]:
     return files
 
 
-def read_traces(path: str, target: TargetInfo, job: JobRun | None = None) -> Report:
-    """The report on every trace file under `path` (each rank's), with a progress bar for
-    big inputs."""
+def read_traces(
+    paths: list[str],
+    target: TargetInfo,
+    job: JobRun | None = None,
+    save: list[RankDigest] | None = None,
+) -> Report:
+    """The report on every trace file under `paths` (each rank's) and every digest file
+    among them, with a progress bar for big inputs."""
     from compilediag.analysis.ranks import report_from_files
 
-    files = trace_files_in(path)
+    files = [f for path in paths for f in trace_files_in(path)]
     total = sum(f.stat().st_size for f in files)
     if total > 20_000_000 and show_progress():
         from rich.progress import Progress
@@ -78,13 +102,13 @@ def read_traces(path: str, target: TargetInfo, job: JobRun | None = None) -> Rep
         with Progress(transient=True) as progress:
             task = progress.add_task(f"reading {len(files)} trace file(s)", total=total)
             report = report_from_files(
-                files, target, job, lambda f: progress.advance(task, f.stat().st_size)
+                files, target, job, lambda f: progress.advance(task, f.stat().st_size), save
             )
     else:
-        report = report_from_files(files, target, job)
+        report = report_from_files(files, target, job, save=save)
     if not report.trace or not report.trace.records:
         raise UsageError(
-            f"{path} is not a PyTorch structured trace (no records found).",
+            f"{' '.join(paths)} is not a PyTorch structured trace (no records found).",
             hint="Point at the folder TORCH_TRACE wrote.",
         )
     return report
