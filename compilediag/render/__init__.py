@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from compilediag.paths import short_path, where
+from compilediag.ranksets import rank_set
 from compilediag.report import RankSummary, Report, Rule, Summary
 
 __all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
@@ -177,3 +180,13 @@ def verdict_lines(report: Report) -> list[str]:
     lines += [f"  regression: {x}" for x in v.regressions]
     lines += [f"  improved:   {x}" for x in v.improvements]
     return lines
+
+
+def ranks_of(report: Report, positions: list[int]) -> str:
+    """The ranks a finding of a multi-rank report was seen on (`all 64 ranks`), else ""."""
+    return rank_set(report.ranks, positions) if len(report.ranks) > 1 and positions else ""
+
+
+def shown_id(report: Report, cid: str) -> str:
+    """A compile id as shown: without its rank where the ranks are named beside it."""
+    return re.sub(r"^r\d+:", "", cid) if len(report.ranks) > 1 else cid

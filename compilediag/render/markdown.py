@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from compilediag.render import headline, seconds, short_path, verdict_lines, where
+from compilediag.render import (
+    headline,
+    ranks_of,
+    seconds,
+    short_path,
+    shown_id,
+    verdict_lines,
+    where,
+)
 from compilediag.report import Report
 
 
@@ -52,6 +60,8 @@ def render_markdown(report: Report) -> str:
             fix = gb.suggestion
             if gb.fix_source != "compilediag":  # torch's hints, where the fix isn't ours
                 fix = " ".join([fix, *(h for h in gb.hints if h not in fix)])
+            if ranks := ranks_of(report, gb.ranks):
+                reason += f"<br>{ranks}"
             out.append(
                 f"| {i} | `{where(gb.file, gb.line)}`{code} | {reason} | {gb.count} | {_cell(fix)} |"
             )
@@ -59,8 +69,11 @@ def render_markdown(report: Report) -> str:
     if report.recompiles:
         out += ["### Recompiles", "", "| compile | frame | failed guard |", "|---|---|---|"]
         for r in report.recompiles:
+            ranks = ranks_of(report, r.ranks)
             out.append(
-                f"| {r.compile_id} | `{where(r.file, r.line)}` {r.frame} | {_cell(r.failed_guard)} |"
+                f"| {shown_id(report, r.compile_id)} | `{where(r.file, r.line)}` {r.frame}"
+                + (f" ({ranks})" if ranks else "")
+                + f" | {_cell(r.failed_guard)} |"
             )
         out.append("")
     if report.graphs:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import re
 
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -18,8 +17,10 @@ from compilediag.render import (
     headline,
     ms,
     plural,
+    ranks_of,
     seconds,
     short_path,
+    shown_id,
     verdict_lines,
     where,
     wrap_items,
@@ -156,16 +157,6 @@ def diverging_ranks(report: Report) -> str:
         f"ranks diverge: {rank_set(report.ranks, odd)} compiled unlike the other "
         f"{plural(others, 'rank')}; what differs is under Ranks diverge"
     )
-
-
-def ranks_of(report: Report, positions: list[int]) -> str:
-    """The ranks a finding of a multi-rank report was seen on (`all 64 ranks`), else ""."""
-    return rank_set(report.ranks, positions) if len(report.ranks) > 1 and positions else ""
-
-
-def shown_id(report: Report, cid: str) -> str:
-    """A compile id as shown: without its rank where the ranks are named beside it."""
-    return re.sub(r"^r\d+:", "", cid) if len(report.ranks) > 1 else cid
 
 
 def _headline(report: Report, width: int | None) -> list[Text]:
