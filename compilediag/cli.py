@@ -253,6 +253,13 @@ MaxBreaks = Annotated[
         metavar="N",
     ),
 ]
+FailOnDivergence = Annotated[
+    bool,
+    typer.Option(
+        "--fail-on-divergence",
+        help="Gate: exit 1 if ranks differ in breaks, recompiles, graphs or compile time.",
+    ),
+]
 MaxRecompiles = Annotated[
     int | None,
     typer.Option(
@@ -445,13 +452,7 @@ def report(
     max_graph_breaks: MaxBreaks = None,
     max_recompiles: MaxRecompiles = None,
     baseline: Baseline = None,
-    fail_on_divergence: Annotated[
-        bool,
-        typer.Option(
-            "--fail-on-divergence",
-            help="Gate: exit 1 if ranks differ in breaks, recompiles, graphs or compile time.",
-        ),
-    ] = False,
+    fail_on_divergence: FailOnDivergence = False,
     junit: Junit = None,
     save_digests: Annotated[
         str | None,
@@ -516,13 +517,7 @@ def run(
     max_graph_breaks: MaxBreaks = None,
     max_recompiles: MaxRecompiles = None,
     baseline: Baseline = None,
-    fail_on_divergence: Annotated[
-        bool,
-        typer.Option(
-            "--fail-on-divergence",
-            help="Gate: exit 1 if ranks differ in breaks, recompiles, graphs or compile time.",
-        ),
-    ] = False,
+    fail_on_divergence: FailOnDivergence = False,
     junit: Junit = None,
     format: Format = "table",
     output: Output = None,

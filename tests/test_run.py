@@ -298,3 +298,22 @@ def test_cuda_graph_skips_under_reduce_overhead(tmp_path: Path) -> None:
     assert r["cudagraph_skips"] == torch_saw["cudagraph_skips"] >= 1
     assert any("mutated inputs" in why for why in r["cudagraph_skip_reasons"])
     assert str(ROOT) not in json.dumps(r["cudagraph_skip_reasons"]), "no machine path"
+
+
+def test_ctrl_c_before_anything_compiled_is_130_with_one_line() -> None:
+    proc = subprocess.Popen(
+        [*compilediag_cmd(), "run", "--format", "json", "--", sys.executable, "-c",
+         "import time; print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.strip() == "ready":
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    # the job's own KeyboardInterrupt traceback passes through; compilediag says one line
+    assert err.splitlines()[-1].startswith("error: `") and "interrupted before" in err
+    assert "compilediag/" not in err
+    assert out == ""

@@ -10,10 +10,15 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compilediag.commands.common import GateOptions, OutputOptions, budgets, check_outputs, emit
 from compilediag.config import load_config
 from compilediag.errors import COMPILE_FAILED, INTERRUPTED, JOB_FAILED, UsageError
+
+if TYPE_CHECKING:
+    from compilediag.gate import Budgets
+    from compilediag.launch import Completion
 
 
 @dataclass
@@ -63,7 +68,7 @@ def run(opts: RunJobOptions) -> int:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int:
+def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> int:
     from compilediag.analysis.ranks import report_from_files
     from compilediag.analysis.runtime import JobRun, read_processes, save_job
     from compilediag.commands.common import judge
@@ -83,19 +88,6 @@ def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int
     )
     say(f"compilediag: the command {done.how()} after {done.wall_s:.1f} s")
 
-    files = trace_files(folder)
-    if not any(f.stat().st_size for f in files):
-        if done.interrupted:
-            raise UsageError("interrupted before anything was compiled.")
-        what = "failed" if done.failed else "ran"
-        error = UsageError(
-            f"`{command}` {what}, and compiled nothing: no process of it wrote a trace record.",
-            hint="Check that it calls torch.compile (or a compiled function) in a Python "
-            "process started from this command.",
-        )
-        if done.failed:
-            error.exit_code = JOB_FAILED
-        raise error
     job = Runtime(
         command=list(opts.command),
         exit_code=done.returncode,
@@ -105,8 +97,12 @@ def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int
     )
     if kept:
         save_job(folder, job)
-    report = report_from_files(files, TargetInfo(path=command), JobRun(job, read_processes(folder)))
-    code = judge(report, rules, opts.gate.junit, None)  # type: ignore[arg-type]
+    files = trace_files(folder)
+    run = JobRun(job, read_processes(folder))
+    report = report_from_files(files, TargetInfo(path=command), run) if files else None
+    if report is None or not report.trace or not report.trace.records:
+        raise _compiled_nothing(command, done)
+    code = judge(report, rules, opts.gate.junit, None)
     emit(report, opts.out)
     if done.interrupted:
         return INTERRUPTED
@@ -116,6 +112,23 @@ def _run_in(opts: RunJobOptions, rules: object, folder: Path, kept: bool) -> int
         say(f"error: the command {done.how()}: the report covers what it compiled until then.")
         return JOB_FAILED
     return code
+
+
+def _compiled_nothing(command: str, done: Completion) -> UsageError:
+    """A job that wrote no trace record: exit 2, or the job's failure (6), or 130."""
+    if done.interrupted:
+        error = UsageError(f"`{command}` was interrupted before it compiled anything.")
+        error.exit_code = INTERRUPTED
+        return error
+    error = UsageError(
+        f"`{command}` {'failed' if done.failed else 'ran'}, and compiled nothing: no process "
+        "of it wrote a trace record.",
+        hint="Check that it calls torch.compile (or a compiled function) in a Python "
+        "process started from this command.",
+    )
+    if done.failed:
+        error.exit_code = JOB_FAILED
+    return error
 
 
 def job_env(folder: Path, profile_steps: str | None) -> dict[str, str]:
