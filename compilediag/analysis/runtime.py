@@ -75,8 +75,9 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             calls[cid] += n
             if proc.rank is not None:
                 calls[f"r{proc.rank}:{cid}"] += n
-    for g in report.graphs:
-        g.calls = calls.get(g.compile_id, 0)
+    if run.processes:  # none: the probe never ran (python -I or -S, a Python without site)
+        for g in report.graphs:
+            g.calls = calls.get(g.compile_id, 0)
 
     job = run.job
     job.processes = len(run.processes)

@@ -573,6 +573,11 @@ def _runtime_lines(report: Report) -> list:
         a, z = r.window
         rows.append(("a step", Text(f"not measured: the job made fewer than {z + 1} steps "
                                     f"(--profile-steps {a}-{z})", style="dim")))  # fmt: skip
+    elif not r.processes:
+        rows.append(("calls", Text(
+            "not counted: no process of the job loaded compilediag's bootstrap (a Python "
+            "started with -S or -I does not)", style="dim",
+        )))  # fmt: skip
     else:
         rows.append(("a step", Text("not timed: pass --profile-steps A-B", style="dim")))
     if r.cudagraph_skips or r.cudagraph_skip_reasons or r.cudagraph_rerecords:
