@@ -317,3 +317,21 @@ def test_ctrl_c_before_anything_compiled_is_130_with_one_line() -> None:
     assert err.splitlines()[-1].startswith("error: `") and "interrupted before" in err
     assert "compilediag/" not in err
     assert out == ""
+
+
+def test_a_job_without_the_bootstrap_has_no_call_counts() -> None:
+    """`python -S` loads no sitecustomize: the trace still tells what compiled, and the
+    calls are unknown (null), not zero."""
+    job = (
+        "import sys, sysconfig; sys.path.append(sysconfig.get_paths()['purelib']); "
+        "import torch; f = torch.compile(lambda x: x.relu() * 2, backend='eager'); "
+        "f(torch.randn(3)); f(torch.randn(3))"
+    )
+    proc = run_cli("run", "--format", "json", "--", sys.executable, "-S", "-c", job)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["summary"]["graphs"] == 1
+    assert [g["calls"] for g in report["graphs"]] == [None]
+    assert report["runtime"]["processes"] == 0
+    table = run_cli("run", "--", sys.executable, "-S", "-c", job)
+    assert "not counted: no process of the job loaded compilediag's bootstrap" in table.stdout
