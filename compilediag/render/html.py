@@ -74,6 +74,7 @@ def render_html(report: Any) -> str:
             ),
             call_max=max([_num(_get(c, "wall_s")) for c in _list(report, "calls")] or [0]),
             rank_rows=_rank_rows(report),
+            per_rank=_per_rank(report),
             ranks_of=_ranks_of(report),
             kernel_groups=_kernel_counts(report),
             kernel_note=kernel_count_note(
@@ -377,6 +378,30 @@ def _ranks_of(report: Any) -> Any:
         return rank_set(named, valid) if len(named) > 1 and valid else ""
 
     return ranks_of
+
+
+def _per_rank(report: Any) -> dict[str, str] | None:
+    """Several ranks: what one rank compiled (a range where ranks differ) and the median
+    rank's compile time, for the summary cards: ranks compile side by side, so sums over
+    them mislead."""
+    summaries = [_get(r, "summary") for r in _list(report, "ranks")]
+    if len(summaries) < 2:
+        return None
+
+    def span(col: str) -> str:
+        values = [int(_get(x, col, 0) or 0) for x in summaries]
+        return str(min(values)) if min(values) == max(values) else f"{min(values)}-{max(values)}"
+
+    times = sorted(_num(_get(x, "compile_time_s")) for x in summaries)
+    return {
+        "graphs": span("graphs"),
+        "graph_breaks": span("graph_breaks"),
+        "unique_graph_breaks": span("unique_graph_breaks"),
+        "recompiles": span("recompiles"),
+        "kernels": span("kernels"),
+        "compile": seconds(times[len(times) // 2]),
+        "ranks": str(len(summaries)),
+    }
 
 
 RANK_COLUMNS = ("graphs", "graph_breaks", "unique_graph_breaks", "recompiles", "kernels")
