@@ -613,7 +613,8 @@ def _timing_lines(report: Report) -> list:
         return (
             [
                 Text(
-                    "  not measured: a trace has no timings (run `compilediag explain` on the model)",
+                    "  not measured: a trace has none (`compilediag run --profile-steps A-B -- COMMAND` "
+                    "times steps)",
                     style="dim",
                 )
             ]
