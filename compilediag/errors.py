@@ -52,9 +52,5 @@ class ModelError(DiagError):
     exit_code = MODEL_FAILED
 
 
-class CompileError(DiagError):
-    exit_code = COMPILE_FAILED
-
-
 class WorkerError(DiagError):
     exit_code = WORKER_FAILED

@@ -1153,8 +1153,7 @@ def _generator(b: Break) -> Fix:
 
 # --- torch before 2.8: no GB id, no gb_type, no hints ------------------------------------------
 
-# (pattern over reason + explanation + code, GB id of the rule that answers). First match wins;
-# the order is the old CAUSES table's.
+# (pattern over reason + explanation + code, GB id of the rule that answers). First match wins.
 LEGACY: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(

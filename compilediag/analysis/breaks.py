@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from compilediag.analysis.source import code_at, context_at
-from compilediag.fixes import LEGACY, fix_for
+from compilediag.fixes import fix_for
 from compilediag.report import GraphBreak, Site
 from compilediag.torch_formats import RESUME, ParsedBreak, is_library_file, parse_break_text
 from compilediag.trace import Compile, Frame
@@ -33,10 +32,9 @@ def user_site(parsed: ParsedBreak, outer: Sequence[Frame] = ()) -> tuple[Site, S
 # --- causes and advice ----------------------------------------------------------------
 
 # Causes and fixes live in compilediag.fixes: a fix for every gb_type of torch's registry
-# (torch's hints as the floor, compilediag's own fix on top). Its LEGACY patterns, (pattern
-# over reason + explanation + code, GB id of the fix), read the break texts of torch before
-# 2.8, which have no GB id; first match wins, in the order this table had.
-CAUSES: list[tuple[re.Pattern[str], str]] = LEGACY
+# (torch's hints as the floor, compilediag's own fix on top). Its LEGACY patterns (pattern
+# over reason + explanation + code, GB id of the fix) read the break texts of torch before
+# 2.8, which have no GB id; first match wins.
 
 
 def classify(
