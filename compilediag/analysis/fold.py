@@ -191,9 +191,9 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
         first = first or d.report
         versions |= set(d.versions)
         skips += [x for x in d.cudagraph_skips if x not in skips]
-        rep = reps[key]
-        _add_compile_time(ctime, (d.report or rep).compile_time)
-        t = (d.report or rep).trace or TraceInfo()
+        own = d.report or reps[key]  # a saved rank's figures are its group's first's
+        _add_compile_time(ctime, own.compile_time)
+        t = own.trace or TraceInfo()
         info.records += t.records
         info.skipped_lines += t.skipped_lines
         info.damaged_payloads += t.damaged_payloads
@@ -231,7 +231,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
         compile_time_s=round(sum(r.summary.compile_time_s for r in ranks), 6),
         compile_failures=sum(r.summary.compile_failures for r in ranks),
     )
-    report.divergence = divergence(ranks) if len(ranks) > 1 else []
+    report.divergence = divergence(ranks)
     return _finish(report, ignored, run, skips)
 
 

@@ -83,7 +83,9 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
                 if value != common
             )
             found.append(f"{name} differ: {odd} (the others: {common})")
-    for attr, what in (("break_sites", "break at"), ("recompile_reasons", "recompile for")):
+    # (one rank, several ranks)
+    verbs = {"break_sites": ("breaks at", "break at"), "recompile_reasons": ("recompiles for", "recompile for")}  # fmt: skip
+    for attr, (one, many) in verbs.items():
         having: dict[str, list[int]] = {}
         for i, r in enumerate(ranks):
             for item in getattr(r, attr):
@@ -91,11 +93,7 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
         for item, members in having.items():
             if len(members) < len(ranks):
                 who = rank_set(ranks, members)
-                verb = (
-                    what
-                    if len(members) > 1
-                    else what.replace("break ", "breaks ").replace("recompile ", "recompiles ")
-                )
+                verb = one if len(members) == 1 else many
                 found.append(f"{'' if who.startswith('all but') else 'only '}{who} {verb} {item}")
     # the divergences that hang a job: collectives in another order, graphs run in another
     # order, a rank that compiled while the others hit the cache (it arrives late)
