@@ -958,7 +958,7 @@ ITERATORS = ("zip", "map", "enumerate", "filter", "reversed", "dict_items", "dic
 def _iterator_input(b: Break, kind: str) -> Fix:
     return _fix(
         b, "iterator_input",
-        f"A `{kind}` iterator made outside the compiled function can't be traced: pass a list "
+        f"An iterator (`{kind}`) made outside the compiled function can't be traced: pass a list "
         "or tuple in (`list(zip(...))`), or build the iterator inside the function.",
         REMOVES,
     )  # fmt: skip

@@ -8,19 +8,41 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 LIBRARY_ROOTS = ("/site-packages/", "/dist-packages/")
-# an absolute path up to its site-packages folder, inside free text
-_LIBRARY_PREFIX = re.compile(r"(?<![\w.-])/[^\s'\"`()]*?/(?:site|dist)-packages/")
+# Python's own library folder, on any machine (`/usr/lib/python3.11/`, a pyenv's)
+STDLIB_ROOT = re.compile(r"/lib/python3\.\d+/")
+# an absolute path up to its site-packages folder or Python's library folder, inside free text
+_LIBRARY_PREFIX = re.compile(
+    r"(?<![\w.-])/[^\s'\"`()]*?/(?:(?:site|dist)-packages|lib/python3\.\d+)/(?!(?:site|dist)-packages/)"
+)
 
 
 def library_path(path: str) -> str | None:
     """`/venv/lib/python3.11/site-packages/torchvision/ops/boxes.py` ->
-    `torchvision/ops/boxes.py`; None for a file not in an installed library."""
+    `torchvision/ops/boxes.py`, `/usr/lib/python3.11/copy.py` -> `copy.py`; None for a file
+    that is neither an installed library's nor Python's own."""
     for marker in LIBRARY_ROOTS:
         if marker in path:
             return path.split(marker, 1)[1]
-    return None
+    m = STDLIB_ROOT.search(path)
+    return path[m.end() :] if m else None
+
+
+def package_of(path: str) -> str:
+    """The package a library file belongs to (`torchvision`, `logging`; `copy` for a
+    module), '' for a file that is not a library's."""
+    lib = library_path(path.replace("\\", "/"))
+    if not lib:
+        return ""
+    head = lib.split("/", 1)[0]
+    return head[:-3] if head.endswith(".py") else head
+
+
+def possessive(package: str) -> str:
+    """`torchvision's`, `transformers'`."""
+    return f"{package}'" if package.endswith("s") else f"{package}'s"
 
 
 def short_path(path: str) -> str:
@@ -38,25 +60,45 @@ def short_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def portable_path(path: str, root: str) -> str:
+def user_base(paths: Iterable[str], root: str = "") -> str:
+    """The folder that holds every user file among `paths` that lies outside `root` (an
+    absolute path, not an installed library's or Python's): what those files are shown
+    relative to. '' when there is none, or only `/` holds them all."""
+    prefix = root.rstrip("/") + "/" if root else None
+    dirs = [
+        os.path.dirname(p) for p in paths
+        if p.startswith("/") and library_path(p) is None
+        and not (prefix and p.startswith(prefix))
+    ]  # fmt: skip
+    try:
+        base = os.path.commonpath(dirs) if dirs else ""
+    except ValueError:
+        return ""
+    return "" if base == "/" else base
+
+
+def portable_path(path: str, root: str, base: str = "") -> str:
     """How a saved report stores a path: an installed library's file from its package down
     (first: a venv may lie inside `root`), else relative to `root` (the folder the command
-    ran in) when it lies beneath it, else as it is - so a report made on a CI runner reads
-    the same anywhere."""
+    ran in) when it lies beneath it, else relative to `base` (the folder of the user's
+    other files, `user_base`) - so a report names no machine path and reads the same
+    anywhere."""
     if not path or path.startswith("<"):
         return path
     lib = library_path(path)
     if lib is not None:
         return lib
-    prefix = root.rstrip("/") + "/"
-    if path.startswith(prefix):
-        return path[len(prefix) :]
+    for folder in (root, base):
+        prefix = folder.rstrip("/") + "/"
+        if folder and path.startswith(prefix):
+            return path[len(prefix) :]
     return path
 
 
-def portable_text(text: str, root: str) -> str:
+def portable_text(text: str, root: str, base: str = "") -> str:
     """The same for paths inside free text (notes, errors)."""
-    return _LIBRARY_PREFIX.sub("", text).replace(root.rstrip("/") + "/", "")
+    text = _LIBRARY_PREFIX.sub("", text).replace(root.rstrip("/") + "/", "")
+    return text.replace(base.rstrip("/") + "/", "") if base else text
 
 
 def where(file: str, line: int) -> str:

@@ -77,6 +77,7 @@ class GraphBreak:
     cause: str = ""  # our classification: print, logging, data_dependent_branch, ...
     library_frame: Site | None = None  # where it broke, when inside a library the user called
     framework: str = ""  # the framework that library frame belongs to (DDP, logging, ...)
+    library: str = ""  # the package whose line broke (torchvision, transformers); '' if yours
     fix_source: str = ""  # compilediag, torch registry, torch hints, generic
     compile_ids: list[str] = field(default_factory=list)
     # per compiled call: the eager time around the graphs this break ended, and its share of
@@ -133,6 +134,7 @@ class LimitHit:
     limit: int
     compiles: int
     distinct_reasons: list[str] = field(default_factory=list)
+    compile_id: str = ""  # the compile that hit the limit
 
 
 @dataclass

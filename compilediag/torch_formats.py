@@ -213,6 +213,8 @@ GUARD_TENSOR_META = re.compile(
 GUARD_GLOBAL_STATE = re.compile(r"GLOBAL_STATE changed: (?P<what>.+)")
 GUARD_TRAINING = re.compile(r"(?P<src>.+)\.training == (?P<v>True|False)$")
 GUARD_OBJ_ID = re.compile(r"___check_obj_id\((?P<src>[^,]+),")
+# torch drops a cache entry whose guarded object was freed (2.6+: a weakref callback)
+GUARD_FREED = re.compile(r"Cache line invalidated because (?P<src>.+?) got deallocated")
 GUARD_TYPE_ID = re.compile(r"___check_type_id\((?P<src>[^,]+),")
 GUARD_LEN = re.compile(r"len\((?P<src>.+)\) == (?P<n>\d+)$")
 GUARD_CONSTANT = re.compile(r"(?P<src>[^=<>!]+?) == (?P<v>-?[\d.]+(?:e-?\d+)?)$")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compilediag.analysis.source import code_at, context_at
-from compilediag.fixes import fix_for
+from compilediag.fixes import Fix, fix_for
+from compilediag.paths import LIBRARY_ROOTS, package_of, possessive
 from compilediag.report import GraphBreak, Site
 from compilediag.torch_formats import RESUME, ParsedBreak, is_library_file, parse_break_text
 from compilediag.trace import Compile, Frame
@@ -113,7 +114,30 @@ def framework_of(*files: str) -> tuple[str, str] | None:
         for marker, name, advice in FRAMEWORKS:
             if marker in path:
                 return name, advice
+        if any(root in path for root in LIBRARY_ROOTS):
+            return None  # an installed library of no framework's (torchvision): its own
     return None
+
+
+def from_your_side(library: str, fix: Fix) -> str:
+    """Advice for a break on a line of an installed library's code, which the user does not
+    edit: a setting applies from their side; a code change does not, so they work around
+    the library's code, and learn what would remove the break inside it."""
+
+    def lower(text: str) -> str:
+        return text[:1].lower() + text[1:]
+
+    if fix.config:
+        return f"The line is {possessive(library)} code, but a setting removes the break: " + lower(
+            fix.suggestion
+        )
+    inside = f" Inside {library}, this would remove it: {lower(fix.text)}" if fix.specific else ""
+    return (
+        f"The line is {possessive(library)} own code, which you don't edit. From your side: compile the "
+        f"parts of the model that run without breaks (`model.part = torch.compile(model.part)`) "
+        f"instead of the whole model, or leave the call into {library} uncompiled "
+        f"(`torch.compiler.disable`); the rest still compiles.{inside}"
+    )
 
 
 def restarts(compiles: list[Compile]) -> list[tuple[Compile, Site, str]]:
@@ -188,12 +212,15 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
             if lib is not None:
                 chain = [f.file for f in parsed.frames if is_library_file(f.file)] + [lib.file]
                 framework = framework_of(*chain)
+            library = package_of((lib or site).file) if is_library_file((lib or site).file) else ""
             if framework is not None and (
                 framework[0] in ALWAYS_FRAMEWORK_ADVICE
                 or (fix.code_edit and not fix.config)
                 or not fix.specific
             ):
                 suggestion = framework[1]
+            elif library:
+                suggestion = from_your_side(library, fix)
             sites[key] = GraphBreak(
                 file=site.file,
                 line=site.line,
@@ -207,6 +234,7 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
                 cause=cause,
                 library_frame=Site(lib.file, lib.line, lib_code, lib.name) if lib else None,
                 framework=framework[0] if framework else "",
+                library=library,
                 fix_source=fix.source,
                 compile_ids=[c.compile_id],
                 ops_before=c.metrics.graph_op_count,

@@ -21,7 +21,7 @@ from compilediag.analysis.graphs import (
 from compilediag.analysis.kernels import GraphCode, all_kernels, generated, relocated
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
 from compilediag.analysis.source import code_at
-from compilediag.paths import portable_path, portable_text
+from compilediag.paths import portable_path, portable_text, user_base
 from compilediag.report import (
     Breakdown,
     Call,
@@ -188,12 +188,15 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
     def place(item: Recompile | Graph | LimitHit) -> None:
         if not model.name:
             return
-        entry = getattr(item, "compile_id", "0/").startswith("0/")
+        entry = item.compile_id.startswith("0/")
         if item.frame == WRAPPER_FRAME:
             item.frame = f"{model.name} (via torch's wrapper)"
         elif entry and is_library_file(item.file):
-            # the model's forward under a library's decorator (transformers' `wrapper`)
-            item.frame = f"{model.name} (via {item.frame} in {os.path.basename(item.file)})"
+            # the model's own forward in a library (timm's), or that forward under a
+            # library's decorator (transformers' `wrapper`)
+            own = model.name.rpartition(".")[2] == item.frame
+            via = "" if own else f" (via {item.frame} in {os.path.basename(item.file)})"
+            item.frame = model.name + via
         else:
             return
         if model.file:
@@ -227,41 +230,37 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
 
 def make_portable(report: Report, root: str) -> None:
     """Store every path the way `portable_path` says, once the analysis that needed the
-    real paths is done."""
+    real paths is done: relative to `root` (the folder the command ran in), a user file
+    outside it relative to the folder of the user's files."""
+    files: list[tuple[object, str]] = [(report.target, "path")]
+    for b in report.graph_breaks:
+        files += [(b, "file")] + ([(b.library_frame, "file")] if b.library_frame else [])
+    files += [(r, f) for r in report.recompiles for f in ("file", "guard_file")]
+    files += [(x, "file") for x in (*report.recompile_limit_hits, *report.compile_failures)]
+    files += [(g, "file") for g in report.graphs]
+    if report.runtime:
+        files.append((report.runtime, "step_file"))
+    if report.cross_check:
+        files += [(x, "file") for x in report.cross_check.explain_sites]
+        files += [(d, "file") for d in report.cross_check.disagreements if d.file]
+    places = [p.rpartition(":")[0] for k in report.kernels for p in k.source_lines]
+    base = user_base([*(getattr(o, f) for o, f in files), *places], root)
 
     def rel(path: str) -> str:
-        return portable_path(path, root)
+        return portable_path(path, root, base)
 
-    def rel_place(place: str) -> str:  # "file:line"
-        file, sep, line = place.rpartition(":")
-        return rel(file) + sep + line if sep else rel(place)
-
-    report.target.path = rel(report.target.path)
-    for b in report.graph_breaks:
-        b.file = rel(b.file)
-        if b.library_frame:
-            b.library_frame.file = rel(b.library_frame.file)
-    for r in report.recompiles:
-        r.file, r.guard_file = rel(r.file), rel(r.guard_file)
-    for h in report.recompile_limit_hits:
-        h.file = rel(h.file)
-    for f in report.compile_failures:
-        f.file = rel(f.file)
-    for g in report.graphs:
-        g.file = rel(g.file)
-    if report.runtime:
-        report.runtime.step_file = rel(report.runtime.step_file)
-    for k in report.kernels:
-        k.source_lines = [rel_place(p) for p in k.source_lines]
-    if report.cross_check:
-        for site in report.cross_check.explain_sites:
-            site.file = rel(site.file)
-        for d in report.cross_check.disagreements:
-            d.file = rel(d.file) if d.file else d.file
-    report.notes = [portable_text(n, root) for n in report.notes]
+    for obj, field_name in files:
+        setattr(obj, field_name, rel(getattr(obj, field_name)))
+    for k in report.kernels:  # "file:line"
+        k.source_lines = [
+            rel(f) + sep + line if sep else rel(p)
+            for p in k.source_lines
+            for f, sep, line in [p.rpartition(":")]
+        ]
+    report.notes = [portable_text(n, root, base) for n in report.notes]
     if report.timings:
-        report.timings.notes = [portable_text(n, root) for n in report.timings.notes]
-    report.errors = [portable_text(e, root) for e in report.errors]
+        report.timings.notes = [portable_text(n, root, base) for n in report.timings.notes]
+    report.errors = [portable_text(e, root, base) for e in report.errors]
 
 
 def collect_failures(compiles: list[Compile]) -> list[CompileFailure]:

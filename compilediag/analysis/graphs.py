@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from compilediag.paths import package_of
 from compilediag.report import CompileTime, Graph
 from compilediag.torch_formats import frame_name, is_library_file
 from compilediag.trace import CompilationMetrics, Compile
@@ -29,11 +30,13 @@ def frame_metrics(c: Compile, compiles: list[Compile]) -> CompilationMetrics:
 
 def frame_place(c: Compile, m: CompilationMetrics) -> tuple[str, int]:
     """Where the compiled frame starts: its code object, else the top of its stack. A frame
-    of library code (torch's wrapper of a compiled module, a transformers decorator) is
-    placed at the user's line that called into it, the last of the user's frames in its
-    stack, where there is one."""
+    of torch's own (its wrapper of a compiled module, Module.__call__) is placed at the
+    user's line that called into it, the last of the user's frames in its stack, where
+    there is one; a frame of another library (transformers, torchvision) is where it is,
+    the library's code."""
     mine = [f for f in c.stack if not is_library_file(f.file)]
-    if m.co_filename and (not is_library_file(m.co_filename) or not mine):
+    torchs = is_library_file(m.co_filename) and package_of(m.co_filename) in ("torch", "")
+    if m.co_filename and (not torchs or not mine):
         return m.co_filename, m.co_firstlineno
     if mine:
         return mine[-1].file, mine[-1].line

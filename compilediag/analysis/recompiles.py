@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 from compilediag.analysis.graphs import frame_metrics, frame_place
 from compilediag.analysis.source import code_at
-from compilediag.paths import library_path
+from compilediag.paths import library_path, possessive
 from compilediag.report import LimitHit, Recompile
 from compilediag.torch_formats import (
     GUARD_CID_PREFIX,
     GUARD_CONSTANT,
+    GUARD_FREED,
     GUARD_GLOBAL_STATE,
     GUARD_HINT,
     GUARD_LEN,
@@ -143,6 +144,14 @@ def translate(guard: str) -> tuple[str, str, str]:
             "object",
             "An object the code reads was replaced between calls (a new module, function or "
             "config object): create it once and reuse it.",
+        )
+    m = GUARD_FREED.match(guard)
+    if m:
+        return (
+            f"`{source_name(m['src'])}` was freed, so the graph that guarded it was dropped",
+            "object",
+            "The compiled code read an object that was freed after the call (one made anew "
+            "each call): create it once and keep it alive, so its graph is reused.",
         )
     m = GUARD_TYPE_ID.match(guard)
     if m:
@@ -294,13 +303,8 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
                 + suggestion[:1].lower()
                 + suggestion[1:]
             )
-        if g.cause in ("shape", "float", "int") and (package := inner_library_frame(c, m)):
-            suggestion = (
-                f"This frame is {package}'s own code, called from inside {package}: "
-                f"{guard_subject(g)} is a value of {package}'s, not one you pass, so it can't be "
-                "marked. Compile with dynamic=True (sizes start dynamic), or let torch make it "
-                "dynamic on this recompile (automatic dynamic: one more compile of this frame)."
-            )
+        if package := inner_library_frame(c, m):
+            suggestion = library_recompile_advice(package, g)
         file, line = frame_place(c, m)
         out.append(
             Recompile(
@@ -340,6 +344,41 @@ def inner_library_frame(c: Compile, m: CompilationMetrics) -> str:
     return lib.split("/", 1)[0]
 
 
+def library_recompile_advice(package: str, g: Guard) -> str:
+    """A recompile of a library's frame that the library itself called: the values that
+    changed are its own, so the advice is what the user can do from their side."""
+    own, subject = possessive(package), guard_subject(g)
+    head = f"This frame is {own} own code, called from inside {package}: "
+    if package == "transformers" and g.cause in ("shape", "bounded"):
+        return (
+            head + f"{subject} grows with the generated sequence. For shapes that stay the same "
+            "from token to token (what Inductor's CUDA graphs need), give generate() a static "
+            'KV cache (`generate(..., cache_implementation="static")`, or '
+            '`model.generation_config.cache_implementation = "static"`), keep max_new_tokens '
+            "the same between calls, and compile the model's forward rather than generate(). "
+            "Or compile with dynamic=True, so the length is dynamic from the first compile."
+        )
+    if g.cause in ("shape", "float", "int"):
+        return (
+            head + f"{subject} is a value of {own}, not one you pass, so it can't be "
+            "marked. Compile with dynamic=True (sizes start dynamic), or let torch make it "
+            "dynamic on this recompile (automatic dynamic: one more compile of this frame)."
+        )
+    if g.cause == "object":
+        return (
+            head + f"{package} passes it a new object each time, so each call compiles "
+            "again until the recompile limit, then runs in eager mode. Compile the module "
+            f"{package} runs (the model's forward) rather than the {package} call around it, or "
+            f"leave that call uncompiled (`torch.compiler.disable`)."
+        )
+    return (
+        head + f"{g.words}. These are values {package} passes itself, so each kind of call "
+        "gets its own graph (one compile each). Nothing in your code changes it; it costs compile time, "
+        f"and past the recompile limit the frame runs in eager mode. To avoid it, leave the "
+        f"{package} call uncompiled (`torch.compiler.disable`)."
+    )
+
+
 def guard_subject(g: Guard) -> str:
     """What the failed guard is about, as the words name it: `boxes` of `boxes dim 0 ...`."""
     head = g.words.split(" ", 1)[0]
@@ -364,6 +403,7 @@ def collect_limit_hits(compiles: list[Compile], recompiles: list[Recompile]) -> 
                 limit=int(limit.group(1)) if limit else 0,
                 compiles=len([r for r in same if r.compile_id != c.compile_id]) + 1,
                 distinct_reasons=_distinct(r.failed_guard for r in same),
+                compile_id=c.compile_id,
             )
         )
     return hits

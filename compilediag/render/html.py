@@ -20,7 +20,6 @@ import base64
 import dataclasses
 import functools
 import hashlib
-import os.path
 import re
 import textwrap
 from collections.abc import Mapping
@@ -29,7 +28,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from compilediag.paths import library_path
+from compilediag.paths import library_path, user_base
 from compilediag.ranksets import rank_set
 from compilediag.render import kernel_count_note
 from compilediag.report import RankSummary, Summary
@@ -264,12 +263,7 @@ class _Paths:
                 files += [str(_get(item, "file", "")), str(_get(item, "guard_file", ""))]
         for k in _list(report, "kernels"):
             files += [str(p).rpartition(":")[0] for p in _list(k, "source_lines")]
-        user = [os.path.dirname(f) for f in files if f.startswith("/") and library_path(f) is None]
-        try:
-            root = os.path.commonpath(user) if user else ""
-        except ValueError:
-            root = ""
-        self.root = "" if root in ("", "/") else root
+        self.root = user_base(files)
 
     def short(self, path: Any) -> str:
         path = "" if path is None else str(path)

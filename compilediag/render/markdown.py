@@ -57,6 +57,8 @@ def render_markdown(report: Report) -> str:
                 per = "a step" if report.runtime else "a call"
                 reason += f"<br>costs {gb.time_lost_ms:.3f} ms {per}"
             code = f"<br>`{_cell(gb.code)}`" if gb.code else ""
+            if gb.library and not gb.library_frame:
+                code += f"<br>in {gb.library}"
             fix = gb.suggestion
             if gb.fix_source != "compilediag":  # torch's hints, where the fix isn't ours
                 fix = " ".join([fix, *(h for h in gb.hints if h not in fix)])

@@ -190,6 +190,8 @@ def _break_block(
     head.append(where(gb.file, gb.line), style="bold cyan")
     if gb.count > 1:
         head.append(f"  ×{gb.count}", style="bold")
+    if gb.library and not gb.library_frame:
+        head.append(f"  in {gb.library}", style="dim")
     if ranks:
         head.append(f"  {ranks}", style="dim")
     rows: list[Row] = []
