@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from compilediag.report import DeviceTime, Stat
+from compilediag.torch_formats import PY_FUNCTION
 from compilediag.worker_types import Measured, OutputCheck, Profiled, RegionTime, WorkerSpec
 
 Step = Callable[[Any, Any], Any]  # (model, call) -> outputs
@@ -162,11 +163,19 @@ def measure(
         profiled = profile_regions(torch, lambda a: step(compiled, a), args_for, c.median, cuda)
     except Exception:  # noqa: BLE001 - a breakdown is extra: never lose the timings for it
         profiled = None
+    eager_frames: dict[str, float] = {}
+    frames = torch._dynamo.utils.counters["frames"]
+    if frames["total"] > frames["ok"]:  # torch gave up a frame: it runs in eager mode
+        try:
+            eager_frames = python_frames(torch, lambda a: step(compiled, a), args_for, c.median)
+        except Exception:  # noqa: BLE001 - as above
+            pass
     return Measured(
         eager_ms=e,
         compiled_ms=c,
         device=busy,
         profiled=profiled,
+        python_ms=eager_frames,
         speedup=e.median / c.median if c.median > 0 else None,
         repeat=repeat,
         calls_per_block=per_block,
@@ -405,6 +414,37 @@ def profile_regions(
         outside_ms=max(0.0, wall_ms / calls - inside / per),
         regions=[RegionTime(cid, graph[cid] / per, gap[cid] / per) for cid in graph],
     )
+
+
+PY_FRAMES_KEPT = 200
+
+
+def python_frames(
+    torch: Any, run: Callable[[Any], Any], args_for: Callable[[int], list[Any]], call_ms: float
+) -> dict[str, float]:
+    """Each Python function's time per compiled call, calls of it inside itself counted
+    once, from torch.profiler's Python tracer: what a frame torch left to eager mode costs.
+    Keys as the profiler names them, `path(first line): name`, the path from its sys.path
+    folder; torch's own functions left out, the costliest kept. The tracer's own cost per
+    Python call is in the figures."""
+    from torch.profiler import ProfilerActivity, profile
+
+    calls = min(PROFILE_MIN_CALLS, max(1, math.ceil(PROFILE_S * 1e3 / max(call_ms, 1e-3))))
+    args = args_for(calls)
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        for a in args:
+            run(a)
+    total: dict[str, float] = {}
+    for e in prof.events():
+        if not PY_FUNCTION.match(e.name) or e.name.startswith("torch/"):
+            continue
+        p = e.cpu_parent
+        while p is not None and p.name != e.name:
+            p = p.cpu_parent
+        if p is None:  # the outermost call of it
+            total[e.name] = total.get(e.name, 0.0) + e.cpu_time_total
+    kept = sorted(total.items(), key=lambda kv: -kv[1])[:PY_FRAMES_KEPT]
+    return {name: us / 1e3 / calls for name, us in kept}
 
 
 def _inside_region(e: Any) -> bool:

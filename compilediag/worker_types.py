@@ -64,6 +64,9 @@ class Measured:
     method: str
     device: DeviceTime | None = None  # CUDA: the GPU's time per call
     profiled: Profiled | None = None  # where the compiled call's time goes
+    # each Python function's time per compiled call, `path(first line): name` (when there
+    # were graph breaks: what a frame torch left to eager mode costs; measure.python_frames)
+    python_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

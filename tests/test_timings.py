@@ -8,6 +8,8 @@ Every sample is timed; the real Inductor stack compiles those where it is the su
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import SAMPLES, assert_timings_consistent, run_json
@@ -250,3 +252,45 @@ def test_cpu_or_gpu_bound_verdict_follows_wall_against_device_time(
         assert ("Try mode=reduce-overhead" in note[0]) is advice
     else:
         assert not note
+
+
+LOOP_BREAK = '''
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(256, 256) for _ in range(8))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+            print("", end="")  # a break inside the loop: torch gives up the whole frame
+        return x
+
+
+def get_model():
+    return Net()
+
+
+def get_inputs():
+    return (torch.randn(64, 256),)
+'''
+
+
+def test_a_frame_left_to_eager_says_what_it_costs(tmp_path) -> None:
+    """torch skips forward (a break in its loop, GB7000), so each call runs it in eager
+    mode: the note gives its time per call from torch.profiler's Python tracer, which is
+    about the model's eager call (the tracer's own cost on top)."""
+    model = tmp_path / "loop_break.py"
+    model.write_text(LOOP_BREAK)
+    report, proc = run_json(
+        "explain", str(model), "--backend", "eager", "--repeat", "5", "--warmup", "2"
+    )
+    assert proc.returncode == 0, proc.stderr
+    (note,) = [n for n in report["notes"] if "was not compiled" in n]
+    m = re.search(r"runs in eager mode, about ([\d.]+) ms of each call", note)
+    assert m, note
+    eager = report["timings"]["eager_ms"]["median"]
+    assert 0.5 * eager <= float(m[1]) <= 4 * eager, (m[1], eager)

@@ -42,6 +42,7 @@ from compilediag.torch_formats import (
     EXPORT_PATH,
     GRAPH_FILE_COMMENT,
     NOT_FAILURES,
+    PY_FUNCTION,
     RECOMPILE_LIMIT,
     WRAPPER_FRAME,
     compile_failure_fix,
@@ -124,7 +125,7 @@ def build_report(
         notes=untested_torch(env)
         + ahead_of_time(logs, kinds, code)
         + nothing_compiled(compiles, graphs, breaks)
-        + skipped_frames(compiles)
+        + skipped_frames(compiles, worker.timings.python_ms if worker.timings else {})
         + cache_gaps(compiles)
         + no_provenance(compiles, code),
         graphs=graphs,
@@ -447,8 +448,9 @@ def cache_gaps(compiles: list[Compile]) -> list[str]:
     ]
 
 
-def skipped_frames(compiles: list[Compile]) -> list[str]:
-    """Frames torch gave up on (they run eager): a break in a loop, the recompile limit."""
+def skipped_frames(compiles: list[Compile], python_ms: dict[str, float]) -> list[str]:
+    """Frames torch gave up on (they run eager): a break in a loop, the recompile limit;
+    with their time per call where the worker measured it (`python_ms`)."""
     notes = []
     for c in compiles:
         reason = c.metrics.fail_reason
@@ -461,6 +463,9 @@ def skipped_frames(compiles: list[Compile]) -> list[str]:
         file, line = (m.co_filename, m.co_firstlineno) if m.co_filename else frame_place(c, m)
         gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
         head = f"{frame_name(m.co_name)} at {file}:{line} was not compiled and runs in eager mode"
+        cost = eager_cost(python_ms, m.co_filename, m.co_firstlineno, m.co_name)
+        if cost is not None:
+            head += f", about {cost:.3f} ms of each call"
         cause = _break_that_skipped(c, parsed.gb_id)
         if cause:  # torch gave up the frame for a break inside it: name that break
             notes.append(
@@ -471,6 +476,16 @@ def skipped_frames(compiles: list[Compile]) -> list[str]:
             continue
         notes.append(f"{head}: {parsed.reason}{gb}. {parsed.explanation}".strip())
     return notes
+
+
+def eager_cost(python_ms: dict[str, float], file: str, line: int, name: str) -> float | None:
+    """The time per call of one function, from the profiler's `path(line): name` keys (its
+    path from a sys.path folder: a tail of the absolute one)."""
+    for key, ms in python_ms.items():
+        m = PY_FUNCTION.match(key)
+        if m and m["name"] == name and int(m["line"]) == line and file.endswith("/" + m["file"]):
+            return ms
+    return None
 
 
 def _break_that_skipped(c: Compile, gb_id: str | None) -> str:
