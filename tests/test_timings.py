@@ -254,7 +254,7 @@ def test_cpu_or_gpu_bound_verdict_follows_wall_against_device_time(
         assert not note
 
 
-LOOP_BREAK = '''
+LOOP_BREAK = """
 import torch
 
 
@@ -276,7 +276,7 @@ def get_model():
 
 def get_inputs():
     return (torch.randn(64, 256),)
-'''
+"""
 
 
 def test_a_frame_left_to_eager_says_what_it_costs(tmp_path) -> None:
