@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from compilediag.fixes import config_patch
 from compilediag.report import Report
 
 
@@ -111,16 +112,10 @@ def combined(remedies: list[Remedy]) -> Remedy | None:
 
 
 def apply(torch: Any, remedy: Remedy) -> None:
-    """In the worker, before torch.compile: set what the remedy sets."""
-    import builtins
-
-    for key, value in remedy.config.items():
-        if isinstance(value, str) and value.startswith("fn:"):
-            module, _, attr = value[3:].rpartition(".")
-            fn = getattr(builtins if module == "builtins" else __import__(module), attr)
-            getattr(torch._dynamo.config, key).add(fn)
-        else:
-            setattr(torch._dynamo.config, key, value)
+    """In the worker, before torch.compile: set what the remedy sets (`fixes.config_patch`,
+    the one reader of a fix's settings: a "fn:" value is that function, added to the set)."""
+    for key, value in config_patch(remedy.config).items():
+        setattr(torch._dynamo.config, key, value)
 
 
 def verdict(before: int, after: int, outputs_match: bool | None) -> str:
