@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from compilediag.fixes import calls, python, values  # noqa: F401 - they register the rules
+from compilediag.fixes import calls, constant, python, values  # noqa: F401 - they register the rules
 from compilediag.fixes.legacy import LEGACY, legacy
 from compilediag.fixes.model import (
     GENERIC,

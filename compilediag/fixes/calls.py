@@ -6,8 +6,9 @@ import re
 import sys
 from pathlib import Path
 
+from compilediag.fixes.constant import constant
 from compilediag.fixes.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
-from compilediag.fixes.python import class_definition, tensor_to_string
+from compilediag.fixes.python import tensor_to_string
 from compilediag.torch_releases import installed, nonstrict_trace, release
 
 # --- printing, logging, warnings -----------------------------------------------------
@@ -198,7 +199,7 @@ def _skipped(b: Break) -> Fix:
             REMOVES,
         )  # fmt: skip
     if builtin == "builtins.__build_class__":
-        return class_definition(b)
+        return constant("GB8977", b)
     if builtin:
         module = builtin.rsplit(".", 1)[0] if "." in builtin else "builtins"
         if _is_stdlib(module):
@@ -282,26 +283,3 @@ def _delayed(b: Break) -> Fix:
         "the compiled function.",
         MOVES_OUT,
     )  # fmt: skip
-
-
-@rule("GB0025", "Call to `torch._dynamo.graph_break()`")
-def _graph_break(b: Break) -> Fix:
-    return fix(
-        b, "explicit_graph_break",
-        "This break is on purpose: remove the torch._dynamo.graph_break() call (keep it only "
-        "if the code after it cannot be compiled).",
-        REMOVES,
-    )  # fmt: skip
-
-
-@rule("GB4636", "Call to `torch._dynamo.step_unsupported()`")
-def _step(b: Break) -> Fix:
-    return fix(
-        b, "explicit_graph_break",
-        "Remove the `torch._dynamo.step_unsupported()` call: it is a debugging aid that stops "
-        "the graph and skips the rest of the function.",
-        REMOVES,
-    )  # fmt: skip
-
-
-rule("GB0275", "torch._dynamo.step_unsupported() with empty checkpoint")(_step)

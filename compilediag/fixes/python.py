@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from compilediag.fixes.constant import constant
 from compilediag.fixes.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
 
 # --- context managers, side effects, higher-order ops ---------------------------------------
@@ -28,27 +29,6 @@ rule("GB0142", "Unsupported context manager")(_context)
 rule("GB0262", "unsupported contextlib.* API")(_context)
 
 
-@rule("GB0066", "Graph break under GenericContextWrappingVariable")
-def _break_in_context(b: Break) -> Fix:
-    return fix(
-        b, "context_manager",
-        "A break inside a `with` block of a context manager Dynamo cannot resume across makes "
-        "it run the whole function in eager: fix the break inside the block (reported with "
-        "it), or move the `with` block out of the compiled function.",
-        "the function compiles again (up to the remaining breaks)",
-    )  # fmt: skip
-
-
-@rule("GB7000", "graph break in loop")
-def _break_in_loop(b: Break) -> Fix:
-    return fix(
-        b, "break_in_loop",
-        "A break inside a for/while loop makes Dynamo run the whole function in eager: fix the "
-        "break inside the loop (reported with it).",
-        "the function compiles again (up to the remaining breaks)",
-    )  # fmt: skip
-
-
 @rule("GB0067", "HOP: Unsafe side effect")
 def _hop_side_effect(b: Break) -> Fix:
     if "checkpoint" in b.text or any("checkpoint" in h for h in b.hints) or not b.explanation:
@@ -70,27 +50,7 @@ def _hop_side_effect(b: Break) -> Fix:
     )  # fmt: skip
 
 
-@rule("GB4413", "HOP: Non-nullified side effect")
-def _hop_non_nullified(b: Break) -> Fix:
-    return fix(
-        b, "hop_side_effect",
-        "The higher-order op's function leaves an outer variable changed: restore it before "
-        "the function returns, or return the new value instead of mutating.",
-        REMOVES,
-    )  # fmt: skip
-
-
 # --- Python constructs ---------------------------------------------------------------------
-
-
-@rule("GB0207", "sort with non-constant keys")
-def _sort(b: Break) -> Fix:
-    return fix(
-        b, "sort_tensors",
-        "sorted() of tensors needs their values in Python: stack them and sort in torch "
-        "(`torch.stack(items).sort().values`).",
-        REMOVES,
-    )  # fmt: skip
 
 
 def tensor_to_string(b: Break, name: str) -> Fix:
@@ -174,33 +134,6 @@ def _no_iter(b: Break) -> Fix:
     )  # fmt: skip
 
 
-@rule("GB8977", "Invalid call to __build_class__")
-def class_definition(b: Break) -> Fix:
-    return fix(
-        b, "class_definition",
-        "Define the class at module level, outside the compiled function.",
-        REMOVES,
-    )  # fmt: skip
-
-
-@rule("GB0092", "Reconstruction failure")
-def _reconstruction(b: Break) -> Fix:
-    return fix(
-        b, "unreconstructable_output",
-        "The compiled function returns (or keeps across a break) a value Dynamo cannot rebuild, "
-        "such as a bound method of an object made inside it: return tensors, numbers or the "
-        "object itself, and make the callable outside.",
-        "the function compiles (no fallback to eager)",
-    )  # fmt: skip
-
-
-@rule("GB4198", "Attempted to copy.deepcopy a tensor")
-def _deepcopy(b: Break) -> Fix:
-    return fix(b, "copy_tensor",
-                "Use `t.clone()` (or `t.detach().clone()`) instead of copy.deepcopy on a tensor.",
-                REMOVES)  # fmt: skip
-
-
 def _grad_state(b: Break) -> Fix:
     return fix(
         b, "requires_grad_in_graph",
@@ -232,78 +165,13 @@ def _backward(b: Break) -> Fix:
                 MOVES_OUT)  # fmt: skip
 
 
-@rule("GB9186", "using `torch.autograd.grad` with `torch._dynamo.config.trace_autograd_ops=False`")
-def _autograd_grad(b: Break) -> Fix:
-    return fix(
-        b, "autograd_in_graph",
-        "Set torch._dynamo.config.trace_autograd_ops = True so Dynamo traces "
-        "torch.autograd.grad into the graph; or call it outside the compiled function.",
-        "torch.autograd.grad is traced into the graph; the break is gone",
-        config={"trace_autograd_ops": True}, code_edit=False,
-    )  # fmt: skip
-
-
 @rule("GB0363", "An opaque object was created in the middle of the program.")
 def _opaque(b: Break) -> Fix:
     if "Generator" in b.code or "Generator" in b.explanation:
-        return _generator_rng(b)
+        return constant("GB7650", b)
     return fix(
         b, "created_in_graph",
         "Create the object before calling the compiled function and pass it in, or keep it "
         "on the module.",
-        REMOVES,
-    )  # fmt: skip
-
-
-@rule("GB7650", "torch.Generator method")
-def _generator_rng(b: Break) -> Fix:
-    return fix(
-        b, "generator_rng",
-        "Dynamo cannot create or use a torch.Generator in compiled code: draw the random "
-        "tensor outside (`torch.rand(..., generator=gen)`) and pass it in, or use the global "
-        "RNG inside (`torch.rand(...)`, seeded with torch.manual_seed outside).",
-        REMOVES,
-    )  # fmt: skip
-
-
-@rule("GB0091", "Read uninitialized cell")
-def _cell(b: Break) -> Fix:
-    return fix(
-        b, "closure_cell",
-        "An inner function reads a variable of the enclosing function before it is assigned "
-        "(in eager this raises NameError): assign it before the inner function is called.",
-        REMOVES,
-    )  # fmt: skip
-
-
-@rule("GB0273", "Keyword args passed to exception constructor")
-def _exception_kwargs(b: Break) -> Fix:
-    return fix(b, "exception",
-                "Pass the exception's arguments positionally (`raise MyError(0)`), or set them "
-                "as attributes after creating it.", REMOVES)  # fmt: skip
-
-
-@rule("GB0034", "Data-dependent assertion failed (cannot compile partial graph)")
-def _assert(b: Break) -> Fix:
-    return fix(
-        b, "assert",
-        "Replace the assert on tensor data with torch._assert(cond, msg) (checked at run time "
-        "in the graph), or remove it.",
-        REMOVES,
-    )  # fmt: skip
-
-
-@rule("GB0119", "Uninitialized nn.Module")
-def _uninitialized(b: Break) -> Fix:
-    return fix(b, "module_init",
-                "Call super().__init__() first in the module's __init__.", REMOVES)  # fmt: skip
-
-
-@rule("GB0003", "Attempt to trace generator")
-def _generator(b: Break) -> Fix:
-    return fix(
-        b, "generator",
-        "Don't compile a generator function: compile a plain function that calls it (and "
-        "consumes it, e.g. list(gen(x))).",
         REMOVES,
     )  # fmt: skip

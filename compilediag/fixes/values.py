@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 
+from compilediag.fixes.constant import constant
 from compilediag.fixes.model import MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
 
 # --- data-dependent values and shapes --------------------------------------------------------
@@ -49,33 +50,12 @@ def _data_dependent_op(b: Break) -> Fix:
             REMOVES,
         )  # fmt: skip
     if CONTROL_FLOW.search(b.code):
-        return _data_branch(b)
+        return constant("GB0170", b)
     shown = f"`{op}`" if op else "This operator"
     return fix(
         b, "data_dependent_op",
         f"{shown} returns a Python value computed from tensor data: keep the result a tensor, "
         "or wrap the computation as a custom op (torch.library.custom_op).",
-        REMOVES,
-    )  # fmt: skip
-
-
-@rule("GB0170", "Data-dependent branching")
-def _data_branch(b: Break) -> Fix:
-    return fix(
-        b, "data_dependent_branch",
-        "Make the branch tensor-valued: compute both sides and pick with "
-        "torch.where(cond, a, b), or use torch.cond(pred, true_fn, false_fn, operands) for "
-        "real control flow.",
-        REMOVES,
-    )  # fmt: skip
-
-
-@rule("GB0109", "Tensor.tolist() with non-integer tensor")
-def _tolist(b: Break) -> Fix:
-    return fix(
-        b, "tolist",
-        "Keep the values in the tensor (index it, `h[0]`) instead of calling .tolist(); "
-        "Dynamo traces .tolist() only on integer tensors (with capture_scalar_outputs = True).",
         REMOVES,
     )  # fmt: skip
 
@@ -192,16 +172,6 @@ def ndarray(b: Break) -> Fix:
 rule("GB0158", "Unsupported ndarray method call")(ndarray)
 rule("GB0157", "Unsupported ndarray attribute access")(ndarray)
 rule("GB0159", "Unsupported ndarray.__version__ access")(ndarray)
-
-
-@rule("GB0250", "ndarray.astype(object)")
-def _astype_object(b: Break) -> Fix:
-    return fix(
-        b, "numpy",
-        "NumPy object arrays have no torch counterpart: keep numbers in tensors inside the "
-        "compiled function and build the Python objects outside it.",
-        MOVES_OUT,
-    )  # fmt: skip
 
 
 # --- custom ops and fake kernels ---------------------------------------------------------------
