@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.build import untested_torch
+from compilediag.analysis.notes import untested_torch
 from compilediag.fixes import fix_for, registry, table
 from compilediag.report import Environment
 from compilediag.torch_releases import (

@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from compilediag import __version__
-from compilediag.analysis.breaks import DDP, collect_breaks, user_site
+from compilediag.analysis.breaks import collect_breaks
 from compilediag.analysis.crosscheck import cross_check
 from compilediag.analysis.graphs import (
     collect_graphs,
@@ -19,22 +18,30 @@ from compilediag.analysis.graphs import (
     frame_place,
 )
 from compilediag.analysis.kernels import GraphCode, all_kernels, generated, relocated
+from compilediag.analysis.notes import (
+    ahead_of_time,
+    cache_gaps,
+    compile_failure_note,
+    no_provenance,
+    nothing_compiled,
+    skipped_frames,
+    speedup_notes,
+    untested_torch,
+)
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
 from compilediag.analysis.source import code_at
+from compilediag.analysis.timings import attribute_time, timings_of
 from compilediag.paths import portable_path, portable_text, user_base
 from compilediag.report import (
-    Breakdown,
     Call,
     CompileFailure,
     Environment,
     Graph,
-    GraphBreak,
     LimitHit,
     Recompile,
     Report,
     Summary,
     TargetInfo,
-    Timings,
     TraceInfo,
 )
 from compilediag.torch_formats import (
@@ -42,41 +49,17 @@ from compilediag.torch_formats import (
     EXPORT_PATH,
     GRAPH_FILE_COMMENT,
     NOT_FAILURES,
-    PY_FUNCTION,
     RECOMPILE_LIMIT,
     WRAPPER_FRAME,
     compile_failure_fix,
     frame_name,
     is_library_file,
-    last_chained_break,
-    parse_break_text,
 )
-from compilediag.torch_releases import untested_notice
 from compilediag.trace import Compile, TraceLog
-from compilediag.worker_types import ModelInfo, Profiled, WorkerResult
+from compilediag.worker_types import ModelInfo, WorkerResult
 
 if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun
-
-
-def no_provenance(compiles: list[Compile], code: list[GraphCode]) -> list[str]:
-    """Generated kernels with no user line, from a job that ran without Inductor's
-    provenance records: say how to get them."""
-    generated = [k.kernel for g in code for k in g.kernels if k.kernel.kind != "extern"]
-    if not generated or any(k.source_lines for k in generated):
-        return []
-    if any(name.startswith("inductor_provenance") for c in compiles for name in c.artifacts):
-        return []
-    return [
-        "The generated kernels name no user lines: the job ran without INDUCTOR_PROVENANCE=1. "
-        "Set it beside TORCH_TRACE to see which of your lines each kernel came from "
-        "(compilediag's own runs set it)."
-    ]
-
-
-def untested_torch(env: Environment) -> list[str]:
-    """A notice for each torch outside the tested range that made the findings."""
-    return [n for v in env.torch.split(", ") if (n := untested_notice(v))]
 
 
 def all_compiles(logs: list[TraceLog]) -> list[Compile]:
@@ -102,7 +85,8 @@ def build_report(
     recompiles = [r for r in attempts if not r.hit_limit]
     ctime = compile_time(compiles, [m for log in logs for m in log.outside.metrics])
     kinds = produced_by(logs, compiles)
-    timings = _timings(worker)
+    timings = timings_of(worker)
+    failures = collect_failures(compiles) + export_failures(logs)
     if timings:
         timings.cudagraph_skips = list(
             dict.fromkeys(cudagraph_skips(compiles) + worker.cudagraph_skips)
@@ -120,11 +104,11 @@ def build_report(
         graph_breaks=breaks,
         recompiles=recompiles,
         recompile_limit_hits=collect_limit_hits(compiles, attempts),
-        compile_failures=collect_failures(compiles) + export_failures(logs),
+        compile_failures=failures,
         calls=_calls(worker, compiles),
         notes=untested_torch(env)
         + ahead_of_time(logs, kinds, code)
-        + nothing_compiled(compiles, graphs, breaks)
+        + nothing_compiled(compiles, graphs, breaks, bool(collect_failures(compiles)))
         + skipped_frames(compiles, worker.timings.python_ms if worker.timings else {})
         + cache_gaps(compiles)
         + no_provenance(compiles, code),
@@ -159,7 +143,7 @@ def build_report(
         attribute_time(report, worker.timings.profiled)
     if timings:
         timings.notes = speedup_notes(report)
-    failure = _compile_failure(worker, compiles)
+    failure = compile_failure_note(worker, compiles)
     if failure:
         report.errors.insert(0, failure)
     if worker.explain is not None:
@@ -317,24 +301,6 @@ def produced_by(logs: list[TraceLog], compiles: list[Compile]) -> list[str]:
     return kinds
 
 
-def ahead_of_time(logs: list[TraceLog], kinds: list[str], code: list[GraphCode]) -> list[str]:
-    """The headline of an export / AOTInductor trace (`kinds`: what wrote it): what it
-    holds, and what does not apply."""
-    if "torch.compile" in kinds or not kinds:
-        return []
-    kernels = sum(k.kernel.kind != "extern" for g in code for k in g.kernels)
-    seconds = sum(m.duration_s for log in logs for m in log.outside.metrics)
-    parts = [f"This trace is from {' and '.join(kinds)}, not torch.compile"]
-    if "AOTInductor" in kinds:
-        took = f" in {seconds:.1f} s" if seconds else ""
-        parts.append(
-            f"AOTInductor compiled {kernels} kernel{'s' if kernels != 1 else ''} ahead of "
-            f"time{took}"
-        )
-    parts.append("export makes one whole graph or fails: graph breaks and recompiles don't apply")
-    return ["; ".join(parts) + "."]
-
-
 def export_failures(logs: list[TraceLog]) -> list[CompileFailure]:
     """A (non-strict) export that failed: torch logs the graph it had traced so far
     (make_fx_fail_partial); its last user line is where it stopped, and a run-time-only
@@ -403,236 +369,3 @@ def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:
             )
         )
     return calls
-
-
-def nothing_compiled(
-    compiles: list[Compile], graphs: list[Graph], breaks: Sequence[GraphBreak] = ()
-) -> list[str]:
-    """The headline a job that compiled nothing needs: Dynamo was entered, no graph came
-    out, so the whole model ran in eager mode."""
-    if graphs or not compiles or collect_failures(compiles):
-        return []  # (a failed compile has its own finding)
-    skipped = [c for c in compiles if c.metrics.fail_type]
-    in_ddp = any(b.framework == DDP for b in breaks) or any(
-        "torch/nn/parallel/" in f.file or "DistributedDataParallel" in c.metrics.co_name
-        or "torch/nn/parallel/" in c.metrics.co_filename
-        for c in compiles for f in c.stack
-    )  # fmt: skip
-    if in_ddp:
-        return [
-            "torch.compile produced no graph: the whole model ran in eager mode. Dynamo broke "
-            "inside DistributedDataParallel's own code and skipped the wrapped module's frames "
-            "as torch-internal. Compile the module, then wrap it (DDP(torch.compile(model))), "
-            "or compile each block; see torch's notes on DDP with torch.compile."
-        ]
-    return [
-        f"torch.compile produced no graph: every frame it tried broke before any tensor op "
-        f"or was skipped ({len(compiles)} frame{'s' if len(compiles) != 1 else ''}, "
-        f"{len(skipped)} skipped), so the "
-        "whole model ran in eager mode. The breaks and skipped frames below say why."
-    ]
-
-
-def cache_gaps(compiles: list[Compile]) -> list[str]:
-    """A graph served from the FX-graph cache whose generated code the trace leaves out
-    (some torch releases log none on a hit): its kernels can't be listed."""
-    missing = [
-        c.compile_id for c in compiles
-        if "fx_graph_cache_hit" in c.artifacts and not c.output_code
-    ]  # fmt: skip
-    if not missing:
-        return []
-    return [
-        f"graph {', '.join(missing)} came from the FX-graph cache and this torch logged no "
-        "generated code for it, so its kernels are not listed: run with --cold to see them."
-    ]
-
-
-def skipped_frames(compiles: list[Compile], python_ms: dict[str, float]) -> list[str]:
-    """Frames torch gave up on (they run eager): a break in a loop, the recompile limit;
-    with their time per call where the worker measured it (`python_ms`)."""
-    notes = []
-    for c in compiles:
-        reason = c.metrics.fail_reason
-        if c.metrics.fail_type != "Unsupported" or RECOMPILE_LIMIT.search(reason):
-            continue  # (the recompile limit has its own post-mortem)
-        # the last reason torch chained on is the one that made it give up the frame
-        parsed = parse_break_text("Graph Break Reason: " + last_chained_break(reason))
-        m = frame_metrics(c, compiles)
-        # the skipped frame's own code, a library's too (not the user line that called it)
-        file, line = (m.co_filename, m.co_firstlineno) if m.co_filename else frame_place(c, m)
-        gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
-        head = f"{frame_name(m.co_name)} at {file}:{line} was not compiled and runs in eager mode"
-        cost = eager_cost(python_ms, m.co_filename, m.co_firstlineno, m.co_name)
-        if cost is not None:
-            head += f", about {cost:.3f} ms of each call"
-        cause = _break_that_skipped(c, parsed.gb_id)
-        if cause:  # torch gave up the frame for a break inside it: name that break
-            notes.append(
-                f"{head}: the graph break at {cause} is inside a loop, and torch cannot resume "
-                f"a frame in the middle of a loop{gb}. That break's fix (under Graph breaks) "
-                "lets torch compile the frame."
-            )
-            continue
-        notes.append(f"{head}: {parsed.reason}{gb}. {parsed.explanation}".strip())
-    return notes
-
-
-def eager_cost(python_ms: dict[str, float], file: str, line: int, name: str) -> float | None:
-    """The time per call of one function, from the profiler's `path(line): name` keys (its
-    path from a sys.path folder: a tail of the absolute one)."""
-    for key, ms in python_ms.items():
-        m = PY_FUNCTION.match(key)
-        if m and m["name"] == name and int(m["line"]) == line and file.endswith("/" + m["file"]):
-            return ms
-    return None
-
-
-def _break_that_skipped(c: Compile, gb_id: str | None) -> str:
-    """For a frame torch skipped for a graph break in a loop (GB7000): the break, as
-    `file:line (`code`, reason)`; '' for any other skip."""
-    if gb_id != "GB7000" or not c.graph_breaks:
-        return ""
-    parsed = parse_break_text(c.graph_breaks[-1].text)
-    site, inner = user_site(parsed, c.stack)
-    site = inner or site  # the line in the loop, inside a library's frame too
-    code = (site.code or code_at(site.file, site.line)).strip()
-    shown = f"`{code}`, " if code else ""
-    return f"{site.file}:{site.line} ({shown}{parsed.reason})"
-
-
-def speedup_notes(report: Report) -> list[str]:
-    """What explains a disappointing speed-up, from what the report already found."""
-    t, s, env = report.timings, report.summary, report.environment
-    if t is None or t.speedup is None or t.speedup >= 1.2:
-        return []
-    notes = []
-    if env.backend in ("eager", "aot_eager"):
-        notes.append(f"backend {env.backend} only captures graphs; it does not optimise them.")
-    costed = [b for b in report.graph_breaks if b.time_lost_ms is not None]
-    if costed and t.compiled_ms:
-        lost = sum(b.time_lost_ms or 0.0 for b in costed)
-        top = costed[0]
-        notes.append(
-            f"the graph breaks leave {lost:.3f} ms of each {t.compiled_ms.median:.3f} ms "
-            f"compiled call to eager Python ({lost / t.compiled_ms.median:.0%}); the costliest, "
-            f"at {top.file}:{top.line}, {top.time_lost_ms:.3f} ms."
-        )
-    elif s.unique_graph_breaks:
-        notes.append(
-            f"{s.graph_breaks} graph breaks split the model into {s.graphs} graphs, with Python "
-            "running between them."
-        )
-    # (recompiles cost compile time, not steady-state time: they are no reason here)
-    if t.eager_ms and t.eager_ms.median < 0.2:
-        advice = "Try realistic sizes"
-        # (on CUDA with the device's time measured, the CPU-bound note below says it once)
-        if env.device.startswith("cuda") and env.mode != "reduce-overhead" and not t.bound:
-            advice += ", or mode=reduce-overhead (CUDA graphs cut the per-call launch cost)"
-        notes.append(
-            f"eager takes only {t.eager_ms.median:.3f} ms a call: compiled code still pays guard "
-            f"checks and wrapper overhead per call, so a model this small gains little. {advice}."
-        )
-    if t.bound == "CPU-bound" and t.device_ms and t.compiled_ms:
-        overhead = t.compiled_ms.median - t.device_ms.compiled_ms
-        advice = (
-            " Try mode=reduce-overhead: CUDA graphs replay the kernels without the per-call "
-            "launches."
-            if env.mode != "reduce-overhead"
-            else ""
-        )
-        notes.append(
-            f"compiled is CPU-bound: the GPU works {t.device_ms.compiled_ms:.3f} ms of each "
-            f"{t.compiled_ms.median:.3f} ms call (eager's call: {t.device_ms.eager_ms:.3f} ms of "
-            f"GPU time); {overhead:.3f} ms a call is CPU overhead (guards, launches).{advice}"
-        )
-    if env.mode == "reduce-overhead" and t.cudagraph_skips:
-        notes.append(
-            "mode=reduce-overhead is in use, but torch skipped CUDA graphs (see above), so "
-            "its gain is lost: remove the cause torch names."
-        )
-    if env.backend == "inductor" and s.kernels <= 1 and not s.unique_graph_breaks:
-        notes.append("Inductor generated at most one kernel: there was little to fuse.")
-    return notes
-
-
-def _compile_failure(worker: WorkerResult, compiles: list[Compile]) -> str | None:
-    """One line for a failed torch.compile, at the user line torch blamed where it did."""
-    err = worker.error
-    if err is None or err.kind != "compile":
-        return None
-    file, line = err.file, err.line
-    for c in compiles:
-        if c.metrics.fail_user_file:
-            file, line = c.metrics.fail_user_file, c.metrics.fail_user_line
-    where = f" at {file}:{line}" if file else ""
-    fix = compile_failure_fix(err.message)
-    return f"torch.compile failed{where}: {err.message}" + (f" Fix: {fix}" if fix else "")
-
-
-# wall time per call this much above the GPU's busy time: the CPU is what the call waits on
-CPU_BOUND_RATIO = 1.5
-
-
-def bound(wall_ms: float, device_ms: float) -> str:
-    return "CPU-bound" if wall_ms > CPU_BOUND_RATIO * device_ms else "GPU-bound"
-
-
-def attribute_time(report: Report, p: Profiled) -> None:
-    """Each graph's time per call, and the eager time around it, given to the graph break
-    that ended it (the region of the last graph has no break: its time is overhead); the
-    breaks then rank by the time they cost.
-
-    The profiler's own overhead stretches every part a little: the parts are its shares
-    of the profiled call, applied to the timed call (the compiled median), so they add up
-    to the time the report measured."""
-    timed = (
-        report.timings.compiled_ms.median if report.timings and report.timings.compiled_ms else None
-    )
-    scale = timed / p.call_ms if timed and p.call_ms else 1.0
-    regions = {r.compile_id: r for r in p.regions}
-    for g in report.graphs:
-        r = regions.get(g.compile_id)
-        if r is not None:
-            g.time_ms, g.eager_ms = round(r.graph_ms * scale, 6), round(r.gap_ms * scale, 6)
-    given: set[str] = set()  # a region's time goes to one finding (a break chain is one)
-    for b in report.graph_breaks:
-        mine = [c for c in b.compile_ids if c in regions and c not in given]
-        given.update(mine)
-        lost = sum(regions[c].gap_ms for c in mine)
-        if mine:
-            b.time_lost_ms = round(lost * scale, 6)
-            b.time_lost_share = round(lost / p.call_ms, 4) if p.call_ms else None
-    report.graph_breaks.sort(key=lambda b: -(b.time_lost_ms or 0.0))
-    if report.timings is not None:
-        report.timings.breakdown = Breakdown(
-            call_ms=round(p.call_ms * scale, 6),
-            in_graphs_ms=round(sum(r.graph_ms for r in p.regions) * scale, 6),
-            between_graphs_ms=round(sum(r.gap_ms for r in p.regions) * scale, 6),
-            outside_ms=round(p.outside_ms * scale, 6),
-            calls=p.calls,
-            profiled_call_ms=round(p.call_ms, 6),
-        )
-
-
-def _timings(worker: WorkerResult) -> Timings | None:
-    if worker.first_call_s is None:
-        return None
-    t = Timings(first_call_s=worker.first_call_s, mutated_inputs=list(worker.mutated_inputs))
-    check = worker.output_check
-    if check is not None:
-        t.max_abs_err = check.max_abs_err
-        t.max_rel_err = check.max_rel_err
-        t.outputs_match = not check.mismatch
-    m = worker.timings
-    if m:
-        t.eager_ms = m.eager_ms
-        t.compiled_ms = m.compiled_ms
-        t.device_ms = m.device
-        t.bound = bound(m.compiled_ms.median, m.device.compiled_ms) if m.device else ""
-        t.speedup = m.speedup
-        t.repeat = m.repeat
-        t.warmup = m.warmup
-        t.calls_per_block = m.calls_per_block
-        t.method = m.method
-    return t

@@ -67,7 +67,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     """Calls per graph, the window's breakdown (given to the breaks as their cost), and
     the job's own facts, onto a Report under construction; `cudagraph_skips`: the
     reasons the trace gives."""
-    from compilediag.analysis.build import attribute_time
+    from compilediag.analysis.timings import attribute_time
 
     calls: Counter[str] = Counter()
     for proc in run.processes:

@@ -1,0 +1,240 @@
+"""The findings the Report states in words (its notes): what torch skipped, what a
+trace lacks, why a speed-up disappoints. Each a function of the parsed compiles and the
+Report's other findings; their English is made here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from compilediag.analysis.breaks import DDP, user_site
+from compilediag.analysis.graphs import (
+    frame_metrics,
+    frame_place,
+)
+from compilediag.analysis.kernels import GraphCode
+from compilediag.analysis.source import code_at
+from compilediag.report import (
+    Environment,
+    Graph,
+    GraphBreak,
+    Report,
+)
+from compilediag.torch_formats import (
+    PY_FUNCTION,
+    RECOMPILE_LIMIT,
+    compile_failure_fix,
+    frame_name,
+    last_chained_break,
+    parse_break_text,
+)
+from compilediag.torch_releases import untested_notice
+from compilediag.trace import Compile, TraceLog
+from compilediag.worker_types import WorkerResult
+
+if TYPE_CHECKING:
+    pass
+
+
+def no_provenance(compiles: list[Compile], code: list[GraphCode]) -> list[str]:
+    """Generated kernels with no user line, from a job that ran without Inductor's
+    provenance records: say how to get them."""
+    generated = [k.kernel for g in code for k in g.kernels if k.kernel.kind != "extern"]
+    if not generated or any(k.source_lines for k in generated):
+        return []
+    if any(name.startswith("inductor_provenance") for c in compiles for name in c.artifacts):
+        return []
+    return [
+        "The generated kernels name no user lines: the job ran without INDUCTOR_PROVENANCE=1. "
+        "Set it beside TORCH_TRACE to see which of your lines each kernel came from "
+        "(compilediag's own runs set it)."
+    ]
+
+
+def untested_torch(env: Environment) -> list[str]:
+    """A notice for each torch outside the tested range that made the findings."""
+    return [n for v in env.torch.split(", ") if (n := untested_notice(v))]
+
+
+def ahead_of_time(logs: list[TraceLog], kinds: list[str], code: list[GraphCode]) -> list[str]:
+    """The headline of an export / AOTInductor trace (`kinds`: what wrote it): what it
+    holds, and what does not apply."""
+    if "torch.compile" in kinds or not kinds:
+        return []
+    kernels = sum(k.kernel.kind != "extern" for g in code for k in g.kernels)
+    seconds = sum(m.duration_s for log in logs for m in log.outside.metrics)
+    parts = [f"This trace is from {' and '.join(kinds)}, not torch.compile"]
+    if "AOTInductor" in kinds:
+        took = f" in {seconds:.1f} s" if seconds else ""
+        parts.append(
+            f"AOTInductor compiled {kernels} kernel{'s' if kernels != 1 else ''} ahead of "
+            f"time{took}"
+        )
+    parts.append("export makes one whole graph or fails: graph breaks and recompiles don't apply")
+    return ["; ".join(parts) + "."]
+
+
+def nothing_compiled(
+    compiles: list[Compile], graphs: list[Graph], breaks: Sequence[GraphBreak], failed: bool
+) -> list[str]:
+    """The headline a job that compiled nothing needs: Dynamo was entered, no graph came
+    out, so the whole model ran in eager mode. `failed`: a compile failed (that has its
+    own finding)."""
+    if graphs or not compiles or failed:
+        return []  # (a failed compile has its own finding)
+    skipped = [c for c in compiles if c.metrics.fail_type]
+    in_ddp = any(b.framework == DDP for b in breaks) or any(
+        "torch/nn/parallel/" in f.file or "DistributedDataParallel" in c.metrics.co_name
+        or "torch/nn/parallel/" in c.metrics.co_filename
+        for c in compiles for f in c.stack
+    )  # fmt: skip
+    if in_ddp:
+        return [
+            "torch.compile produced no graph: the whole model ran in eager mode. Dynamo broke "
+            "inside DistributedDataParallel's own code and skipped the wrapped module's frames "
+            "as torch-internal. Compile the module, then wrap it (DDP(torch.compile(model))), "
+            "or compile each block; see torch's notes on DDP with torch.compile."
+        ]
+    return [
+        f"torch.compile produced no graph: every frame it tried broke before any tensor op "
+        f"or was skipped ({len(compiles)} frame{'s' if len(compiles) != 1 else ''}, "
+        f"{len(skipped)} skipped), so the "
+        "whole model ran in eager mode. The breaks and skipped frames below say why."
+    ]
+
+
+def cache_gaps(compiles: list[Compile]) -> list[str]:
+    """A graph served from the FX-graph cache whose generated code the trace leaves out
+    (some torch releases log none on a hit): its kernels can't be listed."""
+    missing = [
+        c.compile_id for c in compiles
+        if "fx_graph_cache_hit" in c.artifacts and not c.output_code
+    ]  # fmt: skip
+    if not missing:
+        return []
+    return [
+        f"graph {', '.join(missing)} came from the FX-graph cache and this torch logged no "
+        "generated code for it, so its kernels are not listed: run with --cold to see them."
+    ]
+
+
+def skipped_frames(compiles: list[Compile], python_ms: dict[str, float]) -> list[str]:
+    """Frames torch gave up on (they run eager): a break in a loop, the recompile limit;
+    with their time per call where the worker measured it (`python_ms`)."""
+    notes = []
+    for c in compiles:
+        reason = c.metrics.fail_reason
+        if c.metrics.fail_type != "Unsupported" or RECOMPILE_LIMIT.search(reason):
+            continue  # (the recompile limit has its own post-mortem)
+        # the last reason torch chained on is the one that made it give up the frame
+        parsed = parse_break_text("Graph Break Reason: " + last_chained_break(reason))
+        m = frame_metrics(c, compiles)
+        # the skipped frame's own code, a library's too (not the user line that called it)
+        file, line = (m.co_filename, m.co_firstlineno) if m.co_filename else frame_place(c, m)
+        gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
+        head = f"{frame_name(m.co_name)} at {file}:{line} was not compiled and runs in eager mode"
+        cost = eager_cost(python_ms, m.co_filename, m.co_firstlineno, m.co_name)
+        if cost is not None:
+            head += f", about {cost:.3f} ms of each call"
+        cause = _break_that_skipped(c, parsed.gb_id)
+        if cause:  # torch gave up the frame for a break inside it: name that break
+            notes.append(
+                f"{head}: the graph break at {cause} is inside a loop, and torch cannot resume "
+                f"a frame in the middle of a loop{gb}. That break's fix (under Graph breaks) "
+                "lets torch compile the frame."
+            )
+            continue
+        notes.append(f"{head}: {parsed.reason}{gb}. {parsed.explanation}".strip())
+    return notes
+
+
+def eager_cost(python_ms: dict[str, float], file: str, line: int, name: str) -> float | None:
+    """The time per call of one function, from the profiler's `path(line): name` keys (its
+    path from a sys.path folder: a tail of the absolute one)."""
+    for key, ms in python_ms.items():
+        m = PY_FUNCTION.match(key)
+        if m and m["name"] == name and int(m["line"]) == line and file.endswith("/" + m["file"]):
+            return ms
+    return None
+
+
+def _break_that_skipped(c: Compile, gb_id: str | None) -> str:
+    """For a frame torch skipped for a graph break in a loop (GB7000): the break, as
+    `file:line (`code`, reason)`; '' for any other skip."""
+    if gb_id != "GB7000" or not c.graph_breaks:
+        return ""
+    parsed = parse_break_text(c.graph_breaks[-1].text)
+    site, inner = user_site(parsed, c.stack)
+    site = inner or site  # the line in the loop, inside a library's frame too
+    code = (site.code or code_at(site.file, site.line)).strip()
+    shown = f"`{code}`, " if code else ""
+    return f"{site.file}:{site.line} ({shown}{parsed.reason})"
+
+
+def speedup_notes(report: Report) -> list[str]:
+    """What explains a disappointing speed-up, from what the report already found."""
+    t, s, env = report.timings, report.summary, report.environment
+    if t is None or t.speedup is None or t.speedup >= 1.2:
+        return []
+    notes = []
+    if env.backend in ("eager", "aot_eager"):
+        notes.append(f"backend {env.backend} only captures graphs; it does not optimise them.")
+    costed = [b for b in report.graph_breaks if b.time_lost_ms is not None]
+    if costed and t.compiled_ms:
+        lost = sum(b.time_lost_ms or 0.0 for b in costed)
+        top = costed[0]
+        notes.append(
+            f"the graph breaks leave {lost:.3f} ms of each {t.compiled_ms.median:.3f} ms "
+            f"compiled call to eager Python ({lost / t.compiled_ms.median:.0%}); the costliest, "
+            f"at {top.file}:{top.line}, {top.time_lost_ms:.3f} ms."
+        )
+    elif s.unique_graph_breaks:
+        notes.append(
+            f"{s.graph_breaks} graph breaks split the model into {s.graphs} graphs, with Python "
+            "running between them."
+        )
+    # (recompiles cost compile time, not steady-state time: they are no reason here)
+    if t.eager_ms and t.eager_ms.median < 0.2:
+        advice = "Try realistic sizes"
+        # (on CUDA with the device's time measured, the CPU-bound note below says it once)
+        if env.device.startswith("cuda") and env.mode != "reduce-overhead" and not t.bound:
+            advice += ", or mode=reduce-overhead (CUDA graphs cut the per-call launch cost)"
+        notes.append(
+            f"eager takes only {t.eager_ms.median:.3f} ms a call: compiled code still pays guard "
+            f"checks and wrapper overhead per call, so a model this small gains little. {advice}."
+        )
+    if t.bound == "CPU-bound" and t.device_ms and t.compiled_ms:
+        overhead = t.compiled_ms.median - t.device_ms.compiled_ms
+        advice = (
+            " Try mode=reduce-overhead: CUDA graphs replay the kernels without the per-call "
+            "launches."
+            if env.mode != "reduce-overhead"
+            else ""
+        )
+        notes.append(
+            f"compiled is CPU-bound: the GPU works {t.device_ms.compiled_ms:.3f} ms of each "
+            f"{t.compiled_ms.median:.3f} ms call (eager's call: {t.device_ms.eager_ms:.3f} ms of "
+            f"GPU time); {overhead:.3f} ms a call is CPU overhead (guards, launches).{advice}"
+        )
+    if env.mode == "reduce-overhead" and t.cudagraph_skips:
+        notes.append(
+            "mode=reduce-overhead is in use, but torch skipped CUDA graphs (see above), so "
+            "its gain is lost: remove the cause torch names."
+        )
+    if env.backend == "inductor" and s.kernels <= 1 and not s.unique_graph_breaks:
+        notes.append("Inductor generated at most one kernel: there was little to fuse.")
+    return notes
+
+
+def compile_failure_note(worker: WorkerResult, compiles: list[Compile]) -> str | None:
+    """One line for a failed torch.compile, at the user line torch blamed where it did."""
+    err = worker.error
+    if err is None or err.kind != "compile":
+        return None
+    file, line = err.file, err.line
+    for c in compiles:
+        if c.metrics.fail_user_file:
+            file, line = c.metrics.fail_user_file, c.metrics.fail_user_line
+    where = f" at {file}:{line}" if file else ""
+    fix = compile_failure_fix(err.message)
+    return f"torch.compile failed{where}: {err.message}" + (f" Fix: {fix}" if fix else "")

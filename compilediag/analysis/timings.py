@@ -1,0 +1,84 @@
+"""The Report's timings from the worker's measurements, and where a compiled call's time
+goes (each graph, the eager code around it, the break that caused it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from compilediag.report import (
+    Breakdown,
+    Report,
+    Timings,
+)
+from compilediag.worker_types import Profiled, WorkerResult
+
+if TYPE_CHECKING:
+    pass
+
+
+# wall time per call this much above the GPU's busy time: the CPU is what the call waits on
+CPU_BOUND_RATIO = 1.5
+
+
+def bound(wall_ms: float, device_ms: float) -> str:
+    return "CPU-bound" if wall_ms > CPU_BOUND_RATIO * device_ms else "GPU-bound"
+
+
+def attribute_time(report: Report, p: Profiled) -> None:
+    """Each graph's time per call, and the eager time around it, given to the graph break
+    that ended it (the region of the last graph has no break: its time is overhead); the
+    breaks then rank by the time they cost.
+
+    The profiler's own overhead stretches every part a little: the parts are its shares
+    of the profiled call, applied to the timed call (the compiled median), so they add up
+    to the time the report measured."""
+    timed = (
+        report.timings.compiled_ms.median if report.timings and report.timings.compiled_ms else None
+    )
+    scale = timed / p.call_ms if timed and p.call_ms else 1.0
+    regions = {r.compile_id: r for r in p.regions}
+    for g in report.graphs:
+        r = regions.get(g.compile_id)
+        if r is not None:
+            g.time_ms, g.eager_ms = round(r.graph_ms * scale, 6), round(r.gap_ms * scale, 6)
+    given: set[str] = set()  # a region's time goes to one finding (a break chain is one)
+    for b in report.graph_breaks:
+        mine = [c for c in b.compile_ids if c in regions and c not in given]
+        given.update(mine)
+        lost = sum(regions[c].gap_ms for c in mine)
+        if mine:
+            b.time_lost_ms = round(lost * scale, 6)
+            b.time_lost_share = round(lost / p.call_ms, 4) if p.call_ms else None
+    report.graph_breaks.sort(key=lambda b: -(b.time_lost_ms or 0.0))
+    if report.timings is not None:
+        report.timings.breakdown = Breakdown(
+            call_ms=round(p.call_ms * scale, 6),
+            in_graphs_ms=round(sum(r.graph_ms for r in p.regions) * scale, 6),
+            between_graphs_ms=round(sum(r.gap_ms for r in p.regions) * scale, 6),
+            outside_ms=round(p.outside_ms * scale, 6),
+            calls=p.calls,
+            profiled_call_ms=round(p.call_ms, 6),
+        )
+
+
+def timings_of(worker: WorkerResult) -> Timings | None:
+    if worker.first_call_s is None:
+        return None
+    t = Timings(first_call_s=worker.first_call_s, mutated_inputs=list(worker.mutated_inputs))
+    check = worker.output_check
+    if check is not None:
+        t.max_abs_err = check.max_abs_err
+        t.max_rel_err = check.max_rel_err
+        t.outputs_match = not check.mismatch
+    m = worker.timings
+    if m:
+        t.eager_ms = m.eager_ms
+        t.compiled_ms = m.compiled_ms
+        t.device_ms = m.device
+        t.bound = bound(m.compiled_ms.median, m.device.compiled_ms) if m.device else ""
+        t.speedup = m.speedup
+        t.repeat = m.repeat
+        t.warmup = m.warmup
+        t.calls_per_block = m.calls_per_block
+        t.method = m.method
+    return t
