@@ -3,6 +3,8 @@ compilediag/commands/. Imports no torch, and nothing heavy at module level (fast
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,6 +17,7 @@ from compilediag.errors import EXIT_CODES_HELP, DiagError
 
 if TYPE_CHECKING:
     from compilediag.commands.common import FixOptions, GateOptions, OutputOptions, RunOptions
+    from compilediag.gate import GateRule
 
 app = typer.Typer(
     name="compilediag",
@@ -132,16 +135,6 @@ Backend = Annotated[
         metavar="NAME",
     ),
 ]
-MinSpeedup = Annotated[
-    float | None,
-    typer.Option(
-        "--min-speedup", help="Gate: exit 1 if the measured speed-up is below this.", metavar="X"
-    ),
-]
-CheckOutputs = Annotated[
-    bool,
-    typer.Option("--check-outputs", help="Gate: exit 1 if compiled outputs differ from eager."),
-]
 Baseline = Annotated[
     str | None,
     typer.Option(
@@ -239,33 +232,49 @@ Output = Annotated[
         "--output", "-o", help="Write the report to this file instead of stdout.", metavar="FILE"
     ),
 ]
-Fullgraph = Annotated[
-    bool,
-    typer.Option(
-        "--fullgraph", help="Gate: exit 1 if there is any graph break (all are reported)."
-    ),
-]
-MaxBreaks = Annotated[
-    int | None,
-    typer.Option(
-        "--max-graph-breaks",
-        help="Gate: exit 1 if there are more graph-break sites than this.",
-        metavar="N",
-    ),
-]
-FailOnDivergence = Annotated[
-    bool,
-    typer.Option(
-        "--fail-on-divergence",
-        help="Gate: exit 1 if ranks differ in breaks, recompiles, graphs or compile time.",
-    ),
-]
-MaxRecompiles = Annotated[
-    int | None,
-    typer.Option(
-        "--max-recompiles", help="Gate: exit 1 if there are more recompiles than this.", metavar="N"
-    ),
-]
+
+
+def _gate_option(rule: GateRule) -> Any:
+    """A gate rule's option, as its declaration says (gate.GATE_RULES)."""
+    if rule.kind is bool:
+        return Annotated[bool, typer.Option(rule.option, help="Gate: " + rule.help)]
+    metavar = "N" if rule.kind is int else "X"
+    return Annotated[
+        rule.kind | None, typer.Option(rule.option, help="Gate: " + rule.help, metavar=metavar)
+    ]
+
+
+def _gate_rules(*runs: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The command takes an option for each gate rule a run of these kinds can judge, in
+    the place of its `limits` parameter, and gets their values as `limits`: a rule is
+    declared once, in gate.GATE_RULES."""
+    from compilediag.gate import rules_for
+
+    rules = rules_for(runs)
+
+    def with_options(fn: Callable[..., None]) -> Callable[..., None]:
+        sig = inspect.signature(fn, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            if p.name != "limits":
+                params.append(p)
+                continue
+            params += [
+                inspect.Parameter(
+                    r.key, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=False if r.kind is bool else None, annotation=_gate_option(r),
+                )
+                for r in rules
+            ]  # fmt: skip
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> None:
+            fn(limits={r.key: kwargs.pop(r.key) for r in rules}, **kwargs)
+
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        return command
+
+    return with_options
 
 
 @contextmanager
@@ -315,6 +324,7 @@ def _gate(**kw: object) -> GateOptions:
 
 
 @app.command()
+@_gate_rules("model", "timings")
 def explain(
     target: OptionalTarget = None,
     input: Inputs = None,
@@ -324,11 +334,7 @@ def explain(
     device: Device = None,
     train: Train = False,
     cold: Cold = False,
-    fullgraph: Fullgraph = False,
-    max_graph_breaks: MaxBreaks = None,
-    max_recompiles: MaxRecompiles = None,
-    min_speedup: MinSpeedup = None,
-    check_outputs: CheckOutputs = False,
+    limits: dict[str, object] | None = None,
     baseline: Baseline = None,
     speedup_tolerance: SpeedupTolerance = 0.10,
     junit: Junit = None,
@@ -377,10 +383,7 @@ def explain(
     opts = command.ExplainOptions(
         run=_run_options(target, input, backend, mode, dynamic, device, train, timeout, cold),
         gate=_gate(
-            fullgraph=fullgraph, max_graph_breaks=max_graph_breaks,
-            max_recompiles=max_recompiles, min_speedup=min_speedup,
-            check_outputs=check_outputs, baseline=baseline,
-            speedup_tolerance=speedup_tolerance, junit=junit,
+            limits=limits, baseline=baseline, speedup_tolerance=speedup_tolerance, junit=junit
         ),
         out=_out(format, output, html),
         fixes=_fixes(try_fixes, jobs),
@@ -390,6 +393,7 @@ def explain(
 
 
 @app.command()
+@_gate_rules("sweep")
 def recompiles(
     target: OptionalTarget = None,
     shapes: Annotated[
@@ -407,7 +411,7 @@ def recompiles(
     device: Device = None,
     train: Train = False,
     cold: Cold = False,
-    max_recompiles: MaxRecompiles = None,
+    limits: dict[str, object] | None = None,
     junit: Junit = None,
     try_fixes: TryFixes = False,
     jobs: Jobs = None,
@@ -431,13 +435,14 @@ def recompiles(
 
     opts = command.RecompilesOptions(
         run=_run_options(target, input, backend, mode, dynamic, device, train, timeout, cold),
-        shapes=shapes, max_recompiles=max_recompiles, junit=junit, out=_out(format, output, html),
+        shapes=shapes, gate=_gate(limits=limits, junit=junit), out=_out(format, output, html),
         fixes=_fixes(try_fixes, jobs),
     )  # fmt: skip
     _call(lambda: command.run(opts))
 
 
 @app.command()
+@_gate_rules("trace")
 def report(
     trace: Annotated[
         list[str],
@@ -448,11 +453,8 @@ def report(
             metavar="TRACE",
         ),
     ],
-    fullgraph: Fullgraph = False,
-    max_graph_breaks: MaxBreaks = None,
-    max_recompiles: MaxRecompiles = None,
+    limits: dict[str, object] | None = None,
     baseline: Baseline = None,
-    fail_on_divergence: FailOnDivergence = False,
     junit: Junit = None,
     save_digests: Annotated[
         str | None,
@@ -477,17 +479,14 @@ def report(
 
     opts = command.ReportOptions(
         trace=trace, save_digests=save_digests,
-        gate=_gate(
-            fullgraph=fullgraph, max_graph_breaks=max_graph_breaks,
-            max_recompiles=max_recompiles, baseline=baseline, junit=junit,
-        ),
-        fail_on_divergence=fail_on_divergence,
+        gate=_gate(limits=limits, baseline=baseline, junit=junit),
         out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command.run(opts))
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
+@_gate_rules("trace")
 def run(
     command: Annotated[
         list[str] | None,
@@ -513,11 +512,8 @@ def run(
             metavar="A-B",
         ),
     ] = None,
-    fullgraph: Fullgraph = False,
-    max_graph_breaks: MaxBreaks = None,
-    max_recompiles: MaxRecompiles = None,
+    limits: dict[str, object] | None = None,
     baseline: Baseline = None,
-    fail_on_divergence: FailOnDivergence = False,
     junit: Junit = None,
     format: Format = "table",
     output: Output = None,
@@ -538,11 +534,7 @@ def run(
 
     opts = command_module.RunJobOptions(
         command=list(command or []), trace_dir=trace_dir, profile_steps=profile_steps,
-        gate=_gate(
-            fullgraph=fullgraph, max_graph_breaks=max_graph_breaks,
-            max_recompiles=max_recompiles, baseline=baseline, junit=junit,
-        ),
-        fail_on_divergence=fail_on_divergence,
+        gate=_gate(limits=limits, baseline=baseline, junit=junit),
         out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command_module.run(opts))

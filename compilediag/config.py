@@ -20,10 +20,11 @@ Command-line options win over the file.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compilediag.errors import UsageError
+from compilediag.gate import GATE_RULES
 
 
 @dataclass
@@ -35,15 +36,11 @@ class Config:
     backend: str | None = None
     device: str | None = None
     mode: str | None = None
-    fullgraph: bool = False
-    max_graph_breaks: int | None = None
-    max_recompiles: int | None = None
-    min_speedup: float | None = None
-    check_outputs: bool = False
     baseline: str | None = None
+    limits: dict[str, object] = field(default_factory=dict)  # a key of each gate rule
 
 
-# what each key holds, in words for the error message
+# what each key holds, in words for the error message; the gate's keys are its rules'
 _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "model": ((str,), "a string (PATH.py or PATH.py:ATTR)"),
     "inputs": ((list, str), 'a list of strings like ["8x16"]'),
@@ -51,12 +48,8 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "backend": ((str,), 'a string like "inductor"'),
     "device": ((str,), '"cpu" or "cuda"'),
     "mode": ((str,), 'a string like "reduce-overhead"'),
-    "fullgraph": ((bool,), "true or false"),
-    "max_graph_breaks": ((int,), "a whole number"),
-    "max_recompiles": ((int,), "a whole number"),
-    "min_speedup": ((int, float), "a number like 1.2"),
-    "check_outputs": ((bool,), "true or false"),
     "baseline": ((str,), "a path string"),
+    **{r.key: ((int, float) if r.kind is float else (r.kind,), r.words) for r in GATE_RULES},
 }
 
 
@@ -92,7 +85,7 @@ def load_config(start: Path | None = None) -> Config:
     table = data.get("tool", {}).get("compilediag")
     if not table:
         return Config()
-    known = {f.name for f in fields(Config)} - {"path"}
+    known = set(_KINDS)
     unknown = sorted(set(table) - known)
     if unknown:
         raise UsageError(
@@ -101,7 +94,12 @@ def load_config(start: Path | None = None) -> Config:
         )
     for key, value in table.items():
         _check_type(key, value, pyproject)
-    cfg = Config(path=str(pyproject), **table)
+    gate = {r.key for r in GATE_RULES}
+    cfg = Config(
+        path=str(pyproject),
+        limits={k: v for k, v in table.items() if k in gate},
+        **{k: v for k, v in table.items() if k not in gate},
+    )
     base = pyproject.parent
     # paths in the file are relative to it, not to wherever the command runs
     if cfg.model:

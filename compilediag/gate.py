@@ -9,50 +9,112 @@ an edit above a break does not look like a new break.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from compilediag.errors import GATE_FAILED, OK
 from compilediag.report import Recompile, Report, Rule, Verdict
 from compilediag.torch_formats import guard_pattern
 
 
-@dataclass
+@dataclass(frozen=True)
+class GateRule:
+    """One gate rule, declared once: the CLI option (`--max-recompiles`), the key of
+    [tool.compilediag] in pyproject.toml and the value both take come from it, and its
+    check judges a Report against the value.
+
+    `runs`: the runs that can judge it, any of: `model` (explain), `timings` (explain,
+    timed), `sweep` (recompiles), `trace` (report, run: every rank)."""
+
+    key: str  # max_recompiles: --max-recompiles, and the config key
+    kind: type  # bool (a switch), int or float (a limit)
+    help: str
+    check: Callable[[Report, Any], Rule]
+    runs: frozenset[str]
+
+    @property
+    def option(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+    @property
+    def words(self) -> str:
+        """The value a config key takes, for its error message."""
+        return {bool: "true or false", int: "a whole number"}.get(self.kind, "a number like 1.2")
+
+
+def _speedup(report: Report, floor: float) -> Rule:
+    speedup = report.summary.speedup if report.summary.speedup is not None else 0.0
+    return Rule("min-speedup", floor, speedup, speedup >= floor)
+
+
+def _outputs(report: Report, _: bool) -> Rule:
+    t = report.timings
+    err = t.max_abs_err if t and t.max_abs_err is not None else float("nan")
+    return Rule("check-outputs", 0, err, bool(t and t.outputs_match))
+
+
+ANY_RUN = frozenset({"model", "trace"})
+# sites, not occurrences: one print hit on every recompile is one thing to fix
+GATE_RULES: tuple[GateRule, ...] = (
+    GateRule(
+        "fullgraph", bool, "exit 1 if there is any graph break (all are reported).",
+        lambda r, _: _rule("fullgraph", 0, r.summary.unique_graph_breaks), ANY_RUN,
+    ),
+    GateRule(
+        "max_graph_breaks", int, "exit 1 if there are more graph-break sites than this.",
+        lambda r, n: _rule("max-graph-breaks", n, r.summary.unique_graph_breaks), ANY_RUN,
+    ),
+    GateRule(
+        "max_recompiles", int, "exit 1 if there are more recompiles than this.",
+        lambda r, n: _rule("max-recompiles", n, r.summary.recompiles), ANY_RUN | {"sweep"},
+    ),
+    GateRule(
+        "min_speedup", float, "exit 1 if the measured speed-up is below this.", _speedup,
+        frozenset({"timings"}),
+    ),
+    GateRule(
+        "check_outputs", bool, "exit 1 if compiled outputs differ from eager.", _outputs,
+        frozenset({"model"}),
+    ),
+    GateRule(
+        "fail_on_divergence", bool, "exit 1 if ranks differ in breaks, recompiles, graphs "
+        "or compile time.", lambda r, _: _rule("divergence", 0, len(r.divergence)),
+        frozenset({"trace"}),
+    ),
+)  # fmt: skip
+
+
+def rules_for(runs: Iterable[str]) -> tuple[GateRule, ...]:
+    """The gate rules a run of these kinds can judge."""
+    kinds = set(runs)
+    return tuple(r for r in GATE_RULES if r.runs & kinds)
+
+
 class Budgets:
-    fullgraph: bool = False
-    max_graph_breaks: int | None = None
-    max_recompiles: int | None = None
-    min_speedup: float | None = None
-    check_outputs: bool = False
-    baseline: Report | None = None
-    speedup_tolerance: float = 0.10  # a baseline speed-up may drop this much (fraction)
-    fail_on_divergence: bool = False  # multi-rank traces: ranks must compile alike
+    """The gate's limits (gate rule key -> value; a switch is on when True), and a
+    baseline to compare with."""
+
+    def __init__(
+        self, baseline: Report | None = None, speedup_tolerance: float = 0.10, **limits: Any
+    ) -> None:
+        unknown = set(limits) - {r.key for r in GATE_RULES}
+        if unknown:
+            raise TypeError(f"no gate rule {', '.join(sorted(unknown))}")
+        self.limits = limits
+        self.baseline = baseline
+        self.speedup_tolerance = speedup_tolerance  # a baseline speed-up may drop this much
 
 
 def evaluate(report: Report, budgets: Budgets) -> Verdict:
-    rules: list[Rule] = []
-    s = report.summary
-    # sites, not occurrences: one print hit on every recompile is one thing to fix
-    if budgets.fullgraph:
-        rules.append(_rule("fullgraph", 0, s.unique_graph_breaks))
-    if budgets.max_graph_breaks is not None:
-        rules.append(_rule("max-graph-breaks", budgets.max_graph_breaks, s.unique_graph_breaks))
-    if budgets.max_recompiles is not None:
-        rules.append(_rule("max-recompiles", budgets.max_recompiles, s.recompiles))
-    if budgets.min_speedup is not None:
-        speedup = s.speedup if s.speedup is not None else 0.0
-        rules.append(
-            Rule("min-speedup", budgets.min_speedup, speedup, speedup >= budgets.min_speedup)
-        )
-    if budgets.check_outputs:
-        t = report.timings
-        match = bool(t and t.outputs_match)
-        err = t.max_abs_err if t and t.max_abs_err is not None else float("nan")
-        rules.append(Rule("check-outputs", 0, err, match))
-    if budgets.fail_on_divergence:
-        rules.append(_rule("divergence", 0, len(report.divergence)))
-    if rules and s.compile_failures:
+    rules = [
+        rule.check(report, value)
+        for rule in GATE_RULES
+        if (value := budgets.limits.get(rule.key)) is not None and value is not False
+    ]
+    if rules and report.summary.compile_failures:
         # a frame torch.compile failed on is worse than a break: no budget allows it
-        rules.append(_rule("compile-failures", 0, s.compile_failures))
+        rules.append(_rule("compile-failures", 0, report.summary.compile_failures))
     verdict = Verdict(rules=rules)
     if budgets.baseline is not None:
         compare(report, budgets.baseline, budgets.speedup_tolerance, verdict)

@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,11 +57,7 @@ def verify_fixes(done: ModelRun, spec: WorkerSpec, fixes: FixOptions, timeout: f
 
 @dataclass
 class GateOptions:
-    fullgraph: bool = False
-    max_graph_breaks: int | None = None
-    max_recompiles: int | None = None
-    min_speedup: float | None = None
-    check_outputs: bool = False
+    limits: dict[str, object] = field(default_factory=dict)  # gate rule key -> its option
     baseline: str | None = None
     speedup_tolerance: float = 0.10
     junit: str | None = None
@@ -194,30 +190,24 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelR
     return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code)
 
 
-ALL_RULES = frozenset(
-    {"fullgraph", "max_graph_breaks", "max_recompiles", "min_speedup", "check_outputs", "baseline"}
-)
+def budgets(gate: GateOptions, cfg: Config, runs: frozenset[str]) -> Budgets:
+    """The gate's rules that a run of these kinds can judge (`gate.rules_for`: a trace has
+    no timings, a sweep no speed-up), from the options, then from the config file; a
+    baseline wherever a model or trace runs."""
+    from compilediag.gate import rules_for
 
+    def set_(value: object) -> bool:
+        return value is not None and value is not False
 
-def budgets(gate: GateOptions, cfg: Config, rules: frozenset[str] = ALL_RULES) -> Budgets:
-    """The gate's rules from the options, then from the config file - only the `rules`
-    that mean something for this command (a trace has no timings; a sweep no speed-up)."""
-
-    def pick(name: str) -> object:
-        value = getattr(gate, name)
-        if (value is not None and value is not False) or name not in rules:
-            return value
-        return getattr(cfg, name)
-
-    path = pick("baseline")
+    limits = {}
+    for rule in rules_for(runs):
+        value = gate.limits.get(rule.key)
+        limits[rule.key] = value if set_(value) else cfg.limits.get(rule.key)
+    path = gate.baseline or (cfg.baseline if runs & {"model", "trace"} else None)
     return Budgets(
-        fullgraph=bool(pick("fullgraph")),
-        max_graph_breaks=pick("max_graph_breaks"),  # type: ignore[arg-type]
-        max_recompiles=pick("max_recompiles"),  # type: ignore[arg-type]
-        min_speedup=pick("min_speedup"),  # type: ignore[arg-type]
-        check_outputs=bool(pick("check_outputs")),
         baseline=load_report(str(path), "--baseline") if path else None,
         speedup_tolerance=gate.speedup_tolerance,
+        **limits,
     )
 
 

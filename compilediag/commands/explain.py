@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compilediag.commands.common import (
-    ALL_RULES,
     FixOptions,
     GateOptions,
     OutputOptions,
@@ -37,10 +36,10 @@ class ExplainOptions:
 def run(opts: ExplainOptions) -> int:
     check_outputs(opts.out, opts.gate.junit)
     cfg = load_config()
-    if opts.gate.min_speedup is not None and not opts.timings:
+    if opts.gate.limits.get("min_speedup") is not None and not opts.timings:
         raise UsageError("--min-speedup needs timings.", hint="Drop --no-timings.")
     # without timings, a speed-up budget in the config has nothing to judge
-    rules = budgets(opts.gate, cfg, ALL_RULES if opts.timings else ALL_RULES - {"min_speedup"})
+    rules = budgets(opts.gate, cfg, frozenset({"model", "timings"} if opts.timings else {"model"}))
     spec = make_spec(
         opts.run, cfg, cfg.backend or "inductor",
         timings=opts.timings, cross_check=opts.cross_check, repeat=opts.repeat, warmup=opts.warmup,

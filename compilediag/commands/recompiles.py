@@ -29,14 +29,13 @@ from compilediag.target import parse_shapes
 class RecompilesOptions:
     run: RunOptions = field(default_factory=RunOptions)
     shapes: str | None = None
-    max_recompiles: int | None = None
-    junit: str | None = None
+    gate: GateOptions = field(default_factory=GateOptions)
     out: OutputOptions = field(default_factory=OutputOptions)
     fixes: FixOptions = field(default_factory=FixOptions)
 
 
 def run(opts: RecompilesOptions) -> int:
-    check_outputs(opts.out, opts.junit)
+    check_outputs(opts.out, opts.gate.junit)
     cfg = load_config()
     shapes = opts.shapes if opts.shapes is not None else cfg.shapes
     sweep = parse_shapes(shapes) if shapes is not None else []
@@ -44,11 +43,8 @@ def run(opts: RecompilesOptions) -> int:
     spec = make_spec(opts.run, cfg, "eager", shapes=sweep, sweep=True, timings=False)
     done = run_model(spec, opts.run.timeout)
     verify_fixes(done, spec, opts.fixes, opts.run.timeout)
-    # only the recompile budget means something for a sweep
-    rules = budgets(
-        GateOptions(max_recompiles=opts.max_recompiles), cfg, frozenset({"max_recompiles"})
-    )
-    code = judge(done.report, rules, opts.junit, done.failed)
+    rules = budgets(opts.gate, cfg, frozenset({"sweep"}))
+    code = judge(done.report, rules, opts.gate.junit, done.failed)
     if opts.out.format == "table" and not opts.out.output:
         from compilediag.render.table import render_recompiles
 

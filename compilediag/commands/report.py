@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun
     from compilediag.report import Report, TargetInfo
 
-# a trace has no timings and no outputs: only these rules can be judged on one
-TRACE_RULES = frozenset({"fullgraph", "max_graph_breaks", "max_recompiles", "baseline"})
+# a trace has no timings and no outputs: the gate rules of a trace run (gate.rules_for)
+TRACE = frozenset({"trace"})
 
 
 @dataclass
@@ -33,7 +33,6 @@ class ReportOptions:
     trace: list[str]  # trace folders or files, and digest files (--save-digests)
     save_digests: str | None = None
     gate: GateOptions = field(default_factory=GateOptions)
-    fail_on_divergence: bool = False
     out: OutputOptions = field(default_factory=OutputOptions)
 
 
@@ -46,8 +45,7 @@ def run(opts: ReportOptions) -> int:
     check_outputs(opts.out, opts.gate.junit)
     if opts.save_digests:
         check_output_file(opts.save_digests, "--save-digests")
-    rules = budgets(opts.gate, load_config(), TRACE_RULES)
-    rules.fail_on_divergence = opts.fail_on_divergence
+    rules = budgets(opts.gate, load_config(), TRACE)
     # a folder `compilediag run --trace-dir` kept holds the job's runtime facts too
     first = Path(opts.trace[0])
     job = read_job_run(first) if len(opts.trace) == 1 and first.is_dir() else None

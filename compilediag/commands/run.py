@@ -27,21 +27,19 @@ class RunJobOptions:
     trace_dir: str | None = None  # keep the trace here (default: a temporary folder)
     profile_steps: str | None = None  # "A-B"
     gate: GateOptions = field(default_factory=GateOptions)
-    fail_on_divergence: bool = False
     out: OutputOptions = field(default_factory=OutputOptions)
 
 
 def run(opts: RunJobOptions) -> int:
     from compilediag.bootstrap._compilediag_runtime import parse_window
-    from compilediag.commands.report import TRACE_RULES
+    from compilediag.commands.report import TRACE
 
     if not opts.command:
         raise UsageError(
             "no command given.", hint="Put it after `--`: compilediag run -- python train.py"
         )
     check_outputs(opts.out, opts.gate.junit)
-    rules = budgets(opts.gate, load_config(), TRACE_RULES)
-    rules.fail_on_divergence = opts.fail_on_divergence
+    rules = budgets(opts.gate, load_config(), TRACE)
     if opts.profile_steps:
         try:
             parse_window(opts.profile_steps)
