@@ -70,6 +70,11 @@ GATE_RULES: tuple[GateRule, ...] = (
         lambda r, n: _rule("max-recompiles", n, r.summary.recompiles), ANY_RUN | {"sweep"},
     ),
     GateRule(
+        "max_compile_time", float, "exit 1 if the compile time is over this many seconds "
+        "(every frame; ranks summed).",
+        lambda r, s: _rule("max-compile-time", s, r.summary.compile_time_s), ANY_RUN | {"sweep"},
+    ),
+    GateRule(
         "min_speedup", float, "exit 1 if the measured speed-up is below this.", _speedup,
         frozenset({"timings"}),
     ),

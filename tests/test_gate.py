@@ -269,3 +269,24 @@ def test_a_schema_1_report_renders_with_its_gpu_time() -> None:
     assert loaded.timings is not None and loaded.timings.device_ms is not None
     assert loaded.timings.device_ms.compiled_ms == 0.5
     assert "GPU time" in render(loaded, "table", width=100)
+
+
+def test_the_compile_time_budget_judges_torchs_compile_time(tmp_path: Path) -> None:
+    """A gate rule declared once (gate.GATE_RULES) is an option, a config key and a JUnit
+    case: the budget judges the compile time torch's metrics sum to, at its limit."""
+    trace = str(fixture_trace("graph_breaks.eager"))
+    report = json.loads(run_cli("report", trace, "--format", "json").stdout)
+    spent = report["summary"]["compile_time_s"]
+    assert spent > 0
+    under = run_cli("report", trace, "--max-compile-time", str(spent), "--format", "json")
+    assert under.returncode == 0, under.stderr
+    (rule,) = json.loads(under.stdout)["verdict"]["rules"]
+    assert (rule["name"], rule["limit"], rule["value"]) == ("max-compile-time", spent, spent)
+    (tmp_path / "pyproject.toml").write_text(
+        f"[tool.compilediag]\nmax_compile_time = {spent / 2}\n"
+    )
+    junit = tmp_path / "out.xml"
+    over = run_cli("report", trace, "--junit", str(junit), cwd=tmp_path)
+    assert over.returncode == 1, over.stderr
+    cases = [c.get("name", "") for c in ET.parse(junit).getroot().iter("testcase")]
+    assert any("max-compile-time" in c for c in cases), cases
