@@ -1,0 +1,189 @@
+"""The options the commands share, as typer annotations, and the gate's options, one per
+rule of gate.GATE_RULES. No torch, nothing heavy (fast --help)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from compilediag.gate import GateRule
+
+# --- options shared by the commands that run a model ----------------------------------
+
+Target = Annotated[
+    str,
+    typer.Argument(
+        help="Model file, PATH.py or PATH.py:ATTR.", show_default=False, metavar="MODEL"
+    ),
+]
+OptionalTarget = Annotated[
+    str | None,
+    typer.Argument(
+        help="Model file, PATH.py or PATH.py:ATTR (default: `model` in [tool.compilediag] of pyproject.toml).",
+        show_default=False,
+        metavar="MODEL",
+    ),
+]
+Inputs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--input",
+        "-i",
+        metavar="SPEC",
+        help="An input tensor SHAPE[:DTYPE[:HIGH]], e.g. 8x16 or 2x128:int64:30522. Repeat for more arguments.",
+    ),
+]
+Backend = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        help="torch.compile backend: inductor, aot_eager, eager, ...",
+        show_default=False,
+        metavar="NAME",
+    ),
+]
+Baseline = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        help="Gate: a report saved with --format json; exit 1 only on a regression against it.",
+        metavar="FILE",
+    ),
+]
+SpeedupTolerance = Annotated[
+    float,
+    typer.Option(
+        "--speedup-tolerance",
+        help="With --baseline: how far (fraction) the speed-up may drop.",
+        metavar="F",
+    ),
+]
+Junit = Annotated[
+    str | None,
+    typer.Option(
+        "--junit",
+        help="Also write a JUnit XML report (a test case per rule and site).",
+        metavar="FILE",
+    ),
+]
+Mode = Annotated[
+    str | None,
+    typer.Option(
+        "--mode",
+        help="torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs.",
+        metavar="MODE",
+    ),
+]
+Dynamic = Annotated[
+    bool | None,
+    typer.Option(
+        "--dynamic/--no-dynamic",
+        help="Pass dynamic=True/False to torch.compile (default: torch's automatic dynamic).",
+    ),
+]
+Device = Annotated[
+    str | None,
+    typer.Option("--device", help="cpu or cuda (default: cuda if available).", metavar="DEVICE"),
+]
+Train = Annotated[
+    bool,
+    typer.Option(
+        "--train", help="Compile a forward+backward step instead of inference under no_grad."
+    ),
+]
+Cold = Annotated[
+    bool,
+    typer.Option(
+        "--cold",
+        help="Compile with private, empty caches (your caches untouched): a first run's compile time.",
+    ),
+]
+TryFixes = Annotated[
+    bool,
+    typer.Option(
+        "--try-fixes",
+        help="Also run the model once per remedy that needs no code edit (a config setting, dynamic=True, mark_dynamic) and show what each changed.",
+    ),
+]
+Jobs = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        help="With --try-fixes: runs at a time (default: the cores there are).",
+        metavar="N",
+    ),
+]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout", help="Stop the run after this many seconds (exit 5).", metavar="SECONDS"
+    ),
+]
+Html = Annotated[
+    str | None,
+    typer.Option(
+        "--html",
+        help="Also write the report as one self-contained HTML file (no network needed).",
+        metavar="FILE",
+    ),
+]
+Format = Annotated[
+    str,
+    typer.Option(
+        "--format", "-f", help="table, json, markdown, csv, junit or html.", metavar="FORMAT"
+    ),
+]
+Output = Annotated[
+    str | None,
+    typer.Option(
+        "--output", "-o", help="Write the report to this file instead of stdout.", metavar="FILE"
+    ),
+]
+
+
+def gate_option(rule: GateRule) -> Any:
+    """A gate rule's option, as its declaration says (gate.GATE_RULES)."""
+    if rule.kind is bool:
+        return Annotated[bool, typer.Option(rule.option, help="Gate: " + rule.help)]
+    metavar = "N" if rule.kind is int else "X"
+    return Annotated[
+        rule.kind | None, typer.Option(rule.option, help="Gate: " + rule.help, metavar=metavar)
+    ]
+
+
+def gate_rules(*runs: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The command takes an option for each gate rule a run of these kinds can judge, in
+    the place of its `limits` parameter, and gets their values as `limits`: a rule is
+    declared once, in gate.GATE_RULES."""
+    from compilediag.gate import rules_for
+
+    rules = rules_for(runs)
+
+    def with_options(fn: Callable[..., None]) -> Callable[..., None]:
+        sig = inspect.signature(fn, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            if p.name != "limits":
+                params.append(p)
+                continue
+            params += [
+                inspect.Parameter(
+                    r.key, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=False if r.kind is bool else None, annotation=gate_option(r),
+                )
+                for r in rules
+            ]  # fmt: skip
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> None:
+            fn(limits={r.key: kwargs.pop(r.key) for r in rules}, **kwargs)
+
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        return command
+
+    return with_options
