@@ -1,0 +1,128 @@
+"""The terminal view of recompiles: grouped by failed guard, the fix given once, the
+sweep's timeline; and the `recompiles` command's whole view."""
+
+from __future__ import annotations
+
+import itertools
+
+from rich.padding import Padding
+from rich.text import Text
+
+from compilediag.render import (
+    ranks_of,
+    seconds,
+    shown_id,
+    where,
+)
+from compilediag.render.table_parts import Row, details, new_table
+from compilediag.report import Recompile, Report
+from compilediag.torch_formats import guard_pattern
+
+
+def recompile_blocks(report: Report) -> list:
+    out: list = []
+    if report.recompiles:
+        out.append(Text(f"\nRecompiles ({len(report.recompiles)})", style="bold"))
+    advised: dict[str, str] = {}  # a fix already shown -> the recompile it was shown for
+    for group in group_recompiles(report.recompiles):
+        r = group[0]
+        first, last = shown_id(report, r.compile_id), shown_id(report, group[-1].compile_id)
+        ids = first if len(group) == 1 else f"{first} … {last} ({len(group)}×)"
+        line = Text(f"  {ids}  {r.frame} at {where(r.file, r.line)}", style="bold")
+        if ranks := ranks_of(report, r.ranks):
+            line.append(f"  {ranks}", style="dim")
+        out.append(line)
+        rows: list[Row] = [("failed", Text(r.failed_guard, style="yellow"))]
+        if len(group) > 1:
+            rows.append(
+                (
+                    "then",
+                    Text(
+                        "; ".join(g.failed_guard.split(": ")[0] for g in group[1:]),
+                        style="yellow",
+                    ),
+                )
+            )
+        if len(r.failed_guards) > 1:
+            rows.append(
+                (
+                    "",
+                    Text(
+                        f"({len(r.failed_guards)} cached graphs were checked; each failed a guard)",
+                        style="dim",
+                    ),
+                )
+            )
+        if r.guard_file:
+            code = r.guard_code
+            rows.append(
+                (
+                    "guard",
+                    Text(
+                        f"installed at {where(r.guard_file, r.guard_line)}"
+                        + (f": {code}" if code else "")
+                    ),
+                )
+            )
+        if r.suggestion in advised:  # the same fix for each resume frame: said once
+            rows.append(("fix", Text(f"as for {advised[r.suggestion]} above", style="green")))
+        elif r.suggestion:
+            rows.append(("fix", Text(r.suggestion, style="green")))
+            advised[r.suggestion] = r.compile_id
+        out.append(details(rows))
+    for hit in report.recompile_limit_hits:
+        out.append(
+            Text(
+                f"\nRecompile limit hit: {hit.frame} at {where(hit.file, hit.line)} compiled "
+                f"{hit.compiles} times (limit {hit.limit}); later calls of it run in eager mode, "
+                "unoptimised.",
+                style="bold red",
+            )
+        )
+        rows = [("reason", Text(reason)) for reason in hit.distinct_reasons]
+        rows.append(
+            (
+                "fix",
+                Text(
+                    "Remove the cause above; raising torch._dynamo.config.recompile_limit only hides it.",
+                    style="green",
+                ),
+            )
+        )
+        out.append(details(rows))
+    return out
+
+
+def group_recompiles(recompiles: list) -> list[list]:
+    """Consecutive recompiles of one frame for the same kind of guard are one finding."""
+
+    def key(r: Recompile) -> tuple[str, str, str, str]:
+        return (r.frame, r.file, r.cause, guard_pattern(r.failed_guard))
+
+    return [list(g) for _, g in itertools.groupby(recompiles, key=key)]
+
+
+def timeline_block(report: Report) -> list:
+    if not report.calls:
+        return []
+    t = new_table()
+    t.add_column("call", justify="right")
+    t.add_column("inputs")
+    t.add_column("graph cache", no_wrap=True)
+    t.add_column("compiles", overflow="fold")
+    t.add_column("compile", justify="right", no_wrap=True)
+    for c in report.calls:
+        t.add_row(
+            str(c.index + 1), c.inputs, c.state or ("compiled" if c.compiled else "hit"),
+            " ".join(c.compile_ids), seconds(c.compile_time_s) if c.compiled else "-",
+        )  # fmt: skip
+    out: list = [Text("\nCalls", style="bold"), Padding(t, (0, 0, 0, 2))]
+    if any(c.state == "limit" for c in report.calls):
+        out.append(
+            Text(
+                "  limit: the recompile limit was hit earlier; torch only reuses the graphs it "
+                "has, and a call that needs a new one runs in eager mode",
+                style="dim",
+            )
+        )
+    return out
