@@ -9,13 +9,21 @@ import gc
 import inspect
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
+from types import CodeType
 from typing import Any
 
 from compilediag.report import DeviceTime, Stat
-from compilediag.torch_formats import PY_FUNCTION
-from compilediag.worker_types import Measured, OutputCheck, Profiled, RegionTime, WorkerSpec
+from compilediag.worker_types import (
+    FrameTime,
+    Measured,
+    OutputCheck,
+    Profiled,
+    RegionTime,
+    WorkerSpec,
+)
 
 Step = Callable[[Any, Any], Any]  # (model, call) -> outputs
 
@@ -163,11 +171,11 @@ def measure(
         profiled = profile_regions(torch, lambda a: step(compiled, a), args_for, c.median, cuda)
     except Exception:  # noqa: BLE001 - a breakdown is extra: never lose the timings for it
         profiled = None
-    eager_frames: dict[str, float] = {}
+    eager_frames: list[FrameTime] = []
     frames = torch._dynamo.utils.counters["frames"]
     if frames["total"] > frames["ok"]:  # torch gave up a frame: it runs in eager mode
         try:
-            eager_frames = python_frames(torch, lambda a: step(compiled, a), args_for, c.median)
+            eager_frames = python_frames(lambda a: step(compiled, a), args_for, c.median)
         except Exception:  # noqa: BLE001 - as above
             pass
     return Measured(
@@ -420,31 +428,44 @@ PY_FRAMES_KEPT = 200
 
 
 def python_frames(
-    torch: Any, run: Callable[[Any], Any], args_for: Callable[[int], list[Any]], call_ms: float
-) -> dict[str, float]:
-    """Each Python function's time per compiled call, calls of it inside itself counted
-    once, from torch.profiler's Python tracer: what a frame torch left to eager mode costs.
-    Keys as the profiler names them, `path(first line): name`, the path from its sys.path
-    folder; torch's own functions left out, the costliest kept. The tracer's own cost per
-    Python call is in the figures."""
-    from torch.profiler import ProfilerActivity, profile
-
+    run: Callable[[Any], Any], args_for: Callable[[int], list[Any]], call_ms: float
+) -> list[FrameTime]:
+    """Each Python function's time per compiled call, a call of it inside itself counted
+    once, timed by a profile hook (sys.setprofile: torch.profiler's Python tracer records
+    nothing under Python 3.12 on some builds): what a frame torch left to eager mode costs.
+    torch's own functions are left out, the costliest kept; the hook's own cost per Python
+    call is in the figures."""
     calls = min(PROFILE_MIN_CALLS, max(1, math.ceil(PROFILE_S * 1e3 / max(call_ms, 1e-3))))
     args = args_for(calls)
-    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+    total: dict[CodeType, float] = {}
+    depth: dict[CodeType, int] = {}
+    started: list[tuple[CodeType, float]] = []
+    clock = time.perf_counter
+
+    def hook(frame: Any, event: str, _: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            n = depth.get(code, 0)
+            depth[code] = n + 1
+            started.append((code, clock() if n == 0 else -1.0))
+        elif event == "return" and started:
+            code, t0 = started.pop()
+            depth[code] -= 1
+            if t0 >= 0:
+                total[code] = total.get(code, 0.0) + clock() - t0
+
+    sys.setprofile(hook)
+    try:
         for a in args:
             run(a)
-    total: dict[str, float] = {}
-    for e in prof.events():
-        if not PY_FUNCTION.match(e.name) or e.name.startswith("torch/"):
-            continue
-        p = e.cpu_parent
-        while p is not None and p.name != e.name:
-            p = p.cpu_parent
-        if p is None:  # the outermost call of it
-            total[e.name] = total.get(e.name, 0.0) + e.cpu_time_total
-    kept = sorted(total.items(), key=lambda kv: -kv[1])[:PY_FRAMES_KEPT]
-    return {name: us / 1e3 / calls for name, us in kept}
+    finally:
+        sys.setprofile(None)
+    mine = [(c, t) for c, t in total.items() if "/torch/" not in c.co_filename.replace("\\", "/")]
+    mine.sort(key=lambda ct: -ct[1])
+    return [
+        FrameTime(c.co_filename, c.co_firstlineno, c.co_name, round(t * 1e3 / calls, 6))
+        for c, t in mine[:PY_FRAMES_KEPT]
+    ]
 
 
 def _inside_region(e: Any) -> bool:

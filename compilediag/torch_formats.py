@@ -59,11 +59,6 @@ TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+), in (
 STACK_FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 CARETS = re.compile(r"^\s*[\^~]+\s*$")
 
-# torch.profiler's name for a Python function its Python tracer (with_stack) timed:
-# `torchvision/models/detection/rpn.py(242): filter_proposals`, the path from its sys.path
-# folder, the line the function starts on
-PY_FUNCTION = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<name>.+)$")
-
 # --- frame names -------------------------------------------------------------------------
 
 # The code after a graph break runs as a new function Dynamo names after the frame and

@@ -64,9 +64,20 @@ class Measured:
     method: str
     device: DeviceTime | None = None  # CUDA: the GPU's time per call
     profiled: Profiled | None = None  # where the compiled call's time goes
-    # each Python function's time per compiled call, `path(first line): name` (when there
-    # were graph breaks: what a frame torch left to eager mode costs; measure.python_frames)
-    python_ms: dict[str, float] = field(default_factory=dict)
+    # each Python function's time per compiled call, where torch gave up a frame: what a
+    # frame left to eager mode costs (measure.python_frames)
+    python_ms: list[FrameTime] = field(default_factory=list)
+
+
+@dataclass
+class FrameTime:
+    """One Python function's time per call of the compiled model (its calls inside itself
+    counted once)."""
+
+    file: str
+    line: int  # the line it starts on
+    name: str
+    ms: float
 
 
 @dataclass

@@ -109,7 +109,7 @@ def build_report(
         notes=untested_torch(env)
         + ahead_of_time(logs, kinds, code)
         + nothing_compiled(compiles, graphs, breaks, bool(collect_failures(compiles)))
-        + skipped_frames(compiles, worker.timings.python_ms if worker.timings else {})
+        + skipped_frames(compiles, worker.timings.python_ms if worker.timings else [])
         + cache_gaps(compiles)
         + no_provenance(compiles, code),
         graphs=graphs,

@@ -5,7 +5,6 @@ Report's other findings; their English is made here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from compilediag.analysis.breaks import DDP, user_site
 from compilediag.analysis.graphs import (
@@ -21,7 +20,6 @@ from compilediag.report import (
     Report,
 )
 from compilediag.torch_formats import (
-    PY_FUNCTION,
     RECOMPILE_LIMIT,
     compile_failure_fix,
     frame_name,
@@ -30,10 +28,7 @@ from compilediag.torch_formats import (
 )
 from compilediag.torch_releases import untested_notice
 from compilediag.trace import Compile, TraceLog
-from compilediag.worker_types import WorkerResult
-
-if TYPE_CHECKING:
-    pass
+from compilediag.worker_types import FrameTime, WorkerResult
 
 
 def no_provenance(compiles: list[Compile], code: list[GraphCode]) -> list[str]:
@@ -118,7 +113,7 @@ def cache_gaps(compiles: list[Compile]) -> list[str]:
     ]
 
 
-def skipped_frames(compiles: list[Compile], python_ms: dict[str, float]) -> list[str]:
+def skipped_frames(compiles: list[Compile], python_ms: list[FrameTime]) -> list[str]:
     """Frames torch gave up on (they run eager): a break in a loop, the recompile limit;
     with their time per call where the worker measured it (`python_ms`)."""
     notes = []
@@ -148,13 +143,11 @@ def skipped_frames(compiles: list[Compile], python_ms: dict[str, float]) -> list
     return notes
 
 
-def eager_cost(python_ms: dict[str, float], file: str, line: int, name: str) -> float | None:
-    """The time per call of one function, from the profiler's `path(line): name` keys (its
-    path from a sys.path folder: a tail of the absolute one)."""
-    for key, ms in python_ms.items():
-        m = PY_FUNCTION.match(key)
-        if m and m["name"] == name and int(m["line"]) == line and file.endswith("/" + m["file"]):
-            return ms
+def eager_cost(python_ms: list[FrameTime], file: str, line: int, name: str) -> float | None:
+    """The time per call of one function, where the worker timed it."""
+    for f in python_ms:
+        if (f.file, f.line, f.name) == (file, line, name):
+            return f.ms
     return None
 
 
