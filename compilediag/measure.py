@@ -27,9 +27,9 @@ from compilediag.worker_types import (
 
 Step = Callable[[Any, Any], Any]  # (model, call) -> outputs
 
-# Shortest timed block of back-to-back calls. Short blocks alternating between eager and
-# compiled measured a launch-bound model cold (caches, allocator, branch predictors
-# switching variant every 2-3 calls): 1.3-1.9x the Timer's figure on an H100 at 5 ms.
+# Shortest timed block of back-to-back calls: a block that switches between eager and
+# compiled every few calls times a launch-bound model cold (caches, allocator, branch
+# predictors), so each block runs one variant long enough to be warm.
 BLOCK_MS = 50.0
 WARMUP_S_CPU = 0.2  # untimed calls before measuring, per variant
 WARMUP_S_CUDA = 1.0
@@ -150,10 +150,9 @@ def measure(
     fresh_each_call: bool = False,
 ) -> Measured:
     """Steady-state time per call of eager and compiled, in milliseconds (steady_state()),
-    then, after it so they never perturb it, the device's time (CUDA) and where a compiled
-    call's time goes (torch.profiler: a process that has run the profiler times its later
-    calls slower, 1.3-1.8x on an H100's launch-bound models, bench/wall_probe.py, and
-    their device time up to 10% longer, bench/worker_probe.py: so the profiler goes last)."""
+    then the device's time (CUDA) and where a compiled call's time goes. The profilers go
+    last: a process that has run torch.profiler times its later calls slower, and its
+    device time longer (docs/benchmarks.md)."""
     cuda = device.startswith("cuda")
 
     def args_for(calls: int) -> list[Any]:
@@ -292,11 +291,10 @@ def graph_replay_ms(torch: Any, run: Callable[[], Any], calls: int | None = None
     """The device's time per call: `calls` calls captured back to back in one CUDA graph
     (by default as many as GRAPH_MS takes), the graph replayed and timed by CUDA events.
 
-    Several calls go in one graph, as triton's do_bench_cudagraph does: one call's graph
-    replayed reads 5-9% over it on a call of 20 us (the gap between two replays), the
-    unrolled graph 0.99-1.01 of it on five models, taken side by side on an H100
-    (bench/results/worker_probe_h100.md). How many calls: enough for a replay to last
-    GRAPH_MS, judged from one call's graph."""
+    Several calls go in one graph, as triton's do_bench_cudagraph does: a graph of one
+    call replayed also times the gap between two replays, which on a call of microseconds
+    is a share of it. How many calls: enough for a replay to last GRAPH_MS, judged from
+    one call's graph."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm up off the default stream, as capture requires
