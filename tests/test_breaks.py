@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.breaks import classify, collect_breaks, user_site
+from compilediag.compiles import CompileId, LoggedBreak
 from compilediag.report import Site
 from compilediag.torch_formats import ParsedBreak, parse_break_text
-from compilediag.trace import CompileId, LoggedBreak, parse_lines, parse_path
+from compilediag.trace import parse_lines, parse_path
 from tests.conftest import expected_breaks, fixture_trace, trace_sets
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.kernels import kernels_of_graph, node_lines
+from compilediag.compiles import CompilationMetrics, CompileId
 from compilediag.torch_formats import (
     GUARD_RANGE,
     GUARD_SIZE,
@@ -24,7 +25,7 @@ from compilediag.torch_formats import (
     source_name,
     split_recompile_reasons,
 )
-from compilediag.trace import CompilationMetrics, CompileId, parse_path
+from compilediag.trace import parse_path
 from tests.conftest import SAMPLES, expected_breaks, fixture_trace, trace_sets
 
 SETS = trace_sets("graph_breaks.eager")

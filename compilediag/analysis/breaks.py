@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compilediag.analysis.source import code_at, context_at
+from compilediag.compiles import Compile, Frame
 from compilediag.fixes import Fix, fix_for
 from compilediag.paths import LIBRARY_ROOTS, package_of, possessive
 from compilediag.report import GraphBreak, Site
 from compilediag.torch_formats import RESUME, ParsedBreak, is_library_file, parse_break_text
-from compilediag.trace import Compile, Frame
 
 
 def user_site(parsed: ParsedBreak, outer: Sequence[Frame] = ()) -> tuple[Site, Site | None]:

@@ -31,6 +31,7 @@ from compilediag.analysis.notes import (
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
 from compilediag.analysis.source import code_at
 from compilediag.analysis.timings import attribute_time, timings_of
+from compilediag.compiles import Compile, TraceLog
 from compilediag.paths import portable_path, portable_text, user_base
 from compilediag.report import (
     Call,
@@ -55,7 +56,6 @@ from compilediag.torch_formats import (
     frame_name,
     is_library_file,
 )
-from compilediag.trace import Compile, TraceLog
 from compilediag.worker_types import ModelInfo, WorkerResult
 
 if TYPE_CHECKING:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
+from compilediag.compiles import CompileId
 from compilediag.report import CrossCheck, Disagreement, GraphBreak, Site
-from compilediag.trace import CompileId
 from compilediag.worker_types import ExplainBreak, ExplainResult
 
 

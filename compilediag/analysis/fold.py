@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from compilediag.compiles import TraceLog
 from compilediag.report import (
     CompileTime,
     Environment,
@@ -24,7 +25,6 @@ from compilediag.report import (
     TargetInfo,
     TraceInfo,
 )
-from compilediag.trace import TraceLog
 
 if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from compilediag.compiles import CompilationMetrics, Compile
 from compilediag.paths import package_of
 from compilediag.report import CompileTime, Graph
 from compilediag.torch_formats import frame_name, is_library_file
-from compilediag.trace import CompilationMetrics, Compile
 
 
 def frame_metrics(c: Compile, compiles: list[Compile]) -> CompilationMetrics:

@@ -18,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from compilediag.compiles import Compile, TraceLog
 from compilediag.report import Kernel
 from compilediag.torch_formats import (
     AOT_EXTERN_CALL,
@@ -46,7 +47,6 @@ from compilediag.torch_formats import (
     TRITON_KINDS,
     is_library_file,
 )
-from compilediag.trace import Compile, TraceLog
 
 
 @dataclass

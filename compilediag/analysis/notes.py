@@ -13,6 +13,7 @@ from compilediag.analysis.graphs import (
 )
 from compilediag.analysis.kernels import GraphCode
 from compilediag.analysis.source import code_at
+from compilediag.compiles import Compile, TraceLog
 from compilediag.report import (
     Environment,
     Graph,
@@ -27,7 +28,6 @@ from compilediag.torch_formats import (
     parse_break_text,
 )
 from compilediag.torch_releases import untested_notice
-from compilediag.trace import Compile, TraceLog
 from compilediag.worker_types import FrameTime, WorkerResult
 
 

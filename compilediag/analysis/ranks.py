@@ -15,9 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from compilediag.compiles import TraceLog
 from compilediag.ranksets import rank_set
 from compilediag.report import RankSummary, Report, TargetInfo
-from compilediag.trace import TraceLog
 
 if TYPE_CHECKING:
     from compilediag.analysis.fold import RankDigest

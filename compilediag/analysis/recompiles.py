@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from compilediag.analysis.graphs import frame_metrics, frame_place
 from compilediag.analysis.source import code_at
+from compilediag.compiles import CompilationMetrics, Compile
 from compilediag.paths import library_path, possessive
 from compilediag.report import LimitHit, Recompile
 from compilediag.torch_formats import (
@@ -39,7 +40,6 @@ from compilediag.torch_formats import (
     is_resume_frame,
     source_name,
 )
-from compilediag.trace import CompilationMetrics, Compile
 
 
 @dataclass
