@@ -1,0 +1,188 @@
+"""The worker's dealings with torch and the model: the environment, moving and stepping
+the model, describing it, marking inputs dynamic, watching CUDA-graph skips, the
+cross-check with torch._dynamo.explain, and the user's frame of an exception."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import sys
+import traceback
+from typing import Any
+
+from compilediag.measure import (
+    Step,
+    tensors_of,
+)
+from compilediag.report import Environment
+from compilediag.torch_formats import is_library_file
+from compilediag.worker_types import (
+    ExplainBreak,
+    ExplainResult,
+    ModelInfo,
+    WorkerSpec,
+)
+
+
+def environment(torch: Any, spec: WorkerSpec) -> Environment:
+    device = spec.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    env = Environment(
+        source="run",
+        torch=torch.__version__,
+        python=sys.version.split()[0],
+        device=device,
+        backend=spec.backend,
+        mode=spec.mode or "default",
+        dynamic=spec.dynamic,
+        train=spec.train,
+        cold=spec.cold,
+    )
+    if device.startswith("cuda") and torch.cuda.is_available():
+        env.device_name = torch.cuda.get_device_name()
+    try:
+        import triton
+
+        env.triton = triton.__version__
+    except Exception:
+        pass
+    return env
+
+
+def to_device(obj: Any, device: str) -> Any:
+    import torch
+
+    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
+        return obj.to(device)
+    if isinstance(obj, tuple):
+        return tuple(to_device(o, device) for o in obj)
+    if isinstance(obj, list):
+        return [to_device(o, device) for o in obj]
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    return obj
+
+
+def make_step(torch: Any, train: bool) -> Step:
+    """One call of the model: inference (the worker runs it with grad off, set once), or
+    forward + backward with --train."""
+
+    def infer(fn: Any, call: Any) -> Any:
+        args, kwargs = call
+        return fn(*args, **kwargs)
+
+    def train_step(fn: Any, call: Any) -> Any:
+        args, kwargs = call
+        out = fn(*args, **kwargs)
+        loss = sum(t.float().sum() for t in tensors_of(torch, out) if t.requires_grad)
+        if isinstance(loss, torch.Tensor):
+            loss.backward()
+        return out
+
+    return train_step if train else infer
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "skipping cudagraphs" in text:
+            self.messages.append(" ".join(text.split()))
+
+
+def watch_cudagraph_skips(torch: Any) -> _Collect:
+    """CUDA graphs skipped at run time (a mutated input, a CPU tensor, ...): torch says so
+    only as a perf hint, not in the trace, so listen for it (with the user line it names)."""
+    torch._logging.set_logs(perf_hints=True)
+    handler = _Collect()
+    # enabled artifact loggers don't propagate: listen on each (2.11 logs the skip on
+    # `cudagraphs`, others on `perf_hints`) and on the module's own logger
+    for name in ("", ".__perf_hints", ".__cudagraphs"):
+        logging.getLogger("torch._inductor.cudagraph_utils" + name).addHandler(handler)
+    logging.getLogger("torch").addHandler(handler)
+    return handler
+
+
+def describe_model(model: Any) -> ModelInfo:
+    fn = getattr(model, "forward", model)
+    owner = type(model).__name__ if hasattr(model, "forward") else ""
+    name = f"{owner}.forward" if owner else getattr(fn, "__qualname__", "")
+    try:
+        params = [
+            p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]  # fmt: skip
+    except (TypeError, ValueError):
+        params = []
+    try:  # where forward is written, under any decorator (transformers' `wrapper`)
+        source = inspect.unwrap(getattr(fn, "__func__", fn))
+        file = inspect.getsourcefile(source) or ""
+        text, line = inspect.getsourcelines(source)
+        end_line = line + len(text) - 1
+    except (TypeError, OSError, ValueError):
+        file, line, end_line = "", 0, 0
+    named = getattr(model, "named_modules", None)
+    modules = {path: type(m).__name__ for path, m in named() if path} if callable(named) else {}
+    return ModelInfo(
+        name=name, params=params, file=file, line=line, end_line=end_line, modules=modules
+    )
+
+
+def marked(torch: Any, call: Any, spec: WorkerSpec) -> Any:
+    """The call's inputs with the dims a mark_dynamic remedy names marked dynamic."""
+    if spec.remedy is not None:
+        args, _ = call
+        for position, dim in spec.remedy.mark_dynamic:
+            if position < len(args) and isinstance(args[position], torch.Tensor):
+                torch._dynamo.mark_dynamic(args[position], dim)
+    return call
+
+
+def cross_check(torch: Any, model: Any, call: Any) -> ExplainResult:
+    """torch._dynamo.explain on the same inputs; it resets Dynamo and uses its own backend."""
+    args, kwargs = call
+    torch._dynamo.reset()
+    try:
+        out = torch._dynamo.explain(model)(*args, **kwargs)  # grad mode as the run set it
+    except BaseException as e:
+        return ExplainResult(error=f"{type(e).__name__}: {first_line(e)}")
+    breaks = []
+    for br in out.break_reasons:
+        frame = br.user_stack[-1] if br.user_stack else None
+        breaks.append(
+            ExplainBreak(
+                reason=str(br.reason).splitlines()[0] if br.reason else "",
+                file=frame.filename if frame else None,
+                line=frame.lineno if frame else None,
+            )
+        )
+    return ExplainResult(out.graph_count, out.graph_break_count, breaks)
+
+
+def stop_trace() -> None:
+    import logging
+
+    logging.getLogger("torch.__trace").disabled = True
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def user_frame(exc: BaseException, path: str) -> tuple[str, int, str]:
+    """The innermost frame of the user's own code in an exception's traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    target = os.path.realpath(path)
+    mine = [f for f in frames if os.path.realpath(f.filename) == target]
+    if not mine:
+        mine = [f for f in frames if not is_library_file(f.filename)]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return exc.filename, exc.lineno or 0, (exc.text or "").strip()
+    if not mine:
+        return "", 0, ""
+    f = mine[-1]
+    return f.filename, f.lineno or 0, (f.line or "").strip()
