@@ -13,6 +13,7 @@ its line and the fix. Dynamo's caches are reset before and after.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import Any
 
@@ -65,9 +66,8 @@ def assert_compiles(
 ) -> Report:
     """Fail the test, with compilediag's findings as the message, if a budget is exceeded."""
     report = compile_report(model, inputs, backend=backend, calls=calls, **compile_kwargs)
-    report.verdict = evaluate(
-        report, Budgets(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles)
-    )
+    budgets = Budgets(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles)
+    report = dataclasses.replace(report, verdict=evaluate(report, budgets))
     if not report.verdict.passed:
         raise AssertionError(
             "torch.compile budget exceeded:\n" + render(report, "table", width=100)

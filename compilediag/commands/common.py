@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,13 +46,16 @@ class FixOptions:
     jobs: int | None = None  # runs at a time (default: the cores there are)
 
 
-def verify_fixes(done: ModelRun, spec: WorkerSpec, fixes: FixOptions, timeout: float) -> None:
+def verify_fixes(done: ModelRun, spec: WorkerSpec, fixes: FixOptions, timeout: float) -> ModelRun:
+    """The run, its report with the remedies measured (a new Report: a built one is not
+    changed)."""
     if not fixes.try_fixes or done.failed:
-        return
+        return done
     from compilediag.commands.fixes import try_fixes
 
     jobs = fixes.jobs or os.cpu_count() or 1
-    done.report.verified_fixes = try_fixes(spec, done.report, jobs, timeout)
+    verified = try_fixes(spec, done.report, jobs, timeout)
+    return replace(done, report=replace(done.report, verified_fixes=verified))
 
 
 @dataclass
@@ -211,11 +214,14 @@ def budgets(gate: GateOptions, cfg: Config, runs: frozenset[str]) -> Budgets:
     )
 
 
-def judge(report: Report, rules: Budgets, junit: str | None, failed: int | None) -> int:
-    """Judge the report, write the CI outputs, and return the exit code."""
+def judge(
+    report: Report, rules: Budgets, junit: str | None, failed: int | None
+) -> tuple[Report, int]:
+    """The report with its verdict (a new Report), after writing the CI outputs, and the
+    exit code."""
     from compilediag.gate import evaluate, exit_code
 
-    report.verdict = evaluate(report, rules)
+    report = replace(report, verdict=evaluate(report, rules))
     if report.compile_failures and not failed:
         failed = COMPILE_FAILED  # a trace that holds a failure: the same code as a run
     if failed:
@@ -239,7 +245,7 @@ def judge(report: Report, rules: Budgets, junit: str | None, failed: int | None)
         # on stderr, so that stdout stays the report alone (the runner reads both)
         for line in github_annotations(report):
             print(line, file=sys.stderr)
-    return failed or exit_code(report.verdict)
+    return report, failed or exit_code(report.verdict)
 
 
 def color() -> bool:

@@ -45,7 +45,7 @@ def run(opts: ExplainOptions) -> int:
         timings=opts.timings, cross_check=opts.cross_check, repeat=opts.repeat, warmup=opts.warmup,
     )  # fmt: skip
     done = run_model(spec, opts.run.timeout)
-    verify_fixes(done, spec, opts.fixes, opts.run.timeout)
-    code = judge(done.report, rules, opts.gate.junit, done.failed)
-    emit(done.report, opts.out)
+    done = verify_fixes(done, spec, opts.fixes, opts.run.timeout)
+    report, code = judge(done.report, rules, opts.gate.junit, done.failed)
+    emit(report, opts.out)
     return code

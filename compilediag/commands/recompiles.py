@@ -42,14 +42,14 @@ def run(opts: RecompilesOptions) -> int:
     # Guards do not depend on the backend: the fast eager backend is the default here.
     spec = make_spec(opts.run, cfg, "eager", shapes=sweep, sweep=True, timings=False)
     done = run_model(spec, opts.run.timeout)
-    verify_fixes(done, spec, opts.fixes, opts.run.timeout)
+    done = verify_fixes(done, spec, opts.fixes, opts.run.timeout)
     rules = budgets(opts.gate, cfg, frozenset({"sweep"}))
-    code = judge(done.report, rules, opts.gate.junit, done.failed)
+    report, code = judge(done.report, rules, opts.gate.junit, done.failed)
     if opts.out.format == "table" and not opts.out.output:
         from compilediag.render.table import render_recompiles
 
-        write_html(done.report, opts.out)
-        sys.stdout.write(render_recompiles(done.report, width=width(), color=color()))
+        write_html(report, opts.out)
+        sys.stdout.write(render_recompiles(report, width=width(), color=color()))
     else:
-        emit(done.report, opts.out)
+        emit(report, opts.out)
     return code

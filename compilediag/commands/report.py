@@ -61,7 +61,7 @@ def run(opts: ReportOptions) -> int:
     if opts.save_digests and kept is not None:
         save_digests(kept, opts.save_digests)
         wrote(opts.save_digests, f"digests of {len(kept)} rank(s)")
-    code = judge(result, rules, opts.gate.junit, None)
+    result, code = judge(result, rules, opts.gate.junit, None)
     emit(result, opts.out)
     return code
 

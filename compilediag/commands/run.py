@@ -100,7 +100,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     report = report_from_files(files, TargetInfo(path=command), run) if files else None
     if report is None or not report.trace or not report.trace.records:
         raise _compiled_nothing(command, done)
-    code = judge(report, rules, opts.gate.junit, None)
+    report, code = judge(report, rules, opts.gate.junit, None)
     emit(report, opts.out)
     if done.interrupted:
         return INTERRUPTED
