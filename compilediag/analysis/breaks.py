@@ -119,6 +119,13 @@ def framework_of(*files: str) -> tuple[str, str] | None:
     return None
 
 
+def installed_package(file: str) -> str:
+    """The installed library (site-packages) a file is in, '' for any other: a break in
+    Python's own library under the user's call (copy.deepcopy) is fixed at that call."""
+    path = file.replace("\\", "/")
+    return package_of(path) if any(root in path for root in LIBRARY_ROOTS) else ""
+
+
 def from_your_side(library: str, fix: Fix) -> str:
     """Advice for a break on a line of an installed library's code, which the user does not
     edit: a setting applies from their side; a code change does not, so they work around
@@ -212,7 +219,7 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
             if lib is not None:
                 chain = [f.file for f in parsed.frames if is_library_file(f.file)] + [lib.file]
                 framework = framework_of(*chain)
-            library = package_of((lib or site).file) if is_library_file((lib or site).file) else ""
+            library = installed_package((lib or site).file)
             if framework is not None and (
                 framework[0] in ALWAYS_FRAMEWORK_ADVICE
                 or (fix.code_edit and not fix.config)
