@@ -76,3 +76,15 @@ def test_the_same_findings_from_any_folder(tmp_path: Path) -> None:
         p for p in paths if "/site-packages/" in p or "compilediag/" in p or p.startswith("/")
     ]
     assert json.dumps(first).count("torch/nn/modules/container.py") >= 1
+
+
+def test_python_s_own_files_are_named_from_its_folder_and_are_not_an_installed_library() -> None:
+    """`copy.py` from any Python's library folder, never the machine's path; a break there
+    under the user's call is fixed at that call (not "a library's line you don't edit")."""
+    from compilediag.analysis.breaks import installed_package
+
+    stdlib = "/root/.pyenv/versions/3.11.7/lib/python3.11/copy.py"
+    assert portable_path(stdlib, "/elsewhere") == "copy.py"
+    assert portable_text(f"the graph break at {stdlib}:76", "/x") == "the graph break at copy.py:76"
+    assert installed_package(stdlib) == ""
+    assert installed_package(VENV_IN_PROJECT) == "torchvision"
