@@ -62,8 +62,8 @@ def short_path(path: str) -> str:
 
 def user_base(paths: Iterable[str], root: str = "") -> str:
     """The folder that holds every user file among `paths` that lies outside `root` (an
-    absolute path, not an installed library's or Python's): what those files are shown
-    relative to. '' when there is none, or only `/` holds them all."""
+    absolute path, not an installed library's or Python's): what the HTML report shows
+    them relative to. '' when there is none, or only `/` holds them all."""
     prefix = root.rstrip("/") + "/" if root else None
     dirs = [
         os.path.dirname(p) for p in paths
@@ -77,28 +77,26 @@ def user_base(paths: Iterable[str], root: str = "") -> str:
     return "" if base == "/" else base
 
 
-def portable_path(path: str, root: str, base: str = "") -> str:
+def portable_path(path: str, root: str) -> str:
     """How a saved report stores a path: an installed library's file from its package down
-    (first: a venv may lie inside `root`), else relative to `root` (the folder the command
-    ran in) when it lies beneath it, else relative to `base` (the folder of the user's
-    other files, `user_base`) - so a report names no machine path and reads the same
-    anywhere."""
+    (first: a venv may lie inside `root`), Python's own from its library folder, else
+    relative to `root` (the folder the command ran in) when it lies beneath it, else as it
+    is - so a library's file never names the machine, and a report made on a CI runner
+    reads the same anywhere."""
     if not path or path.startswith("<"):
         return path
     lib = library_path(path)
     if lib is not None:
         return lib
-    for folder in (root, base):
-        prefix = folder.rstrip("/") + "/"
-        if folder and path.startswith(prefix):
-            return path[len(prefix) :]
+    prefix = root.rstrip("/") + "/"
+    if path.startswith(prefix):
+        return path[len(prefix) :]
     return path
 
 
-def portable_text(text: str, root: str, base: str = "") -> str:
+def portable_text(text: str, root: str) -> str:
     """The same for paths inside free text (notes, errors)."""
-    text = _LIBRARY_PREFIX.sub("", text).replace(root.rstrip("/") + "/", "")
-    return text.replace(base.rstrip("/") + "/", "") if base else text
+    return _LIBRARY_PREFIX.sub("", text).replace(root.rstrip("/") + "/", "")
 
 
 def where(file: str, line: int) -> str:

@@ -25,19 +25,21 @@ GENERATE = SAMPLES / "library" / "gpt2_generate.py"
 MACHINE = ("/site-packages/", "/dist-packages/", "/lib/python3.")
 
 
-def _no_machine_path(report: dict) -> None:
+def _no_machine_path(report: dict, cwd: Path) -> None:
+    """No library's or Python's file by its machine path, no compilediag file; a user's
+    file by its path from `cwd` where it lies beneath it (else where it is)."""
     paths = [s for s in _strings(report) if ".py" in s]
     assert paths, "the report names files"
-    bad = [p for p in paths if p.startswith("/") or any(m in p for m in MACHINE)]
+    bad = [p for p in paths if any(m in p for m in MACHINE) or p.startswith(f"{cwd}/")]
     assert not bad, bad
     assert "compilediag/" not in json.dumps(report)
 
 
 def _same_file_names(obj: object) -> object:
     """A user's file is named from the folder the command ran in where it lies beneath it
-    (`sample_models/library/x.py` from the repository), else from the folder of the user's
-    files (`x.py`): the findings from two folders agree once those names are cut to the
-    file; library files are kept whole."""
+    (`sample_models/library/x.py` from the repository), else by its path: the findings
+    from two folders agree once those names are cut to the file; library files are kept
+    whole."""
     if isinstance(obj, dict):
         return {k: _same_file_names(v) for k, v in obj.items()}
     if isinstance(obj, list):
@@ -47,7 +49,7 @@ def _same_file_names(obj: object) -> object:
         obj = re.sub(r"about [\d.]+ ms", "about T ms", obj)
     if isinstance(obj, str) and ".py" in obj:
         return re.sub(
-            r"(?<![\w/.])(?!torch/|torchvision/|transformers/)(?:[\w.-]+/)+(?=[\w.-]+\.py\b)",
+            r"(?<![\w/.])/?(?!torch/|torchvision/|transformers/)(?:[\w.-]+/)+(?=[\w.-]+\.py\b)",
             "",
             obj,
         )
@@ -61,7 +63,7 @@ def _from_three_folders(tmp_path: Path, target: Path, *args: str) -> dict:
     for cwd in (ROOT, target.parent, tmp_path):
         report, proc = run_json(*args[:1], os.path.relpath(target, cwd), *args[1:], cwd=cwd)
         assert proc.returncode == 0, proc.stderr
-        _no_machine_path(report)
+        _no_machine_path(report, cwd)
         runs.append(report)
     first, *others = (_same_file_names(_findings(r)) for r in runs)
     for other in others:

@@ -32,7 +32,7 @@ from compilediag.analysis.recompiles import collect_limit_hits, collect_recompil
 from compilediag.analysis.source import code_at
 from compilediag.analysis.timings import attribute_time, timings_of
 from compilediag.compiles import Compile, TraceLog
-from compilediag.paths import portable_path, portable_text, user_base
+from compilediag.paths import portable_path, portable_text
 from compilediag.report import (
     Call,
     CompileFailure,
@@ -215,8 +215,9 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
 
 def make_portable(report: Report, root: str) -> None:
     """Store every path the way `portable_path` says, once the analysis that needed the
-    real paths is done: relative to `root` (the folder the command ran in), a user file
-    outside it relative to the folder of the user's files."""
+    real paths is done: relative to `root` (the folder the command ran in); a user file
+    outside it keeps its path (where the job ran: a trace from another machine names its
+    files as they were there)."""
     files: list[tuple[object, str]] = [(report.target, "path")]
     for b in report.graph_breaks:
         files += [(b, "file")] + ([(b.library_frame, "file")] if b.library_frame else [])
@@ -228,11 +229,9 @@ def make_portable(report: Report, root: str) -> None:
     if report.cross_check:
         files += [(x, "file") for x in report.cross_check.explain_sites]
         files += [(d, "file") for d in report.cross_check.disagreements if d.file]
-    places = [p.rpartition(":")[0] for k in report.kernels for p in k.source_lines]
-    base = user_base([*(getattr(o, f) for o, f in files), *places], root)
 
     def rel(path: str) -> str:
-        return portable_path(path, root, base)
+        return portable_path(path, root)
 
     for obj, field_name in files:
         setattr(obj, field_name, rel(getattr(obj, field_name)))
@@ -242,10 +241,10 @@ def make_portable(report: Report, root: str) -> None:
             for p in k.source_lines
             for f, sep, line in [p.rpartition(":")]
         ]
-    report.notes = [portable_text(n, root, base) for n in report.notes]
+    report.notes = [portable_text(n, root) for n in report.notes]
     if report.timings:
-        report.timings.notes = [portable_text(n, root, base) for n in report.timings.notes]
-    report.errors = [portable_text(e, root, base) for e in report.errors]
+        report.timings.notes = [portable_text(n, root) for n in report.timings.notes]
+    report.errors = [portable_text(e, root) for e in report.errors]
 
 
 def collect_failures(compiles: list[Compile]) -> list[CompileFailure]:
