@@ -60,16 +60,11 @@ def short_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def user_base(paths: Iterable[str], root: str = "") -> str:
-    """The folder that holds every user file among `paths` that lies outside `root` (an
-    absolute path, not an installed library's or Python's): what the HTML report shows
-    them relative to. '' when there is none, or only `/` holds them all."""
-    prefix = root.rstrip("/") + "/" if root else None
-    dirs = [
-        os.path.dirname(p) for p in paths
-        if p.startswith("/") and library_path(p) is None
-        and not (prefix and p.startswith(prefix))
-    ]  # fmt: skip
+def user_base(paths: Iterable[str]) -> str:
+    """The folder that holds every user file among `paths` (absolute, not an installed
+    library's or Python's): what the HTML report shows them relative to. '' when there is
+    none, or only `/` holds them all."""
+    dirs = [os.path.dirname(p) for p in paths if p.startswith("/") and library_path(p) is None]
     try:
         base = os.path.commonpath(dirs) if dirs else ""
     except ValueError:

@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from compilediag.paths import LIBRARY_ROOTS, STDLIB_ROOT
 from compilediag.report import Site
 
 # --- source locations ------------------------------------------------------------------
@@ -30,8 +31,7 @@ _OWN_DIRS = tuple(
     )
 )
 _STDLIB = os.path.dirname(os.__file__).replace("\\", "/") + "/"
-LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/torch/")
-STDLIB_PATH = re.compile(r"/lib/python3\.\d+/")
+LIBRARY_MARKERS = (*LIBRARY_ROOTS, "/torch/")
 
 
 def is_own_file(filename: str) -> bool:
@@ -51,7 +51,7 @@ def is_library_file(filename: str) -> bool:
     real = os.path.realpath(f).replace("\\", "/") if f.startswith("/") else f
     if any(m in p for m in LIBRARY_MARKERS for p in (f, real)) or is_own_file(f):
         return True
-    return f.startswith(_STDLIB) or bool(STDLIB_PATH.search(f))
+    return f.startswith(_STDLIB) or bool(STDLIB_ROOT.search(f))
 
 
 # Python traceback lines, as torch prints user stacks (all releases).

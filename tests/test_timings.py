@@ -281,8 +281,8 @@ def get_inputs():
 
 def test_a_frame_left_to_eager_says_what_it_costs(tmp_path) -> None:
     """torch skips forward (a break in its loop, GB7000), so each call runs it in eager
-    mode: the note gives its time per call from torch.profiler's Python tracer, which is
-    about the model's eager call (the tracer's own cost on top)."""
+    mode: the note gives its time per call from a profile hook, which is about the
+    model's eager call (the hook's own cost on top)."""
     model = tmp_path / "loop_break.py"
     model.write_text(LOOP_BREAK)
     report, proc = run_json(

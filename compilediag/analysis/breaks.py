@@ -134,14 +134,13 @@ def from_your_side(library: str, fix: Fix) -> str:
     def lower(text: str) -> str:
         return text[:1].lower() + text[1:]
 
+    own = possessive(library)
     if fix.config:
-        return f"The line is {possessive(library)} code, but a setting removes the break: " + lower(
-            fix.suggestion
-        )
+        return f"The line is {own} code, but a setting removes the break: " + lower(fix.suggestion)
     inside = f" Inside {library}, this would remove it: {lower(fix.text)}" if fix.specific else ""
     return (
-        f"The line is {possessive(library)} own code, which you don't edit. From your side: compile the "
-        f"parts of the model that run without breaks (`model.part = torch.compile(model.part)`) "
+        f"The line is {own} own code, which you don't edit. From your side: compile the parts "
+        "of the model that run without breaks (`model.part = torch.compile(model.part)`) "
         f"instead of the whole model, or leave the call into {library} uncompiled "
         f"(`torch.compiler.disable`); the rest still compiles.{inside}"
     )

@@ -373,9 +373,9 @@ def library_recompile_advice(package: str, g: Guard) -> str:
         )
     return (
         head + f"{g.words}. These are values {package} passes itself, so each kind of call "
-        "gets its own graph (one compile each). Nothing in your code changes it; it costs compile time, "
-        f"and past the recompile limit the frame runs in eager mode. To avoid it, leave the "
-        f"{package} call uncompiled (`torch.compiler.disable`)."
+        "gets its own graph (one compile each). Nothing in your code changes it; it costs "
+        "compile time, and past the recompile limit the frame runs in eager mode. To avoid "
+        f"it, leave the {package} call uncompiled (`torch.compiler.disable`)."
     )
 
 
