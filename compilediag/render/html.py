@@ -30,7 +30,8 @@ from markupsafe import Markup, escape
 
 from compilediag.paths import library_path, user_base
 from compilediag.ranksets import rank_set
-from compilediag.render import kernel_count_note
+from compilediag.render import kernel_count_note, plural
+from compilediag.render import seconds as render_seconds
 from compilediag.report import RankSummary, Summary
 
 __all__ = ["render_html"]
@@ -154,16 +155,8 @@ def _num(value: Any) -> float:
 
 
 def seconds(value: Any) -> str:
-    if value is None or value == "":
-        return "-"
-    value = _num(value)
-    if value >= 1:
-        return f"{value:.2f} s"
-    return f"{value * 1e3:.0f} ms" if value >= 0.01 or value == 0 else f"{value * 1e3:.2f} ms"
-
-
-def plural(n: Any, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
+    """The report's seconds (`render.seconds`), from a template's value."""
+    return "-" if value is None or value == "" else render_seconds(_num(value))
 
 
 def pct(value: Any, total: Any) -> str:
