@@ -1,4 +1,6 @@
-"""How paths are shown to the user (no torch, no rich: every layer may use it).
+"""Whose a frame is (the user's, a library's, Python's, compilediag's: judged once, on the
+real path), and how paths are shown to the user (no torch, no rich: every layer may use
+it).
 
 An installed library's file is shown from its package down (`torchvision/ops/boxes.py`)
 wherever its venv is, inside the project folder too; the user's files relative to the folder
@@ -6,6 +8,7 @@ the command ran in. Never a machine path for a library."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -17,6 +20,44 @@ STDLIB_ROOT = re.compile(r"/lib/python3\.\d+/")
 _LIBRARY_PREFIX = re.compile(
     r"(?<![\w.-])/[^\s'\"`()]*?/(?:(?:site|dist)-packages|lib/python3\.\d+)/(?!(?:site|dist)-packages/)"
 )
+
+
+# --- whose a frame is -------------------------------------------------------------------
+
+# compilediag's own folder, as imported and with its links resolved: the worker may import
+# it through another path than the CLI (a symlinked checkout), and its frames are never the
+# user's
+_OWN_DIRS = tuple(
+    dict.fromkeys(
+        os.path.dirname(p).replace("\\", "/") + "/"
+        for p in (os.path.abspath(__file__), os.path.realpath(__file__))
+    )
+)
+_STDLIB = os.path.dirname(os.__file__).replace("\\", "/") + "/"
+LIBRARY_MARKERS = (*LIBRARY_ROOTS, "/torch/")  # torch from a source checkout too
+
+
+def is_own_file(filename: str) -> bool:
+    """A file of compilediag's (the worker that calls the model), through links too."""
+    f = filename.replace("\\", "/")
+    return f.startswith(_OWN_DIRS) or os.path.realpath(f).replace("\\", "/").startswith(_OWN_DIRS)
+
+
+@functools.lru_cache(maxsize=8192)
+def is_library_file(filename: str) -> bool:
+    """A frame the user did not write: torch, site-packages, the stdlib, frozen modules,
+    and compilediag itself, judged on the path as torch wrote it (absolute) and with its
+    links resolved. `<string>` (code given to `python -c`) is the user's."""
+    f = filename.replace("\\", "/")
+    if f.startswith("<") and f != "<string>":
+        return True
+    real = os.path.realpath(f).replace("\\", "/") if f.startswith("/") else f
+    if any(m in p for m in LIBRARY_MARKERS for p in (f, real)) or is_own_file(f):
+        return True
+    return f.startswith(_STDLIB) or bool(STDLIB_ROOT.search(f))
+
+
+# --- how a path is shown ----------------------------------------------------------------
 
 
 def library_path(path: str) -> str | None:

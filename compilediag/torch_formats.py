@@ -11,48 +11,12 @@ Imports nothing heavy (no torch): renderers and the gate may use it.
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from dataclasses import dataclass, field
 
-from compilediag.paths import LIBRARY_ROOTS, STDLIB_ROOT
 from compilediag.report import Site
 
 # --- source locations ------------------------------------------------------------------
-
-# compilediag's own folder, as imported and with its links resolved: the worker may import
-# it through another path than the CLI (a symlinked checkout), and its frames are never the
-# user's
-_OWN_DIRS = tuple(
-    dict.fromkeys(
-        os.path.dirname(p).replace("\\", "/") + "/"
-        for p in (os.path.abspath(__file__), os.path.realpath(__file__))
-    )
-)
-_STDLIB = os.path.dirname(os.__file__).replace("\\", "/") + "/"
-LIBRARY_MARKERS = (*LIBRARY_ROOTS, "/torch/")
-
-
-def is_own_file(filename: str) -> bool:
-    """A file of compilediag's (the worker that calls the model), through links too."""
-    f = filename.replace("\\", "/")
-    return f.startswith(_OWN_DIRS) or os.path.realpath(f).replace("\\", "/").startswith(_OWN_DIRS)
-
-
-@functools.lru_cache(maxsize=8192)
-def is_library_file(filename: str) -> bool:
-    """A frame the user did not write: torch, site-packages, the stdlib, frozen modules,
-    and compilediag itself, judged on the path as torch wrote it (absolute) and with its
-    links resolved. `<string>` (code given to `python -c`) is the user's."""
-    f = filename.replace("\\", "/")
-    if f.startswith("<") and f != "<string>":
-        return True
-    real = os.path.realpath(f).replace("\\", "/") if f.startswith("/") else f
-    if any(m in p for m in LIBRARY_MARKERS for p in (f, real)) or is_own_file(f):
-        return True
-    return f.startswith(_STDLIB) or bool(STDLIB_ROOT.search(f))
-
 
 # Python traceback lines, as torch prints user stacks (all releases).
 TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+), in (?P<name>.+)$')

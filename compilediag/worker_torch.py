@@ -15,8 +15,8 @@ from compilediag.measure import (
     Step,
     tensors_of,
 )
+from compilediag.paths import is_library_file
 from compilediag.report import Environment
-from compilediag.torch_formats import is_library_file
 from compilediag.worker_types import (
     ExplainBreak,
     ExplainResult,

@@ -9,8 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from compilediag.paths import portable_path, portable_text
-from compilediag.torch_formats import is_library_file
+from compilediag.paths import is_library_file, portable_path, portable_text
 from tests.conftest import ROOT, run_json
 
 VENV_IN_PROJECT = "/home/u/proj/.venv/lib/python3.11/site-packages/torchvision/ops/boxes.py"

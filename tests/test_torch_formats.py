@@ -11,6 +11,7 @@ import pytest
 
 from compilediag.analysis.kernels import kernels_of_graph, node_lines
 from compilediag.compiles import CompilationMetrics, CompileId
+from compilediag.paths import is_library_file
 from compilediag.torch_formats import (
     GUARD_RANGE,
     GUARD_SIZE,
@@ -20,7 +21,6 @@ from compilediag.torch_formats import (
     frame_name,
     guard_pattern,
     guard_text,
-    is_library_file,
     parse_break_text,
     source_name,
     split_recompile_reasons,

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from compilediag.analysis.source import code_at, context_at
 from compilediag.compiles import Compile, Frame
 from compilediag.fixes import Fix, fix_for
-from compilediag.paths import LIBRARY_ROOTS, package_of, possessive
+from compilediag.paths import LIBRARY_ROOTS, is_library_file, package_of, possessive
 from compilediag.report import GraphBreak, Site
-from compilediag.torch_formats import RESUME, ParsedBreak, is_library_file, parse_break_text
+from compilediag.torch_formats import RESUME, ParsedBreak, parse_break_text
 
 
 def user_site(parsed: ParsedBreak, outer: Sequence[Frame] = ()) -> tuple[Site, Site | None]:

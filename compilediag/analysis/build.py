@@ -32,7 +32,7 @@ from compilediag.analysis.recompiles import collect_limit_hits, collect_recompil
 from compilediag.analysis.source import code_at
 from compilediag.analysis.timings import attribute_time, timings_of
 from compilediag.compiles import Compile, TraceLog
-from compilediag.paths import portable_path, portable_text
+from compilediag.paths import is_library_file, portable_path, portable_text
 from compilediag.report import (
     Call,
     CompileFailure,
@@ -54,7 +54,6 @@ from compilediag.torch_formats import (
     WRAPPER_FRAME,
     compile_failure_fix,
     frame_name,
-    is_library_file,
 )
 from compilediag.worker_types import ModelInfo, WorkerResult
 

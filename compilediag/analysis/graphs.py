@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from compilediag.compiles import CompilationMetrics, Compile
-from compilediag.paths import package_of
+from compilediag.paths import is_library_file, package_of
 from compilediag.report import CompileTime, Graph
-from compilediag.torch_formats import frame_name, is_library_file
+from compilediag.torch_formats import frame_name
 
 
 def frame_metrics(c: Compile, compiles: list[Compile]) -> CompilationMetrics:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from compilediag.compiles import Compile, TraceLog
+from compilediag.paths import is_library_file
 from compilediag.report import Kernel
 from compilediag.torch_formats import (
     AOT_EXTERN_CALL,
@@ -45,7 +46,6 @@ from compilediag.torch_formats import (
     SOURCE_NODES,
     STACK_FILE_LINE,
     TRITON_KINDS,
-    is_library_file,
 )
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from compilediag.analysis.graphs import frame_metrics, frame_place
 from compilediag.analysis.source import code_at
 from compilediag.compiles import CompilationMetrics, Compile
-from compilediag.paths import library_path, possessive
+from compilediag.paths import is_library_file, is_own_file, library_path, possessive
 from compilediag.report import LimitHit, Recompile
 from compilediag.torch_formats import (
     GUARD_CID_PREFIX,
@@ -35,8 +35,6 @@ from compilediag.torch_formats import (
     frame_name,
     guard_pattern,
     guard_text,
-    is_library_file,
-    is_own_file,
     is_resume_frame,
     source_name,
 )
