@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import re
+from dataclasses import dataclass
 
 from compilediag.paths import short_path, where
 from compilediag.ranksets import rank_set
@@ -10,33 +12,32 @@ from compilediag.report import RankSummary, Report, Rule, Summary
 
 __all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
 
-FORMATS = ("table", "json", "markdown", "csv", "junit", "html")
+
+@dataclass(frozen=True)
+class Renderer:
+    """One output format: the function that renders a Report into it, imported when first
+    used (`--help` and `render` stay fast); a terminal view also takes width and colour."""
+
+    module: str
+    function: str
+    terminal: bool = False
+
+
+RENDERERS = {
+    "table": Renderer("compilediag.render.table", "render_table", terminal=True),
+    "json": Renderer("compilediag.render.json", "render_json"),
+    "markdown": Renderer("compilediag.render.markdown", "render_markdown"),
+    "csv": Renderer("compilediag.render.csv", "render_csv"),
+    "junit": Renderer("compilediag.render.junit", "render_junit"),
+    "html": Renderer("compilediag.render.html", "render_html"),
+}
+FORMATS = tuple(RENDERERS)
 
 
 def render(report: Report, fmt: str, width: int | None = None, color: bool = False) -> str:
-    if fmt == "json":
-        from compilediag.render.json import render_json
-
-        return render_json(report)
-    if fmt == "markdown":
-        from compilediag.render.markdown import render_markdown
-
-        return render_markdown(report)
-    if fmt == "csv":
-        from compilediag.render.csv import render_csv
-
-        return render_csv(report)
-    if fmt == "junit":
-        from compilediag.render.junit import render_junit
-
-        return render_junit(report)
-    if fmt == "html":
-        from compilediag.render.html import render_html
-
-        return render_html(report)
-    from compilediag.render.table import render_table
-
-    return render_table(report, width=width, color=color)
+    r = RENDERERS.get(fmt, RENDERERS["table"])
+    fn = getattr(importlib.import_module(r.module), r.function)
+    return fn(report, width=width, color=color) if r.terminal else fn(report)
 
 
 def seconds(value: float | None) -> str:
