@@ -88,13 +88,12 @@ def _marks(report: Report) -> list[tuple[str, int, int]]:
     """(input name, its position, dim) for size recompiles on a positional model input."""
     marks = []
     for r in report.recompiles:
-        if r.cause != "shape" or " dim " not in r.failed_guard:
+        if r.cause != "shape" or r.change is None:
             continue
-        name, _, rest = r.failed_guard.partition(" dim ")
-        dim = rest.split(" ", 1)[0]
+        name, dim = r.change.source, r.change.dim
         position = report.target.params.index(name) if name in report.target.params else -1
-        if position >= 0 and dim.isdigit() and (name, position, int(dim)) not in marks:
-            marks.append((name, position, int(dim)))
+        if position >= 0 and (name, position, dim) not in marks:
+            marks.append((name, position, dim))
     return marks
 
 

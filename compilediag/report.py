@@ -90,6 +90,16 @@ class GraphBreak:
 
 
 @dataclass
+class GuardChange:
+    """A size guard that failed, as data: dim `dim` of `source` was `old`, is `new`."""
+
+    source: str  # as the report names it (`x`, `input_ids`, `model_kwargs['position_ids']`)
+    dim: int
+    old: int
+    new: int
+
+
+@dataclass
 class Recompile:
     frame: str
     file: str
@@ -106,6 +116,7 @@ class Recompile:
     automatic_dynamic: bool = False  # torch made the changed value dynamic on this recompile
     hit_limit: bool = False  # the attempt that hit the recompile limit: no graph, not counted
     ranks: list[int] = field(default_factory=list)  # several ranks: those with it (in ranks[])
+    change: GuardChange | None = None  # the first failed guard, where it is a size's
 
 
 @dataclass

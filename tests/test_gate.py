@@ -290,3 +290,28 @@ def test_the_compile_time_budget_judges_torchs_compile_time(tmp_path: Path) -> N
     assert over.returncode == 1, over.stderr
     cases = [c.get("name", "") for c in ET.parse(junit).getroot().iter("testcase")]
     assert any("max-compile-time" in c for c in cases), cases
+
+
+def test_the_mark_dynamic_remedy_reads_the_guard_as_data_not_its_words() -> None:
+    """--try-fixes' mark_dynamic comes from each size guard's `change` (source, dim, old,
+    new: torch's guard, parsed once), so rewording the failed guard changes nothing; the
+    change is torch's sizes (2 -> 4 on the recorded batch sweep)."""
+    from compilediag.remedies import remedies_for
+
+    from compilediag.worker_types import ModelInfo
+
+    # the worker's account of the model: forward's parameter names (torch says `args[0]`)
+    model = ModelInfo(name="Sequential.forward", params=["input"])
+    report = build_report(
+        parse_path(fixture_trace("batch_sweep.eager")),
+        WorkerResult(model=model),
+        TargetInfo(path="sample_models/changing_batch.py"),
+    )
+    assert report.target.params == ["input"]
+    (r,) = [r for r in report.recompiles if r.cause == "shape"]
+    assert r.change is not None and (r.change.dim, r.change.old, r.change.new) == (0, 2, 4)
+    assert f"dim 0 changed {r.change.old} → {r.change.new}" in r.failed_guard  # the words agree
+    for x in report.recompiles:
+        x.failed_guard = "reworded: " + x.failed_guard.upper()
+    (mark,) = [m for m in remedies_for(report) if m.name == "mark_dynamic"]
+    assert mark.mark_dynamic == [(0, 0)] and "mark_dynamic(input, 0)" in mark.code

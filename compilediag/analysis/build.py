@@ -189,6 +189,8 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
     for r in report.recompiles:
         place(r)
         r.failed_guard = named(r.failed_guard)
+        if r.change:
+            r.change.source = named(r.change.source)
         r.failed_guards = [named(g) for g in r.failed_guards]
         r.suggestion = named(r.suggestion)
     for g in report.graphs:

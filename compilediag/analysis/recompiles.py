@@ -10,7 +10,7 @@ from compilediag.analysis.graphs import frame_metrics, frame_place
 from compilediag.analysis.source import code_at
 from compilediag.compiles import CompilationMetrics, Compile
 from compilediag.paths import is_library_file, is_own_file, library_path, possessive
-from compilediag.report import LimitHit, Recompile
+from compilediag.report import GuardChange, LimitHit, Recompile
 from compilediag.torch_formats import (
     GUARD_CID_PREFIX,
     GUARD_CONSTANT,
@@ -70,6 +70,14 @@ def parse_guard(reason: str) -> Guard:
         # torch shortens this path ("main/models/net.py"); the caller resolves it
         g.file, g.line = loc["file"], int(loc["line"])
     return g
+
+
+def size_change(guard: str) -> GuardChange | None:
+    """A failed size guard as data (what `translate` puts in words)."""
+    m = GUARD_SIZE.match(guard)
+    if not m:
+        return None
+    return GuardChange(source_name(m["n"]), int(m["i"]), int(m["a"]), int(m["b"]))
 
 
 def translate(guard: str) -> tuple[str, str, str]:
@@ -320,6 +328,7 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
                 guard_code=code_at(g.file, g.line),
                 automatic_dynamic=became_dynamic(c) and not specialised(guards),
                 suggestion=suggestion,
+                change=size_change(g.guard),
             )
         )
     return out
