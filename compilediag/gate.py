@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compilediag.errors import GATE_FAILED, OK
-from compilediag.report import Recompile, Report, Rule, Verdict
+from compilediag.report import Recompile, Report, Rule, Site, Verdict
 from compilediag.torch_formats import guard_pattern
 
 
@@ -151,6 +151,7 @@ def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) ->
     gone = [old_sites[k] for k in old_sites if k not in now_sites]
     for b in new:
         verdict.regressions.append(f"new graph break at {b.file}:{b.line}: {b.reason} ({b.code})")
+        verdict.new_sites.append(Site(b.file, b.line, b.code))
     for b in gone:
         verdict.improvements.append(
             f"graph break gone: {os.path.basename(b.file)}: {b.code} ({b.reason})"

@@ -315,8 +315,9 @@ class Rule:
 class Verdict:
     passed: bool = True
     rules: list[Rule] = field(default_factory=list)
-    regressions: list[str] = field(default_factory=list)  # against --baseline
+    regressions: list[str] = field(default_factory=list)  # against --baseline, in words
     improvements: list[str] = field(default_factory=list)
+    new_sites: list[Site] = field(default_factory=list)  # break sites the baseline lacked
 
 
 @dataclass

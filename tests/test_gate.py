@@ -76,6 +76,12 @@ def test_baseline_line_shift_passes_new_break_fails_removed_break_improves() -> 
     v = evaluate(worse, Budgets(baseline=base))
     assert not v.passed
     assert any("new graph break at /x/graph_breaks.py:40" in x for x in v.regressions)
+    # JUnit fails that site's case alone, read from the verdict's sites (not its words)
+    worse.verdict = v
+    cases = ET.fromstring(render(worse, "junit")).iter("testcase")
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    sites = [f for f in failed if not f.startswith("baseline:")]  # the rules failed too
+    assert sites == ["/x/graph_breaks.py:40"], failed
     better = copy.deepcopy(base)
     better.graph_breaks.pop()
     better.summary.unique_graph_breaks -= 1

@@ -20,7 +20,7 @@ def render_junit(report: Report) -> str:
             failures += 1
             ET.SubElement(case, "failure", message=f"{rule.name}: {rule_text(rule)}")
     breaks_forbidden = any(r.name in BREAK_RULES and not r.passed for r in report.verdict.rules)
-    new_sites = {x for x in report.verdict.regressions if x.startswith("new graph break")}
+    new_sites = {(s.file, s.line) for s in report.verdict.new_sites}
     for b in report.graph_breaks:
         where = f"{b.file}:{b.line}"
         case = ET.SubElement(
@@ -31,8 +31,7 @@ def render_junit(report: Report) -> str:
             file=b.file,
             line=str(b.line),
         )
-        is_new = any(x.startswith(f"new graph break at {where}:") for x in new_sites)
-        if breaks_forbidden or is_new:
+        if breaks_forbidden or (b.file, b.line) in new_sites:
             failures += 1
             failure = ET.SubElement(case, "failure", message=f"graph break at {where}: {b.reason}")
             failure.text = f"{b.code}\n{b.explanation}\nfix: {b.suggestion}"
