@@ -81,6 +81,13 @@ def package_of(path: str) -> str:
     return head[:-3] if head.endswith(".py") else head
 
 
+def installed_package(file: str) -> str:
+    """The installed library (site-packages) a file is in, '' for any other: a break in
+    Python's own library under the user's call (copy.deepcopy) is fixed at that call."""
+    path = file.replace("\\", "/")
+    return package_of(path) if any(root in path for root in LIBRARY_ROOTS) else ""
+
+
 def possessive(package: str) -> str:
     """`torchvision's`, `transformers'`."""
     return f"{package}'" if package.endswith("s") else f"{package}'s"

@@ -303,7 +303,6 @@ def test_the_mark_dynamic_remedy_reads_the_guard_as_data_not_its_words() -> None
     new: torch's guard, parsed once), so rewording the failed guard changes nothing; the
     change is torch's sizes (2 -> 4 on the recorded batch sweep)."""
     from compilediag.remedies import remedies_for
-
     from compilediag.worker_types import ModelInfo
 
     # the worker's account of the model: forward's parameter names (torch says `args[0]`)

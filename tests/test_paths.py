@@ -80,7 +80,7 @@ def test_the_same_findings_from_any_folder(tmp_path: Path) -> None:
 def test_python_s_own_files_are_named_from_its_folder_and_are_not_an_installed_library() -> None:
     """`copy.py` from any Python's library folder, never the machine's path; a break there
     under the user's call is fixed at that call (not "a library's line you don't edit")."""
-    from compilediag.analysis.breaks import installed_package
+    from compilediag.paths import installed_package
 
     stdlib = "/root/.pyenv/versions/3.11.7/lib/python3.11/copy.py"
     assert portable_path(stdlib, "/elsewhere") == "copy.py"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from compilediag.analysis.source import code_at, context_at
 from compilediag.compiles import Compile, Frame
 from compilediag.fixes import Fix, fix_for
-from compilediag.paths import LIBRARY_ROOTS, is_library_file, package_of, possessive
+from compilediag.paths import installed_package, is_library_file, possessive
 from compilediag.report import GraphBreak, Site
 from compilediag.torch_formats import RESUME, ParsedBreak, parse_break_text
 
@@ -114,16 +114,9 @@ def framework_of(*files: str) -> tuple[str, str] | None:
         for marker, name, advice in FRAMEWORKS:
             if marker in path:
                 return name, advice
-        if any(root in path for root in LIBRARY_ROOTS):
+        if installed_package(path):
             return None  # an installed library of no framework's (torchvision): its own
     return None
-
-
-def installed_package(file: str) -> str:
-    """The installed library (site-packages) a file is in, '' for any other: a break in
-    Python's own library under the user's call (copy.deepcopy) is fixed at that call."""
-    path = file.replace("\\", "/")
-    return package_of(path) if any(root in path for root in LIBRARY_ROOTS) else ""
 
 
 def from_your_side(library: str, fix: Fix) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from compilediag.analysis.graphs import frame_metrics, frame_place
 from compilediag.analysis.source import code_at
 from compilediag.compiles import CompilationMetrics, Compile
-from compilediag.paths import is_library_file, is_own_file, library_path, possessive
+from compilediag.paths import installed_package, is_library_file, is_own_file, possessive
 from compilediag.report import GuardChange, LimitHit, Recompile
 from compilediag.torch_formats import (
     GUARD_CID_PREFIX,
@@ -341,14 +341,14 @@ def inner_library_frame(c: Compile, m: CompilationMetrics) -> str:
     """The installed package whose code this frame is, when that package also called it
     (its inputs are the library's own values); '' for the user's code, or a library
     frame the user called (an nn.Sequential's forward takes the user's tensors)."""
-    lib = library_path(m.co_filename or "")
-    if not lib or not m.co_filename:
+    package = installed_package(m.co_filename or "")
+    if not package:
         return ""
     callers = [f for f in c.stack if not any(p in f.file for p in CALL_MACHINERY)]
     caller = callers[-1].file if callers else ""
     if not caller or not is_library_file(caller) or is_own_file(caller):
         return ""
-    return lib.split("/", 1)[0]
+    return package
 
 
 def library_recompile_advice(package: str, g: Guard) -> str:
