@@ -80,10 +80,31 @@ class CompileId:
     def is_first(self) -> bool:
         return self.frame_compile == 0
 
+    @property
+    def of_entry_frame(self) -> bool:
+        """A compile of the first frame Dynamo saw in its process: the compiled function or
+        module itself, not a frame it calls or resumes (those come later)."""
+        return self.frame == 0 and self.compiled_autograd is None
+
 
 _CID = re.compile(
     r"(?:r(?P<rank>\d+):)?(?:!(?P<ca>\d+)/)?(?P<frame>\d+)/(?P<compile>\d+)(?:_(?P<attempt>\d+))?(?:#\d+)?"
 )
+_RANK = re.compile(r"^r\d+:")
+
+
+def id_of(text: str) -> CompileId | None:
+    """A Report's compile id, typed; None for one that is not torch's (`export`, `aot`)."""
+    try:
+        return CompileId.parse(text)
+    except ValueError:
+        return None
+
+
+def unranked(text: str) -> str:
+    """A Report's compile id without its rank: `r3:0/1#2` -> `0/1#2`, the same compile as
+    another rank's."""
+    return _RANK.sub("", text)
 
 
 def _int(v: Any) -> int:

@@ -66,18 +66,18 @@ class Capture:
 
         from compilediag.analysis.build import build_report
         from compilediag.analysis.runtime import JobRun
-        from compilediag.report import Environment, Runtime, TargetInfo
+        from compilediag.report import Environment, Runtime, Source, TargetInfo
         from compilediag.serial import from_plain
         from compilediag.trace import parse_lines
-        from compilediag.worker_types import ProcessRuntime, WorkerResult
+        from compilediag.worker_types import ProcessRuntime
 
         text = self._buffer.getvalue() if self._buffer is not None else ""
         log = parse_lines(io.StringIO(text), path="<in-process>")
-        env = Environment(source="in-process", torch=torch.__version__)
+        env = Environment(source=Source.IN_PROCESS, torch=torch.__version__)
         process = from_plain(ProcessRuntime, self._probe.facts())
         job = Runtime(exit_code=0, wall_s=round(self._wall_s, 3))
         return build_report(
-            [log], WorkerResult(environment=env), TargetInfo(path="<in-process>"),
+            [log], None, TargetInfo(path="<in-process>"), environment=env,
             run=JobRun(job, [process]),
         )  # fmt: skip
 

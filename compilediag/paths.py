@@ -12,6 +12,7 @@ import functools
 import os
 import re
 from collections.abc import Iterable
+from enum import StrEnum
 
 LIBRARY_ROOTS = ("/site-packages/", "/dist-packages/")
 # Python's own library folder, on any machine (`/usr/lib/python3.11/`, a pyenv's)
@@ -55,6 +56,27 @@ def is_library_file(filename: str) -> bool:
     if any(m in p for m in LIBRARY_MARKERS for p in (f, real)) or is_own_file(f):
         return True
     return f.startswith(_STDLIB) or bool(STDLIB_ROOT.search(f))
+
+
+class Owner(StrEnum):
+    """Whose code a file is."""
+
+    USER = "user"
+    LIBRARY = "library"  # an installed package other than torch
+    TORCH = "torch"
+    PYTHON = "python"  # Python's own library, frozen modules
+    COMPILEDIAG = "compilediag"
+
+
+def owner_of(filename: str) -> Owner:
+    if not is_library_file(filename):
+        return Owner.USER
+    if is_own_file(filename):
+        return Owner.COMPILEDIAG
+    package = package_of(filename.replace("\\", "/"))
+    if package == "torch" or (not package and "/torch/" in filename.replace("\\", "/")):
+        return Owner.TORCH
+    return Owner.LIBRARY if installed_package(filename) else Owner.PYTHON
 
 
 # --- how a path is shown ----------------------------------------------------------------

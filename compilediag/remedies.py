@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compilediag.fixes import config_patch
-from compilediag.report import Report
+from compilediag.report import FixOutcome, Report
 
 
 @dataclass
@@ -117,11 +117,11 @@ def apply(torch: Any, remedy: Remedy) -> None:
         setattr(torch._dynamo.config, key, value)
 
 
-def verdict(before: int, after: int, outputs_match: bool | None) -> str:
+def verdict(before: int, after: int, outputs_match: bool | None) -> FixOutcome:
     if outputs_match is False:
-        return "breaks outputs"
+        return FixOutcome.BREAKS_OUTPUTS
     if after == 0 and before > 0:
-        return "removes it"
+        return FixOutcome.REMOVES
     if after < before:
-        return "partly"
-    return "no effect"
+        return FixOutcome.PARTLY
+    return FixOutcome.NO_EFFECT

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 # 2: timings.device became timings.device_ms; `runtime`, `rank_groups` and each finding's
@@ -15,12 +16,79 @@ from typing import Any
 SCHEMA_VERSION = 2
 
 
+# The closed vocabularies of the Report: each field's values, as saved (a StrEnum is its
+# text in JSON and compares equal to it).
+
+
+class Source(StrEnum):
+    """Where the findings come from."""
+
+    RUN = "run"  # a run compilediag made
+    TRACE = "trace"  # a trace any job wrote (`report`, `run --`)
+    IN_PROCESS = "in-process"  # the caller's own process (compilediag.testing, capture())
+
+
+class RecompileCause(StrEnum):
+    """What changed between calls, by the failed guard."""
+
+    SHAPE = "shape"  # a size (mark it dynamic)
+    BOUNDED = "bounded"  # a size past the bound of an already dynamic dim
+    FLOAT = "float"
+    INT = "int"
+    TRAINING = "training"  # module.training flipped
+    OBJECT = "object"  # a different object (id / type match)
+    TYPE = "type"
+    GLOBAL = "global"
+    LENGTH = "length"  # a list or tuple of another length
+    TENSOR_META = "tensor_meta"  # a tensor's dtype, device, requires_grad ...
+    STRING = "string"
+    OTHER = "other"
+
+
+class FixSource(StrEnum):
+    COMPILEDIAG = "compilediag"  # our own fix for the cause
+    TORCH_REGISTRY = "torch registry"  # torch's graph-break registry's hints
+    TORCH_HINTS = "torch hints"  # the hints torch logged with the break
+    GENERIC = "generic"
+
+
+class CallState(StrEnum):
+    COMPILED = "compiled"  # the call compiled a graph
+    HIT = "hit"  # it ran a graph already compiled
+    LIMIT = "limit"  # past the recompile limit: it ran in eager mode
+
+
+class KernelKind(StrEnum):
+    POINTWISE = "pointwise"
+    REDUCTION = "reduction"
+    PERSISTENT_REDUCTION = "persistent_reduction"
+    TEMPLATE = "template"
+    COPY = "copy"  # computes no value: a layout change
+    EXTERN = "extern"  # a library call (aten, cuBLAS, oneDNN)
+    OTHER = "other"
+
+
+class Bound(StrEnum):
+    CPU = "CPU-bound"
+    GPU = "GPU-bound"
+
+
+class FixOutcome(StrEnum):
+    """What a remedy tried in a run of its own did (--try-fixes)."""
+
+    REMOVES = "removes it"
+    PARTLY = "partly"
+    NO_EFFECT = "no effect"
+    BREAKS_OUTPUTS = "breaks outputs"
+    FAILED = "failed"
+
+
 @dataclass
 class Environment:
     """Where the findings come from: a compilediag run, a trace made elsewhere, or a
     test's own process (`compilediag.testing`)."""
 
-    source: str = "run"  # run, trace, in-process
+    source: Source = Source.RUN
     torch: str = "?"
     python: str = ""
     device: str = ""
@@ -74,11 +142,11 @@ class GraphBreak:
     hints: list[str] = field(default_factory=list)
     count: int = 1
     suggestion: str = ""
-    cause: str = ""  # our classification: print, logging, data_dependent_branch, ...
+    cause: str = ""  # the fix rule's name for it: print, logging, data_dependent_branch, ...
     library_frame: Site | None = None  # where it broke, when inside a library the user called
     framework: str = ""  # the framework that library frame belongs to (DDP, logging, ...)
     library: str = ""  # the package whose line broke (torchvision, transformers); '' if yours
-    fix_source: str = ""  # compilediag, torch registry, torch hints, generic
+    fix_source: FixSource | None = None
     compile_ids: list[str] = field(default_factory=list)
     # per compiled call: the eager time around the graphs this break ended, and its share of
     # the call (from torch.profiler; None when not measured)
@@ -109,7 +177,7 @@ class Recompile:
     failed_guard: str = ""  # the first, in words
     suggestion: str = ""
     failed_guards: list[str] = field(default_factory=list)  # all, in words
-    cause: str = ""  # shape, float, int, training, object, type, global, length, other
+    cause: RecompileCause = RecompileCause.OTHER
     guard_file: str = ""  # the user line that installed the guard
     guard_line: int = 0
     guard_code: str = ""  # the source of that line, read when the report was built
@@ -156,9 +224,7 @@ class Call:
     inputs: str
     compiled: bool
     compile_ids: list[str] = field(default_factory=list)
-    # compiled, hit (a cached graph), or eager: the recompile limit was hit, so a call that
-    # needed a new graph ran in eager mode instead
-    state: str = ""
+    state: CallState | None = None
     compile_time_s: float = 0.0
     wall_s: float = 0.0
 
@@ -182,7 +248,7 @@ class Graph:
 @dataclass
 class Kernel:
     name: str
-    kind: str
+    kind: KernelKind
     file: str = ""  # written file, when dumped
     ops: list[str] = field(default_factory=list)
     source_lines: list[str] = field(default_factory=list)
@@ -255,7 +321,7 @@ class Timings:
     eager_ms: Stat | None = None
     compiled_ms: Stat | None = None
     device_ms: DeviceTime | None = None  # CUDA: the GPU's time per call beside the wall time
-    bound: str = ""  # CUDA: "CPU-bound" or "GPU-bound", from wall vs device time
+    bound: Bound | None = None  # CUDA: from wall vs device time
     first_call_s: float | None = None
     speedup: float | None = None
     max_abs_err: float | None = None
@@ -381,7 +447,7 @@ class VerifiedFix:
     before: Counts
     after: Counts | None
     outputs_match: bool | None
-    verdict: str  # removes it, partly, no effect, breaks outputs, failed
+    verdict: FixOutcome
     error: str = ""
 
 

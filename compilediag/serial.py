@@ -8,6 +8,7 @@ ignored and missing ones take their defaults, so an older file still loads.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import types
 import typing
@@ -50,6 +51,11 @@ def _build(tp: Any, value: Any) -> Any:
         hints = _hints(tp)
         known = {f.name for f in dataclasses.fields(tp) if f.init}
         return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            return value  # a value of a newer release (or '' of an older one): its text
     return value
 
 

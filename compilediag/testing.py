@@ -20,9 +20,8 @@ from typing import Any
 from compilediag.analysis.build import build_report
 from compilediag.gate import Budgets, evaluate
 from compilediag.render import render
-from compilediag.report import Environment, Report, TargetInfo
+from compilediag.report import Environment, Report, Source, TargetInfo
 from compilediag.trace import parse_lines
-from compilediag.worker_types import WorkerResult
 
 
 def compile_report(
@@ -50,8 +49,8 @@ def compile_report(
     finally:
         torch._dynamo.reset()
     log = parse_lines(io.StringIO(buffer.getvalue()), path="<in-process>")
-    env = Environment(source="in-process", torch=torch.__version__, backend=backend)
-    return build_report([log], WorkerResult(environment=env), TargetInfo(path=type(model).__name__))
+    env = Environment(source=Source.IN_PROCESS, torch=torch.__version__, backend=backend)
+    return build_report([log], None, TargetInfo(path=type(model).__name__), environment=env)
 
 
 def assert_compiles(

@@ -16,7 +16,7 @@ from compilediag.measure import (
     tensors_of,
 )
 from compilediag.paths import is_library_file
-from compilediag.report import Environment
+from compilediag.report import Environment, Source
 from compilediag.worker_types import (
     ExplainBreak,
     ExplainResult,
@@ -28,7 +28,7 @@ from compilediag.worker_types import (
 def environment(torch: Any, spec: WorkerSpec) -> Environment:
     device = spec.device or ("cuda" if torch.cuda.is_available() else "cpu")
     env = Environment(
-        source="run",
+        source=Source.RUN,
         torch=torch.__version__,
         python=sys.version.split()[0],
         device=device,

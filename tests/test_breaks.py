@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.breaks import classify, collect_breaks, user_site
+from compilediag.analysis.history import build_history, history_of
 from compilediag.compiles import CompileId, LoggedBreak
 from compilediag.report import Site
 from compilediag.torch_formats import ParsedBreak, parse_break_text
@@ -17,7 +18,7 @@ from tests.conftest import expected_breaks, fixture_trace, trace_sets
 
 def breaks_of(path: Path):
     (log,) = parse_path(path)
-    return collect_breaks(log.ordered())
+    return collect_breaks(build_history([log]))
 
 
 @pytest.mark.parametrize("folder", trace_sets("graph_breaks.eager"), ids=lambda p: p.name)
@@ -54,7 +55,9 @@ def test_sites_are_deduplicated_and_counted_across_recompiles() -> None:
     (log,) = parse_path(fixture_trace("graph_breaks.eager"))
     first = log.ordered()[0]
     recompile = replace(first, id=CompileId(0, 1), graph_breaks=list(first.graph_breaks))
-    sites, total = collect_breaks([*log.ordered(), recompile])  # 0/1 logs the break again
+    sites, total = collect_breaks(
+        history_of([*log.ordered(), recompile])
+    )  # 0/1 logs the break again
     assert total == 4 and len(sites) == 3
     top = sites[0]
     assert (top.line, top.count) == (22, 2), "the site that fired most comes first"
@@ -66,7 +69,7 @@ def test_a_break_logged_again_on_a_restart_of_one_compile_counts_once() -> None:
     first = log.ordered()[0]
     again = LoggedBreak(first.graph_breaks[0].text, attempt=1)  # the restart re-logs it
     first.graph_breaks.append(again)
-    sites, total = collect_breaks(log.ordered())
+    sites, total = collect_breaks(build_history([log]))
     assert total == 3 and len(sites) == 3
     assert all(s.count == 1 for s in sites)
 
@@ -136,7 +139,7 @@ def test_breaks_recorded_only_as_restarts_are_breaks() -> None:
             kept.append(line)
     log = parse_lines(kept)
     assert not any(c.graph_breaks for c in log.ordered())
-    sites, total = collect_breaks(log.ordered())
+    sites, total = collect_breaks(build_history([log]))
     assert sorted(s.line for s in sites) == expected_breaks("graph_breaks.py")
     assert total == 3
 

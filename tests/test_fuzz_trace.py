@@ -28,7 +28,7 @@ def _analyse(lines: list[str]) -> None:
     log = parse_lines(lines, path="fuzz")
     assert log.records >= 0 and log.skipped_lines >= 0
     report = build_report(
-        [log], WorkerResult(environment=Environment(source="trace")), TargetInfo(path="fuzz")
+        [log], None, TargetInfo(path="fuzz"), environment=Environment(source="trace")
     )
     render(report, "table", width=80)
     Report.from_dict(json.loads(render(report, "json")))

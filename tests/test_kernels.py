@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.build import all_compiles
+from compilediag.analysis.history import build_history
 from compilediag.analysis.kernels import collect_kernels, ops_from_name
 from compilediag.trace import parse_path
 from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
@@ -45,7 +45,7 @@ def test_ops_from_name_splits_on_known_op_names() -> None:
 @pytest.mark.parametrize("folder", trace_sets("transformer_block.inductor"), ids=lambda p: p.name)
 def test_transformer_block_kernels_match_the_wrapper(folder: Path) -> None:
     path = fixture_trace("transformer_block.inductor", folder)
-    graphs = collect_kernels(all_compiles(parse_path(path)))
+    graphs = collect_kernels(build_history(parse_path(path)))
     (g,) = graphs
     defined = DEFINITION.findall(g.wrapper)
     generated = [k for k in g.kernels if k.kernel.kind != "extern"]
@@ -74,7 +74,7 @@ def test_triton_kernel_ops_come_from_inductors_comments() -> None:
     if not folders:
         pytest.skip("no CUDA recording")
     path = fixture_trace("transformer_block.inductor", folders[0])
-    (g,) = collect_kernels(all_compiles(parse_path(path)))
+    (g,) = collect_kernels(build_history(parse_path(path)))
     for ks in g.kernels:
         if ks.kernel.kind == "extern":
             continue
@@ -188,7 +188,7 @@ def test_caches_are_left_on_kernels_survive_a_hit_and_cold_is_private(tmp_path: 
 def test_library_calls_fuse_nothing(folder: Path) -> None:
     """An extern call is the one op it names, not the node group Inductor's comment lists."""
     graphs = collect_kernels(
-        all_compiles(parse_path(fixture_trace("transformer_block.inductor", folder)))
+        build_history(parse_path(fixture_trace("transformer_block.inductor", folder)))
     )
     externs = [ks.kernel for g in graphs for ks in g.kernels if ks.kernel.kind == "extern"]
     assert externs
@@ -253,7 +253,7 @@ def test_each_library_call_names_the_linear_it_computes(folder: Path) -> None:
     model, _ = load_sample("transformer_block.py")
     linears = sorted(n for n, m in model.named_modules() if isinstance(m, nn.Linear))
     logs = parse_path(fixture_trace("transformer_block.inductor", folder))
-    kernels = [k.kernel for g in collect_kernels(all_compiles(logs)) for k in g.kernels]
+    kernels = [k.kernel for g in collect_kernels(build_history(logs)) for k in g.kernels]
     mms = [k for k in kernels if k.kind == "extern" and k.ops[0] in ("aten.addmm", "aten.mm")]
     assert sorted(m for k in mms for m in k.modules) == linears
     assert all(len(k.modules) == 1 for k in mms)
@@ -310,7 +310,7 @@ def test_every_recorded_kernel_computes_what_its_name_says(folder: Path) -> None
     from compilediag.analysis.kernels import all_kernels
 
     for path in sorted(folder.rglob("*.log")):
-        for graph in all_kernels(parse_path(path)):
+        for graph in all_kernels(build_history(parse_path(path))):
             for k in graph.kernels:
                 if k.kernel.kind != "extern":
                     assert k.kernel.kind != "copy" and k.kernel.ops, (path.name, k.kernel)
@@ -323,10 +323,10 @@ def test_a_cached_kernels_lines_point_at_this_runs_file() -> None:
     from compilediag.analysis.kernels import relocated
     from compilediag.report import Kernel
 
-    compiles = all_compiles(parse_path(fixture_trace("graph_breaks.eager")))
-    here = compiles[0].metrics.co_filename
+    history = build_history(parse_path(fixture_trace("graph_breaks.eager")))
+    here = history.entries[0].metrics.co_filename
     elsewhere = "/other/checkout/" + "/".join(here.split("/")[-2:])
     k = Kernel(name="cpp_fused_0", kind="pointwise", compile_id="0/0",
                source_lines=[f"{elsewhere}:18", f"{here}:21", "/lib/x/other.py:3"])  # fmt: skip
-    (moved,) = relocated([k], compiles)
+    (moved,) = relocated([k], history)
     assert moved.source_lines == [f"{here}:18", f"{here}:21", "/lib/x/other.py:3"]

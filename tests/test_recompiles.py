@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from compilediag.analysis.history import build_history
 from compilediag.analysis.recompiles import collect_recompiles, translate
 from compilediag.trace import parse_path
 from tests.conftest import (
@@ -80,7 +81,7 @@ def test_mark_dynamic_advice_names_the_input_and_dim() -> None:
 @pytest.mark.parametrize("folder", trace_sets("batch_sweep.eager"), ids=lambda p: p.name)
 def test_batch_sweep_recording(folder: Path) -> None:
     (log,) = parse_path(fixture_trace("batch_sweep.eager", folder))
-    (r,) = collect_recompiles(log.ordered())
+    (r,) = collect_recompiles(build_history([log]))
     assert r.cause == "shape" and "dim 0 changed 2 → 4" in r.failed_guard
     assert r.automatic_dynamic, "torch marks the dim dynamic on this recompile"
 

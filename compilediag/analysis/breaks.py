@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from compilediag.analysis.history import Entry, History
 from compilediag.analysis.source import code_at, context_at
-from compilediag.compiles import Compile, Frame
+from compilediag.compiles import Frame
 from compilediag.fixes import Fix, fix_for
 from compilediag.paths import installed_package, is_library_file, possessive
 from compilediag.report import GraphBreak, Site
@@ -139,23 +140,23 @@ def from_your_side(library: str, fix: Fix) -> str:
     )
 
 
-def restarts(compiles: list[Compile]) -> list[tuple[Compile, Site, str]]:
+def restarts(h: History) -> list[tuple[Entry, Site, str]]:
     """Breaks of a trace that logs no break artifact (older layouts): every resume frame
     Dynamo made (`torch_dynamo_resume_in_f_at_9`) stands for a break at that line, and the
     compile that broke there may say why in its `restart_reasons`."""
-    if any(c.graph_breaks for c in compiles):
+    if any(e.compile.graph_breaks for e in h):
         return []
     out = []
-    for k in compiles:
+    for k in h:
         r = RESUME.match(k.metrics.co_name)
         if not r or k.id.frame_compile:  # one break per resume frame, not per recompile
             continue
         line, file = int(r["line"]), k.metrics.co_filename
         # the compile that broke: a frame of the same function that starts before the line
         broke = [
-            c for c in compiles
-            if c.metrics.co_filename == file and c.id.frame_compile == 0
-            and (c.metrics.co_name == r["fn"] or _resumes(c.metrics.co_name, r["fn"], line))
+            e for e in h
+            if e.metrics.co_filename == file and e.id.frame_compile == 0
+            and (e.metrics.co_name == r["fn"] or _resumes(e.metrics.co_name, r["fn"], line))
         ]  # fmt: skip
         c = broke[-1] if broke else k
         reasons = c.metrics.restart_reasons or [
@@ -170,7 +171,7 @@ def _resumes(co_name: str, fn: str, before: int) -> bool:
     return m is not None and m["fn"] == fn and int(m["line"]) < before
 
 
-def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
+def collect_breaks(h: History) -> tuple[list[GraphBreak], int]:
     """Every finding once, and how many times a graph was broken.
 
     A finding is a user site and the library site under it (each library site its own
@@ -180,10 +181,10 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
     """
     sites: dict[tuple[str, int, str, str, int], GraphBreak] = {}
     broken: set[tuple[str, str, int]] = set()
-    for c in compiles:
-        for logged in c.graph_breaks:
+    for c in h:
+        for logged in c.compile.graph_breaks:
             parsed = parse_break_text(logged.text)
-            site, lib = user_site(parsed, c.stack)
+            site, lib = user_site(parsed, c.compile.stack)
             broken.add((c.compile_id, site.file, site.line))
             key = (
                 site.file,
@@ -239,7 +240,7 @@ def collect_breaks(compiles: list[Compile]) -> tuple[list[GraphBreak], int]:
                 ops_before=c.metrics.graph_op_count,
                 context=context_at(site.file, site.line),
             )
-    for c, site, reason in restarts(compiles):
+    for c, site, reason in restarts(h):
         broken.add((c.compile_id, site.file, site.line))
         key = (site.file, site.line, reason, "", 0)
         if key in sites:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from compilediag import __version__
@@ -14,9 +14,8 @@ from compilediag.analysis.graphs import (
     collect_graphs,
     compile_time,
     cudagraph_skips,
-    frame_metrics,
-    frame_place,
 )
+from compilediag.analysis.history import History, build_history
 from compilediag.analysis.kernels import GraphCode, all_kernels, generated, relocated
 from compilediag.analysis.notes import (
     ahead_of_time,
@@ -31,10 +30,11 @@ from compilediag.analysis.notes import (
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
 from compilediag.analysis.source import code_at
 from compilediag.analysis.timings import attribute_time, timings_of
-from compilediag.compiles import Compile, TraceLog
+from compilediag.compiles import TraceLog, id_of
 from compilediag.paths import is_library_file, portable_path, portable_text
 from compilediag.report import (
     Call,
+    CallState,
     CompileFailure,
     Environment,
     Graph,
@@ -43,17 +43,14 @@ from compilediag.report import (
     Report,
     Summary,
     TargetInfo,
-    TraceInfo,
 )
 from compilediag.torch_formats import (
     EXPORT_DATA_DEPENDENT_FIX,
-    EXPORT_PATH,
     GRAPH_FILE_COMMENT,
     NOT_FAILURES,
     RECOMPILE_LIMIT,
     WRAPPER_FRAME,
     compile_failure_fix,
-    frame_name,
 )
 from compilediag.worker_types import ModelInfo, WorkerResult
 
@@ -61,71 +58,63 @@ if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun
 
 
-def all_compiles(logs: list[TraceLog]) -> list[Compile]:
-    return [c for log in logs for c in log.ordered()]
-
-
 def build_report(
-    logs: list[TraceLog],
-    worker: WorkerResult,
+    source: History | list[TraceLog],
+    worker: WorkerResult | None,
     target: TargetInfo,
+    *,
+    environment: Environment | None = None,
     code: list[GraphCode] | None = None,
     run: JobRun | None = None,
 ) -> Report:
-    """`code` is the kernels' source, when the caller already read it (dump-kernels);
-    `run`, a `compilediag run` job's runtime facts."""
-    compiles = all_compiles(logs)
-    code = all_kernels(logs) if code is None else code
-    breaks, total_breaks = collect_breaks(compiles)
-    graphs = collect_graphs(compiles)
-    attempts = collect_recompiles(compiles)
+    """The finished Report of a compile history (or of the parsed traces it is built from)
+    and, for a run compilediag made, the worker's measurements (`worker`; None for a trace
+    alone, whose `environment` says where it came from). `code` is the kernels' source,
+    when the caller already read it (dump-kernels); `run`, a `compilediag run` job's
+    runtime facts."""
+    h = source if isinstance(source, History) else build_history(source)
+    measured = worker or WorkerResult()
+    env = environment or measured.environment or Environment()
+    code = all_kernels(h) if code is None else code
+    breaks, total_breaks = collect_breaks(h)
+    graphs = collect_graphs(h)
+    attempts = collect_recompiles(h)
     # the attempt that hit the recompile limit made no graph: torch's CompileCounter does
     # not count it, and neither do we (the limit has its own finding)
     recompiles = [r for r in attempts if not r.hit_limit]
-    ctime = compile_time(compiles, [m for log in logs for m in log.outside.metrics])
-    kinds = produced_by(logs, compiles)
-    timings = timings_of(worker)
-    failures = collect_failures(compiles) + export_failures(logs)
+    ctime = compile_time(h)
+    timings = timings_of(measured)
+    compile_failures = collect_failures(h)
+    failures = compile_failures + export_failures(h)
     if timings:
-        timings.cudagraph_skips = list(
-            dict.fromkeys(cudagraph_skips(compiles) + worker.cudagraph_skips)
-        )
-    env = worker.environment or Environment()
+        timings.cudagraph_skips = list(dict.fromkeys(cudagraph_skips(h) + measured.cudagraph_skips))
     report = Report(
         tool={"name": "compilediag", "version": __version__},
         environment=env,
         target=TargetInfo(
             path=target.path,
             attr=target.attr,
-            inputs=[", ".join(c) for c in worker.inputs],
-            params=list(worker.model.params) if worker.model else [],
+            inputs=[", ".join(c) for c in measured.inputs],
+            params=list(measured.model.params) if measured.model else [],
         ),
         graph_breaks=breaks,
         recompiles=recompiles,
-        recompile_limit_hits=collect_limit_hits(compiles, attempts),
+        recompile_limit_hits=collect_limit_hits(h, attempts),
         compile_failures=failures,
-        calls=_calls(worker, compiles),
+        calls=_calls(measured, h),
         notes=untested_torch(env)
-        + ahead_of_time(logs, kinds, code)
-        + nothing_compiled(compiles, graphs, breaks, bool(collect_failures(compiles)))
-        + skipped_frames(compiles, worker.timings.python_ms if worker.timings else [])
-        + cache_gaps(compiles)
-        + no_provenance(compiles, code),
+        + ahead_of_time(h, code)
+        + nothing_compiled(h, graphs, breaks, bool(compile_failures))
+        + skipped_frames(h, measured.timings.python_ms if measured.timings else [])
+        + cache_gaps(h)
+        + no_provenance(h, code),
         graphs=graphs,
-        kernels=relocated(generated(code), compiles),
+        kernels=relocated(generated(code), h),
         timings=timings,
-        compile_time=ctime if ctime.total_s or compiles else None,
-        errors=list(worker.errors),
-        trace=TraceInfo(
-            # a run's trace lives in a temporary folder that is gone after the run
-            files=[log.path for log in logs] if env.source != "run" else [],
-            records=sum(log.records for log in logs),
-            unknown_records=dict(sum((log.unknown for log in logs), Counter())),
-            skipped_lines=sum(log.skipped_lines for log in logs),
-            damaged_payloads=sum(log.damaged_payloads for log in logs),
-            not_analysed=dict(sorted(sum((log.not_analysed for log in logs), Counter()).items())),
-            produced_by=kinds,
-        ),
+        compile_time=ctime if ctime.total_s or h else None,
+        errors=list(measured.errors),
+        # a run's trace lives in a temporary folder that is gone after the run
+        trace=replace(h.trace, files=h.trace.files if env.source != "run" else []),
     )
     report.summary = Summary(
         graphs=len(graphs),
@@ -136,23 +125,23 @@ def build_report(
         compile_time_s=round(ctime.total_s, 6),
         speedup=timings.speedup if timings else None,
         compile_failures=len(report.compile_failures),
-        torch_kernel_count=worker.torch_kernel_count,
+        torch_kernel_count=measured.torch_kernel_count,
     )
-    if timings and worker.timings and worker.timings.profiled:
-        attribute_time(report, worker.timings.profiled)
+    if timings and measured.timings and measured.timings.profiled:
+        attribute_time(report, measured.timings.profiled)
     if timings:
         timings.notes = speedup_notes(report)
-    failure = compile_failure_note(worker, compiles)
+    failure = compile_failure_note(measured, h)
     if failure:
         report.errors.insert(0, failure)
-    if worker.explain is not None:
-        report.cross_check = cross_check(breaks, worker.explain)
-    if worker.model is not None:
-        in_users_words(report, worker.model)
+    if measured.explain is not None:
+        report.cross_check = cross_check(breaks, measured.explain)
+    if measured.model is not None:
+        in_users_words(report, measured.model)
     if run is not None:
         from compilediag.analysis.runtime import apply_runtime
 
-        apply_runtime(report, run, cudagraph_skips(compiles))
+        apply_runtime(report, run, cudagraph_skips(h))
     make_portable(report, os.getcwd())
     return report
 
@@ -172,7 +161,8 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
     def place(item: Recompile | Graph | LimitHit) -> None:
         if not model.name:
             return
-        entry = item.compile_id.startswith("0/")
+        cid = id_of(item.compile_id)
+        entry = cid is not None and cid.of_entry_frame
         if item.frame == WRAPPER_FRAME:
             item.frame = f"{model.name} (via torch's wrapper)"
         elif entry and is_library_file(item.file):
@@ -202,7 +192,8 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
     # module paths are relative to the compiled frame's `self`: the model's in its forward
     # (the entry frame, and the frames that resume it after a break), a submodule's elsewhere
     def in_forward(g: Graph) -> bool:
-        return g.compile_id.startswith("0/") or (
+        cid = id_of(g.compile_id)
+        return (cid is not None and cid.of_entry_frame) or (
             g.file == model.file and model.line <= g.line <= model.end_line
         )
 
@@ -248,17 +239,16 @@ def make_portable(report: Report, root: str) -> None:
     report.errors = [portable_text(e, root) for e in report.errors]
 
 
-def collect_failures(compiles: list[Compile]) -> list[CompileFailure]:
+def collect_failures(h: History) -> list[CompileFailure]:
     """Compiles whose metrics say torch.compile failed (not a frame skipped for a graph
     break, not the recompile limit: those have their own findings)."""
     out = []
-    for c in compiles:
-        m = c.metrics
+    for e in h:
+        m = e.metrics
         if not m.fail_type or m.fail_type in NOT_FAILURES or RECOMPILE_LIMIT.search(m.fail_reason):
             continue
-        fm = frame_metrics(c, compiles)
-        file, line = frame_place(c, fm)
-        reason = m.fail_reason or next(iter(c.artifacts.get("dynamo_error", [])), "")
+        file, line = e.place
+        reason = m.fail_reason or next(iter(e.compile.artifacts.get("dynamo_error", [])), "")
         lines = [ln.strip() for ln in reason.strip().splitlines() if ln.strip()]
         # "backend='x' raised:" says who; the next line says what
         reason = " ".join(lines[:2]) if lines and lines[0].endswith(":") else (
@@ -268,94 +258,74 @@ def collect_failures(compiles: list[Compile]) -> list[CompileFailure]:
             file, line = m.fail_user_file, m.fail_user_line
         out.append(
             CompileFailure(
-                compile_id=c.compile_id,
-                frame=frame_name(fm.co_name, fm.co_filename),
+                compile_id=e.compile_id,
+                frame=e.code.shown,
                 file=file,
                 line=line,
                 fail_type=m.fail_type,
                 reason=reason,
                 code=code_at(file, line),
                 fix=compile_failure_fix(reason) or compile_failure_fix(m.fail_type),
-                by="torch.export" if through_export(c) else "torch.compile",
+                by="torch.export" if e.export else "torch.compile",
             )
         )
     return out
 
 
-def through_export(c: Compile) -> bool:
-    """A Dynamo compile that torch.export made (strict export), not torch.compile."""
-    return any(EXPORT_PATH.search(f.file) for f in c.stack)
-
-
-def produced_by(logs: list[TraceLog], compiles: list[Compile]) -> list[str]:
-    """What wrote the trace: torch.compile, torch.export, AOTInductor (one or more)."""
-    kinds = []
-    if any(not through_export(c) for c in compiles):
-        kinds.append("torch.compile")
-    if any(log.exported or log.outside.exported_programs for log in logs) or any(
-        through_export(c) for c in compiles
-    ):
-        kinds.append("torch.export")
-    if any(log.aot_code or log.outside.metrics for log in logs):
-        kinds.append("AOTInductor")
-    return kinds
-
-
-def export_failures(logs: list[TraceLog]) -> list[CompileFailure]:
+def export_failures(h: History) -> list[CompileFailure]:
     """A (non-strict) export that failed: torch logs the graph it had traced so far
     (make_fx_fail_partial); its last user line is where it stopped, and a run-time-only
     value (`u0` of `.item()`) made there is the usual cause."""
     out = []
-    for log in logs:
-        for partial in log.outside.export_failures:
-            sites = [m for m in map(GRAPH_FILE_COMMENT.match, partial.splitlines()) if m]
-            sites = [m for m in sites if not is_library_file(m["file"])] or sites
-            file, line = (sites[-1]["file"], int(sites[-1]["line"])) if sites else ("", 0)
-            fn = sites[-1]["fn"] if sites else ""
-            unbacked = [
-                u.symbol for u in log.outside.unbacked
-                if any(f.file == file and f.line == line for f in u.stack)
-            ]  # fmt: skip
-            code = code_at(file, line) or (sites[-1]["code"] if sites else "")
-            branch = re.match(r"\s*(if|elif|while|assert)\b", code)
-            why = (
-                f"a value known only at run time ({', '.join(unbacked)}) "
-                + (f"decides the `{branch[1]}`" if branch else "is needed to go on")
-                if unbacked
-                else "the graph it traced stops at this line"
+    for partial, unbacked_values in h.export_failures:
+        sites = [m for m in map(GRAPH_FILE_COMMENT.match, partial.splitlines()) if m]
+        sites = [m for m in sites if not is_library_file(m["file"])] or sites
+        file, line = (sites[-1]["file"], int(sites[-1]["line"])) if sites else ("", 0)
+        fn = sites[-1]["fn"] if sites else ""
+        unbacked = [
+            u.symbol for u in unbacked_values
+            if any(f.file == file and f.line == line for f in u.stack)
+        ]  # fmt: skip
+        code = code_at(file, line) or (sites[-1]["code"] if sites else "")
+        branch = re.match(r"\s*(if|elif|while|assert)\b", code)
+        why = (
+            f"a value known only at run time ({', '.join(unbacked)}) "
+            + (f"decides the `{branch[1]}`" if branch else "is needed to go on")
+            if unbacked
+            else "the graph it traced stops at this line"
+        )
+        out.append(
+            CompileFailure(
+                compile_id="export",
+                frame=fn,
+                file=file,
+                line=line,
+                fail_type="ExportFailed",
+                reason=why,
+                code=code,
+                fix=EXPORT_DATA_DEPENDENT_FIX if unbacked else "",
+                by="torch.export",
             )
-            out.append(
-                CompileFailure(
-                    compile_id="export",
-                    frame=fn,
-                    file=file,
-                    line=line,
-                    fail_type="ExportFailed",
-                    reason=why,
-                    code=code,
-                    fix=EXPORT_DATA_DEPENDENT_FIX if unbacked else "",
-                    by="torch.export",
-                )
-            )
+        )
     return out
 
 
-def _calls(worker: WorkerResult, compiles: list[Compile]) -> list[Call]:
+def _calls(worker: WorkerResult, h: History) -> list[Call]:
     """The sweep's timeline: each compile belongs to the call whose wall window holds it."""
     calls = []
     limit_hit = False
     for c in worker.calls:
         mine = [
             k
-            for k in compiles
+            for k in h
             if k.metrics.start_time is not None and c.start <= k.metrics.start_time <= c.end
         ]
         if mine:
-            state = "compiled"
+            state = CallState.COMPILED
         else:
             # past the limit torch only runs the graphs it has: a call that needs a new
             # one runs in eager mode, with no compile to show for it
-            state = "limit" if limit_hit else "hit"
+            state = CallState.LIMIT if limit_hit else CallState.HIT
         limit_hit = limit_hit or any(RECOMPILE_LIMIT.search(k.metrics.fail_reason) for k in mine)
         calls.append(
             Call(

@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compilediag.compiles import TraceLog
+from compilediag.compiles import TraceLog, unranked
 from compilediag.report import (
     CompileTime,
     Environment,
     RankGroup,
     RankSummary,
     Report,
+    Source,
     Summary,
     TargetInfo,
     TraceInfo,
@@ -28,8 +28,6 @@ from compilediag.report import (
 
 if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun
-
-_RANK_PREFIX = re.compile(r"^r\d+:")
 
 
 @dataclass
@@ -83,16 +81,15 @@ def load_digests(path: Path) -> list[RankDigest] | None:
 def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
     from compilediag.analysis.build import build_report
     from compilediag.analysis.graphs import cudagraph_skips
+    from compilediag.analysis.history import build_history
     from compilediag.analysis.ranks import collective_schedule, graph_order
-    from compilediag.worker_types import WorkerResult
 
-    versions = {c.metrics.pytorch_version for c in log.compiles.values()}
-    versions |= {log.outside.torch_version}
-    versions -= {""}
+    h = build_history([log])
+    versions = h.torch_versions
     env = Environment(
-        source="trace", torch=", ".join(sorted(versions)) or "(version not in the trace)", files=1
+        source=Source.TRACE, torch=", ".join(versions) or "(version not in the trace)", files=1
     )
-    r = build_report([log], WorkerResult(environment=env), target)
+    r = build_report(h, None, target, environment=env)
     summary = RankSummary(
         rank=log.rank,
         file=log.path,
@@ -101,12 +98,12 @@ def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
             f"{os.path.basename(b.file)}:{b.line} {b.code}: {b.reason}" for b in r.graph_breaks
         ),
         recompile_reasons=sorted({f"{x.frame}: {x.failed_guard}" for x in r.recompiles}),
-        collectives=collective_schedule(log),
-        graph_order=graph_order(log),
+        collectives=collective_schedule(h),
+        graph_order=graph_order(h),
         caches=dict(r.compile_time.caches) if r.compile_time else {},
     )
-    skips = cudagraph_skips(list(log.compiles.values()))
-    d = RankDigest(r, summary, sorted(versions), log.records, skips)
+    skips = cudagraph_skips(h)
+    d = RankDigest(r, summary, versions, log.records, skips)
     d.key = fingerprint(d)
     return d
 
@@ -143,14 +140,11 @@ def fingerprint(d: RankDigest) -> str:
     r, s = d.report, d.summary
     assert r is not None
 
-    def cid(text: str) -> str:
-        return _RANK_PREFIX.sub("", text)
-
     return json.dumps(
         [
             [(b.file, b.line, b.reason, b.count) for b in r.graph_breaks],
-            [(x.frame, x.failed_guard, cid(x.compile_id)) for x in r.recompiles],
-            [(g.frame, g.file, g.line, g.ops, cid(g.compile_id)) for g in r.graphs],
+            [(x.frame, x.failed_guard, unranked(x.compile_id)) for x in r.recompiles],
+            [(g.frame, g.file, g.line, g.ops, unranked(g.compile_id)) for g in r.graphs],
             [(f.frame, f.fail_type, f.reason) for f in r.compile_failures],
             [(h.frame, h.compiles) for h in r.recompile_limit_hits],
             s.collectives,
@@ -204,7 +198,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
         return _finish(first, ignored, run, skips)
     label_ranks(ranks)
     env = Environment(
-        source="trace",
+        source=Source.TRACE,
         torch=", ".join(sorted(versions)) or "(version not in the trace)",
         files=len(ranks),
     )
@@ -277,9 +271,6 @@ def _merge_findings(report: Report, groups: list[tuple[Report, list[int]]]) -> N
     """Each group's findings once; a finding several groups share, once with all their
     ranks (`ranks`: positions in report.ranks)."""
 
-    def cid(text: str) -> str:
-        return _RANK_PREFIX.sub("", text)
-
     def merged(items: Callable[[Report], list], key: Callable) -> list:
         seen: dict = {}
         for rep, members in groups:
@@ -307,12 +298,12 @@ def _merge_findings(report: Report, groups: list[tuple[Report, list[int]]]) -> N
     for b in report.graph_breaks:
         b.count = occurrences[site(b)]
     report.recompiles = merged(
-        lambda r: r.recompiles, lambda x: (x.frame, x.failed_guard, cid(x.compile_id))
+        lambda r: r.recompiles, lambda x: (x.frame, x.failed_guard, unranked(x.compile_id))
     )
     report.graphs = merged(
-        lambda r: r.graphs, lambda g: (g.frame, g.file, g.line, g.ops, cid(g.compile_id))
+        lambda r: r.graphs, lambda g: (g.frame, g.file, g.line, g.ops, unranked(g.compile_id))
     )
-    report.kernels = once(lambda r: r.kernels, lambda k: (k.name, cid(k.compile_id)))
+    report.kernels = once(lambda r: r.kernels, lambda k: (k.name, unranked(k.compile_id)))
     report.recompile_limit_hits = once(
         lambda r: r.recompile_limit_hits, lambda h: (h.frame, h.file, h.line)
     )

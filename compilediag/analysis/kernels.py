@@ -18,9 +18,10 @@ import json
 import re
 from dataclasses import dataclass
 
-from compilediag.compiles import Compile, TraceLog
+from compilediag.analysis.history import History
+from compilediag.compiles import Compile
 from compilediag.paths import is_library_file
-from compilediag.report import Kernel
+from compilediag.report import Kernel, KernelKind
 from compilediag.torch_formats import (
     AOT_EXTERN_CALL,
     AOT_KERNEL_DEFINITION,
@@ -196,17 +197,17 @@ def provenance_lines(c: Compile) -> dict[str, list[str]]:
     return out
 
 
-def _kind(name: str, backend: str, source: str) -> str:
+def _kind(name: str, backend: str, source: str) -> KernelKind:
     """From the kernel's body: a kernel that computes no value only copies (a layout
     change, whatever its name says); else Triton's name prefix, or on C++ an accumulator."""
     if source and not computes(source):
-        return "copy"
+        return KernelKind.COPY
     for prefix, kind in TRITON_KINDS.items():
         if name.startswith(prefix):
-            return kind
+            return KernelKind(kind)
     if backend.startswith("cpp"):
-        return "reduction" if KERNEL_REDUCES.search(source) else "pointwise"
-    return "other"
+        return KernelKind.REDUCTION if KERNEL_REDUCES.search(source) else KernelKind.POINTWISE
+    return KernelKind.OTHER
 
 
 def computes(source: str) -> bool:
@@ -335,7 +336,7 @@ def kernels_of_graph(
             found[f"{name}#{extern_seen}"] = KernelSource(
                 # a library call fuses nothing: it is the one op it names (the
                 # "Original ATen" list above it is its whole node group: views, t, ...)
-                Kernel(name=name, kind="extern", compile_id=compile_id,
+                Kernel(name=name, kind=KernelKind.EXTERN, compile_id=compile_id,
                        ops=[extern_op(name)], source_lines=lines_of(own),
                        modules=modules_of(own)),
                 "", "",
@@ -354,9 +355,9 @@ def kernels_of_graph(
     return list(found.values())
 
 
-def collect_kernels(compiles: list[Compile]) -> list[GraphCode]:
+def collect_kernels(h: History) -> list[GraphCode]:
     graphs = []
-    for c in compiles:
+    for c in (e.compile for e in h):
         nodes = node_lines(c.output_graph)
         # op names to split fused-kernel names on: the AOT graph's ops and the wrapper's own
         # "Original ATen" comments
@@ -380,16 +381,14 @@ def collect_kernels(compiles: list[Compile]) -> list[GraphCode]:
 AOT_NOT_OPS = {"empty_strided", "new_tensor_handle", "reinterpret_tensor", "as_strided"}
 
 
-def collect_aot_kernels(logs: list[TraceLog], compiles: list[Compile]) -> list[GraphCode]:
+def collect_aot_kernels(h: History) -> list[GraphCode]:
     """AOTInductor's kernels: the C++ dumps of each compile (or of the run, outside any)."""
-    by_id = {c.compile_id: c for c in compiles}
     groups: dict[str, list[str]] = {}
-    for log in logs:
-        for cid, _name, code in log.aot_code:
-            groups.setdefault(cid, []).append(code)
+    for cid, code in h.aot_code:
+        groups.setdefault(cid, []).append(code)
     graphs = []
     for cid, codes in groups.items():
-        c = by_id.get(cid)
+        c = h.by_id[cid].compile if cid in h.by_id else None
         nodes = node_lines(c.output_graph) if c else {}
         known = set(ATEN_TARGET.findall(c.aot_graph)) if c else set()
         code = "\n".join(codes)
@@ -402,10 +401,9 @@ def collect_aot_kernels(logs: list[TraceLog], compiles: list[Compile]) -> list[G
     return graphs
 
 
-def all_kernels(logs: list[TraceLog]) -> list[GraphCode]:
+def all_kernels(h: History) -> list[GraphCode]:
     """Every graph's generated code: torch.compile's wrappers, then AOTInductor's C++."""
-    compiles = [c for log in logs for c in log.ordered()]
-    return collect_kernels(compiles) + collect_aot_kernels(logs, compiles)
+    return collect_kernels(h) + collect_aot_kernels(h)
 
 
 def generated(graphs: list[GraphCode]) -> list[Kernel]:
@@ -414,12 +412,12 @@ def generated(graphs: list[GraphCode]) -> list[Kernel]:
     return [k for k in ks if k.kind != "extern"] + [k for k in ks if k.kind == "extern"]
 
 
-def relocated(kernels: list[Kernel], compiles: list[Compile]) -> list[Kernel]:
+def relocated(kernels: list[Kernel], h: History) -> list[Kernel]:
     """A kernel Inductor took from its cache keeps the source lines of the compile that
     filled the cache, which may have run from another checkout of the same code: point a
     line whose file this run did not compile at this run's file of the same name (the same
     folder and file name)."""
-    files = {c.metrics.co_filename for c in compiles} | {f.file for c in compiles for f in c.stack}
+    files = {e.metrics.co_filename for e in h} | {f.file for e in h for f in e.compile.stack}
     by_tail = {_tail(f): f for f in sorted(files) if f.startswith("/")}
 
     def here(place: str) -> str:

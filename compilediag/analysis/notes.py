@@ -7,13 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compilediag.analysis.breaks import DDP, user_site
-from compilediag.analysis.graphs import (
-    frame_metrics,
-    frame_place,
-)
+from compilediag.analysis.history import Entry, History
 from compilediag.analysis.kernels import GraphCode
 from compilediag.analysis.source import code_at
-from compilediag.compiles import Compile, TraceLog
 from compilediag.report import (
     Environment,
     Graph,
@@ -31,13 +27,13 @@ from compilediag.torch_releases import untested_notice
 from compilediag.worker_types import FrameTime, WorkerResult
 
 
-def no_provenance(compiles: list[Compile], code: list[GraphCode]) -> list[str]:
+def no_provenance(h: History, code: list[GraphCode]) -> list[str]:
     """Generated kernels with no user line, from a job that ran without Inductor's
     provenance records: say how to get them."""
     generated = [k.kernel for g in code for k in g.kernels if k.kernel.kind != "extern"]
     if not generated or any(k.source_lines for k in generated):
         return []
-    if any(name.startswith("inductor_provenance") for c in compiles for name in c.artifacts):
+    if any(name.startswith("inductor_provenance") for e in h for name in e.compile.artifacts):
         return []
     return [
         "The generated kernels name no user lines: the job ran without INDUCTOR_PROVENANCE=1. "
@@ -51,13 +47,14 @@ def untested_torch(env: Environment) -> list[str]:
     return [n for v in env.torch.split(", ") if (n := untested_notice(v))]
 
 
-def ahead_of_time(logs: list[TraceLog], kinds: list[str], code: list[GraphCode]) -> list[str]:
-    """The headline of an export / AOTInductor trace (`kinds`: what wrote it): what it
-    holds, and what does not apply."""
+def ahead_of_time(h: History, code: list[GraphCode]) -> list[str]:
+    """The headline of an export / AOTInductor trace: what it holds, and what does not
+    apply."""
+    kinds = h.trace.produced_by
     if "torch.compile" in kinds or not kinds:
         return []
     kernels = sum(k.kernel.kind != "extern" for g in code for k in g.kernels)
-    seconds = sum(m.duration_s for log in logs for m in log.outside.metrics)
+    seconds = sum(m.duration_s for m in h.outside_metrics)
     parts = [f"This trace is from {' and '.join(kinds)}, not torch.compile"]
     if "AOTInductor" in kinds:
         took = f" in {seconds:.1f} s" if seconds else ""
@@ -70,18 +67,18 @@ def ahead_of_time(logs: list[TraceLog], kinds: list[str], code: list[GraphCode])
 
 
 def nothing_compiled(
-    compiles: list[Compile], graphs: list[Graph], breaks: Sequence[GraphBreak], failed: bool
+    h: History, graphs: list[Graph], breaks: Sequence[GraphBreak], failed: bool
 ) -> list[str]:
     """The headline a job that compiled nothing needs: Dynamo was entered, no graph came
     out, so the whole model ran in eager mode. `failed`: a compile failed (that has its
     own finding)."""
-    if graphs or not compiles or failed:
+    if graphs or not h or failed:
         return []  # (a failed compile has its own finding)
-    skipped = [c for c in compiles if c.metrics.fail_type]
+    skipped = [e for e in h if e.metrics.fail_type]
     in_ddp = any(b.framework == DDP for b in breaks) or any(
-        "torch/nn/parallel/" in f.file or "DistributedDataParallel" in c.metrics.co_name
-        or "torch/nn/parallel/" in c.metrics.co_filename
-        for c in compiles for f in c.stack
+        "torch/nn/parallel/" in f.file or "DistributedDataParallel" in e.code.name
+        or "torch/nn/parallel/" in e.code.file
+        for e in h for f in e.compile.stack
     )  # fmt: skip
     if in_ddp:
         return [
@@ -92,18 +89,18 @@ def nothing_compiled(
         ]
     return [
         f"torch.compile produced no graph: every frame it tried broke before any tensor op "
-        f"or was skipped ({len(compiles)} frame{'s' if len(compiles) != 1 else ''}, "
+        f"or was skipped ({len(h)} frame{'s' if len(h) != 1 else ''}, "
         f"{len(skipped)} skipped), so the "
         "whole model ran in eager mode. The breaks and skipped frames below say why."
     ]
 
 
-def cache_gaps(compiles: list[Compile]) -> list[str]:
+def cache_gaps(h: History) -> list[str]:
     """A graph served from the FX-graph cache whose generated code the trace leaves out
     (some torch releases log none on a hit): its kernels can't be listed."""
     missing = [
-        c.compile_id for c in compiles
-        if "fx_graph_cache_hit" in c.artifacts and not c.output_code
+        e.compile_id for e in h
+        if "fx_graph_cache_hit" in e.compile.artifacts and not e.compile.output_code
     ]  # fmt: skip
     if not missing:
         return []
@@ -113,25 +110,25 @@ def cache_gaps(compiles: list[Compile]) -> list[str]:
     ]
 
 
-def skipped_frames(compiles: list[Compile], python_ms: list[FrameTime]) -> list[str]:
+def skipped_frames(h: History, python_ms: list[FrameTime]) -> list[str]:
     """Frames torch gave up on (they run eager): a break in a loop, the recompile limit;
     with their time per call where the worker measured it (`python_ms`)."""
     notes = []
-    for c in compiles:
-        reason = c.metrics.fail_reason
-        if c.metrics.fail_type != "Unsupported" or RECOMPILE_LIMIT.search(reason):
+    for e in h:
+        reason = e.metrics.fail_reason
+        if e.metrics.fail_type != "Unsupported" or RECOMPILE_LIMIT.search(reason):
             continue  # (the recompile limit has its own post-mortem)
         # the last reason torch chained on is the one that made it give up the frame
         parsed = parse_break_text("Graph Break Reason: " + last_chained_break(reason))
-        m = frame_metrics(c, compiles)
+        m = e.code
         # the skipped frame's own code, a library's too (not the user line that called it)
-        file, line = (m.co_filename, m.co_firstlineno) if m.co_filename else frame_place(c, m)
+        file, line = (m.file, m.line) if m.file else e.place
         gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
-        head = f"{frame_name(m.co_name)} at {file}:{line} was not compiled and runs in eager mode"
-        cost = eager_cost(python_ms, m.co_filename, m.co_firstlineno, m.co_name)
+        head = f"{frame_name(m.name)} at {file}:{line} was not compiled and runs in eager mode"
+        cost = eager_cost(python_ms, m.file, m.line, m.name)
         if cost is not None:
             head += f", about {cost:.3f} ms of each call"
-        cause = _break_that_skipped(c, parsed.gb_id)
+        cause = _break_that_skipped(e, parsed.gb_id)
         if cause:  # torch gave up the frame for a break inside it: name that break
             notes.append(
                 f"{head}: the graph break at {cause} is inside a loop, and torch cannot resume "
@@ -151,13 +148,13 @@ def eager_cost(python_ms: list[FrameTime], file: str, line: int, name: str) -> f
     return None
 
 
-def _break_that_skipped(c: Compile, gb_id: str | None) -> str:
+def _break_that_skipped(e: Entry, gb_id: str | None) -> str:
     """For a frame torch skipped for a graph break in a loop (GB7000): the break, as
     `file:line (`code`, reason)`; '' for any other skip."""
-    if gb_id != "GB7000" or not c.graph_breaks:
+    if gb_id != "GB7000" or not e.compile.graph_breaks:
         return ""
-    parsed = parse_break_text(c.graph_breaks[-1].text)
-    site, inner = user_site(parsed, c.stack)
+    parsed = parse_break_text(e.compile.graph_breaks[-1].text)
+    site, inner = user_site(parsed, e.compile.stack)
     site = inner or site  # the line in the loop, inside a library's frame too
     code = (site.code or code_at(site.file, site.line)).strip()
     shown = f"`{code}`, " if code else ""
@@ -219,15 +216,15 @@ def speedup_notes(report: Report) -> list[str]:
     return notes
 
 
-def compile_failure_note(worker: WorkerResult, compiles: list[Compile]) -> str | None:
+def compile_failure_note(worker: WorkerResult, h: History) -> str | None:
     """One line for a failed torch.compile, at the user line torch blamed where it did."""
     err = worker.error
     if err is None or err.kind != "compile":
         return None
     file, line = err.file, err.line
-    for c in compiles:
-        if c.metrics.fail_user_file:
-            file, line = c.metrics.fail_user_file, c.metrics.fail_user_line
+    for e in h:
+        if e.metrics.fail_user_file:
+            file, line = e.metrics.fail_user_file, e.metrics.fail_user_line
     where = f" at {file}:{line}" if file else ""
     fix = compile_failure_fix(err.message)
     return f"torch.compile failed{where}: {err.message}" + (f" Fix: {fix}" if fix else "")

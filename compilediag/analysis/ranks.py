@@ -21,6 +21,7 @@ from compilediag.report import RankSummary, Report, TargetInfo
 
 if TYPE_CHECKING:
     from compilediag.analysis.fold import RankDigest
+    from compilediag.analysis.history import History
     from compilediag.analysis.runtime import JobRun
 
 
@@ -34,10 +35,10 @@ def label_ranks(ranks: list[RankSummary]) -> None:
         )  # fmt: skip
 
 
-def collective_schedule(log: TraceLog) -> list[str]:
+def collective_schedule(h: History) -> list[str]:
     """Inductor's `inductor_collective_schedule` of each graph, in compile order."""
     out = []
-    for c in log.ordered():
+    for c in (e.compile for e in h):
         for payload in c.artifacts.get("inductor_collective_schedule", []):
             try:
                 ops = json.loads(payload)
@@ -48,13 +49,10 @@ def collective_schedule(log: TraceLog) -> list[str]:
     return out
 
 
-def graph_order(log: TraceLog) -> list[str]:
+def graph_order(h: History) -> list[str]:
     """The order the rank ran its graphs in: the last `graph_execution` artifact (torch logs
     it, outside any compile, under torch._inductor.debug.record_and_log_graph_execution_order())."""
-    payloads = log.outside.graph_execution + [
-        p for c in log.ordered() for p in c.artifacts.get("graph_execution", [])
-    ]
-    for payload in reversed(payloads):
+    for payload in reversed(h.graph_execution):
         try:
             order = json.loads(payload).get("graph_execution_order", [])
         except (ValueError, AttributeError):

@@ -6,11 +6,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from compilediag.analysis.graphs import frame_metrics, frame_place
+from compilediag.analysis.history import Entry, History
 from compilediag.analysis.source import code_at
-from compilediag.compiles import CompilationMetrics, Compile
-from compilediag.paths import installed_package, is_library_file, is_own_file, possessive
-from compilediag.report import GuardChange, LimitHit, Recompile
+from compilediag.paths import Owner, is_library_file, is_own_file, possessive
+from compilediag.report import GuardChange, LimitHit, Recompile, RecompileCause
 from compilediag.torch_formats import (
     GUARD_CID_PREFIX,
     GUARD_CONSTANT,
@@ -44,7 +43,7 @@ from compilediag.torch_formats import (
 class Guard:
     guard: str  # torch's text of the guard that failed
     words: str  # the same in words
-    cause: str  # shape, float, int, training, object, type, global, length, other
+    cause: RecompileCause
     suggestion: str
     file: str = ""  # the user line that installed the guard
     line: int = 0
@@ -80,7 +79,7 @@ def size_change(guard: str) -> GuardChange | None:
     return GuardChange(source_name(m["n"]), int(m["i"]), int(m["a"]), int(m["b"]))
 
 
-def translate(guard: str) -> tuple[str, str, str]:
+def translate(guard: str) -> tuple[str, RecompileCause, str]:
     """A failed guard in words, its cause, and the advice that removes the recompile."""
     m = GUARD_SIZE.match(guard)
     if m:
@@ -94,13 +93,13 @@ def translate(guard: str) -> tuple[str, str, str]:
                 " Sizes 0 and 1 are always specialised (broadcasting differs), so a dynamic "
                 "dim still recompiles for them: avoid batches of 1, or pad."
             )
-        return f"{name} dim {dim} changed {a} → {b}", "shape", advice
+        return f"{name} dim {dim} changed {a} → {b}", RecompileCause.SHAPE, advice
     m = GUARD_LOWER_BOUND.match(guard)
     if m:
         name = source_name(m["src"])
         return (
             f"{name} dim {m['i']} fell below {m['lo']}",
-            "shape",
+            RecompileCause.SHAPE,
             f"The graph made {name} dim {m['i']} dynamic for sizes >= 2; sizes 0 and 1 are always "
             "specialised (broadcasting differs), so they compile their own graph. Avoid them "
             "(e.g. pad a batch of 1), or accept one extra compile.",
@@ -110,7 +109,7 @@ def translate(guard: str) -> tuple[str, str, str]:
         name, dim, lo, hi = source_name(m["src"]), m["i"], m["lo"], m["hi"]
         return (
             f"{name} dim {dim} left {lo}..{hi}, the sizes its dynamic graph covers",
-            "bounded",  # not "shape": already dynamic; mark_dynamic or dynamic=True can't help
+            RecompileCause.BOUNDED,  # already dynamic: mark_dynamic, dynamic=True cannot help
             f"A comparison of {name} dim {dim} in the code (where the guard was installed) "
             f"bounded the dynamic graph to sizes {lo} to {hi}; a size past the bound compiles "
             "another graph, for the other side of the comparison. Expected where the code "
@@ -123,7 +122,7 @@ def translate(guard: str) -> tuple[str, str, str]:
         detail = f" ({m['rest'].strip()})" if m["rest"].strip() else ""
         return (
             f"{source_name(m['n'])} {what} changed{detail}",
-            "tensor_meta",
+            RecompileCause.TENSOR_META,
             f"Call the compiled model with the same {what} every time, or convert the input first.",
         )
     m = GUARD_GLOBAL_STATE.match(guard)
@@ -131,7 +130,7 @@ def translate(guard: str) -> tuple[str, str, str]:
         what = m["what"].strip().replace("grad_mode", "grad mode")
         return (
             f"global state changed: {what}",
-            "global",
+            RecompileCause.GLOBAL,
             "Call the compiled model under the same torch state every time "
             "(e.g. always inside torch.no_grad(), the same autocast, the same default dtype).",
         )
@@ -139,7 +138,7 @@ def translate(guard: str) -> tuple[str, str, str]:
     if m:
         return (
             f"module attribute `{source_name(m['src'])}.training` changed (was {m['v']})",
-            "training",
+            RecompileCause.TRAINING,
             "Keep the compiled module in one mode (train() or eval()), or compile one instance "
             "per mode.",
         )
@@ -147,7 +146,7 @@ def translate(guard: str) -> tuple[str, str, str]:
     if m:
         return (
             f"a different object for `{source_name(m['src'])}`",
-            "object",
+            RecompileCause.OBJECT,
             "An object the code reads was replaced between calls (a new module, function or "
             "config object): create it once and reuse it.",
         )
@@ -155,7 +154,7 @@ def translate(guard: str) -> tuple[str, str, str]:
     if m:
         return (
             f"`{source_name(m['src'])}` was freed, so the graph that guarded it was dropped",
-            "object",
+            RecompileCause.OBJECT,
             "The compiled code read an object that was freed after the call (one made anew "
             "each call): create it once and keep it alive, so its graph is reused.",
         )
@@ -163,14 +162,14 @@ def translate(guard: str) -> tuple[str, str, str]:
     if m:
         return (
             f"`{source_name(m['src'])}` has a different type",
-            "type",
+            RecompileCause.TYPE,
             "Pass the same Python type every call (e.g. always a tensor, never None or a list).",
         )
     m = GUARD_LEN.match(guard)
     if m:
         return (
             f"length of `{source_name(m['src'])}` changed (was {m['n']})",
-            "length",
+            RecompileCause.LENGTH,
             "Keep the container the same length, or stack it into one tensor.",
         )
     m = GUARD_STRING.match(guard)
@@ -178,7 +177,7 @@ def translate(guard: str) -> tuple[str, str, str]:
         src = source_name(m["src"].strip())
         return (
             f"{src} changed (was {m['v']}): a Python string is baked into the graph",
-            "string",
+            RecompileCause.STRING,
             f"Each value of `{src}` compiles its own graph. Resolve it outside the compiled "
             f"code (e.g. pick the function once in __init__: self.fn = getattr(torch, {src})), "
             "so forward no longer reads the string.",
@@ -189,16 +188,20 @@ def translate(guard: str) -> tuple[str, str, str]:
         if "." in value or "e" in value:
             return (
                 f"{src} changed (was {value}): a Python float is baked into the graph",
-                "float",
+                RecompileCause.FLOAT,
                 f"Pass `{src}` as a tensor (torch.tensor({value})), or compile with dynamic=True.",
             )
         return (
             f"{src} changed (was {value}): a Python int is baked into the graph",
-            "int",
+            RecompileCause.INT,
             f"Make `{src}` a tensor or compile with dynamic=True; an int attribute of an "
             "nn.Module stays static unless torch._dynamo.config.allow_unspec_int_on_nn_module = True.",
         )
-    return guard, "other", "See the guard above; TORCH_LOGS=recompiles_verbose shows every guard."
+    return (
+        guard,
+        RecompileCause.OTHER,
+        "See the guard above; TORCH_LOGS=recompiles_verbose shows every guard.",
+    )
 
 
 STACK_VALUE = re.compile(r"`?___stack(\d+)`?")
@@ -255,37 +258,33 @@ def specialised(guards: list[Guard]) -> bool:
     return False
 
 
-def became_dynamic(c: Compile) -> bool:
+def became_dynamic(e: Entry) -> bool:
     """The recompiled graph has symbolic sizes: torch's automatic dynamic kicked in."""
-    return "Sym(" in c.output_graph or c.metrics.shape_env_guard_count > 0
+    return "Sym(" in e.compile.output_graph or e.metrics.shape_env_guard_count > 0
 
 
-def _reasons(c: Compile) -> list[str]:
-    if c.recompile_reasons:
-        return list(c.recompile_reasons)
-    return [c.metrics.recompile_reason] if c.metrics.recompile_reason else []
+def _reasons(e: Entry) -> list[str]:
+    if e.compile.recompile_reasons:
+        return list(e.compile.recompile_reasons)
+    return [e.metrics.recompile_reason] if e.metrics.recompile_reason else []
 
 
-def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
+def collect_recompiles(h: History) -> list[Recompile]:
     out = []
-    # every size guard that failed in a frame, over all its recompiles: one piece of
-    # advice that covers every dim (batch, then sequence length, ...)
-    frame_guards: dict[object, list[Guard]] = {}
-    for c in compiles:
-        frame_guards.setdefault(c.id.frame_key, []).extend(map(parse_guard, _reasons(c)))
-    for c in compiles:
-        reasons = _reasons(c)
+    dims_of: dict[object, list[tuple[str, str]]] = {}
+    for e in h:
+        reasons = _reasons(e)
         if not reasons:
             continue
-        m = frame_metrics(c, compiles)
-        guards = [name_stack_values(parse_guard(r), m.co_name, m.co_filename) for r in reasons]
+        m = e.code
+        guards = [name_stack_values(parse_guard(r), m.name, m.file) for r in reasons]
         g = guards[0]
-        co_file = m.co_filename
+        co_file = m.file
         if g.file and not g.file.startswith(("/", "<")):
             g.file = co_file if co_file.endswith(g.file) else ""
             g.line = g.line if g.file else 0
         suggestion = g.suggestion
-        if g.cause == "shape" and is_resume_frame(m.co_name):
+        if g.cause == "shape" and is_resume_frame(m.name):
             # the code after a graph break runs as its own function whose inputs are
             # forward's locals: the user can't mark those
             suggestion = (
@@ -295,30 +294,35 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
                 "first call (torch._dynamo.mark_dynamic(input, dim)), or compile with "
                 "dynamic=True. Removing the graph break above removes this frame."
             )
-        dims = shape_dims(frame_guards[c.id.frame_key])
-        if g.cause == "shape" and len(dims) > 1 and not is_resume_frame(m.co_name):
+        # every size guard that failed in the frame, over all its recompiles: one piece of
+        # advice that covers every dim (batch, then sequence length, ...)
+        key = e.id.frame_key
+        if key not in dims_of:
+            dims_of[key] = shape_dims([parse_guard(r) for k in h.frame_of(e) for r in _reasons(k)])
+        dims = dims_of[key]
+        if g.cause == "shape" and len(dims) > 1 and not is_resume_frame(m.name):
             marks = "; ".join(f"torch._dynamo.mark_dynamic({n}, {d})" for n, d in dims)
             suggestion = (
                 f"{len(dims)} dims of this frame's inputs change across calls: mark each "
                 f"dynamic before the first call: {marks}; or compile with dynamic=True."
             )
-        if g.cause in ("shape", "float") and became_dynamic(c) and not specialised(guards):
+        if g.cause in ("shape", "float") and became_dynamic(e) and not specialised(guards):
             suggestion = (
                 "torch already made it dynamic on this recompile (automatic dynamic), so later "
                 "values reuse this graph. To skip this recompile too: "
                 + suggestion[:1].lower()
                 + suggestion[1:]
             )
-        if package := inner_library_frame(c, m):
+        if package := inner_library_frame(e):
             suggestion = library_recompile_advice(package, g)
-        file, line = frame_place(c, m)
+        file, line = e.place
         out.append(
             Recompile(
-                hit_limit=bool(RECOMPILE_LIMIT.search(c.metrics.fail_reason)),
-                frame=frame_name(m.co_name, m.co_filename),
+                hit_limit=bool(RECOMPILE_LIMIT.search(e.metrics.fail_reason)),
+                frame=m.shown,
                 file=file,
                 line=line,
-                compile_id=c.compile_id,
+                compile_id=e.compile_id,
                 reasons=[guard_text(r) for r in reasons],
                 failed_guard=g.words,
                 failed_guards=[x.words for x in guards],
@@ -326,7 +330,7 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
                 guard_file=g.file,
                 guard_line=g.line,
                 guard_code=code_at(g.file, g.line),
-                automatic_dynamic=became_dynamic(c) and not specialised(guards),
+                automatic_dynamic=became_dynamic(e) and not specialised(guards),
                 suggestion=suggestion,
                 change=size_change(g.guard),
             )
@@ -337,14 +341,14 @@ def collect_recompiles(compiles: list[Compile]) -> list[Recompile]:
 CALL_MACHINERY = ("torch/nn/modules/module.py", "torch/_dynamo/")
 
 
-def inner_library_frame(c: Compile, m: CompilationMetrics) -> str:
+def inner_library_frame(e: Entry) -> str:
     """The installed package whose code this frame is, when that package also called it
     (its inputs are the library's own values); '' for the user's code, or a library
     frame the user called (an nn.Sequential's forward takes the user's tensors)."""
-    package = installed_package(m.co_filename or "")
+    package = e.code.package if e.code.owner == Owner.LIBRARY else ""
     if not package:
         return ""
-    callers = [f for f in c.stack if not any(p in f.file for p in CALL_MACHINERY)]
+    callers = [f for f in e.compile.stack if not any(p in f.file for p in CALL_MACHINERY)]
     caller = callers[-1].file if callers else ""
     if not caller or not is_library_file(caller) or is_own_file(caller):
         return ""
@@ -392,35 +396,27 @@ def guard_subject(g: Guard) -> str:
     return head if head.startswith("`") else f"`{head}`"
 
 
-def collect_limit_hits(compiles: list[Compile], recompiles: list[Recompile]) -> list[LimitHit]:
+def collect_limit_hits(h: History, recompiles: list[Recompile]) -> list[LimitHit]:
     hits = []
-    for c in compiles:
-        reason = c.metrics.fail_reason
+    for e in h:
+        reason = e.metrics.fail_reason
         if not RECOMPILE_LIMIT.search(reason):
             continue
         limit = RECOMPILE_LIMIT_VALUE.search(reason)
-        frame = c.id.frame_key
-        same = [r for r, k in recompiled_compiles(compiles, recompiles) if k.id.frame_key == frame]
-        m = frame_metrics(c, compiles)
+        frame = {k.compile_id for k in h.frame_of(e)}
+        same = [r for r in recompiles if r.compile_id in frame]
         hits.append(
             LimitHit(
-                frame=frame_name(m.co_name),
-                file=m.co_filename,
-                line=m.co_firstlineno,
+                frame=frame_name(e.code.name),
+                file=e.code.file,
+                line=e.code.line,
                 limit=int(limit.group(1)) if limit else 0,
-                compiles=len([r for r in same if r.compile_id != c.compile_id]) + 1,
+                compiles=len([r for r in same if r.compile_id != e.compile_id]) + 1,
                 distinct_reasons=_distinct(r.failed_guard for r in same),
-                compile_id=c.compile_id,
+                compile_id=e.compile_id,
             )
         )
     return hits
-
-
-def recompiled_compiles(
-    compiles: list[Compile], recompiles: list[Recompile]
-) -> list[tuple[Recompile, Compile]]:
-    by_id = {c.compile_id: c for c in compiles}
-    return [(r, by_id[r.compile_id]) for r in recompiles if r.compile_id in by_id]
 
 
 def _distinct(reasons: Iterable[str]) -> list[str]:

@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compilediag.compiles import id_of
 from compilediag.paths import portable_text
 from compilediag.report import Report, Runtime, Timings
 from compilediag.serial import from_json, to_json
@@ -116,5 +117,5 @@ def _prefix(report: Report, p: ProcessRuntime) -> str:
     """The rank prefix the Report's compile ids carry for this process (`r1:`), if any."""
     if p.rank is None:
         return ""
-    ranked = f"r{p.rank}:"
-    return ranked if any(g.compile_id.startswith(ranked) for g in report.graphs) else ""
+    ranks = {cid.rank for g in report.graphs if (cid := id_of(g.compile_id)) is not None}
+    return f"r{p.rank}:" if p.rank in ranks else ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from compilediag.report import (
+    Bound,
     Breakdown,
     Report,
     Timings,
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 CPU_BOUND_RATIO = 1.5
 
 
-def bound(wall_ms: float, device_ms: float) -> str:
-    return "CPU-bound" if wall_ms > CPU_BOUND_RATIO * device_ms else "GPU-bound"
+def bound(wall_ms: float, device_ms: float) -> Bound:
+    return Bound.CPU if wall_ms > CPU_BOUND_RATIO * device_ms else Bound.GPU
 
 
 def attribute_time(report: Report, p: Profiled) -> None:
@@ -75,7 +76,7 @@ def timings_of(worker: WorkerResult) -> Timings | None:
         t.eager_ms = m.eager_ms
         t.compiled_ms = m.compiled_ms
         t.device_ms = m.device
-        t.bound = bound(m.compiled_ms.median, m.device.compiled_ms) if m.device else ""
+        t.bound = bound(m.compiled_ms.median, m.device.compiled_ms) if m.device else None
         t.speedup = m.speedup
         t.repeat = m.repeat
         t.warmup = m.warmup

@@ -161,6 +161,7 @@ def stage_text(stage: str) -> str:
 def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelRun:
     """Run the worker with progress on stderr, then build the Report from its trace."""
     from compilediag.analysis.build import build_report
+    from compilediag.analysis.history import build_history
     from compilediag.analysis.kernels import all_kernels
     from compilediag.report import TargetInfo
     from compilediag.runner import run_worker
@@ -187,9 +188,10 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelR
         else:
             run = run_worker(spec, work, timeout)
             logs = parse_path(run.trace_dir)
-    code = all_kernels(logs)
+    history = build_history(logs)
+    code = all_kernels(history)
     target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
-    report = build_report(logs, run.result, target, code)
+    report = build_report(history, run.result, target, code=code)
     return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code)
 
 

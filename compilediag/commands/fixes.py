@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from compilediag.errors import DiagError
 from compilediag.remedies import Remedy, combined, remedies_for, verdict
-from compilediag.report import Counts, Report, VerifiedFix
+from compilediag.report import Counts, FixOutcome, Report, VerifiedFix
 from compilediag.worker_types import WorkerSpec
 
 
@@ -41,7 +41,9 @@ def try_fixes(spec: WorkerSpec, report: Report, jobs: int, timeout: float) -> li
 def _run(spec: WorkerSpec, remedy: Remedy, before: Counts, timeout: float) -> VerifiedFix:
     from compilediag.commands.common import run_model
 
-    fix = VerifiedFix(remedy.name, remedy.code, remedy.targets, before, None, None, "failed")
+    fix = VerifiedFix(
+        remedy.name, remedy.code, remedy.targets, before, None, None, FixOutcome.FAILED
+    )
     try:
         done = run_model(replace(spec, remedy=remedy), timeout, progress=False)
     except DiagError as e:
@@ -60,7 +62,10 @@ def _run(spec: WorkerSpec, remedy: Remedy, before: Counts, timeout: float) -> Ve
     }[remedy.kind]
     fix.verdict = verdict(*judged, fix.outputs_match)
     if done.failed:
-        fix.verdict, fix.error = "failed", (done.report.errors or ["torch.compile failed"])[0]
+        fix.verdict, fix.error = (
+            FixOutcome.FAILED,
+            (done.report.errors or ["torch.compile failed"])[0],
+        )
     return fix
 
 

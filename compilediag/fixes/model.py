@@ -8,9 +8,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
-Source = Literal["compilediag", "torch registry", "torch hints", "generic"]
+from compilediag.report import FixSource as Source
 
 # effects, in the words a report shows
 REMOVES = "removes the break"
@@ -29,18 +29,18 @@ class Fix:
     # a value "fn:module.qualname" is that function, added to the setting (a set)
     config: Mapping[str, object] = field(default_factory=dict)
     code_edit: bool = True  # the fix needs an edit of the user's code
-    source: Source = "compilediag"
+    source: Source = Source.COMPILEDIAG
     gb_id: str | None = None
 
     @property
     def specific(self) -> bool:
         """compilediag's own fix (not torch's hints, not the generic advice)."""
-        return self.source == "compilediag"
+        return self.source == Source.COMPILEDIAG
 
     @property
     def suggestion(self) -> str:
         """The fix as one line of a report."""
-        if self.source == "compilediag":
+        if self.source == Source.COMPILEDIAG:
             return f"{self.text} Expected: {self.effect}."
         return self.text
 
@@ -52,7 +52,7 @@ class Fix:
         return config_patch(self.config)
 
 
-GENERIC = Fix("other", GENERIC_TEXT, "unknown", code_edit=True, source="generic")
+GENERIC = Fix("other", GENERIC_TEXT, "unknown", code_edit=True, source=Source.GENERIC)
 
 
 def config_patch(config: Mapping[str, object]) -> dict[str, Any]:

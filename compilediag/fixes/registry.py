@@ -157,7 +157,7 @@ def floor_fix(gb_id: str | None, hints: Sequence[str]) -> Fix | None:
     if not useful and gb_id is not None and known:
         every = dict.fromkeys(h for e in registry()[gb_id] for h in e.hints)
         useful = [fill(h) for h in every if not BOILERPLATE.match(h)]
-    source: Source = "torch registry" if known else "torch hints"
+    source = Source.TORCH_REGISTRY if known else Source.TORCH_HINTS
     if useful:
         text = " ".join(h if h.endswith((".", "`", ")")) else h + "." for h in useful)
     elif known:
