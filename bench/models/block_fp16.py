@@ -1,5 +1,5 @@
 """The sample transformer block at a realistic size for a GPU: d=1024, 16 heads,
-batch 8 x 512 tokens, float16. Used by bench/cuda_timing.py."""
+batch 8 x 512 tokens, float16. Used by the CUDA timing probe (bench/README.md)."""
 
 import sys
 from pathlib import Path
