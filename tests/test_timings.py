@@ -199,7 +199,7 @@ def test_device_time_agrees_with_do_bench_cudagraph() -> None:
     import torch
     import triton
 
-    from compilediag.measure import graph_replay_ms
+    from compilediag.device_time import graph_replay_ms
 
     spec = importlib.util.spec_from_file_location("tb", SAMPLES / "transformer_block.py")
     module = importlib.util.module_from_spec(spec)
