@@ -1,9 +1,10 @@
-"""Running a user's command as a child process: its own output passed through live,
-Ctrl-C and SIGTERM passed on to everything it started, and how it ended, typed.
+"""Starting a child process and seeing it to its end: the one launcher of compilediag's
+worker and of a user's own command (`run --`).
 
-The child gets a session of its own, so that a signal reaches the whole job (a launcher
-and its workers) through its process group, and compilediag outlives it to write the
-report. Standard library only."""
+A child gets a session of its own, so that a signal reaches everything it started (a
+launcher and its workers, a model's own subprocesses) through its process group, and
+compilediag outlives it to write the report. How it ended comes back typed (`Completion`).
+Standard library only."""
 
 from __future__ import annotations
 
@@ -11,42 +12,129 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
+from typing import IO, Any
 
 from compilediag.errors import UsageError
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # after this many Ctrl-C, the job is killed outright (one that ignores SIGINT, or hangs)
 KILL_AFTER = 3
+POLL_S = 0.05
 
 
 @dataclass
 class Completion:
-    returncode: int | None  # None: ended by a signal
+    returncode: int | None  # None: ended by a signal, or stopped at its time limit
     signal: str  # the signal's name, when one ended it
     interrupted: bool  # compilediag was sent a signal and passed it on
     wall_s: float
+    timed_out: bool = False  # stopped (SIGKILL to its group) at its time limit
 
     @property
     def failed(self) -> bool:
         return self.returncode != 0
 
     def how(self) -> str:
+        if self.timed_out:
+            return "was stopped at its time limit"
         if self.signal:
             return f"was ended by {self.signal}"
         return f"exited with status {self.returncode}"
 
 
+@dataclass
+class Child:
+    """A started child process, in a session of its own."""
+
+    proc: subprocess.Popen[bytes]
+    started: float
+
+    @property
+    def stdin(self) -> IO[bytes] | None:
+        return self.proc.stdin
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the child and everything it started."""
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill(self) -> None:
+        """Stop the child and everything it started, and reap it."""
+        self.signal(signal.SIGKILL)
+        self.proc.wait()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll: Callable[[], None] | None = None,
+        forward_signals: bool = False,
+    ) -> Completion:
+        """Wait for the child's end. `timeout`: stop it after so many seconds; `poll`:
+        called while it runs (every POLL_S); `forward_signals`: signals sent to
+        compilediag meanwhile go to the child's group (a third Ctrl-C kills it)."""
+        received: list[int] = []
+
+        def forward(signum: int, frame: FrameType | None) -> None:
+            received.append(signum)
+            self.signal(signal.SIGKILL if received.count(signal.SIGINT) >= KILL_AFTER else signum)
+
+        previous = {s: signal.signal(s, forward) for s in FORWARDED} if forward_signals else {}
+        timed_out = False
+        try:
+            if timeout is None and poll is None:
+                rc: int | None = self.proc.wait()
+            else:
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while (rc := self.proc.poll()) is None:
+                    if poll is not None:
+                        poll()
+                    if deadline is not None and time.monotonic() > deadline:
+                        self.kill()
+                        timed_out, rc = True, self.proc.returncode
+                        break
+                    time.sleep(POLL_S)
+                if poll is not None:
+                    poll()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            if received:  # what the job left running when it was told to stop
+                self.signal(signal.SIGKILL)
+        assert rc is not None
+        name = ""
+        if rc < 0 and not timed_out:
+            name = (
+                signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+            )
+        return Completion(
+            returncode=None if rc < 0 or timed_out else rc,
+            signal=name,
+            interrupted=bool(received),
+            wall_s=time.monotonic() - self.started,
+            timed_out=timed_out,
+        )
+
+
+def start(argv: list[str], env: Mapping[str, str], cwd: str | None = None, **io: Any) -> Child:
+    """Start `argv` in a session of its own (`io`: stdin, stdout, stderr as for Popen)."""
+    proc = subprocess.Popen(argv, env=dict(env), cwd=cwd, start_new_session=True, **io)
+    return Child(proc, time.monotonic())
+
+
 def launch(
     argv: list[str], env: Mapping[str, str], cwd: str | None = None, stdout: int | None = None
 ) -> Completion:
-    """Run `argv` to its end; signals sent to compilediag meanwhile go to the job. Its
-    output goes where compilediag's goes (`stdout`: another file descriptor for it)."""
-    start = time.monotonic()
+    """Run a user's command to its end; signals sent to compilediag meanwhile go to the
+    job. Its output goes where compilediag's goes (`stdout`: another file descriptor)."""
     try:
-        proc = subprocess.Popen(argv, env=dict(env), cwd=cwd, stdout=stdout, start_new_session=True)
+        child = start(argv, env, cwd, stdout=stdout)
     except FileNotFoundError:
         raise UsageError(
             f"{argv[0]}: command not found.",
@@ -55,34 +143,4 @@ def launch(
         ) from None
     except PermissionError:
         raise UsageError(f"{argv[0]}: permission denied.", hint="Is it executable?") from None
-    received: list[int] = []
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        sig = signal.SIGKILL if received.count(signal.SIGINT) >= KILL_AFTER else signum
-        _signal_group(proc.pid, sig)
-
-    previous = {s: signal.signal(s, forward) for s in FORWARDED}
-    try:
-        rc = proc.wait()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if received:  # what the job left running when it was told to stop
-            _signal_group(proc.pid, signal.SIGKILL)
-    name = ""
-    if rc < 0:
-        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-    return Completion(
-        returncode=None if rc < 0 else rc,
-        signal=name,
-        interrupted=bool(received),
-        wall_s=time.monotonic() - start,
-    )
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    return child.wait(forward_signals=True)

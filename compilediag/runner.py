@@ -7,16 +7,13 @@ in its environment before it imports torch.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from compilediag.errors import ModelError, UsageError, WorkerError
 from compilediag.serial import from_json, to_json
-from compilediag.spawn import kill, spawn, take_early
+from compilediag.spawn import spawn, take_early
 from compilediag.worker_types import WorkerFailure, WorkerResult, WorkerSpec
 
 
@@ -38,15 +35,15 @@ def run_worker(
     on_stage: Callable[[str], None] = lambda s: None,
 ) -> WorkerRun:
     (work / "spec.json").write_text(to_json(spec))
-    proc = take_early(work, spec.cold) or spawn(work, spec.cold)
+    child = take_early(work, spec.cold) or spawn(work, spec.cold)
     try:
-        rc = _wait(proc, work / "status", timeout, on_stage)
+        done = child.wait(timeout, poll=_stages(work / "status", on_stage))
     except BaseException:
-        kill(proc)
+        child.kill()
         raise
     output = (work / "worker.log").read_text(errors="replace")
     trace_dir = work / "trace"
-    if rc is None:
+    if done.timed_out:
         raise WorkerError(
             f"the run did not finish within --timeout {timeout:g}s and was stopped.",
             detail=_tail(output),
@@ -54,9 +51,8 @@ def run_worker(
             "look for a loop or a wait in forward.",
         )
     result_path = work / "result.json"
-    if rc < 0:
-        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-        if -rc == signal.SIGKILL:
+    if done.signal:
+        if done.signal == "SIGKILL":
             hint = (
                 "SIGKILL from outside is most often the kernel's out-of-memory killer: check "
                 "`dmesg` or the job's memory limit, and try smaller inputs."
@@ -67,39 +63,34 @@ def run_worker(
                 "model without compilediag to see whether eager crashes too."
             )
         raise WorkerError(
-            f"the worker was killed by signal {name} while running the model.",
+            f"the worker was killed by signal {done.signal} while running the model.",
             detail=_tail(output),
             hint=hint,
         )
     if not result_path.exists():
         raise WorkerError(
-            f"the worker exited with code {rc} without a result.", detail=_tail(output)
+            f"the worker exited with code {done.returncode} without a result.",
+            detail=_tail(output),
         )
     result = from_json(WorkerResult, result_path.read_text())
     _raise_for(result.error, spec)
     return WorkerRun(result=result, trace_dir=trace_dir)
 
 
-def _wait(
-    proc: subprocess.Popen[bytes], status: Path, timeout: float, on_stage: Callable[[str], None]
-) -> int | None:
-    deadline = time.monotonic() + timeout
-    last = ""
-    while True:
-        rc = proc.poll()
+def _stages(status: Path, on_stage: Callable[[str], None]) -> Callable[[], None]:
+    """A poll that reports each new stage the worker writes to `status`."""
+    last = [""]
+
+    def poll() -> None:
         try:
             stage = status.read_text()
         except OSError:
-            stage = ""
-        if stage and stage != last:
+            return
+        if stage and stage != last[0]:
             on_stage(stage)
-            last = stage
-        if rc is not None:
-            return rc
-        if time.monotonic() > deadline:
-            kill(proc)
-            return None
-        time.sleep(0.05)
+            last[0] = stage
+
+    return poll
 
 
 def _tail(output: str, lines: int = 8) -> str:

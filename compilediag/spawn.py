@@ -9,7 +9,6 @@ import getpass
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from compilediag.launch import Child, start
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -28,7 +29,7 @@ RUN_COMMANDS = frozenset({"explain", "recompiles", "dump-kernels"})
 class _Early:
     """A worker started before the options were parsed, waiting on its stdin for "go"."""
 
-    proc: subprocess.Popen[bytes]
+    child: Child
     work: Path
     cold: bool
     claimed: bool = False  # its folder was handed to a run
@@ -50,11 +51,11 @@ def start_early(argv: list[str]) -> None:
     cold = "--cold" in argv  # the one option that changes the worker's environment
     work = Path(tempfile.mkdtemp(prefix="compilediag-"))
     try:
-        proc = spawn(work, cold, early=True)
+        child = spawn(work, cold, early=True)
     except OSError:
         shutil.rmtree(work, ignore_errors=True)
         return
-    _early = _Early(proc, work, cold)
+    _early = _Early(child, work, cold)
     atexit.register(_drop_early)
 
 
@@ -63,7 +64,7 @@ def _drop_early() -> None:
     if early is None:
         return
     if not early.used:
-        kill(early.proc)
+        early.child.kill()
     if not early.claimed:
         shutil.rmtree(early.work, ignore_errors=True)
 
@@ -94,7 +95,7 @@ def inductor_cache_dir() -> str:
     )
 
 
-def spawn(work: Path, cold: bool, early: bool = False) -> subprocess.Popen[bytes]:
+def spawn(work: Path, cold: bool, early: bool = False) -> Child:
     """Start `python -m compilediag.worker WORK`, traced into WORK/trace, its output going
     to WORK/worker.log. An early worker waits on its stdin for the spec."""
     (work / "trace").mkdir(exist_ok=True)
@@ -120,17 +121,16 @@ def spawn(work: Path, cold: bool, early: bool = False) -> subprocess.Popen[bytes
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     argv = [sys.executable, "-m", "compilediag.worker", str(work)]
     with open(work / "worker.log", "wb") as log:
-        return subprocess.Popen(
+        return start(  # in a session of its own: a timeout stops the model's children too
             argv + ["--early"] if early else argv,
+            env,
             stdin=subprocess.PIPE if early else subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # so a timeout can stop the model's own children too
         )
 
 
-def take_early(work: Path, cold: bool) -> subprocess.Popen[bytes] | None:
+def take_early(work: Path, cold: bool) -> Child | None:
     """The early worker started in `work`, told to go, if it was started for this run."""
     with _lock:
         early = _early if _early is not None and _early.work == work and not _early.used else None
@@ -139,24 +139,14 @@ def take_early(work: Path, cold: bool) -> subprocess.Popen[bytes] | None:
     if early is None:
         return None
     if early.cold != cold:  # started with other caches than this run needs: start afresh
-        kill(early.proc)
+        early.child.kill()
         shutil.rmtree(work / "trace", ignore_errors=True)
         return None
-    assert early.proc.stdin is not None
+    stdin = early.child.stdin
+    assert stdin is not None
     try:
-        early.proc.stdin.write(b"go\n")
-        early.proc.stdin.close()
-    except OSError:  # it died importing torch: _wait reports how, from its log
+        stdin.write(b"go\n")
+        stdin.close()
+    except OSError:  # it died importing torch: the runner reports how, from its log
         pass
-    return early.proc
-
-
-def kill(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a worker and whatever it started (its own session)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-    if proc.stdin is not None:
-        proc.stdin.close()
+    return early.child

@@ -46,12 +46,12 @@ def ours(tmp: Path) -> list[Path]:
 def test_the_run_uses_the_worker_started_for_it(model: Path) -> None:
     spawn.start_early(["explain", str(model), "--backend", "eager"])
     early = spawn._early
-    assert early is not None and early.proc.poll() is None  # importing torch, or waiting
+    assert early is not None and early.child.proc.poll() is None  # importing torch, or waiting
     with spawn.workdir() as work:
         assert work == early.work
         run = run_worker(spec(model), work, timeout=120)
     assert run.result.error is None and run.result.calls
-    assert early.proc.wait(timeout=30) == 0  # it ran the model and ended by itself
+    assert early.child.proc.wait(timeout=30) == 0  # it ran the model and ended by itself
     assert not ours(model.parent)
 
 
@@ -62,7 +62,7 @@ def test_a_worker_started_with_other_caches_is_stopped_and_replaced(model: Path)
     with spawn.workdir() as work:
         run = run_worker(spec(model, cold=False), work, timeout=120)
     assert run.result.error is None and run.result.calls
-    assert early.proc.returncode == -9  # stopped unused: a fresh worker ran the model
+    assert early.child.proc.returncode == -9  # stopped unused: a fresh worker ran the model
     assert not run.result.environment.cold
 
 
@@ -90,7 +90,7 @@ def test_an_unused_worker_is_stopped_with_its_folder(model: Path) -> None:
     early = spawn._early
     assert early is not None and early.work.exists()
     spawn._drop_early()
-    assert early.proc.returncode == -9
+    assert early.child.proc.returncode == -9
     assert not early.work.exists()
 
 
