@@ -32,6 +32,7 @@ from compilediag.paths import library_path, user_base
 from compilediag.ranksets import rank_set
 from compilediag.render import kernel_count_note, plural
 from compilediag.render import seconds as render_seconds
+from compilediag.render.views import recompiles_by_frame
 from compilediag.report import RankSummary, Summary
 
 __all__ = ["render_html"]
@@ -65,7 +66,7 @@ def render_html(report: Any) -> str:
             csp=csp,
             short=paths.short,
             where=paths.where,
-            frame_groups=_frame_groups(report),
+            frame_groups=recompiles_by_frame(report),
             call_of=_call_of(report),
             phases=_phases(report),
             timing_chart=_timing_chart(report),
@@ -274,24 +275,6 @@ class _Paths:
 
 
 # --- views computed from the report -----------------------------------------------------
-
-
-def _frame_groups(report: Any) -> list[dict[str, Any]]:
-    """Recompiles grouped by frame (name and place), in order of first appearance."""
-    groups: dict[tuple, dict[str, Any]] = {}
-    for r in _list(report, "recompiles"):
-        key = (_get(r, "frame", ""), _get(r, "file", ""), _get(r, "line", 0))
-        g = groups.setdefault(key, {"frame": key[0], "file": key[1], "line": key[2], "items": []})
-        g["items"].append(r)
-    for g in groups.values():
-        fixes = {_get(r, "suggestion", "") for r in g["items"]}
-        g["common_fix"] = fixes.pop() if len(fixes) == 1 and len(g["items"]) > 1 else ""
-        g["limit_hit"] = any(
-            (_get(h, "frame"), _get(h, "file"), _get(h, "line"))
-            == (g["frame"], g["file"], g["line"])
-            for h in _list(report, "recompile_limit_hits")
-        )
-    return list(groups.values())
 
 
 def _call_of(report: Any) -> dict[str, int]:

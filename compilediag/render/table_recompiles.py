@@ -3,8 +3,6 @@ sweep's timeline; and the `recompiles` command's whole view."""
 
 from __future__ import annotations
 
-import itertools
-
 from rich.padding import Padding
 from rich.text import Text
 
@@ -15,16 +13,17 @@ from compilediag.render import (
     where,
 )
 from compilediag.render.table_parts import Row, details, new_table
-from compilediag.report import Recompile, Report
-from compilediag.torch_formats import guard_pattern
+from compilediag.render.views import GuardRun, recompiles_by_frame
+from compilediag.report import Report
 
 
 def recompile_blocks(report: Report) -> list:
     out: list = []
     if report.recompiles:
         out.append(Text(f"\nRecompiles ({len(report.recompiles)})", style="bold"))
-    advised: dict[str, str] = {}  # a fix already shown -> the recompile it was shown for
-    for group in group_recompiles(report.recompiles):
+    runs: list[GuardRun] = [run for f in recompiles_by_frame(report) for run in f.runs]
+    for run in runs:
+        group = run.items
         r = group[0]
         first, last = shown_id(report, r.compile_id), shown_id(report, group[-1].compile_id)
         ids = first if len(group) == 1 else f"{first} … {last} ({len(group)}×)"
@@ -64,11 +63,10 @@ def recompile_blocks(report: Report) -> list:
                     ),
                 )
             )
-        if r.suggestion in advised:  # the same fix for each resume frame: said once
-            rows.append(("fix", Text(f"as for {advised[r.suggestion]} above", style="green")))
-        elif r.suggestion:
-            rows.append(("fix", Text(r.suggestion, style="green")))
-            advised[r.suggestion] = r.compile_id
+        if run.as_for:
+            rows.append(("fix", Text(f"as for {run.as_for} above", style="green")))
+        elif run.fix:
+            rows.append(("fix", Text(run.fix, style="green")))
         out.append(details(rows))
     for hit in report.recompile_limit_hits:
         out.append(
@@ -91,15 +89,6 @@ def recompile_blocks(report: Report) -> list:
         )
         out.append(details(rows))
     return out
-
-
-def group_recompiles(recompiles: list) -> list[list]:
-    """Consecutive recompiles of one frame for the same kind of guard are one finding."""
-
-    def key(r: Recompile) -> tuple[str, str, str, str]:
-        return (r.frame, r.file, r.cause, guard_pattern(r.failed_guard))
-
-    return [list(g) for _, g in itertools.groupby(recompiles, key=key)]
 
 
 def timeline_block(report: Report) -> list:

@@ -1,0 +1,56 @@
+"""The views every renderer shares (render/views.py): recompiles by frame, runs of one kind
+of guard, a fix said once; the table and the HTML show the same grouping."""
+
+from __future__ import annotations
+
+import re
+
+from compilediag.analysis.build import build_report
+from compilediag.render import render
+from compilediag.render.views import recompiles_by_frame
+from compilediag.report import Environment, Recompile, Report, TargetInfo
+from compilediag.trace import parse_path
+from tests.conftest import fixture_trace
+
+
+def _r(cid: str, frame: str, guard: str, fix: str, cause: str = "shape") -> Recompile:
+    return Recompile(
+        frame=frame, file="m.py", line=1 if frame == "forward" else 9, compile_id=cid,
+        failed_guard=guard, suggestion=fix, cause=cause,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _report(*recompiles: Recompile) -> Report:
+    return Report(
+        tool={}, environment=Environment(), target=TargetInfo(), recompiles=list(recompiles)
+    )
+
+
+def test_a_frames_recompiles_are_one_group_in_order_of_its_first() -> None:
+    fix = "Mark it dynamic."
+    report = _report(
+        _r("0/1", "forward", "`x` dim 0 changed 2 → 4", fix),
+        _r("1/1", "helper", "`y` dim 0 changed 2 → 4", fix),
+        _r("0/2", "forward", "`x` dim 0 changed 4 → 8", fix),
+        _r("0/3", "forward", "self.flag changed (was True)", "Make it a tensor.", "int"),
+    )
+    forward, helper = recompiles_by_frame(report)
+    assert [r.compile_id for r in forward.items] == ["0/1", "0/2", "0/3"]
+    assert [[r.compile_id for r in run.items] for run in forward.runs] == [["0/1", "0/2"], ["0/3"]]
+    assert forward.runs[0].fix == fix and forward.common_fix == ""
+    assert helper.runs[0].as_for == "0/1" and helper.runs[0].fix == "", "said once, then pointed at"
+    table = render(report, "table", width=120)
+    assert table.index("0/1 … 0/2 (2×)") < table.index("0/3") < table.index("1/1")
+    assert "as for 0/1 above" in table
+
+
+def test_the_table_and_the_html_group_a_real_trace_alike() -> None:
+    report = build_report(
+        parse_path(fixture_trace("recompile_limit.eager")), None, TargetInfo(path="m")
+    )
+    frames = recompiles_by_frame(report)
+    assert frames and frames[0].limit_hit
+    html = render(report, "html")
+    headings = re.findall(r'<div class="frame">\s*<h3><code>([^<]+)</code>', html)
+    assert headings == [f.frame for f in frames]
+    assert f"{len(frames[0].items)} recompiles" in html
