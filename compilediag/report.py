@@ -12,8 +12,9 @@ from enum import StrEnum
 from typing import Any
 
 # 2: timings.device became timings.device_ms; `runtime`, `rank_groups` and each finding's
-# `ranks` were added. A version-1 report loads through _migrate.
-SCHEMA_VERSION = 2
+# `ranks` were added. 3: notes, errors and divergence became Findings (they were text).
+# Older reports load through the migrations at the end.
+SCHEMA_VERSION = 3
 
 
 # The closed vocabularies of the Report: each field's values, as saved (a StrEnum is its
@@ -71,6 +72,55 @@ class KernelKind(StrEnum):
 class Bound(StrEnum):
     CPU = "CPU-bound"
     GPU = "GPU-bound"
+
+
+class FindingKind(StrEnum):
+    """What a note, an error or a divergence between ranks is about."""
+
+    # notes
+    UNTESTED_TORCH = "untested_torch"  # a torch outside the tested range made the findings
+    AHEAD_OF_TIME = "ahead_of_time"  # a torch.export / AOTInductor trace
+    NOTHING_COMPILED = "nothing_compiled"  # no graph came out: all of it ran eager
+    SKIPPED_FRAME = "skipped_frame"  # a frame torch gave up on (runs eager)
+    CACHE_GAP = "cache_gap"  # a cache hit whose generated code the trace lacks
+    NO_PROVENANCE = "no_provenance"  # kernels with no user lines (INDUCTOR_PROVENANCE unset)
+    IGNORED_FILES = "ignored_files"  # files with no trace record
+    DAMAGED_TRACE = "damaged_trace"  # unreadable lines, damaged payloads
+    # errors
+    COMPILE_FAILED = "compile_failed"
+    RUN_ERROR = "run_error"  # a step of the run that failed (the cross-check, the timing)
+    # divergence between ranks
+    RANK_COUNTS = "rank_counts"  # graphs, recompiles or break sites differ in number
+    RANK_BREAKS = "rank_breaks"  # a break site only some ranks have
+    RANK_RECOMPILES = "rank_recompiles"  # a recompile only some ranks have
+    COLLECTIVES = "collectives"  # collective schedules differ
+    GRAPH_ORDER = "graph_order"  # graph execution order differs
+    CACHE_USE = "cache_use"  # FX-graph cache hit on some ranks, compiled on others
+    COMPILE_TIME = "compile_time"  # a rank compiled much longer than the median
+    OTHER = "other"  # a finding of a report older than its kind
+
+
+class Severity(StrEnum):
+    NOTE = "note"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A note, an error or a divergence: what it is about, in words, and where."""
+
+    kind: FindingKind
+    message: str
+    severity: Severity = Severity.NOTE
+    file: str = ""  # the site it is about, where it has one
+    line: int = 0
+    fix: str = ""
+
+    @property
+    def text(self) -> str:
+        """One line of a report."""
+        return self.message + (f" Fix: {self.fix}" if self.fix else "")
 
 
 class FixOutcome(StrEnum):
@@ -481,11 +531,11 @@ class Report:
     compile_time: CompileTime | None = None
     cross_check: CrossCheck | None = None
     verdict: Verdict = field(default_factory=Verdict)
-    errors: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # frames torch skipped, and why
+    errors: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)  # frames torch skipped, and why
     ranks: list[RankSummary] = field(default_factory=list)  # `report` on a multi-rank trace
     rank_groups: list[RankGroup] = field(default_factory=list)  # ranks that compiled alike
-    divergence: list[str] = field(default_factory=list)  # ranks that differ from the rest
+    divergence: list[Finding] = field(default_factory=list)  # ranks that differ from the rest
     trace: TraceInfo | None = None  # what was read from the trace
     runtime: Runtime | None = None  # `compilediag run`: the job as it ran
     schema_version: int = SCHEMA_VERSION
@@ -501,7 +551,9 @@ class Report:
         version = data.get("schema_version")
         if version == 1:
             data = _migrate_v1(data)
-        elif version != SCHEMA_VERSION:
+        if data.get("schema_version") == 2:
+            data = _migrate_v2(data)
+        if data.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(
                 f"report schema_version {version!r} is not {SCHEMA_VERSION}; "
                 "re-create it with this compilediag"
@@ -511,10 +563,21 @@ class Report:
 
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     """A schema-1 report as schema 2: its GPU time was `timings.device`."""
-    data = {**data, "schema_version": SCHEMA_VERSION}
+    data = {**data, "schema_version": 2}
     timings = data.get("timings")
     if isinstance(timings, dict) and "device" in timings and "device_ms" not in timings:
         timings = {**timings, "device_ms": timings["device"]}
         del timings["device"]
         data["timings"] = timings
+    return data
+
+
+def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-2 report as schema 3: its notes, errors and divergence were text."""
+    data = {**data, "schema_version": 3}
+    for key, severity in (("notes", "note"), ("errors", "error"), ("divergence", "warning")):
+        data[key] = [
+            {"kind": "other", "message": x, "severity": severity} if isinstance(x, str) else x
+            for x in data.get(key) or []
+        ]
     return data

@@ -317,7 +317,8 @@ def test_a_run_that_compiled_nothing_says_so(tmp_path: Path) -> None:
     report, proc = run_json("explain", str(model), "--backend", "eager", "--no-timings")
     assert proc.returncode == 0, proc.stderr
     assert report["summary"]["graphs"] == 0
-    assert report["notes"][0].startswith("torch.compile produced no graph")
+    assert report["notes"][0]["kind"] == "nothing_compiled"
+    assert report["notes"][0]["message"].startswith("torch.compile produced no graph")
     from torch._dynamo.testing import CompileCounter
 
     counter = CompileCounter()

@@ -315,8 +315,10 @@ def test_compile_failure_is_a_finding_in_the_report(tmp_path: Path) -> None:
     proc = run_cli("explain", str(model), "--no-timings", "--backend", "broken", "--format", "json")
     assert proc.returncode == 4
     report = json.loads(proc.stdout)
-    assert report["errors"][0].startswith(f"torch.compile failed at {model}:")
-    assert "RuntimeError: this backend always fails" in report["errors"][0]
+    (err,) = report["errors"]
+    assert err["kind"] == "compile_failed" and err["severity"] == "error"
+    assert err["message"].startswith(f"torch.compile failed at {model}:")
+    assert "RuntimeError: this backend always fails" in err["message"]
 
 
 def test_ctrl_c_stops_the_worker_and_cleans_up(tmp_path: Path) -> None:

@@ -161,10 +161,11 @@ def test_hostile_report_fields_are_text(traced: Report) -> None:
     """Everything in a report is data: a JSON report from anywhere renders no markup."""
     evil = '<img src=x onerror="window.__x=1">'
     data = traced.to_dict()
-    data["errors"] = [evil]
-    data["notes"] = [evil]
+    finding = {"kind": evil, "message": evil, "severity": evil, "file": evil, "fix": evil}
+    data["errors"] = [finding]
+    data["notes"] = [finding]
     data["target"]["path"] = f"/m/{evil}.py"
-    data["divergence"] = [evil]
+    data["divergence"] = [finding]
     gb = data["graph_breaks"][0]
     for key in ("file", "code", "reason", "explanation", "suggestion", "gb_id", "cause"):
         gb[key] = f"{evil} `{evil}`"

@@ -62,7 +62,8 @@ def test_two_rank_torchrun_divergence_is_found(tmp_path: Path) -> None:
     assert ranks[0]["summary"]["unique_graph_breaks"] == 0
     assert ranks[1]["summary"]["unique_graph_breaks"] == 1
     assert any(
-        d.startswith("only rank 1 breaks at diverging_ranks.py:20") for d in report["divergence"]
+        d["message"].startswith("only rank 1 breaks at diverging_ranks.py:20")
+        for d in report["divergence"]
     )
     (b,) = report["graph_breaks"]
     assert (Path(b["file"]).name, b["line"]) == ("diverging_ranks.py", 20)
@@ -78,7 +79,10 @@ def test_damaged_traces(tmp_path: Path) -> None:
     )
     report, proc = run_json("report", str(tmp_path))
     assert proc.returncode == 0
-    assert any("unreadable lines were skipped" in n for n in report["notes"])
+    assert any(
+        n["kind"] == "damaged_trace" and "unreadable lines were skipped" in n["message"]
+        for n in report["notes"]
+    )
     assert report["graph_breaks"], "what was complete is still reported"
     junk = tmp_path / "junk"
     junk.mkdir()
@@ -149,13 +153,14 @@ def test_ranks_whose_collective_schedules_differ_diverge(folder: Path) -> None:
     assert proc.returncode == 1
     assert [r["label"] for r in report["ranks"]] == ["rank 0", "rank 1"]
     assert any(
-        d.startswith("only rank 1 breaks at collectives_diverge.py:") for d in report["divergence"]
+        d["message"].startswith("only rank 1 breaks at collectives_diverge.py:")
+        for d in report["divergence"]
     )
     if not any("inductor_collective_schedule" in f.read_text() for f in folder.iterdir()):
         # torch 2.6 logs no collective schedule: the breaks diverge, nothing more is claimed
-        assert not any(d.startswith("collective schedules") for d in report["divergence"])
+        assert not any(d["kind"] == "collectives" for d in report["divergence"])
         return
-    (coll,) = [d for d in report["divergence"] if d.startswith("collective schedules differ")]
+    (coll,) = [d["message"] for d in report["divergence"] if d["kind"] == "collectives"]
     assert "rank 0: ['0/0: all_reduce_, wait_tensor, all_reduce_, wait_tensor']" in coll
     assert "rank 1: ['0/0: all_reduce_, wait_tensor', '1/0: all_reduce_, wait_tensor']" in coll
-    assert not any(d.startswith("FX-graph cache use") for d in report["divergence"])
+    assert not any(d["kind"] == "cache_use" for d in report["divergence"])

@@ -4,11 +4,21 @@ ids read as torch's ids."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from compilediag.analysis.build import build_report
 from compilediag.compiles import CompileId, id_of, unranked
 from compilediag.render import render
-from compilediag.report import CallState, FixSource, KernelKind, RecompileCause, Report, TargetInfo
+from compilediag.report import (
+    SCHEMA_VERSION,
+    CallState,
+    FindingKind,
+    FixSource,
+    KernelKind,
+    RecompileCause,
+    Report,
+    TargetInfo,
+)
 from compilediag.trace import parse_path
 from tests.conftest import fixture_trace
 
@@ -51,3 +61,30 @@ def test_compile_ids_are_read_as_torchs() -> None:
     assert id_of("r3:2/1_1") == CompileId(2, 1, attempt=1, rank=3)
     assert id_of("export") is None and id_of("aot") is None
     assert unranked("r12:0/1#2") == "0/1#2" and unranked("0/1") == "0/1"
+
+
+def test_a_saved_schema_2_report_loads_its_notes_and_divergence_as_findings() -> None:
+    """`compilediag report` of collectives_diverge (torch 2.13 trace), saved as JSON by
+    compilediag at db36776 (schema 2: notes and divergence were text)."""
+    saved = Path(__file__).parent / "fixtures/reports/schema2_collectives_diverge.json"
+    data = json.loads(saved.read_text())
+    assert data["schema_version"] == 2 and isinstance(data["divergence"][0], str)
+    report = Report.from_dict(data)
+    assert [d.message for d in report.divergence] == data["divergence"]
+    assert all(d.kind == FindingKind.OTHER and d.severity == "warning" for d in report.divergence)
+    assert [n.message for n in report.notes] == data["notes"]
+    table = render(report, "table", width=200)
+    assert data["divergence"][0] in table and data["notes"][0] in table
+    assert json.loads(render(report, "json"))["schema_version"] == SCHEMA_VERSION
+
+
+def test_findings_say_what_they_are_about() -> None:
+    """The same trace now: each divergence and note typed by what it is about."""
+    from compilediag.analysis.ranks import report_from_traces
+
+    folder = fixture_trace("collectives_diverge").with_suffix("")
+    logs = [log for f in sorted(folder.iterdir()) for log in parse_path(f)]
+    report = report_from_traces(logs, TargetInfo(path=str(folder)))
+    kinds = {d.kind for d in report.divergence}
+    assert {FindingKind.RANK_COUNTS, FindingKind.RANK_BREAKS} <= kinds
+    assert [n.kind for n in report.notes] == [FindingKind.NO_PROVENANCE]

@@ -231,7 +231,10 @@ def test_a_two_rank_torchrun_job_whose_ranks_diverge(tmp_path: Path) -> None:
         # every graph of the rank ran once a step
         mine = [g for g in report["graphs"] if g["compile_id"].startswith(f"r{n}:")]
         assert mine and all(g["calls"] == torch_saw["steps"] for g in mine)
-    assert any(d.startswith("only rank 1 breaks at ranks_diverge.py") for d in report["divergence"])
+    assert any(
+        d["message"].startswith("only rank 1 breaks at ranks_diverge.py")
+        for d in report["divergence"]
+    )
     # torchrun and both ranks each wrote what they saw; torchrun compiled nothing
     assert report["runtime"]["processes"] == 2
 

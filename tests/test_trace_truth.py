@@ -58,7 +58,7 @@ def test_a_failed_export_is_a_failure_at_torchs_line(version: str) -> None:
     assert f["line"] == export_error_line_from_torch()
     assert f["code"].strip() == "if h.sum() > 0:"
     assert proc.stderr.startswith("error: torch.export failed at")
-    assert any(n.startswith("This trace is from torch.export") for n in report["notes"])
+    assert any(n["message"].startswith("This trace is from torch.export") for n in report["notes"])
     gated, proc = run_json("report", trace(version, "export_error"), "--fullgraph")
     assert gated["verdict"]["passed"] is False
 
@@ -80,7 +80,7 @@ def test_an_aotinductor_trace_lists_its_kernels(version: str) -> None:
     assert [k["ops"] for k in library] == [["aten.addmm"], ["aten.addmm"]]
     assert report["summary"]["kernels"] == 1
     assert report["compile_failures"] == []
-    (note,) = [n for n in report["notes"] if n.startswith("This trace is from")]
+    (note,) = [n["message"] for n in report["notes"] if n["kind"] == "ahead_of_time"]
     assert "AOTInductor compiled 1 kernel ahead of time" in note
 
 
@@ -92,8 +92,8 @@ def test_a_ddp_job_that_compiled_nothing_says_so_with_ddp_advice(version: str) -
     assert proc.returncode == 1
     assert report["summary"]["graphs"] == 0
     assert [r["summary"]["graphs"] for r in report["ranks"]] == [0, 0]
-    assert report["notes"][0].startswith("torch.compile produced no graph")
-    assert "DDP(torch.compile(model))" in report["notes"][0]
+    assert report["notes"][0]["kind"] == "nothing_compiled"
+    assert "DDP(torch.compile(model))" in report["notes"][0]["message"]
     assert report["graph_breaks"]
     for b in report["graph_breaks"]:
         # under the user's call of the compiled DDP module, labelled as DDP's own code
@@ -112,7 +112,7 @@ def test_ranks_that_run_their_graphs_in_different_orders_diverge(version: str) -
     assert proc.returncode == 1
     orders = {r["rank"]: r["graph_order"] for r in report["ranks"]}
     assert orders == {0: ["0/0", "1/0", "0/0", "1/0"], 1: ["0/0", "1/0", "1/0", "0/0"]}
-    (d,) = [d for d in report["divergence"] if d.startswith("graph execution order differ")]
+    (d,) = [d["message"] for d in report["divergence"] if d["kind"] == "graph_order"]
     assert f"rank 0: {orders[0]}" in d and f"rank 1: {orders[1]}" in d
     assert not any("graph_execution" in k for k in report["trace"]["not_analysed"])
 
@@ -121,7 +121,7 @@ def test_ranks_that_run_their_graphs_in_different_orders_diverge(version: str) -
 def test_graph_execution_is_read_where_ranks_agree(version: str) -> None:
     report, _ = run_json("report", trace(version, "collectives_extra"))
     assert [r["graph_order"] for r in report["ranks"]] == [["0/0", "0/0"]] * 3
-    assert not any(d.startswith("graph execution") for d in report["divergence"])
+    assert not any(d["kind"] == "graph_order" for d in report["divergence"])
 
 
 @pytest.mark.parametrize("version", versions_with("inductor_cache.cold"))
@@ -136,7 +136,7 @@ def test_cache_hit_and_miss_are_what_torch_logged(version: str) -> None:
     if warm["kernels"]:  # 2.11 and 2.13 log the generated code on a hit as well
         assert names(warm) == names(cold)
     else:  # a torch that logs none on a hit: said so, with the way to see them
-        assert any("came from the FX-graph cache" in n for n in warm["notes"])
+        assert any(n["kind"] == "cache_gap" for n in warm["notes"])
 
 
 @pytest.mark.parametrize("version", versions_with("export_error"))
@@ -188,7 +188,10 @@ def test_a_training_scripts_trace_speaks_the_users_words(version: str) -> None:
     torch._dynamo.reset()
     assert counts[False] == report["summary"]["graphs"] == 3  # 0/0, 1/0 and its recompile 1/1
     assert counts[True] == 1, "the fix: no break, no recompile"
-    assert any("INDUCTOR_PROVENANCE=1" in n for n in report["notes"])
+    assert any(
+        n["kind"] == "no_provenance" and "INDUCTOR_PROVENANCE=1" in n["message"]
+        for n in report["notes"]
+    )
     # every generated kernel says what it computes: ops from its name, else its body
     assert all(k["ops"] and all(o.startswith("aten.") and not o[5:].isdigit() for o in k["ops"])
                for k in report["kernels"])  # fmt: skip
@@ -205,7 +208,7 @@ def test_a_frame_skipped_for_a_break_in_a_loop_names_that_break(version: str) ->
 
     report, proc = run_json("report", trace(version, "break_in_loop"))
     assert proc.returncode == 0, proc.stderr
-    (note,) = [n for n in report["notes"] if "was not compiled" in n]
+    (note,) = [n["message"] for n in report["notes"] if n["kind"] == "skipped_frame"]
     assert "break_in_loop.py:17" in note and 'print("layer done")' in note and "GB7000" in note
     (b,) = report["graph_breaks"]
     assert b["line"] == 17 and "reorderable_logging_functions" in b["suggestion"]
@@ -229,7 +232,11 @@ def test_a_library_models_findings_are_the_librarys(version: str) -> None:
     path is a machine path."""
     report, proc = run_json("report", trace(version, "fasterrcnn"))
     assert proc.returncode == 0, proc.stderr
-    loops = [n for n in report["notes"] if "was not compiled" in n and "GB7000" in n]
+    loops = [
+        n["message"]
+        for n in report["notes"]
+        if n["kind"] == "skipped_frame" and "GB7000" in n["message"]
+    ]
     assert loops and all("the graph break at torchvision/" in n for n in loops), loops
     inner = [r for r in report["recompiles"] if r["cause"] == "shape"]
     assert inner

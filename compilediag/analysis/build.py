@@ -37,10 +37,13 @@ from compilediag.report import (
     CallState,
     CompileFailure,
     Environment,
+    Finding,
+    FindingKind,
     Graph,
     LimitHit,
     Recompile,
     Report,
+    Severity,
     Summary,
     TargetInfo,
 )
@@ -112,7 +115,7 @@ def build_report(
         kernels=relocated(generated(code), h),
         timings=timings,
         compile_time=ctime if ctime.total_s or h else None,
-        errors=list(measured.errors),
+        errors=[Finding(FindingKind.RUN_ERROR, e, Severity.ERROR) for e in measured.errors],
         # a run's trace lives in a temporary folder that is gone after the run
         trace=replace(h.trace, files=h.trace.files if env.source != "run" else []),
     )
@@ -233,10 +236,14 @@ def make_portable(report: Report, root: str) -> None:
             for p in k.source_lines
             for f, sep, line in [p.rpartition(":")]
         ]
-    report.notes = [portable_text(n, root) for n in report.notes]
+
+    def finding(f: Finding) -> Finding:
+        return replace(f, message=portable_text(f.message, root), file=rel(f.file))
+
+    report.notes = [finding(n) for n in report.notes]
+    report.errors = [finding(e) for e in report.errors]
     if report.timings:
         report.timings.notes = [portable_text(n, root) for n in report.timings.notes]
-    report.errors = [portable_text(e, root) for e in report.errors]
 
 
 def collect_failures(h: History) -> list[CompileFailure]:

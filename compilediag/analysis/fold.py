@@ -231,24 +231,12 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
 
 def _finish(report: Report, ignored: list[str], run: JobRun | None, skips: list[str]) -> Report:
     """What every trace report ends with: the files passed over, damage, the job's run."""
+    from compilediag.analysis.notes import trace_notes
+
     info = report.trace or TraceInfo()
     info.ignored_files = [os.path.basename(p) for p in ignored]
     report.trace = info
-    if ignored:
-        report.notes.append(
-            f"ignored {len(ignored)} file(s) with no trace record: "
-            + ", ".join(os.path.basename(p) for p in ignored)
-        )
-    if info.skipped_lines:
-        report.notes.append(
-            f"{info.skipped_lines} unreadable lines were skipped (a truncated or damaged trace?)."
-        )
-    if info.damaged_payloads:
-        report.notes.append(
-            f"{info.damaged_payloads} records were skipped because their payload is damaged "
-            "(its md5 is not the one torch wrote): the trace was cut or altered after it was "
-            "written."
-        )
+    report.notes += trace_notes(info, info.ignored_files)
     if run is not None:
         from compilediag.analysis.runtime import apply_runtime
 

@@ -1,6 +1,6 @@
-"""The findings the Report states in words (its notes): what torch skipped, what a
-trace lacks, why a speed-up disappoints. Each a function of the parsed compiles and the
-Report's other findings; their English is made here."""
+"""The findings the Report states in words (its notes, a failed compile): what torch
+skipped, what a trace lacks, why a speed-up disappoints. Each a function of the compile
+history and the Report's other findings; their English is made here."""
 
 from __future__ import annotations
 
@@ -12,9 +12,13 @@ from compilediag.analysis.kernels import GraphCode
 from compilediag.analysis.source import code_at
 from compilediag.report import (
     Environment,
+    Finding,
+    FindingKind,
     Graph,
     GraphBreak,
     Report,
+    Severity,
+    TraceInfo,
 )
 from compilediag.torch_formats import (
     RECOMPILE_LIMIT,
@@ -27,7 +31,7 @@ from compilediag.torch_releases import untested_notice
 from compilediag.worker_types import FrameTime, WorkerResult
 
 
-def no_provenance(h: History, code: list[GraphCode]) -> list[str]:
+def no_provenance(h: History, code: list[GraphCode]) -> list[Finding]:
     """Generated kernels with no user line, from a job that ran without Inductor's
     provenance records: say how to get them."""
     generated = [k.kernel for g in code for k in g.kernels if k.kernel.kind != "extern"]
@@ -36,18 +40,25 @@ def no_provenance(h: History, code: list[GraphCode]) -> list[str]:
     if any(name.startswith("inductor_provenance") for e in h for name in e.compile.artifacts):
         return []
     return [
-        "The generated kernels name no user lines: the job ran without INDUCTOR_PROVENANCE=1. "
-        "Set it beside TORCH_TRACE to see which of your lines each kernel came from "
-        "(compilediag's own runs set it)."
+        Finding(
+            FindingKind.NO_PROVENANCE,
+            "The generated kernels name no user lines: the job ran without "
+            "INDUCTOR_PROVENANCE=1. Set it beside TORCH_TRACE to see which of your lines each "
+            "kernel came from (compilediag's own runs set it).",
+        )
     ]
 
 
-def untested_torch(env: Environment) -> list[str]:
+def untested_torch(env: Environment) -> list[Finding]:
     """A notice for each torch outside the tested range that made the findings."""
-    return [n for v in env.torch.split(", ") if (n := untested_notice(v))]
+    return [
+        Finding(FindingKind.UNTESTED_TORCH, n)
+        for v in env.torch.split(", ")
+        if (n := untested_notice(v))
+    ]
 
 
-def ahead_of_time(h: History, code: list[GraphCode]) -> list[str]:
+def ahead_of_time(h: History, code: list[GraphCode]) -> list[Finding]:
     """The headline of an export / AOTInductor trace: what it holds, and what does not
     apply."""
     kinds = h.trace.produced_by
@@ -63,12 +74,12 @@ def ahead_of_time(h: History, code: list[GraphCode]) -> list[str]:
             f"time{took}"
         )
     parts.append("export makes one whole graph or fails: graph breaks and recompiles don't apply")
-    return ["; ".join(parts) + "."]
+    return [Finding(FindingKind.AHEAD_OF_TIME, "; ".join(parts) + ".")]
 
 
 def nothing_compiled(
     h: History, graphs: list[Graph], breaks: Sequence[GraphBreak], failed: bool
-) -> list[str]:
+) -> list[Finding]:
     """The headline a job that compiled nothing needs: Dynamo was entered, no graph came
     out, so the whole model ran in eager mode. `failed`: a compile failed (that has its
     own finding)."""
@@ -81,21 +92,23 @@ def nothing_compiled(
         for e in h for f in e.compile.stack
     )  # fmt: skip
     if in_ddp:
-        return [
+        text = (
             "torch.compile produced no graph: the whole model ran in eager mode. Dynamo broke "
             "inside DistributedDataParallel's own code and skipped the wrapped module's frames "
             "as torch-internal. Compile the module, then wrap it (DDP(torch.compile(model))), "
             "or compile each block; see torch's notes on DDP with torch.compile."
-        ]
-    return [
-        f"torch.compile produced no graph: every frame it tried broke before any tensor op "
-        f"or was skipped ({len(h)} frame{'s' if len(h) != 1 else ''}, "
-        f"{len(skipped)} skipped), so the "
-        "whole model ran in eager mode. The breaks and skipped frames below say why."
-    ]
+        )
+    else:
+        text = (
+            f"torch.compile produced no graph: every frame it tried broke before any tensor op "
+            f"or was skipped ({len(h)} frame{'s' if len(h) != 1 else ''}, "
+            f"{len(skipped)} skipped), so the "
+            "whole model ran in eager mode. The breaks and skipped frames below say why."
+        )
+    return [Finding(FindingKind.NOTHING_COMPILED, text, Severity.WARNING)]
 
 
-def cache_gaps(h: History) -> list[str]:
+def cache_gaps(h: History) -> list[Finding]:
     """A graph served from the FX-graph cache whose generated code the trace leaves out
     (some torch releases log none on a hit): its kernels can't be listed."""
     missing = [
@@ -105,12 +118,15 @@ def cache_gaps(h: History) -> list[str]:
     if not missing:
         return []
     return [
-        f"graph {', '.join(missing)} came from the FX-graph cache and this torch logged no "
-        "generated code for it, so its kernels are not listed: run with --cold to see them."
+        Finding(
+            FindingKind.CACHE_GAP,
+            f"graph {', '.join(missing)} came from the FX-graph cache and this torch logged no "
+            "generated code for it, so its kernels are not listed: run with --cold to see them.",
+        )
     ]
 
 
-def skipped_frames(h: History, python_ms: list[FrameTime]) -> list[str]:
+def skipped_frames(h: History, python_ms: list[FrameTime]) -> list[Finding]:
     """Frames torch gave up on (they run eager): a break in a loop, the recompile limit;
     with their time per call where the worker measured it (`python_ms`)."""
     notes = []
@@ -130,13 +146,14 @@ def skipped_frames(h: History, python_ms: list[FrameTime]) -> list[str]:
             head += f", about {cost:.3f} ms of each call"
         cause = _break_that_skipped(e, parsed.gb_id)
         if cause:  # torch gave up the frame for a break inside it: name that break
-            notes.append(
+            text = (
                 f"{head}: the graph break at {cause} is inside a loop, and torch cannot resume "
                 f"a frame in the middle of a loop{gb}. That break's fix (under Graph breaks) "
                 "lets torch compile the frame."
             )
-            continue
-        notes.append(f"{head}: {parsed.reason}{gb}. {parsed.explanation}".strip())
+        else:
+            text = f"{head}: {parsed.reason}{gb}. {parsed.explanation}".strip()
+        notes.append(Finding(FindingKind.SKIPPED_FRAME, text, Severity.WARNING, file, line))
     return notes
 
 
@@ -216,7 +233,7 @@ def speedup_notes(report: Report) -> list[str]:
     return notes
 
 
-def compile_failure_note(worker: WorkerResult, h: History) -> str | None:
+def compile_failure_note(worker: WorkerResult, h: History) -> Finding | None:
     """One line for a failed torch.compile, at the user line torch blamed where it did."""
     err = worker.error
     if err is None or err.kind != "compile":
@@ -226,5 +243,43 @@ def compile_failure_note(worker: WorkerResult, h: History) -> str | None:
         if e.metrics.fail_user_file:
             file, line = e.metrics.fail_user_file, e.metrics.fail_user_line
     where = f" at {file}:{line}" if file else ""
-    fix = compile_failure_fix(err.message)
-    return f"torch.compile failed{where}: {err.message}" + (f" Fix: {fix}" if fix else "")
+    return Finding(
+        FindingKind.COMPILE_FAILED,
+        f"torch.compile failed{where}: {err.message}",
+        Severity.ERROR,
+        file,
+        line,
+        compile_failure_fix(err.message) or "",
+    )
+
+
+def trace_notes(info: TraceInfo, ignored: list[str]) -> list[Finding]:
+    """What a trace report says of the files it read: those passed over, damage."""
+    notes = []
+    if ignored:
+        notes.append(
+            Finding(
+                FindingKind.IGNORED_FILES,
+                f"ignored {len(ignored)} file(s) with no trace record: " + ", ".join(ignored),
+            )
+        )
+    if info.skipped_lines:
+        notes.append(
+            Finding(
+                FindingKind.DAMAGED_TRACE,
+                f"{info.skipped_lines} unreadable lines were skipped (a truncated or damaged "
+                "trace?).",
+                Severity.WARNING,
+            )
+        )
+    if info.damaged_payloads:
+        notes.append(
+            Finding(
+                FindingKind.DAMAGED_TRACE,
+                f"{info.damaged_payloads} records were skipped because their payload is damaged "
+                "(its md5 is not the one torch wrote): the trace was cut or altered after it "
+                "was written.",
+                Severity.WARNING,
+            )
+        )
+    return notes

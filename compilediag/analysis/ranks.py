@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 
 from compilediag.compiles import TraceLog
 from compilediag.ranksets import rank_set
-from compilediag.report import RankSummary, Report, TargetInfo
+from compilediag.report import (
+    Finding,
+    FindingKind,
+    RankSummary,
+    Report,
+    Severity,
+    TargetInfo,
+)
 
 if TYPE_CHECKING:
     from compilediag.analysis.fold import RankDigest
@@ -61,11 +68,15 @@ def graph_order(h: History) -> list[str]:
     return []
 
 
-def divergence(ranks: list[RankSummary]) -> list[str]:
+def divergence(ranks: list[RankSummary]) -> list[Finding]:
     """Where ranks differ, the odd ranks named first (in few words, however many ranks)."""
     if len(ranks) < 2:
         return []
-    found: list[str] = []
+    found: list[Finding] = []
+
+    def say(kind: FindingKind, text: str) -> None:
+        found.append(Finding(kind, text, Severity.WARNING))
+
     metrics: list[tuple[str, Callable[[RankSummary], int]]] = [
         ("graph-break sites", lambda r: r.summary.unique_graph_breaks),
         ("recompiles", lambda r: r.summary.recompiles),
@@ -80,10 +91,13 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
                 for value, members in _by_value(values).items()
                 if value != common
             )
-            found.append(f"{name} differ: {odd} (the others: {common})")
+            say(FindingKind.RANK_COUNTS, f"{name} differ: {odd} (the others: {common})")
     # (one rank, several ranks)
-    verbs = {"break_sites": ("breaks at", "break at"), "recompile_reasons": ("recompiles for", "recompile for")}  # fmt: skip
-    for attr, (one, many) in verbs.items():
+    verbs = {
+        "break_sites": (FindingKind.RANK_BREAKS, "breaks at", "break at"),
+        "recompile_reasons": (FindingKind.RANK_RECOMPILES, "recompiles for", "recompile for"),
+    }
+    for attr, (kind, one, many) in verbs.items():
         having: dict[str, list[int]] = {}
         for i, r in enumerate(ranks):
             for item in getattr(r, attr):
@@ -92,16 +106,16 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
             if len(members) < len(ranks):
                 who = rank_set(ranks, members)
                 verb = one if len(members) == 1 else many
-                found.append(f"{'' if who.startswith('all but') else 'only '}{who} {verb} {item}")
+                say(kind, f"{'' if who.startswith('all but') else 'only '}{who} {verb} {item}")
     # the divergences that hang a job: collectives in another order, graphs run in another
     # order, a rank that compiled while the others hit the cache (it arrives late)
-    sequences: list[tuple[str, Callable[[RankSummary], object]]] = [
-        ("collective schedules", lambda r: r.collectives),
-        ("graph execution order", lambda r: r.graph_order),
+    sequences: list[tuple[FindingKind, str, Callable[[RankSummary], object]]] = [
+        (FindingKind.COLLECTIVES, "collective schedules", lambda r: r.collectives),
+        (FindingKind.GRAPH_ORDER, "graph execution order", lambda r: r.graph_order),
         # hit on one rank and compiled on another (counts alone differ with the graphs)
-        ("FX-graph cache use", lambda r: cache_state(r.caches)),
+        (FindingKind.CACHE_USE, "FX-graph cache use", lambda r: cache_state(r.caches)),
     ]
-    for name, seq in sequences:
+    for kind, name, seq in sequences:
         groups = _by_value([repr(seq(r)) for r in ranks])
         if len(groups) > 1:
             # the most common value last: the odd ranks first
@@ -109,7 +123,7 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
             sides = "; ".join(
                 f"{rank_set(ranks, members)}: {_short(value)}" for value, members in ordered
             )
-            found.append(f"{name} differ: {sides}")
+            say(kind, f"{name} differ: {sides}")
     times = [r.summary.compile_time_s for r in ranks]
     median = statistics.median(times)
     slow = [
@@ -118,7 +132,10 @@ def divergence(ranks: list[RankSummary]) -> list[str]:
     if slow:
         span = sorted(times[i] for i in slow)
         took = f"{span[0]:.1f} s" if len(slow) == 1 else f"{span[0]:.1f}-{span[-1]:.1f} s"
-        found.append(f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s")
+        say(
+            FindingKind.COMPILE_TIME,
+            f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s",
+        )
     return found
 
 

@@ -230,7 +230,7 @@ def judge(
         # the report (stdout) holds the failure as a finding; stderr says it too, like
         # every other error
         if report.errors:
-            print(f"error: {report.errors[0]}", file=sys.stderr)
+            print(f"error: {report.errors[0].text}", file=sys.stderr)
         else:
             f = report.compile_failures[0]
             where = f" at {f.file}:{f.line}" if f.file else ""

@@ -64,7 +64,7 @@ def _run(spec: WorkerSpec, remedy: Remedy, before: Counts, timeout: float) -> Ve
     if done.failed:
         fix.verdict, fix.error = (
             FixOutcome.FAILED,
-            (done.report.errors or ["torch.compile failed"])[0],
+            done.report.errors[0].text if done.report.errors else "torch.compile failed",
         )
     return fix
 

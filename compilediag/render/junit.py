@@ -51,7 +51,7 @@ def render_junit(report: Report) -> str:
         case = ET.SubElement(
             suite, "testcase", classname="compilediag.errors", name="torch.compile"
         )
-        ET.SubElement(case, "error", message=err)
+        ET.SubElement(case, "error", message=err.text)
     suite.set("tests", str(len(suite)))
     suite.set("failures", str(failures))
     suite.set("errors", "0")

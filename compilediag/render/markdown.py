@@ -22,9 +22,9 @@ def render_markdown(report: Report) -> str:
     out = [f"## compilediag: `{short_path(report.target.path)}`", ""]
     out += [line + "  " for line in headline(report).splitlines()] + [""]
     for err in report.errors:
-        out.append(f"> **error:** {_cell(err)}")
+        out.append(f"> **error:** {_cell(err.text)}")
     for note in report.notes:
-        out.append(f"> **note:** {_cell(note)}")
+        out.append(f"> **note:** {_cell(note.text)}")
     if report.errors or report.notes:
         out.append("")
     if report.compile_failures:

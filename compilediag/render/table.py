@@ -47,9 +47,9 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
     if report.divergence:  # what matters most in a distributed job, first
         out.append(Text(f"! {diverging_ranks(report)}", style="bold red"))
     for err in report.errors:
-        out.append(Text(f"! {err}", style="yellow"))
+        out.append(Text(f"! {err.text}", style="yellow"))
     for note in report.notes:  # headlines: a job that compiled nothing, an export trace, ...
-        out.append(Text(f"! {note}", style="yellow"))
+        out.append(Text(f"! {note.text}", style="yellow"))
     out += failure_blocks(report)
 
     if report.graph_breaks:
@@ -128,7 +128,7 @@ def diverging_ranks(report: Report) -> str:
     """The ranks that compiled unlike the rest, in a line for the top of the report."""
     odd = [i for g in report.rank_groups[1:] for i in g.ranks]
     if not odd:
-        return f"ranks diverge: {report.divergence[0]}"
+        return f"ranks diverge: {report.divergence[0].text}"
     others = len(report.ranks) - len(odd)
     return (
         f"ranks diverge: {rank_set(report.ranks, odd)} compiled unlike the other "
@@ -278,7 +278,7 @@ def rank_blocks(report: Report) -> list:
         # a grid, so a long divergence wraps under its own text, not under the "!"
         grid = Table.grid(padding=(0, 1))
         for d in report.divergence:
-            grid.add_row(Text("!", style="red"), Text(d, style="red"))
+            grid.add_row(Text("!", style="red"), Text(d.text, style="red"))
         out.append(Padding(grid, (0, 0, 0, 2)))
     else:
         out.append(Text("  All ranks compiled alike.", style="green"))
@@ -293,7 +293,7 @@ def render_recompiles(report: Report, width: int | None = None, color: bool = Fa
     items += timeline_block(report)
     items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
     for note in report.notes:
-        items.append(Text(f"! {note}", style="yellow"))
+        items.append(Text(f"! {note.text}", style="yellow"))
     items += fix_blocks(report)
     for line in verdict_lines(report):
         items.append(Text(("\n" if line.startswith("verdict") else "") + line, style="bold"))
