@@ -66,9 +66,10 @@ class Capture:
 
         from compilediag.analysis.build import build_report
         from compilediag.analysis.runtime import JobRun
-        from compilediag.report import Environment, Runtime, Source, TargetInfo
+        from compilediag.report import Environment, Runtime, TargetInfo
         from compilediag.serial import from_plain
         from compilediag.trace import parse_lines
+        from compilediag.vocabulary import Source
         from compilediag.worker_types import ProcessRuntime
 
         text = self._buffer.getvalue() if self._buffer is not None else ""

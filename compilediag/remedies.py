@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compilediag.fixes import config_patch
-from compilediag.report import FixOutcome, Report
+from compilediag.report import Report
+from compilediag.vocabulary import FixOutcome
 
 
 @dataclass

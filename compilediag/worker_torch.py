@@ -16,7 +16,8 @@ from compilediag.measure import (
     tensors_of,
 )
 from compilediag.paths import is_library_file
-from compilediag.report import Environment, Source
+from compilediag.report import Environment
+from compilediag.vocabulary import Source
 from compilediag.worker_types import (
     ExplainBreak,
     ExplainResult,

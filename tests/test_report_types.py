@@ -9,17 +9,9 @@ from pathlib import Path
 from compilediag.analysis.build import build_report
 from compilediag.compiles import CompileId, id_of, unranked
 from compilediag.render import render
-from compilediag.report import (
-    SCHEMA_VERSION,
-    CallState,
-    FindingKind,
-    FixSource,
-    KernelKind,
-    RecompileCause,
-    Report,
-    TargetInfo,
-)
+from compilediag.report import SCHEMA_VERSION, Report, TargetInfo
 from compilediag.trace import parse_path
+from compilediag.vocabulary import CallState, FindingKind, FixSource, KernelKind, RecompileCause
 from tests.conftest import fixture_trace
 
 

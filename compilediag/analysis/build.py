@@ -34,16 +34,12 @@ from compilediag.compiles import TraceLog, id_of
 from compilediag.paths import is_library_file, portable_path, portable_text
 from compilediag.report import (
     Call,
-    CallState,
     CompileFailure,
     Environment,
-    Finding,
-    FindingKind,
     Graph,
     LimitHit,
     Recompile,
     Report,
-    Severity,
     Summary,
     TargetInfo,
 )
@@ -55,6 +51,7 @@ from compilediag.torch_formats import (
     WRAPPER_FRAME,
     compile_failure_fix,
 )
+from compilediag.vocabulary import CallState, Finding, FindingKind, Severity
 from compilediag.worker_types import ModelInfo, WorkerResult
 
 if TYPE_CHECKING:

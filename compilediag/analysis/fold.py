@@ -20,11 +20,11 @@ from compilediag.report import (
     RankGroup,
     RankSummary,
     Report,
-    Source,
     Summary,
     TargetInfo,
     TraceInfo,
 )
+from compilediag.vocabulary import Source
 
 if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from compilediag.analysis.history import History
 from compilediag.compiles import Compile
 from compilediag.paths import is_library_file
-from compilediag.report import Kernel, KernelKind
+from compilediag.report import Kernel
 from compilediag.torch_formats import (
     AOT_EXTERN_CALL,
     AOT_KERNEL_DEFINITION,
@@ -48,6 +48,7 @@ from compilediag.torch_formats import (
     STACK_FILE_LINE,
     TRITON_KINDS,
 )
+from compilediag.vocabulary import KernelKind
 
 
 @dataclass

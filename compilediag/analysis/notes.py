@@ -10,16 +10,7 @@ from compilediag.analysis.breaks import DDP, user_site
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.kernels import GraphCode
 from compilediag.analysis.source import code_at
-from compilediag.report import (
-    Environment,
-    Finding,
-    FindingKind,
-    Graph,
-    GraphBreak,
-    Report,
-    Severity,
-    TraceInfo,
-)
+from compilediag.report import Environment, Graph, GraphBreak, Report, TraceInfo
 from compilediag.torch_formats import (
     RECOMPILE_LIMIT,
     compile_failure_fix,
@@ -28,6 +19,7 @@ from compilediag.torch_formats import (
     parse_break_text,
 )
 from compilediag.torch_releases import untested_notice
+from compilediag.vocabulary import Finding, FindingKind, Severity
 from compilediag.worker_types import FrameTime, WorkerResult
 
 

@@ -17,14 +17,8 @@ from typing import TYPE_CHECKING
 
 from compilediag.compiles import TraceLog
 from compilediag.ranksets import rank_set
-from compilediag.report import (
-    Finding,
-    FindingKind,
-    RankSummary,
-    Report,
-    Severity,
-    TargetInfo,
-)
+from compilediag.report import RankSummary, Report, TargetInfo
+from compilediag.vocabulary import Finding, FindingKind, Severity
 
 if TYPE_CHECKING:
     from compilediag.analysis.fold import RankDigest

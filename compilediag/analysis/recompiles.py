@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.source import code_at
 from compilediag.paths import Owner, is_library_file, is_own_file, possessive
-from compilediag.report import GuardChange, LimitHit, Recompile, RecompileCause
+from compilediag.report import GuardChange, LimitHit, Recompile
 from compilediag.torch_formats import (
     GUARD_CID_PREFIX,
     GUARD_CONSTANT,
@@ -37,6 +37,7 @@ from compilediag.torch_formats import (
     is_resume_frame,
     source_name,
 )
+from compilediag.vocabulary import RecompileCause
 
 
 @dataclass

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from compilediag.report import (
-    Bound,
-    Breakdown,
-    Report,
-    Timings,
-)
+from compilediag.report import Breakdown, Report, Timings
+from compilediag.vocabulary import Bound
 from compilediag.worker_types import Profiled, WorkerResult
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ from dataclasses import replace
 
 from compilediag.errors import DiagError
 from compilediag.remedies import Remedy, combined, remedies_for, verdict
-from compilediag.report import Counts, FixOutcome, Report, VerifiedFix
+from compilediag.report import Counts, Report, VerifiedFix
+from compilediag.vocabulary import FixOutcome
 from compilediag.worker_types import WorkerSpec
 
 
