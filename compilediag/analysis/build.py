@@ -76,18 +76,6 @@ def build_report(
     measured = worker or WorkerResult()
     env = environment or measured.environment or Environment()
     code = all_kernels(h) if code is None else code
-    breaks, total_breaks = collect_breaks(h)
-    graphs = collect_graphs(h)
-    attempts = collect_recompiles(h)
-    # the attempt that hit the recompile limit made no graph: torch's CompileCounter does
-    # not count it, and neither do we (the limit has its own finding)
-    recompiles = [r for r in attempts if not r.hit_limit]
-    ctime = compile_time(h)
-    timings = timings_of(measured)
-    compile_failures = collect_failures(h)
-    failures = compile_failures + export_failures(h)
-    if timings:
-        timings.cudagraph_skips = list(dict.fromkeys(cudagraph_skips(h) + measured.cudagraph_skips))
     report = Report(
         tool={"name": "compilediag", "version": __version__},
         environment=env,
@@ -97,45 +85,17 @@ def build_report(
             inputs=[", ".join(c) for c in measured.inputs],
             params=list(measured.model.params) if measured.model else [],
         ),
-        graph_breaks=breaks,
-        recompiles=recompiles,
-        recompile_limit_hits=collect_limit_hits(h, attempts),
-        compile_failures=failures,
-        calls=_calls(measured, h),
-        notes=untested_torch(env)
-        + ahead_of_time(h, code)
-        + nothing_compiled(h, graphs, breaks, bool(compile_failures))
-        + skipped_frames(h, measured.timings.python_ms if measured.timings else [])
-        + cache_gaps(h)
-        + no_provenance(h, code),
-        graphs=graphs,
-        kernels=relocated(generated(code), h),
-        timings=timings,
-        compile_time=ctime if ctime.total_s or h else None,
-        errors=[Finding(FindingKind.RUN_ERROR, e, Severity.ERROR) for e in measured.errors],
         # a run's trace lives in a temporary folder that is gone after the run
         trace=replace(h.trace, files=h.trace.files if env.source != "run" else []),
     )
-    report.summary = Summary(
-        graphs=len(graphs),
-        graph_breaks=total_breaks,
-        unique_graph_breaks=len({(b.file, b.line) for b in breaks}),
-        recompiles=len(recompiles),
-        kernels=sum(k.kind != "extern" for k in report.kernels),
-        compile_time_s=round(ctime.total_s, 6),
-        speedup=timings.speedup if timings else None,
-        compile_failures=len(report.compile_failures),
-        torch_kernel_count=measured.torch_kernel_count,
-    )
-    if timings and measured.timings and measured.timings.profiled:
-        attribute_time(report, measured.timings.profiled)
-    if timings:
-        timings.notes = speedup_notes(report)
-    failure = compile_failure_note(measured, h)
-    if failure:
+    total_breaks = what_torch_compiled(report, h, code)
+    what_the_worker_measured(report, h, measured)
+    report.notes = notes_of(report, h, code, measured)
+    report.summary = summary_of(report, total_breaks, measured)
+    if report.timings:
+        report.timings.notes = speedup_notes(report)
+    if failure := compile_failure_note(measured, h):
         report.errors.insert(0, failure)
-    if measured.explain is not None:
-        report.cross_check = cross_check(breaks, measured.explain)
     if measured.model is not None:
         in_users_words(report, measured.model)
     if run is not None:
@@ -144,6 +104,69 @@ def build_report(
         apply_runtime(report, run, cudagraph_skips(h))
     make_portable(report, os.getcwd())
     return report
+
+
+def what_torch_compiled(report: Report, h: History, code: list[GraphCode]) -> int:
+    """What torch compiled: breaks, recompiles, the limit, failures, graphs, kernels and
+    compile time. Returns how many times a graph was broken."""
+    report.graph_breaks, total_breaks = collect_breaks(h)
+    attempts = collect_recompiles(h)
+    # the attempt that hit the recompile limit made no graph: torch's CompileCounter does
+    # not count it, and neither do we (the limit has its own finding)
+    report.recompiles = [r for r in attempts if not r.hit_limit]
+    report.recompile_limit_hits = collect_limit_hits(h, attempts)
+    report.compile_failures = collect_failures(h) + export_failures(h)
+    report.graphs = collect_graphs(h)
+    report.kernels = relocated(generated(code), h)
+    ctime = compile_time(h)
+    report.compile_time = ctime if ctime.total_s or h else None
+    return total_breaks
+
+
+def what_the_worker_measured(report: Report, h: History, measured: WorkerResult) -> None:
+    """What the worker measured: the calls' timeline, timings (where the time goes), the
+    cross-check against torch._dynamo.explain, the steps that failed."""
+    report.calls = _calls(measured, h)
+    report.timings = timings_of(measured)
+    if report.timings:
+        report.timings.cudagraph_skips = list(
+            dict.fromkeys(cudagraph_skips(h) + measured.cudagraph_skips)
+        )
+        if measured.timings and measured.timings.profiled:
+            attribute_time(report, measured.timings.profiled)
+    if measured.explain is not None:
+        report.cross_check = cross_check(report.graph_breaks, measured.explain)
+    report.errors = [Finding(FindingKind.RUN_ERROR, e, Severity.ERROR) for e in measured.errors]
+
+
+def notes_of(
+    report: Report, h: History, code: list[GraphCode], measured: WorkerResult
+) -> list[Finding]:
+    """What the report says in words beside its findings (notes.py makes each)."""
+    # a compile that failed has its own finding (not a failed export)
+    failed = any(f.compile_id != "export" for f in report.compile_failures)
+    return (
+        untested_torch(report.environment)
+        + ahead_of_time(h, code)
+        + nothing_compiled(h, report.graphs, report.graph_breaks, failed)
+        + skipped_frames(h, measured.timings.python_ms if measured.timings else [])
+        + cache_gaps(h)
+        + no_provenance(h, code)
+    )
+
+
+def summary_of(report: Report, total_breaks: int, measured: WorkerResult) -> Summary:
+    return Summary(
+        graphs=len(report.graphs),
+        graph_breaks=total_breaks,
+        unique_graph_breaks=len({(b.file, b.line) for b in report.graph_breaks}),
+        recompiles=len(report.recompiles),
+        kernels=sum(k.kind != "extern" for k in report.kernels),
+        compile_time_s=round(report.compile_time.total_s, 6) if report.compile_time else 0.0,
+        speedup=report.timings.speedup if report.timings else None,
+        compile_failures=len(report.compile_failures),
+        torch_kernel_count=measured.torch_kernel_count,
+    )
 
 
 def in_users_words(report: Report, model: ModelInfo) -> None:
