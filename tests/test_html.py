@@ -236,20 +236,15 @@ def test_gate_comes_first(traced: Report) -> None:
 
 
 def test_fields_that_may_be_absent(kernels: Report, traced: Report) -> None:
-    """Kernel sources and verified fixes render when the report has them, and are left
-    out when it has not."""
+    """Verified fixes render when the report has them, and are left out when it has not."""
     html = render_html(kernels)
-    assert 'class="source"' not in html and "Verified fixes" not in html
+    assert "Verified fixes" not in html
     kernels = Report.from_dict(kernels.to_dict())  # a copy: the fixture is shared
-    k = kernels.kernels[0]
-    k.source = '#include <vector>\nextern "C" void kernel(const float* in_ptr0) { /* <b> */ }\n'  # type: ignore[attr-defined]
     kernels.verified_fixes = [  # type: ignore[attr-defined]
         {"site": "graph_breaks.py:22", "fix": "guard the `print`", "graph_breaks": [3, 2]},
         "a plain <b>line</b>",
     ]
     html = render_html(kernels)
-    assert 'class="source"' in html and '<span class="cp">#include' in html  # pygments, C++
-    assert "&lt;vector&gt;" in html and "/* &lt;b&gt; */" in html
     assert 'id="verified-fixes"' in html and "<code>print</code>" in html
     assert "a plain &lt;b&gt;line&lt;/b&gt;" in html
     # the lines around a break site, with the site itself marked

@@ -110,7 +110,6 @@ def _env() -> jinja2.Environment:
         pct=pct,
         fields=fields,
         get=_get,
-        kernel_lang=kernel_lang,
         code_block=code_block,
     )
     env.globals.update(plural=plural)
@@ -218,17 +217,6 @@ def code_block(lines: Any, mark: Any = None, lang: str = "python") -> Markup:
         marked = mark is not None and str(number) == str(mark)
         out.append(f'<span class="line{" mark" * marked}" data-ln="{escape(number)}">{code}</span>')
     return Markup('<pre class="code hl"><code>' + "\n".join(out) + "</code></pre>")
-
-
-def kernel_lang(kernel: Any) -> str:
-    name = str(_get(kernel, "name", ""))
-    file = str(_get(kernel, "file", ""))
-    source = str(_get(kernel, "source", ""))
-    if file.endswith(".py") or "triton" in name or "@triton.jit" in source:
-        return "python"
-    if file.endswith((".cpp", ".h", ".cc")) or name.startswith("cpp_") or "#include" in source:
-        return "cpp"
-    return "text"
 
 
 def fields(obj: Any) -> list[tuple[str, Any]]:
