@@ -6,36 +6,30 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from compilediag import __version__
 from compilediag.cli_options import (
-    Backend,
     Baseline,
-    Cold,
-    Device,
-    Dynamic,
     Format,
     Html,
-    Inputs,
     Jobs,
     Junit,
-    Mode,
-    OptionalTarget,
     Output,
+    RunOptions,
     SpeedupTolerance,
     Target,
-    Timeout,
-    Train,
     TryFixes,
     gate_rules,
+    run_options,
 )
 from compilediag.errors import EXIT_CODES_HELP, DiagError
 
 if TYPE_CHECKING:
-    from compilediag.commands.common import FixOptions, GateOptions, OutputOptions, RunOptions
+    from compilediag.commands.common import FixOptions, GateOptions, OutputOptions
 
 app = typer.Typer(
     name="compilediag",
@@ -138,15 +132,6 @@ def _call(command: Callable[[], int]) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _run_options(
-    target: str | None, input: list[str] | None, backend: str | None, mode: str | None,
-    dynamic: bool | None, device: str | None, train: bool, timeout: float, cold: bool,
-) -> RunOptions:  # fmt: skip
-    from compilediag.commands.common import RunOptions
-
-    return RunOptions(target, input, backend, mode, dynamic, device, train, timeout, cold)
-
-
 def _out(format: str, output: str | None = None, html: str | None = None) -> OutputOptions:
     from compilediag.commands.common import OutputOptions
 
@@ -167,15 +152,9 @@ def _gate(**kw: object) -> GateOptions:
 
 @app.command()
 @gate_rules("model", "timings")
+@run_options()
 def explain(
-    target: OptionalTarget = None,
-    input: Inputs = None,
-    backend: Backend = None,
-    mode: Mode = None,
-    dynamic: Dynamic = None,
-    device: Device = None,
-    train: Train = False,
-    cold: Cold = False,
+    run: RunOptions | None = None,
     limits: dict[str, object] | None = None,
     baseline: Baseline = None,
     speedup_tolerance: SpeedupTolerance = 0.10,
@@ -205,7 +184,6 @@ def explain(
             metavar="N",
         ),
     ] = None,
-    timeout: Timeout = 900,
     format: Format = "table",
     output: Output = None,
     html: Html = None,
@@ -223,7 +201,7 @@ def explain(
     from compilediag.commands import explain as command
 
     opts = command.ExplainOptions(
-        run=_run_options(target, input, backend, mode, dynamic, device, train, timeout, cold),
+        run=run or RunOptions(),
         gate=_gate(
             limits=limits, baseline=baseline, speedup_tolerance=speedup_tolerance, junit=junit
         ),
@@ -236,8 +214,9 @@ def explain(
 
 @app.command()
 @gate_rules("sweep")
+@run_options()
 def recompiles(
-    target: OptionalTarget = None,
+    run: RunOptions | None = None,
     shapes: Annotated[
         str | None,
         typer.Option(
@@ -246,18 +225,10 @@ def recompiles(
             metavar="SHAPES",
         ),
     ] = None,
-    input: Inputs = None,
-    backend: Backend = None,
-    mode: Mode = None,
-    dynamic: Dynamic = None,
-    device: Device = None,
-    train: Train = False,
-    cold: Cold = False,
     limits: dict[str, object] | None = None,
     junit: Junit = None,
     try_fixes: TryFixes = False,
     jobs: Jobs = None,
-    timeout: Timeout = 900,
     format: Format = "table",
     output: Output = None,
     html: Html = None,
@@ -276,7 +247,7 @@ def recompiles(
     from compilediag.commands import recompiles as command
 
     opts = command.RecompilesOptions(
-        run=_run_options(target, input, backend, mode, dynamic, device, train, timeout, cold),
+        run=run or RunOptions(),
         shapes=shapes, gate=_gate(limits=limits, junit=junit), out=_out(format, output, html),
         fixes=_fixes(try_fixes, jobs),
     )  # fmt: skip
@@ -383,8 +354,8 @@ def run(
 
 
 @app.command("dump-kernels")
+@run_options(without=("backend",), target=Target)
 def dump_kernels(
-    target: Target,
     out: Annotated[
         str,
         typer.Option(
@@ -394,13 +365,7 @@ def dump_kernels(
     force: Annotated[
         bool, typer.Option("--force", help="Replace a non-empty --out folder.")
     ] = False,
-    input: Inputs = None,
-    mode: Mode = None,
-    dynamic: Dynamic = None,
-    device: Device = None,
-    train: Train = False,
-    cold: Cold = False,
-    timeout: Timeout = 900,
+    run: RunOptions | None = None,
     format: Format = "table",
 ) -> None:
     """Compile the model once with Inductor and write every generated kernel to a file of
@@ -414,7 +379,7 @@ def dump_kernels(
 
     opts = command.DumpOptions(
         out_dir=out, force=force,
-        run=_run_options(target, input, "inductor", mode, dynamic, device, train, timeout, cold),
+        run=replace(run or RunOptions(), backend="inductor"),
         out=_out(format),
     )  # fmt: skip
     _call(lambda: command.run(opts))

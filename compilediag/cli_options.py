@@ -1,11 +1,13 @@
-"""The options the commands share, as typer annotations, and the gate's options, one per
-rule of gate.GATE_RULES. No torch, nothing heavy (fast --help)."""
+"""The options the commands share, as typer annotations: how to run a model, each declared
+once in RunOptions (its option, its key in [tool.compilediag]), and the gate's options,
+one per rule of gate.GATE_RULES. No torch, nothing heavy (fast --help)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -146,6 +148,77 @@ Output = Annotated[
 ]
 
 
+# --- how to run the model: each option declared once ------------------------------------
+
+
+def _opt(default: Any, cli: Any, config: tuple[str, tuple[type, ...], str] | None = None) -> Any:
+    """A RunOptions field: its default, its command-line option, and where it has one its
+    [tool.compilediag] key (key, the TOML types it takes, those in words)."""
+    return field(default=default, metadata={"cli": cli, "config": config})
+
+
+@dataclass
+class RunOptions:
+    """How to run the model: what every command that runs one takes. The command-line
+    options, the config file's keys for them and their type checks all come from here."""
+
+    target: str | None = _opt(None, OptionalTarget, ("model", (str,), "a string (PATH.py or PATH.py:ATTR)"))  # fmt: skip
+    inputs: list[str] | None = _opt(None, Inputs, ("inputs", (list, str), 'a list of strings like ["8x16"]'))  # fmt: skip
+    backend: str | None = _opt(None, Backend, ("backend", (str,), 'a string like "inductor"'))
+    mode: str | None = _opt(None, Mode, ("mode", (str,), 'a string like "reduce-overhead"'))
+    dynamic: bool | None = _opt(None, Dynamic)
+    device: str | None = _opt(None, Device, ("device", (str,), '"cpu" or "cuda"'))
+    train: bool = _opt(False, Train)
+    timeout: float = _opt(900, Timeout)
+    cold: bool = _opt(False, Cold)
+
+
+RUN_CONFIG_KEYS = {
+    f.metadata["config"][0]: f.name for f in fields(RunOptions) if f.metadata["config"]
+}
+
+
+def run_options(
+    *, without: tuple[str, ...] = (), target: Any = OptionalTarget
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The command takes an option for each field of RunOptions (but those `without`), in
+    the place of its `run` parameter, and gets them as one RunOptions: an option is
+    declared once, in RunOptions. `target`: the model argument's annotation (a command
+    with no config file to fall back on requires it)."""
+    declared = [f for f in fields(RunOptions) if f.name not in without]
+
+    def with_options(fn: Callable[..., None]) -> Callable[..., None]:
+        sig = inspect.signature(fn, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            if p.name != "run":
+                params.append(p)
+                continue
+            for f in declared:
+                required = f.name == "target" and target is not OptionalTarget
+                params.append(
+                    inspect.Parameter(
+                        f.name,
+                        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                        default=inspect.Parameter.empty if required else f.default,
+                        annotation=target if f.name == "target" else f.metadata["cli"],
+                    )
+                )
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> None:
+            run = RunOptions(**{f.name: kwargs.pop(f.name) for f in declared})
+            fn(run=run, **kwargs)
+
+        command.__signature__ = sig.replace(parameters=_keywords(params))  # type: ignore[attr-defined]
+        return command
+
+    return with_options
+
+
+# --- the gate's options ------------------------------------------------------------------
+
+
 def gate_option(rule: GateRule) -> Any:
     """A gate rule's option, as its declaration says (gate.GATE_RULES)."""
     if rule.kind is bool:
@@ -183,7 +256,13 @@ def gate_rules(*runs: str) -> Callable[[Callable[..., None]], Callable[..., None
         def command(**kwargs: Any) -> None:
             fn(limits={r.key: kwargs.pop(r.key) for r in rules}, **kwargs)
 
-        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__signature__ = sig.replace(parameters=_keywords(params))  # type: ignore[attr-defined]
         return command
 
     return with_options
+
+
+def _keywords(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    """Typer calls a command with keywords: as keyword-only parameters, a required one (the
+    model, --out) may follow optional ones, wherever its declaration puts it."""
+    return [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]

@@ -14,15 +14,17 @@
     check_outputs = true
     baseline = "compilediag-baseline.json"
 
-Command-line options win over the file.
+Command-line options win over the file. The keys are declared with what they set: a run
+option's in cli_options.RunOptions, a gate rule's in gate.GATE_RULES.
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from compilediag.cli_options import RUN_CONFIG_KEYS, RunOptions
 from compilediag.errors import UsageError
 from compilediag.gate import GATE_RULES
 
@@ -30,24 +32,26 @@ from compilediag.gate import GATE_RULES
 @dataclass
 class Config:
     path: str | None = None  # the pyproject.toml it came from
-    model: str | None = None
-    inputs: list[str] = field(default_factory=list)
+    run: dict[str, object] = field(default_factory=dict)  # a RunOptions field -> its value
     shapes: str | None = None
-    backend: str | None = None
-    device: str | None = None
-    mode: str | None = None
     baseline: str | None = None
     limits: dict[str, object] = field(default_factory=dict)  # a key of each gate rule
 
+    def fill(self, run: RunOptions) -> RunOptions:
+        """The command line's run options, with the file's value where it gave none."""
+        unset = {k: v for k, v in self.run.items() if getattr(run, k) in (None, [])}
+        return replace(run, **unset)  # type: ignore[arg-type]  # checked by _KINDS on load
 
-# what each key holds, in words for the error message; the gate's keys are its rules'
+
+# what each key holds, in words for the error message: a run option's and a gate rule's as
+# their declarations say
 _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
-    "model": ((str,), "a string (PATH.py or PATH.py:ATTR)"),
-    "inputs": ((list, str), 'a list of strings like ["8x16"]'),
+    **{
+        f.metadata["config"][0]: f.metadata["config"][1:]
+        for f in fields(RunOptions)
+        if f.metadata["config"]
+    },  # fmt: skip
     "shapes": ((str,), 'a string like "2x16,4x16"'),
-    "backend": ((str,), 'a string like "inductor"'),
-    "device": ((str,), '"cpu" or "cuda"'),
-    "mode": ((str,), 'a string like "reduce-overhead"'),
     "baseline": ((str,), "a path string"),
     **{r.key: ((int, float) if r.kind is float else (r.kind,), r.words) for r in GATE_RULES},
 }
@@ -97,16 +101,18 @@ def load_config(start: Path | None = None) -> Config:
     gate = {r.key for r in GATE_RULES}
     cfg = Config(
         path=str(pyproject),
+        run={RUN_CONFIG_KEYS[k]: v for k, v in table.items() if k in RUN_CONFIG_KEYS},
         limits={k: v for k, v in table.items() if k in gate},
-        **{k: v for k, v in table.items() if k not in gate},
+        **{k: v for k, v in table.items() if k not in gate and k not in RUN_CONFIG_KEYS},
     )
     base = pyproject.parent
     # paths in the file are relative to it, not to wherever the command runs
-    if cfg.model:
-        path, sep, attr = cfg.model.rpartition(":") if ":" in cfg.model else (cfg.model, "", "")
-        cfg.model = str(base / path) + (sep + attr if sep else "")
+    model = cfg.run.get("target")
+    if isinstance(model, str):
+        path, sep, attr = model.rpartition(":") if ":" in model else (model, "", "")
+        cfg.run["target"] = str(base / path) + (sep + attr if sep else "")
     if cfg.baseline:
         cfg.baseline = str(base / cfg.baseline)
-    if isinstance(cfg.inputs, str):
-        cfg.inputs = [cfg.inputs]
+    if isinstance(cfg.run.get("inputs"), str):
+        cfg.run["inputs"] = [cfg.run["inputs"]]
     return cfg

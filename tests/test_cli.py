@@ -154,3 +154,27 @@ def test_help_shows_no_python_types_or_braces() -> None:
         assert "-o, --out " not in text  # -o is --output, never --out
         # every option is named explicitly: typer 0.27 derived `--MODE` from a metavar
         assert not re.search(r"--[A-Z]", text), command
+
+
+def test_each_run_option_is_declared_once() -> None:
+    """A field of RunOptions is an option of every command that runs a model (but
+    dump-kernels' --backend: it is Inductor's) and, where it says so, a config key."""
+    import typing
+    from dataclasses import fields
+
+    from compilediag.cli_options import RUN_CONFIG_KEYS, RunOptions
+
+    for command, without in (("explain", ()), ("recompiles", ()), ("dump-kernels", ("backend",))):
+        text = runner.invoke(app, [command, "--help"], terminal_width=200).output
+        for f in fields(RunOptions):
+            if f.name in without or f.name == "target":
+                continue
+            flag = typing.get_args(f.metadata["cli"])[1].default.split("/")[
+                0
+            ]  # (typer keeps the first name there)
+            assert flag in text, (command, flag)
+        assert ("--backend" in text) == (command != "dump-kernels")
+    assert RUN_CONFIG_KEYS == {
+        "model": "target", "inputs": "inputs", "backend": "backend", "mode": "mode",
+        "device": "device",
+    }  # fmt: skip

@@ -475,13 +475,15 @@ def test_report_on_an_empty_folder_names_it(tmp_path: Path) -> None:
 
 
 def test_config_value_of_the_wrong_type_is_a_usage_error(tmp_path: Path, monkeypatch) -> None:
-    from compilediag.config import _KINDS, Config, load_config
+    from compilediag.cli_options import RUN_CONFIG_KEYS
+    from compilediag.config import _KINDS, load_config
     from compilediag.errors import UsageError
     from compilediag.gate import GATE_RULES
 
-    # every key has a type: the run's own, and each gate rule's
+    # every key has a type: each run option's and each gate rule's, as declared
     gate = {r.key for r in GATE_RULES}
-    assert set(_KINDS) == {f for f in Config.__dataclass_fields__} - {"path", "limits"} | gate
+    assert set(_KINDS) == set(RUN_CONFIG_KEYS) | {"shapes", "baseline"} | gate
+    assert {"model", "inputs", "backend", "device", "mode"} <= set(RUN_CONFIG_KEYS)
     for key, value in (("min_speedup", '"fast"'), ("fullgraph", '"yes"'), ("inputs", "[8]"),
                        ("max_recompiles", "true"), ("fail_on_divergence", "1")):  # fmt: skip
         (tmp_path / "pyproject.toml").write_text(f"[tool.compilediag]\n{key} = {value}\n")

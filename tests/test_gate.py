@@ -197,9 +197,13 @@ def test_junit_file_and_config_in_pyproject(tmp_path: Path) -> None:
     )
     proc = run_cli("explain", "--no-timings", "--junit", str(tmp_path / "out.xml"), cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
-    assert "model.py:7" in proc.stdout
+    assert "model.py:7" in proc.stdout and "eager/default" in proc.stdout  # the file's backend
     suite = ET.parse(tmp_path / "out.xml").getroot()[0]
     assert suite.get("failures") == "2"  # the fullgraph rule and the one site
+    mine = run_cli(
+        "explain", "--no-timings", "--backend", "aot_eager", "--format", "json", cwd=tmp_path
+    )
+    assert json.loads(mine.stdout)["environment"]["backend"] == "aot_eager", "the option wins"
     (tmp_path / "pyproject.toml").write_text("[tool.compilediag]\nmodle = 'x.py'\n")
     bad = run_cli("explain", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown keys: modle" in bad.stderr

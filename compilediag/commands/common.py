@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from compilediag.cli_options import RunOptions
 from compilediag.config import Config
 from compilediag.errors import COMPILE_FAILED, UsageError
 from compilediag.gate import Budgets
@@ -23,21 +24,6 @@ if TYPE_CHECKING:  # the analysis is imported only by the commands that run it
 
 # torch.compile's modes (torch._inductor.list_mode_options)
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
-@dataclass
-class RunOptions:
-    """How to run the model: what every command that runs one takes."""
-
-    target: str | None = None
-    inputs: list[str] | None = None
-    backend: str | None = None
-    mode: str | None = None
-    dynamic: bool | None = None
-    device: str | None = None
-    train: bool = False
-    timeout: float = 900
-    cold: bool = False
 
 
 @dataclass
@@ -98,11 +84,9 @@ def check_outputs(out: OutputOptions, junit: str | None = None) -> None:
         check_output_file(junit, "--junit")
 
 
-def model_path(target: str | None, cfg: Config) -> str:
+def model_path(target: str | None) -> str:
     if target:
         return target
-    if cfg.model:
-        return cfg.model
     raise UsageError(
         "no model file given.",
         hint="Pass MODEL.py, or set `model` in [tool.compilediag] of pyproject.toml.",
@@ -121,14 +105,16 @@ def make_spec(
     repeat: int | None = None,
     warmup: int | None = None,
 ) -> WorkerSpec:
-    """Check everything the user typed, before a worker starts."""
-    path, attr = split_target(model_path(run.target, cfg))
+    """Check everything the user typed (and the config file's values for what they did
+    not), before a worker starts."""
+    run = cfg.fill(run)
+    path, attr = split_target(model_path(run.target))
     resolved = check_target_file(path)
-    inputs = [parse_input_spec(s) for s in (run.inputs or cfg.inputs or [])]
-    device = run.device or cfg.device
+    inputs = [parse_input_spec(s) for s in (run.inputs or [])]
+    device = run.device
     if device and device.split(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"unknown --device {device!r}.", hint="Use cpu or cuda.")
-    mode = run.mode or cfg.mode
+    mode = run.mode
     if mode and mode not in MODES:
         raise UsageError(f"unknown --mode {mode!r}.", hint=f"Use one of: {', '.join(MODES)}.")
     return WorkerSpec(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from compilediag.cli_options import RunOptions
 from compilediag.commands.common import (
     OutputOptions,
-    RunOptions,
     check_outputs,
     color,
     emit,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from compilediag.cli_options import RunOptions
 from compilediag.commands.common import (
     FixOptions,
     GateOptions,
     OutputOptions,
-    RunOptions,
     budgets,
     check_outputs,
     emit,
@@ -41,7 +41,7 @@ def run(opts: ExplainOptions) -> int:
     # without timings, a speed-up budget in the config has nothing to judge
     rules = budgets(opts.gate, cfg, frozenset({"model", "timings"} if opts.timings else {"model"}))
     spec = make_spec(
-        opts.run, cfg, cfg.backend or "inductor",
+        opts.run, cfg, "inductor",
         timings=opts.timings, cross_check=opts.cross_check, repeat=opts.repeat, warmup=opts.warmup,
     )  # fmt: skip
     done = run_model(spec, opts.run.timeout)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from compilediag.cli_options import RunOptions
 from compilediag.commands.common import (
     FixOptions,
     GateOptions,
     OutputOptions,
-    RunOptions,
     budgets,
     check_outputs,
     color,
@@ -40,7 +40,10 @@ def run(opts: RecompilesOptions) -> int:
     shapes = opts.shapes if opts.shapes is not None else cfg.shapes
     sweep = parse_shapes(shapes) if shapes is not None else []
     # Guards do not depend on the backend: the fast eager backend is the default here.
-    spec = make_spec(opts.run, cfg, "eager", shapes=sweep, sweep=True, timings=False)
+    # guards do not depend on the backend: the fast one unless --backend says otherwise (a
+    # backend in the config file is explain's)
+    run = replace(opts.run, backend=opts.run.backend or "eager")
+    spec = make_spec(run, cfg, "eager", shapes=sweep, sweep=True, timings=False)
     done = run_model(spec, opts.run.timeout)
     done = verify_fixes(done, spec, opts.fixes, opts.run.timeout)
     rules = budgets(opts.gate, cfg, frozenset({"sweep"}))
