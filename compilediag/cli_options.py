@@ -15,6 +15,8 @@ import typer
 if TYPE_CHECKING:
     from compilediag.gate import GateRule
 
+KEYWORD = inspect.Parameter.KEYWORD_ONLY
+
 # --- options shared by the commands that run a model ----------------------------------
 
 Target = Annotated[
@@ -186,34 +188,18 @@ def run_options(
     declared once, in RunOptions. `target`: the model argument's annotation (a command
     with no config file to fall back on requires it)."""
     declared = [f for f in fields(RunOptions) if f.name not in without]
-
-    def with_options(fn: Callable[..., None]) -> Callable[..., None]:
-        sig = inspect.signature(fn, eval_str=True)
-        params: list[inspect.Parameter] = []
-        for p in sig.parameters.values():
-            if p.name != "run":
-                params.append(p)
-                continue
-            for f in declared:
-                required = f.name == "target" and target is not OptionalTarget
-                params.append(
-                    inspect.Parameter(
-                        f.name,
-                        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                        default=inspect.Parameter.empty if required else f.default,
-                        annotation=target if f.name == "target" else f.metadata["cli"],
-                    )
-                )
-
-        @functools.wraps(fn)
-        def command(**kwargs: Any) -> None:
-            run = RunOptions(**{f.name: kwargs.pop(f.name) for f in declared})
-            fn(run=run, **kwargs)
-
-        command.__signature__ = sig.replace(parameters=_keywords(params))  # type: ignore[attr-defined]
-        return command
-
-    return with_options
+    options = [
+        inspect.Parameter(
+            f.name,
+            KEYWORD,
+            default=inspect.Parameter.empty
+            if f.name == "target" and target is not OptionalTarget
+            else f.default,
+            annotation=target if f.name == "target" else f.metadata["cli"],
+        )
+        for f in declared
+    ]
+    return _in_place_of("run", options, lambda values: RunOptions(**values))
 
 
 # --- the gate's options ------------------------------------------------------------------
@@ -235,34 +221,34 @@ def gate_rules(*runs: str) -> Callable[[Callable[..., None]], Callable[..., None
     declared once, in gate.GATE_RULES."""
     from compilediag.gate import rules_for
 
-    rules = rules_for(runs)
+    options = [
+        inspect.Parameter(
+            r.key, KEYWORD, default=False if r.kind is bool else None, annotation=gate_option(r)
+        )
+        for r in rules_for(runs)
+    ]
+    return _in_place_of("limits", options, lambda values: values)
+
+
+def _in_place_of(
+    name: str, options: list[inspect.Parameter], gather: Callable[[dict[str, Any]], Any]
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command's parameter `name` becomes these options, in its place; the command gets
+    `gather(their values)` as `name`. Typer calls a command with keywords, so every
+    parameter is keyword-only: a required one (the model, --out) may follow optional ones,
+    wherever its declaration puts it."""
 
     def with_options(fn: Callable[..., None]) -> Callable[..., None]:
         sig = inspect.signature(fn, eval_str=True)
-        params: list[inspect.Parameter] = []
-        for p in sig.parameters.values():
-            if p.name != "limits":
-                params.append(p)
-                continue
-            params += [
-                inspect.Parameter(
-                    r.key, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                    default=False if r.kind is bool else None, annotation=gate_option(r),
-                )
-                for r in rules
-            ]  # fmt: skip
+        params = [q for p in sig.parameters.values() for q in (options if p.name == name else [p])]
 
         @functools.wraps(fn)
         def command(**kwargs: Any) -> None:
-            fn(limits={r.key: kwargs.pop(r.key) for r in rules}, **kwargs)
+            fn(**{name: gather({o.name: kwargs.pop(o.name) for o in options})}, **kwargs)
 
-        command.__signature__ = sig.replace(parameters=_keywords(params))  # type: ignore[attr-defined]
+        command.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[p.replace(kind=KEYWORD) for p in params]
+        )
         return command
 
     return with_options
-
-
-def _keywords(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
-    """Typer calls a command with keywords: as keyword-only parameters, a required one (the
-    model, --out) may follow optional ones, wherever its declaration puts it."""
-    return [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
