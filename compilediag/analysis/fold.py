@@ -236,7 +236,7 @@ def _finish(report: Report, ignored: list[str], run: JobRun | None, skips: list[
     info = report.trace or TraceInfo()
     info.ignored_files = [os.path.basename(p) for p in ignored]
     report.trace = info
-    report.notes += trace_notes(info, info.ignored_files)
+    report.notes += trace_notes(info)
     if run is not None:
         from compilediag.analysis.runtime import apply_runtime
 

@@ -245,10 +245,10 @@ def compile_failure_note(worker: WorkerResult, h: History) -> Finding | None:
     )
 
 
-def trace_notes(info: TraceInfo, ignored: list[str]) -> list[Finding]:
+def trace_notes(info: TraceInfo) -> list[Finding]:
     """What a trace report says of the files it read: those passed over, damage."""
     notes = []
-    if ignored:
+    if ignored := info.ignored_files:
         notes.append(
             Finding(
                 FindingKind.IGNORED_FILES,
