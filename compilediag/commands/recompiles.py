@@ -39,9 +39,8 @@ def run(opts: RecompilesOptions) -> int:
     cfg = load_config()
     shapes = opts.shapes if opts.shapes is not None else cfg.shapes
     sweep = parse_shapes(shapes) if shapes is not None else []
-    # Guards do not depend on the backend: the fast eager backend is the default here.
-    # guards do not depend on the backend: the fast one unless --backend says otherwise (a
-    # backend in the config file is explain's)
+    # Guards do not depend on the backend: the fast eager backend unless --backend says
+    # otherwise (a backend in the config file is explain's).
     run = replace(opts.run, backend=opts.run.backend or "eager")
     spec = make_spec(run, cfg, "eager", shapes=sweep, sweep=True, timings=False)
     done = run_model(spec, opts.run.timeout)
