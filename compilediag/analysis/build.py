@@ -57,6 +57,8 @@ from compilediag.worker_types import ModelInfo, WorkerResult
 if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun
 
+EXPORT_FAILURE_ID = "export"  # the compile id of a failed (non-strict) export: it has none
+
 
 def build_report(
     source: History | list[TraceLog],
@@ -144,7 +146,7 @@ def notes_of(
 ) -> list[Finding]:
     """What the report says in words beside its findings (notes.py makes each)."""
     # a compile that failed has its own finding (not a failed export)
-    failed = any(f.compile_id != "export" for f in report.compile_failures)
+    failed = any(f.compile_id != EXPORT_FAILURE_ID for f in report.compile_failures)
     return (
         untested_torch(report.environment)
         + ahead_of_time(h, code)
@@ -184,8 +186,7 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
     def place(item: Recompile | Graph | LimitHit) -> None:
         if not model.name:
             return
-        cid = id_of(item.compile_id)
-        entry = cid is not None and cid.of_entry_frame
+        entry = _of_entry_frame(item.compile_id)
         if item.frame == WRAPPER_FRAME:
             item.frame = f"{model.name} (via torch's wrapper)"
         elif entry and is_library_file(item.file):
@@ -215,8 +216,7 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
     # module paths are relative to the compiled frame's `self`: the model's in its forward
     # (the entry frame, and the frames that resume it after a break), a submodule's elsewhere
     def in_forward(g: Graph) -> bool:
-        cid = id_of(g.compile_id)
-        return (cid is not None and cid.of_entry_frame) or (
+        return _of_entry_frame(g.compile_id) or (
             g.file == model.file and model.line <= g.line <= model.end_line
         )
 
@@ -226,6 +226,11 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
             k.modules = [
                 f"{p} ({model.modules[p]})" if p in model.modules else p for p in k.modules
             ]
+
+
+def _of_entry_frame(compile_id: str) -> bool:
+    cid = id_of(compile_id)
+    return cid is not None and cid.of_entry_frame
 
 
 def make_portable(report: Report, root: str) -> None:
@@ -323,7 +328,7 @@ def export_failures(h: History) -> list[CompileFailure]:
         )
         out.append(
             CompileFailure(
-                compile_id="export",
+                compile_id=EXPORT_FAILURE_ID,
                 frame=fn,
                 file=file,
                 line=line,

@@ -135,15 +135,16 @@ def history_of(compiles: list[Compile]) -> History:
 
 def build_history(logs: list[TraceLog]) -> History:
     """One pass over the parsed traces."""
-    h = history_of([c for log in logs for c in log.ordered()])
+    ordered = [log.ordered() for log in logs]
+    h = history_of([c for compiles in ordered for c in compiles])
     versions = {e.metrics.pytorch_version for e in h}
-    for log in logs:
+    for log, compiles in zip(logs, ordered, strict=True):
         h.outside_metrics += log.outside.metrics
         h.export_failures += [(p, log.outside.unbacked) for p in log.outside.export_failures]
         h.aot_code += [(cid, code) for cid, _name, code in log.aot_code]
         h.exported = h.exported or log.exported or bool(log.outside.exported_programs)
         h.graph_execution += log.outside.graph_execution + [
-            p for c in log.ordered() for p in c.artifacts.get("graph_execution", [])
+            p for c in compiles for p in c.artifacts.get("graph_execution", [])
         ]
         versions.add(log.outside.torch_version)
     h.torch_versions = sorted(versions - {""})

@@ -38,17 +38,16 @@ class FrameRecompiles:
 
 def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
     """The frames in order of their first recompile."""
-    frames: dict[tuple[str, str, int], FrameRecompiles] = {}
+    by_frame: dict[tuple[str, str, int], list[Recompile]] = {}
     for r in report.recompiles:
-        key = (r.frame, r.file, r.line)
-        frames.setdefault(key, FrameRecompiles(*key)).runs.append(GuardRun([r]))
+        by_frame.setdefault((r.frame, r.file, r.line), []).append(r)
+    frames = [
+        FrameRecompiles(*key, runs=[GuardRun(list(g)) for _, g in itertools.groupby(items, _kind)])
+        for key, items in by_frame.items()
+    ]
     advised: dict[str, str] = {}  # a fix already given -> the recompile it was given for
     hits = {(h.frame, h.file, h.line) for h in report.recompile_limit_hits}
-    for f in frames.values():
-        f.runs = [
-            GuardRun([r for run in group for r in run.items])
-            for _, group in itertools.groupby(f.runs, key=lambda run: _kind(run.items[0]))
-        ]
+    for f in frames:
         for run in f.runs:
             first = run.items[0]
             if first.suggestion in advised:  # the same fix for each resume frame: said once
@@ -59,7 +58,7 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
         fixes = {r.suggestion for r in f.items}
         f.common_fix = fixes.pop() if len(fixes) == 1 and len(f.items) > 1 else ""
         f.limit_hit = (f.frame, f.file, f.line) in hits
-    return list(frames.values())
+    return frames
 
 
 def _kind(r: Recompile) -> tuple[str, str]:
