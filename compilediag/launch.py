@@ -23,6 +23,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # after this many Ctrl-C, the job is killed outright (one that ignores SIGINT, or hangs)
 KILL_AFTER = 3
 POLL_S = 0.05
+KILL_GRACE_S = 2.0  # from SIGTERM to SIGKILL when a child is stopped
 
 
 @dataclass
@@ -63,8 +64,19 @@ class Child:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def kill(self) -> None:
-        """Stop the child and everything it started, and reap it."""
+    def kill(self, grace: float = KILL_GRACE_S) -> None:
+        """Stop the child and everything it started, and reap it: SIGTERM first, so that
+        what it started cleans up after itself (gcc removes its temp files from the user's
+        temp folder), then SIGKILL to whatever is left after `grace` seconds."""
+        self.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            self.proc.poll()  # reap the child, so that an empty group reads as empty
+            try:
+                os.killpg(self.proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.02)
         self.signal(signal.SIGKILL)
         self.proc.wait()
         if self.proc.stdin is not None:

@@ -5,9 +5,7 @@ library, so the CLI can call it first thing."""
 from __future__ import annotations
 
 import atexit
-import getpass
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -83,18 +81,6 @@ def workdir() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def inductor_cache_dir() -> str:
-    """Inductor's default cache folder (torch's default_cache_dir): torchinductor_<user> in
-    the temp folder."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = f"uid_{os.getuid()}"
-    return os.path.join(
-        tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
-    )
-
-
 def spawn(work: Path, cold: bool, early: bool = False) -> Child:
     """Start `python -m compilediag.worker WORK`, traced into WORK/trace, its output going
     to WORK/worker.log. An early worker waits on its stdin for the spec."""
@@ -102,22 +88,14 @@ def spawn(work: Path, cold: bool, early: bool = False) -> Child:
     env = dict(os.environ)
     env["TORCH_TRACE"] = str(work / "trace")
     env["PYTHONUNBUFFERED"] = "1"
-    # Inductor's provenance records map each generated kernel to the user lines it came
-    # from; C++ kernels carry no source comments without them.
-    env.setdefault("INDUCTOR_PROVENANCE", "1")
-    # torch's caches stay as the user has them: the compile time reported is the one they
-    # will see, and on a cache hit torch still logs the generated code (2.11, 2.13). A cold
+    # torch's caches, cache keys and temp folder stay as the user has them: the compile is
+    # the one they get (Inductor's provenance level and the temp folder both change what
+    # torch compiles or finds; kernels are mapped to lines from the trace instead). A cold
     # compile (--cold) gets private, empty caches that go away with the run.
     if cold:
         cache = work / "cold-cache"
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
-    else:  # where torch would put it: under the temp folder the user has, not the one below
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
-    # The compiler's temp files (gcc's cc*.s) go in the run's folder, removed with it even
-    # when the run is interrupted mid-compile.
-    (work / "tmp").mkdir(exist_ok=True)
-    env["TMPDIR"] = str(work / "tmp")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     argv = [sys.executable, "-m", "compilediag.worker", str(work)]
     with open(work / "worker.log", "wb") as log:

@@ -373,8 +373,9 @@ def _descendants(pid: int) -> dict[int, str]:
 
 @pytest.mark.slow
 def test_ctrl_c_during_a_cpp_compile_leaves_no_compiler_temp_files(tmp_path: Path) -> None:
-    """Interrupted while gcc builds an Inductor kernel: gcc's temp files (cc*.s) went to
-    the run's own folder, removed with it; torch's cache is where torch keeps it."""
+    """Interrupted while gcc builds an Inductor kernel: the user's temp folder (where gcc
+    writes its cc*.s, as in their own run) holds no compiler temp files and none of ours
+    afterwards; torch's cache is where torch keeps it."""
     model = tmp_path / "model.py"
     model.write_text(OK_MODEL)
     tmp = tmp_path / "tmp"
@@ -395,20 +396,9 @@ def test_ctrl_c_during_a_cpp_compile_leaves_no_compiler_temp_files(tmp_path: Pat
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     time.sleep(0.3)
-    left = [p for p in tmp.rglob("*") if not p.is_relative_to(tmp / "torchinductor_root")]
-    assert [p.name for p in tmp.iterdir()] in ([], ["torchinductor_root"]), left
+    left = [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor_")]
+    assert left == [], left
     assert not [p for p in tmp.rglob("cc*") if p.is_file() and p.suffix in (".s", ".o", ".c")]
-
-
-def test_the_inductor_cache_is_where_torch_keeps_it() -> None:
-    """The worker's TMPDIR is the run's folder, so the worker names Inductor's cache folder
-    as torch would have found it from the user's temp folder."""
-    pytest.importorskip("torch")
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    from compilediag.spawn import inductor_cache_dir
-
-    assert inductor_cache_dir() == default_cache_dir()
 
 
 def _children(pid: int) -> list[int]:

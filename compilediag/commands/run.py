@@ -130,9 +130,8 @@ def _compiled_nothing(command: str, done: Completion) -> UsageError:
 
 
 def job_env(folder: Path, profile_steps: str | None) -> dict[str, str]:
-    """The job's environment: the user's, plus the trace folder, the provenance records
-    (kernels name the user lines they came from), and the runtime probe's bootstrap first on
-    PYTHONPATH."""
+    """The job's environment: the user's, plus the trace folder and the runtime probe's
+    bootstrap first on PYTHONPATH (nothing that changes what torch compiles or caches)."""
     import os
 
     from compilediag import bootstrap
@@ -141,7 +140,6 @@ def job_env(folder: Path, profile_steps: str | None) -> dict[str, str]:
 
     env = dict(os.environ)
     env["TORCH_TRACE"] = str(folder)
-    env.setdefault("INDUCTOR_PROVENANCE", "1")
     env[DIR_ENV] = str(folder / RUNTIME_FOLDER)
     env.pop(STEPS_ENV, None)
     if profile_steps:
