@@ -273,6 +273,48 @@ GRAPH_FILE_COMMENT = re.compile(
     r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code: (?P<code>.*)$"
 )
 GRAPH_NODE_ASSIGN = re.compile(r"^\s*(?P<names>\w+(?:\s*,\s*\w+)*)\s*(?::\s*\"[^\"]*\")?\s*=")
+# what a Dynamo graph node computes, as the graph prints its right-hand side: a call
+# (`torch.relu(x)`, `torch._C._nn.linear(...)`, `h.sin()`: the last name before the
+# parenthesis) or a Python operator (`relu * 2`)
+GRAPH_NODE_CALL = re.compile(r"=\s*(?:[\w.]+\.)?(?P<fn>\w+)\(")
+GRAPH_NODE_OPERATOR = re.compile(
+    r"=\s*-?\w+(?:\.\w+)*\s*(?P<op>\*\*|//|==|!=|<=|>=|[-+*/@%<>&|^])\s*[-\w.]+\s*(?:;|$)"
+)
+GRAPH_OPERATORS = {
+    "+": "add", "-": "sub", "*": "mul", "/": "div", "@": "matmul", "**": "pow",
+    "//": "floordiv", "%": "remainder", "==": "eq", "!=": "ne", "<": "lt", "<=": "le",
+    ">": "gt", ">=": "ge", "&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor",
+}  # fmt: skip
+# ATen ops a kernel's name holds that the user's code called by another name (a backward
+# op is its forward's: `threshold_backward` came from `relu`)
+GRAPH_ATEN_ALIASES = {
+    "addmm": ("linear", "matmul", "addmm"), "mm": ("linear", "matmul", "mm"),
+    "bmm": ("matmul", "bmm", "baddbmm"), "threshold": ("relu",),
+    "convolution": ("conv1d", "conv2d", "conv3d", "convolution"),
+    "layer_norm": ("layer_norm",), "group_norm": ("group_norm",),
+    "batch_norm": ("batch_norm",), "nll_loss": ("nll_loss", "cross_entropy"),
+    "log_softmax": ("log_softmax", "cross_entropy"),
+    **{
+        f"scaled_dot_product_{kind}_attention{device}": ("scaled_dot_product_attention",)
+        for kind in ("flash", "efficient", "cudnn", "fused")
+        for device in ("", "_for_cpu")
+    },
+}  # fmt: skip
+# ops a line of any kind may hold (arithmetic, comparisons, what decompositions add): a
+# kernel's line is taken from them only when its other ops place nothing
+GRAPH_COMMON_OPS = frozenset(
+    {"add", "sub", "mul", "div", "sum", "eq", "ne", "lt", "le", "gt", "ge", "where", "neg",
+     "abs", "all", "any", "amax", "amin", "max", "min", "exp", "log", "sqrt", "rsqrt",
+     "reciprocal", "arange", "scalar_tensor", "fill", "masked_fill", "pow", "lift_fresh"}
+)  # fmt: skip
+# the first line of a wrapper AOTAutograd made for a backward graph
+AOT_BACKWARD_ID = re.compile(r"^# AOT ID: \[[^\]]*_backward'\]", re.M)
+# layout ops, which any line may make: no evidence of where a kernel came from
+GRAPH_LAYOUT_OPS = frozenset(
+    {"view", "unsafe_view", "reshape", "permute", "t", "transpose", "expand", "clone", "unsqueeze",
+     "squeeze", "slice", "select", "as_strided", "copy", "contiguous", "alias", "unbind",
+     "split", "cat", "full", "empty", "zeros", "ones", "to", "convert_element_type"}
+)  # fmt: skip
 # a parameter or buffer of a submodule, as the Dynamo graph names it (2.6 - 2.13):
 # `l_self_modules_body_modules_0_parameters_weight_` is `self.body[0].weight` (the root is
 # `fn` where torch's module wrapper is the frame)

@@ -69,7 +69,7 @@ class FindingKind(StrEnum):
     NOTHING_COMPILED = "nothing_compiled"  # no graph came out: all of it ran eager
     SKIPPED_FRAME = "skipped_frame"  # a frame torch gave up on (runs eager)
     CACHE_GAP = "cache_gap"  # a cache hit whose generated code the trace lacks
-    NO_PROVENANCE = "no_provenance"  # kernels with no user lines (INDUCTOR_PROVENANCE unset)
+    NO_PROVENANCE = "no_provenance"  # kernels with no user line (no provenance records)
     IGNORED_FILES = "ignored_files"  # files with no trace record
     DAMAGED_TRACE = "damaged_trace"  # unreadable lines, damaged payloads
     # errors

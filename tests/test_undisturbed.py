@@ -62,9 +62,7 @@ def test_a_diagnosis_hits_the_cache_the_users_plain_run_filled(tmp_path: Path) -
     tmp.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("INDUCTOR_", "TORCH_"))}
     env = {**env, "TMPDIR": str(tmp), "TORCH_TRACE": str(tmp_path / "plain")}
-    subprocess.run(
-        [sys.executable, "model.py"], cwd=tmp_path, env=env, check=True, timeout=300
-    )
+    subprocess.run([sys.executable, "model.py"], cwd=tmp_path, env=env, check=True, timeout=300)
     plain = _cache_records(tmp_path / "plain")
     assert plain == {"fx_graph_cache_miss": 1}, plain  # a cold cache, one graph
 

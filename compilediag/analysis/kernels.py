@@ -23,15 +23,22 @@ from compilediag.compiles import Compile
 from compilediag.paths import is_library_file
 from compilediag.report import Kernel
 from compilediag.torch_formats import (
+    AOT_BACKWARD_ID,
     AOT_EXTERN_CALL,
     AOT_KERNEL_DEFINITION,
     ATEN_TARGET,
     EXTERN_CALL,
     FUSED_INFIX,
+    GRAPH_ATEN_ALIASES,
+    GRAPH_COMMON_OPS,
     GRAPH_FILE_COMMENT,
+    GRAPH_LAYOUT_OPS,
     GRAPH_MODULE_SEP,
     GRAPH_MODULE_STATE,
     GRAPH_NODE_ASSIGN,
+    GRAPH_NODE_CALL,
+    GRAPH_NODE_OPERATOR,
+    GRAPH_OPERATORS,
     KERNEL_BODY_OPS,
     KERNEL_CALL,
     KERNEL_DEFINITION,
@@ -78,6 +85,89 @@ def node_lines(graph_code: str) -> dict[str, str]:
             for name in a["names"].split(","):
                 out.setdefault(name.strip(), current)
     return out
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """A Dynamo graph node: what it computes (`relu`, `mul`, `linear`) and its user line."""
+
+    name: str
+    op: str
+    line: str
+
+
+def graph_nodes(graph_code: str) -> list[GraphNode]:
+    """The Dynamo graph's computing nodes in order, each with the user line it came from."""
+    out: list[GraphNode] = []
+    current = ""
+    for line in graph_code.splitlines():
+        m = GRAPH_FILE_COMMENT.match(line)
+        if m:
+            current = f"{m['file']}:{m['line']}"
+            continue
+        a = GRAPH_NODE_ASSIGN.match(line)
+        if not (current and a):
+            continue
+        call, operator = GRAPH_NODE_CALL.search(line), GRAPH_NODE_OPERATOR.search(line)
+        op = call["fn"] if call else GRAPH_OPERATORS[operator["op"]] if operator else ""
+        if op:
+            out.append(GraphNode(a["names"].split(",")[0].strip(), _op_word(op), current))
+    return out
+
+
+def _op_word(name: str) -> str:
+    """`aten._softmax`, `softmax`, `add_` and `native_layer_norm` as one word each; a
+    backward op as its forward (`_softmax_backward_data`, `nll_loss_forward`)."""
+    name = name.removeprefix("aten.").strip("_").removeprefix("native_")
+    for suffix in ("_backward_data", "_backward", "_forward"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def lines_from_ops(
+    ops: list[str], nodes: list[GraphNode], claimed: set[str], backward: bool = False
+) -> list[str]:
+    """A generated kernel's user lines where Inductor recorded none (no provenance, and a
+    C++ kernel's call has no source-node comment), from the ops its name holds: for each,
+    the first Dynamo graph node that computes it and that no earlier kernel of the same
+    wrapper took (from the end of the graph for a backward wrapper, which runs it in
+    reverse). Layout ops are no evidence; ops any line may hold (add, mul, sum...) count
+    only for a kernel whose other ops place nothing. A line that can't be told is left out
+    (tests: every matched line is one Inductor's provenance records give, where they exist)."""
+    order = nodes[::-1] if backward else nodes
+    whole = [op for op in ops if not op.endswith("_")]  # `aten.softmax_`: a split gone wrong
+    words = [w for w in dict.fromkeys(map(_op_word, whole)) if w and w not in GRAPH_LAYOUT_OPS]
+    telling = [w for w in words if w not in GRAPH_COMMON_OPS]
+    return _claim(telling, order, claimed) or _claim(words, order, claimed)
+
+
+def _claim(words: list[str], order: list[GraphNode], claimed: set[str]) -> list[str]:
+    lines: list[str] = []
+    for word in words:
+        accepted = GRAPH_ATEN_ALIASES.get(word, (word,))
+        hits = [n for n in order if n.op in accepted]
+        if not hits:
+            continue
+        node = next((n for n in hits if n.name not in claimed), hits[0])
+        claimed.add(node.name)
+        if node.line not in lines:
+            lines.append(node.line)
+    return lines
+
+
+def _computing(names: list[str], op: str, graph: list[GraphNode], claimed: set[str]) -> list[str]:
+    """Of a group of graph nodes, the one that computes `op` (a library call's `aten.addmm`
+    is its group's `linear`, not the layer norm before it): the first that no earlier call
+    took."""
+    word = _op_word(op)
+    accepted = GRAPH_ATEN_ALIASES.get(word, (word,))
+    computing = {n.name for n in graph if n.op in accepted}
+    hits = [n for n in names if n in computing]
+    node = next((n for n in hits if n not in claimed), hits[0] if hits else None)
+    if node is None:
+        return []
+    claimed.add(node)
+    return [node]
 
 
 def node_modules(graph_code: str) -> dict[str, str]:
@@ -285,13 +375,17 @@ def kernels_of_graph(
     aot: bool = False,
     modules: dict[str, str] | None = None,
     mapped: dict[str, list[list[str]]] | None = None,
+    graph: list[GraphNode] | None = None,
 ) -> list[KernelSource]:
     """`aot`: `code` is AOTInductor's C++ (wrapper and kernels), not a Python wrapper.
     `modules`: node -> submodule (node_modules); `mapped`: this wrapper's provenance node
     mappings (provenance_nodes), which name a kernel's own nodes where the comment above
-    a call names its whole group."""
+    a call names its whole group; `graph`: the Dynamo graph's nodes (graph_nodes), for the
+    lines of a kernel that neither names."""
     defs = _aot_definitions(code) if aot else _definitions(code)
     found: dict[str, KernelSource] = {}
+    claimed: set[str] = set()  # graph nodes given to a kernel by lines_from_ops
+    backward = bool(AOT_BACKWARD_ID.search(code))
     pending: re.Match[str] | None = None
     extern_seen = 0
     calls_seen: dict[str, int] = {}
@@ -334,6 +428,8 @@ def kernels_of_graph(
             extern_seen += 1
             name = f"aten.{ext['op']}" if aot else ext["name"]
             own = own_nodes(name, pending)
+            if graph and len(own) > 1 and not mapped.get(name):  # the comment names a group
+                own = _computing(own, extern_op(name), graph, claimed) or own
             found[f"{name}#{extern_seen}"] = KernelSource(
                 # a library call fuses nothing: it is the one op it names (the
                 # "Original ATen" list above it is its whole node group: views, t, ...)
@@ -353,6 +449,8 @@ def kernels_of_graph(
             k.ops = ops_from_name(k.name, known_ops or set()) or ops_from_body(ks.source)
         if provenance and provenance.get(k.name) and (not k.source_lines or k.kind != "extern"):
             k.source_lines = provenance[k.name]
+        elif graph and not k.source_lines and k.kind != "extern":
+            k.source_lines = lines_from_ops(k.ops, graph, claimed, backward)
     return list(found.values())
 
 
@@ -369,10 +467,11 @@ def collect_kernels(h: History) -> list[GraphCode]:
         prov = provenance_lines(c)
         mods = node_modules(c.output_graph)
         mappings = provenance_nodes(c)
+        graph = graph_nodes(c.output_graph)
         for code in c.output_code:
             kernels = kernels_of_graph(
                 c.compile_id, code, nodes, known, prov,
-                modules=mods, mapped=_mappings_for(code, mappings),
+                modules=mods, mapped=_mappings_for(code, mappings), graph=graph,
             )  # fmt: skip
             graphs.append(GraphCode(c.compile_id, code, kernels))
     return graphs

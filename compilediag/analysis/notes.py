@@ -24,19 +24,22 @@ from compilediag.worker_types import FrameTime, WorkerResult
 
 
 def no_provenance(h: History, code: list[GraphCode]) -> list[Finding]:
-    """Generated kernels with no user line, from a job that ran without Inductor's
-    provenance records: say how to get them."""
+    """Generated kernels with no user line, from a run without Inductor's provenance
+    records (compilediag does not turn them on: their level is part of the FX graph cache
+    key): say how many, and how to get them."""
     generated = [k.kernel for g in code for k in g.kernels if k.kernel.kind != "extern"]
-    if not generated or any(k.source_lines for k in generated):
+    unplaced = [k for k in generated if not k.source_lines]
+    if not unplaced:
         return []
     if any(name.startswith("inductor_provenance") for e in h for name in e.compile.artifacts):
         return []
+    some = f"{len(unplaced)} of {len(generated)}" if len(unplaced) < len(generated) else "The"
     return [
         Finding(
             FindingKind.NO_PROVENANCE,
-            "The generated kernels name no user lines: the job ran without "
-            "INDUCTOR_PROVENANCE=1. Set it beside TORCH_TRACE to see which of your lines each "
-            "kernel came from (compilediag's own runs set it).",
+            f"{some} generated kernels name no user line (the others' were matched by the ops "
+            "they hold): the run had no Inductor provenance records. INDUCTOR_PROVENANCE=1 "
+            "beside TORCH_TRACE records them, but changes the FX graph cache key.",
         )
     ]
 
