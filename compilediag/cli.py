@@ -31,10 +31,19 @@ from compilediag.errors import EXIT_CODES_HELP, DiagError
 if TYPE_CHECKING:
     from compilediag.commands.common import FixOptions, GateOptions, OutputOptions
 
+# What `compilediag --help` says first: which command to run for what the user has (`\b`:
+# click keeps the lines as they are)
+START_HERE = """Diagnose torch.compile: graph breaks, recompiles, kernels, timings.
+
+Start here:
+
+\b
+  compilediag explain model.py         a model file: get_model(), get_inputs()
+  compilediag run -- python train.py   your own training job, run as it is"""
+
 app = typer.Typer(
     name="compilediag",
-    help="Diagnose torch.compile on your model: graph breaks, recompiles, kernels, timings. "
-    + EXIT_CODES_HELP,
+    help=START_HERE + "\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -188,8 +197,17 @@ def explain(
     output: Output = None,
     html: Html = None,
 ) -> None:
-    """Compile the model once and report every graph break at your own file:line, with why
+    """Diagnose a model file: breaks, graphs, kernels, timings.
+
+    Compile the model once and report every graph break at your own file:line, with why
     and how to fix it; the graphs; kernels; compile time; eager vs compiled timings.
+
+    The model file provides get_model(), returning the model (an nn.Module or any
+    callable), and get_inputs(), returning the arguments of the call to compile. Without
+    get_model(), explain takes the file's `model`, else its one nn.Module class built
+    with its defaults (the report says so); MODEL.py:ATTR names another. Without
+    get_inputs(), pass --input SHAPE for each argument. A training script is no model
+    file: run it as it is with `compilediag run -- python train.py`.
 
     Defaults for the model, inputs and gate can live in [tool.compilediag] of
     pyproject.toml. Under GitHub Actions, findings are also printed as annotations.
@@ -233,8 +251,10 @@ def recompiles(
     output: Output = None,
     html: Html = None,
 ) -> None:
-    """Run a sweep of inputs through the compiled model and explain every recompilation:
-    the frame, the failed guard in words, the user line that installed it, and the fix.
+    """Explain every recompile over a sweep of inputs.
+
+    Run a sweep of inputs through the compiled model and explain every recompilation: the
+    frame, the failed guard in words, the user line that installed it, and the fix.
     Shows which calls hit the cache, automatic dynamic, and the recompile-limit post-mortem.
 
     Guards do not depend on the backend, so the default is the fast `eager` backend; pass
@@ -282,9 +302,11 @@ def report(
     output: Output = None,
     html: Html = None,
 ) -> None:
-    """Report on a structured trace made elsewhere (TORCH_TRACE=DIR in a training job,
-    every rank of a torchrun job): breaks, recompiles, graphs, kernels and compile times,
-    a section per rank and where ranks diverge. Timings need a model run: they are absent.
+    """Report on a trace made elsewhere (TORCH_TRACE=DIR).
+
+    A structured trace from a training job (TORCH_TRACE=DIR), every rank of a torchrun
+    job: breaks, recompiles, graphs, kernels and compile times, a section per rank and
+    where ranks diverge. Timings need a model run: they are absent.
 
     Exit codes: 0 ok; 1 gate failed; 2 usage error (no such path, no trace in it).
     """
@@ -321,7 +343,7 @@ def run(
         str | None,
         typer.Option(
             "--profile-steps",
-            help="Time calls A to B of the job's first compiled frame (a training step, as a rule): time in graphs, between them, outside. Off by default.",
+            help="Time steps A to B (calls of the first compiled model or function, compiled or eager): time in graphs, between them, the rest. Off by default.",
             metavar="A-B",
         ),
     ] = None,
@@ -332,7 +354,9 @@ def run(
     output: Output = None,
     html: Html = None,
 ) -> None:
-    """Run your own job - a training script, `python -m ...`, a torchrun job - as it is,
+    """Run your own job (python train.py, torchrun) and report.
+
+    Run your own job - a training script, `python -m ...`, a torchrun job - as it is,
     traced, and report on everything each of its processes compiled, as `report` does,
     with what it did at run time: how often each graph ran and, with --profile-steps, where
     a step's time goes. The job's output passes through; Ctrl-C stops the job, and the
@@ -368,7 +392,9 @@ def dump_kernels(
     run: RunOptions | None = None,
     format: Format = "table",
 ) -> None:
-    """Compile the model once with Inductor and write every generated kernel to a file of
+    """Write every kernel Inductor generates to files.
+
+    Compile the model once with Inductor and write every generated kernel to a file of
     its own (.cpp on CPU, .py for Triton on CUDA), each graph's wrapper, and index.md /
     index.json: kind, fused ATen ops, the user lines they came from, library calls.
 
@@ -396,8 +422,10 @@ def render(
     format: Format = "table",
     output: Output = None,
 ) -> None:
-    """Re-render a saved JSON report without running the model (no torch needed):
-    table, json, markdown, csv (one row per finding), junit or html.
+    """Re-render a saved JSON report (no torch needed).
+
+    Any format, without running the model: table, json, markdown, csv (one row per
+    finding), junit or html.
 
     Exit codes: 0 ok; 2 the file is missing or not a compilediag report.
     """

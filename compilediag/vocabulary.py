@@ -70,6 +70,7 @@ class FindingKind(StrEnum):
     SKIPPED_FRAME = "skipped_frame"  # a frame torch gave up on (runs eager)
     CACHE_GAP = "cache_gap"  # a cache hit whose generated code the trace lacks
     NO_PROVENANCE = "no_provenance"  # kernels with no user line (no provenance records)
+    MODEL_DEFAULTS = "model_defaults"  # the file's model class, built with its defaults
     IGNORED_FILES = "ignored_files"  # files with no trace record
     DAMAGED_TRACE = "damaged_trace"  # unreadable lines, damaged payloads
     # errors

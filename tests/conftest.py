@@ -27,6 +27,24 @@ ROOT = Path(__file__).resolve().parents[1]
 compileall.compile_dir(ROOT / "compilediag", quiet=1)
 
 SAMPLES = ROOT / "sample_models"
+PACKAGE = ROOT / "compilediag"
+
+
+def compilediag_files(text: str) -> list[str]:
+    """compilediag's own files that `text` names: by their path in the package
+    (`compilediag/worker.py`, wherever it is installed), or by the package's folder on this
+    machine. A report names the user's files and libraries', never compilediag's; this
+    asks just that, whatever the checkout's folder is called (a clone in `compilediag/`
+    has that in the path of every user file beneath it)."""
+    own = {
+        f"compilediag/{p.relative_to(PACKAGE).as_posix()}"
+        for p in PACKAGE.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    named = sorted(f for f in own if f in text)
+    return named + ([str(PACKAGE)] if f"{PACKAGE}/" in text else [])
+
+
 TRACES = Path(__file__).parent / "fixtures" / "traces"
 
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from compilediag.paths import is_library_file, portable_path, portable_text
-from tests.conftest import ROOT, run_json
+from tests.conftest import ROOT, compilediag_files, run_json
 
 VENV_IN_PROJECT = "/home/u/proj/.venv/lib/python3.11/site-packages/torchvision/ops/boxes.py"
 
@@ -72,7 +72,7 @@ def test_the_same_findings_from_any_folder(tmp_path: Path) -> None:
     paths = [s for s in _strings(first) if ".py" in s]
     assert paths, "the findings name files"
     assert not [
-        p for p in paths if "/site-packages/" in p or "compilediag/" in p or p.startswith("/")
+        p for p in paths if "/site-packages/" in p or compilediag_files(p) or p.startswith("/")
     ]
     assert json.dumps(first).count("torch/nn/modules/container.py") >= 1
 

@@ -16,8 +16,14 @@ from compilediag.config import Config
 from compilediag.errors import COMPILE_FAILED, UsageError
 from compilediag.gate import Budgets
 from compilediag.report import Report
-from compilediag.target import Target, check_target_file, parse_input_spec, split_target
-from compilediag.worker_types import WorkerSpec
+from compilediag.target import (
+    Target,
+    built_with_defaults,
+    check_target_file,
+    parse_input_spec,
+    split_target,
+)
+from compilediag.worker_types import ModelInfo, WorkerSpec
 
 if TYPE_CHECKING:  # the analysis is imported only by the commands that run it
     from compilediag.analysis.kernels import GraphCode
@@ -178,7 +184,29 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelR
     code = all_kernels(history)
     target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
     report = build_report(history, run.result, target, code=code)
+    report = with_model_note(report, spec, run.result.model)
     return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code)
+
+
+def with_model_note(report: Report, spec: WorkerSpec, model: ModelInfo | None) -> Report:
+    """The report (a new one), with a note first where the model is the file's one class
+    built with its defaults (`target.built_with_defaults`): the findings are about that
+    model, which may not be the one the user meant."""
+    name = model.name if model else ""
+    if not name.endswith(".forward"):
+        return report  # a function, not a module: the file named it
+    said = built_with_defaults(spec.target.path, spec.target.attr, name.removesuffix(".forward"))
+    if said is None:
+        return report
+    from compilediag.paths import portable_path
+    from compilediag.vocabulary import Finding, FindingKind, Severity
+
+    message, fix, line = said
+    note = Finding(
+        FindingKind.MODEL_DEFAULTS, message, Severity.WARNING,
+        portable_path(spec.target.path, os.getcwd()), line, fix,
+    )  # fmt: skip
+    return replace(report, notes=[note, *report.notes])
 
 
 def budgets(gate: GateOptions, cfg: Config, runs: frozenset[str]) -> Budgets:

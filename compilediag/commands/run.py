@@ -4,8 +4,11 @@ everything it compiled as `report` does, with what it did at run time."""
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -55,6 +58,7 @@ def run(opts: RunJobOptions) -> int:
             hint="Give the command as you would run it, after `--`: "
             "compilediag run -- python train.py",
         )
+    check_script(opts.command)
     kept = Path(opts.trace_dir).resolve() if opts.trace_dir else None
     if kept is not None:
         check_trace_dir(kept)
@@ -99,7 +103,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     run = JobRun(job, read_processes(folder))
     report = report_from_files(files, TargetInfo(path=command), run) if files else None
     if report is None or not report.trace or not report.trace.records:
-        raise _compiled_nothing(command, done)
+        raise _compiled_nothing(command, done, opts.command, bool(run.processes))
     report, code = judge(report, rules, opts.gate.junit, None)
     emit(report, opts.out)
     if done.interrupted:
@@ -112,28 +116,148 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     return code
 
 
-def _compiled_nothing(command: str, done: Completion) -> UsageError:
-    """A job that wrote no trace record: exit 2, or the job's failure (6), or 130."""
+def _compiled_nothing(command: str, done: Completion, argv: list[str], probed: bool) -> UsageError:
+    """A job that wrote no trace record: exit 2, or the job's failure (6), or 130.
+    `probed`: a process of it imported torch._dynamo (the runtime probe wrote its file)."""
     if done.interrupted:
         error = UsageError(f"`{command}` was interrupted before it compiled anything.")
         error.exit_code = INTERRUPTED
         return error
-    error = UsageError(
-        f"`{command}` {'failed' if done.failed else 'ran'}, and compiled nothing: no process "
-        "of it wrote a trace record.",
-        hint="Check that it calls torch.compile (or a compiled function) in a Python "
-        "process started from this command.",
-    )
+    without = None if probed else python_without_torch(argv)
+    if without is not None:
+        ended = "failed before compiling anything" if done.failed else "ran, and compiled nothing"
+        error = UsageError(
+            f"`{command}` {ended}: its Python ({without}) has no torch.",
+            hint=_with_torch_hint(argv, without),
+        )
+    else:
+        error = UsageError(
+            f"`{command}` {'failed' if done.failed else 'ran'}, and compiled nothing: no "
+            "process of it wrote a trace record.",
+            hint="Check that it calls torch.compile (or a compiled function) in a Python "
+            "process started from this command.",
+        )
     if done.failed:
         error.exit_code = JOB_FAILED
     return error
 
 
+# `python`, `python3`, `python3.12`: the commands that run a script (or -m, -c) themselves
+PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+# python's own options that take a value (`-W ignore`, `-X dev`); -c and -m end them
+PYTHON_VALUE_OPTIONS = ("W", "X")
+PYTHON_LONG_VALUE_OPTIONS = ("--check-hash-based-pycs",)
+
+
+def is_python(program: str) -> bool:
+    return bool(PYTHON.fullmatch(os.path.basename(program)))
+
+
+def script_of(argv: list[str]) -> str | None:
+    """The script a `python [OPTIONS] SCRIPT ...` command runs; None for anything else
+    (`python -m MODULE`, `python -c CODE`, `python -` and stdin, another program)."""
+    if not argv or not is_python(argv[0]):
+        return None
+    args = iter(argv[1:])
+    for arg in args:
+        if arg == "--":
+            return next(args, None)
+        if arg.startswith("--"):
+            if arg in PYTHON_LONG_VALUE_OPTIONS:
+                next(args, None)
+                continue
+            return None  # --help, --version: no script
+        if arg == "-":
+            return None  # the script comes from stdin
+        if not arg.startswith("-"):
+            return arg
+        for i, flag in enumerate(arg[1:]):
+            if flag in "cmhV?":
+                return None
+            if flag in PYTHON_VALUE_OPTIONS:
+                if i == len(arg) - 2:  # the value is the next argument
+                    next(args, None)
+                break
+    return None
+
+
+def check_script(argv: list[str]) -> None:
+    """`python SCRIPT` with no such SCRIPT fails at once, having compiled nothing: said
+    before the job starts, with the folder it is looked for in."""
+    script = script_of(argv)
+    if script is not None and not Path(script).exists():
+        raise UsageError(
+            f"the script {script} does not exist (looked for from {Path.cwd()}).",
+            hint="Check its path, or run compilediag from the folder your job runs from.",
+        )
+
+
+def job_python(argv: list[str]) -> str | None:
+    """The Python a command starts first, as a program to run: `python...` itself, or the
+    interpreter of a script's `#!` line (torchrun, `./train.py`, `#!/usr/bin/env python3`);
+    None when it is not one (a shell script, a binary)."""
+    program = shutil.which(argv[0]) if argv else None
+    if program is None:
+        return None
+    if is_python(program) or is_python(argv[0]):
+        return program
+    try:
+        with open(program, "rb") as f:
+            first = f.readline(512)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode(errors="replace").split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    if not words or not is_python(words[0]):
+        return None
+    return shutil.which(words[0])
+
+
+def python_without_torch(argv: list[str]) -> str | None:
+    """The job's Python by its sys.executable, when it cannot import torch: why a job that
+    wrote no trace record compiled nothing, asked of the interpreter itself rather than
+    read from the job's output (which passes through to the user, untouched). Asked only
+    of a job whose processes never imported torch._dynamo (the runtime probe wrote no
+    file), and only where the command's first program is a Python (see `job_python`);
+    None when it has torch, or when that can't be told."""
+    python = job_python(argv)
+    if python is None:
+        return None
+    ask = (
+        "import sys, importlib.util as u; print(sys.executable); print(bool(u.find_spec('torch')))"
+    )
+    try:
+        said = subprocess.run(
+            [python, "-c", ask], capture_output=True, text=True, timeout=60
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if len(said) != 2 or said[1] != "False":
+        return None
+    return said[0] or python
+
+
+def _with_torch_hint(argv: list[str], without: str) -> str:
+    """Run the job with a Python that has torch (compilediag's own, where it has one and
+    the command starts with `python`), or install torch in the one it used."""
+    import importlib.util
+
+    here = sys.executable
+    if is_python(argv[0]) and here != without and importlib.util.find_spec("torch"):
+        ours = shlex.join([here, *argv[1:]])
+        return (
+            f"Run it with a Python that has torch (compilediag run -- {ours}), or install "
+            f"torch for {without}."
+        )
+    return f"Install torch for {without}, or run the job with a Python that has it."
+
+
 def job_env(folder: Path, profile_steps: str | None) -> dict[str, str]:
     """The job's environment: the user's, plus the trace folder and the runtime probe's
     bootstrap first on PYTHONPATH (nothing that changes what torch compiles or caches)."""
-    import os
-
     from compilediag import bootstrap
     from compilediag.analysis.runtime import RUNTIME_FOLDER
     from compilediag.bootstrap._compilediag_runtime import DIR_ENV, STEPS_ENV
