@@ -95,8 +95,8 @@ class Capture:
 
 @contextmanager
 def capture(*, profile_steps: str | None = None, reset: bool = True) -> Iterator[Capture]:
-    """Capture what the block compiles and runs. `profile_steps="A-B"` times calls A to B of
-    the first frame compiled in it; `reset=False` keeps what was compiled before the block
+    """Capture what the block compiles and runs. `profile_steps="A-B"` times steps A to B:
+    calls of the first compiled model or function the block calls; `reset=False` keeps what was compiled before the block
     (it then shows neither in the trace nor in the calls)."""
     import torch
 

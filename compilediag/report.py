@@ -246,13 +246,24 @@ class Runtime:
     interrupted: bool = False  # stopped by Ctrl-C or a signal sent to compilediag
     wall_s: float = 0.0
     processes: int = 0  # processes that compiled (each wrote a runtime file)
-    steps: int = 0  # calls of the first compiled frame (the lowest rank's process)
-    step_frame: str = ""  # that frame, by name
+    # calls of the first compiled entry (what torch.compile returned), whether they ran
+    # compiled or eagerly; "frame": of the first compiled frame's graphs, where the entry
+    # could not be seen (the lowest rank's process)
+    steps: int = 0
+    steps_at: str = "entry"
+    step_frame: str = ""  # the first compiled frame, by name
     step_file: str = ""
     step_line: int = 0
     window: list[int] = field(default_factory=list)  # --profile-steps A-B; [] when off
     window_steps: int = 0  # complete steps measured in the window
     window_rank: int | None = None  # the process whose window is shown (the lowest rank)
+    window_compiled: list[int] = field(default_factory=list)  # steps left out: torch compiled
+    window_no_grad: int = 0  # window steps run with grad mode off (evaluation, as a rule)
+    window_eval: int = 0  # window steps whose module was in eval mode
+    # the steps just outside the window, timed without the window's per-graph timing: the
+    # median step and how many; against the window's step, what profiling costs
+    unprofiled_step_ms: float | None = None
+    unprofiled_steps: int = 0
     # mode="reduce-overhead": graphs that ran without a CUDA graph, and why (the trace's
     # reasons), and CUDA graphs recorded again; summed over the processes
     cudagraph_skips: int = 0

@@ -111,10 +111,16 @@ class ProcessRuntime:
     rank: int | None = None
     argv: list[str] = field(default_factory=list)
     calls: dict[str, int] = field(default_factory=dict)  # compile id -> calls of its graph
-    first_frame: int | None = None  # the frame whose calls are the steps
-    steps: int = 0  # calls of that frame
+    first_frame: int | None = None  # the first compiled frame (its graph names the step)
+    steps: int = 0  # calls of the first compiled entry (steps_at "entry"), else of that frame
+    steps_at: str = "frame"  # "entry": counted at what torch.compile returned, eager calls too
     window: list[int] = field(default_factory=list)  # [A, B] asked for; [] when off
     profiled: Profiled | None = None  # the complete steps of the window, per step
+    compiled_steps: list[int] = field(default_factory=list)  # window steps torch compiled in
+    no_grad_steps: int = 0  # window steps run with grad mode off
+    eval_steps: int = 0  # window steps whose module was in eval mode
+    plain_step_ms: list[float] = field(default_factory=list)  # steps near the window, untimed
+    backend_calls: int = 0  # graphs handed to the backend (torch's CompileCounter counts these)
     wall_s: float = 0.0  # from the probe's install to the file's writing
     cudagraph_skips: int = 0  # graphs run without a CUDA graph (torch's counter)
     cudagraph_skip_reasons: list[str] = field(default_factory=list)  # as torch logged them

@@ -6,6 +6,7 @@ build_report."""
 from __future__ import annotations
 
 import os
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,7 +93,13 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     if first is not None:
         prefix = _prefix(report, first)
         job.steps, job.window = first.steps, list(first.window)
+        job.steps_at = first.steps_at
         job.window_rank = first.rank
+        job.window_compiled = list(first.compiled_steps)
+        job.window_no_grad, job.window_eval = first.no_grad_steps, first.eval_steps
+        if first.plain_step_ms:
+            job.unprofiled_step_ms = round(statistics.median(first.plain_step_ms), 6)
+            job.unprofiled_steps = len(first.plain_step_ms)
         step_graph = next(
             (g for g in report.graphs if g.compile_id == f"{prefix}{first.first_frame}/0"), None
         )
@@ -105,9 +112,10 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             for r in p.regions:
                 r.compile_id = prefix + r.compile_id
             a, b = first.window
+            unit = "the first compiled entry" if first.steps_at == "entry" else "its first frame"
             report.timings = Timings(
-                method=f"calls {a}-{b} of the first compiled frame, each graph call timed "
-                "(synchronised on CUDA)"
+                method=f"calls {a}-{b} of {unit}, each graph call timed (synchronised on "
+                "CUDA); a step torch compiled in is left out"
             )
             attribute_time(report, p)
     report.runtime = job

@@ -3,11 +3,17 @@ holds. Loaded into each process of a `compilediag run` job once it imports torch
 (sitecustomize.py), and by `compilediag.capture()` in the caller's own process.
 
 It wraps each graph Dynamo compiles, as the backend hands it back, and counts its calls.
-With a profiling window (calls A to B of the process's first compiled frame: a training
-step, as a rule) it also times each graph call and the gaps between them: per step, the
-time in graphs, the eager Python between graphs (a graph break's code, the next frame's
-guards) and the rest of the step, outside compiled code. On CUDA it synchronises around
-each timed call, inside the window only.
+A step is a call of the first compiled entry the process calls (the module or function
+torch.compile returned), counted whether it ran compiled code or, past the recompile limit,
+eagerly; where the entry can't be seen (a module compiled before capture() began on a
+torch whose wrapper is not known), a call of the first compiled frame's graphs. With a
+profiling window (steps A to B) it also times each graph call and the gaps between them:
+per step, the time in graphs, the eager Python between graphs (a graph break's code, the
+next frame's guards) and the rest of the step, outside compiled code. A step during which
+torch compiled is left out of the window's figures (named instead); whether each step ran
+under grad mode and in training mode is counted; the steps just outside the window are
+timed at their starts only (one clock reading a step), which measures what the window's
+own timing costs. On CUDA it synchronises around each timed call, inside the window only.
 
 At exit (or SIGTERM) it writes one JSON file per process into COMPILEDIAG_RUNTIME_DIR,
 in the shape of compilediag.worker_types.ProcessRuntime. Standard library only.
@@ -29,7 +35,7 @@ STEPS_ENV = "COMPILEDIAG_PROFILE_STEPS"
 
 
 def parse_window(text: str) -> tuple[int, int] | None:
-    """`A-B` (or `A`): calls A to B of the first compiled frame, counted from 1."""
+    """`A-B` (or `A`): steps A to B, counted from 1."""
     first, _, last = text.strip().partition("-")
     a, b = int(first), int(last or first)
     if a < 1 or b < a:
@@ -54,7 +60,10 @@ class Probe:
         self.window = window
         self.calls: dict[str, int] = {}
         self.first_frame: int | None = None
-        self.steps = 0  # calls of the first compiled frame
+        self.steps = 0  # calls of the step entry (or of the first compiled frame's graphs)
+        self.step_entry: int | None = None  # the first compiled entry called, by id
+        self.by_entry = False  # steps are counted at the entry (else at the first frame)
+        self._depth = 0  # compiled entries under way (one called inside another: depth 2)
         self.started = time.perf_counter()
         # the profiling window: totals over complete steps, and the step under way
         self.timing = False
@@ -66,13 +75,24 @@ class Probe:
         self._step_start = 0.0
         self._step_graph: dict[str, float] = {}
         self._step_gap: dict[str, float] = {}
+        self._step_before = 0.0  # from the step's start to its first graph call
         self._last: tuple[str, float] | None = None  # the graph that ran last, when it ended
+        self.compiled_steps: list[int] = []  # steps of the window during which torch compiled
+        self._compiles_at_start = 0
+        self.compiles = 0  # backend invocations (each graph handed to the backend)
+        self.no_grad_steps = 0  # window steps run with grad mode off
+        self.eval_steps = 0  # window steps whose module was in eval mode
+        # steps just outside the window, timed start to start without synchronising
+        self._plain_start: float | None = None
+        self._plain_compiles = 0
+        self.plain_step_s: list[float] = []
         self.skip_reasons: list[str] = []  # torch's words for a CUDA-graph skip, as logged
 
     # -- counting and timing ------------------------------------------------------------
 
     def wrap(self, fn: Any) -> Any:
         cid, frame = _compile_id()
+        self.compiles += 1
         if self.first_frame is None and frame is not None and not cid.startswith("!"):
             self.first_frame = frame
         probe = self
@@ -88,29 +108,74 @@ class Probe:
 
         return compiled_graph
 
+    def entry(self, key: int, module: Any = None) -> None:
+        """A compiled entry is called (`key`: the compiled object's id; `module`: the
+        nn.Module it runs, if any): the first one called at the top level is the step's."""
+        self._depth += 1
+        if self._depth == 1:
+            if self.step_entry is None:
+                self.step_entry = key
+            if key == self.step_entry:
+                self.by_entry = True
+                self.step(module)
+
+    def exit_entry(self) -> None:
+        self._depth -= 1
+
+    def step(self, module: Any = None) -> None:
+        """A step starts (and the one before it ends)."""
+        self.steps += 1
+        if self.window is None:
+            return
+        a, b = self.window
+        now = None
+        if self.timing or self.steps == a:
+            now = self.clock()
+            if self.timing:
+                self.end_step(now)
+            else:  # the step before the window ends
+                self.plain_step(now)
+            self.timing = a <= self.steps <= b
+            if self.timing:
+                self._step_start, self._last = now, None
+                self._compiles_at_start = _frames_compiled()
+                torch = sys.modules.get("torch")
+                if torch is not None and not torch.is_grad_enabled():
+                    self.no_grad_steps += 1
+                if module is not None and not getattr(module, "training", True):
+                    self.eval_steps += 1
+                self._plain_start = None
+                return
+        self.plain_step(now)
+
+    def plain_step(self, now: float | None = None) -> None:
+        """A step outside the window: timed start to start, one clock reading each, near
+        the window (the 32 steps before it and after it), a step that compiled left out."""
+        a, b = self.window or (0, 0)
+        if not (a - 33 <= self.steps <= b + 33):
+            self._plain_start = None
+            return
+        now = time.perf_counter() if now is None else now
+        compiled = _frames_compiled()
+        if self._plain_start is not None and compiled == self._plain_compiles:
+            self.plain_step_s.append(now - self._plain_start)
+        self._plain_start, self._plain_compiles = now, compiled
+
     def enter(self, cid: str, frame: int | None) -> float | None:
         """Count the call; in the window, the time it starts (one clock reading serves as
         the end of a step, the start of the next and this graph's start, so that a step's
         parts add up to it)."""
         self.calls[cid] = self.calls.get(cid, 0) + 1
-        now = None
-        if frame == self.first_frame and not cid.startswith("!"):
-            self.steps += 1
-            if self.window is not None:
-                a, b = self.window
-                if self.timing or self.steps == a:
-                    now = self.clock()
-                    if self.timing:
-                        self.end_step(now)
-                    self.timing = a <= self.steps <= b
-                    if self.timing:
-                        self._step_start, self._last = now, None
+        if not self.by_entry and frame == self.first_frame and not cid.startswith("!"):
+            self.step()
         if not self.timing:
             return None
-        t0 = now if now is not None else self.clock()
+        t0 = self.clock()
         if self._last is not None:
             last, ended = self._last
             self._step_gap[last] = self._step_gap.get(last, 0.0) + t0 - ended
+        elif not self._step_graph:  # the step's first graph: what ran before it is outside
+            self._step_before += t0 - self._step_start
         return t0
 
     def leave(self, cid: str, t0: float) -> None:
@@ -119,16 +184,23 @@ class Probe:
         self._step_graph[cid] = self._step_graph.get(cid, 0.0) + ended - t0
 
     def end_step(self, now: float) -> None:
-        """A step is complete when the next one starts: its totals count then."""
-        self.measured_steps += 1
-        self.window_s += now - self._step_start
-        for cid, s in self._step_graph.items():
-            self.graph_s[cid] = self.graph_s.get(cid, 0.0) + s
-        for cid, s in self._step_gap.items():
-            self.gap_s[cid] = self.gap_s.get(cid, 0.0) + s
-        if self._last is not None:
-            self.outside_s += now - self._last[1]
-        self._step_graph, self._step_gap = {}, {}
+        """A step is complete when the next one starts: its totals count then, unless
+        torch compiled during it (its time would be the compile's, not the step's)."""
+        if _frames_compiled() != self._compiles_at_start:
+            self.compiled_steps.append(self.steps - 1)
+        else:
+            self.measured_steps += 1
+            self.window_s += now - self._step_start
+            for cid, s in self._step_graph.items():
+                self.graph_s[cid] = self.graph_s.get(cid, 0.0) + s
+            for cid, s in self._step_gap.items():
+                self.gap_s[cid] = self.gap_s.get(cid, 0.0) + s
+            self.outside_s += self._step_before
+            if self._last is not None:
+                self.outside_s += now - self._last[1]
+            else:  # no graph ran: the whole step was outside compiled code
+                self.outside_s += now - self._step_start - self._step_before
+        self._step_graph, self._step_gap, self._step_before = {}, {}, 0.0
 
     def clock(self) -> float:
         torch = sys.modules.get("torch")
@@ -163,13 +235,25 @@ class Probe:
             "calls": dict(self.calls),
             "first_frame": self.first_frame,
             "steps": self.steps,
+            "steps_at": "entry" if self.by_entry else "frame",
             "window": list(self.window) if self.window else [],
             "profiled": profiled,
+            "compiled_steps": list(self.compiled_steps),
+            "no_grad_steps": self.no_grad_steps,
+            "eval_steps": self.eval_steps,
+            "plain_step_ms": [round(x * 1e3, 6) for x in self.plain_step_s],
+            "backend_calls": self.compiles,
             "wall_s": time.perf_counter() - self.started,
             "cudagraph_skips": skips,
             "cudagraph_skip_reasons": list(dict.fromkeys(self.skip_reasons)),
             "cudagraph_rerecords": rerecords,
         }
+
+
+def _frames_compiled() -> int:
+    """Frames Dynamo has tried to compile so far in this process (torch's own counter)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    return int(utils.counters["frames"].get("total", 0)) if utils else 0
 
 
 def _cudagraph_counts() -> tuple[int, int]:
@@ -212,8 +296,8 @@ CUDAGRAPH_LOGGERS = [
 
 
 def install(probe: Probe) -> Any:
-    """Wrap every graph the backend returns from now on, and listen for CUDA-graph skips;
-    returns the undo."""
+    """Wrap every graph the backend returns from now on, count the calls of compiled
+    entries, and listen for CUDA-graph skips; returns the undo."""
     from torch._dynamo.output_graph import OutputGraph
 
     original = OutputGraph.call_user_compiler
@@ -222,16 +306,85 @@ def install(probe: Probe) -> Any:
         return probe.wrap(original(self, gm, example_inputs))
 
     OutputGraph.call_user_compiler = call_user_compiler  # type: ignore[method-assign]
+    undo_entries = _count_entries(probe)
     listener = _SkipListener(probe)
     for name in CUDAGRAPH_LOGGERS:
         logging.getLogger(name).addHandler(listener)
 
     def undo() -> None:
         OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
+        undo_entries()
         for name in CUDAGRAPH_LOGGERS:
             logging.getLogger(name).removeHandler(listener)
 
     return undo
+
+
+def _count_entries(probe: Probe) -> Any:
+    """Count the calls of what torch.compile returned: a compiled module's calls (whenever
+    it was compiled), and a compiled function's (one compiled from now on). Where this
+    torch's wrappers are not where they are looked for, nothing is wrapped: steps are then
+    counted at the first compiled frame. Returns the undo."""
+    try:
+        from torch._dynamo import eval_frame
+    except ImportError:
+        return lambda: None
+    module_class = getattr(eval_frame, "OptimizedModule", None)
+    context = getattr(eval_frame, "OptimizeContext", None)
+    undo: list[Any] = []
+    if module_class is not None and "__call__" in vars(module_class):
+        module_call = module_class.__call__
+
+        def optimized_module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            probe.entry(id(self), getattr(self, "_orig_mod", None))
+            try:
+                return module_call(self, *args, **kwargs)
+            finally:
+                probe.exit_entry()
+
+        module_class.__call__ = optimized_module_call
+        undo.append(lambda: setattr(module_class, "__call__", module_call))
+    if context is not None:
+        context_call, own = context.__call__, "__call__" in vars(context)
+
+        def optimize_call(self: Any, fn: Any) -> Any:
+            compiled = context_call(self, fn)
+            if (
+                not callable(compiled)
+                or isinstance(compiled, type)
+                or (module_class is not None and isinstance(compiled, module_class))
+            ):
+                return compiled
+            return _counted(probe, compiled, getattr(fn, "__self__", None))
+
+        def undo_context() -> None:
+            if own:
+                context.__call__ = context_call
+            else:
+                del context.__call__
+
+        context.__call__ = optimize_call
+        undo.append(undo_context)
+    return lambda: [u() for u in undo]
+
+
+def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
+    """A compiled function that tells the probe of each call; torch's own attributes on
+    it (what it wraps, its compiler config) kept. `owner`: the object of a compiled bound
+    method (a module's `_call_impl` under `module.compile()`)."""
+    import functools
+
+    module = owner if hasattr(owner, "training") else None
+
+    @functools.wraps(compiled)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        probe.entry(id(entry), module)
+        try:
+            return compiled(*args, **kwargs)
+        finally:
+            probe.exit_entry()
+
+    return entry
 
 
 _written = False

@@ -32,7 +32,13 @@ from compilediag.paths import library_path, user_base
 from compilediag.ranksets import rank_set
 from compilediag.render import kernel_count_note, plural
 from compilediag.render import seconds as render_seconds
-from compilediag.render.views import recompiles_by_frame
+from compilediag.render.views import (
+    recompiles_by_frame,
+    rest_words,
+    step_words,
+    unmeasured_words,
+    window_notes,
+)
 from compilediag.report import RankSummary, Summary
 
 __all__ = ["render_html"]
@@ -67,6 +73,7 @@ def render_html(report: Any) -> str:
             short=paths.short,
             where=paths.where,
             frame_groups=recompiles_by_frame(report),
+            job=_job_words(report),
             call_of=_call_of(report),
             phases=_phases(report),
             timing_chart=_timing_chart(report),
@@ -263,6 +270,20 @@ class _Paths:
 
 
 # --- views computed from the report -----------------------------------------------------
+
+
+def _job_words(report: Any) -> dict[str, Any]:
+    """A run's steps and window in the words the table uses."""
+    r = getattr(report, "runtime", None)
+    if r is None:
+        return {}
+    b = report.timings.breakdown if report.timings else None
+    return {
+        "steps": step_words(r),
+        "rest": rest_words(r),
+        "unmeasured": unmeasured_words(r) if r.window and b is None else "",
+        "notes": window_notes(r, b) if r.window else [],
+    }
 
 
 def _call_of(report: Any) -> dict[str, int]:

@@ -14,6 +14,7 @@ from compilediag.render import (
     where,
 )
 from compilediag.render.table_parts import Row, details
+from compilediag.render.views import rest_words, step_words, unmeasured_words, window_notes
 from compilediag.report import CompileTime, Report
 
 KIND_LABELS = {
@@ -119,31 +120,26 @@ def runtime_lines(report: Report) -> list:
                      style="" if r.exit_code == 0 else "yellow")),
     ]  # fmt: skip
     if r.step_frame:
-        rows.append(
-            (
-                "steps",
-                Text(f"{r.steps} calls of {r.step_frame} ({where(r.step_file, r.step_line)})"),
-            )
-        )
+        rows.append(("steps", Text(step_words(r))))
     b = report.timings.breakdown if report.timings else None
-    if b is not None:
-        a, z = r.window
-        rows.append(
-            (
-                "a step",
-                Text(
-                    f"{ms(b.call_ms)}: in graphs {ms(b.in_graphs_ms)} · Python between them "
-                    f"{ms(b.between_graphs_ms)} · the rest {ms(b.outside_ms)} (backward, "
-                    f"optimizer, data; steps {a}-{z}, {b.calls} measured"
-                    + (f", rank {r.window_rank}" if r.window_rank is not None else "")
-                    + ")"
-                ),
+    if r.window:
+        if b is not None:
+            a, z = r.window
+            rows.append(
+                (
+                    "a step",
+                    Text(
+                        f"{ms(b.call_ms)}: in graphs {ms(b.in_graphs_ms)} · Python between "
+                        f"them {ms(b.between_graphs_ms)} · the rest {ms(b.outside_ms)} "
+                        f"({rest_words(r)}; steps {a}-{z}, {b.calls} measured"
+                        + (f", rank {r.window_rank}" if r.window_rank is not None else "")
+                        + ")"
+                    ),
+                )
             )
-        )
-    elif r.window:
-        a, z = r.window
-        rows.append(("a step", Text(f"not measured: the job made fewer than {z + 1} steps "
-                                    f"(--profile-steps {a}-{z})", style="dim")))  # fmt: skip
+        else:
+            rows.append(("a step", Text(unmeasured_words(r), style="dim")))
+        rows.extend((label, Text(text, style="yellow")) for label, text in window_notes(r, b))
     elif not r.processes:
         rows.append(("calls", Text(
             "not counted: no process of the job loaded compilediag's bootstrap (a Python "

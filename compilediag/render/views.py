@@ -6,7 +6,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from compilediag.report import Recompile, Report
+from compilediag.paths import where
+from compilediag.render import ms, plural
+from compilediag.report import Breakdown, Recompile, Report, Runtime
 from compilediag.torch_formats import guard_pattern
 
 
@@ -63,3 +65,67 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
 
 def _kind(r: Recompile) -> tuple[str, str]:
     return (r.cause, guard_pattern(r.failed_guard))
+
+
+# -- a `compilediag run` job's steps and profiling window, in words -----------------------
+
+
+def step_words(r: Runtime) -> str:
+    """What a step is: `12 calls of forward (train.py:26), compiled or eager`."""
+    place = f"{r.step_frame} ({where(r.step_file, r.step_line)})"
+    if r.steps_at == "entry":
+        return f"{r.steps} calls of the compiled {place}, compiled or eager"
+    return f"{r.steps} calls of {place}'s graphs"
+
+
+def rest_words(r: Runtime) -> str:
+    """What the rest of a step holds, by what the window's steps were."""
+    measured = max(r.window_steps, 1)
+    evaluating = max(r.window_no_grad, r.window_eval)
+    if evaluating >= measured:
+        return "outside compiled code: these steps were evaluation calls"
+    if evaluating:
+        return f"backward, optimizer, data; {evaluating} of the steps were evaluation calls"
+    return "backward, optimizer, data"
+
+
+def unmeasured_words(r: Runtime) -> str:
+    a, z = r.window
+    if r.window_compiled:
+        return (
+            f"not measured: torch compiled during every step of the window (--profile-steps "
+            f"{a}-{z})"
+        )
+    return f"not measured: the job made fewer than {z + 1} steps (--profile-steps {a}-{z})"
+
+
+def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
+    """What a reader of the window's figures must know: steps left out because torch
+    compiled in them (and where to look instead), evaluation steps, and what the window's
+    own timing cost against the steps around it."""
+    notes: list[tuple[str, str]] = []
+    a, z = r.window
+    if r.window_compiled:
+        after = max(r.window_compiled) + 1
+        notes.append(
+            (
+                "compiles",
+                f"{_steps(r.window_compiled)} compiled (torch compiled during "
+                f"{'them' if len(r.window_compiled) > 1 else 'it'}): left out, so no compile "
+                f"is counted as a step's time; profile steps after the last compile "
+                f"(--profile-steps {after}-{after + z - a})",
+            )
+        )
+    if b is not None and r.unprofiled_step_ms:
+        cost = b.profiled_call_ms / r.unprofiled_step_ms - 1
+        against = (
+            f"the window's steps took {ms(b.profiled_call_ms)} against {ms(r.unprofiled_step_ms)} "
+            f"for {plural(r.unprofiled_steps, 'step')} around it, timed once each (the median)"
+        )
+        said = f"{cost:+.0%} a step: {against}" if cost > 0.05 else f"none measured: {against}"
+        notes.append(("profiling", said))
+    return notes
+
+
+def _steps(steps: list[int]) -> str:
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(map(str, steps))

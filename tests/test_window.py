@@ -1,0 +1,93 @@
+"""`compilediag run --profile-steps`: the window's figures under ordinary stress, each
+checked against what torch did in the job's own process (tests/fixtures/run_jobs/
+stress_loop.py records, per step, the frames Dynamo tried to compile - torch's own
+counter - its grad mode and its wall time)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+STRESS = ROOT / "tests" / "fixtures" / "run_jobs" / "stress_loop.py"
+
+
+def run_stress(tmp_path: Path, window: str, shapes: list[int], **env: str) -> tuple[dict, dict]:
+    facts = tmp_path / "facts.json"
+    proc = run_cli(
+        "run", "--format", "json", "--profile-steps", window, "--",
+        sys.executable, str(STRESS),
+        env={"JOB_FACTS": str(facts), "JOB_SHAPES": ",".join(map(str, shapes)), **env},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), json.loads(facts.read_text())
+
+
+def test_steps_past_the_recompile_limit_are_steps(tmp_path: Path) -> None:
+    """A new batch size each step and a recompile limit of 4: after the limit torch runs
+    forward eagerly. Before: steps were calls of the first frame's graphs ("steps 8" for a
+    job of 14), and a window past them was refused."""
+    shapes = [8, 8, *range(9, 21)]
+    report, job = run_stress(tmp_path, "10-12", shapes, JOB_LIMIT="4")
+    r = report["runtime"]
+    assert r["steps"] == len(job["steps"]) == 14 and r["steps_at"] == "entry"
+    assert report["summary"]["graphs"] == job["frames"]  # torch's own count, as before
+    # the window's steps ran eagerly (no graph calls) and torch compiled nothing in them
+    assert [s["compiled"] for s in job["steps"][9:12]] == [0, 0, 0]
+    assert r["window_steps"] == 3 and r["window_compiled"] == []
+    bd = report["timings"]["breakdown"]
+    assert bd["in_graphs_ms"] == 0 and bd["outside_ms"] == pytest.approx(bd["call_ms"])
+
+
+def test_a_window_that_holds_a_compile_names_it_and_charges_no_break(tmp_path: Path) -> None:
+    """Steps 3 and 4 bring new batch sizes, so torch compiles during them; a window of
+    steps 2-5 leaves them out (before: the compile was the break's cost, "a step 1.22e+03
+    ms") and says which steps to profile instead."""
+    shapes = [8, 8, 9, 10, 10, 10, 10, 10]
+    report, job = run_stress(tmp_path, "2-5", shapes)
+    compiled_by_torch = [i + 1 for i, s in enumerate(job["steps"]) if s["compiled"]]
+    r = report["runtime"]
+    assert r["window_compiled"] == [s for s in compiled_by_torch if 2 <= s <= 5] == [3, 4]
+    assert r["window_steps"] == 2  # steps 2 and 5
+    own = [job["steps"][i]["ms"] for i in (1, 4)]  # the job's own times of those steps
+    bd = report["timings"]["breakdown"]
+    assert bd["call_ms"] < 3 * max(own)  # no compile (tens of ms) in the step
+    (b,) = report["graph_breaks"]
+    assert b["time_lost_ms"] is None or b["time_lost_ms"] <= bd["call_ms"]
+    text = run_cli(
+        "run", "--profile-steps", "2-5", "--", sys.executable, str(STRESS),
+        env={"JOB_SHAPES": ",".join(map(str, shapes))},
+    ).stdout  # fmt: skip
+    assert "steps 3, 4 compiled" in text and "--profile-steps 5-8" in text, text
+
+
+def test_a_window_of_evaluation_calls_says_so(tmp_path: Path) -> None:
+    """Three evaluation calls (no_grad, eval()) come first: a window on them is not told
+    its rest is "backward, optimizer, data"."""
+    report, job = run_stress(tmp_path, "2-3", [8] * 8, JOB_EVAL="3")
+    r = report["runtime"]
+    assert r["window_no_grad"] == r["window_eval"] == r["window_steps"] == 2
+    text = run_cli(
+        "run", "--profile-steps", "2-3", "--", sys.executable, str(STRESS),
+        env={"JOB_SHAPES": ",".join(["8"] * 8), "JOB_EVAL": "3"},
+    ).stdout  # fmt: skip
+    assert "these steps were evaluation calls" in text and "optimizer" not in text, text
+    # a window on training steps keeps the words
+    report, _ = run_stress(tmp_path, "5-7", [8] * 8, JOB_EVAL="3")
+    assert report["runtime"]["window_no_grad"] == 0 and report["runtime"]["window_steps"] == 3
+
+
+def test_the_windows_own_cost_is_measured_against_the_steps_around_it(tmp_path: Path) -> None:
+    """Steps near the window are timed start to start, without per-graph timing; the
+    report states the window's step against their median (steps that compiled left out)."""
+    report, job = run_stress(tmp_path, "6-8", [8] * 14)
+    r = report["runtime"]
+    plain = [i + 1 for i, s in enumerate(job["steps"]) if not s["compiled"]]
+    # around the window: the steps before it and after it, but the last (a step's time
+    # ends at the next step's start)
+    assert r["unprofiled_steps"] == len([s for s in plain if s < 6 or 8 < s < 14])
+    assert r["unprofiled_step_ms"] > 0
