@@ -286,6 +286,7 @@ class Timings:
     calls_per_block: int = 1
     warmup: int = 0
     method: str = ""
+    noise: str = ""  # why eager/compiled/speedup can't be trusted; "" when they can
     cudagraph_skips: list[str] = field(default_factory=list)
     # where a compiled call's time goes (torch.profiler, Inductor): in graphs, in the Python
     # between them, and outside every compiled frame; the profiled call, whose parts they are
@@ -350,6 +351,7 @@ class Summary:
     kernels: int = 0  # distinct kernel definitions in the generated code
     compile_time_s: float = 0.0
     speedup: float | None = None
+    speedup_noisy: bool = False  # the timings' blocks spread too much to trust it (timings.noise)
     compile_failures: int = 0
     # torch's own count (torch._inductor.metrics.generated_kernel_count): every kernel object
     # Inductor built in the run, those later fused away or dropped too; 0 on an FX-graph

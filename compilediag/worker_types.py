@@ -67,6 +67,7 @@ class Measured:
     # each Python function's time per compiled call, where torch gave up a frame: what a
     # frame left to eager mode costs (measure.python_frames)
     python_ms: list[FrameTime] = field(default_factory=list)
+    noise: str = ""  # why the figures can't be trusted (measure.noise_reason); "" when they can
 
 
 @dataclass

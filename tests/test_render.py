@@ -62,7 +62,7 @@ def test_table_exact_lines(monkeypatch) -> None:
     assert (
         "  1/0    forward, after line 22  sample_models/graph_breaks.py:22    3    50 ms" in lines
     )
-    assert "         eager 0.040 ms a call (IQR 0.002)" in lines
+    assert "         eager 0.040 ms a call (IQR 0.002 ms)" in lines
     assert "       speedup 2.00x" in lines
     assert all(line == line.rstrip() for line in lines)
     narrow = render(fixed_report(), "table", width=60).splitlines()

@@ -166,6 +166,7 @@ def summary_of(report: Report, total_breaks: int, measured: WorkerResult) -> Sum
         kernels=sum(k.kind != "extern" for k in report.kernels),
         compile_time_s=round(report.compile_time.total_s, 6) if report.compile_time else 0.0,
         speedup=report.timings.speedup if report.timings else None,
+        speedup_noisy=bool(report.timings and report.timings.noise),
         compile_failures=len(report.compile_failures),
         torch_kernel_count=measured.torch_kernel_count,
     )

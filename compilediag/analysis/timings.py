@@ -78,4 +78,5 @@ def timings_of(worker: WorkerResult) -> Timings | None:
         t.warmup = m.warmup
         t.calls_per_block = m.calls_per_block
         t.method = m.method
+        t.noise = m.noise
     return t

@@ -47,8 +47,13 @@ def seconds(value: float | None) -> str:
 
 
 def ms(value: float) -> str:
-    """A per-call time: 0.214 ms, 1.52 ms, 12.3 ms."""
-    return f"{value:.3f} ms" if value < 1 else f"{value:.3g} ms"
+    """A per-call time: 0.214 ms, 1.52 ms, 12.3 ms; below a microsecond, its own digits
+    (0.00042 ms), never "0.000 ms" for a time that is not zero."""
+    if value >= 1:
+        return f"{value:.3g} ms"
+    if value >= 0.001 or value <= 0:
+        return f"{value:.3f} ms" if value else "0 ms"
+    return f"{value:.2g} ms"
 
 
 def plural(n: int, word: str) -> str:
@@ -123,7 +128,7 @@ def _counts(s: Summary) -> list[str]:
     if s.kernels:
         counts.insert(3, plural(s.kernels, "kernel"))
     if s.speedup:
-        counts.append(f"speedup {s.speedup:.2f}x")
+        counts.append(f"speedup {s.speedup:.2f}x" + (" (unreliable)" if s.speedup_noisy else ""))
     return counts
 
 

@@ -30,7 +30,7 @@ from markupsafe import Markup, escape
 
 from compilediag.paths import library_path, user_base
 from compilediag.ranksets import rank_set
-from compilediag.render import kernel_count_note, plural
+from compilediag.render import kernel_count_note, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.views import (
     recompiles_by_frame,
@@ -110,7 +110,7 @@ def _env() -> jinja2.Environment:
     )
     env.filters.update(
         seconds=seconds,
-        ms=lambda v: "-" if v is None else f"{v:.3f} ms",
+        ms=lambda v: "-" if v is None else ms(v),
         plural=plural,
         highlight=highlight,
         ticks=ticks,

@@ -130,7 +130,9 @@ def render_markdown(report: Report) -> str:
             "### Timings",
             "",
             f"eager {t.eager_ms.median:.3f} ms · compiled {t.compiled_ms.median:.3f} ms · "
-            f"speedup {t.speedup:.2f}x · first call {seconds(t.first_call_s)}",
+            f"speedup {t.speedup:.2f}x"
+            + (f" (not reliable: {t.noise})" if t.noise else "")
+            + f" · first call {seconds(t.first_call_s)}",
             "",
         ]
     lines = verdict_lines(report)

@@ -192,9 +192,13 @@ def timing_lines(report: Report) -> list:
     if t.eager_ms and t.compiled_ms:
         e, c = t.eager_ms, t.compiled_ms
         for label, s in (("eager", e), ("compiled", c)):
-            fastest = f", min {s.min:.3f}" if s.min is not None else ""
-            rows.append((label, Text(f"{s.median:.3f} ms a call (IQR {s.iqr:.3f}{fastest})")))
-        rows.append(("speedup", Text(f"{t.speedup:.2f}x", style="bold")))
+            fastest = f", min {ms(s.min)}" if s.min is not None else ""
+            rows.append((label, Text(f"{ms(s.median)} a call (IQR {ms(s.iqr)}{fastest})")))
+        if t.noise:
+            rows.append(("speedup", Text(f"{t.speedup:.2f}x, not reliable: {t.noise}",
+                                         style="yellow")))  # fmt: skip
+        else:
+            rows.append(("speedup", Text(f"{t.speedup:.2f}x", style="bold")))
         if t.device_ms:
             d = t.device_ms
             rows.append(
