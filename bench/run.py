@@ -22,7 +22,7 @@ spread (min-max) are reported, and ratios are taken between medians of the same 
 5. Scaling: `explain --no-timings` for 1, 4, 16, 64 identical blocks and for 0, 4, 16 graph
    breaks; `report` time against trace size (1x, 2x, 4x the same records).
 6. `compilediag run` against the same job under plain TORCH_TRACE (bench/jobs/train_steps.py,
-   Inductor, warm caches, INDUCTOR_PROVENANCE=1 in both): the job's own steady-state loop
+   Inductor, warm caches): the job's own steady-state loop
    time (3,000 steps less the first 50), alternating; and the bootstrap's cost at start-up
    (`python -c pass`, and `python -c "import torch._dynamo"`, with and without it on the
    path, 20 alternating runs each).
@@ -31,6 +31,15 @@ spread (min-max) are reported, and ratios are taken between medians of the same 
    replaced by another real trace (tests/fixtures' recompile job): wall, peak RSS of the
    largest process (/usr/bin/time's %M: compilediag or one of its digest workers), table
    lines; and 1,024 ranks pinned to one core (taskset -c 0) against all cores.
+8. After a plain run: the bare script of figure 1 traced with TORCH_TRACE (warm caches),
+   then `explain --no-timings` on the same model, alternating: the compile time each
+   reports (the plain run's read from its trace by `compilediag report`) and their FX graph
+   cache hits and misses (target: within 10%, hits equal).
+9. The profiling window's cost: bench/jobs/train_steps.py (Inductor, warm caches) under
+   `compilediag run --profile-steps 1001-1200`, against the same job run plainly: the
+   window's step as the report gives it, and the job's own per-step times (its
+   perf_counter) of the same steps, median, in the plain run and in the profiled run
+   (target: within 5%); and what the report states about the window's cost.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import datetime
+import json
 import os
 import platform
 import shutil
@@ -254,7 +264,7 @@ def figure_run(runs: int) -> list[str]:
     def loop_time(cmd: list[str], env: dict[str, str]) -> float:
         with tempfile.TemporaryDirectory() as d:
             out = Path(d) / "loop"
-            full = {**os.environ, "INDUCTOR_PROVENANCE": "1", "LOOP_TIME": str(out), **env}
+            full = {**os.environ, "LOOP_TIME": str(out), **env}
             if "TORCH_TRACE" in full:
                 full["TORCH_TRACE"] = str(Path(d) / "trace")
             subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, env=full)
@@ -288,6 +298,99 @@ def figure_run(runs: int) -> list[str]:
     for plain, boot in (names[:2], names[2:]):
         base = statistics.median(start_times[plain])
         lines += [row(plain, start_times[plain]), row(boot, start_times[boot], base)]
+    return lines
+
+
+def figure_after_plain(models: list[str], runs: int) -> list[str]:
+    """Figure 8: what explain reports after the user's own plain run, against that run."""
+    tmp = Path(tempfile.mkdtemp())
+    bare = tmp / "bare.py"
+    bare.write_text(BARE)
+
+    def plain(model: str) -> dict:
+        trace = Path(tempfile.mkdtemp(prefix="bench-plain-"))
+        subprocess.run([sys.executable, str(bare), model], check=True, capture_output=True,
+                       cwd=ROOT, env={**os.environ, "TORCH_TRACE": str(trace)})  # fmt: skip
+        out = subprocess.run([*CLI, "report", str(trace), "--format", "json"], check=True,
+                             capture_output=True, text=True, cwd=ROOT).stdout  # fmt: skip
+        return json.loads(out)["compile_time"]
+
+    def explain(model: str) -> dict:
+        out = subprocess.run([*CLI, "explain", model, "--no-timings", "--format", "json"],
+                             capture_output=True, text=True, cwd=ROOT).stdout  # fmt: skip
+        return json.loads(out)["compile_time"]
+
+    lines = [
+        "| model | plain run: compile (median, min-max) | explain: compile | ratio | FX cache, plain | FX cache, explain |",
+        "|---|---|---|---:|---|---|",
+    ]  # fmt: skip
+    for model in models:
+        plain(model)  # untimed: the caches warm
+        ours, theirs = [], []
+        for _ in range(runs):
+            theirs.append(plain(model))
+            ours.append(explain(model))
+
+        def fx(ct: dict) -> str:
+            c = ct.get("caches", {})
+            return f"{c.get('fx_graph_cache_hit', 0)} hit, {c.get('fx_graph_cache_miss', 0)} miss"
+
+        a = [c["total_s"] for c in theirs]
+        b = [c["total_s"] for c in ours]
+        ratio = statistics.median(b) / statistics.median(a)
+        lines.append(
+            f"| {model} | {statistics.median(a):.3f} s ({min(a):.3f}-{max(a):.3f}) | "
+            f"{statistics.median(b):.3f} s ({min(b):.3f}-{max(b):.3f}) | {ratio:.2f} | "
+            f"{', '.join(sorted({fx(c) for c in theirs}))} | {', '.join(sorted({fx(c) for c in ours}))} |"
+        )  # fmt: skip
+    return lines
+
+
+def figure_window(runs: int) -> list[str]:
+    """Figure 9: the profiling window's step against the same steps unprofiled."""
+    job = str(ROOT / "bench" / "jobs" / "train_steps.py")
+    a, b = 1001, 1200
+    py = sys.executable
+
+    def own(times: Path) -> float:
+        return statistics.median(json.loads(times.read_text())[a - 1 : b])
+
+    rows: dict[str, list[float]] = {"plain run, the job's own": [],
+                                    "under run --profile-steps, the job's own": [],
+                                    "under run --profile-steps, the report's window": []}  # fmt: skip
+    stated = []
+    for i in range(runs + 1):
+        with tempfile.TemporaryDirectory() as d:
+            times = Path(d) / "plain.json"
+            subprocess.run([py, job], check=True, capture_output=True, cwd=ROOT,
+                           env={**os.environ, "STEP_TIMES": str(times)})  # fmt: skip
+            plain = own(times)
+            profiled = Path(d) / "profiled.json"
+            out = subprocess.run(
+                [*CLI, "run", "--format", "json", "--profile-steps", f"{a}-{b}", "--", py, job],
+                check=True, capture_output=True, text=True, cwd=ROOT,
+                env={**os.environ, "STEP_TIMES": str(profiled)},
+            ).stdout  # fmt: skip
+            report = json.loads(out)
+            if i == 0:
+                continue  # untimed: the caches warm
+            rows["plain run, the job's own"].append(plain)
+            rows["under run --profile-steps, the job's own"].append(own(profiled))
+            rows["under run --profile-steps, the report's window"].append(
+                report["timings"]["breakdown"]["call_ms"]
+            )
+            r = report["runtime"]
+            stated.append((report["timings"]["breakdown"]["profiled_call_ms"],
+                           r.get("unprofiled_step_ms"), r.get("unprofiled_steps")))  # fmt: skip
+    ref = statistics.median(rows["plain run, the job's own"])
+    lines = [f"| steps {a}-{b} of a 3,000-step loop | median step | min-max | ratio |",
+             "|---|---|---|---|"]  # fmt: skip
+    for name, xs in rows.items():
+        med = statistics.median(xs)
+        lines.append(f"| {name} | {med:.4f} ms | {min(xs):.4f}-{max(xs):.4f} | {med / ref:.3f} |")
+    lines += ["", "What each report stated of the window's cost (window step against the "
+              "steps around it, timed once each): "
+              + "; ".join(f"{w:.4f} against {u:.4f} ms ({n} steps)" for w, u, n in stated if u)]  # fmt: skip
     return lines
 
 
@@ -339,7 +442,7 @@ def figure_ranks(runs: int) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--figures", default="1,2,3,4,5,6,7")
+    ap.add_argument("--figures", default="1,2,3,4,5,6,7,8,9")
     ap.add_argument("--frames", type=int, default=70, help="frames of the big trace (~50 MB)")
     args = ap.parse_args()
     wanted = {int(x) for x in args.figures.split(",")}
@@ -377,9 +480,16 @@ def main() -> None:
         sections.append(("6. run over plain TORCH_TRACE (target ≤ 1.02×)", figure_run(args.runs)))
     if 7 in wanted:
         sections.append(("7. Ranks: report on 64 to 1,024 ranks", figure_ranks(args.runs)))
+    if 8 in wanted:
+        sections.append(("8. After a plain run: explain's compile and caches against the run's "
+                         "(target: within 10%, hits equal)",
+                         figure_after_plain(models, args.runs)))  # fmt: skip
+    if 9 in wanted:
+        sections.append(("9. The profiling window's step against the same steps unprofiled "
+                         "(target: within 5%)", figure_window(args.runs)))  # fmt: skip
     results = ROOT / "bench" / "RESULTS.md"
     kept = {}  # figures not run this time keep their last result, said so in the header
-    if wanted != {1, 2, 3, 4, 5, 6, 7} and results.exists():
+    if wanted != {1, 2, 3, 4, 5, 6, 7, 8, 9} and results.exists():
         for part in results.read_text().split("\n## ")[1:]:
             title, _, body = part.partition("\n")
             if int(title.split(".")[0]) not in wanted:

@@ -16,7 +16,9 @@ default, so that what the block calls compiles inside it.
 from __future__ import annotations
 
 import io
+import linecache
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,6 +49,16 @@ def trace_in_memory() -> Iterator[io.StringIO]:
         trace_log.setLevel(old_level)
 
 
+def notebook_cells() -> dict[str, str]:
+    """The files IPython compiled this session's cells into (ipykernel's
+    `/tmp/ipykernel_<pid>/<hash>.py`), each named as IPython names it in a traceback:
+    `In[3]`; none outside IPython."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    numbers = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
+    return {file: f"In[{n}]" for file, n in numbers.items() if isinstance(n, int)}
+
+
 class Capture:
     """What a `capture()` block compiled and ran; its Report is built on first use."""
 
@@ -73,9 +85,17 @@ class Capture:
         from compilediag.worker_types import ProcessRuntime
 
         text = self._buffer.getvalue() if self._buffer is not None else ""
+        for file, cell in notebook_cells().items():  # a cell's code as the notebook names it
+            if file in text:
+                text = text.replace(file, cell)
+                if file in linecache.cache:  # its source, for the lines the report quotes
+                    linecache.cache[cell] = linecache.cache[file]
         log = parse_lines(io.StringIO(text), path="<in-process>")
-        env = Environment(source=Source.IN_PROCESS, torch=torch.__version__)
         process = from_plain(ProcessRuntime, self._probe.facts())
+        env = Environment(
+            source=Source.IN_PROCESS, torch=torch.__version__,
+            backend=", ".join(process.backends), device=", ".join(process.devices), mode="",
+        )  # fmt: skip
         job = Runtime(exit_code=0, wall_s=round(self._wall_s, 3))
         return build_report(
             [log], None, TargetInfo(path="<in-process>"), environment=env,

@@ -122,6 +122,8 @@ class ProcessRuntime:
     eval_steps: int = 0  # window steps whose module was in eval mode
     plain_step_ms: list[float] = field(default_factory=list)  # steps near the window, untimed
     backend_calls: int = 0  # graphs handed to the backend (torch's CompileCounter counts these)
+    backends: list[str] = field(default_factory=list)  # the backends' names (`inductor`)
+    devices: list[str] = field(default_factory=list)  # the graphs' input devices (`cuda`)
     wall_s: float = 0.0  # from the probe's install to the file's writing
     cudagraph_skips: int = 0  # graphs run without a CUDA graph (torch's counter)
     cudagraph_skip_reasons: list[str] = field(default_factory=list)  # as torch logged them

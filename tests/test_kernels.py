@@ -431,3 +431,51 @@ def test_a_training_steps_kernel_lines_without_provenance_are_torchs(tmp_path: P
     subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=env, check=True, timeout=600)
     pairs = _lines_with_and_without_provenance(parse_path(tmp_path / "trace"))
     _check_matched_lines(pairs, share=0.6)
+
+
+FIX = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x).relu()
+        return (h * 2).sin()
+
+
+torch.manual_seed(0)
+with torch.no_grad():
+    torch.compile(Net())(torch.randn(4, 8))
+"""
+
+
+@pytest.mark.slow
+def test_after_a_cache_hit_kernels_name_this_runs_file(tmp_path: Path) -> None:
+    """Two scripts with the same model, the second's lines three further down: the second
+    takes its graph from the FX cache the first filled, with the first's provenance
+    records. Before: its kernels said `from train_fix1.py:12`; now this run's file and
+    lines (its Dynamo graph's own)."""
+    import os
+    import subprocess
+    import sys
+
+    first, second = tmp_path / "train_fix1.py", tmp_path / "train_fix2.py"
+    first.write_text(FIX)
+    second.write_text("# one\n# two\n# three\n" + FIX)
+    env = {**os.environ, "INDUCTOR_PROVENANCE": "1",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    subprocess.run([sys.executable, str(first)], env=env, check=True, timeout=600)
+    trace = tmp_path / "trace"
+    subprocess.run([sys.executable, str(second)], env={**env, "TORCH_TRACE": str(trace)},
+                   check=True, timeout=600)  # fmt: skip
+    report, proc = run_json("report", str(trace))
+    assert proc.returncode == 0, proc.stderr
+    assert report["compile_time"]["caches"].get("fx_graph_cache_hit") == 1, report["compile_time"]
+    lines = [p for k in report["kernels"] for p in k["source_lines"]]
+    assert lines and all(p.rsplit(":", 1)[0].endswith("train_fix2.py") for p in lines), lines
+    assert {int(p.rsplit(":", 1)[1]) for p in lines} <= {14, 15}  # the forward's two lines

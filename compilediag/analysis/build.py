@@ -153,7 +153,7 @@ def notes_of(
         + nothing_compiled(h, report.graphs, report.graph_breaks, failed)
         + skipped_frames(h, measured.timings.python_ms if measured.timings else [])
         + cache_gaps(h)
-        + no_provenance(h, code)
+        + no_provenance(h, code, report.environment.source)
     )
 
 

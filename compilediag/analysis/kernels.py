@@ -464,7 +464,7 @@ def collect_kernels(h: History) -> list[GraphCode]:
         for code in c.output_code:
             for m in SOURCE_NODES.finditer(code):
                 known.update(op.removeprefix("aten.") for op in _split(m["aten"]))
-        prov = provenance_lines(c)
+        prov = _this_compiles(provenance_lines(c), nodes)
         mods = node_modules(c.output_graph)
         mappings = provenance_nodes(c)
         graph = graph_nodes(c.output_graph)
@@ -475,6 +475,22 @@ def collect_kernels(h: History) -> list[GraphCode]:
             )  # fmt: skip
             graphs.append(GraphCode(c.compile_id, code, kernels))
     return graphs
+
+
+def _this_compiles(prov: dict[str, list[str]], nodes: dict[str, str]) -> dict[str, list[str]]:
+    """Provenance lines of the files this compile's Dynamo graph came from (or a file of
+    the same folder and name: another checkout, see `relocated`). After an FX graph cache
+    hit, Inductor's records are those of the run that filled the cache, which may have
+    been another script with the same model: its lines are dropped, and the kernel's
+    lines matched from this graph instead."""
+    files = {place.rpartition(":")[0] for place in nodes.values()}
+    if not files:
+        return prov
+    tails = {_tail(f) for f in files}
+    return {
+        name: [p for p in places if (f := p.rpartition(":")[0]) in files or _tail(f) in tails]
+        for name, places in prov.items()
+    }
 
 
 # AOTInductor runtime calls that allocate or view tensors: no op of the model

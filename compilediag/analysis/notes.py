@@ -19,11 +19,11 @@ from compilediag.torch_formats import (
     parse_break_text,
 )
 from compilediag.torch_releases import untested_notice
-from compilediag.vocabulary import Finding, FindingKind, Severity
+from compilediag.vocabulary import Finding, FindingKind, Severity, Source
 from compilediag.worker_types import FrameTime, WorkerResult
 
 
-def no_provenance(h: History, code: list[GraphCode]) -> list[Finding]:
+def no_provenance(h: History, code: list[GraphCode], source: Source) -> list[Finding]:
     """Generated kernels with no user line, from a run without Inductor's provenance
     records (compilediag does not turn them on: their level is part of the FX graph cache
     key): say how many, and how to get them."""
@@ -39,7 +39,12 @@ def no_provenance(h: History, code: list[GraphCode]) -> list[Finding]:
             FindingKind.NO_PROVENANCE,
             f"{some} generated kernels name no user line (the others' were matched by the ops "
             "they hold): the run had no Inductor provenance records. INDUCTOR_PROVENANCE=1 "
-            "beside TORCH_TRACE records them, but changes the FX graph cache key.",
+            + (
+                "in the environment before torch is imported"
+                if source == Source.IN_PROCESS
+                else "beside TORCH_TRACE"
+            )
+            + " records them, but changes the FX graph cache key.",
         )
     ]
 

@@ -87,6 +87,22 @@ class Probe:
         self._plain_compiles = 0
         self.plain_step_s: list[float] = []
         self.skip_reasons: list[str] = []  # torch's words for a CUDA-graph skip, as logged
+        self.backends: list[str] = []  # the backends graphs were handed to, by name
+        self.devices: list[str] = []  # the devices of the graphs' example inputs
+
+    def saw_backend(self, compiler: Any, example_inputs: Any) -> None:
+        """Which backend a graph goes to (its registered name where torch keeps one:
+        `inductor`, `eager`) and on which devices its inputs are."""
+        name = ""
+        for fn in (compiler, getattr(compiler, "_torchdynamo_orig_backend", None)):
+            name = name or getattr(fn, "compiler_name", "") or getattr(fn, "_compiler_name", "")
+        name = name or getattr(compiler, "__name__", "")
+        if name and name not in self.backends:
+            self.backends.append(str(name))
+        for x in example_inputs or []:
+            device = getattr(getattr(x, "device", None), "type", None)
+            if device and device not in self.devices:
+                self.devices.append(str(device))
 
     # -- counting and timing ------------------------------------------------------------
 
@@ -243,6 +259,8 @@ class Probe:
             "eval_steps": self.eval_steps,
             "plain_step_ms": [round(x * 1e3, 6) for x in self.plain_step_s],
             "backend_calls": self.compiles,
+            "backends": list(self.backends),
+            "devices": list(self.devices),
             "wall_s": time.perf_counter() - self.started,
             "cudagraph_skips": skips,
             "cudagraph_skip_reasons": list(dict.fromkeys(self.skip_reasons)),
@@ -303,6 +321,7 @@ def install(probe: Probe) -> Any:
     original = OutputGraph.call_user_compiler
 
     def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
+        probe.saw_backend(getattr(self, "compiler_fn", None), example_inputs)
         return probe.wrap(original(self, gm, example_inputs))
 
     OutputGraph.call_user_compiler = call_user_compiler  # type: ignore[method-assign]

@@ -118,6 +118,7 @@ def _env() -> jinja2.Environment:
         fields=fields,
         get=_get,
         code_block=code_block,
+        breakable=breakable,
     )
     env.globals.update(plural=plural)
     env.tests.update(doc_link=is_doc_link, mapping=lambda v: isinstance(v, Mapping))
@@ -270,6 +271,12 @@ class _Paths:
 
 
 # --- views computed from the report -----------------------------------------------------
+
+
+def breakable(name: str) -> Markup:
+    """A kernel's name that wraps only after an underscore or a dot, never inside a word
+    (`cpp_fused_add_mul_0`)."""
+    return Markup("<wbr>".join(escape(part) for part in re.split(r"(?<=[_.])", name)))
 
 
 def _job_words(report: Any) -> dict[str, Any]:

@@ -61,11 +61,10 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
     out += [Padding(r, (0, 0, 0, 2)) for r in rows]
     if len(shown) < len(report.kernels):
         more = len(report.kernels) - len(shown)
-        where = (
-            "`--format json` or `--html FILE` lists all"  # a trace has no model to dump
-            if report.environment.source == "trace"
-            else "`compilediag dump-kernels` lists all"
-        )
+        where = {  # a trace has no model to dump, nor has a capture() block
+            "trace": "`--format json` or `--html FILE` lists all",
+            "in-process": "the report's `kernels` list all",
+        }.get(report.environment.source, "`compilediag dump-kernels` lists all")
         out.append(Text(f"  ... {more} more: {where}", style="dim"))
     return out
 
