@@ -3,7 +3,9 @@
 A rule compares one measured value with its limit. A baseline (a saved JSON report)
 turns into rules too: nothing may get worse than it was, and what got better is listed.
 Break sites are matched by file name, source code and reason - not by line number - so
-an edit above a break does not look like a new break.
+an edit above a break does not look like a new break. A budget on what a process compiles
+(compile time, break sites, recompiles, compile failures) judges a multi-rank report's
+worst rank, and names it: ranks compile side by side, and their sum is no process's.
 """
 
 from __future__ import annotations
@@ -43,6 +45,42 @@ class GateRule:
         return {bool: "true or false", int: "a whole number"}.get(self.kind, "a number like 1.2")
 
 
+# what one process compiled, in words, for a multi-rank report's worst rank: Summary field ->
+# (how its figure is said, the rank it is among the ranks)
+PER_PROCESS: dict[str, tuple[Callable[[float], str], str]] = {
+    "compile_time_s": (lambda v: f"compiled for {v:.2f} s", "the slowest"),
+    "unique_graph_breaks": (lambda v: f"broke at {_plural(v, 'site')}", "the most"),
+    "recompiles": (lambda v: f"had {_plural(v, 'recompile')}", "the most"),
+    "compile_failures": (lambda v: f"had {_plural(v, 'compile failure')}", "the most"),
+}
+
+
+def _plural(n: float, word: str) -> str:
+    return f"{n:g} {word}{'s' * (n != 1)}"
+
+
+def _per_process(name: str, figure: str) -> Callable[[Report, Any], Rule]:
+    """The check of a budget on what each process compiles (`figure`, a Summary field).
+    Ranks compile side by side, so a multi-rank report is judged on its worst rank, which
+    the rule names (their sum is no process's figure); one process, on its own figure."""
+
+    def check(report: Report, limit: float) -> Rule:
+        spread = report.summary.per_rank.get(figure)
+        if spread is None or report.summary.ranks < 2:
+            return _rule(name, limit, getattr(report.summary, figure))
+        said, most = PER_PROCESS[figure]
+        n = report.summary.ranks
+        message = (
+            f"each of {n} ranks {said(spread.max)}"
+            if spread.min == spread.max
+            else f"{spread.max_rank} {said(spread.max)}, {most} of {n} ranks"
+        )
+        passed = spread.max <= limit
+        return Rule(name, limit, spread.max, passed, rank=spread.max_rank, message=message)
+
+    return check
+
+
 def _speedup(report: Report, floor: float) -> Rule:
     speedup = report.summary.speedup if report.summary.speedup is not None else 0.0
     return Rule("min-speedup", floor, speedup, speedup >= floor)
@@ -55,24 +93,27 @@ def _outputs(report: Report, _: bool) -> Rule:
 
 
 ANY_RUN = frozenset({"model", "trace"})
-# sites, not occurrences: one print hit on every recompile is one thing to fix
+# sites, not occurrences: one print hit on every recompile is one thing to fix; a budget on
+# what a process compiles judges a multi-rank report's worst rank (_per_process)
 GATE_RULES: tuple[GateRule, ...] = (
     GateRule(
         "fullgraph", bool, "exit 1 if there is any graph break (all are reported).",
-        lambda r, _: _rule("fullgraph", 0, r.summary.unique_graph_breaks), ANY_RUN,
+        lambda r, _: _per_process("fullgraph", "unique_graph_breaks")(r, 0), ANY_RUN,
     ),
     GateRule(
-        "max_graph_breaks", int, "exit 1 if there are more graph-break sites than this.",
-        lambda r, n: _rule("max-graph-breaks", n, r.summary.unique_graph_breaks), ANY_RUN,
+        "max_graph_breaks", int, "exit 1 if there are more graph-break sites than this (on "
+        "any one rank).",
+        _per_process("max-graph-breaks", "unique_graph_breaks"), ANY_RUN,
     ),
     GateRule(
-        "max_recompiles", int, "exit 1 if there are more recompiles than this.",
-        lambda r, n: _rule("max-recompiles", n, r.summary.recompiles), ANY_RUN | {"sweep"},
+        "max_recompiles", int, "exit 1 if there are more recompiles than this (on any one "
+        "rank).",
+        _per_process("max-recompiles", "recompiles"), ANY_RUN | {"sweep"},
     ),
     GateRule(
         "max_compile_time", float, "exit 1 if the compile time is over this many seconds "
-        "(every frame; ranks summed).",
-        lambda r, s: _rule("max-compile-time", s, r.summary.compile_time_s), ANY_RUN | {"sweep"},
+        "(every frame; several ranks: the slowest rank's).",
+        _per_process("max-compile-time", "compile_time_s"), ANY_RUN | {"sweep"},
     ),
     GateRule(
         "min_speedup", float, "exit 1 if the measured speed-up is below this.", _speedup,
@@ -119,7 +160,7 @@ def evaluate(report: Report, budgets: Budgets) -> Verdict:
     ]
     if rules and report.summary.compile_failures:
         # a frame torch.compile failed on is worse than a break: no budget allows it
-        rules.append(_rule("compile-failures", 0, report.summary.compile_failures))
+        rules.append(_per_process("compile-failures", "compile_failures")(report, 0))
     verdict = Verdict(rules=rules)
     if budgets.baseline is not None:
         compare(report, budgets.baseline, budgets.speedup_tolerance, verdict)
@@ -168,16 +209,22 @@ def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) ->
             verdict.improvements.append(f"recompile reason gone: {old_r[k].failed_guard}")
     verdict.rules.append(Rule("baseline: new recompile reasons", 0, len(new_r), not new_r))
 
-    for name, now, old in (
-        ("graph breaks", report.summary.unique_graph_breaks, base.summary.unique_graph_breaks),
-        ("recompiles", report.summary.recompiles, base.summary.recompiles),
-        ("graphs", report.summary.graphs, base.summary.graphs),
+    # one process's counts (a multi-rank report's worst rank's, named), either side
+    for name, figure in (
+        ("graph breaks", "unique_graph_breaks"),
+        ("recompiles", "recompiles"),
+        ("graphs", "graphs"),
     ):
+        now, old = getattr(report.summary, figure), getattr(base.summary, figure)
+        spread = report.summary.per_rank.get(figure) if report.summary.ranks > 1 else None
+        rank = f" ({spread.max_rank}, the most of {report.summary.ranks} ranks)" if spread else ""
         if now > old:
-            verdict.regressions.append(f"{name} went up: {old} → {now}")
+            verdict.regressions.append(f"{name} went up: {old} → {now}{rank}")
         elif now < old:
-            verdict.improvements.append(f"{name} went down: {old} → {now}")
-        verdict.rules.append(Rule(f"baseline: {name}", old, now, now <= old))
+            verdict.improvements.append(f"{name} went down: {old} → {now}{rank}")
+        verdict.rules.append(
+            Rule(f"baseline: {name}", old, now, now <= old, rank=spread.max_rank if spread else "")
+        )
 
     old_s, now_s = base.summary.speedup, report.summary.speedup
     if old_s and now_s:

@@ -23,8 +23,10 @@ from compilediag.vocabulary import (
 
 # 2: timings.device became timings.device_ms; `runtime`, `rank_groups` and each finding's
 # `ranks` were added. 3: notes, errors and divergence became Findings (they were text).
+# 4: a multi-rank report's summary gives what one rank compiled (the worst rank's figures,
+# their spread over ranks in `per_rank`), no longer sums over ranks; sums are `total_*`.
 # Older reports load through report_migrations.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @dataclass
@@ -331,6 +333,11 @@ class Rule:
     limit: float
     value: float
     passed: bool
+    # a multi-rank report, a budget on what each process compiles: `value` is the worst
+    # rank's, `rank` names it and `message` says its figure ("rank 3 compiled for 61.20 s,
+    # the slowest of 8 ranks"); "" for one process
+    rank: str = ""
+    message: str = ""
 
 
 @dataclass
@@ -343,7 +350,23 @@ class Verdict:
 
 
 @dataclass
+class RankSpread:
+    """A summary figure over the ranks of a job, each rank's own (ranks compile side by side:
+    a sum over them is no process's figure): the least, the median rank's, the most, and the
+    rank with the most (the first by position, where several have it)."""
+
+    min: float
+    median: float
+    max: float
+    max_rank: str = ""  # its label: "rank 3"
+
+
+@dataclass
 class Summary:
+    """What one process compiled. In a multi-rank report (`ranks` > 1) each figure is the
+    most any one rank had (what a per-process budget is judged on), `per_rank` gives each
+    figure's spread over the ranks, and only the fields named `total_` sum over them."""
+
     graphs: int = 0
     graph_breaks: int = 0
     unique_graph_breaks: int = 0
@@ -357,6 +380,13 @@ class Summary:
     # Inductor built in the run, those later fused away or dropped too; 0 on an FX-graph
     # cache hit; None from a trace
     torch_kernel_count: int | None = None
+    ranks: int = 0  # a multi-rank report: how many ranks the figures above are the worst of
+    # a multi-rank report: graphs, graph_breaks, unique_graph_breaks, recompiles, kernels,
+    # compile_time_s and compile_failures over the ranks
+    per_rank: dict[str, RankSpread] = field(default_factory=dict)
+    total_graphs: int | None = None  # a multi-rank report: the graphs every rank compiled, summed
+    # a multi-rank report: every rank's compile time, summed (the machine time spent compiling)
+    total_compile_time_s: float | None = None
 
 
 @dataclass

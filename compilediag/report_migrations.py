@@ -12,6 +12,8 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
         data = _migrate_v1(data)
     if data.get("schema_version") == 2:
         data = _migrate_v2(data)
+    if data.get("schema_version") == 3:
+        data = _migrate_v3(data)
     return data
 
 
@@ -34,4 +36,21 @@ def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
             {"kind": "other", "message": x, "severity": severity} if isinstance(x, str) else x
             for x in data.get(key) or []
         ]
+    return data
+
+
+def _migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-3 report as schema 4: a multi-rank report's summary summed its ranks; it now
+    gives what one rank compiled (the worst rank's figures and their spread, from each
+    rank's own summary in `ranks[]`) and names its sums `total_*`. One process's is as it was;
+    a verdict stays what was judged then."""
+    from compilediag.analysis.ranks import job_summary
+    from compilediag.report import RankSummary
+    from compilediag.serial import from_plain, to_plain
+
+    data = {**data, "schema_version": 4}
+    ranks = data.get("ranks") or []
+    if len(ranks) > 1:
+        summary = to_plain(job_summary([from_plain(RankSummary, r) for r in ranks]))
+        data["summary"] = {**(data.get("summary") or {}), **summary}
     return data

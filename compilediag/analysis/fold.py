@@ -158,7 +158,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     """One Report for every rank: findings shown once, each with the ranks that have it;
     `ranks[]` keeps each rank's own summary, `rank_groups[]` the ranks that compiled alike."""
     from compilediag import __version__
-    from compilediag.analysis.ranks import divergence, label_ranks
+    from compilediag.analysis.ranks import divergence, job_summary, label_ranks
 
     ranks: list[RankSummary] = []
     skips: list[str] = []
@@ -216,15 +216,8 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
     _merge_findings(report, [(reps[k], members) for k, members in ordered])
     report.rank_groups = [_group(ranks, members) for _, members in ordered]
-    report.summary = Summary(
-        graphs=sum(r.summary.graphs for r in ranks),
-        graph_breaks=sum(r.summary.graph_breaks for r in ranks),
-        unique_graph_breaks=len({(b.file, b.line) for b in report.graph_breaks}),
-        recompiles=sum(r.summary.recompiles for r in ranks),
-        kernels=sum(r.summary.kernels for r in ranks),
-        compile_time_s=round(sum(r.summary.compile_time_s for r in ranks), 6),
-        compile_failures=sum(r.summary.compile_failures for r in ranks),
-    )
+    # what one rank compiled (the worst rank's figures, their spread), not sums over ranks
+    report.summary = job_summary(ranks)
     report.divergence = divergence(ranks)
     return _finish(report, ignored, run, skips)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from compilediag.compiles import TraceLog
 from compilediag.ranksets import rank_set
-from compilediag.report import RankSummary, Report, TargetInfo
+from compilediag.report import RankSpread, RankSummary, Report, Summary, TargetInfo
 from compilediag.vocabulary import Finding, FindingKind, Severity
 
 if TYPE_CHECKING:
@@ -34,6 +34,55 @@ def label_ranks(ranks: list[RankSummary]) -> None:
         r.label = f"rank {r.rank}" if r.rank is not None and seen[r.rank] == 1 else (
             f"rank {r.rank} ({name})" if r.rank is not None else name
         )  # fmt: skip
+
+
+# the Summary figures a rank has one of: in a job's summary, the worst rank's, with their
+# spread over the ranks
+PER_RANK = (
+    "graphs",
+    "graph_breaks",
+    "unique_graph_breaks",
+    "recompiles",
+    "kernels",
+    "compile_time_s",
+    "compile_failures",
+)
+
+
+def job_summary(ranks: list[RankSummary]) -> Summary:
+    """The summary of a job's ranks: what one rank compiled, not the sum over ranks that
+    compiled side by side. Each figure is the worst rank's (the most: a per-process budget
+    is judged on it), `per_rank` its spread (least, median rank's, most, and the rank with
+    the most); the graphs and compile time summed over the ranks are `total_*`."""
+    spreads: dict[str, RankSpread] = {}
+    for name in PER_RANK:
+        figures = [getattr(r.summary, name) for r in ranks]
+        values = sorted(figures)
+        worst = ranks[figures.index(values[-1])]  # the first with the most
+        spreads[name] = RankSpread(
+            min=values[0],
+            median=values[len(values) // 2],  # a rank's own figure, as the rank groups' is
+            max=values[-1],
+            max_rank=_label(worst),
+        )
+    return Summary(
+        graphs=int(spreads["graphs"].max),
+        graph_breaks=int(spreads["graph_breaks"].max),
+        unique_graph_breaks=int(spreads["unique_graph_breaks"].max),
+        recompiles=int(spreads["recompiles"].max),
+        kernels=int(spreads["kernels"].max),
+        compile_time_s=spreads["compile_time_s"].max,
+        compile_failures=int(spreads["compile_failures"].max),
+        ranks=len(ranks),
+        per_rank=spreads,
+        total_graphs=sum(r.summary.graphs for r in ranks),
+        total_compile_time_s=round(sum(r.summary.compile_time_s for r in ranks), 6),
+    )
+
+
+def _label(r: RankSummary) -> str:
+    """A rank's label (label_ranks'), or, in a report saved before it had one, its rank."""
+    return r.label or (f"rank {r.rank}" if r.rank is not None else os.path.basename(r.file))
 
 
 def collective_schedule(h: History) -> list[str]:

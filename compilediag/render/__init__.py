@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from compilediag.paths import short_path, where
 from compilediag.ranksets import rank_set
-from compilediag.report import RankSummary, Report, Rule, Summary
+from compilediag.report import RankSpread, Report, Rule, Summary
 
 __all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
 
@@ -69,39 +69,43 @@ def headline(report: Report) -> str:
         parts.append(e.device_name or e.device)
     if e.backend:
         parts.append(
-            f"{e.backend}/{e.mode}"
+            e.backend
+            + (f"/{e.mode}" if e.mode else "")
             + (" +train" if e.train else "")
             + (" dynamic" if e.dynamic else "")
         )
-    counts = _rank_counts(report.ranks) if len(report.ranks) > 1 else _counts(report.summary)
+    multi = len(report.ranks) > 1
+    counts = _rank_counts(report.summary, len(report.ranks)) if multi else _counts(report.summary)
     return " · ".join(parts) + "\n" + " · ".join(counts)
 
 
-def _rank_counts(ranks: list[RankSummary]) -> list[str]:
+def _rank_counts(s: Summary, ranks: int) -> list[str]:
     """What one rank compiled, not the sum over ranks that compiled side by side:
-    `each of 64 ranks: 4 graphs · ... · compile 7.90 s (max 8.10 s, rank 17)`, with
-    ranges where ranks differ."""
+    `each of 64 ranks: 4 graphs · ... · compile 7.90 s a rank (max 8.10 s, rank 17) ·
+    compile 505.60 s in total over 64 ranks`, with ranges where ranks differ (the summary's
+    spreads over the ranks)."""
 
-    def span(values: list[int], word: str) -> str:
-        lo, hi = min(values), max(values)
+    def spread(name: str) -> RankSpread:
+        value = getattr(s, name)
+        return s.per_rank.get(name) or RankSpread(value, value, value)
+
+    def span(name: str, word: str) -> str:
+        lo, hi = int(spread(name).min), int(spread(name).max)
         return plural(lo, word) if lo == hi else f"{lo}-{hi} {word}s"
 
-    fields = [
-        ([r.summary.graphs for r in ranks], "graph"),
-        ([r.summary.graph_breaks for r in ranks], "graph break"),
-        ([r.summary.recompiles for r in ranks], "recompile"),
-    ]
-    if any(r.summary.kernels for r in ranks):
-        fields.append(([r.summary.kernels for r in ranks], "kernel"))
-    same = all(min(v) == max(v) for v, _ in fields)
-    counts = [span(v, word) for v, word in fields]
-    counts[0] = f"{'each of ' if same else ''}{len(ranks)} ranks: {counts[0]}"
-    times = sorted(r.summary.compile_time_s for r in ranks)
-    slowest = max(ranks, key=lambda r: r.summary.compile_time_s)
+    fields = [("graphs", "graph"), ("graph_breaks", "graph break"), ("recompiles", "recompile")]
+    if s.kernels:
+        fields.append(("kernels", "kernel"))
+    same = all(spread(name).min == spread(name).max for name, _ in fields)
+    counts = [span(name, word) for name, word in fields]
+    counts[0] = f"{'each of ' if same else ''}{ranks} ranks: {counts[0]}"
+    time = spread("compile_time_s")
     counts.append(
-        f"compile {seconds(times[len(times) // 2])} a rank "
-        f"(max {seconds(times[-1])}, {slowest.label or 'rank ?'})"
+        f"compile {seconds(time.median)} a rank "
+        f"(max {seconds(time.max)}, {time.max_rank or 'rank ?'})"
     )
+    if s.total_compile_time_s is not None:
+        counts.append(f"compile {seconds(s.total_compile_time_s)} in total over {ranks} ranks")
     return counts
 
 
@@ -172,6 +176,8 @@ def rule_text(r: Rule) -> str:
         )
     if "speedup" in r.name:
         return f"{r.value:.2f}x (at least {r.limit:.2f}x)"
+    if r.message:  # a multi-rank report's worst rank, by name
+        return f"{r.message} (at most {r.limit:g})"
     return f"{r.value:g} (at most {r.limit:g})"
 
 
