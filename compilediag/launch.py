@@ -23,7 +23,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # after this many Ctrl-C, the job is killed outright (one that ignores SIGINT, or hangs)
 KILL_AFTER = 3
 POLL_S = 0.05
-KILL_GRACE_S = 2.0  # from SIGTERM to SIGKILL when a child is stopped
+KILL_GRACE_S = 2.0  # from SIGINT to SIGKILL when a child is stopped
 
 
 @dataclass
@@ -65,10 +65,11 @@ class Child:
             pass
 
     def kill(self, grace: float = KILL_GRACE_S) -> None:
-        """Stop the child and everything it started, and reap it: SIGTERM first, so that
-        what it started cleans up after itself (gcc removes its temp files from the user's
-        temp folder), then SIGKILL to whatever is left after `grace` seconds."""
-        self.signal(signal.SIGTERM)
+        """Stop the child and everything it started, and reap it: SIGINT first, as a Ctrl-C
+        in the user's own run would, so that what it started cleans up after itself (gcc
+        removes its temp files, Python its temporary folders, from the user's temp folder),
+        then SIGKILL to whatever is left after `grace` seconds."""
+        self.signal(signal.SIGINT)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             self.proc.poll()  # reap the child, so that an empty group reads as empty

@@ -377,6 +377,8 @@ def test_kernel_lines_matched_without_provenance_are_lines_torch_records(folder:
 
 
 TRAIN_STEP = """\
+import sys
+
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -407,10 +409,12 @@ class Net(nn.Module):
         return F.cross_entropy(self.head(torch.tanh(h)), y)
 
 
-model = torch.compile(Net())
+device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+model = torch.compile(Net().to(device))
 opt = torch.optim.AdamW(model.parameters())
 for _ in range(2):
-    model(torch.randn(4, 6, 32), torch.randint(0, 10, (4,))).backward()
+    x, y = torch.randn(4, 6, 32, device=device), torch.randint(0, 10, (4,), device=device)
+    model(x, y).backward()
     opt.step()
     opt.zero_grad()
 """
@@ -421,6 +425,20 @@ def test_a_training_steps_kernel_lines_without_provenance_are_torchs(tmp_path: P
     """The same on a training step, forward and backward, recorded now with provenance on
     (private caches): no matched line is one Inductor's records do not give; most kernels
     (15 of 21 on 2.13) are placed, the rest left without a line rather than guessed."""
+    _check_matched_lines(_train_step_pairs(tmp_path, "cpu"), share=0.6)
+
+
+@pytest.mark.gpu
+def test_triton_kernel_lines_without_provenance_are_torchs(tmp_path: Path) -> None:
+    """On CUDA: Triton kernels' calls carry Inductor's source-node comments; with them and
+    the ops, every placed line is one the provenance records give."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    _check_matched_lines(_train_step_pairs(tmp_path, "cuda"), share=0.6)
+
+
+def _train_step_pairs(tmp_path: Path, device: str) -> list[tuple[str, list[str], list[str]]]:
     import os
     import subprocess
     import sys
@@ -428,9 +446,9 @@ def test_a_training_steps_kernel_lines_without_provenance_are_torchs(tmp_path: P
     (tmp_path / "train.py").write_text(TRAIN_STEP)
     env = {**os.environ, "INDUCTOR_PROVENANCE": "1", "TORCH_TRACE": str(tmp_path / "trace"),
            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
-    subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=env, check=True, timeout=600)
-    pairs = _lines_with_and_without_provenance(parse_path(tmp_path / "trace"))
-    _check_matched_lines(pairs, share=0.6)
+    subprocess.run([sys.executable, "train.py", device], cwd=tmp_path, env=env, check=True,
+                   timeout=600)  # fmt: skip
+    return _lines_with_and_without_provenance(parse_path(tmp_path / "trace"))
 
 
 FIX = """\

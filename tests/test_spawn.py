@@ -36,7 +36,7 @@ def model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     spawn._drop_early()
 
 
-STOPPED = (-signal.SIGTERM, -signal.SIGKILL)  # asked to stop, or made to after a grace
+STOPPED = (-signal.SIGINT, 1, -signal.SIGKILL)  # asked to stop (Ctrl-C), or made to
 
 
 def spec(model: Path, cold: bool = False) -> WorkerSpec:

@@ -76,6 +76,7 @@ class Probe:
         self._step_graph: dict[str, float] = {}
         self._step_gap: dict[str, float] = {}
         self._step_before = 0.0  # from the step's start to its first graph call
+        self._sync: Any = None  # torch.cuda.synchronize while CUDA is in use
         self._last: tuple[str, float] | None = None  # the graph that ran last, when it ended
         self.compiled_steps: list[int] = []  # steps of the window during which torch compiled
         self._compiles_at_start = 0
@@ -146,6 +147,7 @@ class Probe:
         a, b = self.window
         now = None
         if self.timing or self.steps == a:
+            self._sync_for_step()
             now = self.clock()
             if self.timing:
                 self.end_step(now)
@@ -178,9 +180,8 @@ class Probe:
         self._plain_start, self._plain_compiles = now, compiled
 
     def enter(self, cid: str, frame: int | None) -> float | None:
-        """Count the call; in the window, the time it starts (one clock reading serves as
-        the end of a step, the start of the next and this graph's start, so that a step's
-        parts add up to it)."""
+        """Count the call; in the window, the time it starts (the time since the last
+        graph ended is that graph's gap; before the step's first graph, the step's own)."""
         self.calls[cid] = self.calls.get(cid, 0) + 1
         if not self.by_entry and frame == self.first_frame and not cid.startswith("!"):
             self.step()
@@ -219,11 +220,16 @@ class Probe:
         self._step_graph, self._step_gap, self._step_before = {}, {}, 0.0
 
     def clock(self) -> float:
+        """Now, after the GPU's queued work where CUDA is in use (asked once a step: the
+        window's own cost is kept to a few microseconds a call on the CPU)."""
+        if self._sync is not None:
+            self._sync()
+        return time.perf_counter()
+
+    def _sync_for_step(self) -> None:
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
-        if cuda is not None and cuda.is_initialized():
-            cuda.synchronize()
-        return time.perf_counter()
+        self._sync = cuda.synchronize if cuda is not None and cuda.is_initialized() else None
 
     # -- the facts --------------------------------------------------------------------
 
@@ -268,10 +274,18 @@ class Probe:
         }
 
 
+_frames: Any = None  # torch._dynamo.utils.counters["frames"], once torch has it
+
+
 def _frames_compiled() -> int:
     """Frames Dynamo has tried to compile so far in this process (torch's own counter)."""
-    utils = sys.modules.get("torch._dynamo.utils")
-    return int(utils.counters["frames"].get("total", 0)) if utils else 0
+    global _frames
+    if _frames is None:
+        utils = sys.modules.get("torch._dynamo.utils")
+        if utils is None:
+            return 0
+        _frames = utils.counters["frames"]
+    return int(_frames.get("total", 0))
 
 
 def _cudagraph_counts() -> tuple[int, int]:
