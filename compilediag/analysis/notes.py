@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from compilediag.analysis.breaks import DDP, user_site
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.kernels import GraphCode
+from compilediag.analysis.kernels import GraphCode, provenance_lines
 from compilediag.analysis.source import code_at
 from compilediag.report import Environment, Graph, GraphBreak, Report, TraceInfo
 from compilediag.torch_formats import (
@@ -31,7 +31,7 @@ def no_provenance(h: History, code: list[GraphCode], source: Source) -> list[Fin
     unplaced = [k for k in generated if not k.source_lines]
     if not unplaced:
         return []
-    if any(name.startswith("inductor_provenance") for e in h for name in e.compile.artifacts):
+    if any(provenance_lines(e.compile) for e in h):  # records there (torch logs empty ones)
         return []
     some = f"{len(unplaced)} of {len(generated)}" if len(unplaced) < len(generated) else "The"
     return [
