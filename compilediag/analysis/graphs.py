@@ -45,10 +45,10 @@ def compile_time(h: History) -> CompileTime:
         t.total_s += entire
         t.kernel_compile_s += m.kernel_compile_s
         if c.bwd_metrics is not None:
-            # no Dynamo in a backward compile: Inductor's time is the whole of it, or with
-            # another backend (aot_eager) its start to its end
+            # no Dynamo in a backward compile: Inductor's time is the whole of it; with
+            # another backend (aot_eager), which states none, its start to its end
             bwd = c.bwd_metrics
-            backward = max(bwd.entire_frame_s, bwd.inductor_s, bwd.duration_s)
+            backward = max(bwd.entire_frame_s, bwd.inductor_s) or bwd.duration_s
             t.backward_s += backward
             t.total_s += backward
             t.kernel_compile_s += c.bwd_metrics.kernel_compile_s

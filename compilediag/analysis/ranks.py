@@ -54,6 +54,8 @@ def job_summary(ranks: list[RankSummary]) -> Summary:
     compiled side by side. Each figure is the worst rank's (the most: a per-process budget
     is judged on it), `per_rank` its spread (least, median rank's, most, and the rank with
     the most); the graphs and compile time summed over the ranks are `total_*`."""
+    if not ranks:  # files none of which held a record
+        return Summary()
     spreads: dict[str, RankSpread] = {}
     for name in PER_RANK:
         figures = [getattr(r.summary, name) for r in ranks]
