@@ -203,19 +203,23 @@ def measure(
     )
 
 
-# a measurement whose blocks spread this much (the IQR, or the median's distance from the
-# fastest block, as a share of the median) is measured again, up to NOISE_ROUNDS in all;
-# still so, its figures are printed as unreliable, with the likely reason
+# a measurement whose blocks spread this much is measured again, up to NOISE_ROUNDS in
+# all; still so, its figures are printed as unreliable, with the likely reason. The spread
+# is the IQR as a share of the median, or the median's distance from the fastest block as
+# a share of FAR_MIN of the median (a median 1.5x the fastest block reads as NOISY): one
+# fast block alone is no noise, a median far above most blocks' best is
 NOISY = 0.25
+FAR_MIN = 1 / 3
 NOISE_ROUNDS = 3
 
 
 def spread(*stats_: Stat) -> float:
-    """The worst relative spread of the variants' blocks."""
+    """The worst relative spread of the variants' blocks (NOISY and above: noisy)."""
     worst = 0.0
     for s in stats_:
         if s.median > 0:
-            worst = max(worst, s.iqr / s.median, 1 - (s.min or s.median) / s.median)
+            far = (1 - (s.min or s.median) / s.median) / FAR_MIN * NOISY
+            worst = max(worst, s.iqr / s.median, far)
     return worst
 
 
@@ -226,7 +230,12 @@ def noise_reason(torch: Any, eager: Stat, compiled: Stat, rounds: int) -> str:
     cores = cores or 1
     threads = torch.get_num_threads()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    varied = f"blocks spread by {spread(eager, compiled):.0%} of the median after {rounds} rounds"
+    worst = max((eager, compiled), key=lambda s: spread(s))
+    varied = (
+        f"{'compiled' if worst is compiled else 'eager'}'s blocks spread (IQR "
+        f"{worst.iqr / worst.median:.0%} of the median, the fastest "
+        f"{1 - (worst.min or worst.median) / worst.median:.0%} below it) after {rounds} rounds"
+    )
     if load > min(threads, cores) + 1:
         return f"the machine was busy (load {load:.1f} on {cores} cores); {varied}"
     if threads > cores:

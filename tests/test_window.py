@@ -131,9 +131,12 @@ def test_timings_that_spread_are_measured_again_and_said_unreliable(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     t = report["timings"]
     assert "after 3 rounds" in t["noise"], t
-    for s in (t["eager_ms"], t["compiled_ms"]):
-        spread = max(s["iqr"] / s["median"], 1 - s["min"] / s["median"])
-        assert spread > 0.25  # what the report says, from its own figures
+    # what the report says, from its own figures: an IQR over a quarter of the median, or
+    # a median 1.5x the fastest block
+    assert any(
+        s["iqr"] / s["median"] > 0.25 or s["median"] > 1.5 * s["min"]
+        for s in (t["eager_ms"], t["compiled_ms"])
+    )
     assert report["summary"]["speedup_noisy"] is True
     table = run_cli("render", "--format", "table", str(_saved(tmp_path, report))).stdout
     assert "(unreliable)" in table and "not reliable:" in table, table
@@ -150,3 +153,15 @@ def test_no_time_that_is_not_zero_reads_zero() -> None:
 
     assert ms(0.00042) == "0.00042 ms" and ms(0.214) == "0.214 ms" and ms(12.34) == "12.3 ms"
     assert ms(0) == "0 ms"
+
+
+def test_one_fast_block_is_no_noise_but_a_far_median_is() -> None:
+    """The figures the issue and an H100 run gave: explain on a busy CPU, eager "59.2 ms (IQR
+    30.4, min 3.37)", is noisy; a launch-bound GPU call whose one fastest block sits 21%
+    below a steady median (IQR 4%) is not."""
+    from compilediag.measure import NOISY, spread
+    from compilediag.report import Stat
+
+    assert spread(Stat(median=59.2, iqr=30.4, min=3.37)) > NOISY
+    assert spread(Stat(median=0.328, iqr=0.014, min=0.258)) < NOISY
+    assert spread(Stat(median=1.0, iqr=0.01, min=0.6)) > NOISY  # the median 1.67x the best

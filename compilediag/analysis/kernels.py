@@ -130,21 +130,28 @@ def lines_from_ops(
     """A generated kernel's user lines where Inductor recorded none (no provenance, and a
     C++ kernel's call has no source-node comment), from the ops its name holds: for each,
     the first Dynamo graph node that computes it and that no earlier kernel of the same
-    wrapper took (from the end of the graph for a backward wrapper, which runs it in
-    reverse). Layout ops are no evidence; ops any line may hold (add, mul, sum...) count
+    wrapper took. A backward wrapper runs the graph in reverse, but its kernels follow the
+    forward's order less closely: there, only an op that one line alone computes counts
+    (`gelu`, not one of nine `linear`s). Layout ops are no evidence; ops any line may hold (add, mul, sum...) count
     only for a kernel whose other ops place nothing. A line that can't be told is left out
     (tests: every matched line is one Inductor's provenance records give, where they exist)."""
     order = nodes[::-1] if backward else nodes
     whole = [op for op in ops if not op.endswith("_")]  # `aten.softmax_`: a split gone wrong
     words = [w for w in dict.fromkeys(map(_op_word, whole)) if w and w not in GRAPH_LAYOUT_OPS]
+    if backward:  # its kernels' order follows the forward's less closely: one line or none
+        words = [w for w in words if len({n.line for n in order if n.op in _accepted(w)}) == 1]
     telling = [w for w in words if w not in GRAPH_COMMON_OPS]
     return _claim(telling, order, claimed) or _claim(words, order, claimed)
+
+
+def _accepted(word: str) -> tuple[str, ...]:
+    return GRAPH_ATEN_ALIASES.get(word, (word,))
 
 
 def _claim(words: list[str], order: list[GraphNode], claimed: set[str]) -> list[str]:
     lines: list[str] = []
     for word in words:
-        accepted = GRAPH_ATEN_ALIASES.get(word, (word,))
+        accepted = _accepted(word)
         hits = [n for n in order if n.op in accepted]
         if not hits:
             continue
