@@ -166,13 +166,10 @@ def measure(
     e, c, repeat, per_block, warmup = steady_state(
         torch, step, model, compiled, args_for, cuda, spec
     )
-    rounds = 1
-    while spread(e, c) > NOISY and rounds < NOISE_ROUNDS:  # measured again, within a bound
-        again = dataclasses.replace(spec, warmup=3, repeat=repeat)
-        e2, c2, *_ = steady_state(torch, step, model, compiled, args_for, cuda, again)
-        rounds += 1
-        if spread(e2, c2) < spread(e, c):
-            e, c = e2, c2
+    again = dataclasses.replace(spec, warmup=3, repeat=repeat)
+    e, c, rounds = settled(
+        (e, c), lambda: steady_state(torch, step, model, compiled, args_for, cuda, again)[:2]
+    )
     noise = noise_reason(torch, e, c, rounds) if spread(e, c) > NOISY else ""
     busy = None
     if cuda:
@@ -221,6 +218,21 @@ def spread(*stats_: Stat) -> float:
             far = (1 - (s.min or s.median) / s.median) / FAR_MIN * NOISY
             worst = max(worst, s.iqr / s.median, far)
     return worst
+
+
+def settled(
+    first: tuple[Stat, Stat], again: Callable[[], tuple[Stat, Stat]]
+) -> tuple[Stat, Stat, int]:
+    """Eager's and compiled's figures, measured again (`again`) while their blocks spread
+    (NOISY), up to NOISE_ROUNDS in all: the round that spread least, and the rounds made."""
+    e, c = first
+    rounds = 1
+    while spread(e, c) > NOISY and rounds < NOISE_ROUNDS:
+        e2, c2 = again()
+        rounds += 1
+        if spread(e2, c2) < spread(e, c):
+            e, c = e2, c2
+    return e, c, rounds
 
 
 def noise_reason(torch: Any, eager: Stat, compiled: Stat, rounds: int) -> str:

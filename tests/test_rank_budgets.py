@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.build import build_report
-from compilediag.analysis.ranks import report_from_traces
+from compilediag.analysis.ranks import PER_RANK, report_from_traces
 from compilediag.render import render, seconds
 from compilediag.report import Environment, Report, Summary, TargetInfo
 from compilediag.trace import parse_path
@@ -24,15 +24,7 @@ EIGHT = TRACES / "torch-2.13.0-cpu" / "eight_ranks"  # 8 gloo ranks; rank 5 alon
 ONE = next(EIGHT.glob("*_rank_0_*.log"))
 SAVED_V3 = ROOT / "tests" / "fixtures" / "reports" / "schema3_eight_ranks.json"
 # what one process compiled: the Summary figures a rank has its own of
-FIGURES = (
-    "graphs",
-    "graph_breaks",
-    "unique_graph_breaks",
-    "recompiles",
-    "kernels",
-    "compile_time_s",
-    "compile_failures",
-)
+FIGURES = PER_RANK
 
 
 def alone(path: Path) -> Summary:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from compilediag.analysis.history import History
@@ -72,18 +73,24 @@ class GraphCode:
     kernels: list[KernelSource]
 
 
-def node_lines(graph_code: str) -> dict[str, str]:
-    """FX node name -> `file:line` of the user code that produced it."""
-    out: dict[str, str] = {}
+def _assignments(graph_code: str) -> Iterator[tuple[re.Match[str], str, str]]:
+    """Each node assignment of a Dynamo graph under a `# File:` comment: the match, the
+    user's `file:line` it came from, and the graph's line itself."""
     current = ""
     for line in graph_code.splitlines():
         m = GRAPH_FILE_COMMENT.match(line)
         if m:
             current = f"{m['file']}:{m['line']}"
-            continue
-        if current and (a := GRAPH_NODE_ASSIGN.match(line)):
-            for name in a["names"].split(","):
-                out.setdefault(name.strip(), current)
+        elif current and (a := GRAPH_NODE_ASSIGN.match(line)):
+            yield a, current, line
+
+
+def node_lines(graph_code: str) -> dict[str, str]:
+    """FX node name -> `file:line` of the user code that produced it."""
+    out: dict[str, str] = {}
+    for a, place, _ in _assignments(graph_code):
+        for name in a["names"].split(","):
+            out.setdefault(name.strip(), place)
     return out
 
 
@@ -99,19 +106,11 @@ class GraphNode:
 def graph_nodes(graph_code: str) -> list[GraphNode]:
     """The Dynamo graph's computing nodes in order, each with the user line it came from."""
     out: list[GraphNode] = []
-    current = ""
-    for line in graph_code.splitlines():
-        m = GRAPH_FILE_COMMENT.match(line)
-        if m:
-            current = f"{m['file']}:{m['line']}"
-            continue
-        a = GRAPH_NODE_ASSIGN.match(line)
-        if not (current and a):
-            continue
+    for a, place, line in _assignments(graph_code):
         call, operator = GRAPH_NODE_CALL.search(line), GRAPH_NODE_OPERATOR.search(line)
         op = call["fn"] if call else GRAPH_OPERATORS[operator["op"]] if operator else ""
         if op:
-            out.append(GraphNode(a["names"].split(",")[0].strip(), _op_word(op), current))
+            out.append(GraphNode(a["names"].split(",")[0].strip(), _op_word(op), place))
     return out
 
 
