@@ -158,7 +158,12 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     """One Report for every rank: findings shown once, each with the ranks that have it;
     `ranks[]` keeps each rank's own summary, `rank_groups[]` the ranks that compiled alike."""
     from compilediag import __version__
-    from compilediag.analysis.ranks import divergence, job_summary, label_ranks
+    from compilediag.analysis.ranks import (
+        divergence,
+        job_summary,
+        label_ranks,
+        same_guards_other_values,
+    )
 
     ranks: list[RankSummary] = []
     skips: list[str] = []
@@ -219,6 +224,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     # what one rank compiled (the worst rank's figures, their spread), not sums over ranks
     report.summary = job_summary(ranks)
     report.divergence = divergence(ranks)
+    report.notes += same_guards_other_values(ranks)
     return _finish(report, ignored, run, skips)
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from compilediag.compiles import TraceLog
 from compilediag.ranksets import rank_set
 from compilediag.report import RankSpread, RankSummary, Report, Summary, TargetInfo
+from compilediag.torch_formats import guard_pattern
 from compilediag.vocabulary import Finding, FindingKind, Severity
 
 if TYPE_CHECKING:
@@ -124,9 +125,11 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
 
     metrics: list[tuple[str, Callable[[RankSummary], int]]] = [
         ("graph-break sites", lambda r: r.summary.unique_graph_breaks),
-        ("recompiles", lambda r: r.summary.recompiles),
         ("graphs", lambda r: r.summary.graphs),
     ]
+    if len({frozenset(_guard_kinds(r)) for r in ranks}) > 1:
+        # the same guards failing as often as the data made them is no divergence
+        metrics.insert(1, ("recompiles", lambda r: r.summary.recompiles))
     for name, get in metrics:
         values = [get(r) for r in ranks]
         if len(set(values)) > 1:
@@ -144,10 +147,15 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
     }
     for attr, (kind, one, many) in verbs.items():
         having: dict[str, list[int]] = {}
+        shown: dict[str, str] = {}  # a recompile's guard kind -> one rank's words for it
         for i, r in enumerate(ranks):
             for item in getattr(r, attr):
-                having.setdefault(item, []).append(i)
-        for item, members in having.items():
+                key = guard_pattern(item) if attr == "recompile_reasons" else item
+                shown.setdefault(key, item)
+                if i not in having.setdefault(key, []):
+                    having[key].append(i)
+        for key, members in having.items():
+            item = shown[key]
             if len(members) < len(ranks):
                 who = rank_set(ranks, members)
                 verb = one if len(members) == 1 else many
@@ -182,6 +190,36 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
             f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s",
         )
     return found
+
+
+def _guard_kinds(r: RankSummary) -> set[str]:
+    """A rank's recompiles by frame and failed guard, its values blanked (`dim 1 changed
+    37 -> 35` and `40 -> 36` are one kind: the ranks saw other data)."""
+    return {guard_pattern(reason) for reason in r.recompile_reasons}
+
+
+def same_guards_other_values(ranks: list[RankSummary]) -> list[Finding]:
+    """Ranks whose recompiles failed the same guards with their own values (each rank saw
+    its own batches): one note with each rank's values, not a divergence."""
+    if len(ranks) < 2 or len({frozenset(_guard_kinds(r)) for r in ranks}) > 1:
+        return []
+    notes = []
+    for kind in sorted(_guard_kinds(ranks[0])):
+        values = _by_value(
+            ["; ".join(x for x in r.recompile_reasons if guard_pattern(x) == kind) for r in ranks]
+        )
+        if len(values) < 2:
+            continue
+        sides = [f"{rank_set(ranks, members)}: {_short(v)}" for v, members in values.items()]
+        listed = "; ".join(sides[:4]) + (f"; and {len(sides) - 4} more" if len(sides) > 4 else "")
+        notes.append(
+            Finding(
+                FindingKind.RANK_VALUES,
+                f"every rank recompiled for the same guard, each with the values of its own "
+                f"data (not a divergence): {listed}",
+            )
+        )
+    return notes
 
 
 def _by_value(values: list) -> dict:
