@@ -104,6 +104,17 @@ class Profiled:
 
 
 @dataclass
+class CompileCall:
+    """A torch.compile call a job's process made: on what, from which line, and whether
+    the object it returned was ever called."""
+
+    what: str = ""  # the module's class or the function's name
+    file: str = ""
+    line: int = 0
+    called: bool = False
+
+
+@dataclass
 class ProcessRuntime:
     """What the runtime probe saw one process of a `compilediag run` job do
     (compilediag/bootstrap/_compilediag_runtime.py writes it, one file per process)."""
@@ -123,6 +134,7 @@ class ProcessRuntime:
     plain_step_ms: list[float] = field(default_factory=list)  # steps near the window, untimed
     backend_calls: int = 0  # graphs handed to the backend (torch's CompileCounter counts these)
     backends: list[str] = field(default_factory=list)  # the backends' names (`inductor`)
+    compile_calls: list[CompileCall] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)  # the graphs' input devices (`cuda`)
     wall_s: float = 0.0  # from the probe's install to the file's writing
     cudagraph_skips: int = 0  # graphs run without a CUDA graph (torch's counter)

@@ -63,10 +63,10 @@ def test_run_a_job_whose_python_has_no_torch_says_so(tmp_path: Path) -> None:
     assert "Traceback" not in last
 
 
-def test_run_a_job_whose_python_has_torch_keeps_the_compiled_nothing_message() -> None:
+def test_run_a_job_whose_python_has_torch_is_not_told_it_has_none() -> None:
     failed = run_cli("run", "--", sys.executable, "-c", "raise SystemExit(7)")
     assert failed.returncode == 6
-    assert "failed, and compiled nothing" in failed.stderr
+    assert "failed (exited with status 7) before it called torch.compile" in failed.stderr
     assert "has no torch" not in failed.stderr
 
 

@@ -71,25 +71,28 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     reasons the trace gives."""
     from compilediag.analysis.timings import attribute_time
 
+    # a process that called torch.compile but never ran a graph wrote its file too (what
+    # it compiled, for "compiled nothing"): the figures are those of processes that ran one
+    processes = [p for p in run.processes if p.calls]
     calls: Counter[str] = Counter()
-    for proc in run.processes:
+    for proc in processes:
         for cid, n in proc.calls.items():
             calls[cid] += n
             if proc.rank is not None:
                 calls[f"r{proc.rank}:{cid}"] += n
-    if run.processes:  # none: the probe never ran (python -I or -S, a Python without site)
+    if processes:  # none: the probe never ran (python -I or -S, a Python without site)
         for g in report.graphs:
             g.calls = calls.get(g.compile_id, 0)
 
     job = run.job
-    job.processes = len(run.processes)
-    job.cudagraph_skips = sum(p.cudagraph_skips for p in run.processes)
-    job.cudagraph_rerecords = sum(p.cudagraph_rerecords for p in run.processes)
-    logged = [why for p in run.processes for why in p.cudagraph_skip_reasons]
+    job.processes = len(processes)
+    job.cudagraph_skips = sum(p.cudagraph_skips for p in processes)
+    job.cudagraph_rerecords = sum(p.cudagraph_rerecords for p in processes)
+    logged = [why for p in processes for why in p.cudagraph_skip_reasons]
     job.cudagraph_skip_reasons = list(
         dict.fromkeys(portable_text(x, os.getcwd()) for x in [*(cudagraph_skips or []), *logged])
     )
-    first = run.processes[0] if run.processes else None
+    first = processes[0] if processes else None
     if first is not None:
         prefix = _prefix(report, first)
         job.steps, job.window = first.steps, list(first.window)

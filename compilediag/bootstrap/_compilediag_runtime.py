@@ -88,6 +88,9 @@ class Probe:
         self._plain_compiles = 0
         self.plain_step_s: list[float] = []
         self.skip_reasons: list[str] = []  # torch's words for a CUDA-graph skip, as logged
+        self.compile_calls: dict[int, dict[str, Any]] = {}  # what torch.compile returned, by id
+        self.entered: set[int] = set()  # the compiled entries called
+        self._compiling = False  # inside a torch.compile call
         self.backends: list[str] = []  # the backends graphs were handed to, by name
         self.devices: list[str] = []  # the devices of the graphs' example inputs
 
@@ -129,12 +132,22 @@ class Probe:
         """A compiled entry is called (`key`: the compiled object's id; `module`: the
         nn.Module it runs, if any): the first one called at the top level is the step's."""
         self._depth += 1
+        self.entered.add(key)
         if self._depth == 1:
             if self.step_entry is None:
                 self.step_entry = key
             if key == self.step_entry:
                 self.by_entry = True
                 self.step(module)
+
+    def compiled_object(self, key: int, what: str) -> None:
+        """torch.compile returned an object (`key`, its id) for `what` (a class or function
+        name; "" for one torch made inside that call), called from the user's line found
+        on the stack."""
+        if not what:
+            return
+        file, line = _user_site()
+        self.compile_calls.setdefault(key, {"what": what, "file": file, "line": line})
 
     def exit_entry(self) -> None:
         self._depth -= 1
@@ -266,6 +279,9 @@ class Probe:
             "plain_step_ms": [round(x * 1e3, 6) for x in self.plain_step_s],
             "backend_calls": self.compiles,
             "backends": list(self.backends),
+            "compile_calls": [
+                {**c, "called": key in self.entered} for key, c in self.compile_calls.items()
+            ],
             "devices": list(self.devices),
             "wall_s": time.perf_counter() - self.started,
             "cudagraph_skips": skips,
@@ -381,14 +397,23 @@ def _count_entries(probe: Probe) -> Any:
         context_call, own = context.__call__, "__call__" in vars(context)
 
         def optimize_call(self: Any, fn: Any) -> Any:
-            compiled = context_call(self, fn)
+            nested = probe._compiling  # torch compiling a module's forward inside the call
+            probe._compiling = True
+            try:
+                compiled = context_call(self, fn)
+            finally:
+                probe._compiling = nested
+            what = "" if nested else type(fn).__name__ if hasattr(fn, "training") else _name_of(fn)
             if (
                 not callable(compiled)
                 or isinstance(compiled, type)
                 or (module_class is not None and isinstance(compiled, module_class))
             ):
+                probe.compiled_object(id(compiled), what)
                 return compiled
-            return _counted(probe, compiled, getattr(fn, "__self__", None))
+            counted = _counted(probe, compiled, getattr(fn, "__self__", None))
+            probe.compiled_object(id(counted), what)
+            return counted
 
         def undo_context() -> None:
             if own:
@@ -399,6 +424,23 @@ def _count_entries(probe: Probe) -> Any:
         context.__call__ = optimize_call
         undo.append(undo_context)
     return lambda: [u() for u in undo]
+
+
+def _name_of(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return str(name or type(fn).__name__)
+
+
+def _user_site() -> tuple[str, int]:
+    """The innermost frame outside torch and this probe: where the user called
+    torch.compile."""
+    torch = sys.modules.get("torch")
+    paths = (getattr(torch, "__file__", None), __file__)
+    skip = tuple(os.path.dirname(p) + os.sep for p in paths if p)
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("", 0)
 
 
 def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
@@ -425,7 +467,7 @@ _written = False
 
 def write(probe: Probe, folder: str) -> None:
     global _written
-    if _written or not probe.calls:
+    if _written or not (probe.calls or probe.compile_calls):
         return
     _written = True
     facts = probe.facts()

@@ -22,6 +22,7 @@ from compilediag.errors import COMPILE_FAILED, INTERRUPTED, JOB_FAILED, UsageErr
 if TYPE_CHECKING:
     from compilediag.gate import Budgets
     from compilediag.launch import Completion
+    from compilediag.worker_types import CompileCall, ProcessRuntime
 
 
 @dataclass
@@ -103,7 +104,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     run = JobRun(job, read_processes(folder))
     report = report_from_files(files, TargetInfo(path=command), run) if files else None
     if report is None or not report.trace or not report.trace.records:
-        raise _compiled_nothing(command, done, opts.command, bool(run.processes))
+        raise _compiled_nothing(command, done, opts.command, run.processes)
     report, code = judge(report, rules, opts.gate.junit, None)
     emit(report, opts.out)
     if done.interrupted:
@@ -116,30 +117,65 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     return code
 
 
-def _compiled_nothing(command: str, done: Completion, argv: list[str], probed: bool) -> UsageError:
-    """A job that wrote no trace record: exit 2, or the job's failure (6), or 130.
-    `probed`: a process of it imported torch._dynamo (the runtime probe wrote its file)."""
+def _compiled_nothing(
+    command: str, done: Completion, argv: list[str], processes: list[ProcessRuntime]
+) -> UsageError:
+    """A job that wrote no trace record: exit 2, or the job's failure (6), or 130. Why, by
+    what the runtime probe saw (`processes`: the files of those that imported torch._dynamo):
+    its Python has no torch; it never called torch.compile (or failed first); it called
+    torch.compile but never called what it returned."""
     if done.interrupted:
         error = UsageError(f"`{command}` was interrupted before it compiled anything.")
         error.exit_code = INTERRUPTED
         return error
-    without = None if probed else python_without_torch(argv)
+    calls = [c for p in processes for c in p.compile_calls]
+    without = None if processes else python_without_torch(argv)
+    ended = f"failed ({done.how()})" if done.failed else "ran"
     if without is not None:
-        ended = "failed before compiling anything" if done.failed else "ran, and compiled nothing"
+        what = "failed before compiling anything" if done.failed else "ran, and compiled nothing"
         error = UsageError(
-            f"`{command}` {ended}: its Python ({without}) has no torch.",
+            f"`{command}` {what}: its Python ({without}) has no torch.",
             hint=_with_torch_hint(argv, without),
+        )
+    elif calls and not any(c.called for c in calls):
+        sites = "; ".join(f"{c.what} at {_site(c)}" for c in calls[:3])
+        error = UsageError(
+            f"`{command}` {ended}, and compiled nothing: it called torch.compile ({sites}) "
+            "but never called what torch.compile returned"
+            + (" before it failed (its error is above)." if done.failed else "."),
+            hint="Fix the job's error above: compilediag reports what it compiles."
+            if done.failed
+            else "Call the object torch.compile returned (`model = torch.compile(model)`, "
+            "then `model(x)`); a method other than forward runs uncompiled "
+            "(`model.generate` calls the module, not the compiled wrapper): compile that "
+            "method itself, e.g. `model.generate = torch.compile(model.generate)`.",
+        )
+    elif not calls and done.failed:
+        error = UsageError(
+            f"`{command}` {ended} before it called torch.compile (its error is above).",
+            hint="Fix the job's error first; compilediag reports what it compiles.",
         )
     else:
         error = UsageError(
-            f"`{command}` {'failed' if done.failed else 'ran'}, and compiled nothing: no "
-            "process of it wrote a trace record.",
+            f"`{command}` {ended}, and compiled nothing: "
+            + (
+                "what torch.compile returned was called, but no graph was compiled."
+                if calls
+                else "no Python process started from it called torch.compile."
+            ),
             hint="Check that it calls torch.compile (or a compiled function) in a Python "
-            "process started from this command.",
+            "process started from this command, and that compiling is not turned off "
+            "(TORCH_COMPILE_DISABLE, torch.compiler.set_stance).",
         )
     if done.failed:
         error.exit_code = JOB_FAILED
     return error
+
+
+def _site(c: CompileCall) -> str:
+    from compilediag.paths import portable_path
+
+    return f"{portable_path(c.file, os.getcwd())}:{c.line}" if c.file else "?"
 
 
 # `python`, `python3`, `python3.12`: the commands that run a script (or -m, -c) themselves
