@@ -130,7 +130,10 @@ def test_torchvision_detection_counts_are_torchs_and_the_same_from_any_folder(
         assert b["library_frame"]["file"].startswith("torchvision/")
         assert b["suggestion"].startswith("The line is torchvision's"), b["suggestion"]
     for r in report["recompiles"]:
-        assert "mark_dynamic" not in r["suggestion"], r
+        # the model's own forward, called with the user's images, is told to mark those
+        # (#36); a frame torchvision calls itself can't be marked
+        entry = r["compile_id"].startswith("0/")
+        assert ("mark_dynamic(images" in r["suggestion"]) == entry, r
 
 
 # --- transformers, live -----------------------------------------------------------------

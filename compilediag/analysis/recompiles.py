@@ -345,13 +345,21 @@ CALL_MACHINERY = ("torch/nn/modules/module.py", "torch/_dynamo/")
 def inner_library_frame(e: Entry) -> str:
     """The installed package whose code this frame is, when that package also called it
     (its inputs are the library's own values); '' for the user's code, or a library
-    frame the user called (an nn.Sequential's forward takes the user's tensors)."""
+    frame the user called (an nn.Sequential's forward, a transformers model called with
+    `model(**batch)`: they take the user's tensors). The caller is the innermost frame
+    below the compiled one, torch's call machinery and compilediag's own frames passed
+    over."""
     package = e.code.package if e.code.owner == Owner.LIBRARY else ""
     if not package:
         return ""
-    callers = [f for f in e.compile.stack if not any(p in f.file for p in CALL_MACHINERY)]
+    stack = list(e.compile.stack)
+    if stack and stack[-1].name == e.code.name:  # the frame being compiled: not its caller
+        stack.pop()
+    callers = [
+        f for f in stack if not any(p in f.file for p in CALL_MACHINERY) and not is_own_file(f.file)
+    ]
     caller = callers[-1].file if callers else ""
-    if not caller or not is_library_file(caller) or is_own_file(caller):
+    if not caller or not is_library_file(caller):
         return ""
     return package
 
