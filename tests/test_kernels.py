@@ -498,3 +498,30 @@ def test_after_a_cache_hit_kernels_name_this_runs_file(tmp_path: Path) -> None:
     lines = [p for k in report["kernels"] for p in k["source_lines"]]
     assert lines and all(p.rsplit(":", 1)[0].endswith("train_fix2.py") for p in lines), lines
     assert {int(p.rsplit(":", 1)[1]) for p in lines} <= {14, 15}  # the forward's two lines
+
+
+def test_every_recorded_kernels_ops_are_aten_ops() -> None:
+    """Every op a kernel is said to compute, on every recording of every release, is an op
+    the running torch has, in the namespace it is named with (before: `_log_softmax` read as
+    `aten.`, `aten.log`, `aten.softmax`; `mul_sgn` as one op; `all_reduce` as aten's
+    `all` and `reduce`)."""
+    torch = pytest.importorskip("torch")
+    from compilediag.analysis.history import build_history
+    from compilediag.analysis.kernels import all_kernels
+
+    seen, missing = 0, set()
+    for folder in trace_sets():
+        for path in sorted(folder.rglob("*.log*")):
+            try:
+                logs = parse_path(path)
+            except Exception:  # noqa: BLE001 - a recording of damage, read by its own test
+                continue
+            for g in all_kernels(build_history(logs)):
+                for k in g.kernels:
+                    for op in k.kernel.ops:
+                        seen += 1
+                        ns, _, name = op.partition(".")
+                        if not hasattr(getattr(torch.ops, ns), name):
+                            missing.add((path.name, k.kernel.name, op))
+    assert seen > 400  # the recordings hold that many: the walk read them
+    assert not missing, sorted(missing)[:20]

@@ -14,14 +14,16 @@ under the same source-node comments.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from compilediag.analysis.history import History
 from compilediag.compiles import Compile
-from compilediag.paths import is_library_file
+from compilediag.paths import Owner, is_library_file, owner_of
 from compilediag.report import Kernel
 from compilediag.torch_formats import (
     AOT_BACKWARD_ID,
@@ -104,9 +106,13 @@ class GraphNode:
 
 
 def graph_nodes(graph_code: str) -> list[GraphNode]:
-    """The Dynamo graph's computing nodes in order, each with the user line it came from."""
+    """The Dynamo graph's computing nodes in order, each with the user line it came from
+    (a node whose line is torch's own - the inside of a functional collective - names no
+    line of the user's, and is left out)."""
     out: list[GraphNode] = []
     for a, place, line in _assignments(graph_code):
+        if owner_of(place.rpartition(":")[0]) == Owner.TORCH:
+            continue
         call, operator = GRAPH_NODE_CALL.search(line), GRAPH_NODE_OPERATOR.search(line)
         op = call["fn"] if call else GRAPH_OPERATORS[operator["op"]] if operator else ""
         if op:
@@ -117,7 +123,7 @@ def graph_nodes(graph_code: str) -> list[GraphNode]:
 def _op_word(name: str) -> str:
     """`aten._softmax`, `softmax`, `add_` and `native_layer_norm` as one word each; a
     backward op as its forward (`_softmax_backward_data`, `nll_loss_forward`)."""
-    name = name.removeprefix("aten.").strip("_").removeprefix("native_")
+    name = name.rpartition(".")[2].strip("_").removeprefix("native_")
     for suffix in ("_backward_data", "_backward", "_forward"):
         name = name.removesuffix(suffix)
     return name
@@ -231,45 +237,68 @@ def _mappings_for(code: str, mappings: list[dict[str, list[list[str]]]]) -> dict
     return best
 
 
+@functools.cache
+def known_ops() -> dict[str, str]:
+    """Every op name of the releases compilediag is tested on -> its namespace (`aten`, the
+    collectives' `_c10d_functional`; ATen's where a name is in several): data/ops.txt, made
+    from torch itself by tests/fixtures/make_ops.py; read, not imported from torch."""
+    text = (Path(__file__).resolve().parent.parent / "data" / "ops.txt").read_text()
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        ns, sep, name = line.partition("::")
+        if sep and not line.startswith("#") and out.get(name) != "aten":
+            out[name] = ns
+    return out
+
+
 def ops_from_name(name: str, known: set[str]) -> list[str]:
     """`cpp_fused_add_native_layer_norm_view_1` -> aten.add, aten.native_layer_norm, aten.view.
 
-    Inductor names a fused kernel after the original ATen ops it holds (joined by `_`);
-    split the name on the op names of the graph it was made from, longest first.
+    Inductor names a fused kernel after the original ops it holds, joined by `_` (an op
+    whose own name starts with `_` leaves a double underscore: `_log_softmax`). The name is
+    split into op names - the graph's own (`known`) and every op torch has (known_ops) -
+    choosing the split with the fewest ops (`native_layer_norm_backward` is one op, not
+    two); words no op covers stay one op of their own, not one op per word. Each op is
+    named with its namespace (`aten.add`, `_c10d_functional.all_reduce`).
     """
     _, sep, body = name.partition(FUSED_INFIX)
     if not sep or body.isdigit():  # `cpp_fused_0`: the name holds no op
         return []
-    body = KERNEL_SUFFIX.sub("", body)
-    ordered = sorted(known, key=len, reverse=True)
+    words = KERNEL_SUFFIX.sub("", body).split("_")
+    namespaces = {**known_ops(), **dict.fromkeys(known, "aten")}
+
+    def op_of(piece: str) -> str | None:
+        for candidate in (piece, piece.lstrip("_")):
+            if candidate in namespaces:
+                return f"{namespaces[candidate]}.{candidate}"
+        return None
+
+    n = len(words)
+    # best[i]: the fewest pieces covering words[i:] (a word of no op costs more than any
+    # split into ops), and where the piece that starts at i ends
+    best: list[tuple[int, int]] = [(0, n)] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        options = [(1 + best[j][0], j) for j in range(i + 1, n + 1) if op_of("_".join(words[i:j]))]
+        options.append((100 + best[i + 1][0], i + 1))
+        best[i] = min(options)
     ops: list[str] = []
-    unknown: list[str] = []  # words of an op the graph does not name, kept together
+    unknown: list[str] = []
     i = 0
-    while i < len(body):
-        hit = next(
-            (
-                op
-                for op in ordered
-                if body.startswith(op, i) and body[i + len(op) : i + len(op) + 1] in ("", "_")
-            ),
-            None,
-        )
-        if hit is None:
-            word = body[i:].split("_", 1)[0]
-            if unknown and word == unknown[0]:  # `mse_loss_mse_loss_backward`: a new op
+    while i < n:
+        j = best[i][1]
+        piece = "_".join(words[i:j])
+        op = op_of(piece)
+        if op is None:
+            unknown.append(piece)
+        else:
+            if unknown:
                 ops.append("aten." + "_".join(unknown))
                 unknown = []
-            unknown.append(word)
-            i += len(word) + 1
-            continue
-        if unknown:  # `max_pool2d_with_indices` is one op, not four
-            ops.append("aten." + "_".join(unknown))
-            unknown = []
-        ops.append("aten." + hit)
-        i += len(hit) + 1
+            ops.append(op)
+        i = j
     if unknown:
         ops.append("aten." + "_".join(unknown))
-    return list(dict.fromkeys(ops))
+    return list(dict.fromkeys(op for op in ops if op != "aten."))
 
 
 def provenance_lines(c: Compile) -> dict[str, list[str]]:
@@ -367,8 +396,11 @@ def _generated(name: str, definition: tuple[str, str], compile_id: str) -> Kerne
 
 def extern_op(name: str) -> str:
     """`extern_kernels.addmm` -> aten.addmm; `torch.ops.aten.convolution.default` ->
-    aten.convolution."""
+    aten.convolution; `torch.ops._c10d_functional.all_reduce_.default` ->
+    _c10d_functional.all_reduce_."""
     parts = name.removesuffix(".default").split(".")
+    if len(parts) >= 4 and parts[0] == "torch" and parts[1] == "ops":
+        return f"{parts[2]}.{parts[3]}"
     return "aten." + parts[-1]
 
 
