@@ -184,6 +184,25 @@ GUARD_LEN = re.compile(r"len\((?P<src>.+)\) == (?P<n>\d+)$")
 GUARD_CONSTANT = re.compile(r"(?P<src>[^=<>!]+?) == (?P<v>-?[\d.]+(?:e-?\d+)?)$")
 GUARD_STRING = re.compile(r"(?P<src>[^=<>!]+?) == (?P<v>'[^']*'|\"[^\"]*\")$")
 
+# --- a mode switch: grad mode, autocast, train()/eval(), inference mode --------------------
+
+# the fields of a GLOBAL_STATE failure that are a mode (`GLOBAL_STATE changed: grad_mode
+# autocast(cpu)_enabled`), not a setting (default_dtype, num_threads, torch_function, ...)
+GLOBAL_STATE_MODE = re.compile(r"^(?P<mode>grad_mode|autocast\S*)$")
+# a dispatch key set failure (`... dispatch key set mismatch. expected DispatchKeySet(CPU,
+# BackendSelect, ADInplaceOrView, AutogradCPU), actual DispatchKeySet(CPU, BackendSelect)`):
+# a call under torch.inference_mode() differs in the autograd keys alone
+GUARD_DISPATCH_KEYS = re.compile(
+    r"expected DispatchKeySet\((?P<a>[^)]*)\), actual DispatchKeySet\((?P<b>[^)]*)\)"
+)
+AUTOGRAD_KEY = re.compile(r"^(?:ADInplaceOrView|Autograd\w*)$")
+# a compile's own guards (dynamo_cpp_guards_str, 2.11+): the mode its graph was made in -
+# the global state as JSON (`"grad_mode":false`, `"autocast_state":{...,"enabled":[false,
+# ...]}`) and each module flag read (`TRUE_MATCH: L['self']._modules['drop'].training == True`)
+GUARDS_GRAD_MODE = re.compile(r'"grad_mode":\s*(?P<v>true|false)')
+GUARDS_AUTOCAST = re.compile(r'"autocast_state":\s*\{[^{}]*?"enabled":\s*\[(?P<v>[^\]]*)\]')
+GUARDS_TRAINING = re.compile(r"\.training == (?P<v>True|False)\b")
+
 # fail_reason of a frame that hit Dynamo's recompile limit (`cache_size_limit` before 2.7)
 RECOMPILE_LIMIT = re.compile(r"recompile limit exceeded|cache_size_limit|recompile_limit", re.I)
 RECOMPILE_LIMIT_VALUE = re.compile(r"currently set to (\d+)")

@@ -1,7 +1,7 @@
 """The module switches between train and eval mode between calls (as an evaluation step
 inside a training loop does); BatchNorm behaves differently in each. Expected: 2 calls,
-1 recompile: the guard on `training` failed. Fix: compile one module per mode, or keep
-the compiled module in one mode.
+1 recompile: the guard on `training` failed. Expected: one graph per mode (to compile for
+training only, run the evaluation calls on the uncompiled module).
 """
 
 import torch
