@@ -40,6 +40,16 @@ def test_ops_from_name_splits_on_known_op_names() -> None:
     torch = pytest.importorskip("torch")
     assert all(hasattr(torch.ops.aten, op.removeprefix("aten.")) for op in split)
     assert ops_from_name("cpp_fused_0", known) == []  # the name holds no op
+    # ATen's split first; another namespace's op only where ATen has none
+    assert ops_from_name("cpp_fused_mul_relu_0", set()) == ["aten.mul", "aten.relu"]
+    assert ops_from_name("cpp_fused_all_reduce_mul_0", set()) == [
+        "_c10d_functional.all_reduce",
+        "aten.mul",
+    ]
+    assert ops_from_name("cpp_fused__log_softmax_nll_loss_forward_7", set()) == [
+        "aten._log_softmax",
+        "aten.nll_loss_forward",
+    ]
 
 
 @pytest.mark.parametrize("folder", trace_sets("transformer_block.inductor"), ids=lambda p: p.name)

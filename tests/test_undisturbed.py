@@ -64,12 +64,12 @@ def test_a_diagnosis_hits_the_cache_the_users_plain_run_filled(tmp_path: Path) -
     env = {**env, "TMPDIR": str(tmp), "TORCH_TRACE": str(tmp_path / "plain")}
     subprocess.run([sys.executable, "model.py"], cwd=tmp_path, env=env, check=True, timeout=300)
     plain = _cache_records(tmp_path / "plain")
-    assert plain == {"fx_graph_cache_miss": 1}, plain  # a cold cache, one graph
+    assert sum(plain.values()) == 1, plain  # one graph (cold, or from a cache set up earlier)
 
     env.pop("TORCH_TRACE")
     report, proc = run_json("explain", "model.py", "--no-timings", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     caches = report["compile_time"]["caches"]
-    assert caches.get("fx_graph_cache_hit") == plain["fx_graph_cache_miss"], caches
+    assert caches.get("fx_graph_cache_hit") == 1, caches  # the entry the plain run used
     assert "fx_graph_cache_miss" not in caches, caches
     assert not list(tmp.glob("compilediag-*"))  # the run's own folder went with it

@@ -257,8 +257,8 @@ def ops_from_name(name: str, known: set[str]) -> list[str]:
     Inductor names a fused kernel after the original ops it holds, joined by `_` (an op
     whose own name starts with `_` leaves a double underscore: `_log_softmax`). The name is
     split into op names - the graph's own (`known`) and every op torch has (known_ops) -
-    choosing the split with the fewest ops (`native_layer_norm_backward` is one op, not
-    two); words no op covers stay one op of their own, not one op per word. Each op is
+    choosing the split with the fewest ops, ATen's first (`native_layer_norm_backward` is
+    one op, not two); words no op covers stay one op of their own, not one op per word. Each op is
     named with its namespace (`aten.add`, `_c10d_functional.all_reduce`).
     """
     _, sep, body = name.partition(FUSED_INFIX)
@@ -273,13 +273,21 @@ def ops_from_name(name: str, known: set[str]) -> list[str]:
                 return f"{namespaces[candidate]}.{candidate}"
         return None
 
+    def cost(op: str | None) -> int:
+        """An ATen op 1, another namespace's more (a name ATen splits stays ATen's), a
+        word of no op the most."""
+        return 100 if op is None else 1 if op.startswith("aten.") else 3
+
     n = len(words)
-    # best[i]: the fewest pieces covering words[i:] (a word of no op costs more than any
-    # split into ops), and where the piece that starts at i ends
+    # best[i]: the cheapest split of words[i:], and where the piece that starts at i ends
     best: list[tuple[int, int]] = [(0, n)] * (n + 1)
     for i in range(n - 1, -1, -1):
-        options = [(1 + best[j][0], j) for j in range(i + 1, n + 1) if op_of("_".join(words[i:j]))]
-        options.append((100 + best[i + 1][0], i + 1))
+        options = [
+            (cost(op) + best[j][0], j)
+            for j in range(i + 1, n + 1)
+            if (op := op_of("_".join(words[i:j])))
+        ]
+        options.append((cost(None) + best[i + 1][0], i + 1))
         best[i] = min(options)
     ops: list[str] = []
     unknown: list[str] = []
