@@ -72,6 +72,12 @@ def test_sample_comparison_masks_numbers_and_timings_only() -> None:
     b = "torch 2.15.0+cu132\n4 graphs · compile 9.80 s\n 0/0  f  672 ms\nTimings\n  speedup 9x\n  more\nfix x\n"
     assert samples.comparable(a) == samples.comparable(b)
     assert samples.comparable(a) != samples.comparable(a.replace("fix x", "fix y"))
+    # the headline's speed-up is measured too: marked unreliable on a busy machine, and
+    # wrapped onto a line of its own, it reads the same
+    quiet = "4 graphs · 4 kernels · compile 2.27 s · speedup 0.59x\nfix x\n"
+    busy = "4 graphs · 4 kernels · compile 12.23 s\nspeedup 0.63x (unreliable)\nfix x\n"
+    assert samples.comparable(quiet) == samples.comparable(busy)
+    assert samples.comparable(quiet) != samples.comparable(busy.replace("kernels", "recompiles"))
 
 
 def _load_samples():

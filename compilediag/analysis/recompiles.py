@@ -535,6 +535,7 @@ def collect_recompiles(h: History) -> list[Recompile]:
                 + suggestion[:1].lower()
                 + suggestion[1:]
             )
+        suggestion = state_advice(g, m.name, code_at(g.file, g.line)) or suggestion
         if package := inner_library_frame(e):
             suggestion = library_recompile_advice(package, g)
         if is_mode_switch(guards):
@@ -560,6 +561,33 @@ def collect_recompiles(h: History) -> list[Recompile]:
             )
         )
     return out
+
+
+# a line that grows a container: `self.stats.append(x)`, `.extend(`, `.insert(`, `+= [`
+GROWS = re.compile(r"\.(?:append|extend|insert)\(|\+=\s*\[")
+
+
+def state_advice(g: Guard, co_name: str, code: str) -> str:
+    """Forward changing Python state on every call: a container it grows (the length
+    guard fails each call, until the recompile limit), or, after a graph break, the value
+    that crosses the break as a new Python object each call. '' for anything else."""
+    if g.cause == RecompileCause.LENGTH and code and GROWS.search(code):
+        where = f"line {g.line}: `{code}`"
+        return (
+            f"forward changes Python state on every call ({where}): the container grows, "
+            "so each call fails the length guard and compiles again, until the recompile "
+            "limit. Keep per-step statistics outside forward (return the value and collect it "
+            "in the training loop), or keep them in a tensor buffer updated in place "
+            "(`self.register_buffer(...)`, then `.copy_()` or `+=`); the recompile is then gone."
+        )
+    if g.cause == RecompileCause.OBJECT and is_resume_frame(co_name) and "was freed" in g.words:
+        return (
+            f"After the graph break at line {g.line}, the value that line computes crosses "
+            "into this frame as a new Python object on every call, so this frame's graph is "
+            "dropped and compiled again each call. Remove the break (keep the value a "
+            "tensor) and this frame, with its recompiles, goes away."
+        )
+    return ""
 
 
 CALL_MACHINERY = ("torch/nn/modules/module.py", "torch/_dynamo/")

@@ -7,6 +7,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from compilediag.render import (
+    plural,
     ranks_of,
     seconds,
     shown_id,
@@ -14,7 +15,16 @@ from compilediag.render import (
 )
 from compilediag.render.table_parts import Row, details, new_table
 from compilediag.render.views import GuardRun, recompiles_by_frame
-from compilediag.report import Report
+from compilediag.report import Recompile, Report
+
+
+def then_words(first: Recompile, rest: list[Recompile]) -> str:
+    """The later recompiles of a run, each said once: `the same, 6 more times` where they
+    failed on the very guard text of the first (`x (was 3); x (was 5)` stay each)."""
+    said = [g.failed_guard.split(": ")[0] for g in rest]
+    if all(x == first.failed_guard.split(": ")[0] for x in said):
+        return f"the same, {plural(len(said), 'more time')}"
+    return "; ".join(dict.fromkeys(said))
 
 
 def recompile_blocks(report: Report) -> list:
@@ -33,15 +43,7 @@ def recompile_blocks(report: Report) -> list:
         out.append(line)
         rows: list[Row] = [("failed", Text(r.failed_guard, style="yellow"))]
         if len(group) > 1:
-            rows.append(
-                (
-                    "then",
-                    Text(
-                        "; ".join(g.failed_guard.split(": ")[0] for g in group[1:]),
-                        style="yellow",
-                    ),
-                )
-            )
+            rows.append(("then", Text(then_words(r, group[1:]), style="yellow")))
         if len(r.failed_guards) > 1:
             rows.append(
                 (
