@@ -63,8 +63,10 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
     return frames
 
 
-def _kind(r: Recompile) -> tuple[str, str]:
-    return (r.cause, guard_pattern(r.failed_guard))
+def _kind(r: Recompile) -> tuple[str, str, tuple[int, ...]]:
+    """A run's key: the same kind of guard, on the same ranks (a rank's values stay under
+    its own rank)."""
+    return (r.cause, guard_pattern(r.failed_guard), tuple(r.ranks))
 
 
 # -- a `compilediag run` job's steps and profiling window, in words -----------------------
