@@ -132,7 +132,6 @@ class ProcessRuntime:
     no_grad_steps: int = 0  # window steps run with grad mode off
     eval_steps: int = 0  # window steps whose module was in eval mode
     plain_step_ms: list[float] = field(default_factory=list)  # steps near the window, untimed
-    backend_calls: int = 0  # graphs handed to the backend (torch's CompileCounter counts these)
     backends: list[str] = field(default_factory=list)  # the backends' names (`inductor`)
     compile_calls: list[CompileCall] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)  # the graphs' input devices (`cuda`)

@@ -84,6 +84,20 @@ def run_cli(
     )  # fmt: skip
 
 
+def run_torchrun(job: Path, facts: Path, *options: str) -> subprocess.CompletedProcess:
+    """`compilediag run --format json OPTIONS -- python -m torch.distributed.run` with 2
+    CPU ranks on a free port; each rank writes torch's own counts under `facts`."""
+    from tests.test_report import free_port
+
+    facts.mkdir(exist_ok=True)
+    return run_cli(
+        "run", "--format", "json", *options, "--",
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+        "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(job),
+        env={"JOB_FACTS": str(facts)},
+    )  # fmt: skip
+
+
 def run_json(*args: str, **kw) -> tuple[dict, subprocess.CompletedProcess]:
     proc = run_cli(*args, "--format", "json", **kw)
     assert proc.stdout.strip(), proc.stderr

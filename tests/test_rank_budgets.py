@@ -23,8 +23,6 @@ EIGHT = TRACES / "torch-2.13.0-cpu" / "eight_ranks"  # 8 gloo ranks; rank 5 alon
 # one rank of it: 6.8 s of compile time, 2 graphs, 1 recompile
 ONE = next(EIGHT.glob("*_rank_0_*.log"))
 SAVED_V3 = ROOT / "tests" / "fixtures" / "reports" / "schema3_eight_ranks.json"
-# what one process compiled: the Summary figures a rank has its own of
-FIGURES = PER_RANK
 
 
 def alone(path: Path) -> Summary:
@@ -74,7 +72,7 @@ def test_a_budget_every_rank_meets_passes_however_many_ranks(
     # the summary: one rank's figures, the sums named as totals
     s = report["summary"]
     assert s["ranks"] == 1024
-    for name in FIGURES:
+    for name in PER_RANK:
         figure = getattr(own, name)
         spread = s["per_rank"][name]
         assert s[name] == spread["min"] == spread["median"] == spread["max"] == figure, name
@@ -133,7 +131,7 @@ def test_the_summary_of_ranks_is_each_ranks_own_figures(folder: Path) -> None:
     assert len(own) > 1
     report = report_from_traces(parse_path(folder), TargetInfo(path=str(folder)))
     s = report.summary
-    for name in FIGURES:
+    for name in PER_RANK:
         values = {label: getattr(r, name) for label, r in own.items()}
         ordered = sorted(values.values())
         worst = next(label for label, v in values.items() if v == ordered[-1])  # the first
@@ -163,7 +161,7 @@ def test_a_saved_schema_3_report_loads_with_per_rank_figures() -> None:
     assert old["graphs"] == sum(r["graphs"] for r in saved)  # a sum
     loaded = Report.from_dict(data)
     s = loaded.summary
-    for name in FIGURES:
+    for name in PER_RANK:
         values = [r[name] for r in saved]
         ordered = sorted(values)
         worst = data["ranks"][values.index(ordered[-1])]["label"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, compilediag_cmd, compilediag_files, run_cli
+from tests.conftest import ROOT, compilediag_cmd, compilediag_files, run_cli, run_torchrun
 
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 TRAIN = JOBS / "train_loop.py"
@@ -215,17 +215,8 @@ def test_a_kept_trace_folder_must_be_new_or_empty(tmp_path: Path) -> None:
 
 
 def test_a_two_rank_torchrun_job_whose_ranks_diverge(tmp_path: Path) -> None:
-    from tests.test_report import free_port
-
     facts = tmp_path / "facts"
-    facts.mkdir()
-    proc = run_cli(
-        "run", "--format", "json", "--fail-on-divergence", "--",
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-        "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-        str(JOBS / "ranks_diverge.py"),
-        env={"JOB_FACTS": str(facts)},
-    )  # fmt: skip
+    proc = run_torchrun(JOBS / "ranks_diverge.py", facts, "--fail-on-divergence")
     assert proc.returncode == 1, proc.stderr  # the ranks diverge
     report = json.loads(proc.stdout)
     ranks = {r["rank"]: r for r in report["ranks"]}

@@ -80,7 +80,6 @@ class Probe:
         self._last: tuple[str, float] | None = None  # the graph that ran last, when it ended
         self.compiled_steps: list[int] = []  # steps of the window during which torch compiled
         self._compiles_at_start = 0
-        self.compiles = 0  # backend invocations (each graph handed to the backend)
         self.no_grad_steps = 0  # window steps run with grad mode off
         self.eval_steps = 0  # window steps whose module was in eval mode
         # steps just outside the window, timed start to start without synchronising
@@ -112,7 +111,6 @@ class Probe:
 
     def wrap(self, fn: Any) -> Any:
         cid, frame = _compile_id()
-        self.compiles += 1
         if self.first_frame is None and frame is not None and not cid.startswith("!"):
             self.first_frame = frame
         probe = self
@@ -277,7 +275,6 @@ class Probe:
             "no_grad_steps": self.no_grad_steps,
             "eval_steps": self.eval_steps,
             "plain_step_ms": [round(x * 1e3, 6) for x in self.plain_step_s],
-            "backend_calls": self.compiles,
             "backends": list(self.backends),
             "compile_calls": [
                 {**c, "called": key in self.entered} for key, c in self.compile_calls.items()
