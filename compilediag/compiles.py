@@ -232,12 +232,23 @@ class Compile:
     guards: str = ""
     artifacts: dict[str, list[str]] = field(default_factory=dict)
     attempts: list[int] = field(default_factory=list)  # every attempt the trace shows
+    # the attempts that handed a graph to the backend: all but the last were discarded
+    # (torch restarted the compile after its backend saw the graph)
+    graph_attempts: list[int] = field(default_factory=list)
     order: int = 0  # position of its first record in the trace
 
     @property
     def compile_id(self) -> str:
         """The id as shown to the user: `0/1`, `r1:0/1`, and `0/1#2` for a repeated id."""
         return str(self.id) + (f"#{self.seq + 1}" if self.seq else "")
+
+    @property
+    def discarded_graphs(self) -> int:
+        """Graphs the backend was handed and torch then threw away by restarting the
+        compile (torch's CompileCounter counts each): every graph of an attempt before the
+        last one (all of them where the last attempt made none)."""
+        last = max(self.attempts, default=0)
+        return sum(a != last for a in self.graph_attempts)
 
 
 @dataclass

@@ -189,6 +189,9 @@ class Graph:
     eager_ms: float | None = None
     calls: int | None = None  # `compilediag run`: how many times the job ran it
     ranks: list[int] = field(default_factory=list)  # several ranks: those with it (in ranks[])
+    # graphs of this compile the backend was handed before torch restarted it (discarded;
+    # their time is in compile_time_s): torch's CompileCounter counts them too
+    discarded: int = 0
 
 
 @dataclass

@@ -411,3 +411,28 @@ EXPORT_DATA_DEPENDENT_FIX = (
 # the `_fused_` infix and numeric suffix of a fused kernel's name
 FUSED_INFIX = "_fused_"
 KERNEL_SUFFIX = re.compile(r"_\d+$")
+
+
+# why torch restarted a compile after its backend had the graph (`restart_reasons` of
+# compilation_metrics hold the exception's class or torch's words)
+RESTART_WORDS = {
+    "TensorifyScalarRestartAnalysis": (
+        "a Python float it tried to keep dynamic had to be a constant"
+    ),
+}
+
+
+def restart_words(reasons: list[str]) -> str:
+    """Torch's restart reasons in words: a known one explained, another as torch put it."""
+    for r in reasons:
+        for name, words in RESTART_WORDS.items():
+            if name in r:
+                return words
+    text = next((r.strip().strip("'\"") for r in reasons if r.strip()), "")
+    return f"torch: {text}" if text else "torch gave no reason"
+
+
+def float_specialised(reasons: list[str]) -> bool:
+    """The compile restarted to bake in a float it had made dynamic: later values of it
+    compile again."""
+    return any("TensorifyScalarRestartAnalysis" in r for r in reasons)

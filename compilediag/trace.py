@@ -224,7 +224,10 @@ def _apply(c: Compile, cid: CompileId, rec: Record, strings: dict[int, str]) -> 
     elif rec.kind == "bwd_compilation_metrics":
         c.bwd_metrics = CompilationMetrics.parse(rec.meta)
     elif rec.kind == "dynamo_output_graph":
+        if c.graph_attempts and cid.attempt not in c.graph_attempts:
+            c.aot_graph, c.output_code = "", []  # an earlier attempt's, discarded
         c.output_graph = rec.payload
+        c.graph_attempts.append(cid.attempt)
     elif rec.kind == "inductor_output_code":
         c.output_code.append(rec.payload)
     elif rec.kind in ("aot_inference_graph", "aot_forward_graph"):

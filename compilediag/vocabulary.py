@@ -72,6 +72,7 @@ class FindingKind(StrEnum):
     NO_PROVENANCE = "no_provenance"  # kernels with no user line (no provenance records)
     MODEL_DEFAULTS = "model_defaults"  # the file's model class, built with its defaults
     IGNORED_FILES = "ignored_files"  # files with no trace record
+    DISCARDED_GRAPH = "discarded_graph"  # a graph the backend had, thrown away on a restart
     RANK_VALUES = "rank_values"  # ranks failed the same guards with their own data's values
     DAMAGED_TRACE = "damaged_trace"  # unreadable lines, damaged payloads
     # errors

@@ -20,6 +20,7 @@ from compilediag.analysis.kernels import GraphCode, all_kernels, generated, relo
 from compilediag.analysis.notes import (
     ahead_of_time,
     cache_gaps,
+    discarded_graphs,
     compile_failure_note,
     no_provenance,
     nothing_compiled,
@@ -153,6 +154,7 @@ def notes_of(
         + nothing_compiled(h, report.graphs, report.graph_breaks, failed)
         + skipped_frames(h, measured.timings.python_ms if measured.timings else [])
         + cache_gaps(h)
+        + discarded_graphs(h)
         + no_provenance(h, code, report.environment.source)
     )
 

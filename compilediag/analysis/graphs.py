@@ -15,6 +15,7 @@ def collect_graphs(h: History) -> list[Graph]:
             line=e.place[1],
             ops=e.metrics.graph_op_count,
             compile_time_s=e.metrics.entire_frame_s if e.compile.has_metrics else None,
+            discarded=e.compile.discarded_graphs,
         )
         for e in h
         if e.graph

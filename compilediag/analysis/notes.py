@@ -5,6 +5,7 @@ history and the Report's other findings; their English is made here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from compilediag.analysis.breaks import DDP, user_site
 from compilediag.analysis.history import Entry, History
@@ -17,6 +18,7 @@ from compilediag.torch_formats import (
     frame_name,
     last_chained_break,
     parse_break_text,
+    restart_words,
 )
 from compilediag.torch_releases import untested_notice
 from compilediag.vocabulary import Finding, FindingKind, Severity, Source
@@ -124,6 +126,38 @@ def cache_gaps(h: History) -> list[Finding]:
             "generated code for it, so its kernels are not listed: run with --cold to see them.",
         )
     ]
+
+
+def discarded_graphs(h: History) -> list[Finding]:
+    """Compiles torch restarted after the backend had their graph: the graph is thrown
+    away, the compile starts over, and its time holds both (torch's CompileCounter counts
+    every backend call)."""
+    hit = [e for e in h if e.compile.discarded_graphs]
+    if not hit:
+        return []
+    thrown = sum(e.compile.discarded_graphs for e in hit)
+    graphs = sum(e.graph for e in h)
+    out = []
+    for e in hit:
+        n = e.compile.discarded_graphs
+        first = "the first graph" if n == 1 else f"the first {n} graphs"
+        out.append(
+            Finding(
+                FindingKind.DISCARDED_GRAPH,
+                f"graph {e.compile_id} ({e.code.shown}) was compiled {n + 1} times: torch "
+                f"discarded {first} its backend had and started over "
+                f"({restart_words(e.metrics.restart_reasons)}). Its compile time holds all.",
+                file=e.place[0],
+                line=e.place[1],
+            )
+        )
+    out[-1] = replace(
+        out[-1],
+        message=out[-1].message
+        + f" The backend was called {graphs + thrown} times for {graphs} graphs, as torch's "
+        "CompileCounter counts.",
+    )
+    return out
 
 
 def skipped_frames(h: History, python_ms: list[FrameTime]) -> list[Finding]:

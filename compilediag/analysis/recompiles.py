@@ -14,6 +14,7 @@ from compilediag.compiles import Frame
 from compilediag.paths import Owner, is_library_file, is_own_file, possessive
 from compilediag.report import GuardChange, LimitHit, Recompile
 from compilediag.torch_formats import (
+    float_specialised,
     AUTOGRAD_KEY,
     GLOBAL_STATE_MODE,
     GUARD_CID_PREFIX,
@@ -528,7 +529,19 @@ def collect_recompiles(h: History) -> list[Recompile]:
                 f"{len(dims)} dims of this frame's inputs change across calls: mark each "
                 f"dynamic before the first call: {marks}; or compile with dynamic=True."
             )
-        if g.cause in ("shape", "float") and became_dynamic(e) and not specialised(guards):
+        dynamic = became_dynamic(e) and not specialised(guards)
+        if g.cause == RecompileCause.FLOAT and any(
+            float_specialised(k.metrics.restart_reasons) for k in h.frame_of(e)
+        ):
+            dynamic = False
+            suggestion = (
+                "torch tried to make it dynamic, but an op in the graph needs it as a Python "
+                "number: torch restarted that compile and baked the value in, so every new "
+                "value compiles again, up to the recompile limit (dynamic=True does the same). "
+                + suggestion.split(", or compile with dynamic=True")[0]
+                + " where the op takes a tensor, or keep it to a few values."
+            )
+        if g.cause in ("shape", "float") and dynamic:
             suggestion = (
                 "torch already made it dynamic on this recompile (automatic dynamic), so later "
                 "values reuse this graph. To skip this recompile too: "
@@ -555,7 +568,7 @@ def collect_recompiles(h: History) -> list[Recompile]:
                 guard_file=g.file,
                 guard_line=g.line,
                 guard_code=code_at(g.file, g.line),
-                automatic_dynamic=became_dynamic(e) and not specialised(guards),
+                automatic_dynamic=dynamic,
                 suggestion=suggestion,
                 change=size_change(g.guard),
             )
