@@ -72,12 +72,13 @@ class Probe:
         self.graph_s: dict[str, float] = {}
         self.gap_s: dict[str, float] = {}
         self.outside_s = 0.0
-        self._step_start = 0.0
-        self._step_graph: dict[str, float] = {}
-        self._step_gap: dict[str, float] = {}
-        self._step_before = 0.0  # from the step's start to its first graph call
-        self._sync: Any = None  # torch.cuda.synchronize while CUDA is in use
-        self._last: tuple[str, float] | None = None  # the graph that ran last, when it ended
+        # the step under way: its start and each graph's entry and exit, as marks (a clock
+        # reading; where CUDA is in use, a CUDA event recorded on the current stream, read
+        # once the window is over: no synchronisation inside the window)
+        self._step_start: Any = 0.0
+        self._marks: list[tuple[bool, str, Any]] = []  # (entered, compile id, mark)
+        self._pending: list[tuple[Any, list[tuple[bool, str, Any]], Any]] = []
+        self._cuda: Any = None  # torch.cuda while CUDA is in use
         self.compiled_steps: list[int] = []  # steps of the window during which torch compiled
         self._compiles_at_start = 0
         self.no_grad_steps = 0  # window steps run with grad mode off
@@ -156,17 +157,18 @@ class Probe:
         if self.window is None:
             return
         a, b = self.window
-        now = None
+        wall = None
         if self.timing or self.steps == a:
-            self._sync_for_step()
-            now = self.clock()
+            if self.steps == a:
+                self._use_cuda_if_initialised()
+            wall, mark = time.perf_counter(), self.clock()
             if self.timing:
-                self.end_step(now)
+                self.end_step(mark)
             else:  # the step before the window ends
-                self.plain_step(now)
+                self.plain_step(wall)
             self.timing = a <= self.steps <= b
             if self.timing:
-                self._step_start, self._last = now, None
+                self._step_start, self._marks = mark, []
                 self._compiles_at_start = _frames_compiled()
                 torch = sys.modules.get("torch")
                 if torch is not None and not torch.is_grad_enabled():
@@ -175,7 +177,9 @@ class Probe:
                     self.eval_steps += 1
                 self._plain_start = None
                 return
-        self.plain_step(now)
+            self.tally()  # the window is over: its marks are read once
+            wall = time.perf_counter()  # (after the one wait for the GPU, if it waited)
+        self.plain_step(wall)
 
     def plain_step(self, now: float | None = None) -> None:
         """A step outside the window: timed start to start, one clock reading each, near
@@ -190,7 +194,7 @@ class Probe:
             self.plain_step_s.append(now - self._plain_start)
         self._plain_start, self._plain_compiles = now, compiled
 
-    def enter(self, cid: str, frame: int | None) -> float | None:
+    def enter(self, cid: str, frame: int | None) -> Any:
         """Count the call; in the window, the time it starts (the time since the last
         graph ended is that graph's gap; before the step's first graph, the step's own)."""
         self.calls[cid] = self.calls.get(cid, 0) + 1
@@ -198,54 +202,79 @@ class Probe:
             self.step()
         if not self.timing:
             return None
-        t0 = self.clock()
-        if self._last is not None:
-            last, ended = self._last
-            self._step_gap[last] = self._step_gap.get(last, 0.0) + t0 - ended
-        elif not self._step_graph:  # the step's first graph: what ran before it is outside
-            self._step_before += t0 - self._step_start
-        return t0
+        mark = self.clock()
+        self._marks.append((True, cid, mark))
+        return mark
 
-    def leave(self, cid: str, t0: float) -> None:
-        ended = self.clock()
-        self._last = (cid, ended)
-        self._step_graph[cid] = self._step_graph.get(cid, 0.0) + ended - t0
+    def leave(self, cid: str, t0: Any) -> None:
+        self._marks.append((False, cid, self.clock()))
 
-    def end_step(self, now: float) -> None:
-        """A step is complete when the next one starts: its totals count then, unless
-        torch compiled during it (its time would be the compile's, not the step's)."""
+    def end_step(self, end: Any) -> None:
+        """A step is complete when the next one starts: it counts then, unless torch
+        compiled during it (its time would be the compile's, not the step's)."""
         if _frames_compiled() != self._compiles_at_start:
             self.compiled_steps.append(self.steps - 1)
         else:
+            self._pending.append((self._step_start, self._marks, end))
+        self._marks = []
+        if self._cuda is None:
+            self.tally()
+
+    def tally(self) -> None:
+        """Add the complete steps' marks to the window's totals: each graph's time, the
+        time from its end to the next graph's start (its gap), and the time outside
+        compiled code (before the step's first graph, after its last)."""
+        if not self._pending:
+            return
+        if self._cuda is not None:
+            self._pending[-1][2].synchronize()  # the last mark done: every one before it is
+        seconds = self._seconds
+        for start, marks, end in self._pending:
             self.measured_steps += 1
-            self.window_s += now - self._step_start
-            for cid, s in self._step_graph.items():
-                self.graph_s[cid] = self.graph_s.get(cid, 0.0) + s
-            for cid, s in self._step_gap.items():
-                self.gap_s[cid] = self.gap_s.get(cid, 0.0) + s
-            self.outside_s += self._step_before
-            if self._last is not None:
-                self.outside_s += now - self._last[1]
-            else:  # no graph ran: the whole step was outside compiled code
-                self.outside_s += now - self._step_start - self._step_before
-        self._step_graph, self._step_gap, self._step_before = {}, {}, 0.0
+            self.window_s += seconds(start, end)
+            last: tuple[str, Any] | None = None  # the graph that ran last, and its end
+            t0, ran = start, False
+            for entered, cid, mark in marks:
+                if entered:
+                    if last is not None:
+                        self.gap_s[last[0]] = self.gap_s.get(last[0], 0.0) + seconds(last[1], mark)
+                    elif not ran:  # the step's first graph: what ran before it is outside
+                        self.outside_s += seconds(start, mark)
+                    t0 = mark
+                else:
+                    self.graph_s[cid] = self.graph_s.get(cid, 0.0) + seconds(t0, mark)
+                    last, ran = (cid, mark), True
+            # after the last graph (no graph ran: the whole step) was outside compiled code
+            self.outside_s += seconds(last[1], end) if last is not None else seconds(start, end)
+        self._pending = []
 
-    def clock(self) -> float:
-        """Now, after the GPU's queued work where CUDA is in use (asked once a step: the
-        window's own cost is kept to a few microseconds a call on the CPU)."""
-        if self._sync is not None:
-            self._sync()
-        return time.perf_counter()
+    def _seconds(self, a: Any, b: Any) -> float:
+        if self._cuda is not None:
+            return float(a.elapsed_time(b)) / 1e3
+        return float(b - a)
 
-    def _sync_for_step(self) -> None:
+    def clock(self) -> Any:
+        """A mark: now, or where CUDA is in use a CUDA event recorded now (where the GPU
+        will be when it reaches this point of the queued work)."""
+        if self._cuda is None:
+            return time.perf_counter()
+        event = self._cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def _use_cuda_if_initialised(self) -> None:
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
-        self._sync = cuda.synchronize if cuda is not None and cuda.is_initialized() else None
+        self._cuda = cuda if cuda is not None and cuda.is_initialized() else None
 
     # -- the facts --------------------------------------------------------------------
 
     def facts(self) -> dict[str, Any]:
         """What compilediag reads back (worker_types.ProcessRuntime)."""
+        try:  # a window the job ended in: its complete steps
+            self.tally()
+        except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread
+            self._pending = []
         profiled = None
         n = self.measured_steps
         if n:
