@@ -166,3 +166,19 @@ def portable_text(text: str, root: str) -> str:
 
 def where(file: str, line: int) -> str:
     return f"{short_path(file)}:{line}"
+
+
+def resolve_file(shown: str, near: str) -> str:
+    """A path as torch's guard comments show it (cut from the left: `mp/job/train.py`, a
+    library's from its package: `transformers/models/bert/modeling_bert.py`) as a file on
+    this machine, found beside `near` (a file of the same run); '' where none is found."""
+    if not shown:
+        return ""
+    if near.endswith(shown):
+        return near
+    for marker in LIBRARY_ROOTS:
+        if marker in near:
+            candidate = near.split(marker, 1)[0] + marker + shown
+            if os.path.isfile(candidate):
+                return candidate
+    return ""

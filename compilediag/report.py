@@ -131,6 +131,8 @@ class Recompile:
     hit_limit: bool = False  # the attempt that hit the recompile limit: no graph, not counted
     ranks: list[int] = field(default_factory=list)  # several ranks: those with it (in ranks[])
     change: GuardChange | None = None  # the first failed guard, where it is a size's
+    # beyond the first failed guard (torch names one): what else the call changed, in words
+    also_changed: list[str] = field(default_factory=list)
 
 
 @dataclass

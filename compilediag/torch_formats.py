@@ -436,3 +436,43 @@ def float_specialised(reasons: list[str]) -> bool:
     """The compile restarted to bake in a float it had made dynamic: later values of it
     compile again."""
     return any("TensorifyScalarRestartAnalysis" in r for r in reasons)
+
+
+# --- the guard tree (`dynamo_cpp_guards_str`) ---------------------------------------------
+
+GUARD_TREE_SOURCE = re.compile(r"\+- GuardManager: source=(?P<src>.+?), accessed_by=")
+GUARD_TREE_LEAF = re.compile(r"\+- (?P<kind>[A-Z_]+): (?P<expr>.+?)(?:\s+# .*)?$")
+# the leaves that pin a value (what a new call's value can fail)
+VALUE_GUARDS = frozenset(
+    ("NONE_MATCH", "EQUALS_MATCH", "ID_MATCH", "TENSOR_MATCH", "TYPE_MATCH", "LENGTH_CHECK",
+     "DICT_LENGTH", "NOT_NONE_MATCH", "TRUE_MATCH", "FALSE_MATCH")
+)  # fmt: skip
+
+
+def guard_values(tree: str) -> dict[str, frozenset[str]]:
+    """A compile's guard tree as each source's value guards (`KIND: expr`), for comparing
+    the guards of a cached graph with those of the graph compiled for the call that
+    failed them: a source whose value guards differ changed between the two calls."""
+    out: dict[str, set[str]] = {}
+    source = ""
+    for line in tree.splitlines():
+        if m := GUARD_TREE_SOURCE.search(line):
+            source = m["src"]
+        elif (m := GUARD_TREE_LEAF.search(line)) and source and m["kind"] in VALUE_GUARDS:
+            out.setdefault(source, set()).add(f"{m['kind']}: {m['expr'].strip()}")
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def guard_value(leaves: frozenset[str]) -> str:
+    """The value a source's guards pin, in a few words: `None`, `'x'`, `size 2x16` (`2xany`
+    where the dim is dynamic)."""
+    for leaf in sorted(leaves):
+        kind, _, expr = leaf.partition(": ")
+        if kind == "NONE_MATCH":
+            return "None"
+        if kind == "EQUALS_MATCH":
+            return expr.split(" == ", 1)[-1]
+        if kind == "TENSOR_MATCH" and (m := re.search(r"size=\[([^\]]*)\]", expr)):
+            dims = [d.strip() for d in m[1].split(",") if d.strip()]
+            return "size " + "x".join("any" if d == "None" else d for d in dims)
+    return "another value"

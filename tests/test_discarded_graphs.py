@@ -61,9 +61,10 @@ def test_a_graph_discarded_on_a_restart_is_counted_and_said(tmp_path: Path) -> N
     assert discarded >= 1
     assert len(graphs) + discarded == _torch_count(MODEL, tmp_path / "model.py")
     notes = [n for n in report["notes"] if n["kind"] == "discarded_graph"]
-    assert notes and "a Python float it tried to keep dynamic had to be a constant" in notes[0][
-        "message"
-    ]
+    assert (
+        notes
+        and "a Python float it tried to keep dynamic had to be a constant" in notes[0]["message"]
+    )
     # every value after the first recompiled: no "later values reuse this graph"
     assert len(report["recompiles"]) == len(graphs) - 1 == 3
     for r in report["recompiles"]:

@@ -62,3 +62,115 @@ def test_a_library_model_called_by_the_user_gets_advice_on_the_users_inputs(
     assert proc.returncode == 0, proc.stderr
     assert json.loads(facts.read_text())["recompiles_log"] == 0
     assert json.loads(proc.stdout)["recompiles"] == []
+
+
+CLASSIFIER_JOB = """\
+import os
+import sys
+
+sys.path.insert(0, {jobs!r})
+import torch
+from torch_counts import backend, facts_path, write_facts
+from transformers import BertConfig, BertForSequenceClassification
+
+torch.manual_seed(0)
+config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                    num_attention_heads=2, intermediate_size=64, num_labels=3)
+model = BertForSequenceClassification(config)
+if os.environ.get("FIX"):
+    exec(os.environ["FIX"])
+step = torch.compile(model, backend=backend)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    batch = {{"input_ids": torch.randint(0, 100, (2, 16)),
+              "attention_mask": torch.ones(2, 16, dtype=torch.long),
+              "labels": torch.randint(0, 3, (2,))}}
+    step(**batch).loss.backward()
+    opt.step()
+    opt.zero_grad()
+write_facts(facts_path())
+"""
+
+
+def test_a_config_field_the_library_sets_on_its_first_call_is_named_with_its_fix(
+    tmp_path: Path,
+) -> None:
+    """BERT's classifier sets `config.problem_type` inside forward on its first call: the
+    second call recompiles. The advice names the library line that sets it and the value
+    to set beforehand (from the recompiled graph's own guard); applied, torch's count has
+    no recompile. Before: "See the guard above"."""
+    pytest.importorskip("transformers")
+    import re
+
+    job = tmp_path / "train.py"
+    job.write_text(CLASSIFIER_JOB.format(jobs=str(ROOT / "tests" / "fixtures" / "run_jobs")))
+    facts = tmp_path / "facts.json"
+
+    def run(fix: str = "") -> tuple[dict, dict]:
+        proc = run_cli("run", "--format", "json", "--", sys.executable, str(job),
+                       env={"JOB_FACTS": str(facts), "FIX": fix}, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), json.loads(facts.read_text())
+
+    report, torch_saw = run()
+    (r,) = report["recompiles"]
+    assert torch_saw["recompiles_log"] == 1
+    assert "sets `self.config.problem_type` itself (modeling_bert.py:" in r["suggestion"]
+    assert "leave" not in r["suggestion"] and "uncompiled" not in r["suggestion"]
+    fix = re.search(r"\(`(model\.config\.problem_type = .+?)`\)", r["suggestion"])
+    assert fix, r["suggestion"]
+    # the advice, applied: the field set before the first call
+    report, torch_saw = run(fix[1])
+    assert torch_saw["recompiles_log"] == 0 and torch_saw["frames"] == 1
+    assert report["recompiles"] == []
+
+
+PADDED_CLASSIFIER_JOB = (
+    CLASSIFIER_JOB.replace(
+        "for _ in range(3):", "for n in (16, 17, 18):  # each batch padded to its longest"
+    )
+    .replace("(2, 16)", "(2, n)")
+    .replace("ones(2, 16,", "ones(2, n,")
+)
+
+
+def test_a_second_cause_behind_the_first_failed_guard_is_named(tmp_path: Path) -> None:
+    """The Trainer case: batches padded to their own length AND the classifier setting
+    `config.problem_type` on its first call. torch names only the first failed guard (the
+    sequence length); the report also names the config field, with its fix, from the two
+    graphs' guard trees. Both fixes applied (mark_dynamic, the field set beforehand), torch
+    counts no recompile; the shape fix alone leaves one."""
+    pytest.importorskip("transformers")
+    import re
+
+    job = tmp_path / "train.py"
+    job.write_text(PADDED_CLASSIFIER_JOB.format(jobs=str(ROOT / "tests" / "fixtures" / "run_jobs")))
+    facts = tmp_path / "facts.json"
+
+    def run(fix: str = "") -> tuple[dict, dict]:
+        proc = run_cli("run", "--format", "json", "--", sys.executable, str(job),
+                       env={"JOB_FACTS": str(facts), "FIX": fix}, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), json.loads(facts.read_text())
+
+    report, torch_saw = run()
+    assert len(report["recompiles"]) == torch_saw["recompiles_log"] == 1
+    (r,) = report["recompiles"]
+    assert r["failed_guard"] == "input_ids dim 1 changed 16 → 17"
+    (config,) = [a for a in r["also_changed"] if "problem_type" in a]
+    assert "(None → 'single_label_classification')" in config
+    field = re.search(r"\(`(model\.config\.problem_type = .+?)`\)", config)
+    assert field, config
+    # the shape fix alone (what torch's own message points at): the recompile stays
+    marked = job.read_text().replace(
+        "    step(**batch)",
+        "    for k in ('input_ids', 'attention_mask'):\n"
+        "        torch._dynamo.mark_dynamic(batch[k], 1)\n"
+        "    step(**batch)",
+    )
+    job.write_text(marked)
+    _, torch_saw = run()
+    assert torch_saw["recompiles_log"] == 1
+    # both fixes: none
+    report, torch_saw = run(field[1])
+    assert torch_saw["recompiles_log"] == 0 and report["recompiles"] == []

@@ -6,6 +6,7 @@ no recompile."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,69 @@ def test_a_list_grown_in_forward_is_named_as_the_cause(tmp_path: Path) -> None:
         model(*args)
     torch._dynamo.reset()
     assert counter.frame_count == 1
+
+
+CONFIG_JOB = """\
+import os
+
+import torch
+from torch import nn
+
+
+class Config:
+    problem_type = None
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = Config()
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x, labels):
+        logits = self.fc(x)
+        if self.config.problem_type is None:
+            if logits.shape[-1] == 1:
+                self.config.problem_type = "regression"
+            else:
+                self.config.problem_type = "single_label"
+        if self.config.problem_type == "single_label":
+            return nn.functional.cross_entropy(logits, labels)
+        return logits.sum()
+
+
+model = Classifier()
+if os.environ.get("FIX"):
+    exec(os.environ["FIX"])
+step = torch.compile(model, backend="eager")
+for _ in range(3):
+    step(torch.randn(4, 8), torch.randint(0, 3, (4,))).backward()
+"""
+
+
+def test_an_attribute_forward_sets_on_its_first_call_names_the_line_and_the_value(
+    tmp_path: Path,
+) -> None:
+    """Forward sets a config field on its first call (the second call recompiles): the
+    advice names the line that set it - of two assignments, the one whose value the
+    recompiled graph found - and the value to set beforehand; applied, nothing recompiles
+    (torch's own recompiles log, under the same run)."""
+    import re
+    import sys
+
+    (tmp_path / "train.py").write_text(CONFIG_JOB)
+
+    def run(fix: str = "") -> tuple[dict, str]:
+        proc = run_cli("run", "--format", "json", "--", sys.executable, "train.py",
+                       env={"FIX": fix, "TORCH_LOGS": "recompiles"}, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), proc.stderr
+
+    report, log = run()
+    (r,) = report["recompiles"]
+    assert log.count("Recompiling function") == 1
+    assert '(train.py:23: `self.config.problem_type = "single_label"`)' in r["suggestion"]
+    fix = re.search(r"\(`(model\.config\.problem_type = .+?)`\)", r["suggestion"])
+    assert fix and fix[1] == "model.config.problem_type = 'single_label'", r["suggestion"]
+    report, log = run(fix[1])
+    assert report["recompiles"] == [] and "Recompiling function" not in log

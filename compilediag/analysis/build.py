@@ -20,8 +20,8 @@ from compilediag.analysis.kernels import GraphCode, all_kernels, generated, relo
 from compilediag.analysis.notes import (
     ahead_of_time,
     cache_gaps,
-    discarded_graphs,
     compile_failure_note,
+    discarded_graphs,
     no_provenance,
     nothing_compiled,
     skipped_frames,

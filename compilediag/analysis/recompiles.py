@@ -8,13 +8,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from compilediag.analysis.history import Entry, History
-from compilediag.analysis.source import code_at
+from compilediag.analysis.history import Entry, FrameCode, History
+from compilediag.analysis.source import assignments_in_function, code_at
 from compilediag.compiles import Frame
-from compilediag.paths import Owner, is_library_file, is_own_file, possessive
+from compilediag.paths import Owner, is_library_file, is_own_file, possessive, resolve_file
 from compilediag.report import GuardChange, LimitHit, Recompile
 from compilediag.torch_formats import (
-    float_specialised,
     AUTOGRAD_KEY,
     GLOBAL_STATE_MODE,
     GUARD_CID_PREFIX,
@@ -41,9 +40,12 @@ from compilediag.torch_formats import (
     RECOMPILE_LIMIT_VALUE,
     RESUME,
     STACK_FILE_LINE,
+    float_specialised,
     frame_name,
     guard_pattern,
     guard_text,
+    guard_value,
+    guard_values,
     is_resume_frame,
     source_name,
 )
@@ -59,6 +61,8 @@ class Guard:
     file: str = ""  # the user line that installed the guard
     line: int = 0
     hint: str = ""  # torch's own hint, when it gives one
+    # the line that installed it, the user's or a library's: the innermost of its stack
+    at: tuple[str, int] = ("", 0)
 
 
 def parse_guard(reason: str) -> Guard:
@@ -76,6 +80,8 @@ def parse_guard(reason: str) -> Guard:
     if hint_m and cause == "int":
         suggestion = hint_m["hint"].strip()
     g = Guard(guard, words, cause, suggestion, file, line, hint_m["hint"].strip() if hint_m else "")
+    innermost = list(STACK_FILE_LINE.finditer(stack))[-1:]
+    g.at = (innermost[0]["file"], int(innermost[0]["line"])) if innermost else (file, line)
     if not g.file and loc and not is_library_file(loc["file"]):
         # torch shortens this path ("main/models/net.py"); the caller resolves it
         g.file, g.line = loc["file"], int(loc["line"])
@@ -553,6 +559,15 @@ def collect_recompiles(h: History) -> list[Recompile]:
             suggestion = library_recompile_advice(package, g)
         if is_mode_switch(guards):
             suggestion = mode_advice(h, e)
+        suggestion = mutation_advice(g, m, e.compile.guards) or suggestion
+        # (a graph of another mode is no cached graph this call could have used)
+        also = [] if is_mode_switch(guards) else also_changed(h, e, g)
+        if also:
+            suggestion += (
+                " torch names only the first guard that failed; this call also changed "
+                + "; ".join(also)
+                + ". Each recompiles on its own: fix all of them."
+            )
         file, line = e.place
         out.append(
             Recompile(
@@ -571,8 +586,112 @@ def collect_recompiles(h: History) -> list[Recompile]:
                 automatic_dynamic=dynamic,
                 suggestion=suggestion,
                 change=size_change(g.guard),
+                also_changed=also,
             )
         )
+    return out
+
+
+# the attribute chain a guard reads: `L['self'].config.problem_type`
+# (2.13 writes the local by its name: `self.config.problem_type is None`), at the start of
+# the guard or as the first argument of a check (`___check_obj_id(...)`)
+ATTRIBUTE_CHAIN = re.compile(
+    r"^(?:\w+\()?(?P<src>(?:[LG]\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+|\._modules\['[^']+'\])+)"
+)
+
+
+# an attribute read from the class: `not ___dict_contains('problem_type', self.config.__dict__)`
+DICT_CONTAINS = re.compile(r"___dict_contains\('(?P<attr>\w+)', (?P<src>[^()]+?)\.__dict__\)")
+# a value guard of the recompiled graph: `EQUALS_MATCH: L['self'].config.problem_type == 'x'`
+EQUALS_GUARD = re.compile(r"EQUALS_MATCH: (?P<src>\S+) == (?P<v>.+?)(?:\s+#|$)", re.M)
+
+
+def guarded_chain(guard: str) -> str:
+    """The attribute chain a guard reads, as the user writes it (`self.config.problem_type`);
+    '' where it reads no attribute of an object."""
+    m = ATTRIBUTE_CHAIN.match(guard)
+    d = DICT_CONTAINS.search(guard)
+    if d:  # the attribute was the class's, and now the instance has its own
+        chain = f"{source_name(d['src'])}.{d['attr']}"
+    elif m:
+        chain = source_name(m["src"])
+    else:
+        return ""
+    return chain if "." in chain else ""
+
+
+def set_by_model(chain: str, places: list[tuple[str, int]], guards: str) -> tuple[str, str]:
+    """Where the model assigns `chain` (searched in the functions holding `places`, in
+    order): the line, in words, and the statement that sets it before the first call, to
+    the value the recompiled graph found (`guards`: that graph's tree, where it states the
+    value); ('', '') where no such line is found."""
+    found = next(
+        ((f, hits) for f, n in places if f and (hits := assignments_in_function(f, n, chain))),
+        None,
+    )
+    if found is None:
+        return "", ""
+    file, hits = found
+    now = next(
+        (m["v"] for m in EQUALS_GUARD.finditer(guards) if source_name(m["src"]) == chain), ""
+    )
+    line, value = next(((n, v) for n, v in hits if v == now), hits[0])
+    root, _, rest = chain.partition(".")
+    owner = "model" if root == "self" else root
+    return (
+        f"{os.path.basename(file)}:{line}: `{code_at(file, line)}`",
+        f"{owner}.{rest} = {now or value}",
+    )
+
+
+def mutation_advice(g: Guard, code: FrameCode, guards: str = "") -> str:
+    """A guard on an attribute that the model assigns (forward setting
+    `self.config.problem_type` on its first call: searched in the function that installed
+    the guard, then in the compiled frame's): the line that sets it, and the fix that
+    removes the recompile - set it before the first call. '' for anything else."""
+    chain = guarded_chain(g.guard)
+    where, fix = set_by_model(chain, [g.at, (code.file, code.line)], guards) if chain else ("", "")
+    if not where:
+        return ""
+    return (
+        f"The model sets `{chain}` itself ({where}), so the next call finds a value the "
+        f"graph was not compiled for and compiles again. Set it before the first call "
+        f"(`{fix}`) and this recompile is gone."
+    )
+
+
+def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
+    """What else the call that recompiled changed, beyond the first failed guard torch
+    names: the sources whose value guards differ between the cached graph's guard tree
+    and the new graph's (each in words, with the fix where the model sets it itself)."""
+    frame = h.frame_of(e)
+    before = [k for k in frame[: frame.index(e)] if k.compile.guards]
+    if not before or not e.compile.guards:
+        return []
+    old, new = guard_values(before[-1].compile.guards), guard_values(e.compile.guards)
+    changed = [
+        src for src in old
+        if src in new and old[src] != new[src] and src.startswith(("L[", "G["))
+    ]  # fmt: skip
+    first = f"{g.guard} {g.words}"
+    out = []
+    for src in changed:
+        if any(src != o and src.startswith(o) for o in changed):
+            continue  # inside a changed object: said by its owner
+        name = source_name(src)
+        if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", first):
+            continue  # the guard torch named
+        text = f"`{name}` ({guard_value(old[src])} → {guard_value(new[src])})"
+        chain = name if "." in name else ""
+        places = [(e.code.file, e.code.line)] + [
+            (resolve_file(m["file"], e.code.file), int(m["line"]))
+            for leaf in e.compile.guards.splitlines()
+            if src in leaf and (m := GUARD_LOCATION.search(leaf))
+        ]
+        where, fix = set_by_model(chain, places[1:] + places[:1], e.compile.guards)
+        if where:
+            text += f": the model sets it itself ({where}); set it before the first call (`{fix}`)"
+        out.append(text)
     return out
 
 

@@ -23,3 +23,50 @@ def context_at(file: str, line: int, around: int = CONTEXT_LINES) -> list[Source
         return []
     lo, hi = max(1, line - around), min(len(lines), line + around)
     return [SourceLine(n, lines[n - 1].rstrip("\n")) for n in range(lo, hi + 1)]
+
+
+def assignments_in_function(file: str, line: int, target: str) -> list[tuple[int, str]]:
+    """The lines of the innermost function of `file` that holds `line` that assign
+    `target` (an attribute chain as written: `self.config.problem_type`), by `=`, an
+    augmented assignment or `setattr(self.config, "problem_type", ...)`, each with the
+    value's text; empty where the file can't be read or parsed."""
+    import ast
+
+    text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    holding = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        and min([n.lineno] + [d.lineno for d in n.decorator_list])
+        <= line
+        <= (n.end_lineno or n.lineno)
+    ]
+    fn = max(holding, key=lambda n: n.lineno, default=None)  # the innermost
+    if fn is None:
+        return []
+    out = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "setattr"
+            and len(node.args) == 3
+            and isinstance(node.args[1], ast.Constant)
+        ):
+            name = f"{ast.unparse(node.args[0])}.{node.args[1].value}"
+            if name == target:
+                out.append((node.lineno, ast.unparse(node.args[2])))
+            continue
+        else:
+            continue
+        if any(ast.unparse(t) == target for t in targets):
+            out.append((node.lineno, ast.unparse(value)))
+    return sorted(out)
