@@ -60,6 +60,7 @@ def assignments_in_function(file: str, line: int, target: str) -> list[tuple[int
             and node.func.id == "setattr"
             and len(node.args) == 3
             and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
         ):
             name = f"{ast.unparse(node.args[0])}.{node.args[1].value}"
             if name == target:
