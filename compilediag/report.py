@@ -404,6 +404,9 @@ class RankSummary:
     label: str = ""  # "rank 3", or with the file name where two files claim one rank
     break_sites: list[str] = field(default_factory=list)  # "model.py:12 print(...): reason"
     recompile_reasons: list[str] = field(default_factory=list)
+    # what its recompiling calls changed, values left out ("forward: input_ids"): each
+    # recompile's failed guard and what else the call changed (Recompile.also_changed)
+    changed: list[str] = field(default_factory=list)
     # the collectives Inductor scheduled, graph by graph, in order ("0/0: all_reduce_")
     collectives: list[str] = field(default_factory=list)
     graph_order: list[str] = field(default_factory=list)  # graph_execution, when recorded

@@ -84,9 +84,12 @@ def run_cli(
     )  # fmt: skip
 
 
-def run_torchrun(job: Path, facts: Path, *options: str) -> subprocess.CompletedProcess:
+def run_torchrun(
+    job: Path, facts: Path, *options: str, env: dict[str, str] | None = None, **kw
+) -> subprocess.CompletedProcess:
     """`compilediag run --format json OPTIONS -- python -m torch.distributed.run` with 2
-    CPU ranks on a free port; each rank writes torch's own counts under `facts`."""
+    CPU ranks on a free port; each rank writes torch's own counts under `facts`; `env`:
+    more of the job's environment."""
     from tests.test_report import free_port
 
     facts.mkdir(exist_ok=True)
@@ -94,7 +97,8 @@ def run_torchrun(job: Path, facts: Path, *options: str) -> subprocess.CompletedP
         "run", "--format", "json", *options, "--",
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
         "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(job),
-        env={"JOB_FACTS": str(facts)},
+        env={"JOB_FACTS": str(facts), **(env or {})},
+        **kw,
     )  # fmt: skip
 
 

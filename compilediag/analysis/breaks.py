@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import replace
 
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.source import code_at, context_at
 from compilediag.compiles import Frame
 from compilediag.fixes import Fix, fix_for
 from compilediag.paths import installed_package, is_library_file, possessive
-from compilediag.report import GraphBreak, Site
+from compilediag.report import GraphBreak, Report, Site
 from compilediag.torch_formats import RESUME, ParsedBreak, parse_break_text
 
 
@@ -257,3 +259,65 @@ def collect_breaks(h: History) -> tuple[list[GraphBreak], int]:
         )  # fmt: skip
     ordered = sorted(sites.values(), key=lambda b: (-b.count, -b.ops_before, b.file, b.line))
     return ordered, len(broken)
+
+
+# the sentence of the "compiled nothing" note that tells the user to reorder DDP and compile
+DDP_REORDER = (
+    "Compile the module, then wrap it (DDP(torch.compile(model))), or compile each block; "
+    "see torch's notes on DDP with torch.compile."
+)
+# a wrapper torch.compile was given that a framework, not the user, put around the model
+WRAPPERS = ("DistributedDataParallel", "FullyShardedDataParallel")
+# each framework's own setting that compiles the model's blocks instead of its wrapper
+# (the Trainer hands torch_compile to accelerate, which reads the same variable)
+FRAMEWORK_SETTINGS = {
+    "accelerate": (
+        "accelerate's own setting compiles the model's repeated blocks instead of the "
+        "wrapper: ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION=1 in the environment (or "
+        "TorchDynamoPlugin(use_regional_compilation=True))."
+    ),
+}
+
+
+def framework_wrapped(report: Report, calls: list[tuple[str, str, int]]) -> None:
+    """Breaks inside DDP's code where a framework compiled the DDP-wrapped model
+    (`calls`: each torch.compile call of the job, as (what, file, line)): the order is the
+    framework's choice, not a line of the user's, so the advice says whose choice it is,
+    what the breaks cost a step where the window measured it, and the framework's setting
+    where it has one - not `DDP(torch.compile(model))`."""
+    owned = [(w, f, n) for w, f, n in calls if w in WRAPPERS and installed_package(f)]
+    if not owned:
+        return
+    what, file, line = owned[0]
+    package = installed_package(file)
+    chose = (
+        f"{package} wrapped the model in {what} and compiled the wrapper "
+        f"({package}/{os.path.basename(file)}:{line}): the order is {possessive(package)} "
+        "choice, not a line of yours."
+    )
+    setting = FRAMEWORK_SETTINGS.get(package, "")
+    for i, n in enumerate(report.notes):  # "compiled nothing" under DDP
+        if DDP_REORDER in n.message:
+            report.notes[i] = replace(
+                n, message=n.message.replace(DDP_REORDER, f"{chose} {setting}".strip())
+            )
+    breaks = [b for b in report.graph_breaks if b.framework == DDP]
+    breakdown = report.timings.breakdown if report.timings else None
+    step = breakdown.call_ms if breakdown else None
+    for b in breaks:
+        if b.time_lost_ms is not None:
+            share = f" ({b.time_lost_ms / step:.0%} of the step)" if step else ""
+            cost = f"Measured, it costs {b.time_lost_ms:.3f} ms a step{share}."
+        elif breakdown is not None:
+            cost = (
+                "In the profiled steps no time between graphs is its: that code runs before "
+                f"and after the compiled graph, within the rest of the step "
+                f"({breakdown.outside_ms:.3f} ms of {breakdown.call_ms:.3f} ms, with backward, "
+                "optimizer and data)."
+            )
+        else:
+            cost = "--profile-steps A-B measures what it costs a step."
+        b.suggestion = (
+            f"{chose} The break is in {what}'s own code, which runs eagerly either way. "
+            f"{cost} {setting}"
+        ).strip()

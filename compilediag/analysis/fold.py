@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from compilediag.analysis.recompiles import changed_subjects
 from compilediag.compiles import TraceLog, unranked
 from compilediag.report import (
     CompileTime,
@@ -98,6 +99,7 @@ def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
             f"{os.path.basename(b.file)}:{b.line} {b.code}: {b.reason}" for b in r.graph_breaks
         ),
         recompile_reasons=sorted({f"{x.frame}: {x.failed_guard}" for x in r.recompiles}),
+        changed=sorted({f"{x.frame}: {s}" for x in r.recompiles for s in changed_subjects(x)}),
         collectives=collective_schedule(h),
         graph_order=graph_order(h),
         caches=dict(r.compile_time.caches) if r.compile_time else {},

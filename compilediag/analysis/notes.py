@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from compilediag.analysis.breaks import DDP, user_site
+from compilediag.analysis.breaks import DDP, DDP_REORDER, user_site
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.kernels import GraphCode, provenance_lines
 from compilediag.analysis.source import code_at
@@ -97,8 +97,7 @@ def nothing_compiled(
         text = (
             "torch.compile produced no graph: the whole model ran in eager mode. Dynamo broke "
             "inside DistributedDataParallel's own code and skipped the wrapped module's frames "
-            "as torch-internal. Compile the module, then wrap it (DDP(torch.compile(model))), "
-            "or compile each block; see torch's notes on DDP with torch.compile."
+            "as torch-internal. " + DDP_REORDER
         )
     else:
         text = (

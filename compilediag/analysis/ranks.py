@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from compilediag.analysis.recompiles import guard_head
 from compilediag.compiles import TraceLog
 from compilediag.ranksets import rank_set
 from compilediag.report import RankSpread, RankSummary, Report, Summary, TargetInfo
@@ -125,11 +126,14 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
 
     metrics: list[tuple[str, Callable[[RankSummary], int]]] = [
         ("graph-break sites", lambda r: r.summary.unique_graph_breaks),
-        ("graphs", lambda r: r.summary.graphs),
     ]
-    if len({frozenset(_guard_kinds(r)) for r in ranks}) > 1:
+    same_changes = len({frozenset(_changed(r)) for r in ranks}) == 1
+    first_graphs = {r.summary.graphs - r.summary.recompiles for r in ranks}
+    if not same_changes:
         # the same guards failing as often as the data made them is no divergence
-        metrics.insert(1, ("recompiles", lambda r: r.summary.recompiles))
+        metrics.append(("recompiles", lambda r: r.summary.recompiles))
+    if not same_changes or len(first_graphs) > 1:  # graphs beyond the recompiles' own
+        metrics.append(("graphs", lambda r: r.summary.graphs))
     for name, get in metrics:
         values = [get(r) for r in ranks]
         if len(set(values)) > 1:
@@ -154,8 +158,11 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
                 shown.setdefault(key, item)
                 if i not in having.setdefault(key, []):
                     having[key].append(i)
+        everywhere = set.intersection(*(set(_changed(r)) for r in ranks))
         for key, members in having.items():
             item = shown[key]
+            if attr == "recompile_reasons" and changed_key(item) in everywhere:
+                continue  # every rank's calls changed it (on some, behind another guard)
             if len(members) < len(ranks):
                 who = rank_set(ranks, members)
                 verb = one if len(members) == 1 else many
@@ -190,6 +197,18 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
             f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s",
         )
     return found
+
+
+def _changed(r: RankSummary) -> set[str]:
+    """What a rank's recompiling calls changed, without values; from its recompile reasons
+    where the summary predates the field."""
+    return set(r.changed) or {changed_key(x) for x in r.recompile_reasons}
+
+
+def changed_key(reason: str) -> str:
+    """`forward: input_ids` of the reason `forward: input_ids dim 1 changed 37 → 35`."""
+    frame, _, words = reason.rpartition(": ")
+    return f"{frame}: {guard_head(words)}"
 
 
 def _guard_kinds(r: RankSummary) -> set[str]:

@@ -556,7 +556,9 @@ def collect_recompiles(h: History) -> list[Recompile]:
             )
         suggestion = state_advice(g, m.name, code_at(g.file, g.line)) or suggestion
         if package := inner_library_frame(e):
-            suggestion = library_recompile_advice(package, g)
+            suggestion = library_recompile_advice(package, g, e, dynamic)
+        elif g.cause in ("shape", "bounded") and under_training_loop(e):
+            suggestion = size_advice(g, dynamic)
         if is_mode_switch(guards):
             suggestion = mode_advice(h, e)
         suggestion = mutation_advice(g, m, e.compile.guards) or suggestion
@@ -566,7 +568,7 @@ def collect_recompiles(h: History) -> list[Recompile]:
             suggestion += (
                 " torch names only the first guard that failed; this call also changed "
                 + "; ".join(also)
-                + ". Each recompiles on its own: fix all of them."
+                + ". A fix has to cover each of them."
             )
         file, line = e.place
         out.append(
@@ -747,12 +749,48 @@ def inner_library_frame(e: Entry) -> str:
     return package
 
 
-def library_recompile_advice(package: str, g: Guard) -> str:
-    """A recompile of a library's frame that the library itself called: the values that
-    changed are its own, so the advice is what the user can do from their side."""
+# frames of a training loop a framework runs for the user: the batches it passes are made
+# from the user's data (a collator pads them)
+TRAINING_LOOPS = ("transformers/trainer", "accelerate/", "lightning/", "pytorch_lightning/")
+
+
+def under_training_loop(e: Entry) -> bool:
+    """A framework's training loop (the Trainer, accelerate, Lightning) called the frame."""
+    return any(any(t in f.file for t in TRAINING_LOOPS) for f in e.compile.stack)
+
+
+def size_advice(g: Guard, dynamic: bool) -> str:
+    """Sizes that change from call to call in the batches a framework's training loop
+    passes (a collator's padding), which the user doesn't pass by hand."""
+    made = (
+        "It is a size of the batches the training loop passes: a collator padding each batch "
+        "to its longest sequence changes it from batch to batch."
+    )
+    now = (
+        "torch made it dynamic on this recompile (automatic dynamic), so later sizes reuse "
+        "this graph: one more compile in all. To skip that one too: "
+        if dynamic
+        else "Each new size compiles again until it is dynamic: "
+    )
+    return (
+        f"{made} {now}pad every batch to one length (the collator's "
+        '`padding="max_length", max_length=N`; `pad_to_multiple_of=8` keeps the lengths '
+        "few), or compile with dynamic=True"
+        + " (under the Trainer or accelerate: ACCELERATE_DYNAMO_USE_DYNAMIC=1)."
+    )
+
+
+def library_recompile_advice(package: str, g: Guard, e: Entry, dynamic: bool = False) -> str:
+    """A recompile of a library's frame that the library itself called: what the user can
+    do from their side. Generation advice only where generate() is on the stack; sizes
+    that change under a framework's training loop are the batches' own (a collator's
+    padding)."""
     own, subject = possessive(package), guard_subject(g)
     head = f"This frame is {own} own code, called from inside {package}: "
-    if package == "transformers" and g.cause in ("shape", "bounded"):
+    generating = any("generate" in f.name for f in e.compile.stack)
+    if g.cause in ("shape", "bounded") and under_training_loop(e):
+        return size_advice(g, dynamic)
+    if package == "transformers" and g.cause in ("shape", "bounded") and generating:
         return (
             head + f"{subject} grows with the generated sequence. For shapes that stay the same "
             "from token to token (what Inductor's CUDA graphs need), give generate() a static "
@@ -819,3 +857,16 @@ def _distinct(reasons: Iterable[str]) -> list[str]:
     return [
         g[0] if len(g) == 1 else f"{g[0]} (and {len(g) - 1} more like it)" for g in groups.values()
     ]
+
+
+def guard_head(words: str) -> str:
+    """What a failed guard's words are about: `input_ids` of `input_ids dim 1 changed ...`,
+    `self.config.problem_type` of `self.config.problem_type is None`."""
+    return words.split(" ", 1)[0].strip("`")
+
+
+def changed_subjects(r: Recompile) -> list[str]:
+    """What the recompiling call changed, without values: the failed guard's subject and
+    each of `also_changed`'s."""
+    also = [m[1] for a in r.also_changed if (m := re.match(r"`([^`]+)`", a))]
+    return [guard_head(r.failed_guard), *also]

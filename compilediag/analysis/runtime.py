@@ -69,6 +69,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     """Calls per graph, the window's breakdown (given to the breaks as their cost), and
     the job's own facts, onto a Report under construction; `cudagraph_skips`: the
     reasons the trace gives."""
+    from compilediag.analysis.breaks import framework_wrapped
     from compilediag.analysis.timings import attribute_time
 
     # a process that called torch.compile but never ran a graph wrote its file too (what
@@ -117,10 +118,13 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             a, b = first.window
             unit = "the first compiled entry" if first.steps_at == "entry" else "its first frame"
             report.timings = Timings(
-                method=f"calls {a}-{b} of {unit}, each graph call timed (synchronised on "
+                method=f"calls {a}-{b} of {unit}, each graph call timed (by CUDA events on "
                 "CUDA); a step torch compiled in is left out"
             )
             attribute_time(report, p)
+    framework_wrapped(
+        report, [(c.what, c.file, c.line) for p in run.processes for c in p.compile_calls]
+    )
     report.runtime = job
 
 
