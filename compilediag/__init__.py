@@ -9,7 +9,9 @@ if TYPE_CHECKING:
 
     from compilediag.inprocess import Capture
 
-__version__ = "0.1.0"
+from compilediag.report import VERSION as __version__  # noqa: E402
+
+__all__ = ["__version__", "capture"]
 
 
 def capture(**kwargs: Any) -> AbstractContextManager[Capture]:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from compilediag import __version__
 from compilediag.cli_options import (
     Baseline,
     Format,
@@ -27,6 +26,7 @@ from compilediag.cli_options import (
     run_options,
 )
 from compilediag.errors import EXIT_CODES_HELP, DiagError
+from compilediag.report import VERSION
 
 if TYPE_CHECKING:
     from compilediag.commands.common import FixOptions, GateOptions, OutputOptions
@@ -109,7 +109,7 @@ _plain_strings()
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"compilediag {__version__}")
+        typer.echo(f"compilediag {VERSION}")
         raise typer.Exit()
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from compilediag.report import DeviceTime
 
-if TYPE_CHECKING:
-    from compilediag.measure import Step
+Step = Callable[[Any, Any], Any]  # (model, call) -> outputs
+
 
 DEVICE_CALLS = 20  # calls profiled for the device's busy time
 GRAPH_MAX_CALLS = 20  # calls captured in one CUDA graph, at most

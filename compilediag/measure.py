@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from types import CodeType
 from typing import Any
 
-from compilediag.device_time import device_time
+from compilediag.device_time import Step, device_time
 from compilediag.report import Stat
 from compilediag.worker_types import (
     FrameTime,
@@ -27,8 +27,6 @@ from compilediag.worker_types import (
     RegionTime,
     WorkerSpec,
 )
-
-Step = Callable[[Any, Any], Any]  # (model, call) -> outputs
 
 # Shortest timed block of back-to-back calls: a block that switches between eager and
 # compiled every few calls times a launch-bound model cold (caches, allocator, branch

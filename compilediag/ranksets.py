@@ -1,7 +1,11 @@
-"""A set of ranks in a few words: `rank 3`, `ranks 0-15, 17-63`, `all 64 ranks`,
-`all but rank 17`. One home for the wording every renderer and the divergence list use."""
+"""The ranks of a job as the report gives them: a set of ranks in a few words (`rank 3`,
+`ranks 0-15, 17-63`, `all 64 ranks`, `all but rank 17`: one home for the wording every
+renderer and the divergence list use), and each rank's label."""
 
 from __future__ import annotations
+
+import os
+from collections import Counter
 
 from compilediag.report import RankSummary
 
@@ -43,3 +47,13 @@ def _spans(numbers: list[int]) -> list[str]:
     if start is not None:
         out.append(str(start) if start == prev else f"{start}-{prev}")
     return out
+
+
+def label_ranks(ranks: list[RankSummary]) -> None:
+    """`rank 3`; a rank two files claim (or none claims) is told apart by its file."""
+    seen = Counter(r.rank for r in ranks)
+    for r in ranks:
+        name = os.path.basename(r.file)
+        r.label = f"rank {r.rank}" if r.rank is not None and seen[r.rank] == 1 else (
+            f"rank {r.rank} ({name})" if r.rank is not None else name
+        )  # fmt: skip

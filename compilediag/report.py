@@ -7,6 +7,7 @@ back, so `compilediag render report.json` needs no model run and no torch.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from compilediag.vocabulary import (
 # their spread over ranks in `per_rank`), no longer sums over ranks; sums are `total_*`.
 # Older reports load through report_migrations.
 SCHEMA_VERSION = 4
+VERSION = "0.1.0"  # compilediag's own, as every report names it (`tool.version`)
 
 
 @dataclass
@@ -492,13 +494,68 @@ class Report:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
         from compilediag.report_migrations import migrate
-        from compilediag.serial import from_plain
+        from compilediag.serial import from_plain, to_plain
+
+        def summarise(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+            summary = job_summary([from_plain(RankSummary, r) for r in ranks])
+            return dict(to_plain(summary))
 
         version = data.get("schema_version")
-        data = migrate(data)
+        data = migrate(data, summarise)
         if data.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(
                 f"report schema_version {version!r} is not {SCHEMA_VERSION}; "
                 "re-create it with this compilediag"
             )
         return from_plain(cls, data)
+
+
+# the Summary figures a rank has one of: in a job's summary, the worst rank's, with their
+# spread over the ranks
+PER_RANK = (
+    "graphs",
+    "graph_breaks",
+    "unique_graph_breaks",
+    "recompiles",
+    "kernels",
+    "compile_time_s",
+    "compile_failures",
+)
+
+
+def job_summary(ranks: list[RankSummary]) -> Summary:
+    """The summary of a job's ranks: what one rank compiled, not the sum over ranks that
+    compiled side by side. Each figure is the worst rank's (the most: a per-process budget
+    is judged on it), `per_rank` its spread (least, median rank's, most, and the rank with
+    the most); the graphs and compile time summed over the ranks are `total_*`."""
+    if not ranks:  # files none of which held a record
+        return Summary()
+    spreads: dict[str, RankSpread] = {}
+    for name in PER_RANK:
+        figures = [getattr(r.summary, name) for r in ranks]
+        values = sorted(figures)
+        worst = ranks[figures.index(values[-1])]  # the first with the most
+        spreads[name] = RankSpread(
+            min=values[0],
+            median=values[len(values) // 2],  # a rank's own figure, as the rank groups' is
+            max=values[-1],
+            max_rank=rank_label(worst),
+        )
+    return Summary(
+        graphs=int(spreads["graphs"].max),
+        graph_breaks=int(spreads["graph_breaks"].max),
+        unique_graph_breaks=int(spreads["unique_graph_breaks"].max),
+        recompiles=int(spreads["recompiles"].max),
+        kernels=int(spreads["kernels"].max),
+        compile_time_s=spreads["compile_time_s"].max,
+        compile_failures=int(spreads["compile_failures"].max),
+        ranks=len(ranks),
+        per_rank=spreads,
+        total_graphs=sum(r.summary.graphs for r in ranks),
+        total_compile_time_s=round(sum(r.summary.compile_time_s for r in ranks), 6),
+    )
+
+
+def rank_label(r: RankSummary) -> str:
+    """A rank's label (label_ranks'), or, in a report saved before it had one, its rank."""
+    return r.label or (f"rank {r.rank}" if r.rank is not None else os.path.basename(r.file))

@@ -1,11 +1,18 @@
-"""Older saved reports, read as this release's: each schema's step to the next, in turn."""
+"""Older saved reports, read as this release's: each schema's step to the next, in turn.
+Plain data in, plain data out: what a step needs of the report model (a job's summary
+from its ranks) is handed in by the model (report.py), which imports this, not the other
+way round."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+# a job's summary (plain data) from its ranks' summaries (plain data)
+Summarise = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
-def migrate(data: dict[str, Any]) -> dict[str, Any]:
+
+def migrate(data: dict[str, Any], summarise: Summarise) -> dict[str, Any]:
     """A saved report's data at the current schema (unchanged where it already is, or where
     its version is unknown: the caller says so)."""
     if data.get("schema_version") == 1:
@@ -13,7 +20,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     if data.get("schema_version") == 2:
         data = _migrate_v2(data)
     if data.get("schema_version") == 3:
-        data = _migrate_v3(data)
+        data = _migrate_v3(data, summarise)
     return data
 
 
@@ -39,18 +46,13 @@ def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
+def _migrate_v3(data: dict[str, Any], summarise: Summarise) -> dict[str, Any]:
     """A schema-3 report as schema 4: a multi-rank report's summary summed its ranks; it now
     gives what one rank compiled (the worst rank's figures and their spread, from each
     rank's own summary in `ranks[]`) and names its sums `total_*`. One process's is as it was;
     a verdict stays what was judged then."""
-    from compilediag.analysis.ranks import job_summary
-    from compilediag.report import RankSummary
-    from compilediag.serial import from_plain, to_plain
-
     data = {**data, "schema_version": 4}
     ranks = data.get("ranks") or []
     if len(ranks) > 1:
-        summary = to_plain(job_summary([from_plain(RankSummary, r) for r in ranks]))
-        data["summary"] = {**(data.get("summary") or {}), **summary}
+        data["summary"] = {**(data.get("summary") or {}), **summarise(ranks)}
     return data

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.build import build_report
-from compilediag.analysis.ranks import PER_RANK, report_from_traces
+from compilediag.analysis.fold import report_from_traces
 from compilediag.render import render, seconds
-from compilediag.report import Environment, Report, Summary, TargetInfo
+from compilediag.report import PER_RANK, Environment, Report, Summary, TargetInfo
 from compilediag.trace import parse_path
 from compilediag.vocabulary import Source
 from tests.conftest import ROOT, TRACES, run_cli, run_json

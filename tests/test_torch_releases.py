@@ -258,7 +258,7 @@ VIEWS = {"aten.view", "aten._unsafe_view", "aten.reshape"}  # 2.15 writes _unsaf
 
 def _findings(path: Path) -> dict:
     """What a report finds, without what a release may word or number differently."""
-    from compilediag.analysis.ranks import report_from_traces
+    from compilediag.analysis.fold import report_from_traces
     from compilediag.report import TargetInfo
     from compilediag.trace import parse_path
 

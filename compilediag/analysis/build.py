@@ -7,7 +7,6 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from compilediag import __version__
 from compilediag.analysis.breaks import collect_breaks
 from compilediag.analysis.crosscheck import cross_check
 from compilediag.analysis.graphs import (
@@ -34,6 +33,7 @@ from compilediag.analysis.timings import attribute_time, timings_of
 from compilediag.compiles import TraceLog, id_of
 from compilediag.paths import is_library_file, portable_path, portable_text
 from compilediag.report import (
+    VERSION,
     Call,
     CompileFailure,
     Environment,
@@ -80,7 +80,7 @@ def build_report(
     env = environment or measured.environment or Environment()
     code = all_kernels(h) if code is None else code
     report = Report(
-        tool={"name": "compilediag", "version": __version__},
+        tool={"name": "compilediag", "version": VERSION},
         environment=env,
         target=TargetInfo(
             path=target.path,

@@ -9,13 +9,14 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compilediag.analysis.recompiles import changed_subjects
 from compilediag.compiles import TraceLog, unranked
 from compilediag.report import (
+    VERSION,
     CompileTime,
     Environment,
     RankGroup,
@@ -24,6 +25,7 @@ from compilediag.report import (
     Summary,
     TargetInfo,
     TraceInfo,
+    job_summary,
 )
 from compilediag.vocabulary import Source
 
@@ -159,13 +161,8 @@ def fingerprint(d: RankDigest) -> str:
 def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None = None) -> Report:
     """One Report for every rank: findings shown once, each with the ranks that have it;
     `ranks[]` keeps each rank's own summary, `rank_groups[]` the ranks that compiled alike."""
-    from compilediag import __version__
-    from compilediag.analysis.ranks import (
-        divergence,
-        job_summary,
-        label_ranks,
-        same_guards_other_values,
-    )
+    from compilediag.analysis.ranks import divergence, same_guards_other_values
+    from compilediag.ranksets import label_ranks
 
     ranks: list[RankSummary] = []
     skips: list[str] = []
@@ -210,7 +207,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
         files=len(ranks),
     )
     report = Report(
-        tool={"name": "compilediag", "version": __version__},
+        tool={"name": "compilediag", "version": VERSION},
         environment=env,
         target=TargetInfo(path=target.path, attr=target.attr),
         ranks=ranks,
@@ -321,3 +318,54 @@ def _group(ranks: list[RankSummary], members: list[int]) -> RankGroup:
         compile_max_s=times[-1],
         slowest=ranks[slowest].label,
     )
+
+
+def report_from_traces(
+    logs: list[TraceLog], target: TargetInfo, run: JobRun | None = None
+) -> Report:
+    """The explain report from parsed traces: one rank's findings, or every rank's folded
+    (analysis/fold.py). Files with no trace record in them (an empty log, an unrelated text
+    file) are not ranks: they are listed as ignored."""
+    return fold((digest(log, target) for log in logs), target, run)
+
+
+def report_from_files(
+    paths: list[Path],
+    target: TargetInfo,
+    run: JobRun | None = None,
+    on_file: Callable[[Path], None] = lambda p: None,
+    save: list[RankDigest] | None = None,
+) -> Report:
+    """The same from trace files, each parsed and reduced in a process of its own (as many
+    at a time as there are cores), so that memory holds one rank's trace at a time; and
+    from digest files saved by `report --save-digests` (on other machines). `save`
+    collects the digests for saving."""
+    digests = read_digests(paths, target, on_file)
+    if save is not None:
+        digests = _collect(digests, save)
+    return fold(digests, target, run)
+
+
+def read_digests(
+    paths: list[Path], target: TargetInfo, on_file: Callable[[Path], None]
+) -> Iterator[RankDigest]:
+    traces = []
+    for p in paths:
+        saved = load_digests(p) if p.suffix == ".json" else None
+        if saved is None:
+            traces.append(p)
+            continue
+        yield from saved
+        on_file(p)
+    jobs = min(len(traces), os.cpu_count() or 1)
+    yield from digest_files(traces, target, jobs, on_file)
+
+
+def _collect(digests: Iterable[RankDigest], into: list[RankDigest]) -> Iterator[RankDigest]:
+    """Pass the digests on, keeping each (its report only where it is the first of its
+    group: the others' findings are the same)."""
+    seen: set[str] = set()
+    for d in digests:
+        into.append(d if d.key not in seen else replace(d, report=None))
+        seen.add(d.key)
+        yield d

@@ -7,86 +7,19 @@ distributed hangs (its collectives no longer line up), so a difference is a find
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from compilediag.analysis.recompiles import guard_head
-from compilediag.compiles import TraceLog
 from compilediag.ranksets import rank_set
-from compilediag.report import RankSpread, RankSummary, Report, Summary, TargetInfo
+from compilediag.report import RankSummary
 from compilediag.torch_formats import guard_pattern
 from compilediag.vocabulary import Finding, FindingKind, Severity
 
 if TYPE_CHECKING:
-    from compilediag.analysis.fold import RankDigest
     from compilediag.analysis.history import History
-    from compilediag.analysis.runtime import JobRun
-
-
-def label_ranks(ranks: list[RankSummary]) -> None:
-    """`rank 3`; a rank two files claim (or none claims) is told apart by its file."""
-    seen = Counter(r.rank for r in ranks)
-    for r in ranks:
-        name = os.path.basename(r.file)
-        r.label = f"rank {r.rank}" if r.rank is not None and seen[r.rank] == 1 else (
-            f"rank {r.rank} ({name})" if r.rank is not None else name
-        )  # fmt: skip
-
-
-# the Summary figures a rank has one of: in a job's summary, the worst rank's, with their
-# spread over the ranks
-PER_RANK = (
-    "graphs",
-    "graph_breaks",
-    "unique_graph_breaks",
-    "recompiles",
-    "kernels",
-    "compile_time_s",
-    "compile_failures",
-)
-
-
-def job_summary(ranks: list[RankSummary]) -> Summary:
-    """The summary of a job's ranks: what one rank compiled, not the sum over ranks that
-    compiled side by side. Each figure is the worst rank's (the most: a per-process budget
-    is judged on it), `per_rank` its spread (least, median rank's, most, and the rank with
-    the most); the graphs and compile time summed over the ranks are `total_*`."""
-    if not ranks:  # files none of which held a record
-        return Summary()
-    spreads: dict[str, RankSpread] = {}
-    for name in PER_RANK:
-        figures = [getattr(r.summary, name) for r in ranks]
-        values = sorted(figures)
-        worst = ranks[figures.index(values[-1])]  # the first with the most
-        spreads[name] = RankSpread(
-            min=values[0],
-            median=values[len(values) // 2],  # a rank's own figure, as the rank groups' is
-            max=values[-1],
-            max_rank=_label(worst),
-        )
-    return Summary(
-        graphs=int(spreads["graphs"].max),
-        graph_breaks=int(spreads["graph_breaks"].max),
-        unique_graph_breaks=int(spreads["unique_graph_breaks"].max),
-        recompiles=int(spreads["recompiles"].max),
-        kernels=int(spreads["kernels"].max),
-        compile_time_s=spreads["compile_time_s"].max,
-        compile_failures=int(spreads["compile_failures"].max),
-        ranks=len(ranks),
-        per_rank=spreads,
-        total_graphs=sum(r.summary.graphs for r in ranks),
-        total_compile_time_s=round(sum(r.summary.compile_time_s for r in ranks), 6),
-    )
-
-
-def _label(r: RankSummary) -> str:
-    """A rank's label (label_ranks'), or, in a report saved before it had one, its rank."""
-    return r.label or (f"rank {r.rank}" if r.rank is not None else os.path.basename(r.file))
 
 
 def collective_schedule(h: History) -> list[str]:
@@ -257,60 +190,3 @@ def cache_state(caches: dict[str, int]) -> str:
 
 def _short(value: str, limit: int = 160) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
-
-
-def report_from_traces(
-    logs: list[TraceLog], target: TargetInfo, run: JobRun | None = None
-) -> Report:
-    """The explain report from parsed traces: one rank's findings, or every rank's folded
-    (analysis/fold.py). Files with no trace record in them (an empty log, an unrelated text
-    file) are not ranks: they are listed as ignored."""
-    from compilediag.analysis.fold import digest, fold
-
-    return fold((digest(log, target) for log in logs), target, run)
-
-
-def report_from_files(
-    paths: list[Path],
-    target: TargetInfo,
-    run: JobRun | None = None,
-    on_file: Callable[[Path], None] = lambda p: None,
-    save: list[RankDigest] | None = None,
-) -> Report:
-    """The same from trace files, each parsed and reduced in a process of its own (as many
-    at a time as there are cores), so that memory holds one rank's trace at a time; and
-    from digest files saved by `report --save-digests` (on other machines). `save`
-    collects the digests for saving."""
-    from compilediag.analysis.fold import fold
-
-    digests = read_digests(paths, target, on_file)
-    if save is not None:
-        digests = _collect(digests, save)
-    return fold(digests, target, run)
-
-
-def read_digests(
-    paths: list[Path], target: TargetInfo, on_file: Callable[[Path], None]
-) -> Iterator[RankDigest]:
-    from compilediag.analysis.fold import digest_files, load_digests
-
-    traces = []
-    for p in paths:
-        saved = load_digests(p) if p.suffix == ".json" else None
-        if saved is None:
-            traces.append(p)
-            continue
-        yield from saved
-        on_file(p)
-    jobs = min(len(traces), os.cpu_count() or 1)
-    yield from digest_files(traces, target, jobs, on_file)
-
-
-def _collect(digests: Iterable[RankDigest], into: list[RankDigest]) -> Iterator[RankDigest]:
-    """Pass the digests on, keeping each (its report only where it is the first of its
-    group: the others' findings are the same)."""
-    seen: set[str] = set()
-    for d in digests:
-        into.append(d if d.key not in seen else replace(d, report=None))
-        seen.add(d.key)
-        yield d

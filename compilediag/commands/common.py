@@ -46,7 +46,7 @@ def verify_fixes(done: ModelRun, spec: WorkerSpec, fixes: FixOptions, timeout: f
     from compilediag.commands.fixes import try_fixes
 
     jobs = fixes.jobs or os.cpu_count() or 1
-    verified = try_fixes(spec, done.report, jobs, timeout)
+    verified = try_fixes(spec, done.report, jobs, timeout, run_model)
     return replace(done, report=replace(done.report, verified_fixes=verified))
 
 

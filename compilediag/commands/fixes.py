@@ -5,8 +5,10 @@ to --jobs at a time. The measured before/after counts go into the Report."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
+from typing import Any
 
 from compilediag.errors import DiagError
 from compilediag.remedies import Remedy, combined, remedies_for, verdict
@@ -14,13 +16,19 @@ from compilediag.report import Counts, Report, VerifiedFix
 from compilediag.vocabulary import FixOutcome
 from compilediag.worker_types import WorkerSpec
 
+RunModel = Callable[..., Any]  # (spec, timeout, progress=False) -> a ModelRun
+
 
 def counts(report: Report) -> Counts:
     s = report.summary
     return Counts(s.graphs, s.unique_graph_breaks, s.recompiles, s.speedup)
 
 
-def try_fixes(spec: WorkerSpec, report: Report, jobs: int, timeout: float) -> list[VerifiedFix]:
+def try_fixes(
+    spec: WorkerSpec, report: Report, jobs: int, timeout: float, run_model: RunModel
+) -> list[VerifiedFix]:
+    """Each remedy for the report's findings, measured by a run of its own (`run_model`:
+    how a spec is run, commands/common's), `jobs` at a time."""
     remedies = remedies_for(report)
     together = combined(remedies)
     if together is not None:
@@ -31,7 +39,7 @@ def try_fixes(spec: WorkerSpec, report: Report, jobs: int, timeout: float) -> li
     results: dict[str, VerifiedFix] = {}
     say(f"trying {len(remedies)} fix(es), {min(jobs, len(remedies))} at a time")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        runs = {pool.submit(_run, spec, r, before, timeout): r for r in remedies}
+        runs = {pool.submit(_run, spec, r, before, timeout, run_model): r for r in remedies}
         for done in as_completed(runs):
             fix = done.result()
             results[fix.remedy] = fix
@@ -39,9 +47,9 @@ def try_fixes(spec: WorkerSpec, report: Report, jobs: int, timeout: float) -> li
     return [results[r.name] for r in remedies]  # in the order they were tried
 
 
-def _run(spec: WorkerSpec, remedy: Remedy, before: Counts, timeout: float) -> VerifiedFix:
-    from compilediag.commands.common import run_model
-
+def _run(
+    spec: WorkerSpec, remedy: Remedy, before: Counts, timeout: float, run_model: RunModel
+) -> VerifiedFix:
     fix = VerifiedFix(
         remedy.name, remedy.code, remedy.targets, before, None, None, FixOutcome.FAILED
     )

@@ -90,7 +90,7 @@ def read_traces(
 ) -> Report:
     """The report on every trace file under `paths` (each rank's) and every digest file
     among them, with a progress bar for big inputs."""
-    from compilediag.analysis.ranks import report_from_files
+    from compilediag.analysis.fold import report_from_files
 
     files = [f for path in paths for f in trace_files_in(path)]
     total = sum(f.stat().st_size for f in files)

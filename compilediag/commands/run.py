@@ -72,7 +72,7 @@ def run(opts: RunJobOptions) -> int:
 
 
 def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> int:
-    from compilediag.analysis.ranks import report_from_files
+    from compilediag.analysis.fold import report_from_files
     from compilediag.analysis.runtime import JobRun, read_processes, save_job
     from compilediag.commands.common import judge
     from compilediag.launch import launch
