@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
     from compilediag.inprocess import Capture
 
-from compilediag.report import VERSION as __version__  # noqa: E402
+from compilediag.report.model import VERSION as __version__  # noqa: E402
 
 __all__ = ["__version__", "capture"]
 

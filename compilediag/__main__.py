@@ -5,10 +5,10 @@ import sys
 
 
 def main() -> None:
-    from compilediag.spawn import start_early
+    from compilediag.harness.spawn import start_early
 
     start_early(sys.argv[1:])
-    from compilediag.cli import main as cli
+    from compilediag.cli.app import main as cli
 
     cli()
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from compilediag.errors import GATE_FAILED, OK
-from compilediag.report import Recompile, Report, Rule, Site, Verdict
-from compilediag.torch_formats import guard_pattern
+from compilediag.report.model import Recompile, Report, Rule, Site, Verdict
+from compilediag.trace.formats import guard_pattern
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from compilediag.report import Report
+    from compilediag.report.model import Report
 
 
 @contextmanager
@@ -78,11 +78,11 @@ class Capture:
 
         from compilediag.analysis.build import build_report
         from compilediag.analysis.runtime import JobRun
-        from compilediag.report import Environment, Runtime, TargetInfo
-        from compilediag.serial import from_plain
-        from compilediag.trace import parse_lines
-        from compilediag.vocabulary import Source
-        from compilediag.worker_types import ProcessRuntime
+        from compilediag.harness.worker_types import ProcessRuntime
+        from compilediag.report.model import Environment, Runtime, TargetInfo
+        from compilediag.report.serial import from_plain
+        from compilediag.report.vocabulary import Source
+        from compilediag.trace.parse import parse_lines
 
         text = self._buffer.getvalue() if self._buffer is not None else ""
         for file, cell in notebook_cells().items():  # a cell's code as the notebook names it
@@ -120,7 +120,7 @@ def capture(*, profile_steps: str | None = None, reset: bool = True) -> Iterator
     (it then shows neither in the trace nor in the calls)."""
     import torch
 
-    from compilediag.bootstrap._compilediag_runtime import Probe, install, parse_window
+    from compilediag.harness.bootstrap._compilediag_runtime import Probe, install, parse_window
 
     probe = Probe(parse_window(profile_steps) if profile_steps else None)
     run = Capture(probe)

@@ -20,9 +20,9 @@ from typing import Any
 from compilediag.analysis.build import build_report
 from compilediag.gate import Budgets, evaluate
 from compilediag.render import render
-from compilediag.report import Environment, Report, TargetInfo
-from compilediag.trace import parse_lines
-from compilediag.vocabulary import Source
+from compilediag.report.model import Environment, Report, TargetInfo
+from compilediag.report.vocabulary import Source
+from compilediag.trace.parse import parse_lines
 
 
 def compile_report(

@@ -32,7 +32,7 @@ PACKAGE = ROOT / "compilediag"
 
 def compilediag_files(text: str) -> list[str]:
     """compilediag's own files that `text` names: by their path in the package
-    (`compilediag/worker.py`, wherever it is installed), or by the package's folder on this
+    (`compilediag/harness/worker.py`, wherever it is installed), or by the package's folder on this
     machine. A report names the user's files and libraries', never compilediag's; this
     asks just that, whatever the checkout's folder is called (a clone in `compilediag/`
     has that in the path of every user file beneath it)."""

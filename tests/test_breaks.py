@@ -9,10 +9,10 @@ import pytest
 
 from compilediag.analysis.breaks import classify, collect_breaks, user_site
 from compilediag.analysis.history import build_history, history_of
-from compilediag.compiles import CompileId, LoggedBreak
-from compilediag.report import Site
-from compilediag.torch_formats import ParsedBreak, parse_break_text
-from compilediag.trace import parse_lines, parse_path
+from compilediag.report.model import Site
+from compilediag.trace.compiles import CompileId, LoggedBreak
+from compilediag.trace.formats import ParsedBreak, parse_break_text
+from compilediag.trace.parse import parse_lines, parse_path
 from tests.conftest import expected_breaks, fixture_trace, trace_sets
 
 

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from compilediag import __version__
 from compilediag.analysis.build import build_report
-from compilediag.cli import app
-from compilediag.report import TargetInfo
-from compilediag.trace import parse_path
-from compilediag.worker_types import WorkerResult
+from compilediag.cli.app import app
+from compilediag.harness.worker_types import WorkerResult
+from compilediag.report.model import TargetInfo
+from compilediag.trace.parse import parse_path
 from tests.conftest import fixture_trace
 
 runner = CliRunner()
@@ -68,7 +68,7 @@ def test_render_imports_neither_torch_nor_pydantic(saved_report: Path) -> None:
 
 
 def test_help_imports_no_torch() -> None:
-    code = "import sys; from compilediag.cli import app; print('torch' in sys.modules, 'pandas' in sys.modules)"
+    code = "import sys; from compilediag.cli.app import app; print('torch' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
 
@@ -162,7 +162,7 @@ def test_each_run_option_is_declared_once() -> None:
     import typing
     from dataclasses import fields
 
-    from compilediag.cli_options import RUN_CONFIG_KEYS, RunOptions
+    from compilediag.cli.options import RUN_CONFIG_KEYS, RunOptions
 
     for command, without in (("explain", ()), ("recompiles", ()), ("dump-kernels", ("backend",))):
         text = runner.invoke(app, [command, "--help"], terminal_width=200).output

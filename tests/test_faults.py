@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from compilediag.cli import app
+from compilediag.cli.app import app
 from tests.conftest import ROOT, compilediag_cmd, run_cli
 
 runner = CliRunner()
@@ -468,8 +468,8 @@ def test_report_on_an_empty_folder_names_it(tmp_path: Path) -> None:
 
 
 def test_config_value_of_the_wrong_type_is_a_usage_error(tmp_path: Path, monkeypatch) -> None:
-    from compilediag.cli_options import RUN_CONFIG_KEYS
-    from compilediag.config import _KINDS, load_config
+    from compilediag.cli.config import _KINDS, load_config
+    from compilediag.cli.options import RUN_CONFIG_KEYS
     from compilediag.errors import UsageError
     from compilediag.gate import GATE_RULES
 

@@ -1,4 +1,4 @@
-"""compilediag.fixes against torch itself.
+"""compilediag.advice against torch itself.
 
 Each sample of sample_models/breaks (one break cause each, after PyTorch's own graph-break
 tests) is compiled in this process with the eager backend and checked against torch's own
@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
+from compilediag.advice import GENERIC, Fix, fix_for, join_hints, registry, table
 from compilediag.analysis.breaks import classify
-from compilediag.fixes import GENERIC, Fix, fix_for, join_hints, registry, table
-from compilediag.report import GraphBreak
-from compilediag.torch_releases import release
+from compilediag.report.model import GraphBreak
+from compilediag.trace.releases import release
 from tests.conftest import ROOT, SAMPLES
 
 torch = pytest.importorskip("torch")
@@ -498,7 +498,7 @@ def test_texts_of_torch_before_2_8(reason: str, code: str, cause: str, config: d
 def test_imports_and_answers_without_torch() -> None:
     script = (
         "import sys; sys.modules['torch'] = None\n"
-        "from compilediag import fixes\n"
+        "from compilediag import advice as fixes\n"
         "assert fixes.registry() == {}\n"
         "f = fixes.fix_for('GB0059', 'Failed to trace builtin operator', "
         '"Dynamo does not know how to trace builtin operator `print` with argument types '

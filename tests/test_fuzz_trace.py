@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compilediag.analysis.build import build_report
+from compilediag.harness.worker_types import WorkerResult
 from compilediag.render import render
-from compilediag.report import Environment, Report, TargetInfo
-from compilediag.trace import parse_lines
-from compilediag.worker_types import WorkerResult
+from compilediag.report.model import Environment, Report, TargetInfo
+from compilediag.trace.parse import parse_lines
 from tests.conftest import fixture_trace
 
 LINES = fixture_trace("graph_breaks.eager").read_text().splitlines(keepends=True)

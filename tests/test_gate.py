@@ -15,10 +15,10 @@ import pytest
 
 from compilediag.analysis.build import build_report
 from compilediag.gate import Budgets, evaluate
+from compilediag.harness.worker_types import WorkerResult
 from compilediag.render import render
-from compilediag.report import GraphBreak, Stat, TargetInfo, Timings
-from compilediag.trace import parse_path
-from compilediag.worker_types import WorkerResult
+from compilediag.report.model import GraphBreak, Stat, TargetInfo, Timings
+from compilediag.trace.parse import parse_path
 from tests.conftest import SAMPLES, fixture_trace, run_cli
 
 
@@ -237,7 +237,7 @@ def test_assert_compiles_helper() -> None:
 def test_a_baseline_survives_reworded_advice() -> None:
     """The same findings with compilediag's words for them changed (the failed guard in
     words, the fixes) are no regression; a recompile the baseline lacked still is."""
-    from compilediag.report import Report
+    from compilediag.report.model import Report
 
     def recompiling() -> Report:
         return build_report(
@@ -265,7 +265,7 @@ def test_a_baseline_survives_reworded_advice() -> None:
 def test_a_schema_1_report_renders_with_its_gpu_time() -> None:
     """Schema 1 called the GPU time `timings.device`; such a saved report still loads."""
     from compilediag.render import render
-    from compilediag.report import DeviceTime, Report
+    from compilediag.report.model import DeviceTime, Report
 
     r = breaks_report()
     r.timings = Timings(
@@ -306,8 +306,8 @@ def test_the_mark_dynamic_remedy_reads_the_guard_as_data_not_its_words() -> None
     """--try-fixes' mark_dynamic comes from each size guard's `change` (source, dim, old,
     new: torch's guard, parsed once), so rewording the failed guard changes nothing; the
     change is torch's sizes (2 -> 4 on the recorded batch sweep)."""
-    from compilediag.remedies import remedies_for
-    from compilediag.worker_types import ModelInfo
+    from compilediag.advice.remedies import remedies_for
+    from compilediag.harness.worker_types import ModelInfo
 
     # the worker's account of the model: forward's parameter names (torch says `args[0]`)
     model = ModelInfo(name="Sequential.forward", params=["input"])

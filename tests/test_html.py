@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from compilediag.cli import app
+from compilediag.cli.app import app
 from compilediag.render.html import render_html
-from compilediag.report import Report
+from compilediag.report.model import Report
 from tests.conftest import ROOT, SAMPLES, fixture_trace
 
 PLANTED = "<script>window.__pwned=1</script>"
@@ -261,7 +261,7 @@ def test_renders_without_torch_anywhere(tmp_path: Path, limit: Report) -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
         "import json\n"
-        "from compilediag.report import Report\n"
+        "from compilediag.report.model import Report\n"
         "from compilediag.render.html import render_html\n"
         "r = Report.from_dict(json.load(open(sys.argv[1])))\n"
         "sys.stdout.write(render_html(r))\n"

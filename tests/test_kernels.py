@@ -11,7 +11,7 @@ import pytest
 
 from compilediag.analysis.history import build_history
 from compilediag.analysis.kernels import collect_kernels, ops_from_name
-from compilediag.trace import parse_path
+from compilediag.trace.parse import parse_path
 from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
 
 DEFINITION = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)
@@ -331,7 +331,7 @@ def test_a_cached_kernels_lines_point_at_this_runs_file() -> None:
     it, perhaps run from another checkout: the report points them at the file this run
     compiled (same folder and name), and leaves lines of other files alone."""
     from compilediag.analysis.kernels import relocated
-    from compilediag.report import Kernel
+    from compilediag.report.model import Kernel
 
     history = build_history(parse_path(fixture_trace("graph_breaks.eager")))
     here = history.entries[0].metrics.co_filename

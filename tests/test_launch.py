@@ -1,4 +1,4 @@
-"""The one launcher (compilediag/launch.py): the worker and a user's command start, end and
+"""The one launcher (compilediag/harness/launch.py): the worker and a user's command start, end and
 stop through it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import time
 import uuid
 
-from compilediag.launch import start
+from compilediag.harness.launch import start
 
 
 def _alive(marker: str) -> bool:

@@ -14,9 +14,9 @@ import pytest
 from compilediag.analysis.build import build_report
 from compilediag.analysis.fold import report_from_traces
 from compilediag.render import render, seconds
-from compilediag.report import PER_RANK, Environment, Report, Summary, TargetInfo
-from compilediag.trace import parse_path
-from compilediag.vocabulary import Source
+from compilediag.report.model import PER_RANK, Environment, Report, Summary, TargetInfo
+from compilediag.report.vocabulary import Source
+from compilediag.trace.parse import parse_path
 from tests.conftest import ROOT, TRACES, run_cli, run_json
 
 EIGHT = TRACES / "torch-2.13.0-cpu" / "eight_ranks"  # 8 gloo ranks; rank 5 alone breaks

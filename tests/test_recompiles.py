@@ -10,7 +10,7 @@ import pytest
 
 from compilediag.analysis.history import build_history
 from compilediag.analysis.recompiles import collect_recompiles, translate
-from compilediag.trace import parse_path
+from compilediag.trace.parse import parse_path
 from tests.conftest import (
     fixture_trace,
     recompiles_run,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from compilediag.analysis.build import build_report
+from compilediag.harness.worker_types import Measured, OutputCheck, WorkerResult
 from compilediag.render import render, seconds
-from compilediag.report import Environment, Report, Stat, TargetInfo
-from compilediag.trace import parse_path
-from compilediag.worker_types import Measured, OutputCheck, WorkerResult
+from compilediag.report.model import Environment, Report, Stat, TargetInfo
+from compilediag.trace.parse import parse_path
 from tests.conftest import ROOT, TRACES, fixture_trace
 
 WORKER = WorkerResult(
@@ -120,7 +120,7 @@ def test_report_dict_round_trip() -> None:
 def test_kernels_show_their_modules_and_what_the_count_counts() -> None:
     """A report of the recorded CUDA block, with what the worker adds: the model's classes
     (ModelInfo.modules) and torch's generated_kernel_count."""
-    from compilediag.worker_types import ModelInfo
+    from compilediag.harness.worker_types import ModelInfo
 
     worker = WorkerResult(
         model=ModelInfo(name="Block.forward", modules={"qkv": "Linear", "ln1": "LayerNorm"}),
@@ -152,7 +152,7 @@ def test_kernels_show_their_modules_and_what_the_count_counts() -> None:
 def test_a_fix_shared_by_recompiles_is_said_once() -> None:
     """Each resume frame after a break recompiles for the same reason: the fix is printed
     for the first and pointed to for the others."""
-    from compilediag.report import Recompile
+    from compilediag.report.model import Recompile
 
     fix = "Mark the model input it is computed from dynamic before the first call."
     report = Report(

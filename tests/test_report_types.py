@@ -7,11 +7,17 @@ import json
 from pathlib import Path
 
 from compilediag.analysis.build import build_report
-from compilediag.compiles import CompileId, id_of, unranked
 from compilediag.render import render
-from compilediag.report import SCHEMA_VERSION, Report, TargetInfo
-from compilediag.trace import parse_path
-from compilediag.vocabulary import CallState, FindingKind, FixSource, KernelKind, RecompileCause
+from compilediag.report.model import SCHEMA_VERSION, Report, TargetInfo
+from compilediag.report.vocabulary import (
+    CallState,
+    FindingKind,
+    FixSource,
+    KernelKind,
+    RecompileCause,
+)
+from compilediag.trace.compiles import CompileId, id_of, unranked
+from compilediag.trace.parse import parse_path
 from tests.conftest import fixture_trace
 
 

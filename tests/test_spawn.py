@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from compilediag import spawn
-from compilediag.runner import run_worker
-from compilediag.target import Target
-from compilediag.worker_types import WorkerSpec
+from compilediag.harness import spawn
+from compilediag.harness.runner import run_worker
+from compilediag.harness.target import Target
+from compilediag.harness.worker_types import WorkerSpec
 from tests.conftest import run_cli
 
 MODEL = """\
@@ -73,7 +73,7 @@ def test_a_worker_started_with_other_caches_is_stopped_and_replaced(model: Path)
 def test_the_commands_started_early_are_those_that_run_a_model() -> None:
     """spawn.py can't import the CLI (typer) to ask: the commands with the run options
     (--cold among them) are the ones it must know."""
-    from compilediag.cli import app
+    from compilediag.cli.app import app
 
     runs = {
         c.name or c.callback.__name__.replace("_", "-")

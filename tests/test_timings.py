@@ -199,7 +199,7 @@ def test_device_time_agrees_with_do_bench_cudagraph() -> None:
     import torch
     import triton
 
-    from compilediag.device_time import graph_replay_ms
+    from compilediag.harness.device_time import graph_replay_ms
 
     spec = importlib.util.spec_from_file_location("tb", SAMPLES / "transformer_block.py")
     module = importlib.util.module_from_spec(spec)
@@ -229,8 +229,8 @@ def test_cpu_or_gpu_bound_verdict_follows_wall_against_device_time(
     with the CPU overhead per call (wall minus device), and reduce-overhead suggested once,
     only where it is not in use. Figures like a small launch-bound model's on an H100."""
     from compilediag.analysis.build import build_report
-    from compilediag.report import DeviceTime, Environment, Stat, TargetInfo
-    from compilediag.worker_types import Measured, WorkerResult
+    from compilediag.harness.worker_types import Measured, WorkerResult
+    from compilediag.report.model import DeviceTime, Environment, Stat, TargetInfo
 
     worker = WorkerResult(
         environment=Environment(source="run", device="cuda", backend="inductor", mode=mode),

@@ -1,4 +1,4 @@
-"""Every torch text format compilediag reads (compilediag/torch_formats.py), pinned on
+"""Every torch text format compilediag reads (compilediag/trace/formats.py), pinned on
 traces recorded from real runs, for every torch version we have a recording of."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.kernels import kernels_of_graph, node_lines
-from compilediag.compiles import CompilationMetrics, CompileId
 from compilediag.paths import is_library_file
-from compilediag.torch_formats import (
+from compilediag.trace.compiles import CompilationMetrics, CompileId
+from compilediag.trace.formats import (
     GUARD_RANGE,
     GUARD_SIZE,
     KERNEL_DEFINITION,
@@ -25,7 +25,7 @@ from compilediag.torch_formats import (
     source_name,
     split_recompile_reasons,
 )
-from compilediag.trace import parse_path
+from compilediag.trace.parse import parse_path
 from tests.conftest import SAMPLES, expected_breaks, fixture_trace, trace_sets
 
 SETS = trace_sets("graph_breaks.eager")

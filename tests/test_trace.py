@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.trace import TraceError, parse_lines, parse_path
+from compilediag.trace.parse import TraceError, parse_lines, parse_path
 from tests.conftest import fixture_trace, trace_sets
 
 
@@ -101,8 +101,8 @@ def test_backward_compile_time_is_counted() -> None:
 
 def test_recompile_limit_attempt_is_not_a_recompile() -> None:
     from compilediag.analysis.build import build_report
-    from compilediag.report import TargetInfo
-    from compilediag.worker_types import WorkerResult
+    from compilediag.harness.worker_types import WorkerResult
+    from compilediag.report.model import TargetInfo
 
     report = build_report(
         parse_path(fixture_trace("recompile_limit.eager")), WorkerResult(), TargetInfo(path="m")
@@ -151,9 +151,9 @@ def test_not_analysed_lists_exactly_what_the_parser_read_past(path: Path) -> Non
     import json
 
     from compilediag.analysis.build import build_report
-    from compilediag.report import TargetInfo
-    from compilediag.trace import USED_KINDS
-    from compilediag.worker_types import WorkerResult
+    from compilediag.harness.worker_types import WorkerResult
+    from compilediag.report.model import TargetInfo
+    from compilediag.trace.parse import USED_KINDS
 
     kinds: dict[str, int] = {}
     for line in path.read_text().splitlines():

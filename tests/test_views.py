@@ -8,8 +8,8 @@ import re
 from compilediag.analysis.build import build_report
 from compilediag.render import render
 from compilediag.render.views import recompiles_by_frame
-from compilediag.report import Environment, Recompile, Report, TargetInfo
-from compilediag.trace import parse_path
+from compilediag.report.model import Environment, Recompile, Report, TargetInfo
+from compilediag.trace.parse import parse_path
 from tests.conftest import fixture_trace
 
 

@@ -96,8 +96,8 @@ def test_the_windows_own_cost_is_measured_against_the_steps_around_it(tmp_path: 
 def test_timings_that_spread_are_measured_again_then_said_unreliable() -> None:
     """Blocks that spread are measured again, up to 3 rounds, keeping the steadiest; a
     round that settles ends it; still spread after 3, the reason says so."""
-    from compilediag.measure import NOISY, noise_reason, settled, spread
-    from compilediag.report import Stat
+    from compilediag.harness.measure import NOISY, noise_reason, settled, spread
+    from compilediag.report.model import Stat
 
     noisy, steady = Stat(median=1.0, iqr=0.5, min=0.4), Stat(median=1.0, iqr=0.01, min=0.98)
     made: list[int] = []
@@ -158,8 +158,8 @@ def test_one_fast_block_is_no_noise_but_a_far_median_is() -> None:
     """The figures the issue and an H100 run gave: explain on a busy CPU, eager "59.2 ms (IQR
     30.4, min 3.37)", is noisy; a launch-bound GPU call whose one fastest block sits 21%
     below a steady median (IQR 4%) is not."""
-    from compilediag.measure import NOISY, spread
-    from compilediag.report import Stat
+    from compilediag.harness.measure import NOISY, spread
+    from compilediag.report.model import Stat
 
     assert spread(Stat(median=59.2, iqr=30.4, min=3.37)) > NOISY
     assert spread(Stat(median=0.328, iqr=0.014, min=0.258)) < NOISY

@@ -35,9 +35,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from compilediag.fixes import calls, constant, python, values  # noqa: F401 - they register the rules
-from compilediag.fixes.legacy import LEGACY, legacy
-from compilediag.fixes.model import (
+from compilediag.advice import calls, constant, python, values  # noqa: F401 - they register the rules
+from compilediag.advice.legacy import LEGACY, legacy
+from compilediag.advice.model import (
     GENERIC,
     MOVES_OUT,
     REMOVES,
@@ -48,7 +48,7 @@ from compilediag.fixes.model import (
     config_patch,
     resolve_function,
 )
-from compilediag.fixes.registry import (
+from compilediag.advice.registry import (
     fill,
     floor_fix,
     ids_for_explanation,

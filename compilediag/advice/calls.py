@@ -6,10 +6,10 @@ import re
 import sys
 from pathlib import Path
 
-from compilediag.fixes.constant import constant
-from compilediag.fixes.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
-from compilediag.fixes.python import tensor_to_string
-from compilediag.torch_releases import installed, nonstrict_trace, release
+from compilediag.advice.constant import constant
+from compilediag.advice.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
+from compilediag.advice.python import tensor_to_string
+from compilediag.trace.releases import installed, nonstrict_trace, release
 
 # --- printing, logging, warnings -----------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compilediag.fixes.model import MOVES_OUT, REMOVES, RULES, Break, Fix, fix, rule
+from compilediag.advice.model import MOVES_OUT, REMOVES, RULES, Break, Fix, fix, rule
 
 
 @dataclass(frozen=True)

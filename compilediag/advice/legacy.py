@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from compilediag.fixes.model import RULES, Break, Fix
-from compilediag.fixes.values import ndarray
+from compilediag.advice.model import RULES, Break, Fix
+from compilediag.advice.values import ndarray
 
 # --- torch before 2.8: no GB id, no gb_type, no hints ------------------------------------------
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from compilediag.vocabulary import FixSource as Source
+from compilediag.report.vocabulary import FixSource as Source
 
 # effects, in the words a report shows
 REMOVES = "removes the break"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from compilediag.fixes.constant import constant
-from compilediag.fixes.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
+from compilediag.advice.constant import constant
+from compilediag.advice.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
 
 # --- context managers, side effects, higher-order ops ---------------------------------------
 

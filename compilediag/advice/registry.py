@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from compilediag.fixes.model import RULES, Fix, Source
+from compilediag.advice.model import RULES, Fix, Source
 
 # --- torch's registry -----------------------------------------------------------------
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compilediag.fixes import config_patch
-from compilediag.report import Report
-from compilediag.vocabulary import FixOutcome
+from compilediag.advice import config_patch
+from compilediag.report.model import Report
+from compilediag.report.vocabulary import FixOutcome
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import sys
 
-from compilediag.fixes.constant import constant
-from compilediag.fixes.model import MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
+from compilediag.advice.constant import constant
+from compilediag.advice.model import MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
 
 # --- data-dependent values and shapes --------------------------------------------------------
 

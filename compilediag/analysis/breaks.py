@@ -6,13 +6,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 
+from compilediag.advice import Fix, fix_for
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.source import code_at, context_at
-from compilediag.compiles import Frame
-from compilediag.fixes import Fix, fix_for
 from compilediag.paths import installed_package, is_library_file, possessive
-from compilediag.report import GraphBreak, Report, Site
-from compilediag.torch_formats import RESUME, ParsedBreak, parse_break_text
+from compilediag.report.model import GraphBreak, Report, Site
+from compilediag.trace.compiles import Frame
+from compilediag.trace.formats import RESUME, ParsedBreak, parse_break_text
 
 
 def user_site(parsed: ParsedBreak, outer: Sequence[Frame] = ()) -> tuple[Site, Site | None]:
@@ -35,7 +35,7 @@ def user_site(parsed: ParsedBreak, outer: Sequence[Frame] = ()) -> tuple[Site, S
 
 # --- causes and advice ----------------------------------------------------------------
 
-# Causes and fixes live in compilediag.fixes: a fix for every gb_type of torch's registry
+# Causes and fixes live in compilediag.advice: a fix for every gb_type of torch's registry
 # (torch's hints as the floor, compilediag's own fix on top). Its LEGACY patterns (pattern
 # over reason + explanation + code, GB id of the fix) read the break texts of torch before
 # 2.8, which have no GB id; first match wins.
@@ -50,7 +50,7 @@ def classify(
     hints: Sequence[str] = (),
     library_file: str | None = None,
 ) -> tuple[str, str]:
-    """(cause, suggestion) of a break: `compilediag.fixes.fix_for`, by GB id where given,
+    """(cause, suggestion) of a break: `compilediag.advice.fix_for`, by GB id where given,
     else by torch's gb_type (`reason`), its explanation, then the pre-2.8 patterns."""
     fix = fix_for(gb_id, reason, explanation, hints, code, library_file)
     return fix.cause, fix.suggestion

@@ -30,9 +30,9 @@ from compilediag.analysis.notes import (
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
 from compilediag.analysis.source import code_at
 from compilediag.analysis.timings import attribute_time, timings_of
-from compilediag.compiles import TraceLog, id_of
+from compilediag.harness.worker_types import ModelInfo, WorkerResult
 from compilediag.paths import is_library_file, portable_path, portable_text
-from compilediag.report import (
+from compilediag.report.model import (
     VERSION,
     Call,
     CompileFailure,
@@ -44,7 +44,9 @@ from compilediag.report import (
     Summary,
     TargetInfo,
 )
-from compilediag.torch_formats import (
+from compilediag.report.vocabulary import CallState, Finding, FindingKind, Severity
+from compilediag.trace.compiles import TraceLog, id_of
+from compilediag.trace.formats import (
     EXPORT_DATA_DEPENDENT_FIX,
     GRAPH_FILE_COMMENT,
     NOT_FAILURES,
@@ -52,8 +54,6 @@ from compilediag.torch_formats import (
     WRAPPER_FRAME,
     compile_failure_fix,
 )
-from compilediag.vocabulary import CallState, Finding, FindingKind, Severity
-from compilediag.worker_types import ModelInfo, WorkerResult
 
 if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from compilediag.compiles import CompileId
-from compilediag.report import CrossCheck, Disagreement, GraphBreak, Site
-from compilediag.worker_types import ExplainBreak, ExplainResult
+from compilediag.harness.worker_types import ExplainBreak, ExplainResult
+from compilediag.report.model import CrossCheck, Disagreement, GraphBreak, Site
+from compilediag.trace.compiles import CompileId
 
 
 def _key(file: str | None, line: int | None) -> tuple[str, int]:

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compilediag.analysis.recompiles import changed_subjects
-from compilediag.compiles import TraceLog, unranked
-from compilediag.report import (
+from compilediag.report.model import (
     VERSION,
     CompileTime,
     Environment,
@@ -27,7 +26,8 @@ from compilediag.report import (
     TraceInfo,
     job_summary,
 )
-from compilediag.vocabulary import Source
+from compilediag.report.vocabulary import Source
+from compilediag.trace.compiles import TraceLog, unranked
 
 if TYPE_CHECKING:
     from compilediag.analysis.runtime import JobRun
@@ -60,7 +60,7 @@ class DigestFile:
 
 def save_digests(digests: list[RankDigest], path: str) -> None:
     from compilediag.fsutil import write_output_file
-    from compilediag.serial import to_json
+    from compilediag.report.serial import to_json
 
     text = to_json(DigestFile(DIGEST_KIND, DIGEST_VERSION, digests), indent=None)
     write_output_file(path, text, "--save-digests")
@@ -68,7 +68,7 @@ def save_digests(digests: list[RankDigest], path: str) -> None:
 
 def load_digests(path: Path) -> list[RankDigest] | None:
     """The digests in a file `--save-digests` wrote; None if it is not one."""
-    from compilediag.serial import from_plain
+    from compilediag.report.serial import from_plain
 
     try:
         data = json.loads(path.read_text())
@@ -113,7 +113,7 @@ def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
 
 
 def _digest_file(args: tuple[str, TargetInfo]) -> RankDigest:
-    from compilediag.trace import parse_path
+    from compilediag.trace.parse import parse_path
 
     path, target = args
     (log,) = parse_path(path)
@@ -162,7 +162,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     """One Report for every rank: findings shown once, each with the ranks that have it;
     `ranks[]` keeps each rank's own summary, `rank_groups[]` the ranks that compiled alike."""
     from compilediag.analysis.ranks import divergence, same_guards_other_values
-    from compilediag.ranksets import label_ranks
+    from compilediag.report.ranksets import label_ranks
 
     ranks: list[RankSummary] = []
     skips: list[str] = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compilediag.analysis.history import History
-from compilediag.report import CompileTime, Graph
+from compilediag.report.model import CompileTime, Graph
 
 
 def collect_graphs(h: History) -> list[Graph]:

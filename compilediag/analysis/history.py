@@ -11,10 +11,10 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from compilediag.compiles import CompilationMetrics, Compile, CompileId, TraceLog, Unbacked
 from compilediag.paths import Owner, is_library_file, owner_of, package_of
-from compilediag.report import TraceInfo
-from compilediag.torch_formats import EXPORT_PATH, frame_name
+from compilediag.report.model import TraceInfo
+from compilediag.trace.compiles import CompilationMetrics, Compile, CompileId, TraceLog, Unbacked
+from compilediag.trace.formats import EXPORT_PATH, frame_name
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compilediag.analysis.history import History
-from compilediag.compiles import Compile
 from compilediag.paths import Owner, is_library_file, owner_of
-from compilediag.report import Kernel
-from compilediag.torch_formats import (
+from compilediag.report.model import Kernel
+from compilediag.report.vocabulary import KernelKind
+from compilediag.trace.compiles import Compile
+from compilediag.trace.formats import (
     AOT_BACKWARD_ID,
     AOT_EXTERN_CALL,
     AOT_KERNEL_DEFINITION,
@@ -58,7 +59,6 @@ from compilediag.torch_formats import (
     STACK_FILE_LINE,
     TRITON_KINDS,
 )
-from compilediag.vocabulary import KernelKind
 
 
 @dataclass

@@ -11,8 +11,10 @@ from compilediag.analysis.breaks import DDP, DDP_REORDER, user_site
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.kernels import GraphCode, provenance_lines
 from compilediag.analysis.source import code_at
-from compilediag.report import Environment, Graph, GraphBreak, Report, TraceInfo
-from compilediag.torch_formats import (
+from compilediag.harness.worker_types import FrameTime, WorkerResult
+from compilediag.report.model import Environment, Graph, GraphBreak, Report, TraceInfo
+from compilediag.report.vocabulary import Finding, FindingKind, Severity, Source
+from compilediag.trace.formats import (
     RECOMPILE_LIMIT,
     compile_failure_fix,
     frame_name,
@@ -20,9 +22,7 @@ from compilediag.torch_formats import (
     parse_break_text,
     restart_words,
 )
-from compilediag.torch_releases import untested_notice
-from compilediag.vocabulary import Finding, FindingKind, Severity, Source
-from compilediag.worker_types import FrameTime, WorkerResult
+from compilediag.trace.releases import untested_notice
 
 
 def no_provenance(h: History, code: list[GraphCode], source: Source) -> list[Finding]:

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from compilediag.analysis.recompiles import guard_head
-from compilediag.ranksets import rank_set
-from compilediag.report import RankSummary
-from compilediag.torch_formats import guard_pattern
-from compilediag.vocabulary import Finding, FindingKind, Severity
+from compilediag.report.model import RankSummary
+from compilediag.report.ranksets import rank_set
+from compilediag.report.vocabulary import Finding, FindingKind, Severity
+from compilediag.trace.formats import guard_pattern
 
 if TYPE_CHECKING:
     from compilediag.analysis.history import History

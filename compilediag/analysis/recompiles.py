@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 from compilediag.analysis.history import Entry, FrameCode, History
 from compilediag.analysis.source import assignments_in_function, code_at
-from compilediag.compiles import Frame
 from compilediag.paths import Owner, is_library_file, is_own_file, possessive, resolve_file
-from compilediag.report import GuardChange, LimitHit, Recompile
-from compilediag.torch_formats import (
+from compilediag.report.model import GuardChange, LimitHit, Recompile
+from compilediag.report.vocabulary import RecompileCause
+from compilediag.trace.compiles import Frame
+from compilediag.trace.formats import (
     AUTOGRAD_KEY,
     GLOBAL_STATE_MODE,
     GUARD_CID_PREFIX,
@@ -49,7 +50,6 @@ from compilediag.torch_formats import (
     is_resume_frame,
     source_name,
 )
-from compilediag.vocabulary import RecompileCause
 
 
 @dataclass

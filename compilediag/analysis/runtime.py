@@ -11,11 +11,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compilediag.compiles import id_of
+from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.paths import portable_text
-from compilediag.report import Report, Runtime, Timings
-from compilediag.serial import from_json, to_json
-from compilediag.worker_types import ProcessRuntime
+from compilediag.report.model import Report, Runtime, Timings
+from compilediag.report.serial import from_json, to_json
+from compilediag.trace.compiles import id_of
 
 RUNTIME_FOLDER = "compilediag_runtime"  # inside the trace folder; trace_files() skips folders
 

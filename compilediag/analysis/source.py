@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import linecache
 
-from compilediag.report import SourceLine
+from compilediag.report.model import SourceLine
 
 CONTEXT_LINES = 2  # lines shown above and below a site
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from compilediag.report import Breakdown, Report, Timings
-from compilediag.vocabulary import Bound
-from compilediag.worker_types import Profiled, WorkerResult
+from compilediag.harness.worker_types import Profiled, WorkerResult
+from compilediag.report.model import Breakdown, Report, Timings
+from compilediag.report.vocabulary import Bound
 
 if TYPE_CHECKING:
     pass

@@ -1,5 +1,5 @@
 """The command line. Thin: it declares the options and calls the command's module in
-compilediag/commands/. Imports no torch, and nothing heavy at module level (fast --help)."""
+compilediag/cli/commands/. Imports no torch, and nothing heavy at module level (fast --help)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from compilediag.cli_options import (
+from compilediag.cli.options import (
     Baseline,
     Format,
     Html,
@@ -26,10 +26,10 @@ from compilediag.cli_options import (
     run_options,
 )
 from compilediag.errors import EXIT_CODES_HELP, DiagError
-from compilediag.report import VERSION
+from compilediag.report.model import VERSION
 
 if TYPE_CHECKING:
-    from compilediag.commands.common import FixOptions, GateOptions, OutputOptions
+    from compilediag.cli.commands.common import FixOptions, GateOptions, OutputOptions
 
 # What `compilediag --help` says first: which command to run for what the user has (`\b`:
 # click keeps the lines as they are)
@@ -142,19 +142,19 @@ def _call(command: Callable[[], int]) -> NoReturn:
 
 
 def _out(format: str, output: str | None = None, html: str | None = None) -> OutputOptions:
-    from compilediag.commands.common import OutputOptions
+    from compilediag.cli.commands.common import OutputOptions
 
     return OutputOptions(format, output, html)
 
 
 def _fixes(try_fixes: bool, jobs: int | None) -> FixOptions:
-    from compilediag.commands.common import FixOptions
+    from compilediag.cli.commands.common import FixOptions
 
     return FixOptions(try_fixes, jobs)
 
 
 def _gate(**kw: object) -> GateOptions:
-    from compilediag.commands.common import GateOptions
+    from compilediag.cli.commands.common import GateOptions
 
     return GateOptions(**kw)  # type: ignore[arg-type]
 
@@ -216,7 +216,7 @@ def explain(
     --baseline); 2 usage error; 3 model failed in eager; 4 torch.compile failed; 5 worker
     crashed or timed out.
     """
-    from compilediag.commands import explain as command
+    from compilediag.cli.commands import explain as command
 
     opts = command.ExplainOptions(
         run=run or RunOptions(),
@@ -264,7 +264,7 @@ def recompiles(
     --shapes, inputs that don't fit); 3 model failed in eager; 4 torch.compile failed;
     5 worker crashed or timed out.
     """
-    from compilediag.commands import recompiles as command
+    from compilediag.cli.commands import recompiles as command
 
     opts = command.RecompilesOptions(
         run=run or RunOptions(),
@@ -310,7 +310,7 @@ def report(
 
     Exit codes: 0 ok; 1 gate failed; 2 usage error (no such path, no trace in it).
     """
-    from compilediag.commands import report as command
+    from compilediag.cli.commands import report as command
 
     opts = command.ReportOptions(
         trace=trace, save_digests=save_digests,
@@ -367,7 +367,7 @@ def run(
     Exit codes: 0 ok; 1 gate failed; 2 usage error; 4 the trace holds a torch.compile
     failure; 6 the command itself failed (its report is still given); 130 interrupted.
     """
-    from compilediag.commands import run as command_module
+    from compilediag.cli.commands import run as command_module
 
     opts = command_module.RunJobOptions(
         command=list(command or []), trace_dir=trace_dir, profile_steps=profile_steps,
@@ -401,7 +401,7 @@ def dump_kernels(
     Exit codes: 0 ok; 2 usage error (bad --out, ...); 3 model failed in eager;
     4 torch.compile failed; 5 worker crashed or timed out.
     """
-    from compilediag.commands import dump_kernels as command
+    from compilediag.cli.commands import dump_kernels as command
 
     opts = command.DumpOptions(
         out_dir=out, force=force,
@@ -429,7 +429,7 @@ def render(
 
     Exit codes: 0 ok; 2 the file is missing or not a compilediag report.
     """
-    from compilediag.commands import render as command
+    from compilediag.cli.commands import render as command
 
     _call(lambda: command.run(report_file, _out(format, output)))
 

@@ -24,7 +24,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from compilediag.cli_options import RUN_CONFIG_KEYS, RunOptions
+from compilediag.cli.options import RUN_CONFIG_KEYS, RunOptions
 from compilediag.errors import UsageError
 from compilediag.gate import GATE_RULES
 

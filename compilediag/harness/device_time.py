@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from compilediag.report import DeviceTime
+from compilediag.report.model import DeviceTime
 
 Step = Callable[[Any, Any], Any]  # (model, call) -> outputs
 

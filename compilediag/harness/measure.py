@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterator
 from types import CodeType
 from typing import Any
 
-from compilediag.device_time import Step, device_time
-from compilediag.report import Stat
-from compilediag.worker_types import (
+from compilediag.harness.device_time import Step, device_time
+from compilediag.harness.worker_types import (
     FrameTime,
     Measured,
     OutputCheck,
@@ -27,6 +26,7 @@ from compilediag.worker_types import (
     RegionTime,
     WorkerSpec,
 )
+from compilediag.report.model import Stat
 
 # Shortest timed block of back-to-back calls: a block that switches between eager and
 # compiled every few calls times a launch-bound model cold (caches, allocator, branch

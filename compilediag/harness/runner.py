@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compilediag.errors import ModelError, UsageError, WorkerError
-from compilediag.serial import from_json, to_json
-from compilediag.spawn import spawn, take_early
-from compilediag.worker_types import WorkerFailure, WorkerResult, WorkerSpec
+from compilediag.harness.spawn import spawn, take_early
+from compilediag.harness.worker_types import WorkerFailure, WorkerResult, WorkerSpec
+from compilediag.report.serial import from_json, to_json
 
 
 @dataclass

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from compilediag.launch import Child, start
+from compilediag.harness.launch import Child, start
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -82,7 +82,7 @@ def workdir() -> Iterator[Path]:
 
 
 def spawn(work: Path, cold: bool, early: bool = False) -> Child:
-    """Start `python -m compilediag.worker WORK`, traced into WORK/trace, its output going
+    """Start `python -m compilediag.harness.worker WORK`, traced into WORK/trace, its output going
     to WORK/worker.log. An early worker waits on its stdin for the spec."""
     (work / "trace").mkdir(exist_ok=True)
     env = dict(os.environ)
@@ -97,7 +97,7 @@ def spawn(work: Path, cold: bool, early: bool = False) -> Child:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    argv = [sys.executable, "-m", "compilediag.worker", str(work)]
+    argv = [sys.executable, "-m", "compilediag.harness.worker", str(work)]
     with open(work / "worker.log", "wb") as log:
         return start(  # in a session of its own: a timeout stops the model's children too
             argv + ["--early"] if early else argv,

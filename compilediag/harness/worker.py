@@ -1,6 +1,6 @@
 """The child process: load the model, run eager, compile once, time, compare, write facts.
 
-Run as `python -m compilediag.worker WORKDIR`. The parent sets TORCH_TRACE before this
+Run as `python -m compilediag.harness.worker WORKDIR`. The parent sets TORCH_TRACE before this
 process imports torch, so the one compile pass is fully traced. The worker writes
 WORKDIR/status (the current stage, for the spinner) and WORKDIR/result.json (atomically).
 Anything the trace does not carry - timings, output comparison, per-call compile counts,
@@ -20,19 +20,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+from compilediag.advice.remedies import apply
 from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, UsageError
 from compilediag.fsutil import write_atomic
-from compilediag.measure import (
+from compilediag.harness.measure import (
     changed_inputs,
     compare_outputs,
     fresh,
     measure,
     sync,
 )
-from compilediag.remedies import apply
-from compilediag.serial import from_json, to_json
-from compilediag.target import describe_call, find_input_sets, find_model, load_module
-from compilediag.worker_torch import (
+from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
+from compilediag.harness.worker_torch import (
     cross_check,
     describe_model,
     environment,
@@ -44,12 +43,13 @@ from compilediag.worker_torch import (
     user_frame,
     watch_cudagraph_skips,
 )
-from compilediag.worker_types import (
+from compilediag.harness.worker_types import (
     CallRecord,
     WorkerFailure,
     WorkerResult,
     WorkerSpec,
 )
+from compilediag.report.serial import from_json, to_json
 
 
 class Worker:

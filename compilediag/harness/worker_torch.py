@@ -11,19 +11,19 @@ import sys
 import traceback
 from typing import Any
 
-from compilediag.measure import (
+from compilediag.harness.measure import (
     Step,
     tensors_of,
 )
-from compilediag.paths import is_library_file
-from compilediag.report import Environment
-from compilediag.vocabulary import Source
-from compilediag.worker_types import (
+from compilediag.harness.worker_types import (
     ExplainBreak,
     ExplainResult,
     ModelInfo,
     WorkerSpec,
 )
+from compilediag.paths import is_library_file
+from compilediag.report.model import Environment
+from compilediag.report.vocabulary import Source
 
 
 def environment(torch: Any, spec: WorkerSpec) -> Environment:

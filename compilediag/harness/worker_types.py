@@ -1,5 +1,5 @@
 """What crosses the process boundary: the spec the CLI gives the worker, and the result
-the worker writes back. One JSON pair (`compilediag.serial`) for both; no torch here.
+the worker writes back. One JSON pair (`compilediag.report.serial`) for both; no torch here.
 
 Adding a measurement: a field on `WorkerResult` (or a type under it), the worker fills
 it, the Report builder copies it, the renderer shows it.
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compilediag.remedies import Remedy
-from compilediag.report import DeviceTime, Environment, Stat
-from compilediag.target import Target
+from compilediag.advice.remedies import Remedy
+from compilediag.harness.target import Target
+from compilediag.report.model import DeviceTime, Environment, Stat
 
 
 @dataclass
@@ -117,7 +117,7 @@ class CompileCall:
 @dataclass
 class ProcessRuntime:
     """What the runtime probe saw one process of a `compilediag run` job do
-    (compilediag/bootstrap/_compilediag_runtime.py writes it, one file per process)."""
+    (compilediag/harness/bootstrap/_compilediag_runtime.py writes it, one file per process)."""
 
     pid: int = 0
     rank: int | None = None

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 
 from compilediag.paths import short_path, where
-from compilediag.ranksets import rank_set
-from compilediag.report import RankSpread, Report, Rule, Summary
+from compilediag.report.model import RankSpread, Report, Rule, Summary
+from compilediag.report.ranksets import rank_set
 
 __all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
 

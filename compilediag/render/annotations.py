@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from compilediag.render import rule_text
-from compilediag.report import Report
+from compilediag.report.model import Report
 
 
 def _data(text: str) -> str:

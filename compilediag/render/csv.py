@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compilediag.report import Report
+from compilediag.report.model import Report
 
 # `sources`: the other places of a finding - the library frame a break happened in, the
 # user lines a kernel came from (`file:line`, space-separated)

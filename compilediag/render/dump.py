@@ -17,8 +17,8 @@ from compilediag.analysis.kernels import GraphCode
 from compilediag.errors import UsageError
 from compilediag.fsutil import public_dir, write_atomic
 from compilediag.paths import short_path
-from compilediag.report import Report
-from compilediag.serial import to_plain
+from compilediag.report.model import Report
+from compilediag.report.serial import to_plain
 
 
 def check_out_dir(out: str, force: bool) -> Path:

@@ -29,7 +29,6 @@ import jinja2
 from markupsafe import Markup, escape
 
 from compilediag.paths import library_path, user_base
-from compilediag.ranksets import rank_set
 from compilediag.render import kernel_count_note, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.views import (
@@ -39,7 +38,8 @@ from compilediag.render.views import (
     unmeasured_words,
     window_notes,
 )
-from compilediag.report import RankSummary, Summary
+from compilediag.report.model import RankSummary, Summary
+from compilediag.report.ranksets import rank_set
 
 __all__ = ["render_html"]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from compilediag.report import Report
+from compilediag.report.model import Report
 
 
 def render_json(report: Report) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from compilediag.render import rule_text
-from compilediag.report import Report
+from compilediag.report.model import Report
 
 BREAK_RULES = ("fullgraph", "max-graph-breaks")
 

@@ -11,7 +11,7 @@ from compilediag.render import (
     verdict_lines,
     where,
 )
-from compilediag.report import Report
+from compilediag.report.model import Report
 
 
 def _cell(text: str) -> str:

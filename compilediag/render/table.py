@@ -8,7 +8,6 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from compilediag.ranksets import rank_set
 from compilediag.render import (
     headline,
     ms,
@@ -24,7 +23,8 @@ from compilediag.render import (
 from compilediag.render.table_facts import cross_check_lines, kernel_blocks, timing_lines
 from compilediag.render.table_parts import Row, details, new_table, print_items
 from compilediag.render.table_recompiles import recompile_blocks, timeline_block
-from compilediag.report import GraphBreak, Report
+from compilediag.report.model import GraphBreak, Report
+from compilediag.report.ranksets import rank_set
 
 
 def render_table(report: Report, width: int | None = None, color: bool = False) -> str:

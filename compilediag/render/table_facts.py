@@ -15,7 +15,7 @@ from compilediag.render import (
 )
 from compilediag.render.table_parts import Row, details
 from compilediag.render.views import rest_words, step_words, unmeasured_words, window_notes
-from compilediag.report import CompileTime, Report
+from compilediag.report.model import CompileTime, Report
 
 KIND_LABELS = {
     "persistent_reduction": "persistent",

@@ -15,7 +15,7 @@ from compilediag.render import (
 )
 from compilediag.render.table_parts import Row, details, new_table
 from compilediag.render.views import GuardRun, recompiles_by_frame
-from compilediag.report import Recompile, Report
+from compilediag.report.model import Recompile, Report
 
 
 def then_words(first: Recompile, rest: list[Recompile]) -> str:

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from compilediag.paths import where
 from compilediag.render import ms, plural
-from compilediag.report import Breakdown, Recompile, Report, Runtime
-from compilediag.torch_formats import guard_pattern
+from compilediag.report.model import Breakdown, Recompile, Report, Runtime
+from compilediag.trace.formats import guard_pattern
 
 
 @dataclass

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from compilediag.vocabulary import (
+from compilediag.report.vocabulary import (
     Bound,
     CallState,
     Finding,
@@ -493,8 +493,8 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
-        from compilediag.report_migrations import migrate
-        from compilediag.serial import from_plain, to_plain
+        from compilediag.report.migrations import migrate
+        from compilediag.report.serial import from_plain, to_plain
 
         def summarise(ranks: list[dict[str, Any]]) -> dict[str, Any]:
             summary = job_summary([from_plain(RankSummary, r) for r in ranks])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from compilediag.report import RankSummary
+from compilediag.report.model import RankSummary
 
 LISTED = 6  # names beyond this many are counted, not listed
 

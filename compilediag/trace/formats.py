@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from compilediag.report import Site
+from compilediag.report.model import Site
 
 # --- source locations ------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compilediag.compiles import (
+from compilediag.trace.compiles import (
     CompilationMetrics,
     Compile,
     CompileId,
@@ -30,7 +30,7 @@ from compilediag.compiles import (
     TraceLog,
     Unbacked,
 )
-from compilediag.torch_formats import (
+from compilediag.trace.formats import (
     AOT_CODE_DUMP,
     EXPORT_FAILED_PARTIAL,
     EXPORT_PATH,

@@ -11,19 +11,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compilediag.cli_options import RunOptions
-from compilediag.config import Config
+from compilediag.cli.config import Config
+from compilediag.cli.options import RunOptions
 from compilediag.errors import COMPILE_FAILED, UsageError
 from compilediag.gate import Budgets
-from compilediag.report import Report
-from compilediag.target import (
+from compilediag.harness.target import (
     Target,
     built_with_defaults,
     check_target_file,
     parse_input_spec,
     split_target,
 )
-from compilediag.worker_types import ModelInfo, WorkerSpec
+from compilediag.harness.worker_types import ModelInfo, WorkerSpec
+from compilediag.report.model import Report
 
 if TYPE_CHECKING:  # the analysis is imported only by the commands that run it
     from compilediag.analysis.kernels import GraphCode
@@ -43,7 +43,7 @@ def verify_fixes(done: ModelRun, spec: WorkerSpec, fixes: FixOptions, timeout: f
     changed)."""
     if not fixes.try_fixes or done.failed:
         return done
-    from compilediag.commands.fixes import try_fixes
+    from compilediag.cli.commands.fixes import try_fixes
 
     jobs = fixes.jobs or os.cpu_count() or 1
     verified = try_fixes(spec, done.report, jobs, timeout, run_model)
@@ -155,10 +155,10 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelR
     from compilediag.analysis.build import build_report
     from compilediag.analysis.history import build_history
     from compilediag.analysis.kernels import all_kernels
-    from compilediag.report import TargetInfo
-    from compilediag.runner import run_worker
-    from compilediag.spawn import workdir
-    from compilediag.trace import parse_path
+    from compilediag.harness.runner import run_worker
+    from compilediag.harness.spawn import workdir
+    from compilediag.report.model import TargetInfo
+    from compilediag.trace.parse import parse_path
 
     with workdir() as work:
         if progress and show_progress():
@@ -199,7 +199,7 @@ def with_model_note(report: Report, spec: WorkerSpec, model: ModelInfo | None) -
     if said is None:
         return report
     from compilediag.paths import portable_path
-    from compilediag.vocabulary import Finding, FindingKind, Severity
+    from compilediag.report.vocabulary import Finding, FindingKind, Severity
 
     message, fix, line = said
     note = Finding(

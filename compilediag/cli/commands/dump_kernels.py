@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from compilediag.cli_options import RunOptions
-from compilediag.commands.common import (
+from compilediag.cli.commands.common import (
     OutputOptions,
     check_outputs,
     color,
@@ -15,7 +14,8 @@ from compilediag.commands.common import (
     run_model,
     width,
 )
-from compilediag.config import load_config
+from compilediag.cli.config import load_config
+from compilediag.cli.options import RunOptions
 
 
 @dataclass
@@ -27,7 +27,7 @@ class DumpOptions:
 
 
 def run(opts: DumpOptions) -> int:
-    from compilediag.dump import check_out_dir, write_dump
+    from compilediag.render.dump import check_out_dir, write_dump
 
     check_outputs(opts.out)
     out_dir = check_out_dir(opts.out_dir, opts.force)

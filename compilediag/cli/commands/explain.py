@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compilediag.cli_options import RunOptions
-from compilediag.commands.common import (
+from compilediag.cli.commands.common import (
     FixOptions,
     GateOptions,
     OutputOptions,
@@ -17,7 +16,8 @@ from compilediag.commands.common import (
     run_model,
     verify_fixes,
 )
-from compilediag.config import load_config
+from compilediag.cli.config import load_config
+from compilediag.cli.options import RunOptions
 from compilediag.errors import UsageError
 
 

@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from typing import Any
 
+from compilediag.advice.remedies import Remedy, combined, remedies_for, verdict
 from compilediag.errors import DiagError
-from compilediag.remedies import Remedy, combined, remedies_for, verdict
-from compilediag.report import Counts, Report, VerifiedFix
-from compilediag.vocabulary import FixOutcome
-from compilediag.worker_types import WorkerSpec
+from compilediag.harness.worker_types import WorkerSpec
+from compilediag.report.model import Counts, Report, VerifiedFix
+from compilediag.report.vocabulary import FixOutcome
 
 RunModel = Callable[..., Any]  # (spec, timeout, progress=False) -> a ModelRun
 

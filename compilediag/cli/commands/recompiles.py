@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, replace
 
-from compilediag.cli_options import RunOptions
-from compilediag.commands.common import (
+from compilediag.cli.commands.common import (
     FixOptions,
     GateOptions,
     OutputOptions,
@@ -21,8 +20,9 @@ from compilediag.commands.common import (
     width,
     write_html,
 )
-from compilediag.config import load_config
-from compilediag.target import parse_shapes
+from compilediag.cli.config import load_config
+from compilediag.cli.options import RunOptions
+from compilediag.harness.target import parse_shapes
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compilediag.commands.common import OutputOptions, check_outputs, emit, load_report
+from compilediag.cli.commands.common import OutputOptions, check_outputs, emit, load_report
 
 
 def run(report_file: str, out: OutputOptions) -> int:

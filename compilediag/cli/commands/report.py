@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compilediag.commands.common import (
+from compilediag.cli.commands.common import (
     GateOptions,
     OutputOptions,
     budgets,
@@ -16,13 +16,13 @@ from compilediag.commands.common import (
     show_progress,
     wrote,
 )
-from compilediag.config import load_config
+from compilediag.cli.config import load_config
 from compilediag.errors import UsageError
 
 if TYPE_CHECKING:
     from compilediag.analysis.fold import RankDigest
     from compilediag.analysis.runtime import JobRun
-    from compilediag.report import Report, TargetInfo
+    from compilediag.report.model import Report, TargetInfo
 
 # a trace has no timings and no outputs: the gate rules of a trace run (gate.rules_for)
 TRACE = frozenset({"trace"})
@@ -40,7 +40,7 @@ def run(opts: ReportOptions) -> int:
     from compilediag.analysis.fold import save_digests
     from compilediag.analysis.runtime import read_job_run
     from compilediag.fsutil import check_output_file
-    from compilediag.report import TargetInfo
+    from compilediag.report.model import TargetInfo
 
     check_outputs(opts.out, opts.gate.junit)
     if opts.save_digests:
@@ -67,7 +67,7 @@ def run(opts: ReportOptions) -> int:
 
 
 def trace_files_in(path: str) -> list[Path]:
-    from compilediag.trace import trace_files
+    from compilediag.trace.parse import trace_files
 
     p = Path(path)
     if not p.exists():

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compilediag.commands.common import GateOptions, OutputOptions, budgets, check_outputs, emit
-from compilediag.config import load_config
+from compilediag.cli.commands.common import GateOptions, OutputOptions, budgets, check_outputs, emit
+from compilediag.cli.config import load_config
 from compilediag.errors import COMPILE_FAILED, INTERRUPTED, JOB_FAILED, UsageError
 
 if TYPE_CHECKING:
     from compilediag.gate import Budgets
-    from compilediag.launch import Completion
-    from compilediag.worker_types import CompileCall, ProcessRuntime
+    from compilediag.harness.launch import Completion
+    from compilediag.harness.worker_types import CompileCall, ProcessRuntime
 
 
 @dataclass
@@ -35,8 +35,8 @@ class RunJobOptions:
 
 
 def run(opts: RunJobOptions) -> int:
-    from compilediag.bootstrap._compilediag_runtime import parse_window
-    from compilediag.commands.report import TRACE
+    from compilediag.cli.commands.report import TRACE
+    from compilediag.harness.bootstrap._compilediag_runtime import parse_window
 
     if not opts.command:
         raise UsageError(
@@ -74,10 +74,10 @@ def run(opts: RunJobOptions) -> int:
 def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> int:
     from compilediag.analysis.fold import report_from_files
     from compilediag.analysis.runtime import JobRun, read_processes, save_job
-    from compilediag.commands.common import judge
-    from compilediag.launch import launch
-    from compilediag.report import Runtime, TargetInfo
-    from compilediag.trace import trace_files
+    from compilediag.cli.commands.common import judge
+    from compilediag.harness.launch import launch
+    from compilediag.report.model import Runtime, TargetInfo
+    from compilediag.trace.parse import trace_files
 
     command = shlex.join(opts.command)
     say(f"compilediag: running `{command}`" + (f", tracing into {folder}" if kept else ""))
@@ -294,9 +294,9 @@ def _with_torch_hint(argv: list[str], without: str) -> str:
 def job_env(folder: Path, profile_steps: str | None) -> dict[str, str]:
     """The job's environment: the user's, plus the trace folder and the runtime probe's
     bootstrap first on PYTHONPATH (nothing that changes what torch compiles or caches)."""
-    from compilediag import bootstrap
     from compilediag.analysis.runtime import RUNTIME_FOLDER
-    from compilediag.bootstrap._compilediag_runtime import DIR_ENV, STEPS_ENV
+    from compilediag.harness import bootstrap
+    from compilediag.harness.bootstrap._compilediag_runtime import DIR_ENV, STEPS_ENV
 
     env = dict(os.environ)
     env["TORCH_TRACE"] = str(folder)

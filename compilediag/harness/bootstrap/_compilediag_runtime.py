@@ -16,7 +16,7 @@ timed at their starts only (one clock reading a step), which measures what the w
 own timing costs. On CUDA it synchronises around each timed call, inside the window only.
 
 At exit (or SIGTERM) it writes one JSON file per process into COMPILEDIAG_RUNTIME_DIR,
-in the shape of compilediag.worker_types.ProcessRuntime. Standard library only.
+in the shape of compilediag.harness.worker_types.ProcessRuntime. Standard library only.
 """
 
 from __future__ import annotations
