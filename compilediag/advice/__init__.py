@@ -1,4 +1,6 @@
-"""What to change for each graph break, and what the change does.
+"""Advice: what to change for each graph break, and what the change does (the remedies
+that --try-fixes measures are in `remedies`). May import: errors, paths, fsutil, report,
+trace.
 
 Every break torch 2.8+ reports carries a GB id (`GB0059`) and a gb_type (`Failed to trace
 builtin operator`); torch ships the list of them, with hints, as

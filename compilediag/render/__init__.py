@@ -1,4 +1,11 @@
-"""Renderers: Report -> text. None of them imports torch."""
+"""Rendering: a Report as a table (in parts: facts, recompiles, views shared with the
+other formats), JSON, Markdown, CSV, JUnit, HTML, and GitHub annotations, each format a
+module registered here; `dump` writes the generated kernels and their index. None of
+them imports torch, and none computes a finding: they show the Report as it is.
+
+May import: errors, paths, fsutil, report, trace (torch's formats), analysis (the
+kernels' index for `dump`).
+"""
 
 from __future__ import annotations
 
