@@ -54,11 +54,12 @@ def test_compiled_but_never_called(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     said = _error(proc)
     assert "it called torch.compile (GPT at sample.py:21) but never called what" in said, said
-    assert "model.generate = torch.compile(model.generate)" in said
-    # the advice, applied: compile the method that runs, and it compiles
+    assert "(`model.compile()`)" in said and "unrolls its token loop" in said
+    # the advice, applied: the module compiled in place, and generate()'s calls compile
     fixed = SAMPLE.replace(
-        "compiled = torch.compile(model", "model.generate = torch.compile(model.generate"
+        'compiled = torch.compile(model, backend="eager")', 'model.compile(backend="eager")'
     )
+    assert fixed != SAMPLE
     (tmp_path / "fixed.py").write_text(fixed)
     proc = run_cli("run", "--", sys.executable, "fixed.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

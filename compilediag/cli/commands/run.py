@@ -147,8 +147,10 @@ def _compiled_nothing(
             if done.failed
             else "Call the object torch.compile returned (`model = torch.compile(model)`, "
             "then `model(x)`); a method other than forward runs uncompiled "
-            "(`model.generate` calls the module, not the compiled wrapper): compile that "
-            "method itself, e.g. `model.generate = torch.compile(model.generate)`.",
+            "(`model.generate` calls the module, not the compiled wrapper): compile the "
+            "module in place (`model.compile()`), so that every call of it, generate()'s "
+            "included, runs compiled (compiling generate itself unrolls its token loop "
+            "into one huge graph).",
         )
     elif not calls and done.failed:
         error = UsageError(
