@@ -96,6 +96,17 @@ def size_change(guard: str) -> GuardChange | None:
     return GuardChange(source_name(m["n"]), int(m["i"]), int(m["a"]), int(m["b"]))
 
 
+# a symbolic stride guard of a dynamic graph
+GUARD_STRIDE = re.compile(r"^(?P<n>[^\s=]+?)\.stride\(\)\[(?P<i>\d+)\] == (?P<v>.+?)\s*$")
+STRIDE_ADVICE = (
+    "`{name}` arrives with another memory layout than the graph's: a slice of a longer "
+    "tensor (`x[:, -n:]`) or a transpose keeps the longer tensor's strides. Give it one "
+    "layout every call: `.clone(memory_format=torch.contiguous_format)` where it is made "
+    "(`.contiguous()` does not copy a view torch already counts as contiguous, such as one "
+    "row)."
+)
+
+
 def translate(guard: str) -> tuple[str, RecompileCause, str]:
     """A failed guard in words, its cause, and the advice that removes the recompile."""
     m = GUARD_SIZE.match(guard)
@@ -133,6 +144,14 @@ def translate(guard: str) -> tuple[str, RecompileCause, str]:
             "must branch on the size; otherwise compute both sides as tensors (torch.where) "
             "or move the branch out of the compiled code.",
         )
+    m = GUARD_STRIDE.match(guard)
+    if m:  # a dynamic graph's layout: `idx.stride()[0] == idx.size()[1]` (contiguous rows)
+        name = source_name(m["n"])
+        return (
+            f"{name} stride {m['i']} is no longer {source_name(m['v'])}",
+            RecompileCause.TENSOR_META,
+            STRIDE_ADVICE.format(name=name),
+        )
     m = GUARD_TENSOR_META.match(guard)
     if m:
         what = {"dispatch key set": "device or dispatch keys"}.get(m["what"], m["what"])
@@ -142,6 +161,8 @@ def translate(guard: str) -> tuple[str, RecompileCause, str]:
             RecompileCause.TENSOR_META,
             MODE_ADVICE
             if mode_switch(guard)
+            else STRIDE_ADVICE.format(name=source_name(m["n"]))
+            if m["what"] == "stride"
             else f"Call the compiled model with the same {what} every time, or convert the "
             "input first.",
         )
