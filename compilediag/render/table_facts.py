@@ -167,7 +167,8 @@ def compile_phases(ct: CompileTime) -> str:
     if ct.backward_s:
         phases += f" · backward {seconds(ct.backward_s)}"
     if ct.kernel_compile_s:
-        phases += f" (of which compiling kernels {seconds(ct.kernel_compile_s)})"
+        # across the phases (forward and backward): its own clause, not the last phase's
+        phases += f"; {seconds(ct.kernel_compile_s)} of it compiling kernels"
     return phases
 
 
