@@ -29,11 +29,12 @@ CARETS = re.compile(r"^\s*[\^~]+\s*$")
 # line it resumes from (2.6 - 2.13).
 RESUME = re.compile(r"torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
 # torch.compile(module) compiles torch's wrapper `inner` in _dynamo/external_utils.py on
-# some releases (2.11, 2.13) before the module's forward.
+# some releases (2.11, 2.13) before the module's forward (and before a compiled bound
+# method's body: `model.generate = torch.compile(model.generate)`).
 MODULE_WRAPPER = ("inner", "_dynamo/external_utils.py")
 
 
-WRAPPER_FRAME = "model call (torch's wrapper of the compiled module)"
+WRAPPER_FRAME = "compiled call (torch's wrapper of what torch.compile was given)"
 
 
 def is_resume_frame(co_name: str) -> bool:
