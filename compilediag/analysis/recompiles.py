@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from compilediag.analysis.history import Entry, FrameCode, History
-from compilediag.analysis.source import assignments_in_function, code_at
+from compilediag.analysis.source import assignments_in_function, call_argument, code_at
 from compilediag.paths import Owner, is_library_file, is_own_file, possessive, resolve_file
 from compilediag.report.model import GuardChange, LimitHit, Recompile
 from compilediag.report.vocabulary import RecompileCause
@@ -556,6 +556,8 @@ def collect_recompiles(h: History) -> list[Recompile]:
                 f"{len(dims)} dims of this frame's inputs change across calls: mark each "
                 f"dynamic before the first call: {marks}; or compile with dynamic=True."
             )
+        if g.cause == RecompileCause.SHAPE and len(dims) <= 1 and (at := user_call(e, g)):
+            suggestion = at
         dynamic = became_dynamic(e) and not specialised(guards)
         if g.cause == RecompileCause.FLOAT and any(
             float_specialised(k.metrics.restart_reasons) for k in h.frame_of(e)
@@ -627,6 +629,46 @@ ATTRIBUTE_CHAIN = re.compile(
 DICT_CONTAINS = re.compile(r"___dict_contains\('(?P<attr>\w+)', (?P<src>[^()]+?)\.__dict__\)")
 # a value guard of the recompiled graph: `EQUALS_MATCH: L['self'].config.problem_type == 'x'`
 EQUALS_GUARD = re.compile(r"EQUALS_MATCH: (?P<src>\S+) == (?P<v>.+?)(?:\s+#|$)", re.M)
+
+
+def user_call(e: Entry, g: Guard) -> str:
+    """A size guard on a parameter of the user's own compiled function (forward's `x`):
+    the advice at the user's call that passed it (`mark_dynamic(input, 0)` at the line that
+    calls the model), and, where the size shrank on dim 0, the loader's last batch. ''
+    where the call or the argument is not found."""
+    m = GUARD_SIZE.match(g.guard)
+    if not m or e.code.owner != Owner.USER or is_resume_frame(e.code.name):
+        return ""
+    param, dim, a, b = source_name(m["n"]), m["i"], int(m["a"]), int(m["b"])
+    if not param.isidentifier():
+        return ""
+    callers = [f for f in e.compile.stack if not is_library_file(f.file)]
+    if callers and callers[-1].name == e.code.name:  # the compiled frame itself
+        callers.pop()
+    if not callers or is_own_file(callers[-1].file):  # compilediag's worker made the call
+        return ""
+    site = callers[-1]
+    arg = call_argument(site.file, site.line, e.code.file, e.code.line, param)
+    if not arg or not arg.isidentifier():
+        return ""
+    where = f"{os.path.basename(site.file)}:{site.line} (in {site.name})"
+    text = (
+        f"`{param}` is `{arg}` at the call, {where}: mark it dynamic there, before the call: "
+        f"`torch._dynamo.mark_dynamic({arg}, {dim})`; or compile with dynamic=True."
+    )
+    if dim == "0" and b < a:
+        text = (
+            f"A smaller batch ({a} → {b}) reached the model at {where}: the loader's last, "
+            "partial batch, most likely. `drop_last=True` on that loader (or padding the last "
+            f"batch) removes the recompile; or mark the batch dim dynamic before the call: "
+            f"`torch._dynamo.mark_dynamic({arg}, 0)`."
+        )
+    if {a, b} & {0, 1}:
+        text += (
+            " Sizes 0 and 1 are always specialised (broadcasting differs), so a dynamic dim "
+            "still recompiles for them."
+        )
+    return text
 
 
 def guarded_chain(guard: str) -> str:

@@ -71,3 +71,44 @@ def assignments_in_function(file: str, line: int, target: str) -> list[tuple[int
         if any(ast.unparse(t) == target for t in targets):
             out.append((node.lineno, ast.unparse(value)))
     return sorted(out)
+
+
+def call_argument(file: str, line: int, fn_file: str, fn_line: int, param: str) -> str:
+    """What the call at `file:line` passes for `param` of the function defined at
+    `fn_file:fn_line` (`input` of `output = model(input)` for forward's `x`): the argument
+    as written; '' where the call or the parameter can't be matched."""
+    import ast
+
+    def parsed(path: str) -> ast.Module | None:
+        try:
+            return ast.parse("".join(linecache.getlines(path)))
+        except (SyntaxError, ValueError):
+            return None
+
+    tree, fn_tree = parsed(file), parsed(fn_file)
+    if tree is None or fn_tree is None:
+        return ""
+    fn = next(
+        (n for n in ast.walk(fn_tree)
+         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.lineno == fn_line),
+        None,
+    )  # fmt: skip
+    if fn is None:
+        return ""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if params and params[0] == "self":
+        params = params[1:]
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
+    for call in calls:
+        for kw in call.keywords:
+            if kw.arg == param:
+                return ast.unparse(kw.value)
+        if param in params and params.index(param) < len(call.args):
+            arg = call.args[params.index(param)]
+            if not isinstance(arg, ast.Starred):
+                return ast.unparse(arg)
+    return ""

@@ -1,0 +1,104 @@
+"""A vision model trained with a validation pass, as timm's train.py runs one (train() +
+grad, then eval() under torch.no_grad(); the evaluation loader's last batch is partial).
+torch compiles one graph per mode, then one more for the smaller last batch. The report's
+counts are torch's (its recompiles log); the mode switch is "expected: one graph per mode"
+with the lines that switched; the last batch's recompile is advised at the user's call
+(the argument the loop passes, not forward's parameter) - drop_last or mark_dynamic - and
+each, applied, leaves only the mode's graphs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+JOB = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.bn = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(x + self.bn(self.conv(x)))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.blocks = nn.Sequential(Block(8), Block(8))
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+
+def batches(n, size, drop_last=False):
+    for i in range(0, n, size):
+        k = min(size, n - i)
+        if k < size and drop_last:
+            return
+        yield torch.randn(k, 3, 16, 16), torch.randint(0, 2, (k,))
+
+
+def train_one_epoch(model, opt):
+    model.train()
+    for input, target in batches(16, 4):
+        loss = nn.functional.cross_entropy(model(input), target)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def validate(model):
+    model.eval()
+    with torch.no_grad():
+        for input, target in batches(10, 4{drop}):  # the last batch holds 2
+{mark}            output = model(input)
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+model = torch.compile(model, backend="eager")
+for epoch in range(2):
+    train_one_epoch(model, opt)
+    validate(model)
+"""
+MARK = "            torch._dynamo.mark_dynamic(input, 0)\n"
+
+
+@pytest.mark.parametrize("fix", ["drop_last", "mark_dynamic"])
+def test_a_validation_pass_with_a_partial_last_batch(tmp_path: Path, fix: str) -> None:
+    def run(drop: str = "", mark: str = "") -> tuple[dict, str]:
+        (tmp_path / "train.py").write_text(JOB.format(drop=drop, mark=mark))
+        proc = run_cli("run", "--format", "json", "--", sys.executable, "train.py",
+                       env={"TORCH_LOGS": "recompiles"}, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), proc.stderr
+
+    report, log = run()
+    lines = (tmp_path / "train.py").read_text().splitlines()
+    eval_line = 1 + next(i for i, t in enumerate(lines) if "model.eval()" in t)
+    call_line = 1 + next(i for i, t in enumerate(lines) if "output = model(input)" in t)
+    assert len(report["recompiles"]) == log.count("Recompiling function") == 2
+    mode, batch = report["recompiles"]
+    assert mode["suggestion"].startswith("Expected: one graph per mode.")
+    assert f"line {eval_line} `model.eval()`" in mode["suggestion"], mode["suggestion"]
+    assert batch["failed_guard"] == "x dim 0 changed 4 → 2"
+    said = batch["suggestion"]
+    assert f"reached the model at train.py:{call_line} (in validate)" in said, said
+    assert "`drop_last=True`" in said and "mark_dynamic(input, 0)" in said, said
+    assert "mark_dynamic(x, 0)" not in said
+    # the advice, applied: the mode's graphs alone
+    report, log = run(", drop_last=True") if fix == "drop_last" else run(mark=MARK)
+    assert log.count("Recompiling function") == 1
+    assert [r["cause"] for r in report["recompiles"]] == ["global"]
