@@ -92,6 +92,16 @@ write_facts(facts_path())
 """
 
 
+def _run_job(job: Path, fix: str = "") -> tuple[dict, dict]:
+    """`compilediag run` on the job (`fix`: code it runs before compiling), and torch's own
+    counts from inside it."""
+    facts = job.parent / "facts.json"
+    proc = run_cli("run", "--format", "json", "--", sys.executable, str(job),
+                   env={"JOB_FACTS": str(facts), "FIX": fix}, cwd=job.parent)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), json.loads(facts.read_text())
+
+
 def test_a_config_field_the_library_sets_on_its_first_call_is_named_with_its_fix(
     tmp_path: Path,
 ) -> None:
@@ -104,13 +114,9 @@ def test_a_config_field_the_library_sets_on_its_first_call_is_named_with_its_fix
 
     job = tmp_path / "train.py"
     job.write_text(CLASSIFIER_JOB.format(jobs=str(ROOT / "tests" / "fixtures" / "run_jobs")))
-    facts = tmp_path / "facts.json"
 
     def run(fix: str = "") -> tuple[dict, dict]:
-        proc = run_cli("run", "--format", "json", "--", sys.executable, str(job),
-                       env={"JOB_FACTS": str(facts), "FIX": fix}, cwd=tmp_path)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout), json.loads(facts.read_text())
+        return _run_job(job, fix)
 
     report, torch_saw = run()
     (r,) = report["recompiles"]
@@ -145,13 +151,9 @@ def test_a_second_cause_behind_the_first_failed_guard_is_named(tmp_path: Path) -
 
     job = tmp_path / "train.py"
     job.write_text(PADDED_CLASSIFIER_JOB.format(jobs=str(ROOT / "tests" / "fixtures" / "run_jobs")))
-    facts = tmp_path / "facts.json"
 
     def run(fix: str = "") -> tuple[dict, dict]:
-        proc = run_cli("run", "--format", "json", "--", sys.executable, str(job),
-                       env={"JOB_FACTS": str(facts), "FIX": fix}, cwd=tmp_path)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout), json.loads(facts.read_text())
+        return _run_job(job, fix)
 
     report, torch_saw = run()
     assert len(report["recompiles"]) == torch_saw["recompiles_log"] == 1
