@@ -76,6 +76,9 @@ def test_mark_dynamic_advice_names_the_input_and_dim() -> None:
     assert "torch._dynamo.mark_dynamic(x, 1)" in advice
     _, _, advice = translate("tensor 'x' size mismatch at index 0. expected 1, actual 4")
     assert "Sizes 0 and 1 are always specialised" in advice
+    # the dim it is about, not "batches" whatever the dim (a one-token prompt: dim 1)
+    _, _, advice = translate("tensor 'idx' size mismatch at index 1. expected 1, actual 2")
+    assert "keep idx dim 1 at 2 or more" in advice, advice
 
 
 @pytest.mark.parametrize("folder", trace_sets("batch_sweep.eager"), ids=lambda p: p.name)

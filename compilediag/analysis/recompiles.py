@@ -119,7 +119,8 @@ def translate(guard: str) -> tuple[str, RecompileCause, str]:
         if {a, b} & {0, 1}:
             advice += (
                 " Sizes 0 and 1 are always specialised (broadcasting differs), so a dynamic "
-                "dim still recompiles for them: avoid batches of 1, or pad."
+                f"dim still recompiles for them: keep {name} dim {dim} at 2 or more (no "
+                "batch of 1, no one-token prompt), or pad."
             )
         return f"{name} dim {dim} changed {a} → {b}", RecompileCause.SHAPE, advice
     m = GUARD_LOWER_BOUND.match(guard)
