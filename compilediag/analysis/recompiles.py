@@ -107,6 +107,15 @@ STRIDE_ADVICE = (
 )
 
 
+def sizes_0_1(name: str, dim: str) -> str:
+    """Why a dynamic dim still recompiles for a size of 0 or 1, and what to keep it at."""
+    return (
+        " Sizes 0 and 1 are always specialised (broadcasting differs), so a dynamic dim "
+        f"still recompiles for them: keep {name} dim {dim} at 2 or more (no batch of 1, no "
+        "one-token prompt), or pad."
+    )
+
+
 def translate(guard: str) -> tuple[str, RecompileCause, str]:
     """A failed guard in words, its cause, and the advice that removes the recompile."""
     m = GUARD_SIZE.match(guard)
@@ -117,11 +126,7 @@ def translate(guard: str) -> tuple[str, RecompileCause, str]:
             "or compile with dynamic=True."
         )
         if {a, b} & {0, 1}:
-            advice += (
-                " Sizes 0 and 1 are always specialised (broadcasting differs), so a dynamic "
-                f"dim still recompiles for them: keep {name} dim {dim} at 2 or more (no "
-                "batch of 1, no one-token prompt), or pad."
-            )
+            advice += sizes_0_1(name, dim)
         return f"{name} dim {dim} changed {a} → {b}", RecompileCause.SHAPE, advice
     m = GUARD_LOWER_BOUND.match(guard)
     if m:
@@ -665,10 +670,7 @@ def user_call(e: Entry, g: Guard) -> str:
             f"`torch._dynamo.mark_dynamic({arg}, 0)`."
         )
     if {a, b} & {0, 1}:
-        text += (
-            " Sizes 0 and 1 are always specialised (broadcasting differs), so a dynamic dim "
-            "still recompiles for them."
-        )
+        text += sizes_0_1(arg, dim)
     return text
 
 
@@ -886,8 +888,7 @@ def library_recompile_advice(package: str, g: Guard, e: Entry, dynamic: bool = F
 
 def guard_subject(g: Guard) -> str:
     """What the failed guard is about, as the words name it: `boxes` of `boxes dim 0 ...`."""
-    head = g.words.split(" ", 1)[0]
-    return head if head.startswith("`") else f"`{head}`"
+    return f"`{guard_head(g.words)}`"
 
 
 def collect_limit_hits(h: History, recompiles: list[Recompile]) -> list[LimitHit]:

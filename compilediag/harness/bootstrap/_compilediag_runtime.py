@@ -117,13 +117,12 @@ class Probe:
         probe = self
 
         def compiled_graph(*args: Any, **kwargs: Any) -> Any:
-            t0 = probe.enter(cid, frame)
-            if t0 is None:
+            if not probe.enter(cid, frame):
                 return fn(*args, **kwargs)
             try:
                 return fn(*args, **kwargs)
             finally:
-                probe.leave(cid, t0)
+                probe.leave(cid)
 
         return compiled_graph
 
@@ -194,19 +193,17 @@ class Probe:
             self.plain_step_s.append(now - self._plain_start)
         self._plain_start, self._plain_compiles = now, compiled
 
-    def enter(self, cid: str, frame: int | None) -> Any:
-        """Count the call; in the window, the time it starts (the time since the last
-        graph ended is that graph's gap; before the step's first graph, the step's own)."""
+    def enter(self, cid: str, frame: int | None) -> bool:
+        """Count the call; in the window, mark its start (True: its end is to be marked)."""
         self.calls[cid] = self.calls.get(cid, 0) + 1
         if not self.by_entry and frame == self.first_frame and not cid.startswith("!"):
             self.step()
         if not self.timing:
-            return None
-        mark = self.clock()
-        self._marks.append((True, cid, mark))
-        return mark
+            return False
+        self._marks.append((True, cid, self.clock()))
+        return True
 
-    def leave(self, cid: str, t0: Any) -> None:
+    def leave(self, cid: str) -> None:
         self._marks.append((False, cid, self.clock()))
 
     def end_step(self, end: Any) -> None:
