@@ -312,8 +312,7 @@ def framework_wrapped(report: Report, calls: list[tuple[str, str, int]]) -> None
             cost = (
                 "In the profiled steps no time between graphs is its: that code runs before "
                 f"and after the compiled graph, within the rest of the step "
-                f"({breakdown.outside_ms:.3f} ms of {breakdown.call_ms:.3f} ms, with backward, "
-                "optimizer and data)."
+                f"({breakdown.outside_ms:.3f} ms of {breakdown.call_ms:.3f} ms)."
             )
         else:
             cost = "--profile-steps A-B measures what it costs a step."

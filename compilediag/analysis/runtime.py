@@ -13,7 +13,7 @@ from pathlib import Path
 
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.paths import portable_text
-from compilediag.report.model import Report, Runtime, Timings
+from compilediag.report.model import Breakdown, Report, Runtime, Timings
 from compilediag.report.serial import from_json, to_json
 from compilediag.trace.compiles import id_of
 
@@ -98,6 +98,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         prefix = _prefix(report, first)
         job.steps, job.window = first.steps, list(first.window)
         job.steps_at = first.steps_at
+        job.optimizer, job.optimizer_options = first.optimizer, dict(first.optimizer_options)
+        job.loaders = dict(first.loaders)
         job.window_rank = first.rank
         job.window_compiled = list(first.compiled_steps)
         job.window_no_grad, job.window_eval = first.no_grad_steps, first.eval_steps
@@ -116,12 +118,19 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             for r in p.regions:
                 r.compile_id = prefix + r.compile_id
             a, b = first.window
-            unit = "the first compiled entry" if first.steps_at == "entry" else "its first frame"
+            unit = {
+                "optimizer": f"steps {a}-{b} of {first.optimizer} (from the end of one "
+                "optimizer step to the end of the next)",
+                "entry": f"calls {a}-{b} of the first compiled entry",
+            }.get(first.steps_at, f"calls {a}-{b} of its first frame")
             report.timings = Timings(
-                method=f"calls {a}-{b} of {unit}, each graph call timed (by CUDA events on "
-                "CUDA); a step torch compiled in is left out"
+                method=f"{unit}, each part timed (by CUDA events on CUDA); a step torch "
+                "compiled in is left out"
             )
             attribute_time(report, p)
+            breakdown = report.timings.breakdown
+            if breakdown is not None:
+                report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
     framework_wrapped(
         report, [(c.what, c.file, c.line) for p in run.processes for c in p.compile_calls]
     )
@@ -134,3 +143,55 @@ def _prefix(report: Report, p: ProcessRuntime) -> str:
         return ""
     ranks = {cid.rank for g in report.graphs if (cid := id_of(g.compile_id)) is not None}
     return f"r{p.rank}:" if p.rank in ranks else ""
+
+
+# a part of the step this large is worth a line of advice
+OPTIMIZER_SHARE = 0.2
+DATA_SHARE = 0.1
+FUSED = ("Adam", "AdamW", "SGD", "Adagrad")  # torch's optimizers with fused=True (CUDA and CPU)
+
+
+def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
+    """What the window's parts say to change, each with its evidence: an optimizer step or
+    a data loader that takes a large share of the step."""
+    out = []
+    step = b.call_ms
+    if step and b.optimizer_ms / step >= OPTIMIZER_SHARE and not job.optimizer_options.get("fused"):
+        name = job.optimizer or "the optimizer"
+        how = (
+            "a loop over every parameter, foreach=False"
+            if job.optimizer_options.get("foreach") is False
+            else "foreach=True"
+            if job.optimizer_options.get("foreach")
+            else "torch's default implementation"
+        )
+        fused = (
+            f"construct it with fused=True (one kernel for all the parameters; {name} has it "
+            "on CUDA and CPU), or compile its step"
+            if name in FUSED
+            else "compile its step (torch.compile(opt.step)) or use foreach=True"
+        )
+        out.append(
+            f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({b.optimizer_ms:.3f}"
+            f" ms of {step:.3f} ms; {name}, {how}): {fused}."
+        )
+    if step and b.data_ms / step >= DATA_SHARE:
+        workers = job.loaders.get("workers", 0)
+        said = f"the data loader's next batch takes {b.data_ms / step:.0%} of a step ({b.data_ms:.3f} ms)"
+        if not workers:
+            fix = (
+                "load in worker processes: DataLoader(..., num_workers=N)"
+                + (", pin_memory=True" if cuda and not job.loaders.get("pin_memory") else "")
+                + ", so batches are made while the step runs"
+            )
+        else:
+            fix = (
+                f"its {plural_workers(workers)} do not keep up: more workers, prefetch_factor, "
+                "or persistent_workers=True"
+            )
+        out.append(f"{said}, waited for in the main process: {fix}.")
+    return out
+
+
+def plural_workers(n: int) -> str:
+    return f"{n} worker" + ("s" if n != 1 else "")

@@ -38,13 +38,19 @@ def attribute_time(report: Report, p: Profiled) -> None:
         r = regions.get(g.compile_id)
         if r is not None:
             g.time_ms, g.eager_ms = round(r.graph_ms * scale, 6), round(r.gap_ms * scale, 6)
+            if p.backward_ms:
+                g.backward_ms = round(r.backward_ms * scale, 6)
+                g.backward_eager_ms = round(r.backward_gap_ms * scale, 6)
     given: set[str] = set()  # a region's time goes to one finding (a break chain is one)
     for b in report.graph_breaks:
         mine = [c for c in b.compile_ids if c in regions and c not in given]
         given.update(mine)
-        lost = sum(regions[c].gap_ms for c in mine)
+        # the eager code after the graph, and in training its backward
+        backward = sum(regions[c].backward_gap_ms for c in mine)
+        lost = sum(regions[c].gap_ms for c in mine) + backward
         if mine:
             b.time_lost_ms = round(lost * scale, 6)
+            b.backward_lost_ms = round(backward * scale, 6) if p.backward_ms else None
             b.time_lost_share = round(lost / p.call_ms, 4) if p.call_ms else None
     report.graph_breaks.sort(key=lambda b: -(b.time_lost_ms or 0.0))
     if report.timings is not None:
@@ -55,6 +61,9 @@ def attribute_time(report: Report, p: Profiled) -> None:
             outside_ms=round(p.outside_ms * scale, 6),
             calls=p.calls,
             profiled_call_ms=round(p.call_ms, 6),
+            backward_ms=round(p.backward_ms * scale, 6),
+            optimizer_ms=round(p.optimizer_ms * scale, 6),
+            data_ms=round(p.data_ms * scale, 6),
         )
 
 

@@ -91,6 +91,10 @@ class RegionTime:
     compile_id: str
     graph_ms: float
     gap_ms: float
+    # `compilediag run` in training: its backward graph, and the eager backward between
+    # that and the next backward graph (the backward of the code after it in forward)
+    backward_ms: float = 0.0
+    backward_gap_ms: float = 0.0
 
 
 @dataclass
@@ -101,6 +105,11 @@ class Profiled:
     call_ms: float  # per call, as profiled (the profiler's own overhead included)
     outside_ms: float  # per call, outside every compiled region (the first cache lookup)
     regions: list[RegionTime] = field(default_factory=list)
+    # `compilediag run`: per step, in backward (its graphs included), in the optimizer
+    # step, in the data loader's next batch; outside_ms is then what remains
+    backward_ms: float = 0.0
+    optimizer_ms: float = 0.0
+    data_ms: float = 0.0
 
 
 @dataclass
@@ -126,6 +135,10 @@ class ProcessRuntime:
     first_frame: int | None = None  # the first compiled frame (its graph names the step)
     steps: int = 0  # calls of the first compiled entry (steps_at "entry"), else of that frame
     steps_at: str = "frame"  # "entry": counted at what torch.compile returned, eager calls too
+    # "optimizer": steps of the first optimizer stepped (its class), with its foreach/fused
+    optimizer: str = ""
+    optimizer_options: dict[str, bool] = field(default_factory=dict)
+    loaders: dict[str, int] = field(default_factory=dict)  # the data loader: workers, pin_memory
     window: list[int] = field(default_factory=list)  # [A, B] asked for; [] when off
     profiled: Profiled | None = None  # the complete steps of the window, per step
     compiled_steps: list[int] = field(default_factory=list)  # window steps torch compiled in

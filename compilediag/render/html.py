@@ -33,7 +33,8 @@ from compilediag.render import kernel_count_note, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.views import (
     recompiles_by_frame,
-    rest_words,
+    step_parts,
+    step_text,
     step_words,
     unmeasured_words,
     window_notes,
@@ -287,7 +288,8 @@ def _job_words(report: Any) -> dict[str, Any]:
     b = report.timings.breakdown if report.timings else None
     return {
         "steps": step_words(r),
-        "rest": rest_words(r),
+        "step": step_text(r, b) if r.window and b is not None else "",
+        "parts": step_parts(b) if b is not None else [],
         "unmeasured": unmeasured_words(r) if r.window and b is None else "",
         "notes": window_notes(r, b) if r.window else [],
     }

@@ -11,6 +11,7 @@ from compilediag.render import (
     verdict_lines,
     where,
 )
+from compilediag.render.views import step_text
 from compilediag.report.model import Report
 
 
@@ -119,11 +120,7 @@ def render_markdown(report: Report) -> str:
         ]
         b = t.breakdown if t else None
         if b is not None:
-            out.append(
-                f"<br>a step (steps {job.window[0]}-{job.window[1]}): {b.call_ms:.3f} ms, in graphs "
-                f"{b.in_graphs_ms:.3f} ms · between them {b.between_graphs_ms:.3f} ms · the "
-                f"rest {b.outside_ms:.3f} ms"
-            )
+            out.append(f"<br>a step: {step_text(job, b)}")
         out.append("")
     if t and t.eager_ms and t.compiled_ms:
         out += [

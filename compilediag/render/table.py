@@ -93,7 +93,10 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
             t.add_column("calls", justify="right", no_wrap=True)
         timed = any(g.time_ms is not None for g in report.graphs)
         if timed:
-            t.add_column("a call", justify="right", no_wrap=True)
+            t.add_column("a step" if report.runtime else "a call", justify="right", no_wrap=True)
+        backward = any(g.backward_ms is not None for g in report.graphs)
+        if backward:
+            t.add_column("backward", justify="right", no_wrap=True)
         for g in report.graphs:
             cells = [shown_id(report, g.compile_id), g.frame, where(g.file, g.line), str(g.ops),
                      seconds(g.compile_time_s)]  # fmt: skip
@@ -103,6 +106,8 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
                 cells.append(str(g.calls) if g.calls is not None else "-")
             if timed:
                 cells.append(ms(g.time_ms) if g.time_ms is not None else "-")
+            if backward:
+                cells.append(ms(g.backward_ms) if g.backward_ms is not None else "-")
             t.add_row(*cells)
         out += [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
 
@@ -168,7 +173,13 @@ def _break_block(
     if gb.time_lost_ms is not None:
         per, whole = ("a step", "the step") if step else ("a call", "the compiled call")
         share = f" ({gb.time_lost_share:.0%} of {whole})" if gb.time_lost_share else ""
-        rows.append(("costs", Text(f"{ms(gb.time_lost_ms)} {per} in eager Python{share}")))
+        backward = (
+            f": {ms(gb.time_lost_ms - gb.backward_lost_ms)} forward, {ms(gb.backward_lost_ms)} "
+            "its backward"
+            if gb.backward_lost_ms is not None
+            else ""
+        )
+        rows.append(("costs", Text(f"{ms(gb.time_lost_ms)} {per} in eager code{share}{backward}")))
     if gb.library_frame:
         lf = gb.library_frame
         rows.append(("inside", Text(f"{where(lf.file, lf.line)}: {lf.code}")))

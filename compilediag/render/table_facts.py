@@ -14,7 +14,7 @@ from compilediag.render import (
     where,
 )
 from compilediag.render.table_parts import Row, details
-from compilediag.render.views import rest_words, step_words, unmeasured_words, window_notes
+from compilediag.render.views import step_text, step_words, unmeasured_words, window_notes
 from compilediag.report.model import CompileTime, Report
 
 KIND_LABELS = {
@@ -123,22 +123,14 @@ def runtime_lines(report: Report) -> list:
     b = report.timings.breakdown if report.timings else None
     if r.window:
         if b is not None:
-            a, z = r.window
-            rows.append(
-                (
-                    "a step",
-                    Text(
-                        f"{ms(b.call_ms)}: in graphs {ms(b.in_graphs_ms)} · Python between "
-                        f"them {ms(b.between_graphs_ms)} · the rest {ms(b.outside_ms)} "
-                        f"({rest_words(r)}; steps {a}-{z}, {b.calls} measured"
-                        + (f", rank {r.window_rank}" if r.window_rank is not None else "")
-                        + ")"
-                    ),
-                )
-            )
+            rows.append(("a step", Text(step_text(r, b))))
         else:
             rows.append(("a step", Text(unmeasured_words(r), style="dim")))
         rows.extend((label, Text(text, style="yellow")) for label, text in window_notes(r, b))
+        notes = report.timings.notes if report.timings else []
+        rows.extend(
+            ("advice" if i == 0 else "", Text(n, style="green")) for i, n in enumerate(notes)
+        )
     elif not r.processes:
         rows.append(("calls", Text(
             "not counted: no process of the job loaded compilediag's bootstrap (a Python "

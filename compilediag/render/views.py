@@ -75,6 +75,8 @@ def _kind(r: Recompile) -> tuple[str, str, tuple[int, ...]]:
 def step_words(r: Runtime) -> str:
     """What a step is: `12 calls of forward (train.py:26), compiled or eager`."""
     place = f"{r.step_frame} ({where(r.step_file, r.step_line)})"
+    if r.steps_at == "optimizer":
+        return f"{plural(r.steps, 'step')} of {r.optimizer}; the model: the compiled {place}"
     if r.steps_at == "entry":
         return f"{r.steps} calls of the compiled {place}, compiled or eager"
     return f"{r.steps} calls of {place}'s graphs"
@@ -91,6 +93,34 @@ def rest_words(r: Runtime) -> str:
     return "backward, optimizer, data"
 
 
+def step_parts(b: Breakdown) -> list[tuple[str, float]]:
+    """A step's parts in the order they run, those a step has (a training step's backward,
+    optimizer and data; every step's forward and the rest): (name, ms), adding up to it."""
+    parts = [
+        ("forward", b.in_graphs_ms + b.between_graphs_ms),
+        ("backward", b.backward_ms),
+        ("optimizer", b.optimizer_ms),
+        ("data", b.data_ms),
+    ]
+    return [(n, v) for n, v in parts if v or n == "forward"] + [("the rest", b.outside_ms)]
+
+
+def step_text(r: Runtime, b: Breakdown) -> str:
+    """`26.4 ms: forward 3.31 ms (in graphs 3.19 ms · Python between them 0.113 ms) ·
+    backward 7.07 ms · optimizer 12.4 ms · data 2.94 ms · the rest 0.887 ms (steps 4-10, 7
+    measured)`; a step with no backward, optimizer or data says what its rest holds."""
+    a, z = r.window
+    window = f"steps {a}-{z}, {b.calls} measured" + (
+        f", rank {r.window_rank}" if r.window_rank is not None else ""
+    )
+    split = f"in graphs {ms(b.in_graphs_ms)} · Python between them {ms(b.between_graphs_ms)}"
+    parts = step_parts(b)
+    if len(parts) == 2:  # forward and the rest: no training part was seen
+        return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
+    said = [f"{name} {ms(v)}" + (f" ({split})" if name == "forward" else "") for name, v in parts]
+    return f"{ms(b.call_ms)}: {' · '.join(said)} ({window})"
+
+
 def unmeasured_words(r: Runtime) -> str:
     a, z = r.window
     if r.window_compiled:
@@ -98,6 +128,8 @@ def unmeasured_words(r: Runtime) -> str:
             f"not measured: torch compiled during every step of the window (--profile-steps "
             f"{a}-{z})"
         )
+    if r.steps_at == "optimizer" and a == 1 == z:
+        return "not measured: step 1 ended before the steps were known to be the optimizer's"
     return f"not measured: the job made fewer than {z + 1} steps (--profile-steps {a}-{z})"
 
 

@@ -100,6 +100,7 @@ class GraphBreak:
     # the call (from torch.profiler; None when not measured)
     time_lost_ms: float | None = None
     time_lost_share: float | None = None
+    backward_lost_ms: float | None = None  # run, in training: the part of it in backward
     ops_before: int = 0  # ops in the graph this break cut short
     context: list[SourceLine] = field(default_factory=list)  # the lines around the site
     ranks: list[int] = field(default_factory=list)  # several ranks: those with it (in ranks[])
@@ -191,6 +192,10 @@ class Graph:
     # Python outside it (the break that ended it, guards, calling the next frame)
     time_ms: float | None = None
     eager_ms: float | None = None
+    # `compilediag run` in training, per step: its backward graph, and the eager backward
+    # of the code after it (the region its break left eager)
+    backward_ms: float | None = None
+    backward_eager_ms: float | None = None
     calls: int | None = None  # `compilediag run`: how many times the job ran it
     ranks: list[int] = field(default_factory=list)  # several ranks: those with it (in ranks[])
     # graphs of this compile the backend was handed before torch restarted it (discarded;
@@ -233,15 +238,19 @@ class DeviceTime:
 
 @dataclass
 class Breakdown:
-    """A compiled call's time, in parts: the profiler's shares of it, applied to the timed
-    call (the parts add up to `call_ms`, the compiled median)."""
+    """A compiled call's time, or a `compilediag run` job's step, in parts that add up to
+    `call_ms`: explain's are the profiler's shares of a call, applied to the timed call (the
+    compiled median); run's are the window's steps, each moment given to one part."""
 
     call_ms: float
-    in_graphs_ms: float
-    between_graphs_ms: float
-    outside_ms: float
+    in_graphs_ms: float  # forward graphs
+    between_graphs_ms: float  # the eager Python between two graphs of one compiled call
+    outside_ms: float  # what remains
     calls: int  # profiled
     profiled_call_ms: float = 0.0  # the same call under the profiler (its overhead in it)
+    backward_ms: float = 0.0  # run: backward, its compiled graphs and the eager rest
+    optimizer_ms: float = 0.0  # run: the optimizer step
+    data_ms: float = 0.0  # run: the data loader's next batch
 
 
 @dataclass
@@ -255,11 +264,15 @@ class Runtime:
     interrupted: bool = False  # stopped by Ctrl-C or a signal sent to compilediag
     wall_s: float = 0.0
     processes: int = 0  # processes that compiled (each wrote a runtime file)
-    # calls of the first compiled entry (what torch.compile returned), whether they ran
+    # the job's steps (the lowest rank's process): its optimizer's steps where it made one;
+    # else calls of the first compiled entry (what torch.compile returned), whether they ran
     # compiled or eagerly; "frame": of the first compiled frame's graphs, where the entry
-    # could not be seen (the lowest rank's process)
+    # could not be seen
     steps: int = 0
-    steps_at: str = "entry"
+    steps_at: str = "entry"  # "optimizer": steps of `optimizer` (its class)
+    optimizer: str = ""
+    optimizer_options: dict[str, bool] = field(default_factory=dict)  # its foreach / fused
+    loaders: dict[str, int] = field(default_factory=dict)  # the data loader timed
     step_frame: str = ""  # the first compiled frame, by name
     step_file: str = ""
     step_line: int = 0

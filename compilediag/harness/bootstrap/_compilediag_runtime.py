@@ -3,17 +3,24 @@ holds. Loaded into each process of a `compilediag run` job once it imports torch
 (sitecustomize.py), and by `compilediag.capture()` in the caller's own process.
 
 It wraps each graph Dynamo compiles, as the backend hands it back, and counts its calls.
-A step is a call of the first compiled entry the process calls (the module or function
-torch.compile returned), counted whether it ran compiled code or, past the recompile limit,
-eagerly; where the entry can't be seen (a module compiled before capture() began on a
-torch whose wrapper is not known), a call of the first compiled frame's graphs. With a
-profiling window (steps A to B) it also times each graph call and the gaps between them:
-per step, the time in graphs, the eager Python between graphs (a graph break's code, the
-next frame's guards) and the rest of the step, outside compiled code. A step during which
-torch compiled is left out of the window's figures (named instead); whether each step ran
-under grad mode and in training mode is counted; the steps just outside the window are
-timed at their starts only (one clock reading a step), which measures what the window's
-own timing costs. On CUDA it synchronises around each timed call, inside the window only.
+A step is the job's step: an optimizer step once the job has made one (from the end of one
+optimizer.step() to the end of the next; the first optimizer stepped is the step's), else a
+call of the first compiled entry the process calls (the module or function torch.compile
+returned), counted whether it ran compiled code or, past the recompile limit, eagerly;
+where the entry can't be seen (a module compiled before capture() began on a torch whose
+wrapper is not known), a call of the first compiled frame's graphs.
+
+With a profiling window (steps A to B) it splits each step into parts that add up to it:
+each forward graph, the eager Python between two graphs of one compiled call (a graph
+break's code, the next frame's guards), the backward (each compiled backward graph, the
+eager backward between them, the rest of backward), the optimizer step, the data loader's
+next batch, and what remains. A step during which torch compiled is left out of the
+window's figures (named instead); in steps of a compiled entry, whether each ran under
+grad mode and in training mode is counted; the steps just outside the window are timed at
+their starts only (one clock reading a step), which measures what the window's own timing
+costs. On CUDA each mark is a CUDA event on the current stream, read once after the window:
+the parts are then where the GPU's time went (work the CPU did while the GPU was busy
+costs none).
 
 At exit (or SIGTERM) it writes one JSON file per process into COMPILEDIAG_RUNTIME_DIR,
 in the shape of compilediag.harness.worker_types.ProcessRuntime. Standard library only.
@@ -60,25 +67,48 @@ class Probe:
         self.window = window
         self.calls: dict[str, int] = {}
         self.first_frame: int | None = None
-        self.steps = 0  # calls of the step entry (or of the first compiled frame's graphs)
+        self.steps = 0  # steps started (of the entry or the first frame; by optimizer: + 1)
         self.step_entry: int | None = None  # the first compiled entry called, by id
         self.by_entry = False  # steps are counted at the entry (else at the first frame)
+        self.step_optimizer: int | None = None  # the first optimizer stepped, by id
+        self.optimizer_name = ""  # its class
+        self.optimizer_options: dict[str, Any] = {}  # its foreach / fused settings
+        self.optimizer_steps = 0  # its steps done
+        self._optimizing = 0  # optimizer steps under way (a compiled step's hooks too)
         self._depth = 0  # compiled entries under way (one called inside another: depth 2)
         self.started = time.perf_counter()
-        # the profiling window: totals over complete steps, and the step under way
+        self.loaders: dict[str, Any] = {}  # the data loader timed: its workers, pinned memory
+        self._cuda: Any = None  # torch.cuda while CUDA is in use
+        self.skip_reasons: list[str] = []  # torch's words for a CUDA-graph skip, as logged
+        self.compile_calls: dict[int, dict[str, Any]] = {}  # what torch.compile returned, by id
+        self.entered: set[int] = set()  # the compiled entries called
+        self._compiling = False  # inside a torch.compile call
+        self.backends: list[str] = []  # the backends graphs were handed to, by name
+        self.devices: list[str] = []  # the devices of the graphs' example inputs
+        self._new_window()
+
+    def _new_window(self) -> None:
+        """The profiling window's figures, empty (again where steps turn out to be an
+        optimizer's: a window of entry calls opened before then is dropped)."""
         self.timing = False
         self.measured_steps = 0
         self.window_s = 0.0
+        # seconds per part: forward graphs and their gaps, backward graphs and theirs, by
+        # compile id; the rest of backward, the optimizer, data, and what remains
         self.graph_s: dict[str, float] = {}
         self.gap_s: dict[str, float] = {}
+        self.bgraph_s: dict[str, float] = {}
+        self.bgap_s: dict[str, float] = {}
+        self.backward_s = 0.0
+        self.optimizer_s = 0.0
+        self.data_s = 0.0
         self.outside_s = 0.0
-        # the step under way: its start and each graph's entry and exit, as marks (a clock
-        # reading; where CUDA is in use, a CUDA event recorded on the current stream, read
-        # once the window is over: no synchronisation inside the window)
+        # the step under way: its start and a mark at each part's start and end: (part,
+        # entered, compile id, mark), a mark being a clock reading or, where CUDA is in use,
+        # a CUDA event recorded on the current stream, read once the window is over
         self._step_start: Any = 0.0
-        self._marks: list[tuple[bool, str, Any]] = []  # (entered, compile id, mark)
-        self._pending: list[tuple[Any, list[tuple[bool, str, Any]], Any]] = []
-        self._cuda: Any = None  # torch.cuda while CUDA is in use
+        self._marks: list[tuple[str, bool, str, Any]] = []
+        self._pending: list[tuple[Any, list[tuple[str, bool, str, Any]], Any]] = []
         self.compiled_steps: list[int] = []  # steps of the window during which torch compiled
         self._compiles_at_start = 0
         self.no_grad_steps = 0  # window steps run with grad mode off
@@ -87,12 +117,6 @@ class Probe:
         self._plain_start: float | None = None
         self._plain_compiles = 0
         self.plain_step_s: list[float] = []
-        self.skip_reasons: list[str] = []  # torch's words for a CUDA-graph skip, as logged
-        self.compile_calls: dict[int, dict[str, Any]] = {}  # what torch.compile returned, by id
-        self.entered: set[int] = set()  # the compiled entries called
-        self._compiling = False  # inside a torch.compile call
-        self.backends: list[str] = []  # the backends graphs were handed to, by name
-        self.devices: list[str] = []  # the devices of the graphs' example inputs
 
     def saw_backend(self, compiler: Any, example_inputs: Any) -> None:
         """Which backend a graph goes to (its registered name where torch keeps one:
@@ -120,9 +144,11 @@ class Probe:
             if not probe.enter(cid, frame):
                 return fn(*args, **kwargs)
             try:
-                return fn(*args, **kwargs)
+                out = fn(*args, **kwargs)
             finally:
-                probe.leave(cid)
+                probe.mark("g", False, cid)
+            probe.time_backward(cid, out)
+            return out
 
         return compiled_graph
 
@@ -136,7 +162,9 @@ class Probe:
                 self.step_entry = key
             if key == self.step_entry:
                 self.by_entry = True
-                self.step(module)
+                if self.step_optimizer is None:
+                    self.step(module)
+            self.mark("e", True)
 
     def compiled_object(self, key: int, what: str) -> None:
         """torch.compile returned an object (`key`, its id) for `what` (a class or function
@@ -149,6 +177,41 @@ class Probe:
 
     def exit_entry(self) -> None:
         self._depth -= 1
+        if self._depth == 0:
+            self.mark("e", False)
+
+    def optimizer_enter(self) -> None:
+        self._optimizing += 1
+        if self._optimizing == 1:
+            self.mark("o", True)
+
+    def optimizer_exit(self, optimizer: Any) -> None:
+        """An optimizer step ends: the first optimizer stepped makes the steps its own
+        (from then on), and each of its steps ends a step."""
+        self._optimizing -= 1
+        if self._optimizing:
+            return
+        if self.step_optimizer is None:
+            self._by_optimizer(optimizer)
+        if id(optimizer) != self.step_optimizer:
+            self.mark("o", False)
+            return
+        self.optimizer_steps += 1
+        self.step()  # the optimizer's part runs to the step's end
+
+    def _by_optimizer(self, optimizer: Any) -> None:
+        """Steps are this optimizer's from now on: its first step has ended, so the next
+        step is step 2. A window of entry calls opened before is dropped; step 1 compiled."""
+        self.step_optimizer = id(optimizer)
+        self.optimizer_name = type(optimizer).__name__
+        defaults = getattr(optimizer, "defaults", None) or {}
+        self.optimizer_options = {
+            k: defaults[k] for k in ("foreach", "fused") if isinstance(defaults.get(k), bool)
+        }
+        self._new_window()
+        self.steps = 1
+        if self.window and self.window[0] == 1 and _frames_compiled():
+            self.compiled_steps.append(1)
 
     def step(self, module: Any = None) -> None:
         """A step starts (and the one before it ends)."""
@@ -156,6 +219,8 @@ class Probe:
         if self.window is None:
             return
         a, b = self.window
+        if self.step_optimizer is not None and a == 1:
+            a = 2  # step 1 ended before the steps were known to be the optimizer's
         wall = None
         if self.timing or self.steps == a:
             if self.steps == a:
@@ -170,7 +235,8 @@ class Probe:
                 self._step_start, self._marks = mark, []
                 self._compiles_at_start = _frames_compiled()
                 torch = sys.modules.get("torch")
-                if torch is not None and not torch.is_grad_enabled():
+                by_entry = self.step_optimizer is None
+                if by_entry and torch is not None and not torch.is_grad_enabled():
                     self.no_grad_steps += 1
                 if module is not None and not getattr(module, "training", True):
                     self.eval_steps += 1
@@ -196,15 +262,33 @@ class Probe:
     def enter(self, cid: str, frame: int | None) -> bool:
         """Count the call; in the window, mark its start (True: its end is to be marked)."""
         self.calls[cid] = self.calls.get(cid, 0) + 1
-        if not self.by_entry and frame == self.first_frame and not cid.startswith("!"):
+        by_frame = not self.by_entry and self.step_optimizer is None
+        if by_frame and frame == self.first_frame and not cid.startswith("!"):
             self.step()
+        return self.mark("g", True, cid)
+
+    def mark(self, part: str, entered: bool, cid: str = "") -> bool:
+        """In the window, mark where a part of the step starts or ends (`part`: g a forward
+        graph, G a backward graph, e a compiled entry, b backward, o the optimizer, d data):
+        True if marked."""
         if not self.timing:
             return False
-        self._marks.append((True, cid, self.clock()))
+        self._marks.append((part, entered, cid, self.clock()))
         return True
 
-    def leave(self, cid: str) -> None:
-        self._marks.append((False, cid, self.clock()))
+    def time_backward(self, cid: str, out: Any) -> None:
+        """In the window, mark the start and end of the backward of this call of a graph:
+        the autograd node AOTAutograd made for it (one per call, `CompiledFunctionBackward`)."""
+        if not self.timing:
+            return
+        seen: set[int] = set()
+        for x in out if isinstance(out, (list, tuple)) else (out,):
+            node = getattr(x, "grad_fn", None)
+            if node is None or id(node) in seen or "CompiledFunction" not in node.name():
+                continue
+            seen.add(id(node))
+            node.register_prehook(lambda grads, c=cid: self.mark("G", True, c) and None)
+            node.register_hook(lambda ins, outs, c=cid: self.mark("G", False, c) and None)
 
     def end_step(self, end: Any) -> None:
         """A step is complete when the next one starts: it counts then, unless torch
@@ -218,32 +302,84 @@ class Probe:
             self.tally()
 
     def tally(self) -> None:
-        """Add the complete steps' marks to the window's totals: each graph's time, the
-        time from its end to the next graph's start (its gap), and the time outside
-        compiled code (before the step's first graph, after its last)."""
+        """Add the complete steps to the window's totals, each split into its parts."""
         if not self._pending:
             return
         if self._cuda is not None:
             self._pending[-1][2].synchronize()  # the last mark done: every one before it is
-        seconds = self._seconds
         for start, marks, end in self._pending:
             self.measured_steps += 1
-            self.window_s += seconds(start, end)
-            last: tuple[str, Any] | None = None  # the graph that ran last, and its end
-            t0, ran = start, False
-            for entered, cid, mark in marks:
+            self.window_s += self._seconds(start, end)
+            self.split(start, marks, end)
+        self._pending = []
+
+    def split(self, start: Any, marks: list[tuple[str, bool, str, Any]], end: Any) -> None:
+        """Give each moment of a step to one part, so that the parts add up to the step.
+        Inside backward, the optimizer or the data loader (the outermost of them, where one
+        holds another: a closure's forward inside an optimizer step), the moment is that
+        part's; else in a forward graph, the graph's; else between the end of a graph and
+        the start of the next one in the same compiled call (where calls are not seen: the
+        same step), the first graph's gap; else what remains. Inside backward: in a backward
+        graph, its; between two backward graphs, the gap of the second (its forward ran
+        first: the eager backward of the code after it); else the rest of backward."""
+        seconds = self._seconds
+        outer: list[str] = []  # the parts open that hold others: b, o, d
+        graph = bgraph = None  # the forward graph, the backward graph, under way
+        last = blast = None  # the graph that ended last (in the compiled call, the backward)
+        held = bheld = 0.0  # the time since then, given once it is known whose it is
+        calls = 0 if self.by_entry else 1  # compiled calls under way (unseen: always in one)
+        prev = start
+        for part, entered, cid, mark in [*marks, ("", False, "", end)]:
+            s = seconds(prev, mark)
+            prev = mark
+            where = outer[0] if outer else ""
+            if where == "b":
+                if bgraph is not None:
+                    _add(self.bgraph_s, bgraph, s)
+                else:
+                    bheld += s
+            elif where == "o":
+                self.optimizer_s += s
+            elif where == "d":
+                self.data_s += s
+            elif graph is not None:
+                _add(self.graph_s, graph, s)
+            elif last is not None:
+                held += s
+            else:
+                self.outside_s += s
+            if part == "g":
                 if entered:
                     if last is not None:
-                        self.gap_s[last[0]] = self.gap_s.get(last[0], 0.0) + seconds(last[1], mark)
-                    elif not ran:  # the step's first graph: what ran before it is outside
-                        self.outside_s += seconds(start, mark)
-                    t0 = mark
+                        _add(self.gap_s, last, held)
+                    graph, last, held = cid, None, 0.0
                 else:
-                    self.graph_s[cid] = self.graph_s.get(cid, 0.0) + seconds(t0, mark)
-                    last, ran = (cid, mark), True
-            # after the last graph (no graph ran: the whole step) was outside compiled code
-            self.outside_s += seconds(last[1], end) if last is not None else seconds(start, end)
-        self._pending = []
+                    graph, last = None, (cid if calls and not outer else None)
+            elif part == "G":
+                if entered:
+                    if blast is not None:
+                        _add(self.bgap_s, cid, bheld)
+                    else:
+                        self.backward_s += bheld
+                    bgraph, blast, bheld = cid, None, 0.0
+                else:
+                    bgraph, blast = None, cid
+            elif part == "e":
+                calls += 1 if entered else -1
+                if not entered and calls <= 0:  # after the call's last graph: what remains
+                    self.outside_s += held
+                    calls, last, held = 0, None, 0.0
+            elif entered:
+                outer.append(part)
+            elif part in outer:
+                outer.reverse()
+                outer.remove(part)
+                outer.reverse()
+                if part == "b" and "b" not in outer:
+                    self.backward_s += bheld
+                    bgraph, blast, bheld = None, None, 0.0
+        self.outside_s += held  # after the step's last graph
+        self.backward_s += bheld
 
     def _seconds(self, a: Any, b: Any) -> float:
         if self._cuda is not None:
@@ -280,11 +416,21 @@ class Probe:
                 "calls": n,
                 "call_ms": self.window_s * per,
                 "outside_ms": self.outside_s * per,
+                "backward_ms": (self.backward_s + sum(self.bgraph_s.values())
+                                + sum(self.bgap_s.values())) * per,
+                "optimizer_ms": self.optimizer_s * per,
+                "data_ms": self.data_s * per,
                 "regions": [
-                    {"compile_id": c, "graph_ms": s * per, "gap_ms": self.gap_s.get(c, 0.0) * per}
-                    for c, s in self.graph_s.items()
+                    {
+                        "compile_id": c,
+                        "graph_ms": self.graph_s.get(c, 0.0) * per,
+                        "gap_ms": self.gap_s.get(c, 0.0) * per,
+                        "backward_ms": self.bgraph_s.get(c, 0.0) * per,
+                        "backward_gap_ms": self.bgap_s.get(c, 0.0) * per,
+                    }
+                    for c in dict.fromkeys([*self.graph_s, *self.bgraph_s])
                 ],
-            }
+            }  # fmt: skip
         rank = os.environ.get("RANK")
         skips, rerecords = _cudagraph_counts()
         return {
@@ -293,8 +439,17 @@ class Probe:
             "argv": list(sys.argv),
             "calls": dict(self.calls),
             "first_frame": self.first_frame,
-            "steps": self.steps,
-            "steps_at": "entry" if self.by_entry else "frame",
+            "steps": self.optimizer_steps if self.step_optimizer is not None else self.steps,
+            "steps_at": (
+                "optimizer"
+                if self.step_optimizer is not None
+                else "entry"
+                if self.by_entry
+                else "frame"
+            ),
+            "optimizer": self.optimizer_name,
+            "optimizer_options": dict(self.optimizer_options),
+            "loaders": dict(self.loaders),
             "window": list(self.window) if self.window else [],
             "profiled": profiled,
             "compiled_steps": list(self.compiled_steps),
@@ -311,6 +466,10 @@ class Probe:
             "cudagraph_skip_reasons": list(dict.fromkeys(self.skip_reasons)),
             "cudagraph_rerecords": rerecords,
         }
+
+
+def _add(table: dict[str, float], key: str, seconds: float) -> None:
+    table[key] = table.get(key, 0.0) + seconds
 
 
 _frames: Any = None  # torch._dynamo.utils.counters["frames"], once torch has it
@@ -379,6 +538,7 @@ def install(probe: Probe) -> Any:
 
     OutputGraph.call_user_compiler = call_user_compiler  # type: ignore[method-assign]
     undo_entries = _count_entries(probe)
+    undo_parts = _watch_step_parts(probe)
     listener = _SkipListener(probe)
     for name in CUDAGRAPH_LOGGERS:
         logging.getLogger(name).addHandler(listener)
@@ -386,10 +546,78 @@ def install(probe: Probe) -> Any:
     def undo() -> None:
         OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
         undo_entries()
+        undo_parts()
         for name in CUDAGRAPH_LOGGERS:
             logging.getLogger(name).removeHandler(listener)
 
     return undo
+
+
+def _watch_step_parts(probe: Probe) -> Any:
+    """Mark the parts of a step no graph shows: each optimizer step (torch's global step
+    hooks; they do nothing while Dynamo traces them, so a compiled step's graphs are as
+    they would be), backward (autograd's engine call, behind backward() and grad()), and
+    the data loader's next batch. Returns the undo."""
+    import torch
+
+    undo: list[Any] = []
+    compiler = getattr(torch, "compiler", None)
+    tracing = getattr(compiler, "is_compiling", None) or (lambda: False)
+    optim = sys.modules.get("torch.optim.optimizer")
+    pre = getattr(optim, "register_optimizer_step_pre_hook", None)
+    post = getattr(optim, "register_optimizer_step_post_hook", None)
+    if pre is not None and post is not None:
+
+        def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if not tracing():
+                probe.optimizer_enter()
+
+        def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if not tracing():
+                probe.optimizer_exit(optimizer)
+
+        undo += [pre(before_step).remove, post(after_step).remove]
+
+    autograd = torch.autograd
+    engine_name = (
+        "_engine_run_backward" if hasattr(autograd, "_engine_run_backward") else "backward"
+    )
+    engine = getattr(autograd, engine_name)
+
+    def run_backward(*args: Any, **kwargs: Any) -> Any:
+        if not probe.mark("b", True):
+            return engine(*args, **kwargs)
+        try:
+            return engine(*args, **kwargs)
+        finally:
+            probe.mark("b", False)
+
+    setattr(autograd, engine_name, run_backward)
+    undo.append(lambda: setattr(autograd, engine_name, engine))
+
+    try:
+        from torch.utils.data import dataloader
+    except ImportError:
+        return lambda: [u() for u in undo]
+    loader_iter = dataloader._BaseDataLoaderIter
+    next_batch = loader_iter.__next__
+
+    def timed_next(self: Any) -> Any:
+        if not probe.mark("d", True):
+            return next_batch(self)
+        if not probe.loaders:
+            probe.loaders = {
+                "workers": int(getattr(self, "_num_workers", 0) or 0),
+                "pin_memory": bool(getattr(self, "_pin_memory", False)),
+            }
+        try:
+            return next_batch(self)
+        finally:
+            probe.mark("d", False)
+
+    loader_iter.__next__ = timed_next
+    undo.append(lambda: setattr(loader_iter, "__next__", next_batch))
+    return lambda: [u() for u in undo]
 
 
 def _count_entries(probe: Probe) -> Any:
@@ -473,13 +701,19 @@ def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
     import functools
 
     module = owner if hasattr(owner, "training") else None
+    optim = sys.modules.get("torch.optim")
+    optimizer = owner if optim is not None and isinstance(owner, optim.Optimizer) else None
 
     @functools.wraps(compiled)
     def entry(*args: Any, **kwargs: Any) -> Any:
         probe.entry(id(entry), module)
+        if optimizer is not None:  # a compiled optimizer.step: its hooks ran only as traced
+            probe.optimizer_enter()
         try:
             return compiled(*args, **kwargs)
         finally:
+            if optimizer is not None:
+                probe.optimizer_exit(optimizer)
             probe.exit_entry()
 
     return entry
