@@ -165,11 +165,14 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             if job.optimizer_options.get("foreach")
             else "torch's default implementation"
         )
+        compiled = job.optimizer_options.get("compiled")
+        if compiled:
+            how += ", its step compiled"
         fused = (
             f"construct it with fused=True (one kernel for all the parameters; {name} has it "
-            "on CUDA and CPU), or compile its step"
+            "on CUDA and CPU)" + ("" if compiled else ", or compile its step")
             if name in FUSED
-            else "compile its step (torch.compile(opt.step)) or use foreach=True"
+            else "use foreach=True" + ("" if compiled else " or compile its step")
         )
         out.append(
             f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({b.optimizer_ms:.3f}"

@@ -74,6 +74,7 @@ class Probe:
         self.optimizer_name = ""  # its class
         self.optimizer_options: dict[str, Any] = {}  # its foreach / fused settings
         self.optimizer_steps = 0  # its steps done
+        self.compiled_optimizers: set[int] = set()  # optimizers whose step torch.compile got
         self._optimizing = 0  # optimizer steps under way (a compiled step's hooks too)
         self._depth = 0  # compiled entries under way (one called inside another: depth 2)
         self.started = time.perf_counter()
@@ -208,6 +209,8 @@ class Probe:
         self.optimizer_options = {
             k: defaults[k] for k in ("foreach", "fused") if isinstance(defaults.get(k), bool)
         }
+        if id(optimizer) in self.compiled_optimizers:
+            self.optimizer_options["compiled"] = True
         self._new_window()
         self.steps = 1
         if self.window and self.window[0] == 1 and _frames_compiled():
@@ -708,6 +711,7 @@ def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
     def entry(*args: Any, **kwargs: Any) -> Any:
         probe.entry(id(entry), module)
         if optimizer is not None:  # a compiled optimizer.step: its hooks ran only as traced
+            probe.compiled_optimizers.add(id(optimizer))
             probe.optimizer_enter()
         try:
             return compiled(*args, **kwargs)

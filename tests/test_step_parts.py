@@ -1,0 +1,123 @@
+"""`compilediag run --profile-steps`: a training step in its parts, against the parts the
+job times itself (tests/fixtures/run_jobs/step_parts.py: a DataLoader, a compiled model
+whose forward breaks once and returns the loss, backward, AdamW; time.perf_counter around
+each, synchronous on CPU), and the advice those parts give, applied."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "step_parts.py"
+WINDOW = (4, 10)
+PARTS = ("in_graphs_ms", "between_graphs_ms", "backward_ms", "optimizer_ms", "data_ms",
+         "outside_ms")  # fmt: skip
+
+
+def run_parts(tmp_path: Path, **env: str) -> tuple[dict, dict]:
+    facts = tmp_path / "facts.json"
+    a, b = WINDOW
+    proc = run_cli(
+        "run", "--format", "json", "--profile-steps", f"{a}-{b}", "--", sys.executable,
+        str(JOB), env={"JOB_FACTS": str(facts), **env},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), json.loads(facts.read_text())
+
+
+def own(job: dict, part: str) -> float:
+    """The job's own figure for a part, over the window's steps (the mean, as the report's)."""
+    a, b = WINDOW
+    return statistics.fmean(s[part] for s in job["steps"][a - 1 : b])
+
+
+@pytest.fixture(scope="module")
+def as_written(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+    return run_parts(tmp_path_factory.mktemp("parts"))
+
+
+def test_each_part_of_a_step_is_the_jobs_own(as_written) -> None:
+    report, job = as_written
+    r = report["runtime"]
+    assert r["steps_at"] == "optimizer" and r["optimizer"] == "AdamW"
+    assert r["steps"] == len(job["steps"]) and r["window_steps"] == WINDOW[1] - WINDOW[0] + 1
+    assert report["summary"]["graphs"] == job["backend_graphs"]  # torch's own count
+    bd = report["timings"]["breakdown"]
+    # the parts add up to the step, and the step is the job's own (optimizer end to end)
+    assert sum(bd[p] for p in PARTS) == pytest.approx(bd["call_ms"], rel=0.01)
+    assert bd["call_ms"] == pytest.approx(own(job, "step"), rel=0.05)
+    # each part within 25% of the job's own figure for it; forward is its graphs and the
+    # Python between them (the call's guards are the rest's)
+    forward = bd["in_graphs_ms"] + bd["between_graphs_ms"]
+    assert forward == pytest.approx(own(job, "forward"), rel=0.25)
+    for part in ("backward", "optimizer", "data"):
+        assert bd[f"{part}_ms"] == pytest.approx(own(job, part), rel=0.25), part
+    # backward's compiled graphs, one per forward graph, and the break's eager backward
+    graphs = report["graphs"]
+    assert len(graphs) == 2 and all(g["backward_ms"] > 0 for g in graphs)
+    (brk,) = report["graph_breaks"]
+    assert 0 < brk["backward_lost_ms"] < brk["time_lost_ms"]
+    in_backward = sum(g["backward_ms"] for g in graphs) + brk["backward_lost_ms"]
+    assert in_backward <= bd["backward_ms"] * 1.0001
+
+
+def test_the_optimizer_advice_applied_takes_its_share_away(as_written, tmp_path: Path) -> None:
+    """AdamW(foreach=False) loops over the parameters: the report says so with the share
+    it measured, and fused=True, applied, leaves a step whose optimizer part is a fraction
+    of what it was and no such advice."""
+    report, job = as_written
+    advice = " ".join(report["timings"]["notes"])
+    assert "the optimizer step takes" in advice and "fused=True" in advice, advice
+    assert "foreach=False" in advice
+    before = report["timings"]["breakdown"]["optimizer_ms"]
+    fixed, job_fixed = run_parts(tmp_path, JOB_OPTIMIZER="fused=True")
+    after = fixed["timings"]["breakdown"]["optimizer_ms"]
+    assert after == pytest.approx(own(job_fixed, "optimizer"), rel=0.25)
+    assert after < before / 3
+    assert not any("the optimizer step" in n for n in fixed["timings"]["notes"])
+
+
+def test_the_data_advice_applied_takes_its_share_away(as_written, tmp_path: Path) -> None:
+    """The loader makes each batch in the main process: the report names num_workers; one
+    worker, applied, makes batches while the step runs, and the advice is gone."""
+    report, job = as_written
+    advice = " ".join(report["timings"]["notes"])
+    assert "the data loader's next batch takes" in advice and "num_workers" in advice, advice
+    fixed, job_fixed = run_parts(tmp_path, JOB_WORKERS="1")
+    bd = fixed["timings"]["breakdown"]
+    assert bd["data_ms"] == pytest.approx(own(job_fixed, "data"), rel=0.25, abs=0.3)
+    assert bd["data_ms"] < report["timings"]["breakdown"]["data_ms"] / 2
+    assert not any("data loader" in n for n in fixed["timings"]["notes"])
+    assert fixed["runtime"]["loaders"] == {"workers": 1, "pin_memory": False}
+
+
+def test_a_compiled_optimizer_step_is_still_the_step_and_compiles_as_without(
+    tmp_path: Path,
+) -> None:
+    """torch.compile(opt.step): its hooks run only as Dynamo traces them (where they do
+    nothing), yet its steps are the job's steps, its time the optimizer's; torch's own
+    count of the graphs is what the job counts without compilediag."""
+    import os
+    import subprocess
+
+    report, job = run_parts(tmp_path, JOB_COMPILE_STEP="1")
+    plain_facts = tmp_path / "plain.json"
+    env = {**os.environ, "JOB_COMPILE_STEP": "1", "JOB_FACTS": str(plain_facts),
+           "PYTHONPATH": str(JOB.parent)}  # fmt: skip
+    proc = subprocess.run([sys.executable, str(JOB)], env=env, capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    plain = json.loads(plain_facts.read_text())
+    assert job["backend_graphs"] == plain["backend_graphs"] == report["summary"]["graphs"]
+    assert job["graph_breaks"] == plain["graph_breaks"]
+    r = report["runtime"]
+    assert r["steps_at"] == "optimizer" and r["steps"] == len(job["steps"])
+    assert r["optimizer_options"].get("compiled") is True
+    bd = report["timings"]["breakdown"]
+    assert bd["optimizer_ms"] == pytest.approx(own(job, "optimizer"), rel=0.25)
+    assert all("compile its step" not in n for n in report["timings"]["notes"])
