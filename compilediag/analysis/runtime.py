@@ -13,7 +13,7 @@ from pathlib import Path
 
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.paths import portable_text
-from compilediag.report.model import Breakdown, Report, Runtime, Timings
+from compilediag.report.model import Breakdown, KernelTiming, Report, Runtime, Timings
 from compilediag.report.serial import from_json, to_json
 from compilediag.trace.compiles import id_of
 
@@ -131,6 +131,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             breakdown = report.timings.breakdown
             if breakdown is not None:
                 report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
+                kernel_timings(report, first, breakdown)
     framework_wrapped(
         report, [(c.what, c.file, c.line) for p in run.processes for c in p.compile_calls]
     )
@@ -198,3 +199,69 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
 
 def plural_workers(n: int) -> str:
     return f"{n} worker" + ("s" if n != 1 else "")
+
+
+# (bytes/s, dense bf16 FLOP/s) by the device's name as torch.cuda gives it, from the vendor's
+# data sheets: what a kernel's achieved bandwidth and FLOP/s are set against
+PEAKS: dict[str, tuple[float, float]] = {
+    "H100 80GB HBM3": (3.35e12, 989e12),  # H100 SXM
+    "H100 PCIe": (2.0e12, 756e12),
+    "H100 NVL": (3.9e12, 835e12),
+    "H200": (4.8e12, 989e12),
+    "A100-SXM4-80GB": (2.039e12, 312e12),
+    "A100-SXM4-40GB": (1.555e12, 312e12),
+    "A100 80GB PCIe": (1.935e12, 312e12),
+    "A100-PCIE-40GB": (1.555e12, 312e12),
+    "L40S": (0.864e12, 362e12),
+    "L4": (0.3e12, 121e12),
+}
+
+
+def peak_of(device: str) -> tuple[str, tuple[float, float] | None]:
+    for key, peak in PEAKS.items():
+        if key in device:
+            return key, peak
+    return "", None
+
+
+def kernel_timings(report: Report, p: ProcessRuntime, b: Breakdown) -> None:
+    """The window's kernels, per step, with their lines (a generated kernel's, by name from
+    the Report's kernels), against the device's peak where it is known; most time lost
+    first. A name two graphs share (Inductor numbers kernels per graph) keeps the first
+    graph's lines, and its time is both kernels'."""
+    if not p.kernels or not p.kernel_steps or report.timings is None:
+        return
+    steps = p.kernel_steps
+    by_name = {}
+    for k in report.kernels:
+        by_name.setdefault(k.name, k)
+    name, peak = peak_of(p.kernel_device)
+    out = []
+    for row in p.kernels:
+        per_step = row.ms / steps
+        k = KernelTiming(
+            name=row.name, kind=row.kind, calls=round(row.calls / steps, 3),
+            ms=round(per_step, 6), share=round(per_step / b.call_ms, 4) if b.call_ms else 0.0,
+            shapes=row.shapes,
+        )  # fmt: skip
+        known = by_name.get(row.name)
+        if known is not None:
+            k.compile_id, k.modules = known.compile_id, list(known.modules)
+            k.source_lines = list(known.source_lines)
+        seconds = row.ms / 1e3
+        if row.bytes and seconds:
+            k.bytes = row.bytes
+            k.gb_per_s = round(row.bytes * row.calls / seconds / 1e9, 3)
+            if peak:
+                k.peak_share = round(k.gb_per_s * 1e9 / peak[0], 4)
+        if row.flops and seconds:
+            k.tflop_per_s = round(row.flops / seconds / 1e12, 3)
+            if peak:
+                k.peak_share = round(k.tflop_per_s * 1e12 / peak[1], 4)
+        k.lost_ms = round(per_step * (1 - min(1.0, k.peak_share or 0.0)), 6)
+        out.append(k)
+    out.sort(key=lambda k: -k.lost_ms)
+    report.timings.kernels = out
+    report.timings.peak = (
+        f"{name}: {peak[0] / 1e12:g} TB/s, {peak[1] / 1e12:g} dense bf16 TFLOP/s" if peak else ""
+    )

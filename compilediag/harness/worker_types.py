@@ -113,6 +113,19 @@ class Profiled:
 
 
 @dataclass
+class KernelTime:
+    """A kernel over a `compilediag run` window, from torch.profiler (the probe's)."""
+
+    name: str
+    kind: str  # generated (Inductor's), library (an aten op a graph calls), device (a CUDA kernel)
+    calls: int
+    ms: float  # over the window's profiled steps: device time on CUDA, CPU time on CPU
+    bytes: int = 0  # a call: the tensors a generated CUDA kernel is given
+    flops: int = 0  # over its calls: torch.profiler's count for a library call
+    shapes: str = ""  # a library call's input shapes
+
+
+@dataclass
 class CompileCall:
     """A torch.compile call a job's process made: on what, from which line, and whether
     the object it returned was ever called."""
@@ -139,6 +152,9 @@ class ProcessRuntime:
     optimizer: str = ""
     optimizer_options: dict[str, bool] = field(default_factory=dict)
     loaders: dict[str, int] = field(default_factory=dict)  # the data loader: workers, pin_memory
+    kernels: list[KernelTime] = field(default_factory=list)  # the window's, costliest first
+    kernel_steps: int = 0  # the steps torch.profiler saw (the window's, compiled ones too)
+    kernel_device: str = ""  # the GPU's name, on CUDA
     window: list[int] = field(default_factory=list)  # [A, B] asked for; [] when off
     profiled: Profiled | None = None  # the complete steps of the window, per step
     compiled_steps: list[int] = field(default_factory=list)  # window steps torch compiled in

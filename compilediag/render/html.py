@@ -32,6 +32,7 @@ from compilediag.paths import library_path, user_base
 from compilediag.render import kernel_count_note, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.views import (
+    kernel_achieved,
     recompiles_by_frame,
     step_parts,
     step_text,
@@ -100,6 +101,10 @@ def render_html(report: Any) -> str:
 # --- environment ------------------------------------------------------------------------
 
 
+def _achieved(k: Any, peak: Any) -> str:
+    return kernel_achieved(k, peak or "")
+
+
 @functools.cache
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -121,7 +126,7 @@ def _env() -> jinja2.Environment:
         code_block=code_block,
         breakable=breakable,
     )
-    env.globals.update(plural=plural)
+    env.globals.update(plural=plural, achieved=_achieved)
     env.tests.update(doc_link=is_doc_link, mapping=lambda v: isinstance(v, Mapping))
     return env
 

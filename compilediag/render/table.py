@@ -20,7 +20,12 @@ from compilediag.render import (
     where,
     wrap_items,
 )
-from compilediag.render.table_facts import cross_check_lines, kernel_blocks, timing_lines
+from compilediag.render.table_facts import (
+    cross_check_lines,
+    kernel_blocks,
+    kernel_time_blocks,
+    timing_lines,
+)
 from compilediag.render.table_parts import Row, details, new_table, print_items
 from compilediag.render.table_recompiles import recompile_blocks, timeline_block
 from compilediag.report.model import GraphBreak, Report
@@ -112,6 +117,7 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         out += [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
 
     out += kernel_blocks(report, limit=8)
+    out += kernel_time_blocks(report, limit=8)
 
     if report.cross_check:
         out += cross_check_lines(report)

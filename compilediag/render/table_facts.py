@@ -14,7 +14,13 @@ from compilediag.render import (
     where,
 )
 from compilediag.render.table_parts import Row, details
-from compilediag.render.views import step_text, step_words, unmeasured_words, window_notes
+from compilediag.render.views import (
+    kernel_timing_words,
+    step_text,
+    step_words,
+    unmeasured_words,
+    window_notes,
+)
 from compilediag.report.model import CompileTime, Report
 
 KIND_LABELS = {
@@ -22,6 +28,34 @@ KIND_LABELS = {
     "extern": "library",
     "copy": "copy (moves data, computes nothing)",
 }
+
+
+def kernel_time_blocks(report: Report, limit: int | None) -> list:
+    """`run --profile-steps`: the window's kernels, most time lost against the device's
+    peak first, each with its time a step, its lines and what it achieved."""
+    t = report.timings
+    if t is None or not t.kernels:
+        return []
+    shown = t.kernels if limit is None else t.kernels[:limit]
+    total = sum(k.ms for k in t.kernels)
+    step = t.breakdown.call_ms if t.breakdown else 0.0
+    title = f"\nKernels in the window ({plural(len(t.kernels), 'kernel')}, {ms(total)} a step"
+    title += f" of {ms(step)}" if step else ""
+    title += "; against " + t.peak if t.peak else ""
+    rows: list = [Text(title + ")", style="bold")]
+    target = report.target.path
+    for k in shown:
+        line = Text(k.name, style="bold")
+        if k.shapes:
+            line.append(f" {k.shapes}", style="dim")
+        line.append("  " + " · ".join(kernel_timing_words(k, t.peak)))
+        if k.source_lines:
+            line.append("\n    from " + compact_lines(k.source_lines, target), style="dim")
+        rows.append(Padding(line, (0, 0, 0, 2)))
+    if len(shown) < len(t.kernels):
+        rows.append(Text(f"  … {len(t.kernels) - len(shown)} more: `--format json` or "
+                         "`--html FILE` lists all", style="dim"))  # fmt: skip
+    return rows
 
 
 def kernel_blocks(report: Report, limit: int | None) -> list:

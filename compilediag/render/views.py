@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from compilediag.paths import where
 from compilediag.render import ms, plural
-from compilediag.report.model import Breakdown, Recompile, Report, Runtime
+from compilediag.report.model import Breakdown, KernelTiming, Recompile, Report, Runtime
 from compilediag.trace.formats import guard_pattern
 
 
@@ -163,3 +163,31 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
 
 def _steps(steps: list[int]) -> str:
     return ("step " if len(steps) == 1 else "steps ") + ", ".join(map(str, steps))
+
+
+KERNEL_KINDS = {"generated": "generated", "library": "library call", "device": "CUDA kernel"}
+
+
+def kernel_achieved(k: KernelTiming, peak: str) -> str:
+    """`1.2 TB/s, 36% of H100 80GB HBM3's peak` / `0.08 TFLOP/s`; '' where not measured."""
+    if k.gb_per_s is not None:
+        said = f"{k.gb_per_s:.3g} GB/s"
+    elif k.tflop_per_s is not None:
+        said = f"{k.tflop_per_s:.3g} TFLOP/s"
+    else:
+        return ""
+    if k.peak_share is not None and peak:
+        said += f", {k.peak_share:.0%} of {peak.partition(':')[0]}'s peak"
+    return said
+
+
+def kernel_timing_words(k: KernelTiming, peak: str) -> list[str]:
+    """A timed kernel's facts, in the order a reader weighs them."""
+    calls = f"{k.calls:g} call{'s' * (k.calls != 1)} a step"
+    facts = [f"{ms(k.ms)} a step ({k.share:.1%})", calls, KERNEL_KINDS.get(k.kind, k.kind)]
+    if k.compile_id:
+        facts.append(f"graph {k.compile_id}")
+    achieved = kernel_achieved(k, peak)
+    if achieved:
+        facts.append(achieved)
+    return facts

@@ -294,6 +294,29 @@ class Runtime:
 
 
 @dataclass
+class KernelTiming:
+    """A kernel's time in a `compilediag run` window, per step: a generated kernel (matched
+    to the Report's kernels by name: its lines and modules), a library call a graph made,
+    or another CUDA kernel. On CUDA the device's time; on CPU the kernel's own. Where the
+    device's peak is known, what the kernel achieved against it."""
+
+    name: str
+    kind: str  # generated / library / device
+    calls: float  # a step
+    ms: float  # a step
+    share: float  # of the step
+    compile_id: str = ""
+    source_lines: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
+    shapes: str = ""
+    bytes: int | None = None  # a call (the tensors it is given)
+    gb_per_s: float | None = None
+    tflop_per_s: float | None = None
+    peak_share: float | None = None  # of the device's bandwidth (or FLOP/s for a library call)
+    lost_ms: float = 0.0  # a step, against the peak (its whole time where no peak is known)
+
+
+@dataclass
 class Timings:
     eager_ms: Stat | None = None
     compiled_ms: Stat | None = None
@@ -315,6 +338,10 @@ class Timings:
     breakdown: Breakdown | None = None
     mutated_inputs: list[str] = field(default_factory=list)  # each variant got a fresh copy
     notes: list[str] = field(default_factory=list)  # why the speed-up may disappoint
+    # run --profile-steps: the window's kernels, most time lost against the device's peak
+    # first, and the device whose peak that is
+    kernels: list[KernelTiming] = field(default_factory=list)
+    peak: str = ""
 
 
 @dataclass

@@ -118,6 +118,7 @@ class Probe:
         self._plain_start: float | None = None
         self._plain_compiles = 0
         self.plain_step_s: list[float] = []
+        self.kernels: _KernelWindow | None = None  # torch.profiler over the window
 
     def saw_backend(self, compiler: Any, example_inputs: Any) -> None:
         """Which backend a graph goes to (its registered name where torch keeps one:
@@ -211,6 +212,8 @@ class Probe:
         }
         if id(optimizer) in self.compiled_optimizers:
             self.optimizer_options["compiled"] = True
+        if self.kernels is not None:
+            self.kernels.stop()
         self._new_window()
         self.steps = 1
         if self.window and self.window[0] == 1 and _frames_compiled():
@@ -234,7 +237,11 @@ class Probe:
             else:  # the step before the window ends
                 self.plain_step(wall)
             self.timing = a <= self.steps <= b
+            if self.timing and self.kernels is None:
+                self.kernels = _KernelWindow(self._cuda is not None)
+                mark = self.clock()  # the profiler's start is not the step's
             if self.timing:
+                self.kernels.step()  # type: ignore[union-attr]
                 self._step_start, self._marks = mark, []
                 self._compiles_at_start = _frames_compiled()
                 torch = sys.modules.get("torch")
@@ -246,6 +253,7 @@ class Probe:
                 self._plain_start = None
                 return
             self.tally()  # the window is over: its marks are read once
+            self.kernels.stop()  # type: ignore[union-attr]
             wall = time.perf_counter()  # (after the one wait for the GPU, if it waited)
         self.plain_step(wall)
 
@@ -409,6 +417,8 @@ class Probe:
         """What compilediag reads back (worker_types.ProcessRuntime)."""
         try:  # a window the job ended in: its complete steps
             self.tally()
+            if self.kernels is not None:
+                self.kernels.stop()
         except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread
             self._pending = []
         profiled = None
@@ -453,6 +463,9 @@ class Probe:
             "optimizer": self.optimizer_name,
             "optimizer_options": dict(self.optimizer_options),
             "loaders": dict(self.loaders),
+            "kernels": self.kernels.rows if self.kernels is not None else [],
+            "kernel_steps": self.kernels.steps if self.kernels is not None else 0,
+            "kernel_device": self.kernels.device if self.kernels is not None else "",
             "window": list(self.window) if self.window else [],
             "profiled": profiled,
             "compiled_steps": list(self.compiled_steps),
@@ -469,6 +482,140 @@ class Probe:
             "cudagraph_skip_reasons": list(dict.fromkeys(self.skip_reasons)),
             "cudagraph_rerecords": rerecords,
         }
+
+
+GRAPH_CALL = "## Call CompiledFxGraph"  # Inductor's record_function around a graph's call
+
+
+class _KernelWindow:
+    """torch.profiler over the window's steps: each kernel's calls and time. On CUDA, the
+    kernels' device time (CUPTI), and for a generated (Triton) kernel the bytes of the
+    tensors it is given; on CPU, each generated (C++) kernel's own time, by a
+    record_function put around it for the window (Inductor's code calls its kernels by
+    name, from its module). The library calls a graph makes (aten ops inside Inductor's
+    graph call) with their shapes, time and torch's FLOP count."""
+
+    def __init__(self, cuda: bool) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        self.cuda = cuda
+        self.rows: list[dict[str, Any]] = []
+        self.steps = 0
+        self.device = ""  # the GPU's name
+        if cuda:
+            import torch
+
+            self.device = torch.cuda.get_device_name()
+        self._bytes: dict[str, int] = {}
+        self._undo: list[Any] = []
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        self._prof: Any = profile(activities=activities, record_shapes=True, with_flops=True)
+        self._wrap_generated()
+        self._prof.start()
+        self._started = True
+
+    def step(self) -> None:
+        self.steps += 1
+
+    def _wrap_generated(self) -> None:
+        try:
+            from torch._inductor.codecache import PyCodeCache
+        except ImportError:
+            return
+        modules = list(getattr(PyCodeCache, "modules", []) or [])
+        modules += list((getattr(PyCodeCache, "modules_no_attr", {}) or {}).values())
+        for module in dict.fromkeys(modules):
+            for name, obj in list(vars(module).items()):
+                if name.startswith("cpp_fused") and callable(obj):
+                    self._swap(module, name, self._timed(name, obj))
+                elif name.startswith("triton_") and callable(getattr(obj, "run", None)):
+                    self._count_bytes(name, obj)
+
+    def _swap(self, owner: Any, name: str, new: Any) -> None:
+        old = getattr(owner, name)
+        setattr(owner, name, new)
+        self._undo.append(lambda: setattr(owner, name, old))
+
+    @staticmethod
+    def _timed(name: str, kernel: Any) -> Any:
+        from torch.autograd.profiler import record_function
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with record_function(name):
+                return kernel(*args, **kwargs)
+
+        return timed
+
+    def _count_bytes(self, name: str, kernel: Any) -> None:
+        """The bytes of the tensors a Triton kernel is given (each read or written once:
+        what a pointwise kernel moves), at its first call in the window."""
+        run, seen = kernel.run, self._bytes
+
+        def run_counted(*args: Any, **kwargs: Any) -> Any:
+            if name not in seen:
+                seen[name] = sum(
+                    x.numel() * x.element_size() for x in args if hasattr(x, "element_size")
+                )
+            return run(*args, **kwargs)
+
+        kernel.run = run_counted
+        self._undo.append(lambda: vars(kernel).pop("run", None))
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+        self._prof.stop()
+        for undo in reversed(self._undo):
+            undo()
+        self.rows = self._read(self._prof.events())
+
+    def _read(self, events: Any) -> list[dict[str, Any]]:
+        from torch.autograd import DeviceType
+
+        rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+        def add(name: str, kind: str, us: float, shapes: str = "", flops: int = 0) -> None:
+            row = rows.setdefault(
+                (name, kind, shapes),
+                {"name": name, "kind": kind, "calls": 0, "ms": 0.0, "shapes": shapes, "flops": 0},
+            )
+            row["calls"] += 1
+            row["ms"] += us / 1e3
+            row["flops"] += flops
+
+        for e in events:
+            if e.device_type == DeviceType.CUDA:
+                kind = "generated" if e.name.startswith("triton_") else "device"
+                add(e.name, kind, e.time_range.elapsed_us())
+            elif e.name.startswith("cpp_fused"):
+                add(e.name, "generated", e.cpu_time_total)
+            elif e.name.startswith("aten::") and _in_graph(e):
+                device = getattr(e, "device_time_total", None)
+                if device is None:
+                    device = getattr(e, "cuda_time_total", 0.0)
+                shapes = ", ".join(str(list(s)) for s in (e.input_shapes or []) if s)
+                flops = int(getattr(e, "flops", 0) or 0)
+                add(e.name, "library", device if self.cuda else e.cpu_time_total, shapes, flops)
+        for row in rows.values():
+            row["bytes"] = self._bytes.get(row["name"], 0)
+        return sorted(rows.values(), key=lambda r: -r["ms"])
+
+
+def _in_graph(e: Any) -> bool:
+    """An aten op called by a compiled graph itself (not by another aten op)."""
+    p = e.cpu_parent
+    if p is None or p.name.startswith("aten::"):
+        return False
+    while p is not None:
+        if p.name.startswith(GRAPH_CALL):
+            return True
+        p = p.cpu_parent
+    return False
 
 
 def _add(table: dict[str, float], key: str, seconds: float) -> None:

@@ -80,6 +80,27 @@
   window.addEventListener("afterprint", function () {
     if (beforePrint !== null) { restore(beforePrint); beforePrint = null; }
   });
+  // A sortable table: a click on a column's head sorts by it (numbers by data-value), again to reverse.
+  document.querySelectorAll("table.sortable").forEach(function (table) {
+    table.querySelectorAll("thead th").forEach(function (th, col) {
+      th.style.cursor = "pointer";
+      th.addEventListener("click", function () {
+        var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        var down = th.getAttribute("data-down") !== "1";
+        th.setAttribute("data-down", down ? "1" : "0");
+        function key(row) {
+          var cell = row.cells[col], v = cell.getAttribute("data-value");
+          var n = parseFloat(v !== null ? v : cell.textContent);
+          return isNaN(n) ? cell.textContent.trim() : n;
+        }
+        rows.sort(function (a, b) {
+          var x = key(a), y = key(b), c = x < y ? -1 : x > y ? 1 : 0;
+          return down ? -c : c;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+  });
   if (location.hash.length > 1) { reveal(decodeURIComponent(location.hash.slice(1))); }
   filter();
 })();
