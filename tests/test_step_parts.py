@@ -121,3 +121,45 @@ def test_a_compiled_optimizer_step_is_still_the_step_and_compiles_as_without(
     bd = report["timings"]["breakdown"]
     assert bd["optimizer_ms"] == pytest.approx(own(job, "optimizer"), rel=0.25)
     assert all("compile its step" not in n for n in report["timings"]["notes"])
+
+
+LM = ROOT / "tests" / "fixtures" / "run_jobs" / "lm_train.py"
+
+
+@pytest.mark.gpu
+def test_kernel_device_times_are_torch_profilers(tmp_path: Path) -> None:
+    """On CUDA: a small language model's training step (bf16 autocast, AdamW, Inductor)
+    under `run --profile-steps 6-15`, against the same job profiling its own steps 6-15
+    with torch.profiler in another process: each of the costliest kernels' device time
+    within 5%, the same calls; the kernels' sum within the step; the parts add up."""
+    import os
+    import subprocess
+
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    env = {**os.environ, "JOB_PROFILE": "6-15", "JOB_FACTS": str(tmp_path / "own.json")}
+    proc = subprocess.run([sys.executable, str(LM)], env=env, capture_output=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    own_kernels = json.loads((tmp_path / "own.json").read_text())["kernels"]
+    facts = tmp_path / "facts.json"
+    run = run_cli(
+        "run", "--format", "json", "--profile-steps", "6-15", "--", sys.executable, str(LM),
+        env={"JOB_FACTS": str(facts)}, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    t = report["timings"]
+    bd, steps = t["breakdown"], 10
+    assert sum(bd[p] for p in PARTS) == pytest.approx(bd["call_ms"], rel=0.01)
+    assert bd["backward_ms"] > 0 and bd["optimizer_ms"] > 0
+    mine = {k["name"]: k for k in t["kernels"] if k["kind"] != "library"}
+    top = sorted(own_kernels.items(), key=lambda kv: -kv[1][1])[:10]
+    for name, (calls, total_ms) in top:
+        k = mine[name]
+        assert k["calls"] * steps == pytest.approx(calls, abs=0.5), name
+        assert k["ms"] * steps == pytest.approx(total_ms, rel=0.05), name
+    generated = [k for k in t["kernels"] if k["kind"] == "generated"]
+    assert generated and all(k["gb_per_s"] > 0 for k in generated)
+    assert sum(k["ms"] for k in mine.values()) <= bd["call_ms"]
