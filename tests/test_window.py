@@ -9,8 +9,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import ROOT, run_cli
 
 STRESS = ROOT / "tests" / "fixtures" / "run_jobs" / "stress_loop.py"
