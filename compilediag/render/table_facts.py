@@ -30,6 +30,15 @@ KIND_LABELS = {
 }
 
 
+def kernel_name(name: str) -> str:
+    """A CUDA kernel's C++ name without its template arguments and parameters (`void
+    at::native::vectorized_elementwise_kernel<4, ...>(...)` -> `at::native::vectorized_
+    elementwise_kernel`): the JSON and HTML keep the whole."""
+    short = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    cut = min((i for i in (short.find("<"), short.find("(", 1)) if i > 0), default=len(short))
+    return short[:cut]
+
+
 def kernel_time_blocks(report: Report, limit: int | None) -> list:
     """`run --profile-steps`: the window's kernels, most time lost against the device's
     peak first, each with its time a step, its lines and what it achieved."""
@@ -45,7 +54,7 @@ def kernel_time_blocks(report: Report, limit: int | None) -> list:
     rows: list = [Text(title + ")", style="bold")]
     target = report.target.path
     for k in shown:
-        line = Text(k.name, style="bold")
+        line = Text(kernel_name(k.name), style="bold")
         if k.shapes:
             line.append(f" {k.shapes}", style="dim")
         line.append("  " + " · ".join(kernel_timing_words(k, t.peak)))
