@@ -228,6 +228,13 @@ class Probe:
         if self.step_optimizer is not None and a == 1:
             a = 2  # step 1 ended before the steps were known to be the optimizer's
         wall = None
+        kernels = self.kernels
+        if kernels is not None and kernels.steps_left is not None:
+            if kernels.steps_left == 0:  # the kernels' steps are over
+                kernels.stop()
+            else:
+                kernels.step()
+                return  # not a plain step: the profiler's cost is in it
         if self.timing or self.steps == a:
             if self.steps == a:
                 self._use_cuda_if_initialised()
@@ -237,11 +244,7 @@ class Probe:
             else:  # the step before the window ends
                 self.plain_step(wall)
             self.timing = a <= self.steps <= b
-            if self.timing and self.kernels is None:
-                self.kernels = _KernelWindow(self._cuda is not None)
-                mark = self.clock()  # the profiler's start is not the step's
             if self.timing:
-                self.kernels.step()  # type: ignore[union-attr]
                 self._step_start, self._marks = mark, []
                 self._compiles_at_start = _frames_compiled()
                 torch = sys.modules.get("torch")
@@ -253,8 +256,12 @@ class Probe:
                 self._plain_start = None
                 return
             self.tally()  # the window is over: its marks are read once
-            self.kernels.stop()  # type: ignore[union-attr]
-            wall = time.perf_counter()  # (after the one wait for the GPU, if it waited)
+            # then the kernels, over as many steps again (at most KERNEL_STEPS): under
+            # torch.profiler, whose cost stays out of the window's parts and plain steps
+            self.kernels = _KernelWindow(self._cuda is not None, min(b - a + 1, KERNEL_STEPS))
+            self.kernels.step()
+            self._plain_start = None
+            return
         self.plain_step(wall)
 
     def plain_step(self, now: float | None = None) -> None:
@@ -484,6 +491,7 @@ class Probe:
         }
 
 
+KERNEL_STEPS = 5  # the steps after the window whose kernels are profiled, at most
 GRAPH_CALL = "## Call CompiledFxGraph"  # Inductor's record_function around a graph's call
 # record_function ranges torch puts on the GPU's timeline too (not kernels)
 ANNOTATIONS = ("## ", "Optimizer.", "Torch-Compiled Region", "CompiledFunction", "ProfilerStep")
@@ -497,10 +505,11 @@ class _KernelWindow:
     name, from its module). The library calls a graph makes (aten ops inside Inductor's
     graph call) with their shapes, time and torch's FLOP count."""
 
-    def __init__(self, cuda: bool) -> None:
+    def __init__(self, cuda: bool, steps: int) -> None:
         from torch.profiler import ProfilerActivity, profile
 
         self.cuda = cuda
+        self.steps_left: int | None = steps  # None once stopped
         self.rows: list[dict[str, Any]] = []
         self.steps = 0
         self.device = ""  # the GPU's name
@@ -523,6 +532,8 @@ class _KernelWindow:
 
     def step(self) -> None:
         self.steps += 1
+        if self.steps_left:
+            self.steps_left -= 1
 
     def _wrap_generated(self) -> None:
         try:
@@ -572,6 +583,7 @@ class _KernelWindow:
         if not self._started:
             return
         self._started = False
+        self.steps_left = None
         if self.cuda:
             import torch
 
