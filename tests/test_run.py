@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -96,7 +97,9 @@ def test_a_training_loop_as_torch_counted_it(tmp_path: Path) -> None:
              "outside_ms")  # fmt: skip
     assert sum(bd[p] for p in parts) == pytest.approx(bd["call_ms"], abs=1e-5)
     assert bd["backward_ms"] > 0 and bd["optimizer_ms"] > 0 and bd["data_ms"] == 0
-    own = sum(torch_saw["step_ms"][2:7]) / 5
+    # (the median: the job's step 7 also holds the start of torch.profiler, which records
+    # the kernels of the steps after the window, after the window's step 7 ended)
+    own = statistics.median(torch_saw["step_ms"][2:7])
     assert bd["call_ms"] == pytest.approx(own, rel=0.15)
     # the break's cost is the eager Python after the graph it ended
     assert b["time_lost_ms"] == pytest.approx(graph(report, "0/0")["eager_ms"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.paths import portable_text
-from compilediag.report.model import Breakdown, KernelTiming, Report, Runtime, Timings
+from compilediag.report.model import Breakdown, Kernel, KernelTiming, Report, Runtime, Timings
 from compilediag.report.serial import from_json, to_json
 from compilediag.trace.compiles import id_of
 
@@ -232,9 +232,9 @@ def kernel_timings(report: Report, p: ProcessRuntime, b: Breakdown) -> None:
     if not p.kernels or not p.kernel_steps or report.timings is None:
         return
     steps = p.kernel_steps
-    by_name = {}
-    for k in report.kernels:
-        by_name.setdefault(k.name, k)
+    by_name: dict[str, Kernel] = {}
+    for kernel in report.kernels:
+        by_name.setdefault(kernel.name, kernel)
     name, peak = peak_of(p.kernel_device)
     out = []
     for row in p.kernels:

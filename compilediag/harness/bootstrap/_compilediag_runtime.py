@@ -576,7 +576,7 @@ class _KernelWindow:
                 )
             return run(*args, **kwargs)
 
-        kernel.run = run_counted
+        setattr(kernel, "run", run_counted)  # noqa: B010 - the instance's, over the class's
         self._undo.append(lambda: vars(kernel).pop("run", None))
 
     def stop(self) -> None:
@@ -621,7 +621,8 @@ class _KernelWindow:
                     device = getattr(e, "cuda_time_total", 0.0)
                 shapes = ", ".join(str(list(s)) for s in (e.input_shapes or []) if s)
                 flops = int(getattr(e, "flops", 0) or 0)
-                add(e.name, "library", device if self.cuda else e.cpu_time_total, shapes, flops)
+                us = (device or 0.0) if self.cuda else e.cpu_time_total
+                add(e.name, "library", us, shapes, flops)
         for row in rows.values():
             row["bytes"] = self._bytes.get(row["name"], 0)
         return sorted(rows.values(), key=lambda r: -r["ms"])
@@ -786,7 +787,7 @@ def _watch_step_parts(probe: Probe) -> Any:
         finally:
             probe.mark("d", False)
 
-    loader_iter.__next__ = timed_next
+    setattr(loader_iter, "__next__", timed_next)  # noqa: B010
     undo.append(lambda: setattr(loader_iter, "__next__", next_batch))
     return lambda: [u() for u in undo]
 
