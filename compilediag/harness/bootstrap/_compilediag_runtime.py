@@ -528,7 +528,6 @@ class _KernelWindow:
             self._prof = profile(activities=activities, record_shapes=True, with_flops=True)
         self._wrap_generated()
         self._prof.start()
-        self._started = True
 
     def step(self) -> None:
         self.steps += 1
@@ -580,9 +579,8 @@ class _KernelWindow:
         self._undo.append(lambda: vars(kernel).pop("run", None))
 
     def stop(self) -> None:
-        if not self._started:
+        if self.steps_left is None:  # stopped already
             return
-        self._started = False
         self.steps_left = None
         if self.cuda:
             import torch
