@@ -124,8 +124,8 @@ GATE_RULES: tuple[GateRule, ...] = (
         frozenset({"model"}),
     ),
     GateRule(
-        "fail_on_divergence", bool, "exit 1 if ranks differ in breaks, recompiles, graphs "
-        "or compile time.", lambda r, _: _rule("divergence", 0, len(r.divergence)),
+        "fail_on_divergence", bool, "exit 1 if ranks differ in breaks, recompiles, graphs, "
+        "compile time or (run) a straggler rank.", lambda r, _: _rule("divergence", 0, len(r.divergence)),
         frozenset({"trace"}),
     ),
 )  # fmt: skip

@@ -11,10 +11,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compilediag.analysis.timings import breakdown_of
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.paths import portable_text
-from compilediag.report.model import Breakdown, Kernel, KernelTiming, Report, Runtime, Timings
+from compilediag.report.model import (
+    Breakdown,
+    Kernel,
+    KernelTiming,
+    RankStep,
+    Report,
+    Runtime,
+    Timings,
+)
 from compilediag.report.serial import from_json, to_json
+from compilediag.report.vocabulary import Finding, FindingKind, Severity
 from compilediag.trace.compiles import id_of
 
 RUNTIME_FOLDER = "compilediag_runtime"  # inside the trace folder; trace_files() skips folders
@@ -130,12 +140,75 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             attribute_time(report, p)
             breakdown = report.timings.breakdown
             if breakdown is not None:
+                breakdown.communication_ms = communication_ms(first)
                 report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
                 kernel_timings(report, first, breakdown)
+        job.rank_steps = rank_steps(processes)
+        report.divergence += stragglers(job.rank_steps)
     framework_wrapped(
         report, [(c.what, c.file, c.line) for p in run.processes for c in p.compile_calls]
     )
     report.runtime = job
+
+
+def communication_ms(p: ProcessRuntime) -> float | None:
+    """The time a step's collectives (NCCL's kernels, gloo's operations) ran, over the
+    kernel profile's steps (calls that overlap counted once); None where it saw none."""
+    seen = any(k.kind == "communication" for k in p.kernels)
+    return round(p.collectives_ms / p.kernel_steps, 6) if seen and p.kernel_steps else None
+
+
+def rank_steps(processes: list[ProcessRuntime]) -> list[RankStep]:
+    """Each rank's window, where several ranks measured one."""
+    out = []
+    for p in processes:
+        if p.rank is None or p.profiled is None:
+            continue
+        b = breakdown_of(p.profiled)
+        b.communication_ms = communication_ms(p)
+        plain = round(statistics.median(p.plain_step_ms), 6) if p.plain_step_ms else None
+        out.append(RankStep(p.rank, b, plain))
+    return out if len(out) > 1 else []
+
+
+# a straggler: the other ranks wait for it in their collectives longer than it waits, and
+# one part of its step is longer than theirs, each by this share of their step (a 2-core
+# machine's gloo job whose ranks wait for nobody showed up to 30% in one of the two)
+STRAGGLER_SHARE = 0.3
+
+
+def stragglers(steps: list[RankStep]) -> list[Finding]:
+    """The rank the others wait for: its collectives the shortest (the others' waits for it
+    are in theirs), by a margin, and the part of its step that is longer than theirs."""
+    from compilediag.render import ms
+
+    known = [s for s in steps if s.breakdown.communication_ms is not None]
+    if len(known) < 2:
+        return []
+    slow = min(known, key=lambda s: s.breakdown.communication_ms or 0.0)
+    others = [s for s in known if s is not slow]
+    step = statistics.median(s.breakdown.call_ms for s in others)
+    theirs_wait = statistics.median(s.breakdown.communication_ms or 0.0 for s in others)
+    mine_wait = slow.breakdown.communication_ms or 0.0
+    mine = dict(slow.breakdown.parts())
+    theirs = {n: statistics.median(dict(s.breakdown.parts()).get(n, 0.0) for s in others)
+              for n in mine}  # fmt: skip
+    longer = max(mine, key=lambda n: mine[n] - theirs[n])
+    margin = STRAGGLER_SHARE * step
+    if theirs_wait - mine_wait < margin or mine[longer] - theirs[longer] < margin:
+        return []
+    text = (
+        f"rank {slow.rank} is a straggler: the other ranks wait in their collectives "
+        f"{ms(theirs_wait)} a step (median), it {ms(mine_wait)}; its {longer} takes "
+        f"{ms(mine[longer])}, theirs {ms(theirs[longer])}"
+    )
+    return [
+        Finding(
+            FindingKind.STRAGGLER, text, Severity.WARNING,
+            fix=f"find what makes rank {slow.rank}'s {longer} longer: its own input files, "
+            "a branch on the rank, logging or checkpointing on one rank",
+        )
+    ]  # fmt: skip
 
 
 def _prefix(report: Report, p: ProcessRuntime) -> str:

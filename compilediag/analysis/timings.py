@@ -54,17 +54,22 @@ def attribute_time(report: Report, p: Profiled) -> None:
             b.time_lost_share = round(lost / p.call_ms, 4) if p.call_ms else None
     report.graph_breaks.sort(key=lambda b: -(b.time_lost_ms or 0.0))
     if report.timings is not None:
-        report.timings.breakdown = Breakdown(
-            call_ms=round(p.call_ms * scale, 6),
-            in_graphs_ms=round(sum(r.graph_ms for r in p.regions) * scale, 6),
-            between_graphs_ms=round(sum(r.gap_ms for r in p.regions) * scale, 6),
-            outside_ms=round(p.outside_ms * scale, 6),
-            calls=p.calls,
-            profiled_call_ms=round(p.call_ms, 6),
-            backward_ms=round(p.backward_ms * scale, 6),
-            optimizer_ms=round(p.optimizer_ms * scale, 6),
-            data_ms=round(p.data_ms * scale, 6),
-        )
+        report.timings.breakdown = breakdown_of(p, scale)
+
+
+def breakdown_of(p: Profiled, scale: float = 1.0) -> Breakdown:
+    """The profiled step's parts, scaled to the timed call (1: as profiled)."""
+    return Breakdown(
+        call_ms=round(p.call_ms * scale, 6),
+        in_graphs_ms=round(sum(r.graph_ms for r in p.regions) * scale, 6),
+        between_graphs_ms=round(sum(r.gap_ms for r in p.regions) * scale, 6),
+        outside_ms=round(p.outside_ms * scale, 6),
+        calls=p.calls,
+        profiled_call_ms=round(p.call_ms, 6),
+        backward_ms=round(p.backward_ms * scale, 6),
+        optimizer_ms=round(p.optimizer_ms * scale, 6),
+        data_ms=round(p.data_ms * scale, 6),
+    )
 
 
 def timings_of(worker: WorkerResult) -> Timings | None:

@@ -117,7 +117,8 @@ class KernelTime:
     """A kernel over a `compilediag run` window, from torch.profiler (the probe's)."""
 
     name: str
-    kind: str  # generated (Inductor's), library (an aten op a graph calls), device (a CUDA kernel)
+    kind: str  # generated (Inductor's), library (an aten op a graph calls), device (a CUDA
+    # kernel), communication (a collective: an NCCL kernel, a gloo operation)
     calls: int
     ms: float  # over the window's profiled steps: device time on CUDA, CPU time on CPU
     bytes: int = 0  # a call: the tensors a generated CUDA kernel is given
@@ -155,6 +156,7 @@ class ProcessRuntime:
     kernels: list[KernelTime] = field(default_factory=list)  # the window's, costliest first
     kernel_steps: int = 0  # the steps torch.profiler saw (the window's, compiled ones too)
     kernel_device: str = ""  # the GPU's name, on CUDA
+    collectives_ms: float = 0.0  # over the kernel steps: the time any collective ran
     window: list[int] = field(default_factory=list)  # [A, B] asked for; [] when off
     profiled: Profiled | None = None  # the complete steps of the window, per step
     compiled_steps: list[int] = field(default_factory=list)  # window steps torch compiled in

@@ -34,7 +34,6 @@ from compilediag.render import seconds as render_seconds
 from compilediag.render.views import (
     kernel_achieved,
     recompiles_by_frame,
-    step_parts,
     step_text,
     step_words,
     unmeasured_words,
@@ -294,7 +293,7 @@ def _job_words(report: Any) -> dict[str, Any]:
     return {
         "steps": step_words(r),
         "step": step_text(r, b) if r.window and b is not None else "",
-        "parts": step_parts(b) if b is not None else [],
+        "parts": b.parts() if b is not None else [],
         "unmeasured": unmeasured_words(r) if r.window and b is None else "",
         "notes": window_notes(r, b) if r.window else [],
     }

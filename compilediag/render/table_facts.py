@@ -16,6 +16,7 @@ from compilediag.render import (
 from compilediag.render.table_parts import Row, details
 from compilediag.render.views import (
     kernel_timing_words,
+    rank_step_rows,
     step_text,
     step_words,
     unmeasured_words,
@@ -169,6 +170,7 @@ def runtime_lines(report: Report) -> list:
             rows.append(("a step", Text(step_text(r, b))))
         else:
             rows.append(("a step", Text(unmeasured_words(r), style="dim")))
+        rows.extend((label, Text(text)) for label, text in rank_step_rows(r))
         rows.extend((label, Text(text, style="yellow")) for label, text in window_notes(r, b))
         notes = report.timings.notes if report.timings else []
         rows.extend(

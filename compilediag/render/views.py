@@ -93,18 +93,6 @@ def rest_words(r: Runtime) -> str:
     return "backward, optimizer, data"
 
 
-def step_parts(b: Breakdown) -> list[tuple[str, float]]:
-    """A step's parts in the order they run, those a step has (a training step's backward,
-    optimizer and data; every step's forward and the rest): (name, ms), adding up to it."""
-    parts = [
-        ("forward", b.in_graphs_ms + b.between_graphs_ms),
-        ("backward", b.backward_ms),
-        ("optimizer", b.optimizer_ms),
-        ("data", b.data_ms),
-    ]
-    return [(n, v) for n, v in parts if v or n == "forward"] + [("the rest", b.outside_ms)]
-
-
 def step_text(r: Runtime, b: Breakdown) -> str:
     """`26.4 ms: forward 3.31 ms (in graphs 3.19 ms · Python between them 0.113 ms) ·
     backward 7.07 ms · optimizer 12.4 ms · data 2.94 ms · the rest 0.887 ms (steps 4-10, 7
@@ -114,11 +102,41 @@ def step_text(r: Runtime, b: Breakdown) -> str:
         f", rank {r.window_rank}" if r.window_rank is not None else ""
     )
     split = f"in graphs {ms(b.in_graphs_ms)} · Python between them {ms(b.between_graphs_ms)}"
-    parts = step_parts(b)
+    parts = b.parts()
     if len(parts) == 2:  # forward and the rest: no training part was seen
         return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
     said = [f"{name} {ms(v)}" + (f" ({split})" if name == "forward" else "") for name, v in parts]
-    return f"{ms(b.call_ms)}: {' · '.join(said)} ({window})"
+    return f"{ms(b.call_ms)}: {' · '.join(said)}{collectives_words(b)} ({window})"
+
+
+def collectives_words(b: Breakdown) -> str:
+    """`; collectives 2.1 ms beside them (...)`: not a part (their stream or thread runs
+    alongside the parts), said after them."""
+    if b.communication_ms is None:
+        return ""
+    return f"; collectives {ms(b.communication_ms)} beside them, waits for other ranks included"
+
+
+RANKS_SHOWN = 8
+
+
+def rank_step_rows(r: Runtime) -> list[tuple[str, str]]:
+    """Each rank's step in parts but the one the step above is (window_rank), the rank that
+    waits least in its collectives first (the others wait for it); past RANKS_SHOWN ranks,
+    the rest in one line."""
+    shown = [s for s in r.rank_steps if s.rank != r.window_rank]
+    ordered = sorted(shown, key=lambda s: s.breakdown.communication_ms or 0.0)
+    rows = []
+    for s in ordered[:RANKS_SHOWN]:
+        b = s.breakdown
+        parts = " · ".join(f"{name} {ms(v)}" for name, v in b.parts())
+        rows.append((f"rank {s.rank}", f"{ms(b.call_ms)}: {parts}{collectives_words(b)}"))
+    rest = ordered[RANKS_SHOWN:]
+    if rest:
+        steps = sorted(s.breakdown.call_ms for s in rest)
+        rows.append(("", f"and {plural(len(rest), 'more rank')}: steps of {ms(steps[0])} to "
+                     f"{ms(steps[-1])} (all of them in the JSON: runtime.rank_steps)"))  # fmt: skip
+    return rows
 
 
 def unmeasured_words(r: Runtime) -> str:

@@ -251,6 +251,33 @@ class Breakdown:
     backward_ms: float = 0.0  # run: backward, its compiled graphs and the eager rest
     optimizer_ms: float = 0.0  # run: the optimizer step
     data_ms: float = 0.0  # run: the data loader's next batch
+    # run, a job with collectives: their time a step (NCCL's kernels on CUDA, gloo's
+    # operations on CPU) over the kernel profile's steps (those after the window), the wait
+    # for the other ranks in it; on a stream or thread of their own, alongside the parts
+    # above, so not one of them
+    communication_ms: float | None = None
+
+    def parts(self) -> list[tuple[str, float]]:
+        """The step's parts in the order they run, those it has (a training step's
+        backward, optimizer and data; every step's forward and the rest): (name, ms), adding
+        up to it."""
+        parts = [
+            ("forward", self.in_graphs_ms + self.between_graphs_ms),
+            ("backward", self.backward_ms),
+            ("optimizer", self.optimizer_ms),
+            ("data", self.data_ms),
+        ]
+        return [(n, v) for n, v in parts if v or n == "forward"] + [("the rest", self.outside_ms)]
+
+
+@dataclass
+class RankStep:
+    """One rank's window in a `compilediag run` of several ranks: its step in parts, and
+    the steps around the window, timed once each (their median)."""
+
+    rank: int
+    breakdown: Breakdown
+    unprofiled_step_ms: float | None = None
 
 
 @dataclass
@@ -286,6 +313,7 @@ class Runtime:
     # median step and how many; against the window's step, what profiling costs
     unprofiled_step_ms: float | None = None
     unprofiled_steps: int = 0
+    rank_steps: list[RankStep] = field(default_factory=list)  # several ranks: each one's window
     # mode="reduce-overhead": graphs that ran without a CUDA graph, and why (the trace's
     # reasons), and CUDA graphs recorded again; summed over the processes
     cudagraph_skips: int = 0

@@ -86,6 +86,7 @@ class FindingKind(StrEnum):
     GRAPH_ORDER = "graph_order"  # graph execution order differs
     CACHE_USE = "cache_use"  # FX-graph cache hit on some ranks, compiled on others
     COMPILE_TIME = "compile_time"  # a rank compiled much longer than the median
+    STRAGGLER = "straggler"  # `run`: a rank whose step the others wait for
     OTHER = "other"  # a finding of a report older than its kind
 
 

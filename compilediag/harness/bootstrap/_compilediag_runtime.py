@@ -473,6 +473,7 @@ class Probe:
             "kernels": self.kernels.rows if self.kernels is not None else [],
             "kernel_steps": self.kernels.steps if self.kernels is not None else 0,
             "kernel_device": self.kernels.device if self.kernels is not None else "",
+            "collectives_ms": self.kernels.collectives_ms if self.kernels is not None else 0.0,
             "window": list(self.window) if self.window else [],
             "profiled": profiled,
             "compiled_steps": list(self.compiled_steps),
@@ -495,6 +496,7 @@ KERNEL_STEPS = 5  # the steps after the window whose kernels are profiled, at mo
 GRAPH_CALL = "## Call CompiledFxGraph"  # Inductor's record_function around a graph's call
 # record_function ranges torch puts on the GPU's timeline too (not kernels)
 ANNOTATIONS = ("## ", "Optimizer.", "Torch-Compiled Region", "CompiledFunction", "ProfilerStep")
+COLLECTIVE_KERNELS = ("nccl",)  # NCCL's kernels (ncclDevKernel_..., ncclKernel_...)
 
 
 class _KernelWindow:
@@ -503,7 +505,9 @@ class _KernelWindow:
     tensors it is given; on CPU, each generated (C++) kernel's own time, by a
     record_function put around it for the window (Inductor's code calls its kernels by
     name, from its module). The library calls a graph makes (aten ops inside Inductor's
-    graph call) with their shapes, time and torch's FLOP count."""
+    graph call) with their shapes, time and torch's FLOP count. The collectives: NCCL's
+    kernels on CUDA, gloo's operations on CPU (each on its own stream or thread, the wait
+    for the other ranks in its time)."""
 
     def __init__(self, cuda: bool, steps: int) -> None:
         from torch.profiler import ProfilerActivity, profile
@@ -511,6 +515,7 @@ class _KernelWindow:
         self.cuda = cuda
         self.steps_left: int | None = steps  # None once stopped
         self.rows: list[dict[str, Any]] = []
+        self.collectives_ms = 0.0  # the time any collective ran (calls that overlap, once)
         self.steps = 0
         self.device = ""  # the GPU's name
         if cuda:
@@ -595,6 +600,7 @@ class _KernelWindow:
         from torch.autograd import DeviceType
 
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+        spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
 
         def add(name: str, kind: str, us: float, shapes: str = "", flops: int = 0) -> None:
             row = rows.setdefault(
@@ -610,7 +616,13 @@ class _KernelWindow:
                 if getattr(e, "is_user_annotation", False) or e.name.startswith(ANNOTATIONS):
                     continue  # a record_function's range on the GPU's timeline, not a kernel
                 kind = "generated" if e.name.startswith("triton_") else "device"
+                if e.name.startswith(COLLECTIVE_KERNELS):
+                    kind = "communication"
+                    spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
                 add(e.name, kind, e.time_range.elapsed_us())
+            elif e.name.startswith("gloo:"):  # a collective on gloo's threads, its wait in it
+                spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
+                add(e.name, "communication", e.cpu_time_total)
             elif e.name.startswith("cpp_fused"):
                 add(e.name, "generated", e.cpu_time_total)
             elif e.name.startswith("aten::") and _in_graph(e):
@@ -623,7 +635,20 @@ class _KernelWindow:
                 add(e.name, "library", us, shapes, flops)
         for row in rows.values():
             row["bytes"] = self._bytes.get(row["name"], 0)
+            if row["name"] in spans:  # gloo runs a step's collectives on several threads
+                row["ms"] = _covered(spans[row["name"]]) / 1e3
+        self.collectives_ms = _covered([x for calls in spans.values() for x in calls]) / 1e3
         return sorted(rows.values(), key=lambda r: -r["ms"])
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """The time (us) at least one of the spans covers."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def _in_graph(e: Any) -> bool:
