@@ -15,14 +15,15 @@ from compilediag.render.views import RANKS_SHOWN, rank_step_rows
 from compilediag.report.model import Breakdown, RankStep, Runtime
 from tests.conftest import ROOT, run_cli, run_torchrun
 
-JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "ddp_train.py"
+JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
+JOB = JOBS / "ddp_train.py"
 WINDOW = (4, 8)
 
 
-def ddp(tmp_path: Path, **env: str) -> tuple[dict, Path]:
+def ddp(tmp_path: Path, job: Path = JOB, **env: str) -> tuple[dict, Path]:
     facts = tmp_path / "facts"
     proc = run_torchrun(
-        JOB, facts, "--profile-steps", "{}-{}".format(*WINDOW), env=env, timeout=300
+        job, facts, "--profile-steps", "{}-{}".format(*WINDOW), env=env, timeout=600
     )
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
     return json.loads(proc.stdout), facts
@@ -48,6 +49,7 @@ def test_each_rank_has_its_step_in_parts_as_the_job_timed_it(straggling) -> None
         torch_saw = json.loads((facts / f"rank{rank}.json").read_text())
         (mine,) = [r for r in report["ranks"] if r["rank"] == rank]
         assert mine["summary"]["graph_breaks"] == torch_saw["graph_breaks"]
+        assert mine["summary"]["graphs"] == torch_saw["graphs"]
         parts = b["in_graphs_ms"] + b["between_graphs_ms"] + b["backward_ms"]
         parts += b["optimizer_ms"] + b["data_ms"] + b["outside_ms"]
         assert parts == pytest.approx(b["call_ms"], rel=0.01)
@@ -78,6 +80,24 @@ def test_ranks_that_wait_for_nobody_have_no_straggler(tmp_path: Path) -> None:
     assert [d for d in report["divergence"] if d["kind"] == "straggler"] == []
 
 
+def test_fsdp2_ranks_with_a_compiled_optimizer_step(tmp_path: Path) -> None:
+    report, facts = ddp(tmp_path, JOBS / "fsdp_train.py")
+    _counts_are_torchs(report, facts)
+    job = report["runtime"]
+    assert job["optimizer"] == "AdamW" and job["optimizer_options"]["compiled"]
+    steps = job["rank_steps"]
+    assert len(steps) == 2 and all(s["breakdown"]["communication_ms"] > 0 for s in steps)
+    gloo = {k["name"] for k in report["timings"]["kernels"] if k["kind"] == "communication"}
+    assert "gloo:all_gather" in gloo  # FSDP2 gathers each block's parameters
+
+
+def _counts_are_torchs(report: dict, facts: Path) -> None:
+    for r in report["ranks"]:
+        torch_saw = json.loads((facts / f"rank{r['rank']}.json").read_text())
+        assert r["summary"]["graphs"] == torch_saw["graphs"], r["rank"]
+        assert r["summary"]["graph_breaks"] == torch_saw["graph_breaks"], r["rank"]
+
+
 def test_many_ranks_fold_after_the_slowest() -> None:
     def step(rank: int, wait: float) -> RankStep:
         return RankStep(rank, Breakdown(20.0, 1.0, 0.0, 19.0, 5, communication_ms=wait))
@@ -88,3 +108,41 @@ def test_many_ranks_fold_after_the_slowest() -> None:
     assert rows[0][0] == "rank 7"  # the one the others wait for, first
     assert len(rows) == RANKS_SHOWN + 1 and "3 more ranks" in rows[-1][1]
     assert all(label != "rank 0" for label, _ in rows)  # the step above is rank 0's
+
+
+# On several GPUs (NCCL, one rank per GPU, Inductor): the device tool's 2-GPU machine runs
+# these (bench/gpu_ranks.sh); skipped elsewhere.
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.gpus
+@pytest.mark.parametrize("job", ["ddp_train.py", "fsdp_train.py"])
+def test_nccl_ranks_have_their_counts_steps_and_nccl_kernels(tmp_path: Path, job: str) -> None:
+    if _gpus() < 2:
+        pytest.skip("needs two CUDA devices")
+    report, facts = ddp(tmp_path, JOBS / job, JOB_BACKEND="inductor")
+    _counts_are_torchs(report, facts)
+    steps = report["runtime"]["rank_steps"]
+    assert len(steps) == 2 and all(s["breakdown"]["communication_ms"] > 0 for s in steps)
+    nccl = [k for k in report["timings"]["kernels"] if k["kind"] == "communication"]
+    assert nccl and all(k["name"].startswith("nccl") for k in nccl)
+    assert not [d for d in report["divergence"] if d["kind"] == "straggler"]
+
+
+@pytest.mark.gpus
+def test_an_nccl_straggler_and_a_divergent_rank_are_named(tmp_path: Path) -> None:
+    if _gpus() < 2:
+        pytest.skip("needs two CUDA devices")
+    report, facts = ddp(tmp_path, JOB_BACKEND="inductor", JOB_SLOW_RANK="1", JOB_DIVERGE_RANK="1")
+    _counts_are_torchs(report, facts)
+    kinds = [d["kind"] for d in report["divergence"]]
+    assert "straggler" in kinds and "rank_breaks" in kinds
+    first = report["divergence"][0]["message"]
+    assert "rank 1" in first  # the odd rank first
+    (found,) = [d for d in report["divergence"] if d["kind"] == "straggler"]
+    assert found["message"].startswith("rank 1 is a straggler") and "its data" in found["message"]
