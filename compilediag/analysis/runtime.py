@@ -158,6 +158,9 @@ def communication_ms(p: ProcessRuntime) -> float | None:
     return round(p.collectives_ms / p.kernel_steps, 6) if seen and p.kernel_steps else None
 
 
+PER_STEP = ("step", "forward", "backward", "optimizer", "data", "the rest")  # the probe's order
+
+
 def rank_steps(processes: list[ProcessRuntime]) -> list[RankStep]:
     """Each rank's window, where several ranks measured one."""
     out = []
@@ -167,7 +170,12 @@ def rank_steps(processes: list[ProcessRuntime]) -> list[RankStep]:
         b = breakdown_of(p.profiled)
         b.communication_ms = communication_ms(p)
         plain = round(statistics.median(p.plain_step_ms), 6) if p.plain_step_ms else None
-        out.append(RankStep(p.rank, b, plain))
+        per_step = p.profiled.per_step
+        medians = {
+            name: round(statistics.median(step[i] for step in per_step), 6)
+            for i, name in enumerate(PER_STEP)
+        } if per_step else {}  # fmt: skip
+        out.append(RankStep(p.rank, b, plain, medians))
     return out if len(out) > 1 else []
 
 
@@ -190,25 +198,34 @@ def stragglers(steps: list[RankStep]) -> list[Finding]:
     step = statistics.median(s.breakdown.call_ms for s in others)
     theirs_wait = statistics.median(s.breakdown.communication_ms or 0.0 for s in others)
     mine_wait = slow.breakdown.communication_ms or 0.0
-    mine = dict(slow.breakdown.parts())
-    theirs = {n: statistics.median(dict(s.breakdown.parts()).get(n, 0.0) for s in others)
-              for n in mine}  # fmt: skip
+    # each part's median step (a mean where the steps are not kept), against the others'
+    mine = _typical(slow)
+    theirs = {n: statistics.median(_typical(s).get(n, 0.0) for s in others) for n in mine}
     longer = max(mine, key=lambda n: mine[n] - theirs[n])
     margin = STRAGGLER_SHARE * step
     if theirs_wait - mine_wait < margin or mine[longer] - theirs[longer] < margin:
         return []
+    its = "the rest of its step" if longer == "the rest" else f"its {longer}"
     text = (
         f"rank {slow.rank} is a straggler: the other ranks wait in their collectives "
-        f"{ms(theirs_wait)} a step (median), it {ms(mine_wait)}; its {longer} takes "
+        f"{ms(theirs_wait)} a step (median), it {ms(mine_wait)}; {its} takes "
         f"{ms(mine[longer])}, theirs {ms(theirs[longer])}"
     )
     return [
         Finding(
             FindingKind.STRAGGLER, text, Severity.WARNING,
-            fix=f"find what makes rank {slow.rank}'s {longer} longer: its own input files, "
-            "a branch on the rank, logging or checkpointing on one rank",
+            fix=f"find what makes {its} longer on rank {slow.rank}: its own input files, a "
+            "branch on the rank, logging or checkpointing on one rank",
         )
     ]  # fmt: skip
+
+
+def _typical(s: RankStep) -> dict[str, float]:
+    """A rank's parts in a typical step: their medians, else their means."""
+    parts = dict(s.breakdown.parts())
+    if s.medians:
+        return {n: s.medians.get(n, 0.0) for n in parts}
+    return parts
 
 
 def _prefix(report: Report, p: ProcessRuntime) -> str:

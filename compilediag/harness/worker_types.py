@@ -110,6 +110,8 @@ class Profiled:
     backward_ms: float = 0.0
     optimizer_ms: float = 0.0
     data_ms: float = 0.0
+    # each step: [the step, forward, backward, optimizer, data, the rest] in ms
+    per_step: list[list[float]] = field(default_factory=list)
 
 
 @dataclass

@@ -278,6 +278,9 @@ class RankStep:
     rank: int
     breakdown: Breakdown
     unprofiled_step_ms: float | None = None
+    # the median over the window's steps of the step and of each part (one slow step, a
+    # pause or a log written once, moves a mean, not these)
+    medians: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -93,6 +93,7 @@ class Probe:
         optimizer's: a window of entry calls opened before then is dropped)."""
         self.timing = False
         self.measured_steps = 0
+        self.per_step: list[list[float]] = []  # each measured step, its ms: see _parts()
         self.window_s = 0.0
         # seconds per part: forward graphs and their gaps, backward graphs and theirs, by
         # compile id; the rest of backward, the optimizer, data, and what remains
@@ -327,9 +328,21 @@ class Probe:
             self._pending[-1][2].synchronize()  # the last mark done: every one before it is
         for start, marks, end in self._pending:
             self.measured_steps += 1
+            before = self._parts()
             self.window_s += self._seconds(start, end)
             self.split(start, marks, end)
+            after = self._parts()
+            self.per_step.append(
+                [round((b - a) * 1e3, 6) for a, b in zip(before, after, strict=True)]
+            )
         self._pending = []
+
+    def _parts(self) -> list[float]:
+        """The window's totals so far: the steps, then their parts as Breakdown.parts()
+        names them (forward, backward, optimizer, data, the rest)."""
+        forward = sum(self.graph_s.values()) + sum(self.gap_s.values())
+        backward = self.backward_s + sum(self.bgraph_s.values()) + sum(self.bgap_s.values())
+        return [self.window_s, forward, backward, self.optimizer_s, self.data_s, self.outside_s]
 
     def split(self, start: Any, marks: list[tuple[str, bool, str, Any]], end: Any) -> None:
         """Give each moment of a step to one part, so that the parts add up to the step.
@@ -440,6 +453,7 @@ class Probe:
                                 + sum(self.bgap_s.values())) * per,
                 "optimizer_ms": self.optimizer_s * per,
                 "data_ms": self.data_s * per,
+                "per_step": self.per_step,
                 "regions": [
                     {
                         "compile_id": c,
