@@ -75,6 +75,11 @@ def test_the_straggler_is_named_with_the_part_that_is_longer(straggling) -> None
     table = run_cli("render", str(path)).stdout
     assert "rank 1 is a straggler" in table
     assert "collectives" in table and "\n       rank 1 " in table, table
+    markdown = run_cli("render", str(path), "--format", "markdown").stdout
+    assert "<br>rank 1: " in markdown
+    page = path.with_suffix(".html")
+    run_cli("render", str(path), "--format", "html", "-o", str(page))
+    assert "<dt>rank 1</dt>" in page.read_text()
 
 
 def test_ranks_that_wait_for_nobody_have_no_straggler(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from compilediag.render import kernel_count_note, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.views import (
     kernel_achieved,
+    rank_step_rows,
     recompiles_by_frame,
     step_text,
     step_words,
@@ -296,6 +297,7 @@ def _job_words(report: Any) -> dict[str, Any]:
         "parts": b.parts() if b is not None else [],
         "unmeasured": unmeasured_words(r) if r.window and b is None else "",
         "notes": window_notes(r, b) if r.window else [],
+        "ranks": rank_step_rows(r),
     }
 
 

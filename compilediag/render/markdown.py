@@ -11,7 +11,7 @@ from compilediag.render import (
     verdict_lines,
     where,
 )
-from compilediag.render.views import step_text
+from compilediag.render.views import rank_step_rows, step_text
 from compilediag.report.model import Report
 
 
@@ -121,6 +121,7 @@ def render_markdown(report: Report) -> str:
         b = t.breakdown if t else None
         if b is not None:
             out.append(f"<br>a step: {step_text(job, b)}")
+        out += [f"<br>{label or '…'}: {text}" for label, text in rank_step_rows(job)]
         out.append("")
     if t and t.eager_ms and t.compiled_ms:
         out += [
