@@ -9,7 +9,8 @@ repository root: `python3 bench/gpu_window.py OUT`.
 2. Outside the window: the job's own step times (time.perf_counter, synchronised) under
    `compilediag run --profile-steps 6-15` against a plain TORCH_TRACE run of the same job,
    over the steps after the window and its kernel steps (25 to the end), alternated
-   (plain, run, plain, run) in one session; the ratio of the medians.
+   (plain, run, plain, run, ... $ROUNDS times, default 2) in one session; the ratio of the
+   medians, and each pair's.
 
 Writes OUT/gpu_window.json and prints a summary."""
 
@@ -69,7 +70,7 @@ def bandwidth(out: Path) -> dict:
 
 def outside(out: Path) -> dict:
     medians: dict[str, list[float]] = {"plain": [], "run": []}
-    for i in range(2):
+    for i in range(int(os.environ.get("ROUNDS", "2"))):
         for kind in ("plain", "run"):
             facts = out / f"steps_{kind}_{i}.json"
             env = {"JOB_FACTS": str(facts), "JOB_STEPS": str(STEPS)}
@@ -82,7 +83,11 @@ def outside(out: Path) -> dict:
             steps = json.loads(facts.read_text())["step_ms"][OUTSIDE]
             medians[kind].append(statistics.median(steps))
     plain, run = statistics.median(medians["plain"]), statistics.median(medians["run"])
-    return {"step_ms_medians": medians, "ratio": round(run / plain, 4), "steps": "25-80"}
+    pairs = [round(r / p, 4) for p, r in zip(medians["plain"], medians["run"], strict=True)]
+    return {
+        "step_ms_medians": medians, "ratio": round(run / plain, 4), "pairs": pairs,
+        "steps": "25-80",
+    }  # fmt: skip
 
 
 def main() -> None:

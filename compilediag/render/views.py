@@ -196,6 +196,8 @@ def kernel_achieved(k: KernelTiming, peak: str) -> str:
         return ""
     if k.peak_share is not None and peak:
         said += f", {k.peak_share:.0%} of {peak.partition(':')[0]}'s peak"
+        if k.peak_share > 1 and k.gb_per_s is not None:
+            said += " (above its memory's: the data came from the L2 cache)"
     return said
 
 

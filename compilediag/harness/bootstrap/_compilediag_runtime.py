@@ -583,15 +583,20 @@ class _KernelWindow:
         return timed
 
     def _count_bytes(self, name: str, kernel: Any) -> None:
-        """The bytes of the tensors a Triton kernel is given (each read or written once:
-        what a pointwise kernel moves), at its first call in the window."""
+        """The bytes of the tensors a Triton kernel is given, at its first call in the
+        window: each read or written once, an in-place one (in_out_ptr) read and written,
+        as Inductor's own benchmark counts them where its estimate was not made."""
         run, seen = kernel.run, self._bytes
+        names = list(getattr(getattr(kernel, "fn", None), "arg_names", None) or [])
 
         def run_counted(*args: Any, **kwargs: Any) -> Any:
             if name not in seen:
-                seen[name] = sum(
-                    x.numel() * x.element_size() for x in args if hasattr(x, "element_size")
-                )
+                total = 0
+                for i, x in enumerate(args):
+                    if hasattr(x, "element_size"):
+                        twice = i < len(names) and names[i].startswith("in_out_ptr")
+                        total += x.numel() * x.element_size() * (2 if twice else 1)
+                seen[name] = total
             return run(*args, **kwargs)
 
         setattr(kernel, "run", run_counted)  # noqa: B010 - the instance's, over the class's
