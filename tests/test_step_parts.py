@@ -20,12 +20,12 @@ PARTS = ("in_graphs_ms", "between_graphs_ms", "backward_ms", "optimizer_ms", "da
          "outside_ms")  # fmt: skip
 
 
-def run_parts(tmp_path: Path, **env: str) -> tuple[dict, dict]:
+def run_parts(tmp_path: Path, *options: str, **env: str) -> tuple[dict, dict]:
     facts = tmp_path / "facts.json"
     a, b = WINDOW
     proc = run_cli(
-        "run", "--format", "json", "--profile-steps", f"{a}-{b}", "--", sys.executable,
-        str(JOB), env={"JOB_FACTS": str(facts), **env},
+        "run", "--format", "json", "--profile-steps", f"{a}-{b}", *options, "--",
+        sys.executable, str(JOB), env={"JOB_FACTS": str(facts), **env},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout), json.loads(facts.read_text())
@@ -163,3 +163,16 @@ def test_kernel_device_times_are_torch_profilers(tmp_path: Path) -> None:
     generated = [k for k in t["kernels"] if k["kind"] == "generated"]
     assert generated and all(k["gb_per_s"] > 0 for k in generated)
     assert sum(k["ms"] for k in mine.values()) <= bd["call_ms"]
+
+
+def test_no_kernels_leaves_the_kernel_profile_out(tmp_path: Path, as_written) -> None:
+    with_kernels, _ = as_written
+    assert with_kernels["runtime"]["kernel_steps"] > 0  # (aot_eager: no kernel of its own)
+    report, job = run_parts(tmp_path, "--no-kernels", JOB_STEPS="14")
+    r = report["runtime"]
+    assert r["kernels_off"] and r["kernel_steps"] == 0 and report["timings"]["kernels"] == []
+    # the steps after the window are plain steps then (with the kernels, they were not)
+    assert r["unprofiled_steps"] > with_kernels["runtime"]["unprofiled_steps"]
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(report))
+    assert "not profiled (--no-kernels)" in run_cli("render", str(saved)).stdout

@@ -111,6 +111,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.optimizer, job.optimizer_options = first.optimizer, dict(first.optimizer_options)
         job.loaders = dict(first.loaders)
         job.window_rank = first.rank
+        job.kernel_steps, job.kernel_device = first.kernel_steps, first.kernel_device
+        job.kernels_off = first.kernels_off
         job.window_compiled = list(first.compiled_steps)
         job.window_no_grad, job.window_eval = first.no_grad_steps, first.eval_steps
         if first.plain_step_ms:

@@ -343,10 +343,17 @@ def run(
         str | None,
         typer.Option(
             "--profile-steps",
-            help="Time steps A to B (calls of the first compiled model or function, compiled or eager): time in graphs, between them, the rest. Off by default.",
+            help="Time steps A to B (the job's optimizer steps; without one, calls of the first compiled model or function): each step in parts (forward, backward, optimizer, data, the rest), then the kernels over the steps after them. Off by default.",
             metavar="A-B",
         ),
     ] = None,
+    kernels: Annotated[
+        bool,
+        typer.Option(
+            "--kernels/--no-kernels",
+            help="With --profile-steps: profile the kernels over the steps after the window (at most 5). On CUDA, torch.profiler's CUPTI stays loaded after it: the job's later steps ran 1.10-1.12x as long on an H100. --no-kernels leaves the kernel profile out.",
+        ),
+    ] = True,
     limits: dict[str, object] | None = None,
     baseline: Baseline = None,
     junit: Junit = None,
@@ -371,7 +378,7 @@ def run(
 
     opts = command_module.RunJobOptions(
         command=list(command or []), trace_dir=trace_dir, profile_steps=profile_steps,
-        gate=_gate(limits=limits, baseline=baseline, junit=junit),
+        kernels=kernels, gate=_gate(limits=limits, baseline=baseline, junit=junit),
         out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command_module.run(opts))

@@ -159,6 +159,7 @@ class ProcessRuntime:
     kernel_steps: int = 0  # the steps torch.profiler saw (the window's, compiled ones too)
     kernel_device: str = ""  # the GPU's name, on CUDA
     collectives_ms: float = 0.0  # over the kernel steps: the time any collective ran
+    kernels_off: bool = False  # --no-kernels: no kernel profile after the window
     window: list[int] = field(default_factory=list)  # [A, B] asked for; [] when off
     profiled: Profiled | None = None  # the complete steps of the window, per step
     compiled_steps: list[int] = field(default_factory=list)  # window steps torch compiled in

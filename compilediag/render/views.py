@@ -153,8 +153,8 @@ def unmeasured_words(r: Runtime) -> str:
 
 def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
     """What a reader of the window's figures must know: steps left out because torch
-    compiled in them (and where to look instead), evaluation steps, and what the window's
-    own timing cost against the steps around it."""
+    compiled in them (and where to look instead), evaluation steps, what the window's own
+    timing cost against the steps around it, and what the kernel profile costs after it."""
     notes: list[tuple[str, str]] = []
     a, z = r.window
     if r.window_compiled:
@@ -176,6 +176,15 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
         )
         said = f"{cost:+.0%} a step: {against}" if cost > 0.05 else f"none measured: {against}"
         notes.append(("profiling", said))
+    if r.kernels_off:
+        notes.append(("kernels", "not profiled (--no-kernels)"))
+    elif r.kernel_steps and r.kernel_device:
+        notes.append((
+            "kernels",
+            f"profiled over the {plural(r.kernel_steps, 'step')} after the window. "
+            "torch.profiler's CUDA activity slows the job's later steps too (1.10-1.12x "
+            "on an H100, in one process: bench/cupti_after.py); --no-kernels leaves it out",
+        ))  # fmt: skip
     return notes
 
 

@@ -317,6 +317,11 @@ class Runtime:
     unprofiled_step_ms: float | None = None
     unprofiled_steps: int = 0
     rank_steps: list[RankStep] = field(default_factory=list)  # several ranks: each one's window
+    # the kernel profile after the window: its steps (0: none), the GPU's name (CUDA), and
+    # whether it was turned off (--no-kernels)
+    kernel_steps: int = 0
+    kernel_device: str = ""
+    kernels_off: bool = False
     # mode="reduce-overhead": graphs that ran without a CUDA graph, and why (the trace's
     # reasons), and CUDA graphs recorded again; summed over the processes
     cudagraph_skips: int = 0

@@ -30,6 +30,7 @@ class RunJobOptions:
     command: list[str]
     trace_dir: str | None = None  # keep the trace here (default: a temporary folder)
     profile_steps: str | None = None  # "A-B"
+    kernels: bool = True  # the kernel profile after the window
     gate: GateOptions = field(default_factory=GateOptions)
     out: OutputOptions = field(default_factory=OutputOptions)
 
@@ -86,7 +87,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     machine = opts.out.format != "table" and not opts.out.output
     done = launch(
         opts.command,
-        job_env(folder, opts.profile_steps),
+        job_env(folder, opts.profile_steps, opts.kernels),
         stdout=sys.stderr.fileno() if machine else None,
     )
     say(f"compilediag: the command {done.how()} after {done.wall_s:.1f} s")
@@ -293,19 +294,26 @@ def _with_torch_hint(argv: list[str], without: str) -> str:
     return f"Install torch for {without}, or run the job with a Python that has it."
 
 
-def job_env(folder: Path, profile_steps: str | None) -> dict[str, str]:
+def job_env(folder: Path, profile_steps: str | None, kernels: bool = True) -> dict[str, str]:
     """The job's environment: the user's, plus the trace folder and the runtime probe's
     bootstrap first on PYTHONPATH (nothing that changes what torch compiles or caches)."""
     from compilediag.analysis.runtime import RUNTIME_FOLDER
     from compilediag.harness import bootstrap
-    from compilediag.harness.bootstrap._compilediag_runtime import DIR_ENV, STEPS_ENV
+    from compilediag.harness.bootstrap._compilediag_runtime import (
+        DIR_ENV,
+        KERNELS_ENV,
+        STEPS_ENV,
+    )
 
     env = dict(os.environ)
     env["TORCH_TRACE"] = str(folder)
     env[DIR_ENV] = str(folder / RUNTIME_FOLDER)
     env.pop(STEPS_ENV, None)
+    env.pop(KERNELS_ENV, None)
     if profile_steps:
         env[STEPS_ENV] = profile_steps
+        if not kernels:
+            env[KERNELS_ENV] = "0"
     here = str(Path(bootstrap.__file__).resolve().parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     return env

@@ -39,6 +39,7 @@ from typing import Any
 
 DIR_ENV = "COMPILEDIAG_RUNTIME_DIR"
 STEPS_ENV = "COMPILEDIAG_PROFILE_STEPS"
+KERNELS_ENV = "COMPILEDIAG_KERNELS"  # "0": no kernel profile after the window (--no-kernels)
 
 
 def parse_window(text: str) -> tuple[int, int] | None:
@@ -63,8 +64,9 @@ def _compile_id() -> tuple[str, int | None]:
 
 
 class Probe:
-    def __init__(self, window: tuple[int, int] | None = None) -> None:
+    def __init__(self, window: tuple[int, int] | None = None, kernels: bool = True) -> None:
         self.window = window
+        self.profile_kernels = kernels  # the kernels, over the steps after the window
         self.calls: dict[str, int] = {}
         self.first_frame: int | None = None
         self.steps = 0  # steps started (of the entry or the first frame; by optimizer: + 1)
@@ -259,8 +261,10 @@ class Probe:
             self.tally()  # the window is over: its marks are read once
             # then the kernels, over as many steps again (at most KERNEL_STEPS): under
             # torch.profiler, whose cost stays out of the window's parts and plain steps
-            self.kernels = _KernelWindow(self._cuda is not None, min(b - a + 1, KERNEL_STEPS))
-            self.kernels.step()
+            if self.profile_kernels:
+                steps = min(b - a + 1, KERNEL_STEPS)
+                self.kernels = _KernelWindow(self._cuda is not None, steps)
+                self.kernels.step()
             self._plain_start = None
             return
         self.plain_step(wall)
@@ -488,6 +492,7 @@ class Probe:
             "kernel_steps": self.kernels.steps if self.kernels is not None else 0,
             "kernel_device": self.kernels.device if self.kernels is not None else "",
             "collectives_ms": self.kernels.collectives_ms if self.kernels is not None else 0.0,
+            "kernels_off": not self.profile_kernels,
             "window": list(self.window) if self.window else [],
             "profiled": profiled,
             "compiled_steps": list(self.compiled_steps),
@@ -957,7 +962,7 @@ def install_from_env() -> None:
     if not folder:
         return
     steps = os.environ.get(STEPS_ENV, "")
-    probe = Probe(parse_window(steps) if steps else None)
+    probe = Probe(parse_window(steps) if steps else None, os.environ.get(KERNELS_ENV) != "0")
     install(probe)
     atexit.register(write, probe, folder)
     _write_on_sigterm(probe, folder)
