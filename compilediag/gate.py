@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compilediag.errors import GATE_FAILED, OK
-from compilediag.report.model import Recompile, Report, Rule, Site, Verdict
-from compilediag.trace.formats import guard_pattern
+from compilediag.report.model import Report, Rule, Site, Verdict
 
 
 @dataclass(frozen=True)
@@ -172,22 +171,13 @@ def _rule(name: str, limit: float, value: float) -> Rule:
     return Rule(name, limit, value, value <= limit)
 
 
-def site_key(file: str, code: str, reason: str) -> tuple[str, str, str]:
-    return os.path.basename(file), code.strip(), reason
-
-
-def _guard_key(r: Recompile) -> tuple[str, str, str]:
-    """A recompile reason as torch stated it (its guard text, numbers blanked: x == 0.7 and
-    x == 1.0 are one reason), in the frame's file: never compilediag's words for it, so a
-    baseline survives a rewording of the advice."""
-    guard = r.reasons[0] if r.reasons else r.failed_guard
-    return os.path.basename(r.file), r.cause, guard_pattern(guard)
-
-
 def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) -> None:
-    """Add a rule per regression kind; list regressions and improvements in words."""
-    now_sites = {site_key(b.file, b.code, b.reason): b for b in report.graph_breaks}
-    old_sites = {site_key(b.file, b.code, b.reason): b for b in base.graph_breaks}
+    """Add a rule per regression kind; list regressions and improvements in words. Sites
+    and recompiles are matched across runs as `compilediag diff` matches them."""
+    from compilediag.analysis.diff import guard_key, site_key
+
+    now_sites = {site_key(b): b for b in report.graph_breaks}
+    old_sites = {site_key(b): b for b in base.graph_breaks}
     new = [now_sites[k] for k in now_sites if k not in old_sites]
     gone = [old_sites[k] for k in old_sites if k not in now_sites]
     for b in new:
@@ -199,8 +189,8 @@ def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) ->
         )
     verdict.rules.append(Rule("baseline: new break sites", 0, len(new), not new))
 
-    now_r = {_guard_key(r): r for r in report.recompiles}
-    old_r = {_guard_key(r): r for r in base.recompiles}
+    now_r = {guard_key(r): r for r in report.recompiles}
+    old_r = {guard_key(r): r for r in base.recompiles}
     new_r = [now_r[k] for k in now_r if k not in old_r]
     for r in new_r:
         verdict.regressions.append(f"new recompile reason in {r.frame}: {r.failed_guard}")

@@ -9,13 +9,14 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compilediag.analysis.recompiles import changed_subjects
 from compilediag.report.model import (
     VERSION,
+    CacheKey,
     CompileTime,
     Environment,
     RankGroup,
@@ -43,6 +44,7 @@ class RankDigest:
     records: int  # 0: not a trace (an empty file, an unrelated one)
     cudagraph_skips: list[str]  # why graphs ran without a CUDA graph (the trace's reasons)
     key: str = ""  # what ranks that compiled alike share (fingerprint)
+    cache_keys: list[CacheKey] = field(default_factory=list)  # its FX-graph cache lookups
 
 
 DIGEST_KIND = "compilediag rank digests"
@@ -62,7 +64,8 @@ def save_digests(digests: list[RankDigest], path: str) -> None:
     from compilediag.fsutil import write_output_file
     from compilediag.report.serial import to_json
 
-    text = to_json(DigestFile(DIGEST_KIND, DIGEST_VERSION, digests), indent=None)
+    bare = [replace(d, cache_keys=[]) for d in digests]  # a diff reads them from traces
+    text = to_json(DigestFile(DIGEST_KIND, DIGEST_VERSION, bare), indent=None)
     write_output_file(path, text, "--save-digests")
 
 
@@ -81,8 +84,10 @@ def load_digests(path: Path) -> list[RankDigest] | None:
     return from_plain(DigestFile, data).digests
 
 
-def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
+def digest(log: TraceLog, target: TargetInfo, keys: bool = False) -> RankDigest:
+    """One rank's trace reduced; `keys`: with its FX-graph cache lookups (for `diff`)."""
     from compilediag.analysis.build import build_report
+    from compilediag.analysis.diff import cache_keys
     from compilediag.analysis.graphs import cudagraph_skips
     from compilediag.analysis.history import build_history
     from compilediag.analysis.ranks import collective_schedule, graph_order
@@ -108,23 +113,29 @@ def digest(log: TraceLog, target: TargetInfo) -> RankDigest:
     )
     skips = cudagraph_skips(h)
     d = RankDigest(r, summary, versions, log.records, skips)
+    if keys:
+        d.cache_keys = cache_keys(h)
     d.key = fingerprint(d)
     return d
 
 
-def _digest_file(args: tuple[str, TargetInfo]) -> RankDigest:
+def _digest_file(args: tuple[str, TargetInfo, bool]) -> RankDigest:
     from compilediag.trace.parse import parse_path
 
-    path, target = args
+    path, target, keys = args
     (log,) = parse_path(path)
-    return digest(log, target)
+    return digest(log, target, keys)
 
 
 def digest_files(
-    paths: list[Path], target: TargetInfo, jobs: int, on_done: Callable[[Path], None]
+    paths: list[Path],
+    target: TargetInfo,
+    jobs: int,
+    on_done: Callable[[Path], None],
+    keys: bool = False,
 ) -> Iterator[RankDigest]:
     """Each file parsed and digested in a pool of `jobs` processes, in order."""
-    work = [(str(p), target) for p in paths]
+    work = [(str(p), target, keys) for p in paths]
     if jobs <= 1 or len(paths) <= 1:
         for p, item in zip(paths, work, strict=True):
             yield _digest_file(item)
@@ -347,7 +358,7 @@ def report_from_files(
 
 
 def read_digests(
-    paths: list[Path], target: TargetInfo, on_file: Callable[[Path], None]
+    paths: list[Path], target: TargetInfo, on_file: Callable[[Path], None], keys: bool = False
 ) -> Iterator[RankDigest]:
     traces = []
     for p in paths:
@@ -358,7 +369,7 @@ def read_digests(
         yield from saved
         on_file(p)
     jobs = min(len(traces), os.cpu_count() or 1)
-    yield from digest_files(traces, target, jobs, on_file)
+    yield from digest_files(traces, target, jobs, on_file, keys)
 
 
 def _collect(digests: Iterable[RankDigest], into: list[RankDigest]) -> Iterator[RankDigest]:

@@ -441,5 +441,50 @@ def render(
     _call(lambda: command.run(report_file, _out(format, output)))
 
 
+@app.command()
+def diff(
+    a: Annotated[
+        str,
+        typer.Argument(
+            help="The run before: a trace folder or file (every rank's), or a saved report.",
+            show_default=False,
+            metavar="A",
+        ),
+    ],
+    b: Annotated[
+        str,
+        typer.Argument(help="The run after, as A.", show_default=False, metavar="B"),
+    ],
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance",
+            help="Compile time or step time worse by more than this share is a regression (and a change within it is the same).",
+        ),
+    ] = 0.2,
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="table, json or markdown.")
+    ] = "table",
+    output: Output = None,
+) -> None:
+    """Two runs side by side: a torch upgrade, a fix, a config change; why the cache missed.
+
+    Breaks (new, gone, moved, reason changed), recompiles, graphs and kernels, compile time
+    by phase, FX-graph cache hits and misses, timings. For each cache miss in B of a graph
+    A compiled too, the key's components that differ, in words ("Inductor config
+    `fallback_random`: False → True", "input 0: shape [8, 16] → [16, 16]"): give both
+    traces for these (a saved report has no cache records).
+
+    Example: compilediag diff traces/before traces/after
+
+    Exit codes: 0 B did not regress; 1 B regressed (a new break, recompile or compile
+    failure; compile time or step time worse beyond --tolerance); 2 usage error.
+    """
+    from compilediag.cli.commands import diff as command
+
+    opts = command.DiffOptions(a, b, tolerance, format, output)
+    _call(lambda: command.run(opts))
+
+
 def main() -> None:
     app()

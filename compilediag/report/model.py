@@ -473,6 +473,20 @@ class Summary:
 
 
 @dataclass
+class CacheKey:
+    """One FX-graph cache lookup of a compile, as the trace records it: hit, miss or
+    bypass, its key, and the key's components (name -> hash; and the value's text,
+    shortened: `diff` names a miss's cause with them)."""
+
+    compile_id: str
+    status: str  # hit, miss, bypass
+    key: str = ""
+    components: dict[str, str] = field(default_factory=dict)
+    values: dict[str, str] = field(default_factory=dict)
+    reason: str = ""  # a bypass's
+
+
+@dataclass
 class RankSummary:
     """One rank of a distributed job (one trace file)."""
 

@@ -1,0 +1,468 @@
+"""Two runs side by side (`compilediag diff A B`): what each was, breaks, recompiles,
+graphs, kernels, compile time, caches, timings; and for each FX-graph cache miss in B
+whose graph A compiled too, the cache key's components that differ, in words.
+
+A side is a trace (a folder or file, every rank's) or a saved report. The cache keys'
+components are in the trace only (each `fx_graph_cache_hit`/`miss` record lists them, each
+with its own hash); a saved report gives the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from compilediag.report.model import CacheKey, GraphBreak, Recompile, Report
+
+if TYPE_CHECKING:
+    from compilediag.analysis.history import History
+
+CACHE_RECORDS = {
+    "fx_graph_cache_hit": "hit",
+    "fx_graph_cache_miss": "miss",
+    "fx_graph_cache_bypass": "bypass",
+}
+COMPONENT = re.compile(r"^\[(?P<hash>[a-z0-9]+)\] (?P<name>[^:]+): (?P<value>.*)$", re.S)
+VALUE_CHARS = 400  # a component's value kept (the graph's code: GRAPH_CHARS)
+GRAPH_CHARS = 20_000
+DIFF_KIND = "compilediag diff"
+DIFF_VERSION = 1
+
+
+def cache_keys(h: History) -> list[CacheKey]:
+    """Each FX-graph cache lookup the trace records, with its key's components."""
+    out = []
+    for c in (e.compile for e in h):
+        for record, status in CACHE_RECORDS.items():
+            for payload in c.artifacts.get(record, []):
+                try:
+                    data = json.loads(payload)
+                except ValueError:
+                    continue
+                if not isinstance(data, dict):
+                    continue
+                k = CacheKey(c.compile_id, status, str(data.get("key") or ""))
+                k.reason = str(data.get("cache_bypass_reason") or data.get("reason") or "")
+                for text in data.get("components") or []:
+                    m = COMPONENT.match(str(text))
+                    if m is None:
+                        continue
+                    name = m["name"].strip()
+                    limit = GRAPH_CHARS if name == "gm" else VALUE_CHARS
+                    k.components[name] = m["hash"]
+                    k.values[name] = m["value"][:limit]
+                out.append(k)
+    return out
+
+
+# -- what differs ------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """One run: its report, where it came from, and its cache lookups (a trace's only)."""
+
+    label: str  # A or B
+    path: str
+    report: Report
+    caches: list[CacheKey] | None = None  # None: a saved report (no cache records)
+
+
+@dataclass
+class RunInfo:
+    path: str
+    what: str  # the command or the model
+    torch: str
+    python: str
+    device: str
+    backend: str
+    source: str  # trace or report
+    ranks: int = 1
+
+
+@dataclass
+class Change:
+    """One difference, in words; `kind` says which: new, gone, moved, changed, same."""
+
+    kind: str
+    text: str
+    regression: bool = False
+
+
+@dataclass
+class CacheMiss:
+    """A miss in B of a graph A looked up too: why, component by component."""
+
+    graph: str  # B's compile id and place
+    a_status: str
+    causes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Diff:
+    kind: str
+    version: int
+    a: RunInfo
+    b: RunInfo
+    breaks: list[Change] = field(default_factory=list)
+    recompiles: list[Change] = field(default_factory=list)
+    graphs: list[Change] = field(default_factory=list)
+    compile_time: list[Change] = field(default_factory=list)
+    caches: list[Change] = field(default_factory=list)
+    misses: list[CacheMiss] = field(default_factory=list)
+    timings: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    tolerance: float = 0.2
+    regressed: bool = False
+
+    @property
+    def regressions(self) -> list[Change]:
+        return [c for part in self.parts() for c in part[1] if c.regression]
+
+    def parts(self) -> list[tuple[str, list[Change]]]:
+        return [
+            ("Graph breaks", self.breaks), ("Recompiles", self.recompiles),
+            ("Graphs and kernels", self.graphs), ("Compile time", self.compile_time),
+            ("Caches", self.caches), ("Timings", self.timings),
+        ]  # fmt: skip
+
+
+def run_info(side: Side) -> RunInfo:
+    r, env = side.report, side.report.environment
+    job = r.runtime
+    what = " ".join(job.command) if job is not None and job.command else r.target.path
+    return RunInfo(
+        path=side.path, what=what, torch=env.torch, python=env.python,
+        device=env.device_name or env.device, backend=env.backend,
+        source="trace" if side.caches is not None else "saved report",
+        ranks=max(1, len(r.ranks)),
+    )  # fmt: skip
+
+
+def diff(a: Side, b: Side, tolerance: float = 0.2) -> Diff:
+    d = Diff(DIFF_KIND, DIFF_VERSION, run_info(a), run_info(b), tolerance=tolerance)
+    if _program(a.report) != _program(b.report):
+        d.notes.append(
+            f"A and B ran different programs ({_program(a.report) or '?'} and "
+            f"{_program(b.report) or '?'}): what matches is compared"
+        )
+    d.breaks = break_changes(a.report, b.report)
+    d.recompiles = recompile_changes(a.report, b.report)
+    d.graphs = graph_changes(a.report, b.report)
+    d.compile_time = compile_time_changes(a.report, b.report, tolerance)
+    d.caches, d.misses = cache_changes(a, b)
+    d.timings = timing_changes(a.report, b.report, tolerance)
+    d.regressed = bool(d.regressions)
+    return d
+
+
+def _program(r: Report) -> str:
+    job = r.runtime
+    if job is not None and job.command:
+        return os.path.basename(next((x for x in job.command if x.endswith(".py")), job.command[0]))
+    files = {os.path.basename(g.file) for g in r.graphs if g.file}
+    return ", ".join(sorted(files)) or os.path.basename(r.target.path)
+
+
+# -- breaks and recompiles ---------------------------------------------------------------
+
+
+def site_key(b: GraphBreak) -> tuple[str, str, str]:
+    """A break site across runs: its file, its line's code and torch's reason (not the
+    line number, which an edit above it moves)."""
+    return os.path.basename(b.file), b.code.strip(), b.reason
+
+
+def guard_key(r: Recompile) -> tuple[str, str, str, str]:
+    """A recompile across runs: its frame, its file, and the guard torch stated (numbers
+    blanked: x == 0.7 and x == 1.0 are one reason; the source comment torch appends, with
+    the file's path, left out), never compilediag's words for it, so a baseline survives a
+    rewording of the advice."""
+    from compilediag.trace.formats import guard_pattern
+
+    guard = r.reasons[0] if r.reasons else r.failed_guard
+    return os.path.basename(r.file), r.frame, r.cause, guard_pattern(guard.split("  #")[0].strip())
+
+
+def break_changes(a: Report, b: Report) -> list[Change]:
+    old = {site_key(x): x for x in a.graph_breaks}
+    now = {site_key(x): x for x in b.graph_breaks}
+    out = []
+    by_code_a = {(os.path.basename(x.file), x.code.strip()): x for x in a.graph_breaks}
+    for key, x in now.items():
+        where = f"{os.path.basename(x.file)}:{x.line}"
+        if key in old:
+            y = old[key]
+            if y.line != x.line:
+                out.append(Change("moved", f"moved: {x.code.strip()} ({x.reason}) from line "
+                                  f"{y.line} to {x.line}"))  # fmt: skip
+            if (y.gb_id or "") != (x.gb_id or ""):
+                out.append(Change("changed", f"{where} {x.code.strip()}: torch's id for it "
+                                  f"changed, {y.gb_id or 'none'} → {x.gb_id or 'none'}"))  # fmt: skip
+            continue
+        same_line = by_code_a.get(key[:2])
+        if same_line is not None:  # the same line breaks for another reason now
+            out.append(Change(
+                "changed", f"{where} {x.code.strip()}: its reason changed, "
+                f"{same_line.reason} ({same_line.gb_id or '-'}) → {x.reason} ({x.gb_id or '-'})",
+            ))  # fmt: skip
+            continue
+        out.append(Change("new", f"new break at {where}: {x.code.strip()} ({x.reason}"
+                          f"{', ' + x.gb_id if x.gb_id else ''})", regression=True))  # fmt: skip
+    by_code_b = {(os.path.basename(x.file), x.code.strip()) for x in b.graph_breaks}
+    for key, y in old.items():
+        if key not in now and key[:2] not in by_code_b:
+            out.append(Change("gone", f"break gone: {os.path.basename(y.file)}:{y.line} "
+                              f"{y.code.strip()} ({y.reason})"))  # fmt: skip
+    return out
+
+
+def recompile_changes(a: Report, b: Report) -> list[Change]:
+    old = {guard_key(r): r for r in a.recompiles}
+    now = {guard_key(r): r for r in b.recompiles}
+    out = [
+        Change("new", f"new recompile of {r.frame}: {r.failed_guard}", regression=True)
+        for k, r in now.items() if k not in old
+    ]  # fmt: skip
+    out += [
+        Change("gone", f"recompile gone: {r.frame}: {r.failed_guard}")
+        for k, r in old.items() if k not in now
+    ]  # fmt: skip
+    if len(a.recompiles) != len(b.recompiles) and not out:
+        out.append(Change("changed", f"recompiles: {len(a.recompiles)} → {len(b.recompiles)}, "
+                          "for the same guards"))  # fmt: skip
+    fails_a = {(f.frame, f.fail_type) for f in a.compile_failures}
+    for f in b.compile_failures:
+        if (f.frame, f.fail_type) not in fails_a:
+            out.append(Change("new", f"new compile failure in {f.frame}: {f.fail_type}: "
+                              f"{f.reason}", regression=True))  # fmt: skip
+    return out
+
+
+# -- graphs, kernels, compile time --------------------------------------------------------
+
+
+def graph_place(g) -> tuple[str, str, int, str]:
+    """A graph across runs: its frame, file, line, and which compile of the frame it is."""
+    cid = g.compile_id.split(":")[-1].split("#")[0]
+    return g.frame, os.path.basename(g.file), g.line, cid.partition("/")[2]
+
+
+def _first_rank(r: Report) -> list:
+    """One rank's graphs (the first group's, as a folded report lists them)."""
+    ranks = {g.compile_id.split(":")[0] for g in r.graphs if ":" in g.compile_id}
+    if not ranks:
+        return list(r.graphs)
+    first = sorted(ranks)[0]
+    return [g for g in r.graphs if g.compile_id.startswith(first + ":")]
+
+
+def graph_changes(a: Report, b: Report) -> list[Change]:
+    ga, gb = _first_rank(a), _first_rank(b)
+    old = {graph_place(g): g for g in ga}
+    now = {graph_place(g): g for g in gb}
+    kernels_a = _kernels_by_graph(a)
+    kernels_b = _kernels_by_graph(b)
+    out = []
+    for place, g in now.items():
+        where = f"{g.frame} ({place[1]}:{g.line}), compile {place[3] or 0}"
+        if place not in old:
+            out.append(Change("new", f"new graph: {where}, {g.ops} ops"))
+            continue
+        h = old[place]
+        if h.ops != g.ops:
+            out.append(Change("changed", f"{where}: {h.ops} → {g.ops} ops"))
+        ka, kb = kernels_a.get(graph_place(h), []), kernels_b.get(place, [])
+        if len(ka) != len(kb):
+            out.append(Change("changed", f"{where}: {len(ka)} → {len(kb)} kernels"))
+        fallbacks = sorted(set(kb) - set(ka))
+        if fallbacks and ka:
+            out.append(Change("changed", f"{where}: new library calls {', '.join(fallbacks)}"))
+    for place, h in old.items():
+        if place not in now:
+            out.append(Change("gone", f"graph gone: {h.frame} ({place[1]}:{h.line}), compile "
+                              f"{place[3] or 0}"))  # fmt: skip
+    if len(ga) != len(gb):
+        out.insert(0, Change("changed", f"graphs: {len(ga)} → {len(gb)}"))
+    return out
+
+
+def _kernels_by_graph(r: Report) -> dict[tuple, list[str]]:
+    """A graph's kernels: the generated ones by kind, library calls by name."""
+    places = {g.compile_id: graph_place(g) for g in r.graphs}
+    out: dict[tuple, list[str]] = {}
+    for k in r.kernels:
+        place = places.get(k.compile_id)
+        if place is not None:
+            label = k.name if str(k.kind) in ("extern", "library") else str(k.kind)
+            out.setdefault(place, []).append(label)
+    return out
+
+
+PHASES = (("dynamo_s", "dynamo"), ("aot_s", "aot"), ("inductor_s", "inductor"),
+          ("codegen_s", "codegen"), ("backward_s", "backward"))  # fmt: skip
+
+
+def compile_time_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
+    ca, cb = a.compile_time, b.compile_time
+    if ca is None or cb is None or not ca.total_s or not cb.total_s:
+        return []
+    ratio = cb.total_s / ca.total_s
+    phases = " · ".join(
+        f"{name} {getattr(ca, attr):.2f} → {getattr(cb, attr):.2f} s"
+        for attr, name in PHASES if getattr(ca, attr) or getattr(cb, attr)
+    )  # fmt: skip
+    worse = ratio > 1 + tolerance and cb.total_s - ca.total_s > 0.5
+    kind = "same" if abs(ratio - 1) <= tolerance else "changed"
+    return [Change(kind, f"{ca.total_s:.2f} → {cb.total_s:.2f} s ({ratio:.2f}×): {phases}",
+                   regression=worse)]  # fmt: skip
+
+
+# -- caches ---------------------------------------------------------------------------------
+
+
+def cache_changes(a: Side, b: Side) -> tuple[list[Change], list[CacheMiss]]:
+    from compilediag.render import cache_text
+
+    out = []
+    ca = a.report.compile_time.caches if a.report.compile_time else {}
+    cb = b.report.compile_time.caches if b.report.compile_time else {}
+    if ca or cb:
+        out.append(Change("same" if ca == cb else "changed",
+                          f"{cache_text(ca, False) or 'none'} → {cache_text(cb, False) or 'none'}"))  # fmt: skip
+    if a.caches is None or b.caches is None:
+        if b.caches is None or a.caches is None:
+            out.append(Change("note", "the cache keys' components are in the traces: give "
+                              "both trace folders to name why a graph missed"))  # fmt: skip
+        return out, []
+    places_a = {g.compile_id: graph_place(g) for g in a.report.graphs}
+    places_b = {g.compile_id: graph_place(g) for g in b.report.graphs}
+    looked_up: dict[tuple, CacheKey] = {}
+    for k in a.caches:
+        looked_up.setdefault(_cache_place(k, places_a), k)
+    misses = []
+    for k in b.caches:
+        if k.status != "miss":
+            continue
+        place = _cache_place(k, places_b)
+        before = looked_up.get(place)
+        if before is None:
+            continue
+        where = k.compile_id + (f" ({place[0]}, {place[1]}:{place[2]})" if place[1] else "")
+        misses.append(CacheMiss(where, before.status, key_differences(before, k)))
+    return out, misses
+
+
+def _cache_place(k: CacheKey, places: dict[str, tuple]) -> tuple:
+    place = places.get(k.compile_id)
+    if place is not None:
+        rank = k.compile_id.split(":")[0] if ":" in k.compile_id else ""
+        return (*place, rank)
+    return ("", "", 0, k.compile_id)
+
+
+def key_differences(a: CacheKey, b: CacheKey) -> list[str]:
+    """Why B's lookup missed where A's was made: each component of the key that differs,
+    in words; the same key: A's entry was not in B's cache."""
+    if a.key and a.key == b.key:
+        return [
+            "the same key as A's: A's entry was not in B's cache (another machine, a "
+            "cleared cache, or another TORCHINDUCTOR_CACHE_DIR)"
+        ]
+    out = []
+    for name in dict.fromkeys([*a.components, *b.components]):
+        ha, hb = a.components.get(name), b.components.get(name)
+        if ha == hb:
+            continue
+        if ha is None:
+            out.append(f"{component_words(name)}: only in B's key ({_short(b.values[name])})")
+        elif hb is None:
+            out.append(f"{component_words(name)}: only in A's key ({_short(a.values[name])})")
+        else:
+            out.append(value_change(name, a.values.get(name, ""), b.values.get(name, "")))
+    return out or ["the keys differ, but no component does (a key torch computes otherwise)"]
+
+
+def component_words(name: str) -> str:
+    m = re.match(r"inductor_config\[(.+)\]$", name)
+    if m:
+        return f"Inductor config `{m[1]}`"
+    m = re.match(r"example_inputs\[(\d+)\]$", name)
+    if m:
+        return f"input {m[1]}"
+    return {
+        "gm": "the graph's code",
+        "torch_version": "torch",
+        "system_info": "the system (device, driver, compiler)",
+        "deterministic_algorithms_settings": "deterministic algorithms",
+        "cuda_matmul_settings": "CUDA matmul settings",
+    }.get(name, name)
+
+
+SHAPE = re.compile(r"shape=torch\.Size\((\[[^\]]*\])\)")
+DTYPE = re.compile(r"dtype=torch\.(\w+)")
+
+
+def value_change(name: str, a: str, b: str) -> str:
+    words = component_words(name)
+    if name == "gm":
+        return f"{words} differs: {_first_difference(a, b)}"
+    if name.startswith("example_inputs"):
+        said = []
+        for pattern, what in ((SHAPE, "shape"), (DTYPE, "dtype")):
+            x, y = pattern.search(a), pattern.search(b)
+            if x and y and x[1] != y[1]:
+                said.append(f"{what} {x[1]} → {y[1]}")
+        if said:
+            return f"{words}: {', '.join(said)}"
+    if name == "torch_version":
+        return f"{words}: another build (its version text: {_short(a, 60)} → {_short(b, 60)})"
+    return f"{words}: {_short(a)} → {_short(b)}"
+
+
+def _first_difference(a: str, b: str) -> str:
+    la, lb = a.splitlines(), b.splitlines()
+    for i, (x, y) in enumerate(zip(la, lb, strict=False)):
+        if x != y:
+            return f"line {i + 1}: `{_short(x.strip(), 90)}` → `{_short(y.strip(), 90)}`"
+    if len(la) != len(lb):
+        return f"{len(la)} → {len(lb)} lines"
+    return "beyond the part the trace keeps"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- timings -----------------------------------------------------------------------------------
+
+
+def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
+    """The compiled call (explain) and the job's step (run), where both have them: a change
+    within the runs' own spread (their IQRs) or the tolerance is the same."""
+    out = []
+    ta, tb = a.timings, b.timings
+    if ta and tb and ta.compiled_ms and tb.compiled_ms:
+        x, y = ta.compiled_ms, tb.compiled_ms
+        out.append(_timed("compiled call", x.median, y.median, x.iqr + y.iqr, tolerance))
+    ba = ta.breakdown if ta else None
+    bb = tb.breakdown if tb else None
+    if ba is not None and bb is not None and a.runtime is not None and b.runtime is not None:
+        out.append(_timed("a step", ba.call_ms, bb.call_ms, 0.0, tolerance))
+        for (name, x), (_, y) in zip(ba.parts(), bb.parts(), strict=False):
+            if abs(y - x) > tolerance * max(ba.call_ms, 1e-9):
+                out.append(Change("changed", f"{name}: {x:.3f} → {y:.3f} ms"))
+    return out
+
+
+def _timed(what: str, x: float, y: float, spread: float, tolerance: float) -> Change:
+    change = y - x
+    if abs(change) <= max(spread, tolerance * x):
+        why = "within the runs' own spread" if spread >= tolerance * x else (
+            f"within {tolerance:.0%}"
+        )  # fmt: skip
+        return Change("same", f"{what}: {x:.3f} → {y:.3f} ms, the same ({why})")
+    return Change("changed", f"{what}: {x:.3f} → {y:.3f} ms ({y / x:.2f}×)", regression=y > x)

@@ -1,0 +1,92 @@
+"""`compilediag diff`'s views: a table for the terminal, markdown, JSON."""
+
+from __future__ import annotations
+
+import io
+
+from compilediag.analysis.diff import Diff, RunInfo
+
+MARK = {"new": "+", "gone": "-", "moved": "~", "changed": "~", "same": "=", "note": "·"}
+
+
+def render_diff(d: Diff, fmt: str, width: int = 100, color: bool = False) -> str:
+    if fmt == "json":
+        import json
+
+        from compilediag.report.serial import to_plain
+
+        plain = to_plain(d)
+        plain["regressions"] = [c.text for c in d.regressions]
+        return json.dumps(plain, indent=1) + "\n"
+    if fmt == "markdown":
+        return _markdown(d)
+    return _table(d, width, color)
+
+
+def verdict(d: Diff) -> str:
+    if d.regressed:
+        n = len(d.regressions)
+        return f"B regressed: {n} regression{'s' * (n != 1)} (exit 1)"
+    return "B did not regress (exit 0)"
+
+
+def _run(label: str, r: RunInfo) -> str:
+    """`A: python train.py · torch 2.13.0+cpu · cuda · 2 ranks · a trace (runs/a)`."""
+    said = [r.what if r.what and r.what != r.path else ""]
+    said += [f"torch {r.torch}", r.device, r.backend]
+    said += [f"{r.ranks} ranks" if r.ranks > 1 else "", f"a {r.source} ({r.path})"]
+    return f"{label}: " + " · ".join(x for x in said if x)
+
+
+def _table(d: Diff, width: int, color: bool) -> str:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=color, no_color=not color,
+                      highlight=False, soft_wrap=False)  # fmt: skip
+    console.print(Text(_run("A", d.a)))
+    console.print(Text(_run("B", d.b)))
+    style = "bold red" if d.regressed else "bold green"
+    console.print(Text(verdict(d), style=style))
+    for note in d.notes:
+        console.print(Text(f"! {note}", style="yellow"))
+    for title, changes in d.parts():
+        misses = d.misses if title == "Caches" else []
+        if not changes and not misses:
+            continue
+        console.print(Text(f"\n{title}", style="bold"))
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=3, justify="right")
+        grid.add_column(overflow="fold")
+        for c in changes:
+            grid.add_row(MARK.get(c.kind, "·"), Text(c.text, style="red" if c.regression else ""))
+        for m in misses:
+            grid.add_row("?", Text(f"why B missed the cache for graph {m.graph} (in A: a "
+                                   f"{m.a_status}):", style="yellow"))  # fmt: skip
+            for cause in m.causes:
+                grid.add_row("", Text(f"- {cause}"))
+        console.print(grid)
+    if not any(changes for _, changes in d.parts()) and not d.misses:
+        console.print(Text("\nNo difference in breaks, recompiles, graphs, compile time, "
+                           "caches or timings."))  # fmt: skip
+    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())
+
+
+def _markdown(d: Diff) -> str:
+    out = ["## compilediag diff", "", f"- {_run('A', d.a)}", f"- {_run('B', d.b)}", "",
+           f"**{verdict(d)}**", ""]  # fmt: skip
+    out += [f"> {n}" for n in d.notes]
+    for title, changes in d.parts():
+        misses = d.misses if title == "Caches" else []
+        if not changes and not misses:
+            continue
+        out += [f"### {title}", ""]
+        out += [f"- {'**' if c.regression else ''}{c.text}{'**' if c.regression else ''}"
+                for c in changes]  # fmt: skip
+        for m in misses:
+            out.append(f"- why B missed the cache for graph {m.graph} (in A: a {m.a_status}):")
+            out += [f"  - {cause}" for cause in m.causes]
+        out.append("")
+    return "\n".join(out) + "\n"

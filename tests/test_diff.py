@@ -1,0 +1,126 @@
+"""`compilediag diff A B` on pairs the recorder made (tests/fixtures/record_traces.py; each
+folder's manifest says which torch): a cache miss's cause named from the key's
+components, each checked against the raw records; cold against warm; a torch upgrade
+(2.13 against 2.15: a break gone, a GB id changed); several ranks; bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+TRACES = ROOT / "tests" / "fixtures" / "traces"
+T13, T15 = TRACES / "torch-2.13.0-cpu", TRACES / "torch-2.15.0-cpu"
+
+
+def diff(a: Path | str, b: Path | str, *options: str) -> tuple[dict, int]:
+    proc = run_cli("diff", "--format", "json", *options, str(a), str(b))
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout), proc.returncode
+
+
+def raw_lookups(path: Path) -> list[dict]:
+    """The FX-graph cache records of a trace file, read without compilediag: each record
+    line names the artifact; its payload is the tab-indented lines after it."""
+    out, lines = [], path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if '"fx_graph_cache_' not in line or '"artifact"' not in line:
+            continue
+        payload = []
+        for more in lines[i + 1 :]:
+            if not more.startswith("\t"):
+                break
+            payload.append(more[1:])
+        out.append(json.loads("\n".join(payload)))
+    return out
+
+
+def differing(a: dict, b: dict) -> set[str]:
+    """The names of the key components whose hashes differ (or are in one key only)."""
+
+    def parts(d: dict) -> dict[str, str]:
+        return {c.split("] ", 1)[1].split(":", 1)[0]: c[1:].split("]", 1)[0]
+                for c in d["components"]}  # fmt: skip
+
+    pa, pb = parts(a), parts(b)
+    return {n for n in pa.keys() | pb.keys() if pa.get(n) != pb.get(n)}
+
+
+@pytest.mark.parametrize(
+    ("run", "said"),
+    [
+        ("setting", "Inductor config `fallback_random`: False → True"),
+        ("shape", "shape [8, 16] → [16, 16]"),
+    ],
+)
+def test_a_miss_names_the_key_component_that_changed(run: str, said: str) -> None:
+    a, b = T13 / "cache_changes.base.log", T13 / f"cache_changes.{run}.log"
+    d, code = diff(a, b)
+    (miss,) = d["misses"]
+    ((ra,), (rb,)) = raw_lookups(a), raw_lookups(b)
+    changed = differing(ra, rb)
+    assert len(changed) == 1 and len(miss["causes"]) == 1, (changed, miss)
+    assert said in miss["causes"][0]
+    name = next(iter(changed))
+    if name.startswith("inductor_config["):
+        assert name[len("inductor_config[") : -1] in miss["causes"][0]
+    else:
+        assert name.startswith("example_inputs[") and f"input {name[15:-1]}" in miss["causes"][0]
+    assert code == 0  # a miss alone is not a regression
+
+
+def test_cold_against_warm_and_back() -> None:
+    cold, warm = T13 / "inductor_cache.cold.log", T13 / "inductor_cache.warm.log"
+    d, code = diff(cold, warm)
+    assert d["misses"] == [] and code == 0  # B hit: nothing to explain, and faster
+    caches = " ".join(c["text"] for c in d["caches"])
+    assert "1 miss" in caches.split("→")[0] and "1 hit" in caches.split("→")[1]
+    back, code = diff(warm, cold)
+    (miss,) = back["misses"]
+    ((w,), (c,)) = raw_lookups(warm), raw_lookups(cold)
+    assert w["key"] == c["key"] and "the same key as A's" in miss["causes"][0]
+    # compiling again took 4.8x as long: the one regression
+    assert code == 1 and back["regressions"] == [back["compile_time"][0]["text"]]
+
+
+def test_a_torch_upgrade_names_a_gone_break_and_a_changed_id() -> None:
+    a, b = T13 / "release_changes.log", T15 / "release_changes.log"
+    if not b.exists():
+        pytest.skip("recorded with 2.15 by tests/fixtures/record_traces.py")
+    d, code = diff(a, b)
+    texts = [c["text"] for c in d["breaks"]]
+    assert any("GB0007 → GB9193" in t for t in texts), texts  # time.time()
+    assert any(t.startswith("break gone") and "requires_grad" in t for t in texts), texts
+    assert d["a"]["torch"].startswith("2.13") and d["b"]["torch"].startswith("2.15")
+    assert code == 0
+    back, code = diff(b, a)
+    assert code == 1 and any("new break" in r and "requires_grad" in r for r in back["regressions"])
+
+
+def test_several_ranks_and_a_saved_report(tmp_path: Path) -> None:
+    a, b = T13 / "collectives_diverge", T15 / "collectives_diverge"
+    saved = tmp_path / "a.json"
+    proc = run_cli("report", str(a), "--format", "json", "-o", str(saved))
+    assert proc.returncode == 0, proc.stderr
+    d, code = diff(saved, b)
+    assert d["a"]["ranks"] == d["b"]["ranks"] == 2 and d["a"]["source"] == "saved report"
+    assert d["breaks"] == [] and d["recompiles"] == []
+    # these two recordings compiled 1.4x as long apart: compile time is all that differs
+    assert d["regressions"] == [c["text"] for c in d["compile_time"]]
+    _, code = diff(saved, b, "--tolerance", "1")
+    assert code == 0
+    table = run_cli("diff", "--tolerance", "1", str(saved), str(b)).stdout
+    assert "B did not regress" in table and "give both trace folders" in table
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = run_cli("diff", str(tmp_path / "nope"), str(T13 / "print_break.log"))
+    assert proc.returncode == 2 and "A:" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "empty").mkdir()
+    proc = run_cli("diff", str(T13 / "print_break.log"), str(tmp_path / "empty"))
+    assert proc.returncode == 2 and "no trace files" in proc.stderr
+    d, _ = diff(T13 / "print_break.log", T13 / "recompile.log")
+    assert any("different programs" in n for n in d["notes"])
