@@ -127,3 +127,21 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "no trace files" in proc.stderr
     d, _ = diff(T13 / "print_break.log", T13 / "recompile.log")
     assert any("different programs" in n for n in d["notes"])
+
+
+def test_two_runs_of_one_model_time_the_same_within_their_spread(tmp_path: Path) -> None:
+    """explain twice on one model: the compiled call differs only by noise, which the
+    diff calls the same; nothing else differs. In markdown too."""
+    paths = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.json"
+        proc = run_cli("explain", "sample_models/print_break.py", "--backend", "eager",
+                       "--repeat", "5", "--format", "json", "-o", str(path))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        paths.append(path)
+    d, code = diff(*paths)
+    (timed,) = d["timings"]
+    assert timed["kind"] == "same" and "the same" in timed["text"] and code == 0
+    assert d["breaks"] == d["recompiles"] == d["graphs"] == []
+    markdown = run_cli("diff", "--format", "markdown", *map(str, paths)).stdout
+    assert markdown.startswith("## compilediag diff") and "**B did not regress" in markdown

@@ -291,7 +291,7 @@ def graph_changes(a: Report, b: Report) -> list[Change]:
 
 def _kernels_by_graph(r: Report) -> dict[tuple, list[str]]:
     """A graph's kernels: the generated ones by kind, library calls by name."""
-    places = {g.compile_id: graph_place(g) for g in r.graphs}
+    places = {g.compile_id: graph_place(g) for g in _first_rank(r)}
     out: dict[tuple, list[str]] = {}
     for k in r.kernels:
         place = places.get(k.compile_id)
@@ -339,14 +339,15 @@ def cache_changes(a: Side, b: Side) -> tuple[list[Change], list[CacheMiss]]:
         return out, []
     places_a = {g.compile_id: graph_place(g) for g in a.report.graphs}
     places_b = {g.compile_id: graph_place(g) for g in b.report.graphs}
+    one_a, one_b = _one_process(a.caches), _one_process(b.caches)
     looked_up: dict[tuple, CacheKey] = {}
     for k in a.caches:
-        looked_up.setdefault(_cache_place(k, places_a), k)
+        looked_up.setdefault(_cache_place(k, places_a, one_a), k)
     misses = []
     for k in b.caches:
         if k.status != "miss":
             continue
-        place = _cache_place(k, places_b)
+        place = _cache_place(k, places_b, one_b)
         before = looked_up.get(place)
         if before is None:
             continue
@@ -355,12 +356,18 @@ def cache_changes(a: Side, b: Side) -> tuple[list[Change], list[CacheMiss]]:
     return out, misses
 
 
-def _cache_place(k: CacheKey, places: dict[str, tuple]) -> tuple:
+def _one_process(keys: list[CacheKey]) -> bool:
+    """The lookups of one process (rank 0 of a job, or no rank): matched without a rank."""
+    return len({k.compile_id.split(":")[0] for k in keys if ":" in k.compile_id}) <= 1
+
+
+def _cache_place(k: CacheKey, places: dict[str, tuple], one: bool) -> tuple:
+    """Where a lookup's graph is: its frame, file, line, which compile, and its rank."""
+    rank = k.compile_id.split(":")[0] if ":" in k.compile_id and not one else ""
     place = places.get(k.compile_id)
     if place is not None:
-        rank = k.compile_id.split(":")[0] if ":" in k.compile_id else ""
         return (*place, rank)
-    return ("", "", 0, k.compile_id)
+    return ("", "", 0, k.compile_id.split(":")[-1], rank)
 
 
 def key_differences(a: CacheKey, b: CacheKey) -> list[str]:
@@ -452,7 +459,9 @@ def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
     bb = tb.breakdown if tb else None
     if ba is not None and bb is not None and a.runtime is not None and b.runtime is not None:
         out.append(_timed("a step", ba.call_ms, bb.call_ms, 0.0, tolerance))
-        for (name, x), (_, y) in zip(ba.parts(), bb.parts(), strict=False):
+        pa, pb = dict(ba.parts()), dict(bb.parts())
+        for name in dict.fromkeys([*pa, *pb]):
+            x, y = pa.get(name, 0.0), pb.get(name, 0.0)
             if abs(y - x) > tolerance * max(ba.call_ms, 1e-9):
                 out.append(Change("changed", f"{name}: {x:.3f} → {y:.3f} ms"))
     return out
