@@ -8,7 +8,6 @@ with its own hash); a saved report gives the rest."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -36,11 +35,7 @@ def cache_keys(h: History) -> list[CacheKey]:
     out = []
     for c in (e.compile for e in h):
         for record, status in CACHE_RECORDS.items():
-            for payload in c.artifacts.get(record, []):
-                try:
-                    data = json.loads(payload)
-                except ValueError:
-                    continue
+            for data in c.json_artifacts(record):
                 if not isinstance(data, dict):
                     continue
                 k = CacheKey(c.compile_id, status, str(data.get("key") or ""))

@@ -203,11 +203,7 @@ def provenance_nodes(c: Compile) -> list[dict[str, list[list[str]]]]:
     """For each of the compile's wrappers: kernel name -> for each call of it, in order,
     the Dynamo graph nodes it computes (Inductor's provenance node mappings, 2.10+)."""
     out = []
-    for payload in c.artifacts.get(PROVENANCE_NODE_MAPPINGS, []):
-        try:
-            data = json.loads(payload)
-        except ValueError:
-            continue
+    for data in c.json_artifacts(PROVENANCE_NODE_MAPPINGS):
         if not isinstance(data, dict):
             continue
         post_to_pre = data.get(PROVENANCE_POST_TO_PRE) or {}

@@ -3,6 +3,7 @@ stack, graph) and what was logged outside compiles, per file. `trace` reads them
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -241,6 +242,17 @@ class Compile:
     def compile_id(self) -> str:
         """The id as shown to the user: `0/1`, `r1:0/1`, and `0/1#2` for a repeated id."""
         return str(self.id) + (f"#{self.seq + 1}" if self.seq else "")
+
+    def json_artifacts(self, name: str) -> list[Any]:
+        """The payloads of the compile's `name` artifacts, parsed (unreadable ones left
+        out)."""
+        out = []
+        for payload in self.artifacts.get(name, []):
+            try:
+                out.append(json.loads(payload))
+            except ValueError:
+                continue
+        return out
 
     @property
     def discarded_graphs(self) -> int:
