@@ -93,7 +93,8 @@ def test_a_torch_upgrade_names_a_gone_break_and_a_changed_id() -> None:
     d, code = diff(a, b)
     texts = [c["text"] for c in d["breaks"]]
     (moved,) = [t for t in texts if "time.time()" in t]  # one site, its id changed
-    assert "(GB0007) →" in moved and moved.endswith("(GB9193)"), texts
+    assert "(GB0007) →" in moved and "(GB9193)" in moved, texts
+    assert "2.15 gave a call to a time function its own id" in moved  # torch-releases.md
     (gone,) = [t for t in texts if t.startswith("break gone")]  # 2.15 traces it
     assert "requires_grad" in gone and "GB0206" not in moved
     assert d["a"]["torch"].startswith("2.13") and d["b"]["torch"].startswith("2.15")
@@ -101,6 +102,12 @@ def test_a_torch_upgrade_names_a_gone_break_and_a_changed_id() -> None:
     back, code = diff(b, a)  # the other way: a new break, a regression
     (new,) = back["regressions"]
     assert code == 1 and new.startswith("new break at release_changes.py:") and "GB0206" in new
+    # under GitHub Actions, on B's line; and as one HTML page
+    proc = run_cli("diff", "-f", "html", str(b), str(a), env={"GITHUB_ACTIONS": "true"})
+    line = new.split(":")[1]
+    assert f"file=tests/fixtures/jobs/release_changes.py,line={line},title=compilediag diff::" \
+        in proc.stderr, proc.stderr
+    assert proc.stdout.startswith("<!doctype html>") and "B regressed" in proc.stdout
 
 
 def test_several_ranks_and_a_saved_report(tmp_path: Path) -> None:

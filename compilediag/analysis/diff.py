@@ -84,6 +84,8 @@ class Change:
     kind: str
     text: str
     regression: bool = False
+    file: str = ""  # B's site, where the change has one (a new break, a new recompile)
+    line: int = 0
 
 
 @dataclass
@@ -195,17 +197,20 @@ def break_changes(a: Report, b: Report) -> list[Change]:
                                   f"{y.line} to {x.line}"))  # fmt: skip
             if (y.gb_id or "") != (x.gb_id or ""):
                 out.append(Change("changed", f"{where} {x.code.strip()}: torch's id for it "
-                                  f"changed, {y.gb_id or 'none'} → {x.gb_id or 'none'}"))  # fmt: skip
+                                  f"changed, {y.gb_id or 'none'} → {x.gb_id or 'none'}"
+                                  + _release_words(y.gb_id, x.gb_id)))  # fmt: skip
             continue
         same_line = by_code_a.get(key[:2])
         if same_line is not None:  # the same line breaks for another reason now
             out.append(Change(
                 "changed", f"{where} {x.code.strip()}: its reason changed, "
-                f"{same_line.reason} ({same_line.gb_id or '-'}) → {x.reason} ({x.gb_id or '-'})",
+                f"{same_line.reason} ({same_line.gb_id or '-'}) → {x.reason} ({x.gb_id or '-'})"
+                + _release_words(same_line.gb_id, x.gb_id),
             ))  # fmt: skip
             continue
         out.append(Change("new", f"new break at {where}: {x.code.strip()} ({x.reason}"
-                          f"{', ' + x.gb_id if x.gb_id else ''})", regression=True))  # fmt: skip
+                          f"{', ' + x.gb_id if x.gb_id else ''})", regression=True,
+                          file=x.file, line=x.line))  # fmt: skip
     by_code_b = {(os.path.basename(x.file), x.code.strip()) for x in b.graph_breaks}
     for key, y in old.items():
         if key not in now and key[:2] not in by_code_b:
@@ -214,11 +219,19 @@ def break_changes(a: Report, b: Report) -> list[Change]:
     return out
 
 
+def _release_words(old: str | None, new: str | None) -> str:
+    from compilediag.trace.releases import id_change
+
+    said = id_change(old, new)
+    return f" ({said})" if said else ""
+
+
 def recompile_changes(a: Report, b: Report) -> list[Change]:
     old = {guard_key(r): r for r in a.recompiles}
     now = {guard_key(r): r for r in b.recompiles}
     out = [
-        Change("new", f"new recompile of {r.frame}: {r.failed_guard}", regression=True)
+        Change("new", f"new recompile of {r.frame}: {r.failed_guard}", regression=True,
+               file=r.file, line=r.line)
         for k, r in now.items() if k not in old
     ]  # fmt: skip
     out += [

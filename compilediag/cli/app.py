@@ -463,7 +463,7 @@ def diff(
         ),
     ] = 0.2,
     format: Annotated[
-        str, typer.Option("--format", "-f", help="table, json or markdown.")
+        str, typer.Option("--format", "-f", help="table, json, markdown or html (one page).")
     ] = "table",
     output: Output = None,
 ) -> None:
@@ -476,6 +476,9 @@ def diff(
     traces for these (a saved report has no cache records).
 
     Example: compilediag diff traces/before traces/after
+
+    Under GitHub Actions, each regression is also an error annotation (on B's line where it
+    has one).
 
     Exit codes: 0 B did not regress; 1 B regressed (a new break, recompile or compile
     failure; compile time or step time worse beyond --tolerance); 2 usage error.

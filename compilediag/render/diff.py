@@ -9,6 +9,22 @@ from compilediag.analysis.diff import Diff, RunInfo
 MARK = {"new": "+", "gone": "-", "moved": "~", "changed": "~", "same": "=", "note": "·"}
 
 
+def github_annotations(d: Diff) -> list[str]:
+    """Each regression as a GitHub Actions error, on B's line where it has one."""
+    import os
+
+    from compilediag.render.annotations import _data, _prop
+
+    out = []
+    for c in d.regressions:
+        where = ""
+        if c.file:
+            path = os.path.relpath(c.file) if os.path.isabs(c.file) else c.file
+            where = f" file={_prop(path)},line={c.line},"
+        out.append(f"::error{where or ' '}title=compilediag diff::{_data(c.text)}")
+    return out
+
+
 def render_diff(d: Diff, fmt: str, width: int = 100, color: bool = False) -> str:
     if fmt == "json":
         import json
@@ -20,6 +36,8 @@ def render_diff(d: Diff, fmt: str, width: int = 100, color: bool = False) -> str
         return json.dumps(plain, indent=1) + "\n"
     if fmt == "markdown":
         return _markdown(d)
+    if fmt == "html":
+        return _html(d)
     return _table(d, width, color)
 
 
@@ -90,3 +108,30 @@ def _markdown(d: Diff) -> str:
             out += [f"  - {cause}" for cause in m.causes]
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _html(d: Diff) -> str:
+    """One self-contained page: the two runs, the verdict, each part's changes."""
+    from html import escape
+
+    def items(changes, misses=()) -> str:
+        rows = [f'<li class="{c.kind}{" bad" if c.regression else ""}">{escape(c.text)}</li>'
+                for c in changes]  # fmt: skip
+        for m in misses:
+            causes = "".join(f"<li>{escape(x)}</li>" for x in m.causes)
+            rows.append(f"<li class=\"miss\">why B missed the cache for graph "
+                        f"{escape(m.graph)} (in A: a {escape(m.a_status)}):<ul>{causes}</ul></li>")  # fmt: skip
+        return "<ul>" + "".join(rows) + "</ul>"
+
+    body = [f"<h1>compilediag diff</h1><p>{escape(_run('A', d.a))}<br>{escape(_run('B', d.b))}</p>",
+            f'<p class="verdict {"bad" if d.regressed else "good"}">{escape(verdict(d))}</p>']  # fmt: skip
+    body += [f'<p class="note">{escape(n)}</p>' for n in d.notes]
+    for title, changes in d.parts():
+        misses = d.misses if title == "Caches" else []
+        if changes or misses:
+            body.append(f"<h2>{escape(title)}</h2>{items(changes, misses)}")
+    style = ("body{font:14px system-ui,sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
+             ".bad{color:#b00}.good{color:#070}.verdict{font-weight:bold}.note{color:#850}"
+             "li.gone{color:#555}li.miss{color:#850}")  # fmt: skip
+    return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>compilediag diff</title>"
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")  # fmt: skip

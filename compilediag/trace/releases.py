@@ -54,3 +54,18 @@ def nonstrict_trace(version: str) -> str | None:
     if r is None or r >= (2, 14):
         return "torch.compiler.nonstrict_trace"
     return "torch._dynamo.nonstrict_trace" if r >= (2, 7) else None
+
+
+# A graph-break site whose registry id changed between releases (docs/torch-releases.md):
+# (old id, new id) -> the release and what changed. `diff` says it beside the change.
+ID_CHANGES = {
+    ("GB0007", "GB9193"): "2.15 gave a call to a time function its own id; the same fix",
+    ("GB0059", "GB0569"): "2.14 gave str()/repr() of a tensor its own id; the same fix",
+    ("GB0811", "GB9493"): "2.14 gave a zip passed in its own id; the same fix",
+}
+
+
+def id_change(old: str | None, new: str | None) -> str:
+    """What docs/torch-releases.md says of a site's id changing from `old` to `new`."""
+    said = ID_CHANGES.get((old or "", new or "")) or ID_CHANGES.get((new or "", old or ""))
+    return said or ""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from compilediag.errors import UsageError
 
-FORMATS = ("table", "json", "markdown")
+FORMATS = ("table", "json", "markdown", "html")
 
 
 @dataclass
@@ -44,6 +45,11 @@ def run(opts: DiffOptions) -> int:
     else:
         text = render_diff(d, opts.format, width(), color() and opts.format == "table")
         sys.stdout.write(text)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from compilediag.render.diff import github_annotations
+
+        for line in github_annotations(d):  # on stderr: stdout stays the diff alone
+            print(line, file=sys.stderr)
     return 1 if d.regressed else 0
 
 
