@@ -134,6 +134,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "no trace files" in proc.stderr
     d, _ = diff(T13 / "print_break.log", T13 / "recompile.log")
     assert any("different programs" in n for n in d["notes"])
+    # a trace cut off mid-record (a job killed while writing) is read as far as it goes
+    whole = (T13 / "train_item.log").read_text()
+    cut = tmp_path / "cut.log"
+    cut.write_text(whole[: len(whole) // 2])
+    proc = run_cli("diff", str(T13 / "train_item.log"), str(cut))
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_two_runs_of_one_model_time_the_same_within_their_spread(tmp_path: Path) -> None:
