@@ -105,8 +105,10 @@ def test_a_torch_upgrade_names_a_gone_break_and_a_changed_id() -> None:
     # under GitHub Actions, on B's line; and as one HTML page
     proc = run_cli("diff", "-f", "html", str(b), str(a), env={"GITHUB_ACTIONS": "true"})
     line = new.split(":")[1]
-    assert f"file=tests/fixtures/jobs/release_changes.py,line={line},title=compilediag diff::" \
-        in proc.stderr, proc.stderr
+    assert (
+        f"file=tests/fixtures/jobs/release_changes.py,line={line},title=compilediag diff::"
+        in proc.stderr
+    ), proc.stderr
     assert proc.stdout.startswith("<!doctype html>") and "B regressed" in proc.stdout
 
 

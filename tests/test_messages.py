@@ -222,7 +222,15 @@ def test_top_level_help_says_where_to_start_and_cuts_no_command(columns: str) ->
     assert proc.returncode == 0
     text = proc.stdout
     commands = _commands(text)
-    assert set(commands) == {"explain", "recompiles", "report", "run", "dump-kernels", "render"}
+    assert set(commands) == {
+        "explain",
+        "recompiles",
+        "report",
+        "run",
+        "dump-kernels",
+        "render",
+        "diff",
+    }
     for name, short in commands.items():
         assert not short.endswith(("...", "…")), (name, short)
         assert short.endswith("."), (name, short)

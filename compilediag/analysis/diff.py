@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compilediag.report.model import CacheKey, GraphBreak, Recompile, Report
+from compilediag.report.model import CacheKey, Graph, GraphBreak, Recompile, Report
 
 if TYPE_CHECKING:
     from compilediag.analysis.history import History
@@ -252,7 +252,7 @@ def recompile_changes(a: Report, b: Report) -> list[Change]:
 # -- graphs, kernels, compile time --------------------------------------------------------
 
 
-def graph_place(g) -> tuple[str, str, int, str]:
+def graph_place(g: Graph) -> tuple[str, str, int, str]:
     """A graph across runs: its frame, file, line, and which compile of the frame it is."""
     cid = g.compile_id.split(":")[-1].split("#")[0]
     return g.frame, os.path.basename(g.file), g.line, cid.partition("/")[2]
@@ -332,7 +332,7 @@ def compile_time_changes(a: Report, b: Report, tolerance: float) -> list[Change]
 
 
 def cache_changes(a: Side, b: Side) -> tuple[list[Change], list[CacheMiss]]:
-    from compilediag.render import cache_text
+    from compilediag.report.words import cache_text
 
     out = []
     ca = a.report.compile_time.caches if a.report.compile_time else {}
@@ -461,8 +461,8 @@ def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
     out = []
     ta, tb = a.timings, b.timings
     if ta and tb and ta.compiled_ms and tb.compiled_ms:
-        x, y = ta.compiled_ms, tb.compiled_ms
-        out.append(_timed("compiled call", x.median, y.median, x.iqr + y.iqr, tolerance))
+        sa, sb = ta.compiled_ms, tb.compiled_ms
+        out.append(_timed("compiled call", sa.median, sb.median, sa.iqr + sb.iqr, tolerance))
     ba = ta.breakdown if ta else None
     bb = tb.breakdown if tb else None
     if ba is not None and bb is not None and a.runtime is not None and b.runtime is not None:

@@ -190,7 +190,7 @@ STRAGGLER_SHARE = 0.3
 def stragglers(steps: list[RankStep]) -> list[Finding]:
     """The rank the others wait for: its collectives the shortest (the others' waits for it
     are in theirs), by a margin, and the part of its step that is longer than theirs."""
-    from compilediag.render import ms
+    from compilediag.report.words import ms
 
     known = [s for s in steps if s.breakdown.communication_ms is not None]
     if len(known) < 2:

@@ -467,9 +467,9 @@ def diff(
     ] = "table",
     output: Output = None,
 ) -> None:
-    """Two runs side by side: a torch upgrade, a fix, a config change; why the cache missed.
+    """Compare two runs: what changed, and why the cache missed.
 
-    Breaks (new, gone, moved, reason changed), recompiles, graphs and kernels, compile time
+    Two runs side by side: a torch upgrade, a fix, a config change. Breaks (new, gone, moved, reason changed), recompiles, graphs and kernels, compile time
     by phase, FX-graph cache hits and misses, timings. For each cache miss in B of a graph
     A compiled too, the key's components that differ, in words ("Inductor config
     `fallback_random`: False → True", "input 0: shape [8, 16] → [16, 16]"): give both

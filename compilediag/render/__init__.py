@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from compilediag.paths import short_path, where
 from compilediag.report.model import RankSpread, Report, Rule, Summary
 from compilediag.report.ranksets import rank_set
+from compilediag.report.words import cache_text as cache_text  # the renderers' import
+from compilediag.report.words import ms as ms
 
 __all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
 
@@ -51,16 +53,6 @@ def seconds(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
-
-
-def ms(value: float) -> str:
-    """A per-call time: 0.214 ms, 1.52 ms, 12.3 ms; below a microsecond, its own digits
-    (0.00042 ms), never "0.000 ms" for a time that is not zero."""
-    if value >= 1:
-        return f"{value:.3g} ms"
-    if value >= 0.001 or value <= 0:
-        return f"{value:.3f} ms" if value else "0 ms"
-    return f"{value:.2g} ms"
 
 
 def plural(n: int, word: str) -> str:
@@ -155,22 +147,6 @@ def kernel_count_note(s: Summary) -> str:
         "every kernel object Inductor built on the way (on CPU a loop's scalar and vector "
         "versions; fusions it tried and dropped)."
     )
-
-
-CACHE_NAMES = {"fx_graph": "FX graph", "aotautograd": "AOTAutograd"}
-
-
-def cache_text(caches: dict[str, int], cold: bool = False) -> str:
-    """{"fx_graph_cache_hit": 1, ...} -> `FX graph: 1 hit · AOTAutograd: 1 miss`."""
-    parts = []
-    for cache, name in CACHE_NAMES.items():
-        states = [
-            f"{caches[k]} {state}" for state in ("hit", "miss", "bypass")
-            if (k := f"{cache}_cache_{state}") in caches
-        ]  # fmt: skip
-        if states:
-            parts.append(f"{name}: {', '.join(states)}")
-    return " · ".join(parts) + (" (private, empty caches: --cold)" if cold else "")
 
 
 def rule_text(r: Rule) -> str:

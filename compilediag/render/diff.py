@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from compilediag.analysis.diff import Diff, RunInfo
+from compilediag.analysis.diff import CacheMiss, Change, Diff, RunInfo
 
 MARK = {"new": "+", "gone": "-", "moved": "~", "changed": "~", "same": "=", "note": "·"}
 
@@ -114,7 +114,7 @@ def _html(d: Diff) -> str:
     """One self-contained page: the two runs, the verdict, each part's changes."""
     from html import escape
 
-    def items(changes, misses=()) -> str:
+    def items(changes: list[Change], misses: list[CacheMiss]) -> str:
         rows = [f'<li class="{c.kind}{" bad" if c.regression else ""}">{escape(c.text)}</li>'
                 for c in changes]  # fmt: skip
         for m in misses:

@@ -7,8 +7,12 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compilediag.errors import UsageError
+
+if TYPE_CHECKING:
+    from compilediag.analysis.diff import Side
 
 FORMATS = ("table", "json", "markdown", "html")
 
@@ -35,8 +39,7 @@ def run(opts: DiffOptions) -> int:
         from compilediag.fsutil import check_output_file
 
         check_output_file(opts.output, "--output")
-    sides = [load_side("A", opts.a), load_side("B", opts.b)]
-    d = diff(*sides, tolerance=opts.tolerance)
+    d = diff(load_side("A", opts.a), load_side("B", opts.b), tolerance=opts.tolerance)
     if opts.output:
         from compilediag.fsutil import write_output_file
 
@@ -53,7 +56,7 @@ def run(opts: DiffOptions) -> int:
     return 1 if d.regressed else 0
 
 
-def load_side(label: str, path: str):
+def load_side(label: str, path: str) -> Side:
     """A run: a saved report (-o report.json), or a trace (folder or file, every rank's;
     a `run --trace-dir` folder with its job's facts)."""
     from compilediag.analysis.diff import Side
