@@ -25,6 +25,7 @@ from compilediag.report.model import (
 )
 from compilediag.report.serial import from_json, to_json
 from compilediag.report.vocabulary import Finding, FindingKind, Severity
+from compilediag.report.words import ms
 from compilediag.trace.compiles import id_of
 
 RUNTIME_FOLDER = "compilediag_runtime"  # inside the trace folder; trace_files() skips folders
@@ -190,8 +191,6 @@ STRAGGLER_SHARE = 0.3
 def stragglers(steps: list[RankStep]) -> list[Finding]:
     """The rank the others wait for: its collectives the shortest (the others' waits for it
     are in theirs), by a margin, and the part of its step that is longer than theirs."""
-    from compilediag.report.words import ms
-
     known = [s for s in steps if s.breakdown.communication_ms is not None]
     if len(known) < 2:
         return []
