@@ -23,7 +23,6 @@ CACHE_RECORDS = {
     "fx_graph_cache_miss": "miss",
     "fx_graph_cache_bypass": "bypass",
 }
-COMPONENT = re.compile(r"^\[(?P<hash>[a-z0-9]+)\] (?P<name>[^:]+): (?P<value>.*)$", re.S)
 VALUE_CHARS = 400  # a component's value kept (the graph's code: GRAPH_CHARS)
 GRAPH_CHARS = 20_000
 DIFF_KIND = "compilediag diff"
@@ -41,13 +40,14 @@ def cache_keys(h: History) -> list[CacheKey]:
                 k = CacheKey(c.compile_id, status, str(data.get("key") or ""))
                 k.reason = str(data.get("cache_bypass_reason") or data.get("reason") or "")
                 for text in data.get("components") or []:
-                    m = COMPONENT.match(str(text))
-                    if m is None:
+                    # "[hash] name: value"
+                    digest, bracket, rest = str(text)[1:].partition("] ")
+                    name, colon, value = rest.partition(": ")
+                    if not (bracket and colon and text.startswith("[")):
                         continue
-                    name = m["name"].strip()
-                    limit = GRAPH_CHARS if name == "gm" else VALUE_CHARS
-                    k.components[name] = m["hash"]
-                    k.values[name] = m["value"][:limit]
+                    name = name.strip()
+                    k.components[name] = digest
+                    k.values[name] = value[: GRAPH_CHARS if name == "gm" else VALUE_CHARS]
                 out.append(k)
     return out
 
