@@ -5,6 +5,7 @@ build_report."""
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from collections import Counter
@@ -356,3 +357,34 @@ def kernel_timings(report: Report, p: ProcessRuntime, b: Breakdown) -> None:
     report.timings.peak = (
         f"{name}: {peak[0] / 1e12:g} TB/s, {peak[1] / 1e12:g} dense bf16 TFLOP/s" if peak else ""
     )
+
+
+KERNEL_TRACE = "kernels-*.json"  # the probe's Chrome traces of the kernel steps (--profile-out)
+
+
+def kernel_trace(trace_dir: Path, report: Report) -> dict | None:
+    """The kernel profile of every process, as one Chrome trace (each process under its
+    own pid): each generated kernel's events given its graph, its modules and the lines of
+    the user's it came from (`args`). None where no process wrote one."""
+    files = sorted((trace_dir / RUNTIME_FOLDER).glob(KERNEL_TRACE))
+    by_name: dict[str, Kernel] = {}
+    for k in report.kernels:
+        by_name.setdefault(k.name, k)
+    events: list[dict] = []
+    rest: dict = {}
+    for path in files:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        for ev in data.get("traceEvents", []) if isinstance(data, dict) else []:
+            known = by_name.get(ev.get("name", "")) if isinstance(ev, dict) else None
+            if known is not None:
+                args = ev.setdefault("args", {})
+                args["compilediag graph"] = known.compile_id
+                args["compilediag lines"] = list(known.source_lines)
+                if known.modules:
+                    args["compilediag modules"] = list(known.modules)
+            events.append(ev)
+        rest.update({key: v for key, v in data.items() if key != "traceEvents"})
+    return {**rest, "traceEvents": events} if events else None

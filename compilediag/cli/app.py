@@ -354,6 +354,14 @@ def run(
             help="With --profile-steps: profile the kernels over the steps after the window (at most 5). On CUDA, torch.profiler's CUPTI stays loaded after it: the job's later steps ran 1.10-1.12x as long on an H100. --no-kernels leaves the kernel profile out.",
         ),
     ] = True,
+    profile_out: Annotated[
+        str | None,
+        typer.Option(
+            "--profile-out",
+            help="With --profile-steps: write the kernel profile (the steps after the window) as a Chrome trace, each generated kernel given its graph and the lines of yours it came from. Open it in ui.perfetto.dev.",
+            metavar="FILE",
+        ),
+    ] = None,
     limits: dict[str, object] | None = None,
     baseline: Baseline = None,
     junit: Junit = None,
@@ -378,7 +386,7 @@ def run(
 
     opts = command_module.RunJobOptions(
         command=list(command or []), trace_dir=trace_dir, profile_steps=profile_steps,
-        kernels=kernels, gate=_gate(limits=limits, baseline=baseline, junit=junit),
+        kernels=kernels, profile_out=profile_out, gate=_gate(limits=limits, baseline=baseline, junit=junit),
         out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command_module.run(opts))

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compilediag.cli.commands.common import GateOptions, OutputOptions, budgets, check_outputs, emit
+from compilediag.cli.commands.common import (
+    GateOptions,
+    OutputOptions,
+    budgets,
+    check_outputs,
+    emit,
+    wrote,
+)
 from compilediag.cli.config import load_config
 from compilediag.errors import COMPILE_FAILED, INTERRUPTED, JOB_FAILED, UsageError
 
@@ -23,6 +30,7 @@ if TYPE_CHECKING:
     from compilediag.gate import Budgets
     from compilediag.harness.launch import Completion
     from compilediag.harness.worker_types import CompileCall, ProcessRuntime
+    from compilediag.report.model import Report
 
 
 @dataclass
@@ -31,6 +39,7 @@ class RunJobOptions:
     trace_dir: str | None = None  # keep the trace here (default: a temporary folder)
     profile_steps: str | None = None  # "A-B"
     kernels: bool = True  # the kernel profile after the window
+    profile_out: str | None = None  # the kernel profile as a Chrome trace, here
     gate: GateOptions = field(default_factory=GateOptions)
     out: OutputOptions = field(default_factory=OutputOptions)
 
@@ -54,6 +63,17 @@ def run(opts: RunJobOptions) -> int:
                 hint="Give A-B, counted from 1: --profile-steps 3-7 times calls 3 to 7 of "
                 "the job's first compiled frame.",
             ) from None
+    if opts.profile_out:
+        from compilediag.fsutil import check_output_file
+
+        if not opts.profile_steps or not opts.kernels:
+            raise UsageError(
+                "--profile-out writes the kernel profile, which runs after the window of "
+                "--profile-steps.",
+                hint="Add --profile-steps A-B (and leave out --no-kernels): compilediag run "
+                "--profile-steps 5-10 --profile-out kernels.json -- python train.py",
+            )
+        check_output_file(opts.profile_out, "--profile-out")
     if shutil.which(opts.command[0]) is None:
         raise UsageError(
             f"{opts.command[0]}: command not found.",
@@ -87,7 +107,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     machine = opts.out.format != "table" and not opts.out.output
     done = launch(
         opts.command,
-        job_env(folder, opts.profile_steps, opts.kernels),
+        job_env(folder, opts.profile_steps, opts.kernels, bool(opts.profile_out)),
         stdout=sys.stderr.fileno() if machine else None,
     )
     say(f"compilediag: the command {done.how()} after {done.wall_s:.1f} s")
@@ -108,6 +128,8 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
         raise _compiled_nothing(command, done, opts.command, run.processes)
     report, code = judge(report, rules, opts.gate.junit, None)
     emit(report, opts.out)
+    if opts.profile_out:
+        write_profile(folder, report, opts.profile_out)
     if done.interrupted:
         return INTERRUPTED
     if code == COMPILE_FAILED:
@@ -294,7 +316,9 @@ def _with_torch_hint(argv: list[str], without: str) -> str:
     return f"Install torch for {without}, or run the job with a Python that has it."
 
 
-def job_env(folder: Path, profile_steps: str | None, kernels: bool = True) -> dict[str, str]:
+def job_env(
+    folder: Path, profile_steps: str | None, kernels: bool = True, profile_out: bool = False
+) -> dict[str, str]:
     """The job's environment: the user's, plus the trace folder and the runtime probe's
     bootstrap first on PYTHONPATH (nothing that changes what torch compiles or caches)."""
     from compilediag.analysis.runtime import RUNTIME_FOLDER
@@ -302,6 +326,7 @@ def job_env(folder: Path, profile_steps: str | None, kernels: bool = True) -> di
     from compilediag.harness.bootstrap._compilediag_runtime import (
         DIR_ENV,
         KERNELS_ENV,
+        PROFILE_OUT_ENV,
         STEPS_ENV,
     )
 
@@ -310,10 +335,13 @@ def job_env(folder: Path, profile_steps: str | None, kernels: bool = True) -> di
     env[DIR_ENV] = str(folder / RUNTIME_FOLDER)
     env.pop(STEPS_ENV, None)
     env.pop(KERNELS_ENV, None)
+    env.pop(PROFILE_OUT_ENV, None)
     if profile_steps:
         env[STEPS_ENV] = profile_steps
         if not kernels:
             env[KERNELS_ENV] = "0"
+        if profile_out:
+            env[PROFILE_OUT_ENV] = "1"
     here = str(Path(bootstrap.__file__).resolve().parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     return env
@@ -337,3 +365,21 @@ def check_trace_dir(path: Path) -> None:
 
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+def write_profile(folder: Path, report: Report, path: str) -> None:
+    """--profile-out: the kernel profile as one Chrome trace, kernels given their lines."""
+    import json
+
+    from compilediag.analysis.runtime import kernel_trace
+    from compilediag.fsutil import write_output_file
+
+    trace = kernel_trace(folder, report)
+    if trace is None:
+        say(
+            f"compilediag: {path} not written: no process profiled its kernels (the job "
+            "ended before the steps after the window)"
+        )
+        return
+    write_output_file(path, json.dumps(trace), "--profile-out")
+    wrote(path, "the kernel profile, a Chrome trace: open it in https://ui.perfetto.dev")

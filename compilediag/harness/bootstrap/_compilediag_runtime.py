@@ -40,6 +40,7 @@ from typing import Any
 DIR_ENV = "COMPILEDIAG_RUNTIME_DIR"
 STEPS_ENV = "COMPILEDIAG_PROFILE_STEPS"
 KERNELS_ENV = "COMPILEDIAG_KERNELS"  # "0": no kernel profile after the window (--no-kernels)
+PROFILE_OUT_ENV = "COMPILEDIAG_PROFILE_OUT"  # "1": the kernel profile kept as a Chrome trace
 
 
 def parse_window(text: str) -> tuple[int, int] | None:
@@ -620,6 +621,10 @@ class _KernelWindow:
             undo()
         self.rows = self._read(self._prof.events())
 
+    def export(self, path: str) -> None:
+        """The kernel steps as torch.profiler's Chrome trace (after stop())."""
+        self._prof.export_chrome_trace(path)
+
     def _read(self, events: Any) -> list[dict[str, Any]]:
         from torch.autograd import DeviceType
 
@@ -954,6 +959,12 @@ def write(probe: Probe, folder: str) -> None:
     with open(tmp, "w") as f:
         json.dump(facts, f)
     os.replace(tmp, os.path.join(folder, name))
+    kernels = probe.kernels
+    if kernels is not None and kernels.steps and os.environ.get(PROFILE_OUT_ENV) == "1":
+        try:  # torch.profiler's own Chrome trace of the kernel steps (--profile-out)
+            kernels.export(os.path.join(folder, "kernels-" + name.removeprefix("runtime-")))
+        except Exception:  # noqa: BLE001 - a profile that can't be written: the report stands
+            pass
 
 
 def install_from_env() -> None:
