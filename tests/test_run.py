@@ -71,7 +71,13 @@ def graph(report: dict, cid: str) -> dict:
 
 def test_a_training_loop_as_torch_counted_it(tmp_path: Path) -> None:
     report, proc, torch_saw = run_job(
-        tmp_path, "--profile-steps", "3-7", "--", sys.executable, str(TRAIN)
+        tmp_path,
+        "--profile-steps",
+        "3-7",
+        "--",
+        sys.executable,
+        str(TRAIN),
+        env={"JOB_WIDTH": "1024"},  # a step of about a ms: 15% is more than a busy CPU's noise
     )
     assert proc.returncode == 0, proc.stderr
     # the job's own stdout went to stderr: stdout is the JSON report alone
@@ -97,10 +103,12 @@ def test_a_training_loop_as_torch_counted_it(tmp_path: Path) -> None:
              "outside_ms")  # fmt: skip
     assert sum(bd[p] for p in parts) == pytest.approx(bd["call_ms"], abs=1e-5)
     assert bd["backward_ms"] > 0 and bd["optimizer_ms"] > 0 and bd["data_ms"] == 0
-    # (the median: the job's step 7 also holds the start of torch.profiler, which records
-    # the kernels of the steps after the window, after the window's step 7 ended)
-    own = statistics.median(torch_saw["step_ms"][2:7])
-    assert bd["call_ms"] == pytest.approx(own, rel=0.15)
+    # medians, both (a mean moves with one slow step), and the job's steps 3-6: its step 7
+    # also holds the start of torch.profiler, which records the kernels of the steps after
+    # the window, after the window's step 7 ended (with it, the job's median moved up one
+    # place of a warming-up sequence: 20% off in 2 of 5 runs on a busy 2-core machine)
+    own = statistics.median(torch_saw["step_ms"][2:6])
+    assert r["step_medians"]["step"] == pytest.approx(own, rel=0.15)
     # the break's cost is the eager Python after the graph it ended
     assert b["time_lost_ms"] == pytest.approx(graph(report, "0/0")["eager_ms"])
     assert 0 < b["time_lost_ms"] < bd["call_ms"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compilediag.analysis.timings import breakdown_of
-from compilediag.harness.worker_types import ProcessRuntime
+from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_text
 from compilediag.report.model import (
     Breakdown,
@@ -129,6 +129,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         p = first.profiled
         if p is not None:
             job.window_steps = p.calls
+            job.step_medians = step_medians(p)
             for r in p.regions:
                 r.compile_id = prefix + r.compile_id
             a, b = first.window
@@ -165,6 +166,15 @@ def communication_ms(p: ProcessRuntime) -> float | None:
 PER_STEP = ("step", "forward", "backward", "optimizer", "data", "the rest")  # the probe's order
 
 
+def step_medians(p: Profiled) -> dict[str, float]:
+    """The window's median step and the median of each part (one slow step moves a mean,
+    not these); {} where the probe kept no steps."""
+    return {
+        name: round(statistics.median(step[i] for step in p.per_step), 6)
+        for i, name in enumerate(PER_STEP)
+    } if p.per_step else {}  # fmt: skip
+
+
 def rank_steps(processes: list[ProcessRuntime]) -> list[RankStep]:
     """Each rank's window, where several ranks measured one."""
     out = []
@@ -174,12 +184,7 @@ def rank_steps(processes: list[ProcessRuntime]) -> list[RankStep]:
         b = breakdown_of(p.profiled)
         b.communication_ms = communication_ms(p)
         plain = round(statistics.median(p.plain_step_ms), 6) if p.plain_step_ms else None
-        per_step = p.profiled.per_step
-        medians = {
-            name: round(statistics.median(step[i] for step in per_step), 6)
-            for i, name in enumerate(PER_STEP)
-        } if per_step else {}  # fmt: skip
-        out.append(RankStep(p.rank, b, plain, medians))
+        out.append(RankStep(p.rank, b, plain, step_medians(p.profiled)))
     return out if len(out) > 1 else []
 
 

@@ -317,6 +317,8 @@ class Runtime:
     unprofiled_step_ms: float | None = None
     unprofiled_steps: int = 0
     rank_steps: list[RankStep] = field(default_factory=list)  # several ranks: each one's window
+    # the window's median step and median parts (window_rank's); the breakdown is the mean
+    step_medians: dict[str, float] = field(default_factory=dict)
     # the kernel profile after the window: its steps (0: none), the GPU's name (CUDA), and
     # whether it was turned off (--no-kernels)
     kernel_steps: int = 0

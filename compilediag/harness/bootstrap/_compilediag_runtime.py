@@ -316,14 +316,14 @@ class Probe:
 
     def end_step(self, end: Any) -> None:
         """A step is complete when the next one starts: it counts then, unless torch
-        compiled during it (its time would be the compile's, not the step's)."""
+        compiled during it (its time would be the compile's, not the step's). Its marks
+        are read after the window (tally), on CPU as on CUDA: reading them costs no step of
+        the window, as the job times its steps."""
         if _frames_compiled() != self._compiles_at_start:
             self.compiled_steps.append(self.steps - 1)
         else:
             self._pending.append((self._step_start, self._marks, end))
         self._marks = []
-        if self._cuda is None:
-            self.tally()
 
     def tally(self) -> None:
         """Add the complete steps to the window's totals, each split into its parts."""
