@@ -1,4 +1,5 @@
-"""`compilediag diff`'s views: a table for the terminal, markdown, JSON."""
+"""`compilediag diff`'s views: a table for the terminal, markdown, JSON, one HTML page, and
+GitHub annotations for its regressions."""
 
 from __future__ import annotations
 
