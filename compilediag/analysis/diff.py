@@ -112,11 +112,14 @@ class Diff:
     timings: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     tolerance: float = 0.2
-    regressed: bool = False
 
     @property
     def regressions(self) -> list[Change]:
         return [c for part in self.parts() for c in part[1] if c.regression]
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions)
 
     def parts(self) -> list[tuple[str, list[Change]]]:
         return [
@@ -151,7 +154,6 @@ def diff(a: Side, b: Side, tolerance: float = 0.2) -> Diff:
     d.compile_time = compile_time_changes(a.report, b.report, tolerance)
     d.caches, d.misses = cache_changes(a, b)
     d.timings = timing_changes(a.report, b.report, tolerance)
-    d.regressed = bool(d.regressions)
     return d
 
 

@@ -34,6 +34,7 @@ def render_diff(d: Diff, fmt: str, width: int = 100, color: bool = False) -> str
 
         plain = to_plain(d)
         plain["regressions"] = [c.text for c in d.regressions]
+        plain["regressed"] = d.regressed
         return json.dumps(plain, indent=1) + "\n"
     if fmt == "markdown":
         return _markdown(d)

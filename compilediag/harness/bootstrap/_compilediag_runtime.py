@@ -450,14 +450,14 @@ class Probe:
         n = self.measured_steps
         if n:
             per = 1e3 / n
+            step, _, backward, optimizer, data, outside = self._parts()
             profiled = {
                 "calls": n,
-                "call_ms": self.window_s * per,
-                "outside_ms": self.outside_s * per,
-                "backward_ms": (self.backward_s + sum(self.bgraph_s.values())
-                                + sum(self.bgap_s.values())) * per,
-                "optimizer_ms": self.optimizer_s * per,
-                "data_ms": self.data_s * per,
+                "call_ms": step * per,
+                "outside_ms": outside * per,
+                "backward_ms": backward * per,
+                "optimizer_ms": optimizer * per,
+                "data_ms": data * per,
                 "per_step": self.per_step,
                 "regions": [
                     {
