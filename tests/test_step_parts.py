@@ -67,6 +67,40 @@ def test_each_part_of_a_step_is_the_jobs_own(as_written) -> None:
     assert in_backward <= bd["backward_ms"] * 1.0001
 
 
+def test_the_rest_is_named_by_the_ops_the_step_ran_outside_its_graphs(as_written) -> None:
+    """The job computes a metric eagerly between forward and backward and reads it with
+    .item(): the rest names those ops (torch.profiler's names, over the steps after the
+    window), their time within 25% of the job's own clock around the metric, the value
+    read once a step; ops inside the graphs, backward, the optimizer or the loader are not
+    named there."""
+    report, job = as_written
+    bd = report["timings"]["breakdown"]
+    rest = {r["name"]: r for r in bd["rest"]}
+    assert rest, bd
+    assert rest["aten::item"]["kind"] == "sync"
+    assert rest["aten::item"]["calls"] == pytest.approx(1)  # (the loss read after the loop: not)
+    assert rest["aten::matmul"]["calls"] == pytest.approx(12)  # METRIC_ROUNDS, one matmul each
+    assert rest["aten::tanh"]["calls"] == pytest.approx(12)
+    named = sum(r["ms"] for r in bd["rest"])
+    assert named == pytest.approx(own(job, "metric"), rel=0.25)
+    assert named <= bd["outside_ms"] * 1.25
+    # the optimizer's own ops (AdamW's loop: addcdiv_, lerp_...) are the optimizer's
+    assert not any(name.startswith(("aten::addcdiv", "aten::lerp")) for name in rest)
+    text = run_saved(report, "render")
+    assert "the rest" in text and "eager ops outside graphs" in text and "aten::matmul" in text
+
+
+def run_saved(report: dict, *args: str) -> str:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        saved = Path(d) / "report.json"
+        saved.write_text(json.dumps(report))
+        proc = run_cli(*args, str(saved), env={"COLUMNS": "200"})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+
 def test_the_optimizer_advice_applied_takes_its_share_away(as_written, tmp_path: Path) -> None:
     """AdamW(foreach=False) loops over the parameters: the report says so with the share
     it measured, and fused=True, applied, leaves a step whose optimizer part is a fraction

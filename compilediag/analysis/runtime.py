@@ -21,11 +21,12 @@ from compilediag.report.model import (
     KernelTiming,
     RankStep,
     Report,
+    RestPart,
     Runtime,
     Timings,
 )
 from compilediag.report.serial import from_json, to_json
-from compilediag.report.vocabulary import Finding, FindingKind, Severity
+from compilediag.report.vocabulary import Finding, FindingKind, KernelKind, Severity
 from compilediag.report.words import ms
 from compilediag.trace.compiles import id_of
 
@@ -146,8 +147,10 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             breakdown = report.timings.breakdown
             if breakdown is not None:
                 breakdown.communication_ms = communication_ms(first)
+                breakdown.rest = rest_parts(first)
                 report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
                 kernel_timings(report, first, breakdown)
+                report.timings.notes += kernel_advice(report)
         job.rank_steps = rank_steps(processes)
         report.divergence += stragglers(job.rank_steps)
     framework_wrapped(
@@ -291,6 +294,72 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
                 "or persistent_workers=True"
             )
         out.append(f"{said}, waited for in the main process: {fix}.")
+    return out + rest_advice(b)
+
+
+# what the profiler's names for a step's eager ops are, in words
+SYNCS = ("aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "cudaStreamSynchronize",
+         "cudaDeviceSynchronize", "cudaEventSynchronize")  # fmt: skip
+COPIES = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous", "aten::clone")
+REST_SHARE = 0.1  # the rest's named ops (syncs, or eager ops) this share of a step: advised
+
+
+def rest_parts(p: ProcessRuntime) -> list[RestPart]:
+    """The eager ops the kernel profile saw a step run outside any compiled graph, per
+    step, in words: reads of a tensor's value (a wait for the device on CUDA), copies, the
+    rest (the loss, a metric)."""
+    if not p.kernel_steps:
+        return []
+    out = []
+    for row in p.rest:
+        if row.name.startswith(SYNCS):
+            kind, what = (
+                "sync",
+                (
+                    "a tensor's value read in Python (.item(), float(), int(), bool(), .tolist()): "
+                    "on CUDA, a wait for the device"
+                    if row.name.startswith("aten::")
+                    else "a wait for the device (torch.cuda.synchronize)"
+                ),
+            )
+        elif row.name.startswith(COPIES):
+            kind, what = (
+                "copy",
+                "a copy or cast outside the graphs (.to(), .float(), .contiguous())",
+            )
+        else:
+            kind, what = "eager", "an eager op outside the compiled graphs (the loss, a metric)"
+        steps = p.kernel_steps
+        out.append(
+            RestPart(row.name, kind, what, round(row.calls / steps, 3), round(row.ms / steps, 6))
+        )
+    return out
+
+
+def rest_advice(b: Breakdown) -> list[str]:
+    """Reads of a tensor's value, and eager ops, that take REST_SHARE of a step."""
+    step, out = b.call_ms, []
+    if not step:
+        return out
+    syncs = [r for r in b.rest if r.kind == "sync"]
+    eager = [r for r in b.rest if r.kind != "sync"]
+    waited = sum(r.ms for r in syncs)
+    if waited / step >= REST_SHARE:
+        calls = sum(r.calls for r in syncs)
+        out.append(
+            f"reading tensors' values in Python takes {waited / step:.0%} of a step ({ms(waited)},"
+            f" {calls:g} reads a step: {', '.join(r.name for r in syncs)}): each waits for all "
+            "the work queued before it; read them every N steps, or keep them as tensors "
+            "(loss.detach() summed on the device) and read once."
+        )
+    spent = sum(r.ms for r in eager)
+    if spent / step >= REST_SHARE:
+        top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
+        out.append(
+            f"eager ops outside the compiled graphs take {spent / step:.0%} of a step "
+            f"({ms(spent)}: {top}): compute them in the compiled forward (return the loss or "
+            "metric from it), or torch.compile the function that computes them."
+        )
     return out
 
 
@@ -339,7 +408,7 @@ def kernel_timings(report: Report, p: ProcessRuntime, b: Breakdown) -> None:
         k = KernelTiming(
             name=row.name, kind=row.kind, calls=round(row.calls / steps, 3),
             ms=round(per_step, 6), share=round(per_step / b.call_ms, 4) if b.call_ms else 0.0,
-            shapes=row.shapes,
+            shapes=row.shapes, op=row.op,
         )  # fmt: skip
         known = by_name.get(row.name)
         if known is not None:
@@ -393,3 +462,54 @@ def kernel_trace(trace_dir: Path, report: Report) -> dict | None:
             events.append(ev)
         rest.update({key: v for key, v in data.items() if key != "traceEvents"})
     return {**rest, "traceEvents": events} if events else None
+
+
+FAR = 0.3  # a kernel below this share of the device's peak is far from its limit
+FAR_LOST = 0.03  # ... and advised when the time it loses to it is this share of a step
+SMALL_CALL = 1 << 20  # bytes a call: a kernel that moves less can't keep the device busy
+
+
+def kernel_advice(report: Report) -> list[str]:
+    """The kernel that loses the most time against the device's peak, where that is a
+    share of the step worth a change: its line, and what Inductor did there (a copy that
+    only lays out data, a small reduction, a library call it did not generate)."""
+    t = report.timings
+    if t is None or t.breakdown is None or not t.peak:
+        return []
+    step = t.breakdown.call_ms
+    far = [k for k in t.kernels if k.peak_share is not None and k.peak_share < FAR]
+    far = [k for k in far if step and k.lost_ms / step >= FAR_LOST]
+    if not far:
+        return []
+    k = max(far, key=lambda k: k.lost_ms)
+    known = next((x for x in report.kernels if x.name == k.name), None)
+    at = f" at {k.source_lines[0]}" if k.source_lines else ""
+    if k.gb_per_s is not None:
+        got = f"{k.gb_per_s:g} GB/s, {k.peak_share:.0%} of the device's bandwidth"
+    else:
+        got = f"{k.tflop_per_s:g} TFLOP/s, {k.peak_share:.0%} of the device's dense bf16 peak"
+    said = f"{k.name}{at} takes {ms(k.ms)} a step ({k.share:.0%}) at {got}"
+    if k.kind == "library":
+        call = f"{k.op or k.name}({k.shapes})" if k.shapes else (k.op or k.name)
+        why = (
+            f"it is a library call Inductor did not generate, {call}: shapes this small can't "
+            'fill the device; a larger batch, or mode="max-autotune" to let Inductor try its '
+            "own kernels for it"
+        )
+    elif known is not None and known.kind == KernelKind.COPY:
+        why = (
+            f"it computes no value: it only lays out data ({', '.join(known.ops[:4])}); a layout "
+            "the next op can read as it is (no .contiguous(), .transpose() or dtype cast there) "
+            "removes it"
+        )
+    elif k.bytes is not None and k.bytes < SMALL_CALL:
+        kind = known.kind.value.replace("_", " ") if known is not None else "kernel"
+        why = (
+            f"a {kind} that moves {k.bytes / 1024:.0f} KiB a call is too little work to keep the "
+            "device busy: its time is launch and latency; CUDA graphs "
+            '(mode="reduce-overhead") or larger batches'
+        )
+    else:
+        kind = known.kind.value.replace("_", " ") if known is not None else "kernel"
+        why = f"a {kind} ({', '.join(known.ops[:4]) if known else 'no ops known'}) far from the bandwidth it could have"
+    return [f"{said}: {why}."]

@@ -29,6 +29,14 @@ class WorkerSpec:
     cold: bool = False  # compile with private, empty caches (a first run's compile time)
     repeat: int | None = None  # timed blocks per variant
     warmup: int | None = None  # untimed calls per variant
+    # `compilediag fix`: seed torch's, Python's and NumPy's RNGs before the model is loaded
+    # (the same weights and inputs in every run); folders put on sys.path behind the model
+    # file's own (a scratch copy still imports its siblings); where to save the first
+    # call's output tensors, and a saved run's outputs to compare them with
+    seed: int | None = None
+    search_path: list[str] = field(default_factory=list)
+    save_outputs: str | None = None
+    compare_outputs: str | None = None
 
 
 @dataclass
@@ -126,6 +134,7 @@ class KernelTime:
     bytes: int = 0  # a call: the tensors a generated CUDA kernel is given
     flops: int = 0  # over its calls: torch.profiler's count for a library call
     shapes: str = ""  # a library call's input shapes
+    op: str = ""  # CUDA: the library call (aten op) that launched this kernel
 
 
 @dataclass
@@ -159,6 +168,9 @@ class ProcessRuntime:
     kernel_steps: int = 0  # the steps torch.profiler saw (the window's, compiled ones too)
     kernel_device: str = ""  # the GPU's name, on CUDA
     collectives_ms: float = 0.0  # over the kernel steps: the time any collective ran
+    # over the kernel steps: the eager ops the step ran outside any compiled graph, at its
+    # top (the loss, a metric, .item(), a copy; kind "eager"), costliest first
+    rest: list[KernelTime] = field(default_factory=list)
     kernels_off: bool = False  # --no-kernels: no kernel profile after the window
     window: list[int] = field(default_factory=list)  # [A, B] asked for; [] when off
     profiled: Profiled | None = None  # the complete steps of the window, per step
@@ -231,5 +243,7 @@ class WorkerResult:
     # Inductor built, those it fused away or dropped too (None: Inductor did not run)
     torch_kernel_count: int | None = None
     cudagraph_skips: list[str] = field(default_factory=list)  # torch's perf hints, at run time
+    # `compilediag fix` (spec.compare_outputs): [eager, compiled] against the saved run's
+    reference_check: list[OutputCheck] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # what failed without losing the report
     error: WorkerFailure | None = None  # what ended the run

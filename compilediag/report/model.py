@@ -237,6 +237,20 @@ class DeviceTime:
 
 
 @dataclass
+class RestPart:
+    """An op a `compilediag run` step ran outside its forward, backward, optimizer and data,
+    outside any compiled graph (over the kernel profile's steps): the loss or a metric
+    computed eagerly, a tensor's value read in Python (.item(): on CUDA a wait for the
+    device), a copy."""
+
+    name: str  # torch.profiler's: aten::_local_scalar_dense, aten::mm, cudaDeviceSynchronize
+    kind: str  # sync (a value read, a wait for the device), copy, eager (any other op)
+    what: str  # in words
+    calls: float  # a step
+    ms: float  # a step (on CUDA the CPU's time: the wait in a sync included)
+
+
+@dataclass
 class Breakdown:
     """A compiled call's time, or a `compilediag run` job's step, in parts that add up to
     `call_ms`: explain's are the profiler's shares of a call, applied to the timed call (the
@@ -256,6 +270,10 @@ class Breakdown:
     # for the other ranks in it; on a stream or thread of their own, alongside the parts
     # above, so not one of them
     communication_ms: float | None = None
+    # run: what the rest holds that the kernel profile named (over its steps, after the
+    # window): eager ops outside any graph and reads of a tensor's value; the rest's
+    # other time is Python (logging, the loop's own code)
+    rest: list[RestPart] = field(default_factory=list)
 
     def parts(self) -> list[tuple[str, float]]:
         """The step's parts in the order they run, those it has (a training step's
@@ -347,6 +365,7 @@ class KernelTiming:
     source_lines: list[str] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
     shapes: str = ""
+    op: str = ""  # CUDA: the library call (aten op) a graph made that launched it
     bytes: int | None = None  # a call (the tensors it is given)
     gb_per_s: float | None = None
     tflop_per_s: float | None = None

@@ -443,7 +443,7 @@ class Probe:
         try:  # a window the job ended in: its complete steps
             self.tally()
             if self.kernels is not None:
-                self.kernels.stop()
+                self.kernels.stop(ended=True)
         except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread
             self._pending = []
         profiled = None
@@ -493,6 +493,7 @@ class Probe:
             "kernel_steps": self.kernels.steps if self.kernels is not None else 0,
             "kernel_device": self.kernels.device if self.kernels is not None else "",
             "collectives_ms": self.kernels.collectives_ms if self.kernels is not None else 0.0,
+            "rest": self.kernels.rest if self.kernels is not None else [],
             "kernels_off": not self.profile_kernels,
             "window": list(self.window) if self.window else [],
             "profiled": profiled,
@@ -517,6 +518,12 @@ GRAPH_CALL = "## Call CompiledFxGraph"  # Inductor's record_function around a gr
 # record_function ranges torch puts on the GPU's timeline too (not kernels)
 ANNOTATIONS = ("## ", "Optimizer.", "Torch-Compiled Region", "CompiledFunction", "ProfilerStep")
 COLLECTIVE_KERNELS = ("nccl",)  # NCCL's kernels (ncclDevKernel_..., ncclKernel_...)
+STEP_MARK = "## compilediag step"  # a step's start in the kernel profile
+REGION = "Torch-Compiled Region"  # Dynamo's record_function around a compiled frame's call
+# what a step runs outside compiled code that the profiler names: eager aten ops (the loss,
+# a metric, .item()) and the CUDA runtime's waits (torch.cuda.synchronize), at the top
+EAGER_OPS = ("aten::", "cuda")
+REST_OPS = 8  # the costliest of them kept
 
 
 class _KernelWindow:
@@ -544,18 +551,22 @@ class _KernelWindow:
             self.device = torch.cuda.get_device_name()
         self._bytes: dict[str, int] = {}
         self._undo: list[Any] = []
-        # on CUDA the kernels alone (CUPTI): recording every CPU op too made an H100 step
-        # of a small language model 1.46x as long; a library call is then its CUDA kernels
-        if cuda:
-            self._prof: Any = profile(activities=[ProfilerActivity.CUDA])
-        else:
-            activities = [ProfilerActivity.CPU]
-            self._prof = profile(activities=activities, record_shapes=True, with_flops=True)
+        self.rest: list[
+            dict[str, Any]
+        ] = []  # the eager ops outside any graph, on the step's thread
+        # the CPU's ops too, on CUDA: they make a step longer (an H100 step of a small
+        # language model 1.46x as long), but these steps come after the window; they give a
+        # library kernel its call (shapes, FLOPs) and name what a step does outside graphs
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        self._prof: Any = profile(activities=activities, record_shapes=True, with_flops=True)
         self._wrap_generated()
         self._prof.start()
 
     def step(self) -> None:
-        self.steps += 1
+        from torch.autograd.profiler import record_function
+
+        with record_function(STEP_MARK):  # where the step begins, in the profile
+            self.steps += 1
         if self.steps_left:
             self.steps_left -= 1
 
@@ -608,10 +619,14 @@ class _KernelWindow:
         setattr(kernel, "run", run_counted)  # noqa: B010 - the instance's, over the class's
         self._undo.append(lambda: vars(kernel).pop("run", None))
 
-    def stop(self) -> None:
+    def stop(self, ended: bool = False) -> None:
+        """Stop at a step's start (its steps are over), or where the job `ended`: then the
+        step begun last did not end (the code after the loop's last step is in its rows)."""
         if self.steps_left is None:  # stopped already
             return
         self.steps_left = None
+        if ended:
+            self.steps = max(0, self.steps - 1)
         if self.cuda:
             import torch
 
@@ -619,28 +634,47 @@ class _KernelWindow:
         self._prof.stop()
         for undo in reversed(self._undo):
             undo()
-        self.rows = self._read(self._prof.events())
+        self.rows = self._read(self._prof.events(), ended)
 
     def export(self, path: str) -> None:
         """The kernel steps as torch.profiler's Chrome trace (after stop())."""
         self._prof.export_chrome_trace(path)
 
-    def _read(self, events: Any) -> list[dict[str, Any]]:
+    def _read(self, events: Any, ended: bool = False) -> list[dict[str, Any]]:
+        """The rows; where the job `ended` the profile, what began after the last step's
+        start is left out (the code after the loop: a final evaluation, a print)."""
         from torch.autograd import DeviceType
+
+        marks = [e.time_range.start for e in events if e.name == STEP_MARK]
+        cutoff = max(marks) if ended and marks else float("inf")
 
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
+        rest: dict[tuple[str, str, str], dict[str, Any]] = {}
+        cpu_ops = {e.id: e for e in events if e.device_type == DeviceType.CPU}
+        counted: set[int] = set()  # the library calls whose FLOPs a kernel of theirs took
+        # the threads the step runs on: those that enter compiled code (not a pin-memory
+        # thread's, not the autograd engine's)
+        steps_threads = {e.thread for e in events if e.name.startswith(REGION)}
 
-        def add(name: str, kind: str, us: float, shapes: str = "", flops: int = 0) -> None:
-            row = rows.setdefault(
+        def add(
+            name: str, kind: str, us: float, shapes: str = "", flops: int = 0, op: str = "",
+            table: dict[tuple[str, str, str], dict[str, Any]] = rows,
+        ) -> None:  # fmt: skip
+            row = table.setdefault(
                 (name, kind, shapes),
-                {"name": name, "kind": kind, "calls": 0, "ms": 0.0, "shapes": shapes, "flops": 0},
-            )
+                {"name": name, "kind": kind, "calls": 0, "ms": 0.0, "shapes": shapes,
+                 "flops": 0, "op": op},
+            )  # fmt: skip
             row["calls"] += 1
             row["ms"] += us / 1e3
             row["flops"] += flops
 
         for e in events:
+            corr = getattr(e, "linked_correlation_id", 0)  # a kernel's: the op that launched it
+            launched = cpu_ops.get(corr, e) if corr else e
+            if launched.time_range.start > cutoff:
+                continue
             if e.device_type == DeviceType.CUDA:
                 if getattr(e, "is_user_annotation", False) or e.name.startswith(ANNOTATIONS):
                     continue  # a record_function's range on the GPU's timeline, not a kernel
@@ -648,26 +682,50 @@ class _KernelWindow:
                 if e.name.startswith(COLLECTIVE_KERNELS):
                     kind = "communication"
                     spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
+                call = _library_call(launched if launched is not e else None)
+                if call is not None and kind == "device":  # a library call's kernel
+                    flops = 0 if call.id in counted else int(getattr(call, "flops", 0) or 0)
+                    counted.add(call.id)
+                    add(e.name, "library", e.time_range.elapsed_us(), _shapes(call), flops,
+                        call.name)  # fmt: skip
+                    continue
                 add(e.name, kind, e.time_range.elapsed_us())
+                continue
+            if (
+                e.cpu_parent is None and e.thread in steps_threads
+                and e.name.startswith(EAGER_OPS) and not e.name.startswith("cudaLaunch")
+            ):  # fmt: skip
+                add(e.name, "eager", e.cpu_time_total, table=rest)
             elif e.name.startswith("gloo:"):  # a collective on gloo's threads, its wait in it
                 spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
                 add(e.name, "communication", e.cpu_time_total)
             elif e.name.startswith("cpp_fused"):
                 add(e.name, "generated", e.cpu_time_total)
-            elif e.name.startswith("aten::") and _in_graph(e):
-                device = getattr(e, "device_time_total", None)
-                if device is None:
-                    device = getattr(e, "cuda_time_total", 0.0)
-                shapes = ", ".join(str(list(s)) for s in (e.input_shapes or []) if s)
+            elif not self.cuda and e.name.startswith("aten::") and _in_graph(e):
+                # (on CUDA its kernels carry it, above)
                 flops = int(getattr(e, "flops", 0) or 0)
-                us = (device or 0.0) if self.cuda else e.cpu_time_total
-                add(e.name, "library", us, shapes, flops)
+                add(e.name, "library", e.cpu_time_total, _shapes(e), flops)
         for row in rows.values():
             row["bytes"] = self._bytes.get(row["name"], 0)
             if row["name"] in spans:  # gloo runs a step's collectives on several threads
                 row["ms"] = _covered(spans[row["name"]]) / 1e3
         self.collectives_ms = _covered([x for calls in spans.values() for x in calls]) / 1e3
+        self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
         return sorted(rows.values(), key=lambda r: -r["ms"])
+
+
+def _shapes(e: Any) -> str:
+    return ", ".join(str(list(s)) for s in (e.input_shapes or []) if s)
+
+
+def _library_call(op: Any) -> Any:
+    """The aten op a compiled graph called that launched a kernel (from the op that
+    launched it, up through the aten ops that called it); None outside a graph."""
+    if op is None or not op.name.startswith("aten::"):
+        return None
+    while op.cpu_parent is not None and op.cpu_parent.name.startswith("aten::"):
+        op = op.cpu_parent
+    return op if _in_graph(op) else None
 
 
 def _covered(spans: list[tuple[float, float]]) -> float:
