@@ -294,3 +294,58 @@ def test_a_frame_left_to_eager_says_what_it_costs(tmp_path) -> None:
     assert m, note
     eager = report["timings"]["eager_ms"]["median"]
     assert 0.5 * eager <= float(m[1]) <= 4 * eager, (m[1], eager)
+
+
+TRAIN_MODEL = """
+import torch
+from torch import nn
+
+
+def get_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(512, 1024), nn.GELU(), nn.Linear(1024, 512), nn.GELU())
+
+
+def get_inputs():
+    return (torch.randn(64, 512),)
+"""
+
+
+def test_explain_train_splits_the_step_at_its_backward(tmp_path) -> None:
+    """explain --train: the step (forward, then backward of the outputs' sum) has a
+    backward part, the time of autograd's engine under torch.profiler's shares, within
+    25% of the same compiled model's backward timed by itself in a fresh process (the
+    median of perf_counter around loss.backward()); the parts add up to the step."""
+    import os
+    import subprocess
+    import sys
+
+    model = tmp_path / "mlp.py"
+    model.write_text(TRAIN_MODEL)
+    one = {"OMP_NUM_THREADS": "1"}
+    report, proc = run_json("explain", str(model), "--train", "--device", "cpu", timeout=900,
+                            env=one)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    b = report["timings"]["breakdown"]
+    parts = b["in_graphs_ms"] + b["between_graphs_ms"] + b["backward_ms"] + b["outside_ms"]
+    assert parts == pytest.approx(b["call_ms"], rel=0.01)
+    assert b["backward_ms"] > b["in_graphs_ms"] / 2  # a backward is about twice its forward
+    script = (
+        "import importlib.util, statistics, time, torch\n"
+        "torch.set_num_threads(1)\n"
+        f"spec = importlib.util.spec_from_file_location('m', {str(model)!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "model, (x,) = m.get_model(), m.get_inputs()\n"
+        "f = torch.compile(model)\n"
+        "times = []\n"
+        "for i in range(60):\n"
+        "    loss = f(x).float().sum()\n"
+        "    t0 = time.perf_counter(); loss.backward(); t1 = time.perf_counter()\n"
+        "    if i >= 10: times.append((t1 - t0) * 1e3)\n"
+        "print(statistics.median(times))\n"
+    )
+    own = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, **one})  # fmt: skip
+    assert own.returncode == 0, own.stderr
+    alone = float(own.stdout.strip().splitlines()[-1])
+    assert b["backward_ms"] == pytest.approx(alone, rel=0.25), (b, alone)

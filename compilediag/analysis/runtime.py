@@ -466,6 +466,7 @@ def kernel_trace(trace_dir: Path, report: Report) -> dict | None:
 
 FAR = 0.3  # a kernel below this share of the device's peak is far from its limit
 FAR_LOST = 0.03  # ... and advised when the time it loses to it is this share of a step
+SCATTERS = ("scatter", "index_put", "index_add", "embedding_dense_backward")  # adds at indices
 SMALL_CALL = 1 << 20  # bytes a call: a kernel that moves less can't keep the device busy
 
 
@@ -501,6 +502,12 @@ def kernel_advice(report: Report) -> list[str]:
             f"it computes no value: it only lays out data ({', '.join(known.ops[:4])}); a layout "
             "the next op can read as it is (no .contiguous(), .transpose() or dtype cast there) "
             "removes it"
+        )
+    elif known is not None and any(op.split(".")[-1].startswith(SCATTERS) for op in known.ops):
+        why = (
+            f"it adds into a tensor at indices ({', '.join(known.ops[:4])}): atomic adds, and "
+            "adds to one index wait for each other; fewer repeated indices, or for a small "
+            "table a dense one-hot matmul in their place"
         )
     elif k.bytes is not None and k.bytes < SMALL_CALL:
         kind = known.kind.value.replace("_", " ") if known is not None else "kernel"

@@ -34,11 +34,13 @@ def attribute_time(report: Report, p: Profiled) -> None:
     )
     scale = timed / p.call_ms if timed and p.call_ms else 1.0
     regions = {r.compile_id: r for r in p.regions}
+    # run's window times each backward graph; explain --train times the backward whole
+    per_graph = any(r.backward_ms or r.backward_gap_ms for r in p.regions)
     for g in report.graphs:
         r = regions.get(g.compile_id)
         if r is not None:
             g.time_ms, g.eager_ms = round(r.graph_ms * scale, 6), round(r.gap_ms * scale, 6)
-            if p.backward_ms:
+            if per_graph:
                 g.backward_ms = round(r.backward_ms * scale, 6)
                 g.backward_eager_ms = round(r.backward_gap_ms * scale, 6)
     given: set[str] = set()  # a region's time goes to one finding (a break chain is one)
@@ -50,7 +52,7 @@ def attribute_time(report: Report, p: Profiled) -> None:
         lost = sum(regions[c].gap_ms for c in mine) + backward
         if mine:
             b.time_lost_ms = round(lost * scale, 6)
-            b.backward_lost_ms = round(backward * scale, 6) if p.backward_ms else None
+            b.backward_lost_ms = round(backward * scale, 6) if per_graph else None
             b.time_lost_share = round(lost / p.call_ms, 4) if p.call_ms else None
     report.graph_breaks.sort(key=lambda b: -(b.time_lost_ms or 0.0))
     if report.timings is not None:

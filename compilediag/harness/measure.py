@@ -320,6 +320,8 @@ def steady_state(
 
 REGION = "Torch-Compiled Region: "
 GRAPH_CALL = "## Call CompiledFxGraph"
+AOT_FORWARD = "CompiledFunction"  # AOTAutograd's forward of a graph that needs a backward
+BACKWARD = "## compilediag backward"  # --train: the step's backward (worker_torch.make_step)
 PROFILE_S = 0.3  # profiled calls: about this long, within [PROFILE_MIN_CALLS, PROFILE_MAX_CALLS]
 PROFILE_MIN_CALLS = 5
 # torch.profiler's events() costs about a millisecond per profiled call of a small model:
@@ -334,8 +336,9 @@ def profile_regions(
     """Where a compiled call's time goes, from torch.profiler (CPU activity): each compiled
     frame's region (`Torch-Compiled Region: 0/0`, nested: the code after a graph break runs
     as a frame of its own, called from the region before it), its graph, and the time in
-    the region outside its graph and nested regions. None where no graph event shows
-    (backends other than Inductor)."""
+    the region outside its graph and nested regions; with --train, the step's backward
+    (BACKWARD's range: autograd's engine and the backward graphs in it). None where no
+    graph event shows (backends other than Inductor)."""
     from torch.profiler import ProfilerActivity, profile
 
     calls = math.ceil(PROFILE_S * 1e3 / max(call_ms, 1e-3))
@@ -350,15 +353,17 @@ def profile_regions(
         wall_ms = (time.perf_counter() - t0) * 1e3
     graph: dict[str, float] = {}
     gap: dict[str, float] = {}
-    inside = 0.0
+    inside = backward = 0.0
     found_graph = False
     for e in prof.events():
+        if e.name == BACKWARD:
+            backward += e.cpu_time_total
         if not e.name.startswith(REGION):
             continue
         cid = e.name[len(REGION) :].strip()
         total = e.cpu_time_total
         children = e.cpu_children
-        g = sum(ch.cpu_time_total for ch in children if ch.name.startswith(GRAPH_CALL))
+        g = _graph_time(e)
         nested = sum(ch.cpu_time_total for ch in children if ch.name.startswith(REGION))
         found_graph |= g > 0
         graph[cid] = graph.get(cid, 0.0) + g
@@ -371,9 +376,26 @@ def profile_regions(
     return Profiled(
         calls=calls,
         call_ms=wall_ms / calls,
-        outside_ms=max(0.0, wall_ms / calls - inside / per),
+        outside_ms=max(0.0, wall_ms / calls - inside / per - backward / per),
         regions=[RegionTime(cid, graph[cid] / per, gap[cid] / per) for cid in graph],
+        backward_ms=backward / per,
     )
+
+
+def _graph_time(region: Any) -> float:
+    """The time (us) a region spent in its graphs: Inductor's graph calls, or AOTAutograd's
+    CompiledFunction around one (its runtime wrapper is the graph's, as the backend returned
+    it), found below the region but not in a region nested in it."""
+    total, todo = 0.0, list(region.cpu_children)
+    while todo:
+        e = todo.pop()
+        if e.name.startswith(REGION):
+            continue
+        if e.name.startswith(GRAPH_CALL) or e.name == AOT_FORWARD:
+            total += e.cpu_time_total
+        else:
+            todo += e.cpu_children
+    return total
 
 
 PY_FRAMES_KEPT = 200

@@ -12,6 +12,7 @@ import traceback
 from typing import Any
 
 from compilediag.harness.measure import (
+    BACKWARD,
     Step,
     tensors_of,
 )
@@ -72,12 +73,15 @@ def make_step(torch: Any, train: bool) -> Step:
         args, kwargs = call
         return fn(*args, **kwargs)
 
+    from torch.autograd.profiler import record_function
+
     def train_step(fn: Any, call: Any) -> Any:
         args, kwargs = call
         out = fn(*args, **kwargs)
         loss = sum(t.float().sum() for t in tensors_of(torch, out) if t.requires_grad)
         if isinstance(loss, torch.Tensor):
-            loss.backward()
+            with record_function(BACKWARD):  # the backward's part of the step, when profiled
+                loss.backward()
         return out
 
     return train_step if train else infer

@@ -253,10 +253,12 @@ def timing_lines(report: Report) -> list:
                 (
                     "where",
                     Text(
-                        f"a compiled call, {ms(b.call_ms)}: graphs "
-                        f"{ms(b.in_graphs_ms)} · Python between them {ms(b.between_graphs_ms)}"
-                        f" · outside compiled code {ms(b.outside_ms)} (torch.profiler's shares "
-                        f"of {b.calls} calls)"
+                        f"a compiled {'step' if b.backward_ms else 'call'}, {ms(b.call_ms)}: "
+                        f"graphs {ms(b.in_graphs_ms)} · Python between them "
+                        f"{ms(b.between_graphs_ms)}"
+                        + (f" · backward {ms(b.backward_ms)}" if b.backward_ms else "")
+                        + f" · outside compiled code {ms(b.outside_ms)} (torch.profiler's "
+                        f"shares of {b.calls} calls)"
                     ),
                 )
             )
