@@ -190,6 +190,8 @@ class Probe:
         self._optimizing += 1
         if self._optimizing == 1:
             self.mark("o", True)
+            if self.kernels is not None and self.kernels.steps_left is not None:
+                self.kernels.optimizer()
 
     def optimizer_exit(self, optimizer: Any) -> None:
         """An optimizer step ends: the first optimizer stepped makes the steps its own
@@ -520,9 +522,11 @@ ANNOTATIONS = ("## ", "Optimizer.", "Torch-Compiled Region", "CompiledFunction",
 COLLECTIVE_KERNELS = ("nccl",)  # NCCL's kernels (ncclDevKernel_..., ncclKernel_...)
 STEP_MARK = "## compilediag step"  # a step's start in the kernel profile
 REGION = "Torch-Compiled Region"  # Dynamo's record_function around a compiled frame's call
+OPTIMIZER_MARK = "## compilediag optimizer"  # an optimizer step's start in the kernel profile
 # what a step runs outside compiled code that the profiler names: eager aten ops (the loss,
-# a metric, .item()) and the CUDA runtime's waits (torch.cuda.synchronize), at the top
-EAGER_OPS = ("aten::", "cuda")
+# a metric, .item()) at the top, and the CUDA runtime's waits no op made
+# (torch.cuda.synchronize: the runtime's calls are on the thread's system id)
+DEVICE_WAITS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
 REST_OPS = 8  # the costliest of them kept
 
 
@@ -569,6 +573,16 @@ class _KernelWindow:
             self.steps += 1
         if self.steps_left:
             self.steps_left -= 1
+
+    @staticmethod
+    def optimizer() -> None:
+        """Mark where an optimizer step begins: the profile stops inside the last one (at
+        its post-hook), whose range then never closes and whose ops look like the step's
+        own top-level ones."""
+        from torch.autograd.profiler import record_function
+
+        with record_function(OPTIMIZER_MARK):
+            pass
 
     def _wrap_generated(self) -> None:
         try:
@@ -647,11 +661,22 @@ class _KernelWindow:
 
         marks = [e.time_range.start for e in events if e.name == STEP_MARK]
         cutoff = max(marks) if ended and marks else float("inf")
+        # the rest's ops: before the last optimizer step too (its ops have no parent left)
+        last_step = max(marks, default=float("-inf"))
+        optimizing = [e.time_range.start for e in events if e.name == OPTIMIZER_MARK]
+        last_optimizer = max(optimizing, default=float("-inf"))
+        rest_cutoff = last_optimizer if last_optimizer > last_step else cutoff
 
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
         rest: dict[tuple[str, str, str], dict[str, Any]] = {}
-        cpu_ops = {e.id: e for e in events if e.device_type == DeviceType.CPU}
+        # the ops (a kernel's linked_correlation_id is its op's id; the CUDA runtime's
+        # calls have ids of another numbering, and a link of their own)
+        cpu_ops = {
+            e.id: e
+            for e in events
+            if e.device_type == DeviceType.CPU and not getattr(e, "linked_correlation_id", 0)
+        }
         counted: set[int] = set()  # the library calls whose FLOPs a kernel of theirs took
         # the threads the step runs on: those that enter compiled code (not a pin-memory
         # thread's, not the autograd engine's)
@@ -691,11 +716,11 @@ class _KernelWindow:
                     continue
                 add(e.name, kind, e.time_range.elapsed_us())
                 continue
-            if (
-                e.cpu_parent is None and e.thread in steps_threads
-                and e.name.startswith(EAGER_OPS) and not e.name.startswith("cudaLaunch")
-            ):  # fmt: skip
+            top = e.cpu_parent is None and e.time_range.start < rest_cutoff
+            if top and e.thread in steps_threads and e.name.startswith("aten::"):
                 add(e.name, "eager", e.cpu_time_total, table=rest)
+            elif top and e.name.startswith(DEVICE_WAITS) and not corr:
+                add(e.name, "eager", e.cpu_time_total, table=rest)  # (on its own thread id)
             elif e.name.startswith("gloo:"):  # a collective on gloo's threads, its wait in it
                 spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
                 add(e.name, "communication", e.cpu_time_total)
