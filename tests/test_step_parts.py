@@ -228,10 +228,10 @@ SCATTER = ROOT / "tests" / "fixtures" / "run_jobs" / "scatter_train.py"
 
 
 @pytest.mark.gpu
-def test_the_kernel_farthest_from_its_limit_is_advised_at_its_line(tmp_path: Path) -> None:
-    """On CUDA: an embedding's backward adds at repeated indices (Inductor's scatter-add).
-    The kernel that loses the most time against the device's bandwidth is named with the
-    user's line and what Inductor made there; its time and bytes are the report's own."""
+def test_no_kernel_is_advised_where_the_step_waits_on_the_host(tmp_path: Path) -> None:
+    """On CUDA: a small embedding model's step is the host's (its kernels a fraction of
+    it), and its costliest kernels read at indices (the bytes they are given are a floor):
+    their GB/s is shown, but no kernel is called far from its limit."""
     import torch
 
     if not torch.cuda.is_available():
@@ -242,8 +242,7 @@ def test_the_kernel_farthest_from_its_limit_is_advised_at_its_line(tmp_path: Pat
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     t = json.loads(run.stdout)["timings"]
-    farthest = max((k for k in t["kernels"] if k["peak_share"] is not None),
-                   key=lambda k: k["lost_ms"])  # fmt: skip
-    (said,) = [n for n in t["notes"] if farthest["name"] in n]
-    assert "scatter_train.py:" in said and f"{farthest['peak_share']:.0%}" in said, said
-    assert "adds into a tensor at indices" in said, said
+    busy = sum(k["ms"] for k in t["kernels"])
+    assert busy < 0.5 * t["breakdown"]["call_ms"]
+    assert any(k["gb_per_s"] for k in t["kernels"])
+    assert not any("of the device's" in n for n in t["notes"]), t["notes"]

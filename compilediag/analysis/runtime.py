@@ -466,24 +466,38 @@ def kernel_trace(trace_dir: Path, report: Report) -> dict | None:
 
 FAR = 0.3  # a kernel below this share of the device's peak is far from its limit
 FAR_LOST = 0.03  # ... and advised when the time it loses to it is this share of a step
-SCATTERS = ("scatter", "index_put", "index_add", "embedding_dense_backward")  # adds at indices
-SMALL_CALL = 1 << 20  # bytes a call: a kernel that moves less can't keep the device busy
+SMALL_CALL = 1 << 20
+DEVICE_BOUND = 0.5  # kernels this share of a step: the step waits on the device
+# ops that read or write at indices: such a kernel may touch a row many times, so the bytes
+# of the tensors it is given (its GB/s) are a floor, and no "far from its limit" is said
+INDEXED = ("embedding", "gather", "index", "scatter", "take")
+
+
+def _indexed(kernel: Kernel | None) -> bool:
+    return kernel is not None and any(
+        op.split(".")[-1].startswith(INDEXED) for op in kernel.ops
+    )  # bytes a call: a kernel that moves less can't keep the device busy
 
 
 def kernel_advice(report: Report) -> list[str]:
     """The kernel that loses the most time against the device's peak, where that is a
-    share of the step worth a change: its line, and what Inductor did there (a copy that
-    only lays out data, a small reduction, a library call it did not generate)."""
+    share of the step worth a change and the step waits on the device: its line, and what
+    Inductor did there (a copy that only lays out data, a kernel too small to fill the
+    device, a library call it did not generate). Not a kernel that reads at indices."""
     t = report.timings
     if t is None or t.breakdown is None or not t.peak:
         return []
     step = t.breakdown.call_ms
+    busy = sum(k.ms for k in t.kernels if k.kind != "communication")
+    if not step or busy < DEVICE_BOUND * step:
+        return []  # the step waits on the host: a faster kernel would not shorten it
+    known_by = {x.name: x for x in reversed(report.kernels)}  # (the first of a name)
     far = [k for k in t.kernels if k.peak_share is not None and k.peak_share < FAR]
-    far = [k for k in far if step and k.lost_ms / step >= FAR_LOST]
+    far = [k for k in far if k.lost_ms / step >= FAR_LOST and not _indexed(known_by.get(k.name))]
     if not far:
         return []
     k = max(far, key=lambda k: k.lost_ms)
-    known = next((x for x in report.kernels if x.name == k.name), None)
+    known = known_by.get(k.name)
     at = f" at {k.source_lines[0]}" if k.source_lines else ""
     if k.gb_per_s is not None:
         got = f"{k.gb_per_s:g} GB/s, {k.peak_share:.0%} of the device's bandwidth"
@@ -502,12 +516,6 @@ def kernel_advice(report: Report) -> list[str]:
             f"it computes no value: it only lays out data ({', '.join(known.ops[:4])}); a layout "
             "the next op can read as it is (no .contiguous(), .transpose() or dtype cast there) "
             "removes it"
-        )
-    elif known is not None and any(op.split(".")[-1].startswith(SCATTERS) for op in known.ops):
-        why = (
-            f"it adds into a tensor at indices ({', '.join(known.ops[:4])}): atomic adds, and "
-            "adds to one index wait for each other; fewer repeated indices, or for a small "
-            "table a dense one-hot matmul in their place"
         )
     elif k.bytes is not None and k.bytes < SMALL_CALL:
         kind = known.kind.value.replace("_", " ") if known is not None else "kernel"

@@ -670,13 +670,12 @@ class _KernelWindow:
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
         rest: dict[tuple[str, str, str], dict[str, Any]] = {}
-        # the ops (a kernel's linked_correlation_id is its op's id; the CUDA runtime's
-        # calls have ids of another numbering, and a link of their own)
-        cpu_ops = {
-            e.id: e
-            for e in events
-            if e.device_type == DeviceType.CPU and not getattr(e, "linked_correlation_id", 0)
-        }
+        # the op that launched each kernel: torch lists a kernel under its op (name, time)
+        launches: dict[tuple[str, float], list[Any]] = {}
+        for op in events:
+            if op.device_type == DeviceType.CPU:
+                for k in getattr(op, "kernels", None) or []:
+                    launches.setdefault((k.name, k.duration), []).append(op)
         counted: set[int] = set()  # the library calls whose FLOPs a kernel of theirs took
         # the threads the step runs on: those that enter compiled code (not a pin-memory
         # thread's, not the autograd engine's)
@@ -696,8 +695,10 @@ class _KernelWindow:
             row["flops"] += flops
 
         for e in events:
-            corr = getattr(e, "linked_correlation_id", 0)  # a kernel's: the op that launched it
-            launched = cpu_ops.get(corr, e) if corr else e
+            launched = e
+            if e.device_type == DeviceType.CUDA:
+                ops = launches.get((e.name, e.time_range.end - e.time_range.start))
+                launched = ops.pop(0) if ops else e
             if launched.time_range.start > cutoff:
                 continue
             if e.device_type == DeviceType.CUDA:
@@ -719,7 +720,7 @@ class _KernelWindow:
             top = e.cpu_parent is None and e.time_range.start < rest_cutoff
             if top and e.thread in steps_threads and e.name.startswith("aten::"):
                 add(e.name, "eager", e.cpu_time_total, table=rest)
-            elif top and e.name.startswith(DEVICE_WAITS) and not corr:
+            elif top and e.name.startswith(DEVICE_WAITS):
                 add(e.name, "eager", e.cpu_time_total, table=rest)  # (on its own thread id)
             elif e.name.startswith("gloo:"):  # a collective on gloo's threads, its wait in it
                 spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
