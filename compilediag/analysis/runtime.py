@@ -301,7 +301,7 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
 SYNCS = ("aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "cudaStreamSynchronize",
          "cudaDeviceSynchronize", "cudaEventSynchronize")  # fmt: skip
 COPIES = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous", "aten::clone")
-REST_SHARE = 0.1  # the rest's named ops (syncs, or eager ops) this share of a step: advised
+REST_SHARE = 0.1  # eager ops outside the graphs this share of a step: advised
 
 
 def rest_parts(p: ProcessRuntime) -> list[RestPart]:
@@ -337,30 +337,20 @@ def rest_parts(p: ProcessRuntime) -> list[RestPart]:
 
 
 def rest_advice(b: Breakdown) -> list[str]:
-    """Reads of a tensor's value, and eager ops, that take REST_SHARE of a step."""
-    step, out = b.call_ms, []
-    if not step:
-        return out
-    syncs = [r for r in b.rest if r.kind == "sync"]
+    """Eager ops outside the graphs that take REST_SHARE of a step. (Not the reads of a
+    value: on CUDA such a read's time is a wait for work the device does anyway, and what
+    it costs is the device idle after it, which the profile does not measure.)"""
+    step = b.call_ms
     eager = [r for r in b.rest if r.kind != "sync"]
-    waited = sum(r.ms for r in syncs)
-    if waited / step >= REST_SHARE:
-        calls = sum(r.calls for r in syncs)
-        out.append(
-            f"reading tensors' values in Python takes {waited / step:.0%} of a step ({ms(waited)},"
-            f" {calls:g} reads a step: {', '.join(r.name for r in syncs)}): each waits for all "
-            "the work queued before it; read them every N steps, or keep them as tensors "
-            "(loss.detach() summed on the device) and read once."
-        )
     spent = sum(r.ms for r in eager)
-    if spent / step >= REST_SHARE:
-        top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
-        out.append(
-            f"eager ops outside the compiled graphs take {spent / step:.0%} of a step "
-            f"({ms(spent)}: {top}): compute them in the compiled forward (return the loss or "
-            "metric from it), or torch.compile the function that computes them."
-        )
-    return out
+    if not step or spent / step < REST_SHARE:
+        return []
+    top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
+    return [
+        f"eager ops outside the compiled graphs take {spent / step:.0%} of a step "
+        f"({ms(spent)}: {top}): compute them in the compiled forward (return the loss or "
+        "metric from it), or torch.compile the function that computes them."
+    ]
 
 
 def plural_workers(n: int) -> str:

@@ -111,17 +111,23 @@ def step_text(r: Runtime, b: Breakdown) -> str:
 
 
 def rest_named(b: Breakdown) -> str:
-    """` (of it: eager ops 3.1 ms: aten::mm 2 ms, aten::tanh 0.9 ms; reads of a value 0.02
-    ms)`: what the kernel profile's steps named of the rest; '' where it named nothing."""
+    """` (of it: eager ops outside graphs 3.1 ms: aten::mm 2 ms, aten::tanh 0.9 ms); 1 value
+    read or wait for the device a step (aten::item: 0.02 ms on the host)`: what the kernel
+    profile's steps named of the rest; '' where it named nothing."""
     syncs = [r for r in b.rest if r.kind == "sync"]
     eager = [r for r in b.rest if r.kind != "sync"]
-    said = []
+    said = ""
     if eager:
         top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
-        said.append(f"eager ops outside graphs {ms(sum(r.ms for r in eager))}: {top}")
-    if syncs:
-        said.append(f"value reads and waits {ms(sum(r.ms for r in syncs))}")
-    return f" (of it: {'; '.join(said)})" if said else ""
+        said = f" (of it: eager ops outside graphs {ms(sum(r.ms for r in eager))}: {top})"
+    if syncs:  # on CUDA a wait for the device's work, which other parts hold: not "of it"
+        reads = sum(r.calls for r in syncs)
+        said += (
+            f"; {reads:g} value read{'s' if reads != 1 else ''} or wait{'s' if reads != 1 else ''}"
+            f" for the device a step ({', '.join(r.name for r in syncs)}: "
+            f"{ms(sum(r.ms for r in syncs))} on the host)"
+        )
+    return said
 
 
 def collectives_words(b: Breakdown) -> str:
