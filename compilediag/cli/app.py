@@ -392,6 +392,49 @@ def run(
     _call(lambda: command_module.run(opts))
 
 
+@app.command()
+@run_options()
+def fix(
+    run: RunOptions | None = None,
+    apply: Annotated[
+        bool,
+        typer.Option(
+            "--apply",
+            help="Write the verified patches into the file (the original kept as FILE.orig).",
+        ),
+    ] = False,
+    repeat: Annotated[
+        int | None,
+        typer.Option("--repeat", help="Timed blocks per variant (as explain's).", metavar="N"),
+    ] = None,
+    warmup: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup", help="Untimed calls per variant first (as explain's).", metavar="N"
+        ),
+    ] = None,
+    format: Annotated[
+        str, typer.Option("--format", help="table or json.", metavar="FORMAT")
+    ] = "table",
+    output: Output = None,
+) -> None:
+    """Patch the graph breaks compilediag knows how to remove, each one verified.
+
+    For each break whose construct compilediag knows (print, logging, warnings, .item(),
+    .tolist(), a data-dependent if, NumPy on tensors, nonzero().shape[0], ...), make a
+    minimal source edit, run a scratch copy as explain does, and keep it only when torch's
+    count shows the break gone with no new one and the eager and compiled outputs equal
+    the original's on the same inputs. Prints each patch as a unified diff with its
+    evidence; --apply writes them (refused when the file changed since the run).
+    """
+    from compilediag.cli.commands import fix as command
+
+    opts = command.FixOptions(
+        run=run or RunOptions(), out=_out(format, output), apply=apply, repeat=repeat, warmup=warmup
+    )
+    _call(lambda: command.run(opts))
+
+
 @app.command("dump-kernels")
 @run_options(without=("backend",), target=Target)
 def dump_kernels(

@@ -29,6 +29,7 @@ from compilediag.harness.measure import (
     fresh,
     measure,
     sync,
+    tensors_of,
 )
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.worker_torch import (
@@ -77,6 +78,7 @@ class Worker:
         """The run, step by step; a step that fails records why (`fail`) and stops it."""
         try:
             torch = self.import_torch()
+            seed(torch, self.spec.seed)
             model, sets = self.load_model()
             model = to_device(model, self.result.environment.device)  # type: ignore[union-attr]
             self.result.model = describe_model(model)
@@ -89,6 +91,7 @@ class Worker:
             skips = self.watch_cudagraphs(torch)
             eager_out, compiled_out, call0 = self.run_calls(torch, step, model, compiled, sets)
             self.after_calls(torch, eager_out, compiled_out, skips)
+            self.keep_outputs(torch, eager_out, compiled_out)
             self.time_calls(torch, step, model, compiled, call0)
             self.run_cross_check(torch, model, call0)
         except _Stopped as stopped:
@@ -123,6 +126,8 @@ class Worker:
         target = self.spec.target
         self.stage("loading the model")
         try:
+            for folder in reversed(self.spec.search_path):  # behind the file's own folder
+                sys.path.insert(0, folder)
             module = load_module(target.path)
             model = find_model(module, target.attr, target.path)
             sets = iter(find_input_sets(module, target, target.path, self.spec.sweep))
@@ -258,6 +263,27 @@ class Worker:
             if counted and not skips.messages:
                 self.result.cudagraph_skips = [f"torch skipped CUDA graphs {counted} time(s)"]
 
+    def keep_outputs(self, torch: Any, eager_out: Any, compiled_out: Any) -> None:
+        """`compilediag fix`: the first call's output tensors saved, or compared with a
+        saved run's (eager with eager, compiled with compiled)."""
+        spec = self.spec
+        if not (spec.save_outputs or spec.compare_outputs):
+            return
+        try:
+            ours = [
+                [t.detach().cpu() for t in tensors_of(torch, out)]
+                for out in (eager_out, compiled_out)
+            ]
+            if spec.save_outputs:
+                torch.save(ours, spec.save_outputs)
+            if spec.compare_outputs:
+                saved = torch.load(spec.compare_outputs)
+                self.result.reference_check = [
+                    compare_outputs(torch, a, b) for a, b in zip(saved, ours, strict=True)
+                ]
+        except Exception as e:  # the run's own report stays whole
+            self.result.errors.append(f"output capture failed: {type(e).__name__}: {e}")
+
     def time_calls(self, torch: Any, step: Any, model: Any, compiled: Any, call0: Any) -> None:
         if not self.spec.timings:
             return
@@ -286,6 +312,19 @@ class _Stopped(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
+
+
+def seed(torch: Any, value: int | None) -> None:
+    """The same random state in every run (`compilediag fix` compares two runs' outputs)."""
+    if value is None:
+        return
+    import random
+
+    random.seed(value)
+    torch.manual_seed(value)
+    numpy = sys.modules.get("numpy")  # torch imports it where it is installed
+    if numpy is not None:
+        numpy.random.seed(value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,281 @@
+"""`compilediag fix`: for each graph break whose construct compilediag knows, a minimal
+source edit (advice/patches.py), applied to a scratch copy of the model file, run as
+`explain` runs it, and kept only when torch's own counts say the break is gone with no new
+one, and the eager and compiled outputs equal the original's on the same inputs (the same
+seed). The compiled call is timed before and after. The user's file is written only with
+--apply, and only when it has not changed since the run."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from compilediag.advice.patches import BreakFix, Evidence, FixResult, Patch, propose
+from compilediag.cli.commands.common import OutputOptions, check_outputs, make_spec, wrote
+from compilediag.cli.config import load_config
+from compilediag.cli.options import RunOptions
+from compilediag.errors import DiagError, UsageError
+from compilediag.harness.worker_types import WorkerResult, WorkerSpec
+from compilediag.report.model import GraphBreak, Report
+
+SEED = 0
+FORMATS = ("table", "json")
+
+
+@dataclass
+class FixOptions:
+    run: RunOptions = field(default_factory=RunOptions)
+    out: OutputOptions = field(default_factory=OutputOptions)
+    apply: bool = False
+    repeat: int | None = None
+    warmup: int | None = None
+
+
+@dataclass
+class Run:
+    report: Report
+    result: WorkerResult
+    failed: str  # why the run failed ("" when it ran)
+
+
+def run(opts: FixOptions) -> int:
+    if opts.out.format not in FORMATS:
+        raise UsageError(
+            f"unknown --format {opts.out.format!r} for fix.", hint="Use table or json."
+        )
+    check_outputs(replace(opts.out, format="table"))
+    spec = make_spec(
+        opts.run, load_config(), "inductor", timings=True, repeat=opts.repeat, warmup=opts.warmup
+    )
+    path = Path(spec.target.path)
+    check_own_file(path)
+    source = path.read_text()
+    from compilediag.advice.patches import parse
+
+    parse(source, shown(path))  # a file that does not parse: its line, before anything runs
+    digest = sha256(source)
+    result = find_fixes(spec, path, source, digest, opts.run.timeout)
+    if opts.apply and result.diff:
+        result.applied = apply(path, source, patched_text(result, source), digest)
+    emit(result, opts.out)
+    return 0
+
+
+def check_own_file(path: Path) -> None:
+    from compilediag.paths import is_library_file
+
+    if is_library_file(str(path)):
+        raise UsageError(
+            f"{shown(path)} is a library's file: compilediag fix edits only your own code.",
+            hint="Copy the model into a file of your own, or fix the library upstream.",
+        )
+
+
+def shown(path: Path) -> str:
+    from compilediag.paths import portable_path
+
+    return portable_path(str(path), os.getcwd())
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run_spec(spec: WorkerSpec, timeout: float) -> Run:
+    """One worker run, its Report and its result (the output check against a saved run
+    is in the result, not the Report)."""
+    from compilediag.analysis.build import build_report
+    from compilediag.analysis.history import build_history
+    from compilediag.harness.runner import run_worker
+    from compilediag.harness.spawn import workdir
+    from compilediag.report.model import TargetInfo
+    from compilediag.trace.parse import parse_path
+
+    with workdir() as work:
+        done = run_worker(spec, work, timeout)
+        logs = parse_path(done.trace_dir)
+    target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
+    report = build_report(build_history(logs), done.result, target)
+    failed = ""
+    if done.result.error is not None:
+        failed = done.result.error.message
+    elif done.compile_error:
+        failed = "torch.compile failed"
+    return Run(report, done.result, failed)
+
+
+def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: float) -> FixResult:
+    with tempfile.TemporaryDirectory(prefix="compilediag-fix-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        saved = scratch / "outputs.pt"
+        say(f"running {shown(path)} as explain does (seed {SEED})")
+        base = replace(spec, seed=SEED, save_outputs=str(saved))
+        before = run_spec(base, timeout)
+        if before.failed:
+            raise DiagError(f"the model does not run as it is: {before.failed}")
+        result = FixResult(shown(path), digest, [])
+        text, current, k = source, before, 0
+        # from the last line up: a patch never moves the lines of the breaks still to come
+        for brk in sorted(before.report.graph_breaks, key=lambda b: -b.line):
+            item = BreakFix(
+                brk.file, brk.line, brk.code, brk.cause, brk.gb_id or "", brk.reason,
+                advice=brk.suggestion,
+            )  # fmt: skip
+            result.breaks.insert(0, item)
+            item.why = refusal(brk, path)
+            if item.why:
+                continue
+            found = propose(text, brk.line, brk.cause, shown(path))
+            if not isinstance(found, Patch):
+                item.why = found.why
+                continue
+            k += 1
+            copy = scratch / str(k) / path.name
+            copy.parent.mkdir()
+            copy.write_text(found.text)
+            say(f"  line {brk.line} ({brk.cause}): trying the patch")
+            after = run_spec(
+                replace(
+                    spec, target=replace(spec.target, path=str(copy)), seed=SEED,
+                    search_path=[str(path.parent)], compare_outputs=str(saved),
+                ),
+                timeout,
+            )  # fmt: skip
+            why, evidence = judge(brk, current, after)
+            if evidence is None:
+                item.why = why
+                say(f"    not kept: {why}")
+                continue
+            item.patched, item.what, item.evidence = True, found.what, evidence
+            # shown against the file as it is: this edit alone (the same edit; what was
+            # verified is every kept one together, the last run's)
+            alone = propose(source, brk.line, brk.cause, shown(path))
+            item.diff = unified(source, getattr(alone, "text", found.text), shown(path), 2)
+            say(f"    kept: {evidence.text()}")
+            text, current = found.text, after
+        result.diff = unified(source, text, shown(path)) if text != source else ""
+        result.breaks.sort(key=lambda b: b.line)
+        _patched[id(result)] = text
+        return result
+
+
+_patched: dict[int, str] = {}  # a result's patched file (kept out of the JSON)
+
+
+def patched_text(result: FixResult, source: str) -> str:
+    return _patched.get(id(result), source)
+
+
+def refusal(brk: GraphBreak, path: Path) -> str:
+    """Why a break gets no patch before any is made ("" when one may be tried)."""
+    if brk.library:  # a package's own line broke (a library frame of the stdlib or
+        # torch under the user's line is fine: the edit is the user's line)
+        where = f" ({brk.library})" if brk.library else ""
+        return f"it breaks inside a library{where}: compilediag fix never edits a library"
+    if not brk.file or Path(brk.file).resolve() != path.resolve():
+        return f"it is in {brk.file or 'another file'}: fix patches the model file only"
+    return ""
+
+
+def judge(brk: GraphBreak, before: Run, after: Run) -> tuple[str, Evidence | None]:
+    """Why the patch is not kept, or its evidence."""
+    if after.failed:
+        return f"the patched model failed: {after.failed}", None
+    b, a = before.report, after.report
+
+    def key(g: GraphBreak) -> tuple[str, str, str]:
+        return (g.gb_id or "", g.reason, g.code.strip())
+
+    left = {key(g) for g in b.graph_breaks}
+    new = [g for g in a.graph_breaks if key(g) not in left]
+    if new:
+        g = new[0]
+        return f"the patch makes a new break ({g.gb_id or g.reason}: {g.code.strip()})", None
+    if key(brk) in {key(g) for g in a.graph_breaks}:
+        return "the break is still there by torch's count", None
+    if a.summary.graph_breaks >= b.summary.graph_breaks:
+        return (
+            f"torch counts {a.summary.graph_breaks} graph break(s) after it, "
+            f"{b.summary.graph_breaks} before"
+        ), None
+    if a.summary.recompiles > b.summary.recompiles:
+        return f"the patch adds recompiles ({b.summary.recompiles} → {a.summary.recompiles})", None
+    checks = after.result.reference_check
+    if (
+        len(checks) != 2
+        or any(c.compared == 0 and not c.mismatch for c in checks)
+        and not all(c.compared == 0 for c in checks)
+    ):
+        extra = "; ".join(after.result.errors)
+        return (
+            f"the outputs could not be compared with the original's{': ' + extra if extra else ''}",
+            None,
+        )
+    for what, c in zip(("eager", "compiled"), checks, strict=True):
+        if c.mismatch:
+            err = f" (max abs err {c.max_abs_err:.3g})" if c.max_abs_err is not None else ""
+            return f"the {what} outputs would change{err}{': ' + c.note if c.note else ''}", None
+    return "", Evidence(
+        brk.gb_id or brk.reason,
+        (b.summary.graphs, a.summary.graphs),
+        (b.summary.graph_breaks, a.summary.graph_breaks),
+        (b.summary.recompiles, a.summary.recompiles),
+        checks[0].max_abs_err or 0.0,
+        checks[1].max_abs_err or 0.0,
+        (compiled_ms(b), compiled_ms(a)),
+    )
+
+
+def compiled_ms(report: Report) -> float | None:
+    t = report.timings
+    return t.compiled_ms.median if t and t.compiled_ms else None
+
+
+def unified(old: str, new: str, name: str, context: int = 3) -> str:
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    return "".join(difflib.unified_diff(a, b, f"a/{name}", f"b/{name}", n=context))
+
+
+def apply(path: Path, source: str, text: str, digest: str) -> str:
+    """Write the patched file, the original kept beside it; refused when the file changed
+    since the run. Returns where the original is."""
+    if sha256(path.read_text()) != digest:
+        raise UsageError(
+            f"{shown(path)} changed since compilediag fix read it; nothing was written.",
+            hint=f"Run `compilediag fix {shown(path)} --apply` again on the file as it is now.",
+        )
+    check_own_file(path)
+    keep = path.with_name(path.name + ".orig")
+    n = 1
+    while keep.exists():
+        keep = path.with_name(f"{path.name}.orig.{n}")
+        n += 1
+    keep.write_text(source)
+    from compilediag.fsutil import write_atomic
+
+    write_atomic(path, text)
+    wrote(str(path), f"patched; the original is {keep.name}")
+    sys.stderr.write(f"to revert: mv {shlex.quote(str(keep))} {shlex.quote(str(path))}\n")
+    return str(keep)
+
+
+def emit(result: FixResult, out: OutputOptions) -> None:
+    from compilediag.render.patch import render_fix
+
+    if out.output:
+        from compilediag.fsutil import write_output_file
+
+        write_output_file(out.output, render_fix(result, out.format), "--output")
+        wrote(out.output, f"the fixes, {out.format}")
+        return
+    sys.stdout.write(render_fix(result, out.format))

@@ -1,0 +1,65 @@
+"""`compilediag fix`'s result: each kept patch as a unified diff with its evidence, then
+each break without a safe patch, with why and today's advice; or the same as JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import textwrap
+
+from compilediag.advice.patches import BreakFix, FixResult
+
+
+def render_fix(result: FixResult, fmt: str = "table") -> str:
+    if fmt == "json":
+        return render_fix_json(result)
+    return render_fix_table(result)
+
+
+def render_fix_json(result: FixResult) -> str:
+    data = dataclasses.asdict(result)
+    for item, brk in zip(data["breaks"], result.breaks, strict=True):
+        item["evidence_text"] = brk.evidence.text() if brk.evidence else ""
+    code = [b for b in result.breaks if b.patched]
+    data["patched"] = len(code)
+    return json.dumps(data, indent=2) + "\n"
+
+
+def render_fix_table(result: FixResult) -> str:
+    kept = [b for b in result.breaks if b.patched]
+    left = [b for b in result.breaks if not b.patched]
+    n = len(result.breaks)
+    out = [
+        f"compilediag fix · {result.file}",
+        f"{n} graph break{'s' * (n != 1)}: {len(kept)} with a verified patch, {len(left)} without",
+        "",
+    ]
+    for b in kept:
+        out.append(f"line {b.line} · {b.cause} · {b.what}")
+        assert b.evidence is not None
+        out.append(f"  evidence: {b.evidence.text()}")
+        out.append(b.diff.rstrip("\n"))
+        out.append("")
+    if left:
+        out.append("No safe patch")
+        for b in left:
+            out.extend(_left(b))
+        out.append("")
+    if result.applied:
+        out.append(f"applied: the original is kept as {result.applied}")
+    elif kept:
+        out.append(f"apply it: compilediag fix {result.file} --apply (the original is kept)")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _left(b: BreakFix) -> list[str]:
+    lines = [
+        f"  line {b.line} · {b.cause or 'other'} · {b.gb_id or b.reason}",
+        f"    {b.code.strip()}",
+    ]
+    lines += textwrap.wrap(b.why, 96, initial_indent="    why  ", subsequent_indent="         ")
+    if b.advice:
+        lines += textwrap.wrap(
+            b.advice, 96, initial_indent="    fix  ", subsequent_indent="         "
+        )
+    return lines

@@ -1,0 +1,211 @@
+"""`compilediag fix` (#41): the rewrites (pure: no torch), what they refuse and why, the
+verification refusing a rewrite that would change the outputs, and the command end to end
+(diff, JSON, --apply with the original kept, refusal when the file changed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from compilediag.advice.patches import NoPatch, Patch, propose
+from compilediag.errors import UsageError
+from tests.conftest import SAMPLES
+
+HEAD = "import torch\n\n\n"
+
+
+def patch(body: str, line: int, cause: str) -> Patch | NoPatch:
+    return propose(HEAD + textwrap.dedent(body), line + 3, cause)
+
+
+def test_print_guarded_keeps_comment() -> None:
+    p = patch(
+        """\
+        def forward(x):
+            h = x * 2
+            # a comment kept
+            print("h", h.shape)  # trailing too
+            return h
+        """,
+        4, "print",
+    )  # fmt: skip
+    assert isinstance(p, Patch)
+    assert "    # a comment kept\n    if not torch.compiler.is_compiling():\n" in p.text
+    assert '        print("h", h.shape)  # trailing too\n' in p.text
+
+
+def test_print_whose_argument_has_an_effect_is_refused() -> None:
+    p = patch(
+        """\
+        def forward(x, seen):
+            print("n", seen.pop())
+            return x
+        """,
+        2, "print",
+    )  # fmt: skip
+    assert isinstance(p, NoPatch) and "seen.pop" in p.why
+
+
+def test_item_used_as_a_count_is_refused() -> None:
+    # `.item()` in a Python-int context: as a 0-d tensor, range() would fail or differ
+    p = patch(
+        """\
+        def forward(x):
+            n = x.sum().int().item()
+            for _ in range(n):
+                x = x + 1
+            return x
+        """,
+        2, "item",
+    )  # fmt: skip
+    assert isinstance(p, NoPatch) and "range" in p.why
+
+
+def test_item_returned_alone_is_refused() -> None:
+    p = patch("def forward(x):\n    return x.max().item()\n", 2, "item")
+    assert isinstance(p, NoPatch) and "Python number" in p.why
+
+
+def test_branch_with_a_side_effect_is_refused() -> None:
+    p = patch(
+        """\
+        def forward(x, log):
+            if x.mean() > 0:
+                x = record(x, log)
+            return x
+        """,
+        2, "data_dependent_branch",
+    )  # fmt: skip
+    assert isinstance(p, NoPatch) and "record()" in p.why
+
+
+def test_branch_in_place_is_refused() -> None:
+    p = patch(
+        "def forward(x):\n    if x.mean() > 0:\n        x = x.add_(1)\n    return x\n",
+        2, "data_dependent_branch",
+    )  # fmt: skip
+    assert isinstance(p, NoPatch) and "in place" in p.why
+
+
+def test_numpy_percentile_and_std() -> None:
+    p = patch(
+        """\
+        import numpy as np
+
+        def forward(x):
+            q = np.percentile(x.numpy(), 90)
+            s = np.std(x.numpy(), axis=0)
+            return x - q, s
+        """,
+        4, "numpy",
+    )  # fmt: skip
+    assert isinstance(p, Patch)
+    assert "q = torch.quantile(x, torch.as_tensor(90 / 100, dtype=x.dtype))" in p.text
+    p2 = propose(p.text, 5 + 3, "numpy")
+    assert isinstance(p2, Patch) and "torch.std(x, dim=0, correction=0)" in p2.text
+
+
+def test_unknown_cause_keeps_the_reason() -> None:
+    p = patch("def forward(x):\n    return x\n", 2, "generator_rng")
+    assert isinstance(p, NoPatch) and "no code rewrite is known" in p.why
+
+
+def test_a_file_that_does_not_parse_names_its_line() -> None:
+    with pytest.raises(UsageError, match="line 3"):
+        propose("import torch\n\ndef f(:\n    pass\n", 3, "print", "m.py")
+
+
+# --- verification and the command ----------------------------------------------------
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "compilediag", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_a_rewrite_that_changes_outputs_is_not_kept(tmp_path: Path) -> None:
+    """The naive torch.where of a branch whose side has another shape broadcasts it: the
+    run shows the outputs would change, so no patch is offered, with the reason."""
+    model = tmp_path / "shape_branch.py"
+    model.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+
+            def forward(x):
+                h = x * 2
+                if h.abs().mean() > 0:
+                    h = h[:1]
+                return h + 1
+
+
+            def get_model():
+                return forward
+
+
+            def get_inputs():
+                return (torch.randn(4, 4),)
+            """
+        )
+    )
+    args = ("fix", str(model), "--backend", "eager", "--repeat", "2", "--format", "json")
+    done = cli(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    (brk,) = data["breaks"]
+    assert not brk["patched"] and "outputs would change" in brk["why"]
+    assert data["diff"] == ""
+
+
+def test_fix_end_to_end(tmp_path: Path) -> None:
+    model = tmp_path / "item_break.py"
+    shutil.copy(SAMPLES / "item_break.py", model)
+    original = model.read_text()
+    args = ("fix", "item_break.py", "--backend", "eager", "--repeat", "2", "--warmup", "1")
+    done = cli(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "-        scale = y.abs().max().item()" in done.stdout
+    assert "+        scale = y.abs().max()" in done.stdout
+    assert "GB0124 gone; 2 graphs → 1; outputs equal" in done.stdout
+    assert "compiled call" in done.stdout
+    assert model.read_text() == original  # nothing written without --apply
+
+    done = cli(*args, "--format", "json", cwd=tmp_path)
+    data = json.loads(done.stdout)
+    assert data["patched"] == 1 and data["breaks"][0]["evidence"]["graphs"] == [2, 1]
+
+    done = cli(*args, "--apply", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "item_break.py.orig").read_text() == original
+    assert "scale = y.abs().max()  #" in model.read_text()
+    assert "to revert: mv" in done.stderr
+
+
+def test_apply_refused_when_the_file_changed(tmp_path: Path) -> None:
+    from compilediag.cli.commands.fix import apply, sha256
+
+    model = tmp_path / "m.py"
+    model.write_text("x = 1\n")
+    digest = sha256("x = 1\n")
+    model.write_text("x = 2\n")  # the user edits it while fix runs
+    with pytest.raises(UsageError, match="changed since") as e:
+        apply(model, "x = 1\n", "x = 3\n", digest)
+    assert e.value.exit_code == 2
+    assert model.read_text() == "x = 2\n" and not (tmp_path / "m.py.orig").exists()
+
+
+def test_syntax_error_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\n\ndef forward(x:\n    return x\n")
+    done = cli("fix", str(bad), "--backend", "eager", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "does not parse: line" in done.stderr and "Traceback" not in done.stderr
