@@ -230,6 +230,7 @@ def test_top_level_help_says_where_to_start_and_cuts_no_command(columns: str) ->
         "dump-kernels",
         "render",
         "diff",
+        "fix",
     }
     for name, short in commands.items():
         assert not short.endswith(("...", "…")), (name, short)

@@ -898,3 +898,5 @@ class FixResult:
     breaks: list[BreakFix]
     diff: str = ""  # every kept patch, together
     applied: str = ""  # --apply: where the original was kept
+    torch: str = ""  # the torch that ran it
+    setup: str = ""  # device · backend/mode, as explain's header

@@ -418,7 +418,7 @@ def fix(
     ] = "table",
     output: Output = None,
 ) -> None:
-    """Patch the graph breaks compilediag knows how to remove, each one verified.
+    """Patch the graph breaks it knows, each patch verified.
 
     For each break whose construct compilediag knows (print, logging, warnings, .item(),
     .tolist(), a data-dependent if, NumPy on tensors, nonzero().shape[0], ...), make a

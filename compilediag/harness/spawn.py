@@ -20,7 +20,7 @@ from compilediag.harness.launch import Child, start
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
-RUN_COMMANDS = frozenset({"explain", "recompiles", "dump-kernels"})
+RUN_COMMANDS = frozenset({"explain", "recompiles", "dump-kernels", "fix"})
 
 
 @dataclass

@@ -31,6 +31,7 @@ def render_fix_table(result: FixResult) -> str:
     n = len(result.breaks)
     out = [
         f"compilediag fix · {result.file}",
+        f"torch {result.torch} · {result.setup}",
         f"{n} graph break{'s' * (n != 1)}: {len(kept)} with a verified patch, {len(left)} without",
         "",
     ]

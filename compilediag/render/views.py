@@ -118,8 +118,9 @@ def rest_named(b: Breakdown) -> str:
     eager = [r for r in b.rest if r.kind != "sync"]
     said = ""
     if eager:
-        top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
-        said = f" (of it: eager ops outside graphs {ms(sum(r.ms for r in eager))}: {top})"
+        total = sum(r.ms for r in eager)
+        top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3] if r.ms >= total / 10)
+        said = f" (of it: eager ops outside graphs {ms(total)}: {top})"
     if syncs:  # on CUDA a wait for the device's work, which other parts hold: not "of it"
         reads = sum(r.calls for r in syncs)
         said += (

@@ -123,7 +123,9 @@ def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: 
         before = run_spec(base, timeout)
         if before.failed:
             raise DiagError(f"the model does not run as it is: {before.failed}")
-        result = FixResult(shown(path), digest, [])
+        env = before.report.environment
+        setup = f"{env.device} · {env.backend}/{env.mode}"
+        result = FixResult(shown(path), digest, [], torch=env.torch, setup=setup)
         text, current, k = source, before, 0
         # from the last line up: a patch never moves the lines of the breaks still to come
         for brk in sorted(before.report.graph_breaks, key=lambda b: -b.line):
