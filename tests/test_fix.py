@@ -209,3 +209,50 @@ def test_syntax_error_is_one_line_exit_2(tmp_path: Path) -> None:
     done = cli("fix", str(bad), "--backend", "eager", cwd=tmp_path)
     assert done.returncode == 2
     assert "does not parse: line" in done.stderr and "Traceback" not in done.stderr
+
+
+STATE_MODEL = """\
+import torch
+from torch import nn
+
+
+class Tracker(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+        self.seen = []
+
+    def forward(self, x):
+        y = self.proj(x)
+        self.seen.append(y.mean())  # a running record of each call
+        return y.relu()
+
+
+def get_model():
+    return Tracker()
+
+
+def get_inputs():
+    return (torch.randn(4, 16),)
+"""
+
+
+def test_a_recompile_on_state_forward_changes_is_named_with_why_no_patch(tmp_path: Path) -> None:
+    """A list forward appends to fails its length guard on every call: fix lists the
+    recompiles (as many as explain's run counts, which counts as torch does) at the line
+    that grows the list, makes no patch (the list is the user's state) and keeps the
+    advice; the file is left as it is."""
+    model = tmp_path / "tracker.py"
+    model.write_text(STATE_MODEL)
+    args = ("--backend", "eager", "--repeat", "2", "--warmup", "1", "--format", "json")
+    done = cli("fix", "tracker.py", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    (r,) = data["recompiles"]
+    assert (r["line"], r["cause"]) == (13, "length") and "self.seen.append" in r["code"]
+    assert "state" in r["why"] and "buffer" in r["advice"]
+    explained = json.loads(cli("explain", "tracker.py", *args, cwd=tmp_path).stdout)
+    assert r["count"] == explained["summary"]["recompiles"] > 0
+    assert data["diff"] == "" and model.read_text() == STATE_MODEL
+    table = cli("fix", "tracker.py", *args[:-2], cwd=tmp_path).stdout
+    assert f"Recompiles ({r['count']}): no patch" in table and "tracker.py:13 · length" in table

@@ -12,7 +12,7 @@ verified by running it (cli/commands/fix.py): torch's own counts, outputs, time.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -900,3 +900,20 @@ class FixResult:
     applied: str = ""  # --apply: where the original was kept
     torch: str = ""  # the torch that ran it
     setup: str = ""  # device · backend/mode, as explain's header
+    # the recompiles of the run: none is patched (no rewrite is known that keeps what the
+    # code does), each with why and today's advice
+    recompiles: list[RecompileFix] = field(default_factory=list)
+
+
+@dataclass
+class RecompileFix:
+    """A recompile of the run, and why `fix` made no patch for it."""
+
+    file: str  # where the guard was installed (the frame's, where that is not known)
+    line: int
+    code: str
+    cause: str  # compilediag's: shape, length, int, ...
+    guard: str  # the failed guard, in words
+    count: int  # recompiles of this guard
+    why: str
+    advice: str

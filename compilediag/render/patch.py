@@ -7,7 +7,7 @@ import dataclasses
 import json
 import textwrap
 
-from compilediag.advice.patches import BreakFix, FixResult
+from compilediag.advice.patches import BreakFix, FixResult, RecompileFix
 
 
 def render_fix(result: FixResult, fmt: str = "table") -> str:
@@ -46,6 +46,12 @@ def render_fix_table(result: FixResult) -> str:
         for b in left:
             out.extend(_left(b))
         out.append("")
+    if result.recompiles:
+        n = sum(r.count for r in result.recompiles)
+        out.append(f"Recompiles ({n}): no patch")
+        for r in result.recompiles:
+            out.extend(_recompile(r))
+        out.append("")
     if result.applied:
         out.append(f"applied: the original is kept as {result.applied}")
     elif kept:
@@ -62,5 +68,18 @@ def _left(b: BreakFix) -> list[str]:
     if b.advice:
         lines += textwrap.wrap(
             b.advice, 96, initial_indent="    fix  ", subsequent_indent="         "
+        )
+    return lines
+
+
+def _recompile(r: RecompileFix) -> list[str]:
+    where = f"{r.file.rsplit('/', 1)[-1]}:{r.line}" if r.file else "?"
+    lines = [f"  {where} · {r.cause} · {r.guard}" + (f" ({r.count}×)" if r.count > 1 else "")]
+    if r.code:
+        lines.append(f"    {r.code}")
+    lines += textwrap.wrap(r.why, 96, initial_indent="    why  ", subsequent_indent="         ")
+    if r.advice:
+        lines += textwrap.wrap(
+            r.advice, 96, initial_indent="    fix  ", subsequent_indent="         "
         )
     return lines

@@ -16,13 +16,21 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from compilediag.advice.patches import BreakFix, Evidence, FixResult, Patch, propose
+from compilediag.advice.patches import (
+    BreakFix,
+    Evidence,
+    FixResult,
+    Patch,
+    RecompileFix,
+    propose,
+)
 from compilediag.cli.commands.common import OutputOptions, check_outputs, make_spec, wrote
 from compilediag.cli.config import load_config
 from compilediag.cli.options import RunOptions
 from compilediag.errors import DiagError, UsageError
 from compilediag.harness.worker_types import WorkerResult, WorkerSpec
 from compilediag.report.model import GraphBreak, Report
+from compilediag.report.vocabulary import RecompileCause
 
 SEED = 0
 FORMATS = ("table", "json")
@@ -167,6 +175,7 @@ def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: 
             text, current = found.text, after
         result.diff = unified(source, text, shown(path)) if text != source else ""
         result.breaks.sort(key=lambda b: b.line)
+        result.recompiles = recompile_fixes(before.report, path)
         _patched[id(result)] = text
         return result
 
@@ -176,6 +185,43 @@ _patched: dict[int, str] = {}  # a result's patched file (kept out of the JSON)
 
 def patched_text(result: FixResult, source: str) -> str:
     return _patched.get(id(result), source)
+
+
+# a guard on Python values the forward itself sets (a list it appends to, a counter)
+STATE = (RecompileCause.LENGTH, RecompileCause.INT, RecompileCause.FLOAT, RecompileCause.OBJECT,
+         RecompileCause.STRING, RecompileCause.TYPE)  # fmt: skip
+
+
+def recompile_fixes(report: Report, path: Path) -> list[RecompileFix]:
+    """Each recompile (one per line and cause, counted), with why it gets no patch: a guard
+    on state the model file's forward changes can't be rewritten without changing that
+    state as the rest of the code reads it; one on the inputs is the caller's to change."""
+    out: dict[tuple[str, int, str], RecompileFix] = {}  # by where and cause
+    for r in report.recompiles:
+        file, line = r.guard_file or r.file, r.guard_line or r.line
+        ours = bool(file) and Path(file).resolve() == path.resolve()
+        if r.cause in STATE and ours and r.guard_line:
+            why = (
+                f"the guard is on Python state forward changes at line {line}: a rewrite "
+                "would change that state as the rest of your code reads it"
+            )
+        elif not ours:
+            why = f"its guard was installed in {file or 'code outside the model file'}"
+        elif r.cause in (RecompileCause.SHAPE, RecompileCause.BOUNDED):
+            why = "the inputs' sizes changed between calls: the caller or a torch.compile option holds the fix"
+        elif r.cause == RecompileCause.TRAINING:
+            why = "the mode (train/eval) changed between calls: one graph per mode is expected"
+        else:
+            why = "no code rewrite is known for this recompile"
+        key = (file, line, str(r.cause))
+        if key in out:
+            out[key].count += 1
+            continue
+        code = r.guard_code.strip() if r.guard_line else ""
+        out[key] = RecompileFix(
+            file, line, code, str(r.cause), r.failed_guard, 1, why, r.suggestion
+        )
+    return list(out.values())
 
 
 def refusal(brk: GraphBreak, path: Path) -> str:
