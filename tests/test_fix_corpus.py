@@ -16,7 +16,7 @@ import pytest
 
 from compilediag.advice.patches import FixResult
 from compilediag.cli.commands.common import make_spec
-from compilediag.cli.commands.fix import find_fixes, patched_text, sha256
+from compilediag.cli.commands.fix import find_fixes, sha256
 from compilediag.cli.config import Config
 from compilediag.cli.options import RunOptions
 from tests.conftest import ROOT, SAMPLES
@@ -163,7 +163,7 @@ def test_corpus_share_and_torch_agrees(corpus: dict[str, FixResult], tmp_path: P
         original = load(SAMPLES / f, f"orig_{i}")
         new = tmp_path / str(i) / Path(f).name
         new.parent.mkdir()
-        new.write_text(patched_text(corpus[f], (SAMPLES / f).read_text()))
+        new.write_text(corpus[f].text)
         fixed = load(new, f"fixed_{i}")
         breaks0, graphs0, eager0, compiled0 = torch_counts(original, torch)
         breaks1, graphs1, eager1, compiled1 = torch_counts(fixed, torch)

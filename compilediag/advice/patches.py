@@ -903,6 +903,7 @@ class FixResult:
     # the recompiles of the run: none is patched (no rewrite is known that keeps what the
     # code does), each with why and today's advice
     recompiles: list[RecompileFix] = field(default_factory=list)
+    text: str = ""  # the file with every kept patch (not in the JSON: `diff` says it)
 
 
 @dataclass

@@ -18,6 +18,7 @@ def render_fix(result: FixResult, fmt: str = "table") -> str:
 
 def render_fix_json(result: FixResult) -> str:
     data = dataclasses.asdict(result)
+    del data["text"]
     for item, brk in zip(data["breaks"], result.breaks, strict=True):
         item["evidence_text"] = brk.evidence.text() if brk.evidence else ""
     code = [b for b in result.breaks if b.patched]

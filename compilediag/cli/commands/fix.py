@@ -70,7 +70,7 @@ def run(opts: FixOptions) -> int:
     digest = sha256(source)
     result = find_fixes(spec, path, source, digest, opts.run.timeout)
     if opts.apply and result.diff:
-        result.applied = apply(path, source, patched_text(result, source), digest)
+        result.applied = apply(path, source, result.text, digest)
     emit(result, opts.out)
     return 0
 
@@ -176,15 +176,8 @@ def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: 
         result.diff = unified(source, text, shown(path)) if text != source else ""
         result.breaks.sort(key=lambda b: b.line)
         result.recompiles = recompile_fixes(before.report, path)
-        _patched[id(result)] = text
+        result.text = text
         return result
-
-
-_patched: dict[int, str] = {}  # a result's patched file (kept out of the JSON)
-
-
-def patched_text(result: FixResult, source: str) -> str:
-    return _patched.get(id(result), source)
 
 
 # a guard on Python values the forward itself sets (a list it appends to, a counter)
