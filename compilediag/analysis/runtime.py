@@ -490,9 +490,9 @@ def kernel_advice(report: Report) -> list[str]:
     known = known_by.get(k.name)
     at = f" at {k.source_lines[0]}" if k.source_lines else ""
     if k.gb_per_s is not None:
-        got = f"{k.gb_per_s:g} GB/s, {k.peak_share:.0%} of the device's bandwidth"
+        got = f"{k.gb_per_s:.4g} GB/s, {k.peak_share:.0%} of the device's bandwidth"
     else:
-        got = f"{k.tflop_per_s:g} TFLOP/s, {k.peak_share:.0%} of the device's dense bf16 peak"
+        got = f"{k.tflop_per_s:.4g} TFLOP/s, {k.peak_share:.0%} of the device's dense bf16 peak"
     said = f"{k.name}{at} takes {ms(k.ms)} a step ({k.share:.0%}) at {got}"
     if k.kind == "library":
         call = f"{k.op or k.name}({k.shapes})" if k.shapes else (k.op or k.name)
@@ -503,9 +503,9 @@ def kernel_advice(report: Report) -> list[str]:
         )
     elif known is not None and known.kind == KernelKind.COPY:
         why = (
-            f"it computes no value: it only lays out data ({', '.join(known.ops[:4])}); a layout "
-            "the next op can read as it is (no .contiguous(), .transpose() or dtype cast there) "
-            "removes it"
+            f"it computes no value: it only lays out or casts data ({', '.join(known.ops[:4])}); "
+            "where the next op can read the tensor as it is (no .contiguous(), .transpose() or "
+            "cast at that line), Inductor has no copy to make"
         )
     elif k.bytes is not None and k.bytes < SMALL_CALL:
         kind = known.kind.value.replace("_", " ") if known is not None else "kernel"

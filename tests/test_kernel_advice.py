@@ -1,0 +1,72 @@
+"""The advice for a kernel far from its limit (#39), on the rule's own terms: the kernel
+that loses most against the device's peak, where the step waits on the device, is named
+at its line with what Inductor made there; a step that waits on the host, or a kernel that
+reads at indices (its bytes a floor), gets none. One case is the report of a real run (an
+H200, bench/results/gpu_step_h200/large.json); the others are that report's kernels with
+one figure changed, each asking one question."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from compilediag.analysis.runtime import FAR, kernel_advice
+from compilediag.report.model import Report
+from compilediag.report.serial import from_json
+from compilediag.report.vocabulary import KernelKind
+from tests.conftest import ROOT
+
+LARGE = ROOT / "bench" / "results" / "gpu_step_h200" / "large.json"
+
+
+@pytest.fixture(scope="module")
+def large() -> Report:
+    return from_json(Report, Path(LARGE).read_text())
+
+
+def test_the_real_gpu_bound_step_has_no_kernel_far_from_its_limit(large: Report) -> None:
+    t = large.timings
+    assert t is not None and t.breakdown is not None
+    assert sum(k.ms for k in t.kernels) >= 0.5 * t.breakdown.call_ms  # waits on the GPU
+    measured = [k for k in t.kernels if k.peak_share is not None]
+    worst = max(measured, key=lambda k: k.lost_ms)
+    assert worst.peak_share >= FAR  # the kernel losing most still reached 30% of peak
+    assert kernel_advice(large) == []
+
+
+def far_copy(report: Report) -> tuple[Report, str]:
+    """The report with its costliest generated layout copy (of those with a line) made
+    slow: a twentieth of the bandwidth it had, twenty times the time."""
+    r = copy.deepcopy(report)
+    t = r.timings
+    copies = {k.name for k in r.kernels if k.kind == KernelKind.COPY}
+    mine = [k for k in t.kernels if k.name in copies and k.gb_per_s and k.source_lines]
+    k = max(mine, key=lambda k: k.ms)
+    k.ms, k.gb_per_s, k.peak_share = k.ms * 20, k.gb_per_s / 20, k.peak_share / 20
+    k.share = k.ms / t.breakdown.call_ms
+    k.lost_ms = k.ms * (1 - k.peak_share)
+    return r, k.name
+
+
+def test_a_far_layout_copy_is_advised_at_its_line(large: Report) -> None:
+    r, name = far_copy(large)
+    (said,) = kernel_advice(r)
+    k = next(k for k in r.timings.kernels if k.name == name)
+    assert said.startswith(f"{name} at {k.source_lines[0]}")
+    assert f"{k.peak_share:.0%} of the device's bandwidth" in said
+    assert "it computes no value: it only lays out or casts data" in said
+
+
+def test_no_kernel_is_advised_where_the_step_waits_on_the_host(large: Report) -> None:
+    r, _ = far_copy(large)
+    r.timings.breakdown.call_ms *= 4  # the same kernels in a step four times as long
+    assert kernel_advice(r) == []
+
+
+def test_a_kernel_that_reads_at_indices_is_never_called_far(large: Report) -> None:
+    r, name = far_copy(large)
+    known = next(k for k in r.kernels if k.name == name)
+    known.ops = ["aten.embedding", *known.ops]
+    assert all(name not in said for said in kernel_advice(r))
