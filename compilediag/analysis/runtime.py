@@ -310,30 +310,27 @@ def rest_parts(p: ProcessRuntime) -> list[RestPart]:
     rest (the loss, a metric)."""
     if not p.kernel_steps:
         return []
-    out = []
-    for row in p.rest:
-        if row.name.startswith(SYNCS):
-            kind, what = (
-                "sync",
-                (
-                    "a tensor's value read in Python (.item(), float(), int(), bool(), .tolist()): "
-                    "on CUDA, a wait for the device"
-                    if row.name.startswith("aten::")
-                    else "a wait for the device (torch.cuda.synchronize)"
-                ),
-            )
-        elif row.name.startswith(COPIES):
-            kind, what = (
-                "copy",
-                "a copy or cast outside the graphs (.to(), .float(), .contiguous())",
-            )
-        else:
-            kind, what = "eager", "an eager op outside the compiled graphs (the loss, a metric)"
-        steps = p.kernel_steps
-        out.append(
-            RestPart(row.name, kind, what, round(row.calls / steps, 3), round(row.ms / steps, 6))
+    steps = p.kernel_steps
+    return [
+        RestPart(
+            row.name, *_rest_kind(row.name), round(row.calls / steps, 3), round(row.ms / steps, 6)
         )
-    return out
+        for row in p.rest
+    ]
+
+
+def _rest_kind(name: str) -> tuple[str, str]:
+    """An op of the rest's kind (sync, copy, eager), and what it is in words."""
+    if name.startswith(SYNCS):
+        if name.startswith("aten::"):
+            return "sync", (
+                "a tensor's value read in Python (.item(), float(), int(), bool(), .tolist()): "
+                "on CUDA, a wait for the device"
+            )
+        return "sync", "a wait for the device (torch.cuda.synchronize)"
+    if name.startswith(COPIES):
+        return "copy", "a copy or cast outside the graphs (.to(), .float(), .contiguous())"
+    return "eager", "an eager op outside the compiled graphs (the loss, a metric)"
 
 
 def rest_advice(b: Breakdown) -> list[str]:
@@ -456,7 +453,7 @@ def kernel_trace(trace_dir: Path, report: Report) -> dict | None:
 
 FAR = 0.3  # a kernel below this share of the device's peak is far from its limit
 FAR_LOST = 0.03  # ... and advised when the time it loses to it is this share of a step
-SMALL_CALL = 1 << 20
+SMALL_CALL = 1 << 20  # bytes a call: a kernel that moves less can't keep the device busy
 DEVICE_BOUND = 0.5  # kernels this share of a step: the step waits on the device
 # ops that read or write at indices: such a kernel may touch a row many times, so the bytes
 # of the tensors it is given (its GB/s) are a floor, and no "far from its limit" is said
@@ -464,9 +461,7 @@ INDEXED = ("embedding", "gather", "index", "scatter", "take")
 
 
 def _indexed(kernel: Kernel | None) -> bool:
-    return kernel is not None and any(
-        op.split(".")[-1].startswith(INDEXED) for op in kernel.ops
-    )  # bytes a call: a kernel that moves less can't keep the device busy
+    return kernel is not None and any(op.split(".")[-1].startswith(INDEXED) for op in kernel.ops)
 
 
 def kernel_advice(report: Report) -> list[str]:
@@ -516,5 +511,6 @@ def kernel_advice(report: Report) -> list[str]:
         )
     else:
         kind = known.kind.value.replace("_", " ") if known is not None else "kernel"
-        why = f"a {kind} ({', '.join(known.ops[:4]) if known else 'no ops known'}) far from the bandwidth it could have"
+        ops = ", ".join(known.ops[:4]) if known else "no ops known"
+        why = f"a {kind} ({ops}) far from the bandwidth it could have"
     return [f"{said}: {why}."]

@@ -127,8 +127,9 @@ class KernelTime:
     """A kernel over a `compilediag run` window, from torch.profiler (the probe's)."""
 
     name: str
-    kind: str  # generated (Inductor's), library (an aten op a graph calls), device (a CUDA
-    # kernel), communication (a collective: an NCCL kernel, a gloo operation)
+    kind: str  # generated (Inductor's), library (an aten op a graph calls on CPU; on CUDA a
+    # kernel such an op launched), device (another CUDA kernel), communication (a
+    # collective: an NCCL kernel, a gloo operation)
     calls: int
     ms: float  # over the window's profiled steps: device time on CUDA, CPU time on CPU
     bytes: int = 0  # a call: the tensors a generated CUDA kernel is given

@@ -555,9 +555,8 @@ class _KernelWindow:
             self.device = torch.cuda.get_device_name()
         self._bytes: dict[str, int] = {}
         self._undo: list[Any] = []
-        self.rest: list[
-            dict[str, Any]
-        ] = []  # the eager ops outside any graph, on the step's thread
+        # the ops the step ran at its top, outside any graph (the loss, .item(), a copy)
+        self.rest: list[dict[str, Any]] = []
         # the CPU's ops too, on CUDA: they make a step longer (an H100 step of a small
         # language model 1.46x as long), but these steps come after the window; they give a
         # library kernel its call (shapes, FLOPs) and name what a step does outside graphs
