@@ -256,3 +256,26 @@ def test_a_recompile_on_state_forward_changes_is_named_with_why_no_patch(tmp_pat
     assert data["diff"] == "" and model.read_text() == STATE_MODEL
     table = cli("fix", "tracker.py", *args[:-2], cwd=tmp_path).stdout
     assert f"Recompiles ({r['count']}): no patch" in table and "tracker.py:13 · length" in table
+
+
+def test_a_patched_copy_that_fails_is_not_kept_and_the_run_goes_on(tmp_path: Path) -> None:
+    """A candidate whose model fails in eager mode is a run that says why (the break is
+    then left with that reason); the user's own model failing is explain's error, exit 3."""
+    from compilediag.cli.commands.common import make_spec
+    from compilediag.cli.commands.fix import run_spec
+    from compilediag.cli.config import Config
+    from compilediag.cli.options import RunOptions
+    from compilediag.errors import ModelError
+
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import torch\n\n\ndef forward(x):\n    return x @ torch.ones(3, 3)\n\n\n"
+        "def get_model():\n    return forward\n\n\n"
+        "def get_inputs():\n    return (torch.ones(2, 4),)\n"
+    )
+    spec = make_spec(RunOptions(target=str(bad)), Config(), "eager", timings=False)
+    failed = run_spec(spec, 300, candidate=True)
+    assert failed.report is None and "failed without torch.compile" in failed.failed
+    with pytest.raises(ModelError) as e:
+        run_spec(spec, 300)
+    assert e.value.exit_code == 3

@@ -22,7 +22,7 @@ from compilediag.harness.target import (
     parse_input_spec,
     split_target,
 )
-from compilediag.harness.worker_types import ModelInfo, WorkerSpec
+from compilediag.harness.worker_types import ModelInfo, WorkerResult, WorkerSpec
 from compilediag.report.model import Report
 
 if TYPE_CHECKING:  # the analysis is imported only by the commands that run it
@@ -70,6 +70,7 @@ class ModelRun:
     report: Report
     failed: int | None  # COMPILE_FAILED when torch.compile failed, else None
     code: list[GraphCode]  # the kernels' source, per graph
+    result: WorkerResult | None = None  # the worker's own (fix reads its output check)
 
 
 def check_outputs(out: OutputOptions, junit: str | None = None) -> None:
@@ -185,7 +186,7 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelR
     target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
     report = build_report(history, run.result, target, code=code)
     report = with_model_note(report, spec, run.result.model)
-    return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code)
+    return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code, run.result)
 
 
 def with_model_note(report: Report, spec: WorkerSpec, model: ModelInfo | None) -> Report:

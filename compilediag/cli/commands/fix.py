@@ -27,7 +27,7 @@ from compilediag.advice.patches import (
 from compilediag.cli.commands.common import OutputOptions, check_outputs, make_spec, wrote
 from compilediag.cli.config import load_config
 from compilediag.cli.options import RunOptions
-from compilediag.errors import DiagError, UsageError
+from compilediag.errors import COMPILE_FAILED, DiagError, UsageError
 from compilediag.harness.worker_types import WorkerResult, WorkerSpec
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.vocabulary import RecompileCause
@@ -47,8 +47,8 @@ class FixOptions:
 
 @dataclass
 class Run:
-    report: Report
-    result: WorkerResult
+    report: Report | None  # None: the run failed
+    result: WorkerResult | None
     failed: str  # why the run failed ("" when it ran)
 
 
@@ -99,27 +99,21 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def run_spec(spec: WorkerSpec, timeout: float) -> Run:
-    """One worker run, its Report and its result (the output check against a saved run
-    is in the result, not the Report)."""
-    from compilediag.analysis.build import build_report
-    from compilediag.analysis.history import build_history
-    from compilediag.harness.runner import run_worker
-    from compilediag.harness.spawn import workdir
-    from compilediag.report.model import TargetInfo
-    from compilediag.trace.parse import parse_path
+def run_spec(spec: WorkerSpec, timeout: float, candidate: bool = False) -> Run:
+    """One run as explain's (common.run_model), its Report and the worker's result (the
+    output check against a saved run is there, not in the Report). A `candidate` (a
+    patched copy) that fails is a Run that says why; the user's own model that fails is
+    the error explain gives."""
+    from compilediag.cli.commands.common import run_model
 
-    with workdir() as work:
-        done = run_worker(spec, work, timeout)
-        logs = parse_path(done.trace_dir)
-    target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
-    report = build_report(build_history(logs), done.result, target)
-    failed = ""
-    if done.result.error is not None:
-        failed = done.result.error.message
-    elif done.compile_error:
-        failed = "torch.compile failed"
-    return Run(report, done.result, failed)
+    try:
+        done = run_model(spec, timeout, progress=False)
+    except DiagError as e:
+        if not candidate:
+            raise
+        return Run(None, None, e.message)
+    assert done.result is not None
+    return Run(done.report, done.result, "torch.compile failed" if done.failed else "")
 
 
 def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: float) -> FixResult:
@@ -129,8 +123,13 @@ def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: 
         say(f"running {shown(path)} as explain does (seed {SEED})")
         base = replace(spec, seed=SEED, save_outputs=str(saved))
         before = run_spec(base, timeout)
-        if before.failed:
-            raise DiagError(f"the model does not run as it is: {before.failed}")
+        if before.report is None or before.failed:  # (only torch.compile fails here)
+            error = DiagError(
+                "torch.compile failed on the model as it is: no patch can be verified.",
+                hint=f"Run `compilediag explain {shown(path)}` to see where it fails.",
+            )
+            error.exit_code = COMPILE_FAILED
+            raise error
         env = before.report.environment
         setup = f"{env.device} · {env.backend}/{env.mode}"
         result = FixResult(shown(path), digest, [], torch=env.torch, setup=setup)
@@ -159,7 +158,7 @@ def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: 
                     spec, target=replace(spec.target, path=str(copy)), seed=SEED,
                     search_path=[str(path.parent)], compare_outputs=str(saved),
                 ),
-                timeout,
+                timeout, candidate=True,
             )  # fmt: skip
             why, evidence = judge(brk, current, after)
             if evidence is None:
@@ -230,9 +229,10 @@ def refusal(brk: GraphBreak, path: Path) -> str:
 
 def judge(brk: GraphBreak, before: Run, after: Run) -> tuple[str, Evidence | None]:
     """Why the patch is not kept, or its evidence."""
-    if after.failed:
+    if after.failed or after.report is None or after.result is None:
         return f"the patched model failed: {after.failed}", None
     b, a = before.report, after.report
+    assert b is not None
 
     def key(g: GraphBreak) -> tuple[str, str, str]:
         return (g.gb_id or "", g.reason, g.code.strip())
