@@ -37,6 +37,13 @@ def own(job: dict, part: str) -> float:
     return statistics.fmean(s[part] for s in job["steps"][a - 1 : b])
 
 
+def own_median(job: dict, part: str) -> float:
+    """The job's own median for a part over the window's steps (as runtime.step_medians):
+    a step the machine's load stretched moves a mean, not this."""
+    a, b = WINDOW
+    return statistics.median(s[part] for s in job["steps"][a - 1 : b])
+
+
 @pytest.fixture(scope="module")
 def as_written(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
     return run_parts(tmp_path_factory.mktemp("parts"))
@@ -112,26 +119,27 @@ def test_the_optimizer_advice_applied_takes_its_share_away(as_written, tmp_path:
     advice = " ".join(report["timings"]["notes"])
     assert "the optimizer step takes" in advice and "fused=True" in advice, advice
     assert "foreach=False" in advice
-    before = report["timings"]["breakdown"]["optimizer_ms"]
+    before = report["runtime"]["step_medians"]["optimizer"]
     fixed, job_fixed = run_parts(tmp_path, JOB_OPTIMIZER="fused=True")
-    after = fixed["timings"]["breakdown"]["optimizer_ms"]
-    assert after == pytest.approx(own(job_fixed, "optimizer"), rel=0.25)
+    after = fixed["runtime"]["step_medians"]["optimizer"]
+    assert after == pytest.approx(own_median(job_fixed, "optimizer"), rel=0.25, abs=0.3)
     assert after < before / 3
     assert not any("the optimizer step" in n for n in fixed["timings"]["notes"])
 
 
 def test_the_data_advice_applied_takes_its_share_away(as_written, tmp_path: Path) -> None:
-    """The loader makes each batch in the main process: the report names num_workers; one
-    worker, applied, makes batches while the step runs, and the advice is gone."""
+    """The loader makes each batch in the main process: the report names num_workers; two
+    workers, applied, make batches while the step runs, and the advice is gone. (Two: one
+    worker kept up alone, but not always beside another test on two cores.)"""
     report, job = as_written
     advice = " ".join(report["timings"]["notes"])
     assert "the data loader's next batch takes" in advice and "num_workers" in advice, advice
-    fixed, job_fixed = run_parts(tmp_path, JOB_WORKERS="1")
-    bd = fixed["timings"]["breakdown"]
-    assert bd["data_ms"] == pytest.approx(own(job_fixed, "data"), rel=0.25, abs=0.3)
-    assert bd["data_ms"] < report["timings"]["breakdown"]["data_ms"] / 2
+    fixed, job_fixed = run_parts(tmp_path, JOB_WORKERS="2")
+    after = fixed["runtime"]["step_medians"]["data"]
+    assert after == pytest.approx(own_median(job_fixed, "data"), rel=0.25, abs=0.3)
+    assert after < report["runtime"]["step_medians"]["data"] / 2
     assert not any("data loader" in n for n in fixed["timings"]["notes"])
-    assert fixed["runtime"]["loaders"] == {"workers": 1, "pin_memory": False}
+    assert fixed["runtime"]["loaders"] == {"workers": 2, "pin_memory": False}
 
 
 def test_a_compiled_optimizer_step_is_still_the_step_and_compiles_as_without(
