@@ -313,9 +313,11 @@ def get_inputs():
 
 def test_explain_train_splits_the_step_at_its_backward(tmp_path) -> None:
     """explain --train: the step (forward, then backward of the outputs' sum) has a
-    backward part, the time of autograd's engine under torch.profiler's shares, within
-    25% of the same compiled model's backward timed by itself in a fresh process (the
-    median of perf_counter around loss.backward()); the parts add up to the step."""
+    backward part, the time of autograd's engine under torch.profiler's shares; its share
+    of the step is within 25% of the share the same compiled model's backward takes of its
+    step timed by itself in a fresh process (perf_counter around the forward and around
+    loss.backward(), medians: a share, so two processes' speeds need not agree); the parts
+    add up to the step."""
     import os
     import subprocess
     import sys
@@ -337,15 +339,16 @@ def test_explain_train_splits_the_step_at_its_backward(tmp_path) -> None:
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
         "model, (x,) = m.get_model(), m.get_inputs()\n"
         "f = torch.compile(model)\n"
-        "times = []\n"
+        "shares = []\n"
         "for i in range(60):\n"
-        "    loss = f(x).float().sum()\n"
-        "    t0 = time.perf_counter(); loss.backward(); t1 = time.perf_counter()\n"
-        "    if i >= 10: times.append((t1 - t0) * 1e3)\n"
-        "print(statistics.median(times))\n"
+        "    t0 = time.perf_counter(); loss = f(x).float().sum(); t1 = time.perf_counter()\n"
+        "    loss.backward(); t2 = time.perf_counter()\n"
+        "    if i >= 10: shares.append((t2 - t1) / (t2 - t0))\n"
+        "print(statistics.median(shares))\n"
     )
     own = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=600, env={**os.environ, **one})  # fmt: skip
     assert own.returncode == 0, own.stderr
     alone = float(own.stdout.strip().splitlines()[-1])
-    assert b["backward_ms"] == pytest.approx(alone, rel=0.25), (b, alone)
+    share = b["backward_ms"] / b["call_ms"]
+    assert share == pytest.approx(alone, rel=0.25), (b, alone)
