@@ -377,6 +377,15 @@ def peak_of(device: str) -> tuple[str, tuple[float, float] | None]:
     return "", None
 
 
+def first_by_name(kernels: list[Kernel]) -> dict[str, Kernel]:
+    """Each kernel name's first kernel (Inductor numbers kernels per graph: two graphs may
+    hold one name)."""
+    out: dict[str, Kernel] = {}
+    for k in kernels:
+        out.setdefault(k.name, k)
+    return out
+
+
 def kernel_timings(report: Report, p: ProcessRuntime, b: Breakdown) -> None:
     """The window's kernels, per step, with their lines (a generated kernel's, by name from
     the Report's kernels), against the device's peak where it is known; most time lost
@@ -385,9 +394,7 @@ def kernel_timings(report: Report, p: ProcessRuntime, b: Breakdown) -> None:
     if not p.kernels or not p.kernel_steps or report.timings is None:
         return
     steps = p.kernel_steps
-    by_name: dict[str, Kernel] = {}
-    for kernel in report.kernels:
-        by_name.setdefault(kernel.name, kernel)
+    by_name = first_by_name(report.kernels)
     name, peak = peak_of(p.kernel_device)
     out = []
     for row in p.kernels:
@@ -428,9 +435,7 @@ def kernel_trace(trace_dir: Path, report: Report) -> dict | None:
     own pid): each generated kernel's events given its graph, its modules and the lines of
     the user's it came from (`args`). None where no process wrote one."""
     files = sorted((trace_dir / RUNTIME_FOLDER).glob(KERNEL_TRACE))
-    by_name: dict[str, Kernel] = {}
-    for k in report.kernels:
-        by_name.setdefault(k.name, k)
+    by_name = first_by_name(report.kernels)
     events: list[dict] = []
     rest: dict = {}
     for path in files:
@@ -476,7 +481,7 @@ def kernel_advice(report: Report) -> list[str]:
     busy = sum(k.ms for k in t.kernels if k.kind != "communication")
     if not step or busy < DEVICE_BOUND * step:
         return []  # the step waits on the host: a faster kernel would not shorten it
-    known_by = {x.name: x for x in reversed(report.kernels)}  # (the first of a name)
+    known_by = first_by_name(report.kernels)
     far = [k for k in t.kernels if k.peak_share is not None and k.peak_share < FAR]
     far = [k for k in far if k.lost_ms / step >= FAR_LOST and not _indexed(known_by.get(k.name))]
     if not far:

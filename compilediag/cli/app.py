@@ -18,10 +18,12 @@ from compilediag.cli.options import (
     Jobs,
     Junit,
     Output,
+    Repeat,
     RunOptions,
     SpeedupTolerance,
     Target,
     TryFixes,
+    Warmup,
     gate_rules,
     run_options,
 )
@@ -179,20 +181,8 @@ def explain(
     timings: Annotated[
         bool, typer.Option("--timings/--no-timings", help="Time eager vs compiled.")
     ] = True,
-    repeat: Annotated[
-        int | None,
-        typer.Option(
-            "--repeat", help="Timed blocks per variant (default: about 1 s worth).", metavar="N"
-        ),
-    ] = None,
-    warmup: Annotated[
-        int | None,
-        typer.Option(
-            "--warmup",
-            help="Untimed calls per variant first (default: 0.2 s CPU, 1 s CUDA).",
-            metavar="N",
-        ),
-    ] = None,
+    repeat: Repeat = None,
+    warmup: Warmup = None,
     format: Format = "table",
     output: Output = None,
     html: Html = None,
@@ -403,16 +393,8 @@ def fix(
             help="Write the verified patches into the file (the original kept as FILE.orig).",
         ),
     ] = False,
-    repeat: Annotated[
-        int | None,
-        typer.Option("--repeat", help="Timed blocks per variant (as explain's).", metavar="N"),
-    ] = None,
-    warmup: Annotated[
-        int | None,
-        typer.Option(
-            "--warmup", help="Untimed calls per variant first (as explain's).", metavar="N"
-        ),
-    ] = None,
+    repeat: Repeat = None,
+    warmup: Warmup = None,
     format: Annotated[
         str, typer.Option("--format", help="table or json.", metavar="FORMAT")
     ] = "table",
@@ -520,9 +502,10 @@ def diff(
 ) -> None:
     """Compare two runs: what changed, and why the cache missed.
 
-    Two runs side by side: a torch upgrade, a fix, a config change. Breaks (new, gone, moved, reason changed), recompiles, graphs and kernels, compile time
-    by phase, FX-graph cache hits and misses, timings. For each cache miss in B of a graph
-    A compiled too, the key's components that differ, in words ("Inductor config
+    Two runs side by side: a torch upgrade, a fix, a config change. Breaks (new, gone,
+    moved, reason changed), recompiles, graphs and kernels, compile time by phase, FX-graph
+    cache hits and misses, timings. For each cache miss in B of a graph A compiled too, the
+    key's components that differ, in words ("Inductor config
     `fallback_random`: False → True", "input 0: shape [8, 16] → [16, 16]"): give both
     traces for these (a saved report has no cache records).
 

@@ -122,6 +122,20 @@ Jobs = Annotated[
         metavar="N",
     ),
 ]
+Repeat = Annotated[
+    int | None,
+    typer.Option(
+        "--repeat", help="Timed blocks per variant (default: about 1 s worth).", metavar="N"
+    ),
+]
+Warmup = Annotated[
+    int | None,
+    typer.Option(
+        "--warmup",
+        help="Untimed calls per variant first (default: 0.2 s CPU, 1 s CUDA).",
+        metavar="N",
+    ),
+]
 Timeout = Annotated[
     float,
     typer.Option(

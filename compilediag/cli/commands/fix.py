@@ -22,6 +22,7 @@ from compilediag.advice.patches import (
     FixResult,
     Patch,
     RecompileFix,
+    parse,
     propose,
 )
 from compilediag.cli.commands.common import OutputOptions, check_outputs, make_spec, wrote
@@ -64,8 +65,6 @@ def run(opts: FixOptions) -> int:
     path = Path(spec.target.path)
     check_own_file(path)
     source = path.read_text()
-    from compilediag.advice.patches import parse
-
     parse(source, shown(path))  # a file that does not parse: its line, before anything runs
     digest = sha256(source)
     result = find_fixes(spec, path, source, digest, opts.run.timeout)
