@@ -37,11 +37,27 @@ def own(job: dict, part: str) -> float:
     return statistics.fmean(s[part] for s in job["steps"][a - 1 : b])
 
 
-def own_median(job: dict, part: str) -> float:
-    """The job's own median for a part over the window's steps (as runtime.step_medians):
-    a step the machine's load stretched moves a mean, not this."""
+def assert_own_median(figure: float, job: dict, part: str) -> None:
+    """The report's median for a part (runtime.step_medians: a step the machine's load
+    stretched moves a mean, not this) against the job's own clock over the same steps. The
+    job's clock holds the report's: each step's part as the job times it contains the
+    probe's marks, and the probe's own work after them (at the window's last step, reading
+    the window: about a millisecond). So the report's median is at most the job's median,
+    and at least the job's fastest step, each within 25% and 0.3 ms. (A clean-clone CI run
+    beside another test read the fused optimizer's median as 1.25 ms in the report and as
+    2.29 ms in the job's clock.)"""
     a, b = WINDOW
-    return statistics.median(s[part] for s in job["steps"][a - 1 : b])
+    values = [s[part] for s in job["steps"][a - 1 : b]]
+    low, high = fastest(job, part) * 0.75 - 0.3, statistics.median(values) * 1.25 + 0.3
+    assert low <= figure <= high, (part, figure, values)
+
+
+def fastest(job: dict, part: str) -> float:
+    """The job's fastest window step for a part, by its own clock: what a fix changed, where
+    a median can be the machine's load (beside another test on two cores, a fused
+    optimizer's 1.2 ms read 5.3 ms in the median of seven steps)."""
+    a, b = WINDOW
+    return min(s[part] for s in job["steps"][a - 1 : b])
 
 
 @pytest.fixture(scope="module")
@@ -114,30 +130,31 @@ def run_saved(report: dict, *args: str) -> str:
 def test_the_optimizer_advice_applied_takes_its_share_away(as_written, tmp_path: Path) -> None:
     """AdamW(foreach=False) loops over the parameters: the report says so with the share
     it measured, and fused=True, applied, leaves a step whose optimizer part is a fraction
-    of what it was and no such advice."""
+    of what it was (the report's figure the job's own, the fraction by the job's clock) and
+    no such advice."""
     report, job = as_written
     advice = " ".join(report["timings"]["notes"])
     assert "the optimizer step takes" in advice and "fused=True" in advice, advice
     assert "foreach=False" in advice
-    before = report["runtime"]["step_medians"]["optimizer"]
     fixed, job_fixed = run_parts(tmp_path, JOB_OPTIMIZER="fused=True")
     after = fixed["runtime"]["step_medians"]["optimizer"]
-    assert after == pytest.approx(own_median(job_fixed, "optimizer"), rel=0.25, abs=0.3)
-    assert after < before / 3
+    assert_own_median(after, job_fixed, "optimizer")
+    assert fastest(job_fixed, "optimizer") < fastest(job, "optimizer") / 3
     assert not any("the optimizer step" in n for n in fixed["timings"]["notes"])
 
 
 def test_the_data_advice_applied_takes_its_share_away(as_written, tmp_path: Path) -> None:
     """The loader makes each batch in the main process: the report names num_workers; two
-    workers, applied, make batches while the step runs, and the advice is gone. (Two: one
+    workers, applied, make batches while the step runs (the report's figure the job's own,
+    the wait shorter by the job's clock), and the advice is gone. (Two: one
     worker kept up alone, but not always beside another test on two cores.)"""
     report, job = as_written
     advice = " ".join(report["timings"]["notes"])
     assert "the data loader's next batch takes" in advice and "num_workers" in advice, advice
     fixed, job_fixed = run_parts(tmp_path, JOB_WORKERS="2")
     after = fixed["runtime"]["step_medians"]["data"]
-    assert after == pytest.approx(own_median(job_fixed, "data"), rel=0.25, abs=0.3)
-    assert after < report["runtime"]["step_medians"]["data"] / 2
+    assert_own_median(after, job_fixed, "data")
+    assert fastest(job_fixed, "data") < fastest(job, "data") / 2
     assert not any("data loader" in n for n in fixed["timings"]["notes"])
     assert fixed["runtime"]["loaders"] == {"workers": 2, "pin_memory": False}
 
