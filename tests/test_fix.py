@@ -279,3 +279,68 @@ def test_a_patched_copy_that_fails_is_not_kept_and_the_run_goes_on(tmp_path: Pat
     with pytest.raises(ModelError) as e:
         run_spec(spec, 300)
     assert e.value.exit_code == 3
+
+
+GUARDED_ROOT = """\
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        s = -h.abs().mean()
+        if s > 0:  # the root of a negative mean: the branch guards it
+            h = h * s.sqrt()
+        return h.tanh()
+
+
+def get_model():
+    return Scaled()
+
+
+def get_inputs():
+    return (torch.randn(4, 8),)
+"""
+
+
+def test_under_train_a_rewrite_that_makes_nan_gradients_is_not_kept(tmp_path: Path) -> None:
+    """torch.where in place of the `if` computes both sides: the forward outputs are the
+    original's, but the root's backward is NaN (0 times an infinite slope), and so is
+    every parameter's gradient. fix --train compares the gradients too and keeps no patch
+    (fix without --train keeps it: torch's own backward of that patched file is NaN); a
+    branch whose sides are both finite (sample_models/data_branch.py) is patched under
+    --train with its gradients the original's."""
+    import torch
+
+    model = tmp_path / "guarded.py"
+    model.write_text(GUARDED_ROOT)
+    args = ("--backend", "eager", "--repeat", "2", "--format", "json")
+    done = cli("fix", "guarded.py", "--train", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (brk,) = json.loads(done.stdout)["breaks"]
+    assert not brk["patched"], brk
+    assert "gradients would change (NaN where the original's are numbers)" in brk["why"]
+
+    done = cli("fix", "guarded.py", "--apply", *args, cwd=tmp_path)  # forward outputs only
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["patched"] == 1 and "torch.where(" in model.read_text()
+    for source, finite in ((GUARDED_ROOT, True), (model.read_text(), False)):
+        namespace: dict = {}
+        exec(compile(source, "guarded.py", "exec"), namespace)  # noqa: S102 - the test's model
+        torch.manual_seed(0)
+        m = namespace["get_model"]()
+        m(*namespace["get_inputs"]()).sum().backward()
+        assert bool(torch.isfinite(m.proj.weight.grad).all()) is finite
+
+    plain = tmp_path / "data_branch.py"
+    shutil.copy(SAMPLES / "data_branch.py", plain)
+    done = cli("fix", "data_branch.py", "--train", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["patched"] == 1
+    assert data["breaks"][0]["evidence"]["grad_err"] <= 1e-5

@@ -853,14 +853,16 @@ class Evidence:
     eager_err: float  # max abs error against the original's eager outputs
     compiled_err: float  # the same, compiled
     compiled_ms: tuple[float | None, float | None]  # the compiled call, median
+    grad_err: float | None = None  # --train: the parameters' gradients, eager and compiled
 
     def text(self) -> str:
         g0, g1 = self.graphs
-        err = max(self.eager_err, self.compiled_err)
+        err = max(self.eager_err, self.compiled_err, self.grad_err or 0.0)
+        equal = "outputs" if self.grad_err is None else "outputs and gradients"
         parts = [
             f"{self.gb_id or 'the break'} gone",
             f"{g0} graph{'s' * (g0 != 1)} → {g1}",
-            f"outputs equal (max abs err {err:.3g})",
+            f"{equal} equal (max abs err {err:.3g})",
         ]
         before, after = self.compiled_ms
         if before is not None and after is not None:

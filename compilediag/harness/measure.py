@@ -122,11 +122,14 @@ def compare_outputs(torch: Any, eager: Any, compiled: Any) -> OutputCheck:
             continue
         atol, rtol = tolerance(str(x.dtype))
         x, y = x.detach().double(), y.detach().double()
-        diff = (x - y).abs()
+        # a NaN (or an infinity) where the other has the same is equal; NaN against a
+        # number is not, and its error is NaN
+        diff = (x - y).abs().masked_fill((x == y) | (x.isnan() & y.isnan()), 0)
         if diff.numel():
-            max_abs = max(max_abs, float(diff.max()))
-            max_rel = max(max_rel, float((diff / x.abs().clamp_min(1e-12)).max()))
-        mismatch |= not torch.allclose(x, y, atol=atol, rtol=rtol)
+            worst = float(diff.max())
+            max_abs = worst if worst != worst else max(max_abs, worst)  # NaN stays
+            max_rel = max(max_rel, float((diff / x.abs().clamp_min(1e-12)).nan_to_num().max()))
+        mismatch |= not torch.allclose(x, y, atol=atol, rtol=rtol, equal_nan=True)
     return OutputCheck(len(a), max_abs, max_rel, mismatch)
 
 

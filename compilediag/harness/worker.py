@@ -58,6 +58,7 @@ class Worker:
         self.workdir = workdir
         self.spec = from_json(WorkerSpec, (workdir / "spec.json").read_text())
         self.result = WorkerResult()
+        self._grads: list[list[Any]] = []  # fix --train: the first call's, eager and compiled
 
     def stage(self, text: str) -> None:
         write_atomic(self.workdir / "status", text)
@@ -220,6 +221,8 @@ class Worker:
         try:
             eager_out = step(model, eager_call)
             sync(torch, device)
+            if i == 0:
+                self.take_grads(torch, model)
         except BaseException as e:
             if i == 0 and not target.shapes and not target.inputs:
                 # the file's own get_inputs() does not run: a bug in the model file
@@ -244,6 +247,8 @@ class Worker:
             compiled_out = step(compiled, marked(torch, fresh(pristine), spec))
             sync(torch, device)
             wall = time.perf_counter() - start
+            if i == 0:
+                self.take_grads(torch, model)
         except BaseException as e:
             inner = getattr(e, "inner_exception", None) or e  # BackendCompilerFailed wraps it
             message = f"{type(inner).__name__}: {first_line(inner)}"
@@ -263,24 +268,43 @@ class Worker:
             if counted and not skips.messages:
                 self.result.cudagraph_skips = [f"torch skipped CUDA graphs {counted} time(s)"]
 
+    def take_grads(self, torch: Any, model: Any) -> None:
+        """`compilediag fix --train`: the parameters' gradients after the first call's
+        backward (eager, then compiled), each taken away so the next call's are its own (a
+        parameter that got none: an empty tensor)."""
+        spec = self.spec
+        if not (spec.train and (spec.save_outputs or spec.compare_outputs)):
+            return
+        params = list(model.parameters()) if hasattr(model, "parameters") else []
+        self._grads.append(
+            [torch.empty(0) if p.grad is None else p.grad.detach().cpu() for p in params]
+        )
+        for p in params:
+            p.grad = None
+
     def keep_outputs(self, torch: Any, eager_out: Any, compiled_out: Any) -> None:
-        """`compilediag fix`: the first call's output tensors saved, or compared with a
-        saved run's (eager with eager, compiled with compiled)."""
+        """`compilediag fix`: the first call's output tensors (and with --train the
+        parameters' gradients) saved, or compared with a saved run's (eager with eager,
+        compiled with compiled)."""
         spec = self.spec
         if not (spec.save_outputs or spec.compare_outputs):
             return
         try:
-            ours = [
-                [t.detach().cpu() for t in tensors_of(torch, out)]
-                for out in (eager_out, compiled_out)
-            ]
+            ours = {
+                "outputs": [
+                    [t.detach().cpu() for t in tensors_of(torch, out)]
+                    for out in (eager_out, compiled_out)
+                ],
+                "grads": self._grads,
+            }
             if spec.save_outputs:
                 torch.save(ours, spec.save_outputs)
             if spec.compare_outputs:
                 saved = torch.load(spec.compare_outputs)
-                self.result.reference_check = [
-                    compare_outputs(torch, a, b) for a, b in zip(saved, ours, strict=True)
-                ]
+                self.result.reference_check, self.result.gradient_check = (
+                    [compare_outputs(torch, a, b) for a, b in zip(saved[k], ours[k], strict=True)]
+                    for k in ("outputs", "grads")
+                )
         except Exception as e:  # the run's own report stays whole
             self.result.errors.append(f"output capture failed: {type(e).__name__}: {e}")
 

@@ -244,7 +244,9 @@ class WorkerResult:
     # Inductor built, those it fused away or dropped too (None: Inductor did not run)
     torch_kernel_count: int | None = None
     cudagraph_skips: list[str] = field(default_factory=list)  # torch's perf hints, at run time
-    # `compilediag fix` (spec.compare_outputs): [eager, compiled] against the saved run's
+    # `compilediag fix` (spec.compare_outputs): [eager, compiled] against the saved run's;
+    # with --train the parameters' gradients after the first call too ([] without --train)
     reference_check: list[OutputCheck] = field(default_factory=list)
+    gradient_check: list[OutputCheck] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # what failed without losing the report
     error: WorkerFailure | None = None  # what ended the run

@@ -2,7 +2,7 @@
 source edit (advice/patches.py), applied to a scratch copy of the model file, run as
 `explain` runs it, and kept only when torch's own counts say the break is gone with no new
 one, and the eager and compiled outputs equal the original's on the same inputs (the same
-seed). The compiled call is timed before and after. The user's file is written only with
+seed; with --train the parameters' gradients too). The compiled call is timed before and after. The user's file is written only with
 --apply, and only when it has not changed since the run."""
 
 from __future__ import annotations
@@ -261,10 +261,20 @@ def judge(brk: GraphBreak, before: Run, after: Run) -> tuple[str, Evidence | Non
             f"the outputs could not be compared with the original's{': ' + extra if extra else ''}",
             None,
         )
-    for what, c in zip(("eager", "compiled"), checks, strict=True):
+    grads = after.result.gradient_check
+    named = [("eager outputs", c) for c in checks[:1]] + [
+        ("compiled outputs", c) for c in checks[1:]
+    ]
+    named += [(f"{w} gradients", c) for w, c in zip(("eager", "compiled"), grads, strict=False)]
+    for what, c in named:
         if c.mismatch:
-            err = f" (max abs err {c.max_abs_err:.3g})" if c.max_abs_err is not None else ""
-            return f"the {what} outputs would change{err}{': ' + c.note if c.note else ''}", None
+            err = c.max_abs_err
+            said = (
+                "" if err is None
+                else " (NaN where the original's are numbers)" if err != err
+                else f" (max abs err {err:.3g})"
+            )  # fmt: skip
+            return f"the {what} would change{said}{': ' + c.note if c.note else ''}", None
     return "", Evidence(
         brk.gb_id or brk.reason,
         (b.summary.graphs, a.summary.graphs),
@@ -273,6 +283,7 @@ def judge(brk: GraphBreak, before: Run, after: Run) -> tuple[str, Evidence | Non
         checks[0].max_abs_err or 0.0,
         checks[1].max_abs_err or 0.0,
         (compiled_ms(b), compiled_ms(a)),
+        max((c.max_abs_err or 0.0 for c in grads), default=None),
     )
 
 
