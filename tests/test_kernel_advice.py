@@ -70,3 +70,24 @@ def test_a_kernel_that_reads_at_indices_is_never_called_far(large: Report) -> No
     known = next(k for k in r.kernels if k.name == name)
     known.ops = ["aten.embedding", *known.ops]
     assert all(name not in said for said in kernel_advice(r))
+
+
+def test_a_library_kernel_is_one_line_and_its_call_the_next(large: Report) -> None:
+    """The kernel table of that run at 100 columns: a library kernel's facts follow its
+    name, and the aten call that launched it (op and input shapes, as torch.profiler
+    recorded them) is a line of its own under it, indented, never the name's line."""
+    from tests.conftest import run_cli
+
+    proc = run_cli("render", str(LARGE), env={"COLUMNS": "100"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    t = large.timings
+    assert t is not None
+    calls = [k for k in t.kernels[:8] if k.op and k.shapes]
+    assert calls, "the run's costliest kernels include library calls with their shapes"
+    for k in calls:
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"      {k.op} ["))
+        assert "a step (" in " ".join(lines[at - 2 : at])  # the kernel's facts just above
+        assert k.shapes.split("], ")[0] in lines[at]
+        assert all(k.shapes.split("], ")[0] not in line for line in lines[at - 3 : at])

@@ -42,7 +42,8 @@ def kernel_name(name: str) -> str:
 
 def kernel_time_blocks(report: Report, limit: int | None) -> list:
     """`run --profile-steps`: the window's kernels, most time lost against the device's
-    peak first, each with its time a step, its lines and what it achieved."""
+    peak first, each with its time a step, what it achieved, the library call that
+    launched it (its op and input shapes, a line of their own) and its lines."""
     t = report.timings
     if t is None or not t.kernels:
         return []
@@ -56,12 +57,14 @@ def kernel_time_blocks(report: Report, limit: int | None) -> list:
     target = report.target.path
     for k in shown:
         line = Text(kernel_name(k.name), style="bold")
-        if k.shapes:
-            line.append(f" {k.shapes}", style="dim")
         line.append("  " + " · ".join(kernel_timing_words(k, t.peak)))
-        if k.source_lines:
-            line.append("\n    from " + compact_lines(k.source_lines, target), style="dim")
         rows.append(Padding(line, (0, 0, 0, 2)))
+        call = " ".join(part for part in (k.op, k.shapes) if part)  # a library call's
+        if call:
+            rows.append(Padding(Text(call, style="dim"), (0, 0, 0, 6)))
+        if k.source_lines:
+            lines = "from " + compact_lines(k.source_lines, target)
+            rows.append(Padding(Text(lines, style="dim"), (0, 0, 0, 4)))
     if len(shown) < len(t.kernels):
         rows.append(Text(f"  … {len(t.kernels) - len(shown)} more: `--format json` or "
                          "`--html FILE` lists all", style="dim"))  # fmt: skip
