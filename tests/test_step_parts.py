@@ -271,3 +271,24 @@ def test_no_kernel_is_advised_where_the_step_waits_on_the_host(tmp_path: Path) -
     assert busy < 0.5 * t["breakdown"]["call_ms"]
     assert any(k["gb_per_s"] for k in t["kernels"])
     assert not any("of the device's" in n for n in t["notes"]), t["notes"]
+
+
+def test_a_step_gradscaler_skipped_is_still_a_step(tmp_path: Path) -> None:
+    """GradScaler finds inf gradients at steps 3 and 6 (the loss made infinite there) and
+    does not step the optimizer: each is still one of the job's steps, with no optimizer
+    part, not half of a step twice as long. The steps, the skipped ones and the window's
+    step are the job's own."""
+    skip = (3, 6)
+    report, job = run_parts(tmp_path, JOB_SKIP=",".join(map(str, skip)))
+    skipped = [i + 1 for i, s in enumerate(job["steps"]) if s["skipped"]]
+    assert skipped == list(skip)  # GradScaler's own account: it lowered its scale there
+    r = report["runtime"]
+    assert r["steps_at"] == "optimizer" and r["steps"] == len(job["steps"])
+    assert r["skipped_steps"] == len(skipped)
+    assert r["window_steps"] == WINDOW[1] - WINDOW[0] + 1
+    bd = report["timings"]["breakdown"]
+    assert bd["call_ms"] == pytest.approx(own(job, "step"), rel=0.1)
+    assert "(1 skipped by GradScaler" not in run_saved(report, "render")
+    assert f"({len(skipped)} skipped by GradScaler: inf or NaN gradients)" in run_saved(
+        report, "render"
+    )

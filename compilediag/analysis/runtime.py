@@ -112,6 +112,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.steps, job.window = first.steps, list(first.window)
         job.steps_at = first.steps_at
         job.optimizer, job.optimizer_options = first.optimizer, dict(first.optimizer_options)
+        job.skipped_steps = first.skipped_steps
         job.loaders = dict(first.loaders)
         job.window_rank = first.rank
         job.kernel_steps, job.kernel_device = first.kernel_steps, first.kernel_device

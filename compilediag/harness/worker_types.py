@@ -164,6 +164,7 @@ class ProcessRuntime:
     # "optimizer": steps of the first optimizer stepped (its class), with its foreach/fused
     optimizer: str = ""
     optimizer_options: dict[str, bool] = field(default_factory=dict)
+    skipped_steps: int = 0  # of those steps, GradScaler skipped (inf or NaN gradients)
     loaders: dict[str, int] = field(default_factory=dict)  # the data loader: workers, pin_memory
     kernels: list[KernelTime] = field(default_factory=list)  # the window's, costliest first
     kernel_steps: int = 0  # the steps torch.profiler saw (the window's, compiled ones too)

@@ -76,7 +76,13 @@ def step_words(r: Runtime) -> str:
     """What a step is: `12 calls of forward (train.py:26), compiled or eager`."""
     place = f"{r.step_frame} ({where(r.step_file, r.step_line)})"
     if r.steps_at == "optimizer":
-        return f"{plural(r.steps, 'step')} of {r.optimizer}; the model: the compiled {place}"
+        skipped = (
+            f" ({r.skipped_steps} skipped by GradScaler: inf or NaN gradients)"
+            if r.skipped_steps else ""
+        )  # fmt: skip
+        return (
+            f"{plural(r.steps, 'step')} of {r.optimizer}{skipped}; the model: the compiled {place}"
+        )
     if r.steps_at == "entry":
         return f"{r.steps} calls of the compiled {place}, compiled or eager"
     return f"{r.steps} calls of {place}'s graphs"

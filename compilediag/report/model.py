@@ -320,6 +320,7 @@ class Runtime:
     steps_at: str = "entry"  # "optimizer": steps of `optimizer` (its class)
     optimizer: str = ""
     optimizer_options: dict[str, bool] = field(default_factory=dict)  # its foreach / fused
+    skipped_steps: int = 0  # of its steps, GradScaler skipped (inf or NaN gradients)
     loaders: dict[str, int] = field(default_factory=dict)  # the data loader timed
     step_frame: str = ""  # the first compiled frame, by name
     step_file: str = ""

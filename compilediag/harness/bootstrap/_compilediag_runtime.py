@@ -76,7 +76,9 @@ class Probe:
         self.step_optimizer: int | None = None  # the first optimizer stepped, by id
         self.optimizer_name = ""  # its class
         self.optimizer_options: dict[str, Any] = {}  # its foreach / fused settings
-        self.optimizer_steps = 0  # its steps done
+        self.optimizer_steps = 0  # its steps done (those GradScaler skipped too)
+        self.optimizer_runs = 0  # optimizer steps that ran, of any optimizer
+        self.skipped_steps = 0  # its steps GradScaler skipped (inf or NaN gradients)
         self.compiled_optimizers: set[int] = set()  # optimizers whose step torch.compile got
         self._optimizing = 0  # optimizer steps under way (a compiled step's hooks too)
         self._depth = 0  # compiled entries under way (one called inside another: depth 2)
@@ -199,12 +201,25 @@ class Probe:
         self._optimizing -= 1
         if self._optimizing:
             return
+        self.optimizer_runs += 1
+        self._optimizer_step_ended(optimizer, ran=True)
+
+    def optimizer_skipped(self, optimizer: Any) -> None:
+        """GradScaler's step found inf or NaN gradients and did not step the optimizer:
+        the job's iteration ends all the same (a step with no optimizer part). Without
+        this, a mixed-precision job's skipped iteration (its first ones, while the scale
+        settles) ran into the next one as one step."""
+        self._optimizer_step_ended(optimizer, ran=False)
+
+    def _optimizer_step_ended(self, optimizer: Any, ran: bool) -> None:
         if self.step_optimizer is None:
             self._by_optimizer(optimizer)
         if id(optimizer) != self.step_optimizer:
-            self.mark("o", False)
+            if ran:
+                self.mark("o", False)
             return
         self.optimizer_steps += 1
+        self.skipped_steps += not ran
         self.step()  # the optimizer's part runs to the step's end
 
     def _by_optimizer(self, optimizer: Any) -> None:
@@ -490,6 +505,7 @@ class Probe:
             ),
             "optimizer": self.optimizer_name,
             "optimizer_options": dict(self.optimizer_options),
+            "skipped_steps": self.skipped_steps,
             "loaders": dict(self.loaders),
             "kernels": self.kernels.rows if self.kernels is not None else [],
             "kernel_steps": self.kernels.steps if self.kernels is not None else 0,
@@ -884,6 +900,7 @@ def _watch_step_parts(probe: Probe) -> Any:
                 probe.optimizer_exit(optimizer)
 
         undo += [pre(before_step).remove, post(after_step).remove]
+        undo += _watch_skipped_steps(probe, tracing)
 
     autograd = torch.autograd
     engine_name = (
@@ -925,6 +942,32 @@ def _watch_step_parts(probe: Probe) -> Any:
     setattr(loader_iter, "__next__", timed_next)  # noqa: B010
     undo.append(lambda: setattr(loader_iter, "__next__", next_batch))
     return lambda: [u() for u in undo]
+
+
+def _watch_skipped_steps(probe: Probe, tracing: Any) -> list[Any]:
+    """GradScaler.step (torch.amp's, and torch.cuda.amp's where it is its own class): where
+    it did not step the optimizer (inf or NaN gradients), the probe is told. Returns the
+    undos."""
+    import torch
+
+    undo: list[Any] = []
+    classes = [getattr(getattr(torch, "amp", None), "GradScaler", None)]
+    cuda_amp = sys.modules.get("torch.cuda.amp")  # imported with torch.cuda where it exists
+    classes.append(getattr(cuda_amp, "GradScaler", None))
+    for cls in dict.fromkeys(c for c in classes if c is not None and "step" in vars(c)):
+        original = vars(cls)["step"]
+
+        def step(self: Any, optimizer: Any, *args: Any, _original: Any = original,
+                 **kwargs: Any) -> Any:  # fmt: skip
+            runs = probe.optimizer_runs
+            out = _original(self, optimizer, *args, **kwargs)
+            if probe.optimizer_runs == runs and not tracing():
+                probe.optimizer_skipped(optimizer)
+            return out
+
+        cls.step = step
+        undo.append(lambda cls=cls, original=original: setattr(cls, "step", original))
+    return undo
 
 
 def _count_entries(probe: Probe) -> Any:
