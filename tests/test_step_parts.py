@@ -292,3 +292,28 @@ def test_a_step_gradscaler_skipped_is_still_a_step(tmp_path: Path) -> None:
     assert f"({len(skipped)} skipped by GradScaler: inf or NaN gradients)" in run_saved(
         report, "render"
     )
+
+
+@pytest.mark.gpu
+def test_float16_steps_gradscaler_skipped_are_the_jobs_steps_on_cuda(tmp_path: Path) -> None:
+    """On CUDA, float16 autocast and torch.amp's GradScaler with a first scale too large
+    (tests/fixtures/run_jobs/amp_train.py): the steps it skipped while the scale settled
+    are the job's steps, counted as GradScaler counts them, and the window's step is the
+    job's own."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    facts = tmp_path / "facts.json"
+    run = run_cli(
+        "run", "--format", "json", "--profile-steps", "10-20", "--", sys.executable,
+        str(JOB.parent / "amp_train.py"), env={"JOB_FACTS": str(facts)}, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    report, job = json.loads(run.stdout), json.loads(facts.read_text())
+    skipped = sum(s["skipped"] for s in job["steps"])
+    assert skipped > 0
+    r = report["runtime"]
+    assert r["steps"] == len(job["steps"]) and r["skipped_steps"] == skipped
+    own_step = statistics.median(s["step"] for s in job["steps"][9:20])
+    assert r["step_medians"]["step"] == pytest.approx(own_step, rel=0.25)
