@@ -351,3 +351,41 @@ def test_a_job_without_the_bootstrap_has_no_call_counts() -> None:
     assert report["runtime"]["processes"] == 0
     table = run_cli("run", "--", sys.executable, "-S", "-c", job)
     assert "not counted: no process of the job loaded compilediag's bootstrap" in table.stdout
+
+
+SEQUENTIAL_JOB = """\
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+compiled = torch.compile(model, backend="eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(6):
+    compiled(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_the_steps_model_is_what_torch_compile_was_given_not_torchs_wrapper(
+    tmp_path: Path,
+) -> None:
+    """torch.compile(nn.Sequential(...)): torch compiles its own wrapper first (a frame in
+    torch's external_utils.py, on 2.13 and 2.15), and the steps line named that wrapper
+    ("the compiled compiled call (torch's wrapper ...)"); the model is the Sequential, at
+    its torch.compile line."""
+    from compilediag.trace.formats import WRAPPER_FRAME
+
+    job = tmp_path / "seq_job.py"
+    job.write_text(SEQUENTIAL_JOB)
+    proc = run_cli("run", "--format", "json", "--", sys.executable, str(job), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["graphs"][0]["frame"] == WRAPPER_FRAME  # torch's first frame: its wrapper
+    r = report["runtime"]
+    assert r["steps"] == 6 and r["steps_at"] == "optimizer"
+    assert (r["step_frame"], Path(r["step_file"]).name, r["step_line"]) == (
+        "Sequential", "seq_job.py", 5,
+    )  # fmt: skip
+    proc = run_cli("run", "--", sys.executable, str(job), cwd=tmp_path, env={"COLUMNS": "200"})
+    assert "the model: the compiled Sequential (seq_job.py:5)" in proc.stdout

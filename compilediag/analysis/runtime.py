@@ -29,6 +29,7 @@ from compilediag.report.serial import from_json, to_json
 from compilediag.report.vocabulary import Finding, FindingKind, KernelKind, Severity
 from compilediag.report.words import ms
 from compilediag.trace.compiles import id_of
+from compilediag.trace.formats import WRAPPER_FRAME
 
 RUNTIME_FOLDER = "compilediag_runtime"  # inside the trace folder; trace_files() skips folders
 
@@ -128,6 +129,12 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         if step_graph is not None:
             job.step_frame = step_graph.frame
             job.step_file, job.step_line = step_graph.file, step_graph.line
+        called = next((c for c in first.compile_calls if c.called and c.what), None)
+        if job.step_frame == WRAPPER_FRAME and called is not None:
+            # torch's wrapper is not the model: what torch.compile was given, at its call
+            job.step_frame = called.what
+            job.step_file = portable_text(called.file, os.getcwd())
+            job.step_line = called.line
         p = first.profiled
         if p is not None:
             job.window_steps = p.calls
