@@ -1,6 +1,7 @@
 """The README's sample outputs, made by running the commands they show.
 
     python docs/samples.py            # run each command, rewrite its block in README.md
+    python docs/samples.py run fix    # only those samples
     python docs/samples.py --check    # exit 1 where a block is not what the command prints
 
 Each sample sits in README.md between `<!-- sample: NAME -->` and `<!-- /sample -->`, as
@@ -9,7 +10,7 @@ root. Times, speed-ups, versions and the folder a checkout is in change from run
 and machine to machine: `--check` compares the lines with every number masked and paths
 taken from the repository down, in any order (explain ranks breaks by their measured
 cost), leaves out the lines that measure this machine (explain's Timings section, run's Job
-section, a break's cost), and is meant for the torch release that made the samples (each header
+section and its window's kernels, which of them cost most, a break's cost), and is meant for the torch release that made the samples (each header
 names it).
 """
 
@@ -63,6 +64,10 @@ def comparable(output: str) -> list[str]:
     for line in output.splitlines():
         if line.startswith(("Timings", "Job")):
             timing = True
+        elif line.startswith("Kernels in the window"):  # its rows: this machine's costliest
+            lines.append(re.sub(r"\(.*", "", line))
+            timing = True
+            continue
         elif timing and line and not line.startswith(" "):
             timing = False
         if timing or line.lstrip().startswith("costs "):  # measured on this machine
@@ -91,9 +96,9 @@ def made_with(output: str) -> str:
     return m.group(1) if m else ""
 
 
-def write() -> None:
+def write(names: list[str]) -> None:
     text = README.read_text()
-    for name in SAMPLES:
+    for name in names:
         out = run(name)
         text, n = BLOCK.subn(
             lambda m, name=name, out=out: (
@@ -107,7 +112,13 @@ def write() -> None:
 
 def main() -> None:
     if "--check" not in sys.argv[1:]:
-        write()
+        names = sys.argv[1:] or list(SAMPLES)
+        unknown = [n for n in names if n not in SAMPLES]
+        if unknown:
+            raise SystemExit(
+                f"no such sample: {', '.join(unknown)} (they are {', '.join(SAMPLES)})"
+            )
+        write(names)
         return
     shown = blocks(README.read_text())
     stale = [n for n in SAMPLES if comparable(run(n)) != comparable(shown.get(n, ""))]

@@ -78,6 +78,12 @@ def test_sample_comparison_masks_numbers_and_timings_only() -> None:
     busy = "4 graphs · 4 kernels · compile 12.23 s\nspeedup 0.63x (unreliable)\nfix x\n"
     assert samples.comparable(quiet) == samples.comparable(busy)
     assert samples.comparable(quiet) != samples.comparable(busy.replace("kernels", "recompiles"))
+    # which of the window's kernels cost most is this machine's too: the section is compared
+    # by its title only
+    window = "Kernels in the window (9 kernels, 0.1 ms a step)\n  aten::mm  0.01 ms\n\nfix x\n"
+    other = window.replace("aten::mm", "cpp_fused_sum_0").replace("(9", "(8")
+    assert samples.comparable(window) == samples.comparable(other)
+    assert samples.comparable(window) != samples.comparable(window.replace("window", "graphs"))
 
 
 def _load_samples():

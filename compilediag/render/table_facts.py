@@ -64,7 +64,7 @@ def kernel_time_blocks(report: Report, limit: int | None) -> list:
             rows.append(Padding(Text(call, style="dim"), (0, 0, 0, 6)))
         if k.source_lines:
             lines = "from " + compact_lines(k.source_lines, target)
-            rows.append(Padding(Text(lines, style="dim"), (0, 0, 0, 4)))
+            rows.append(Padding(Text(lines, style="dim"), (0, 0, 0, 6)))
     if len(shown) < len(t.kernels):
         rows.append(Text(f"  … {len(t.kernels) - len(shown)} more: `--format json` or "
                          "`--html FILE` lists all", style="dim"))  # fmt: skip
