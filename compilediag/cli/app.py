@@ -406,8 +406,9 @@ def fix(
     .tolist(), a data-dependent if, NumPy on tensors, nonzero().shape[0], ...), make a
     minimal source edit, run a scratch copy as explain does, and keep it only when torch's
     count shows the break gone with no new one and the eager and compiled outputs equal
-    the original's on the same inputs (with --train, the gradients too). Prints each patch as a unified diff with its
-    evidence; --apply writes them (refused when the file changed since the run).
+    the original's on the same inputs (with --train, the gradients too). Prints each
+    patch as a unified diff with its evidence; --apply writes them (refused when the file
+    changed since the run).
     """
     from compilediag.cli.commands import fix as command
 

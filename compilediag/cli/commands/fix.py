@@ -2,8 +2,9 @@
 source edit (advice/patches.py), applied to a scratch copy of the model file, run as
 `explain` runs it, and kept only when torch's own counts say the break is gone with no new
 one, and the eager and compiled outputs equal the original's on the same inputs (the same
-seed; with --train the parameters' gradients too). The compiled call is timed before and after. The user's file is written only with
---apply, and only when it has not changed since the run."""
+seed; with --train the parameters' gradients too). The compiled call is timed before and
+after. The user's file is written only with --apply, and only when it has not changed
+since the run."""
 
 from __future__ import annotations
 
@@ -261,11 +262,9 @@ def judge(brk: GraphBreak, before: Run, after: Run) -> tuple[str, Evidence | Non
             f"the outputs could not be compared with the original's{': ' + extra if extra else ''}",
             None,
         )
-    grads = after.result.gradient_check
-    named = [("eager outputs", c) for c in checks[:1]] + [
-        ("compiled outputs", c) for c in checks[1:]
-    ]
-    named += [(f"{w} gradients", c) for w, c in zip(("eager", "compiled"), grads, strict=False)]
+    grads = after.result.gradient_check  # [] without --train
+    named = [*zip(("eager outputs", "compiled outputs"), checks, strict=True),
+             *zip(("eager gradients", "compiled gradients"), grads, strict=False)]  # fmt: skip
     for what, c in named:
         if c.mismatch:
             err = c.max_abs_err
