@@ -161,3 +161,20 @@ def test_two_runs_of_one_model_time_the_same_within_their_spread(tmp_path: Path)
     assert d["breaks"] == d["recompiles"] == d["graphs"] == []
     markdown = run_cli("diff", "--format", "markdown", *map(str, paths)).stdout
     assert markdown.startswith("## compilediag diff") and "**B did not regress" in markdown
+
+    # B's report with one figure changed: its median 1.6x A's (past the runs' spread), its
+    # fastest block A's: the machine's load, the same; the fastest block 1.6x too: slower
+    a = json.loads(paths[0].read_text())["timings"]["compiled_ms"]
+    for fastest, kind in ((a["min"], "same"), (a["min"] * 1.6, "changed")):
+        b = json.loads(paths[1].read_text())
+        b["timings"]["compiled_ms"].update(median=a["median"] * 1.6, iqr=a["iqr"], min=fastest)
+        changed = tmp_path / f"b_{kind}.json"
+        changed.write_text(json.dumps(b))
+        d, code = diff(paths[0], changed)
+        (timed,) = d["timings"]
+        assert timed["kind"] == kind, timed
+        if kind == "same":
+            assert "the fastest blocks" in timed["text"] and code == 0
+        else:
+            assert "(1.60×)" in timed["text"] and code == 1
+            assert d["regressions"] == [timed["text"]]
