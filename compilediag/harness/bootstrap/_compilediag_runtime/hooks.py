@@ -1,0 +1,241 @@
+"""Where the probe hooks into torch: the backend's compiled graphs, the compiled entries
+torch.compile returns, the optimizer's step hooks, autograd's engine, the data loader's next
+batch, GradScaler's step, and torch's CUDA-graph skip log. Each hook returns its undo."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from .probe import Probe
+
+
+class _SkipListener(logging.Handler):
+    """torch says why it ran a graph without a CUDA graph only in a log line, when that
+    log is on (2.11 on: the `cudagraphs` artifact, on by default); the worker's
+    watch_cudagraph_skips does the same in explain's process."""
+
+    def __init__(self, probe: Probe) -> None:
+        super().__init__(logging.WARNING)
+        self.probe = probe
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "skipping cudagraphs" in text:
+            self.probe.skip_reasons.append(" ".join(text.split()))
+
+
+CUDAGRAPH_LOGGERS = [
+    "torch._inductor.cudagraph_utils" + name for name in ("", ".__perf_hints", ".__cudagraphs")
+]
+
+
+def install(probe: Probe) -> Any:
+    """Wrap every graph the backend returns from now on, count the calls of compiled
+    entries, and listen for CUDA-graph skips; returns the undo."""
+    from torch._dynamo.output_graph import OutputGraph
+
+    original = OutputGraph.call_user_compiler
+
+    def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
+        probe.saw_backend(getattr(self, "compiler_fn", None), example_inputs)
+        return probe.wrap(original(self, gm, example_inputs))
+
+    OutputGraph.call_user_compiler = call_user_compiler  # type: ignore[method-assign]
+    undo_entries = _count_entries(probe)
+    undo_parts = _watch_step_parts(probe)
+    listener = _SkipListener(probe)
+    for name in CUDAGRAPH_LOGGERS:
+        logging.getLogger(name).addHandler(listener)
+
+    def undo() -> None:
+        OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
+        undo_entries()
+        undo_parts()
+        for name in CUDAGRAPH_LOGGERS:
+            logging.getLogger(name).removeHandler(listener)
+
+    return undo
+
+
+def _watch_step_parts(probe: Probe) -> Any:
+    """Mark the parts of a step no graph shows: each optimizer step (torch's global step
+    hooks; they do nothing while Dynamo traces them, so a compiled step's graphs are as
+    they would be), backward (autograd's engine call, behind backward() and grad()), and
+    the data loader's next batch. Returns the undo."""
+    import torch
+
+    undo: list[Any] = []
+    compiler = getattr(torch, "compiler", None)
+    tracing = getattr(compiler, "is_compiling", None) or (lambda: False)
+    optim = sys.modules.get("torch.optim.optimizer")
+    pre = getattr(optim, "register_optimizer_step_pre_hook", None)
+    post = getattr(optim, "register_optimizer_step_post_hook", None)
+    if pre is not None and post is not None:
+
+        def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if not tracing():
+                probe.optimizer_enter()
+
+        def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if not tracing():
+                probe.optimizer_exit(optimizer)
+
+        undo += [pre(before_step).remove, post(after_step).remove]
+        undo += _watch_skipped_steps(probe, tracing)
+
+    autograd = torch.autograd
+    engine_name = (
+        "_engine_run_backward" if hasattr(autograd, "_engine_run_backward") else "backward"
+    )
+    engine = getattr(autograd, engine_name)
+
+    def run_backward(*args: Any, **kwargs: Any) -> Any:
+        if not probe.mark("b", True):
+            return engine(*args, **kwargs)
+        try:
+            return engine(*args, **kwargs)
+        finally:
+            probe.mark("b", False)
+
+    setattr(autograd, engine_name, run_backward)
+    undo.append(lambda: setattr(autograd, engine_name, engine))
+
+    try:
+        from torch.utils.data import dataloader
+    except ImportError:
+        return lambda: [u() for u in undo]
+    loader_iter = dataloader._BaseDataLoaderIter
+    next_batch = loader_iter.__next__
+
+    def timed_next(self: Any) -> Any:
+        if not probe.mark("d", True):
+            return next_batch(self)
+        if not probe.loaders:
+            probe.loaders = {
+                "workers": int(getattr(self, "_num_workers", 0) or 0),
+                "pin_memory": bool(getattr(self, "_pin_memory", False)),
+            }
+        try:
+            return next_batch(self)
+        finally:
+            probe.mark("d", False)
+
+    setattr(loader_iter, "__next__", timed_next)  # noqa: B010
+    undo.append(lambda: setattr(loader_iter, "__next__", next_batch))
+    return lambda: [u() for u in undo]
+
+
+def _watch_skipped_steps(probe: Probe, tracing: Any) -> list[Any]:
+    """GradScaler.step (torch.amp's, and torch.cuda.amp's where it is its own class): where
+    it did not step the optimizer (inf or NaN gradients), the probe is told. Returns the
+    undos."""
+    import torch
+
+    undo: list[Any] = []
+    classes = [getattr(getattr(torch, "amp", None), "GradScaler", None)]
+    cuda_amp = sys.modules.get("torch.cuda.amp")  # imported with torch.cuda where it exists
+    classes.append(getattr(cuda_amp, "GradScaler", None))
+    for cls in dict.fromkeys(c for c in classes if c is not None and "step" in vars(c)):
+        original = vars(cls)["step"]
+
+        def step(self: Any, optimizer: Any, *args: Any, _original: Any = original,
+                 **kwargs: Any) -> Any:  # fmt: skip
+            runs = probe.optimizer_runs
+            out = _original(self, optimizer, *args, **kwargs)
+            if probe.optimizer_runs == runs and not tracing():
+                probe.optimizer_skipped(optimizer)
+            return out
+
+        cls.step = step
+        undo.append(lambda cls=cls, original=original: setattr(cls, "step", original))
+    return undo
+
+
+def _count_entries(probe: Probe) -> Any:
+    """Count the calls of what torch.compile returned: a compiled module's calls (whenever
+    it was compiled), and a compiled function's (one compiled from now on). Where this
+    torch's wrappers are not where they are looked for, nothing is wrapped: steps are then
+    counted at the first compiled frame. Returns the undo."""
+    try:
+        from torch._dynamo import eval_frame
+    except ImportError:
+        return lambda: None
+    module_class = getattr(eval_frame, "OptimizedModule", None)
+    context = getattr(eval_frame, "OptimizeContext", None)
+    undo: list[Any] = []
+    if module_class is not None and "__call__" in vars(module_class):
+        module_call = module_class.__call__
+
+        def optimized_module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            probe.entry(id(self), getattr(self, "_orig_mod", None))
+            try:
+                return module_call(self, *args, **kwargs)
+            finally:
+                probe.exit_entry()
+
+        module_class.__call__ = optimized_module_call
+        undo.append(lambda: setattr(module_class, "__call__", module_call))
+    if context is not None:
+        context_call, own = context.__call__, "__call__" in vars(context)
+
+        def optimize_call(self: Any, fn: Any) -> Any:
+            nested = probe._compiling  # torch compiling a module's forward inside the call
+            probe._compiling = True
+            try:
+                compiled = context_call(self, fn)
+            finally:
+                probe._compiling = nested
+            what = "" if nested else type(fn).__name__ if hasattr(fn, "training") else _name_of(fn)
+            if (
+                not callable(compiled)
+                or isinstance(compiled, type)
+                or (module_class is not None and isinstance(compiled, module_class))
+            ):
+                probe.compiled_object(id(compiled), what)
+                return compiled
+            counted = _counted(probe, compiled, getattr(fn, "__self__", None))
+            probe.compiled_object(id(counted), what)
+            return counted
+
+        def undo_context() -> None:
+            if own:
+                context.__call__ = context_call
+            else:
+                del context.__call__
+
+        context.__call__ = optimize_call
+        undo.append(undo_context)
+    return lambda: [u() for u in undo]
+
+
+def _name_of(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return str(name or type(fn).__name__)
+
+
+def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
+    """A compiled function that tells the probe of each call; torch's own attributes on
+    it (what it wraps, its compiler config) kept. `owner`: the object of a compiled bound
+    method (a module's `_call_impl` under `module.compile()`)."""
+    import functools
+
+    module = owner if hasattr(owner, "training") else None
+    optim = sys.modules.get("torch.optim")
+    optimizer = owner if optim is not None and isinstance(owner, optim.Optimizer) else None
+
+    @functools.wraps(compiled)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        probe.entry(id(entry), module)
+        if optimizer is not None:  # a compiled optimizer.step: its hooks ran only as traced
+            probe.compiled_optimizers.add(id(optimizer))
+            probe.optimizer_enter()
+        try:
+            return compiled(*args, **kwargs)
+        finally:
+            if optimizer is not None:
+                probe.optimizer_exit(optimizer)
+            probe.exit_entry()
+
+    return entry

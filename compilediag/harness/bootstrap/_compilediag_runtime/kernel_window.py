@@ -1,0 +1,265 @@
+"""The kernel window: torch.profiler over the steps after the profiling window, each
+kernel's calls and time, the collectives, and the eager ops a step runs outside graphs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+KERNEL_STEPS = 5  # the steps after the window whose kernels are profiled, at most
+GRAPH_CALL = "## Call CompiledFxGraph"  # Inductor's record_function around a graph's call
+# record_function ranges torch puts on the GPU's timeline too (not kernels)
+ANNOTATIONS = ("## ", "Optimizer.", "Torch-Compiled Region", "CompiledFunction", "ProfilerStep")
+COLLECTIVE_KERNELS = ("nccl",)  # NCCL's kernels (ncclDevKernel_..., ncclKernel_...)
+STEP_MARK = "## compilediag step"  # a step's start in the kernel profile
+REGION = "Torch-Compiled Region"  # Dynamo's record_function around a compiled frame's call
+OPTIMIZER_MARK = "## compilediag optimizer"  # an optimizer step's start in the kernel profile
+# what a step runs outside compiled code that the profiler names: eager aten ops (the loss,
+# a metric, .item()) at the top, and the CUDA runtime's waits no op made
+# (torch.cuda.synchronize: the runtime's calls are on the thread's system id)
+DEVICE_WAITS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
+REST_OPS = 8  # the costliest of them kept
+
+
+class _KernelWindow:
+    """torch.profiler over the window's steps: each kernel's calls and time. On CUDA, the
+    kernels' device time (CUPTI), and for a generated (Triton) kernel the bytes of the
+    tensors it is given; on CPU, each generated (C++) kernel's own time, by a
+    record_function put around it for the window (Inductor's code calls its kernels by
+    name, from its module). The library calls a graph makes (aten ops inside Inductor's
+    graph call) with their shapes, time and torch's FLOP count. The collectives: NCCL's
+    kernels on CUDA, gloo's operations on CPU (each on its own stream or thread, the wait
+    for the other ranks in its time)."""
+
+    def __init__(self, cuda: bool, steps: int) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        self.cuda = cuda
+        self.steps_left: int | None = steps  # None once stopped
+        self.rows: list[dict[str, Any]] = []
+        self.collectives_ms = 0.0  # the time any collective ran (calls that overlap, once)
+        self.steps = 0
+        self.device = ""  # the GPU's name
+        if cuda:
+            import torch
+
+            self.device = torch.cuda.get_device_name()
+        self._bytes: dict[str, int] = {}
+        self._undo: list[Any] = []
+        # the ops the step ran at its top, outside any graph (the loss, .item(), a copy)
+        self.rest: list[dict[str, Any]] = []
+        # the CPU's ops too, on CUDA: they make a step longer (an H100 step of a small
+        # language model 1.46x as long), but these steps come after the window; they give a
+        # library kernel its call (shapes, FLOPs) and name what a step does outside graphs
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        self._prof: Any = profile(activities=activities, record_shapes=True, with_flops=True)
+        self._wrap_generated()
+        self._prof.start()
+
+    def step(self) -> None:
+        from torch.autograd.profiler import record_function
+
+        with record_function(STEP_MARK):  # where the step begins, in the profile
+            self.steps += 1
+        if self.steps_left:
+            self.steps_left -= 1
+
+    @staticmethod
+    def optimizer() -> None:
+        """Mark where an optimizer step begins: the profile stops inside the last one (at
+        its post-hook), whose range then never closes and whose ops look like the step's
+        own top-level ones."""
+        from torch.autograd.profiler import record_function
+
+        with record_function(OPTIMIZER_MARK):
+            pass
+
+    def _wrap_generated(self) -> None:
+        try:
+            from torch._inductor.codecache import PyCodeCache
+        except ImportError:
+            return
+        modules = list(getattr(PyCodeCache, "modules", []) or [])
+        modules += list((getattr(PyCodeCache, "modules_no_attr", {}) or {}).values())
+        for module in dict.fromkeys(modules):
+            for name, obj in list(vars(module).items()):
+                if name.startswith("cpp_fused") and callable(obj):
+                    self._swap(module, name, self._timed(name, obj))
+                elif name.startswith("triton_") and callable(getattr(obj, "run", None)):
+                    self._count_bytes(name, obj)
+
+    def _swap(self, owner: Any, name: str, new: Any) -> None:
+        old = getattr(owner, name)
+        setattr(owner, name, new)
+        self._undo.append(lambda: setattr(owner, name, old))
+
+    @staticmethod
+    def _timed(name: str, kernel: Any) -> Any:
+        from torch.autograd.profiler import record_function
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with record_function(name):
+                return kernel(*args, **kwargs)
+
+        return timed
+
+    def _count_bytes(self, name: str, kernel: Any) -> None:
+        """The bytes of the tensors a Triton kernel is given, at its first call in the
+        window: each read or written once, an in-place one (in_out_ptr) read and written,
+        as Inductor's own benchmark counts them where its estimate was not made."""
+        run, seen = kernel.run, self._bytes
+        names = list(getattr(getattr(kernel, "fn", None), "arg_names", None) or [])
+
+        def run_counted(*args: Any, **kwargs: Any) -> Any:
+            if name not in seen:
+                total = 0
+                for i, x in enumerate(args):
+                    if hasattr(x, "element_size"):
+                        twice = i < len(names) and names[i].startswith("in_out_ptr")
+                        total += x.numel() * x.element_size() * (2 if twice else 1)
+                seen[name] = total
+            return run(*args, **kwargs)
+
+        setattr(kernel, "run", run_counted)  # noqa: B010 - the instance's, over the class's
+        self._undo.append(lambda: vars(kernel).pop("run", None))
+
+    def stop(self, ended: bool = False) -> None:
+        """Stop at a step's start (its steps are over), or where the job `ended`: then the
+        step begun last did not end (the code after the loop's last step is in its rows)."""
+        if self.steps_left is None:  # stopped already
+            return
+        self.steps_left = None
+        if ended:
+            self.steps = max(0, self.steps - 1)
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+        self._prof.stop()
+        for undo in reversed(self._undo):
+            undo()
+        self.rows = self._read(self._prof.events(), ended)
+
+    def export(self, path: str) -> None:
+        """The kernel steps as torch.profiler's Chrome trace (after stop())."""
+        self._prof.export_chrome_trace(path)
+
+    def _read(self, events: Any, ended: bool = False) -> list[dict[str, Any]]:
+        """The rows; where the job `ended` the profile, what began after the last step's
+        start is left out (the code after the loop: a final evaluation, a print)."""
+        from torch.autograd import DeviceType
+
+        marks = [e.time_range.start for e in events if e.name == STEP_MARK]
+        cutoff = max(marks) if ended and marks else float("inf")
+        # the rest's ops: before the last optimizer step too (its ops have no parent left)
+        last_step = max(marks, default=float("-inf"))
+        optimizing = [e.time_range.start for e in events if e.name == OPTIMIZER_MARK]
+        last_optimizer = max(optimizing, default=float("-inf"))
+        rest_cutoff = last_optimizer if last_optimizer > last_step else cutoff
+
+        rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+        spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
+        rest: dict[tuple[str, str, str], dict[str, Any]] = {}
+        # the op that launched each kernel: torch lists a kernel under its op (name, time)
+        launches: dict[tuple[str, float], list[Any]] = {}
+        for op in events:
+            if op.device_type == DeviceType.CPU:
+                for k in getattr(op, "kernels", None) or []:
+                    launches.setdefault((k.name, k.duration), []).append(op)
+        counted: set[int] = set()  # the library calls whose FLOPs a kernel of theirs took
+        # the threads the step runs on: those that enter compiled code (not a pin-memory
+        # thread's, not the autograd engine's)
+        steps_threads = {e.thread for e in events if e.name.startswith(REGION)}
+
+        def add(
+            name: str, kind: str, us: float, shapes: str = "", flops: int = 0, op: str = "",
+            table: dict[tuple[str, str, str], dict[str, Any]] = rows,
+        ) -> None:  # fmt: skip
+            row = table.setdefault(
+                (name, kind, shapes),
+                {"name": name, "kind": kind, "calls": 0, "ms": 0.0, "shapes": shapes,
+                 "flops": 0, "op": op},
+            )  # fmt: skip
+            row["calls"] += 1
+            row["ms"] += us / 1e3
+            row["flops"] += flops
+
+        for e in events:
+            launched = e
+            if e.device_type == DeviceType.CUDA:
+                ops = launches.get((e.name, e.time_range.end - e.time_range.start))
+                launched = ops.pop(0) if ops else e
+            if launched.time_range.start > cutoff:
+                continue
+            if e.device_type == DeviceType.CUDA:
+                if getattr(e, "is_user_annotation", False) or e.name.startswith(ANNOTATIONS):
+                    continue  # a record_function's range on the GPU's timeline, not a kernel
+                kind = "generated" if e.name.startswith("triton_") else "device"
+                if e.name.startswith(COLLECTIVE_KERNELS):
+                    kind = "communication"
+                    spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
+                call = _library_call(launched if launched is not e else None)
+                if call is not None and kind == "device":  # a library call's kernel
+                    flops = 0 if call.id in counted else int(getattr(call, "flops", 0) or 0)
+                    counted.add(call.id)
+                    add(e.name, "library", e.time_range.elapsed_us(), _shapes(call), flops,
+                        call.name)  # fmt: skip
+                    continue
+                add(e.name, kind, e.time_range.elapsed_us())
+                continue
+            top = e.cpu_parent is None and e.time_range.start < rest_cutoff
+            if top and e.thread in steps_threads and e.name.startswith("aten::"):
+                add(e.name, "eager", e.cpu_time_total, table=rest)
+            elif top and e.name.startswith(DEVICE_WAITS):
+                add(e.name, "eager", e.cpu_time_total, table=rest)  # (on its own thread id)
+            elif e.name.startswith("gloo:"):  # a collective on gloo's threads, its wait in it
+                spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
+                add(e.name, "communication", e.cpu_time_total)
+            elif e.name.startswith("cpp_fused"):
+                add(e.name, "generated", e.cpu_time_total)
+            elif not self.cuda and e.name.startswith("aten::") and _in_graph(e):
+                # (on CUDA its kernels carry it, above)
+                flops = int(getattr(e, "flops", 0) or 0)
+                add(e.name, "library", e.cpu_time_total, _shapes(e), flops)
+        for row in rows.values():
+            row["bytes"] = self._bytes.get(row["name"], 0)
+            if row["name"] in spans:  # gloo runs a step's collectives on several threads
+                row["ms"] = _covered(spans[row["name"]]) / 1e3
+        self.collectives_ms = _covered([x for calls in spans.values() for x in calls]) / 1e3
+        self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
+        return sorted(rows.values(), key=lambda r: -r["ms"])
+
+
+def _shapes(e: Any) -> str:
+    return ", ".join(str(list(s)) for s in (e.input_shapes or []) if s)
+
+
+def _library_call(op: Any) -> Any:
+    """The aten op a compiled graph called that launched a kernel (from the op that
+    launched it, up through the aten ops that called it); None outside a graph."""
+    if op is None or not op.name.startswith("aten::"):
+        return None
+    while op.cpu_parent is not None and op.cpu_parent.name.startswith("aten::"):
+        op = op.cpu_parent
+    return op if _in_graph(op) else None
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """The time (us) at least one of the spans covers."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def _in_graph(e: Any) -> bool:
+    """An aten op called by a compiled graph itself (not by another aten op)."""
+    p = e.cpu_parent
+    if p is None or p.name.startswith("aten::"):
+        return False
+    while p is not None:
+        if p.name.startswith(GRAPH_CALL):
+            return True
+        p = p.cpu_parent
+    return False

@@ -1,0 +1,491 @@
+"""The probe: the job's steps, counted and, in the profiling window, split into parts."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from .kernel_window import KERNEL_STEPS, _KernelWindow
+from .torch_state import _compile_id, _cudagraph_counts, _frames_compiled, _user_site
+
+
+def parse_window(text: str) -> tuple[int, int] | None:
+    """`A-B` (or `A`): steps A to B, counted from 1."""
+    first, _, last = text.strip().partition("-")
+    a, b = int(first), int(last or first)
+    if a < 1 or b < a:
+        raise ValueError(f"{text!r} is not A-B with 1 <= A <= B")
+    return a, b
+
+
+class Probe:
+    def __init__(self, window: tuple[int, int] | None = None, kernels: bool = True) -> None:
+        self.window = window
+        self.profile_kernels = kernels  # the kernels, over the steps after the window
+        self.calls: dict[str, int] = {}
+        self.first_frame: int | None = None
+        self.steps = 0  # steps started (of the entry or the first frame; by optimizer: + 1)
+        self.step_entry: int | None = None  # the first compiled entry called, by id
+        self.by_entry = False  # steps are counted at the entry (else at the first frame)
+        self.step_optimizer: int | None = None  # the first optimizer stepped, by id
+        self.optimizer_name = ""  # its class
+        self.optimizer_options: dict[str, Any] = {}  # its foreach / fused settings
+        self.optimizer_steps = 0  # its steps done (those GradScaler skipped too)
+        self.optimizer_runs = 0  # optimizer steps that ran, of any optimizer
+        self.skipped_steps = 0  # its steps GradScaler skipped (inf or NaN gradients)
+        self.compiled_optimizers: set[int] = set()  # optimizers whose step torch.compile got
+        self._optimizing = 0  # optimizer steps under way (a compiled step's hooks too)
+        self._depth = 0  # compiled entries under way (one called inside another: depth 2)
+        self.started = time.perf_counter()
+        self.loaders: dict[str, Any] = {}  # the data loader timed: its workers, pinned memory
+        self._cuda: Any = None  # torch.cuda while CUDA is in use
+        self.skip_reasons: list[str] = []  # torch's words for a CUDA-graph skip, as logged
+        self.compile_calls: dict[int, dict[str, Any]] = {}  # what torch.compile returned, by id
+        self.entered: set[int] = set()  # the compiled entries called
+        self._compiling = False  # inside a torch.compile call
+        self.backends: list[str] = []  # the backends graphs were handed to, by name
+        self.devices: list[str] = []  # the devices of the graphs' example inputs
+        self._new_window()
+
+    def _new_window(self) -> None:
+        """The profiling window's figures, empty (again where steps turn out to be an
+        optimizer's: a window of entry calls opened before then is dropped)."""
+        self.timing = False
+        self.measured_steps = 0
+        self.per_step: list[list[float]] = []  # each measured step, its ms: see _parts()
+        self.window_s = 0.0
+        # seconds per part: forward graphs and their gaps, backward graphs and theirs, by
+        # compile id; the rest of backward, the optimizer, data, and what remains
+        self.graph_s: dict[str, float] = {}
+        self.gap_s: dict[str, float] = {}
+        self.bgraph_s: dict[str, float] = {}
+        self.bgap_s: dict[str, float] = {}
+        self.backward_s = 0.0
+        self.optimizer_s = 0.0
+        self.data_s = 0.0
+        self.outside_s = 0.0
+        # the step under way: its start and a mark at each part's start and end: (part,
+        # entered, compile id, mark), a mark being a clock reading or, where CUDA is in use,
+        # a CUDA event recorded on the current stream, read once the window is over
+        self._step_start: Any = 0.0
+        self._marks: list[tuple[str, bool, str, Any]] = []
+        self._pending: list[tuple[Any, list[tuple[str, bool, str, Any]], Any]] = []
+        self.compiled_steps: list[int] = []  # steps of the window during which torch compiled
+        self._compiles_at_start = 0
+        self.no_grad_steps = 0  # window steps run with grad mode off
+        self.eval_steps = 0  # window steps whose module was in eval mode
+        # steps just outside the window, timed start to start without synchronising
+        self._plain_start: float | None = None
+        self._plain_compiles = 0
+        self.plain_step_s: list[float] = []
+        self.kernels: _KernelWindow | None = None  # torch.profiler over the window
+
+    def saw_backend(self, compiler: Any, example_inputs: Any) -> None:
+        """Which backend a graph goes to (its registered name where torch keeps one:
+        `inductor`, `eager`) and on which devices its inputs are."""
+        name = ""
+        for fn in (compiler, getattr(compiler, "_torchdynamo_orig_backend", None)):
+            name = name or getattr(fn, "compiler_name", "") or getattr(fn, "_compiler_name", "")
+        name = name or getattr(compiler, "__name__", "")
+        if name and name not in self.backends:
+            self.backends.append(str(name))
+        for x in example_inputs or []:
+            device = getattr(getattr(x, "device", None), "type", None)
+            if device and device not in self.devices:
+                self.devices.append(str(device))
+
+    # -- counting and timing ------------------------------------------------------------
+
+    def wrap(self, fn: Any) -> Any:
+        cid, frame = _compile_id()
+        if self.first_frame is None and frame is not None and not cid.startswith("!"):
+            self.first_frame = frame
+        probe = self
+
+        def compiled_graph(*args: Any, **kwargs: Any) -> Any:
+            if not probe.enter(cid, frame):
+                return fn(*args, **kwargs)
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                probe.mark("g", False, cid)
+            probe.time_backward(cid, out)
+            return out
+
+        return compiled_graph
+
+    def entry(self, key: int, module: Any = None) -> None:
+        """A compiled entry is called (`key`: the compiled object's id; `module`: the
+        nn.Module it runs, if any): the first one called at the top level is the step's."""
+        self._depth += 1
+        self.entered.add(key)
+        if self._depth == 1:
+            if self.step_entry is None:
+                self.step_entry = key
+            if key == self.step_entry:
+                self.by_entry = True
+                if self.step_optimizer is None:
+                    self.step(module)
+            self.mark("e", True)
+
+    def compiled_object(self, key: int, what: str) -> None:
+        """torch.compile returned an object (`key`, its id) for `what` (a class or function
+        name; "" for one torch made inside that call), called from the user's line found
+        on the stack."""
+        if not what:
+            return
+        file, line = _user_site()
+        self.compile_calls.setdefault(key, {"what": what, "file": file, "line": line})
+
+    def exit_entry(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self.mark("e", False)
+
+    def optimizer_enter(self) -> None:
+        self._optimizing += 1
+        if self._optimizing == 1:
+            self.mark("o", True)
+            if self.kernels is not None and self.kernels.steps_left is not None:
+                self.kernels.optimizer()
+
+    def optimizer_exit(self, optimizer: Any) -> None:
+        """An optimizer step ends: the first optimizer stepped makes the steps its own
+        (from then on), and each of its steps ends a step."""
+        self._optimizing -= 1
+        if self._optimizing:
+            return
+        self.optimizer_runs += 1
+        self._optimizer_step_ended(optimizer, ran=True)
+
+    def optimizer_skipped(self, optimizer: Any) -> None:
+        """GradScaler's step found inf or NaN gradients and did not step the optimizer:
+        the job's iteration ends all the same (a step with no optimizer part). Without
+        this, a mixed-precision job's skipped iteration (its first ones, while the scale
+        settles) ran into the next one as one step."""
+        self._optimizer_step_ended(optimizer, ran=False)
+
+    def _optimizer_step_ended(self, optimizer: Any, ran: bool) -> None:
+        if self.step_optimizer is None:
+            self._by_optimizer(optimizer)
+        if id(optimizer) != self.step_optimizer:
+            if ran:
+                self.mark("o", False)
+            return
+        self.optimizer_steps += 1
+        self.skipped_steps += not ran
+        self.step()  # the optimizer's part runs to the step's end
+
+    def _by_optimizer(self, optimizer: Any) -> None:
+        """Steps are this optimizer's from now on: its first step has ended, so the next
+        step is step 2. A window of entry calls opened before is dropped; step 1 compiled."""
+        self.step_optimizer = id(optimizer)
+        self.optimizer_name = type(optimizer).__name__
+        defaults = getattr(optimizer, "defaults", None) or {}
+        self.optimizer_options = {
+            k: defaults[k] for k in ("foreach", "fused") if isinstance(defaults.get(k), bool)
+        }
+        if id(optimizer) in self.compiled_optimizers:
+            self.optimizer_options["compiled"] = True
+        if self.kernels is not None:
+            self.kernels.stop()
+        self._new_window()
+        self.steps = 1
+        if self.window and self.window[0] == 1 and _frames_compiled():
+            self.compiled_steps.append(1)
+
+    def step(self, module: Any = None) -> None:
+        """A step starts (and the one before it ends)."""
+        self.steps += 1
+        if self.window is None:
+            return
+        a, b = self.window
+        if self.step_optimizer is not None and a == 1:
+            a = 2  # step 1 ended before the steps were known to be the optimizer's
+        wall = None
+        kernels = self.kernels
+        if kernels is not None and kernels.steps_left is not None:
+            if kernels.steps_left == 0:  # the kernels' steps are over
+                kernels.stop()
+            else:
+                kernels.step()
+                return  # not a plain step: the profiler's cost is in it
+        if self.timing or self.steps == a:
+            if self.steps == a:
+                self._use_cuda_if_initialised()
+            wall, mark = time.perf_counter(), self.clock()
+            if self.timing:
+                self.end_step(mark)
+            else:  # the step before the window ends
+                self.plain_step(wall)
+            self.timing = a <= self.steps <= b
+            if self.timing:
+                self._step_start, self._marks = mark, []
+                self._compiles_at_start = _frames_compiled()
+                torch = sys.modules.get("torch")
+                by_entry = self.step_optimizer is None
+                if by_entry and torch is not None and not torch.is_grad_enabled():
+                    self.no_grad_steps += 1
+                if module is not None and not getattr(module, "training", True):
+                    self.eval_steps += 1
+                self._plain_start = None
+                return
+            self.tally()  # the window is over: its marks are read once
+            # then the kernels, over as many steps again (at most KERNEL_STEPS): under
+            # torch.profiler, whose cost stays out of the window's parts and plain steps
+            if self.profile_kernels:
+                steps = min(b - a + 1, KERNEL_STEPS)
+                self.kernels = _KernelWindow(self._cuda is not None, steps)
+                self.kernels.step()
+            self._plain_start = None
+            return
+        self.plain_step(wall)
+
+    def plain_step(self, now: float | None = None) -> None:
+        """A step outside the window: timed start to start, one clock reading each, near
+        the window (the 32 steps before it and after it), a step that compiled left out."""
+        a, b = self.window or (0, 0)
+        if not (a - 33 <= self.steps <= b + 33):
+            self._plain_start = None
+            return
+        now = time.perf_counter() if now is None else now
+        compiled = _frames_compiled()
+        if self._plain_start is not None and compiled == self._plain_compiles:
+            self.plain_step_s.append(now - self._plain_start)
+        self._plain_start, self._plain_compiles = now, compiled
+
+    def enter(self, cid: str, frame: int | None) -> bool:
+        """Count the call; in the window, mark its start (True: its end is to be marked)."""
+        self.calls[cid] = self.calls.get(cid, 0) + 1
+        by_frame = not self.by_entry and self.step_optimizer is None
+        if by_frame and frame == self.first_frame and not cid.startswith("!"):
+            self.step()
+        return self.mark("g", True, cid)
+
+    def mark(self, part: str, entered: bool, cid: str = "") -> bool:
+        """In the window, mark where a part of the step starts or ends (`part`: g a forward
+        graph, G a backward graph, e a compiled entry, b backward, o the optimizer, d data):
+        True if marked."""
+        if not self.timing:
+            return False
+        self._marks.append((part, entered, cid, self.clock()))
+        return True
+
+    def time_backward(self, cid: str, out: Any) -> None:
+        """In the window, mark the start and end of the backward of this call of a graph:
+        the autograd node AOTAutograd made for it (one per call, `CompiledFunctionBackward`)."""
+        if not self.timing:
+            return
+        seen: set[int] = set()
+        for x in out if isinstance(out, (list, tuple)) else (out,):
+            node = getattr(x, "grad_fn", None)
+            if node is None or id(node) in seen or "CompiledFunction" not in node.name():
+                continue
+            seen.add(id(node))
+            node.register_prehook(lambda grads, c=cid: self.mark("G", True, c) and None)
+            node.register_hook(lambda ins, outs, c=cid: self.mark("G", False, c) and None)
+
+    def end_step(self, end: Any) -> None:
+        """A step is complete when the next one starts: it counts then, unless torch
+        compiled during it (its time would be the compile's, not the step's). Its marks
+        are read after the window (tally), on CPU as on CUDA: reading them costs no step of
+        the window, as the job times its steps."""
+        if _frames_compiled() != self._compiles_at_start:
+            self.compiled_steps.append(self.steps - 1)
+        else:
+            self._pending.append((self._step_start, self._marks, end))
+        self._marks = []
+
+    def tally(self) -> None:
+        """Add the complete steps to the window's totals, each split into its parts."""
+        if not self._pending:
+            return
+        if self._cuda is not None:
+            self._pending[-1][2].synchronize()  # the last mark done: every one before it is
+        for start, marks, end in self._pending:
+            self.measured_steps += 1
+            before = self._parts()
+            self.window_s += self._seconds(start, end)
+            self.split(start, marks, end)
+            after = self._parts()
+            self.per_step.append(
+                [round((b - a) * 1e3, 6) for a, b in zip(before, after, strict=True)]
+            )
+        self._pending = []
+
+    def _parts(self) -> list[float]:
+        """The window's totals so far: the steps, then their parts as Breakdown.parts()
+        names them (forward, backward, optimizer, data, the rest)."""
+        forward = sum(self.graph_s.values()) + sum(self.gap_s.values())
+        backward = self.backward_s + sum(self.bgraph_s.values()) + sum(self.bgap_s.values())
+        return [self.window_s, forward, backward, self.optimizer_s, self.data_s, self.outside_s]
+
+    def split(self, start: Any, marks: list[tuple[str, bool, str, Any]], end: Any) -> None:
+        """Give each moment of a step to one part, so that the parts add up to the step.
+        Inside backward, the optimizer or the data loader (the outermost of them, where one
+        holds another: a closure's forward inside an optimizer step), the moment is that
+        part's; else in a forward graph, the graph's; else between the end of a graph and
+        the start of the next one in the same compiled call (where calls are not seen: the
+        same step), the first graph's gap; else what remains. Inside backward: in a backward
+        graph, its; between two backward graphs, the gap of the second (its forward ran
+        first: the eager backward of the code after it); else the rest of backward."""
+        seconds = self._seconds
+        outer: list[str] = []  # the parts open that hold others: b, o, d
+        graph = bgraph = None  # the forward graph, the backward graph, under way
+        last = blast = None  # the graph that ended last (in the compiled call, the backward)
+        held = bheld = 0.0  # the time since then, given once it is known whose it is
+        calls = 0 if self.by_entry else 1  # compiled calls under way (unseen: always in one)
+        prev = start
+        for part, entered, cid, mark in [*marks, ("", False, "", end)]:
+            s = seconds(prev, mark)
+            prev = mark
+            where = outer[0] if outer else ""
+            if where == "b":
+                if bgraph is not None:
+                    _add(self.bgraph_s, bgraph, s)
+                else:
+                    bheld += s
+            elif where == "o":
+                self.optimizer_s += s
+            elif where == "d":
+                self.data_s += s
+            elif graph is not None:
+                _add(self.graph_s, graph, s)
+            elif last is not None:
+                held += s
+            else:
+                self.outside_s += s
+            if part == "g":
+                if entered:
+                    if last is not None:
+                        _add(self.gap_s, last, held)
+                    graph, last, held = cid, None, 0.0
+                else:
+                    graph, last = None, (cid if calls and not outer else None)
+            elif part == "G":
+                if entered:
+                    if blast is not None:
+                        _add(self.bgap_s, cid, bheld)
+                    else:
+                        self.backward_s += bheld
+                    bgraph, blast, bheld = cid, None, 0.0
+                else:
+                    bgraph, blast = None, cid
+            elif part == "e":
+                calls += 1 if entered else -1
+                if not entered and calls <= 0:  # after the call's last graph: what remains
+                    self.outside_s += held
+                    calls, last, held = 0, None, 0.0
+            elif entered:
+                outer.append(part)
+            elif part in outer:
+                outer.reverse()
+                outer.remove(part)
+                outer.reverse()
+                if part == "b" and "b" not in outer:
+                    self.backward_s += bheld
+                    bgraph, blast, bheld = None, None, 0.0
+        self.outside_s += held  # after the step's last graph
+        self.backward_s += bheld
+
+    def _seconds(self, a: Any, b: Any) -> float:
+        if self._cuda is not None:
+            return float(a.elapsed_time(b)) / 1e3
+        return float(b - a)
+
+    def clock(self) -> Any:
+        """A mark: now, or where CUDA is in use a CUDA event recorded now (where the GPU
+        will be when it reaches this point of the queued work)."""
+        if self._cuda is None:
+            return time.perf_counter()
+        event = self._cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def _use_cuda_if_initialised(self) -> None:
+        torch = sys.modules.get("torch")
+        cuda = getattr(torch, "cuda", None)
+        self._cuda = cuda if cuda is not None and cuda.is_initialized() else None
+
+    # -- the facts --------------------------------------------------------------------
+
+    def facts(self) -> dict[str, Any]:
+        """What compilediag reads back (worker_types.ProcessRuntime)."""
+        try:  # a window the job ended in: its complete steps
+            self.tally()
+            if self.kernels is not None:
+                self.kernels.stop(ended=True)
+        except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread
+            self._pending = []
+        profiled = None
+        n = self.measured_steps
+        if n:
+            per = 1e3 / n
+            step, _, backward, optimizer, data, outside = self._parts()
+            profiled = {
+                "calls": n,
+                "call_ms": step * per,
+                "outside_ms": outside * per,
+                "backward_ms": backward * per,
+                "optimizer_ms": optimizer * per,
+                "data_ms": data * per,
+                "per_step": self.per_step,
+                "regions": [
+                    {
+                        "compile_id": c,
+                        "graph_ms": self.graph_s.get(c, 0.0) * per,
+                        "gap_ms": self.gap_s.get(c, 0.0) * per,
+                        "backward_ms": self.bgraph_s.get(c, 0.0) * per,
+                        "backward_gap_ms": self.bgap_s.get(c, 0.0) * per,
+                    }
+                    for c in dict.fromkeys([*self.graph_s, *self.bgraph_s])
+                ],
+            }  # fmt: skip
+        rank = os.environ.get("RANK")
+        skips, rerecords = _cudagraph_counts()
+        return {
+            "pid": os.getpid(),
+            "rank": int(rank) if rank and rank.isdigit() else None,
+            "argv": list(sys.argv),
+            "calls": dict(self.calls),
+            "first_frame": self.first_frame,
+            "steps": self.optimizer_steps if self.step_optimizer is not None else self.steps,
+            "steps_at": (
+                "optimizer"
+                if self.step_optimizer is not None
+                else "entry"
+                if self.by_entry
+                else "frame"
+            ),
+            "optimizer": self.optimizer_name,
+            "optimizer_options": dict(self.optimizer_options),
+            "skipped_steps": self.skipped_steps,
+            "loaders": dict(self.loaders),
+            "kernels": self.kernels.rows if self.kernels is not None else [],
+            "kernel_steps": self.kernels.steps if self.kernels is not None else 0,
+            "kernel_device": self.kernels.device if self.kernels is not None else "",
+            "collectives_ms": self.kernels.collectives_ms if self.kernels is not None else 0.0,
+            "rest": self.kernels.rest if self.kernels is not None else [],
+            "kernels_off": not self.profile_kernels,
+            "window": list(self.window) if self.window else [],
+            "profiled": profiled,
+            "compiled_steps": list(self.compiled_steps),
+            "no_grad_steps": self.no_grad_steps,
+            "eval_steps": self.eval_steps,
+            "plain_step_ms": [round(x * 1e3, 6) for x in self.plain_step_s],
+            "backends": list(self.backends),
+            "compile_calls": [
+                {**c, "called": key in self.entered} for key, c in self.compile_calls.items()
+            ],
+            "devices": list(self.devices),
+            "wall_s": time.perf_counter() - self.started,
+            "cudagraph_skips": skips,
+            "cudagraph_skip_reasons": list(dict.fromkeys(self.skip_reasons)),
+            "cudagraph_rerecords": rerecords,
+        }
+
+
+def _add(table: dict[str, float], key: str, seconds: float) -> None:
+    table[key] = table.get(key, 0.0) + seconds

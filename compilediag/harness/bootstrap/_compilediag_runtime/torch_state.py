@@ -1,0 +1,65 @@
+"""What the probe reads of torch's own state: the compile under way, the frames Dynamo has
+compiled, CUDA graphs' counters. Standard library only (torch is looked up in sys.modules)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def _compile_id() -> tuple[str, int | None]:
+    """The compile under way, as the trace writes it (`0/1`, `!2/0/1`), and its frame."""
+    from torch._guards import CompileContext
+
+    cid = CompileContext.current_compile_id()
+    if cid is None or cid.frame_id is None:
+        return "?", None
+    text = f"{cid.frame_id}/{cid.frame_compile_id}"
+    ca = getattr(cid, "compiled_autograd_id", None)
+    return (f"!{ca}/{text}" if ca is not None else text), cid.frame_id
+
+
+_frames: Any = None  # torch._dynamo.utils.counters["frames"], once torch has it
+
+
+def _frames_compiled() -> int:
+    """Frames Dynamo has tried to compile so far in this process (torch's own counter)."""
+    global _frames
+    if _frames is None:
+        utils = sys.modules.get("torch._dynamo.utils")
+        if utils is None:
+            return 0
+        _frames = utils.counters["frames"]
+    return int(_frames.get("total", 0))
+
+
+def _cudagraph_counts() -> tuple[int, int]:
+    """CUDA graphs under mode="reduce-overhead": how many graphs ran without one (torch's
+    own counter), and how many were recorded again (its tree managers' counts, where this
+    torch keeps them)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    skips = int(utils.counters["inductor"].get("cudagraph_skips", 0)) if utils else 0
+    rerecords = 0
+    trees = sys.modules.get("torch._inductor.cudagraph_trees")
+    try:
+        containers = getattr(getattr(trees, "local", None), "tree_manager_containers", {})
+        for container in containers.values():
+            manager = getattr(container, "tree_manager", None)
+            for per_function in getattr(manager, "num_rerecord", {}).values():
+                rerecords += sum(per_function.values())
+    except Exception:  # another torch's layout: the count stays what was found
+        pass
+    return skips, rerecords
+
+
+def _user_site() -> tuple[str, int]:
+    """The innermost frame outside torch and this probe: where the user called
+    torch.compile."""
+    torch = sys.modules.get("torch")
+    paths = (getattr(torch, "__file__", None), __file__)
+    skip = tuple(os.path.dirname(p) + os.sep for p in paths if p)
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("", 0)
