@@ -247,3 +247,23 @@ def test_explain_help_says_what_the_model_file_provides() -> None:
     assert "get_model()" in text and "get_inputs()" in text
     assert "--input" in text  # what to do without get_inputs()
     assert "compilediag run -- python train.py" in text  # a script is run, not explained
+
+
+# --- recompiles: a shape left out of --shapes -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shapes", "said"),
+    [
+        ("8x16,,16x16", "--shapes '8x16,,16x16': shape 2 of 3 is empty"),
+        ("8x16,16x16,", "--shapes '8x16,16x16,': shape 3 of 3 is empty"),
+    ],
+)
+def test_an_empty_shape_in_shapes_is_one_line_naming_it_and_the_fix(shapes: str, said: str) -> None:
+    """Before: the empty entry was skipped, and the sweep ran without the shape the user
+    meant to give."""
+    proc = run_cli("recompiles", "sample_models/clean_mlp.py", "--shapes", shapes)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: {said}: remove the extra comma or put a shape there"), line
+    assert line.endswith("(8x16,16x16)") and "Traceback" not in proc.stderr

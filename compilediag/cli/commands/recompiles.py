@@ -22,6 +22,7 @@ from compilediag.cli.commands.common import (
 )
 from compilediag.cli.config import load_config
 from compilediag.cli.options import RunOptions
+from compilediag.errors import UsageError
 from compilediag.harness.target import parse_shapes
 
 
@@ -34,10 +35,28 @@ class RecompilesOptions:
     fixes: FixOptions = field(default_factory=FixOptions)
 
 
+def check_no_empty_shape(text: str, what: str) -> None:
+    """`8x16,,16x16` (or a trailing comma): a shape left out, most likely by a typo, refused
+    rather than skipped; `what`: the option, or the config file's key, it came from."""
+    items = text.split(",")
+    if len(items) < 2 or not any(i.strip() for i in items):
+        return  # one shape, or none at all: parse_shapes says what is wrong with it
+    for n, item in enumerate(items, 1):
+        if not item.strip():
+            given = [i.strip() for i in items if i.strip()]
+            raise UsageError(
+                f"{what} {text!r}: shape {n} of {len(items)} is empty: remove the extra "
+                f"comma or put a shape there ({','.join(given)})"
+            )
+
+
 def run(opts: RecompilesOptions) -> int:
     check_outputs(opts.out, opts.gate.junit)
     cfg = load_config()
     shapes = opts.shapes if opts.shapes is not None else cfg.shapes
+    if shapes is not None:
+        where = "--shapes" if opts.shapes is not None else "shapes in pyproject.toml"
+        check_no_empty_shape(shapes, where)
     sweep = parse_shapes(shapes) if shapes is not None else []
     # Guards do not depend on the backend: the fast eager backend unless --backend says
     # otherwise (a backend in the config file is explain's).
