@@ -267,3 +267,52 @@ def test_an_empty_shape_in_shapes_is_one_line_naming_it_and_the_fix(shapes: str,
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"error: {said}: remove the extra comma or put a shape there"), line
     assert line.endswith("(8x16,16x16)") and "Traceback" not in proc.stderr
+
+
+# --- run: a --profile-steps window past the job's end -----------------------------------------
+
+SGD_JOB = """\
+import torch
+from torch import nn
+
+model = torch.compile(nn.Linear(8, 4), backend="eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(4):
+    model(torch.randn(2, 8)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_a_window_past_the_jobs_end_is_a_warning_naming_its_steps(tmp_path: Path) -> None:
+    """Before: exit 0, and only the report's Job section said the window was not measured."""
+    (tmp_path / "job.py").write_text(SGD_JOB)
+    proc = run_cli("run", "--profile-steps", "50-60", "--", sys.executable, "job.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == (
+        "compilediag: warning: --profile-steps 50-60 timed nothing: the job made 4 steps of "
+        "SGD, so step 50 never came; profile steps within them, e.g. --profile-steps 2-4"
+    ), proc.stderr
+    reached = run_cli("run", "--profile-steps", "2-3", "--", sys.executable, "job.py", cwd=tmp_path)
+    assert reached.returncode == 0 and "warning" not in reached.stderr, reached.stderr
+
+
+def test_profile_steps_help_and_error_say_what_a_step_is_in_one_wording() -> None:
+    """Before: the help said optimizer steps, the error 'calls of the job's first compiled
+    frame'."""
+    from compilediag.cli.options import STEPS_ARE
+
+    words = "the job's optimizer steps; without one, calls of the first compiled model or function"
+    assert STEPS_ARE == words
+    help_text = " ".join(run_cli("run", "--help").stdout.split())
+    assert f"Time steps A to B ({words})" in help_text
+    for bad in ("7-3", "x-y", "0-2"):
+        proc = run_cli("run", "--profile-steps", bad, "--", "python", "x.py")
+        assert proc.returncode == 2, proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert line == (
+            f"error: --profile-steps {bad} is not a range of steps A-B, 1 <= A <= B: e.g. "
+            f"--profile-steps 3-7 ({words})."
+        ), line
+        assert "first compiled frame" not in line

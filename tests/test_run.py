@@ -212,7 +212,7 @@ def test_a_command_that_never_compiles(tmp_path: Path) -> None:
     [
         ((), "no command given"),
         (("--", "no-such-command-xyz"), "no-such-command-xyz: command not found"),
-        (("--profile-steps", "7-3", "--", "python"), "is not a range of calls"),
+        (("--profile-steps", "7-3", "--", "python"), "is not a range of steps"),
         (("--format", "yaml", "--", "python"), "unknown --format"),
     ],
 )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from compilediag.cli.options import (
+    STEPS_ARE,
     Baseline,
     Format,
     Html,
@@ -333,7 +334,7 @@ def run(
         str | None,
         typer.Option(
             "--profile-steps",
-            help="Time steps A to B (the job's optimizer steps; without one, calls of the first compiled model or function): each step in parts (forward, backward, optimizer, data, the rest), then the kernels over the steps after them. Off by default.",
+            help=f"Time steps A to B ({STEPS_ARE}), counted from 1: each step in parts (forward, backward, optimizer, data, the rest), then the kernels over the steps after them. Off by default.",
             metavar="A-B",
         ),
     ] = None,

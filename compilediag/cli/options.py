@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
+# What a step of `--profile-steps` (and of capture(profile_steps=...)) is, in the words its
+# help, its errors and capture()'s docstring all use
+STEPS_ARE = "the job's optimizer steps; without one, calls of the first compiled model or function"
+
 # --- options shared by the commands that run a model ----------------------------------
 
 Target = Annotated[

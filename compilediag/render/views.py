@@ -179,6 +179,34 @@ def unmeasured_words(r: Runtime) -> str:
     return f"not measured: the job made fewer than {z + 1} steps (--profile-steps {a}-{z})"
 
 
+def steps_made(r: Runtime) -> str:
+    """`32 steps of SGD` / `12 steps (calls of the compiled forward)`: how many steps the job
+    made, and what they were, in a few words."""
+    if r.steps_at == "optimizer":
+        return f"{plural(r.steps, 'step')} of {r.optimizer}" if r.optimizer else (
+            f"{plural(r.steps, 'optimizer step')}"
+        )  # fmt: skip
+    what = f"the compiled {r.step_frame}" if r.steps_at == "entry" else f"{r.step_frame}'s graphs"
+    return (
+        f"{plural(r.steps, 'step')} (calls of {what})" if r.step_frame else plural(r.steps, "step")
+    )
+
+
+def window_missed(r: Runtime) -> str:
+    """The warning a window the job never reached gets (`--profile-steps 50-60` on a job
+    of 32 steps), with a window within its steps of the same length; '' when it was
+    reached (or not asked for)."""
+    if not r.window or r.steps >= r.window[0]:
+        return ""
+    a, z = r.window
+    said = f"--profile-steps {a}-{z} timed nothing: the job made {steps_made(r)}, so step {a} never came"
+    if r.steps < 2:  # step 1 compiles: a job of one step has none to time
+        return f"{said}; run the job for more steps to time them"
+    end = r.steps
+    start = max(2, end - (z - a))
+    return f"{said}; profile steps within them, e.g. --profile-steps {start}-{end}"
+
+
 def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
     """What a reader of the window's figures must know: steps left out because torch
     compiled in them (and where to look instead), evaluation steps, what the window's own

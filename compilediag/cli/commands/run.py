@@ -59,9 +59,7 @@ def run(opts: RunJobOptions) -> int:
             parse_window(opts.profile_steps)
         except ValueError:
             raise UsageError(
-                f"--profile-steps {opts.profile_steps!r} is not a range of calls.",
-                hint="Give A-B, counted from 1: --profile-steps 3-7 times calls 3 to 7 of "
-                "the job's first compiled frame.",
+                bad_window(f"--profile-steps {opts.profile_steps}", "--profile-steps 3-7")
             ) from None
     if opts.profile_out:
         from compilediag.fsutil import check_output_file
@@ -92,11 +90,20 @@ def run(opts: RunJobOptions) -> int:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def bad_window(given: str, example: str) -> str:
+    """The one line a window that is not A-B gets (`given`: as the user wrote it; `example`:
+    a good one, written the same way), the fix with it; steps in --profile-steps' words."""
+    from compilediag.cli.options import STEPS_ARE
+
+    return f"{given} is not a range of steps A-B, 1 <= A <= B: e.g. {example} ({STEPS_ARE})."
+
+
 def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> int:
     from compilediag.analysis.fold import report_from_files
     from compilediag.analysis.runtime import JobRun, read_processes, save_job
     from compilediag.cli.commands.common import judge
     from compilediag.harness.launch import launch
+    from compilediag.render.views import window_missed
     from compilediag.report.model import Runtime, TargetInfo
     from compilediag.trace.parse import trace_files
 
@@ -130,6 +137,8 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     emit(report, opts.out)
     if opts.profile_out:
         write_profile(folder, report, opts.profile_out)
+    if report.runtime is not None and (missed := window_missed(report.runtime)):
+        say(f"compilediag: warning: {missed}")  # else only the report's Job section says it
     if done.interrupted:
         return INTERRUPTED
     if code == COMPILE_FAILED:
