@@ -178,3 +178,19 @@ def test_each_run_option_is_declared_once() -> None:
         "model": "target", "inputs": "inputs", "backend": "backend", "mode": "mode",
         "device": "device",
     }  # fmt: skip
+
+
+def test_dump_kernels_table_starts_with_the_header_explain_has(tmp_path: Path) -> None:
+    """Before: the table began at `torch ...`, with no `compilediag · FILE` line; a machine
+    format's stdout stays the report alone."""
+    from tests.conftest import run_cli
+
+    model = "sample_models/clean_mlp.py"
+    proc = run_cli("dump-kernels", model, "--out", str(tmp_path / "k"))
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()[:2]
+    assert first == f"compilediag · {model}  inputs: 8x32:float32"
+    assert second.startswith("torch ")
+    proc = run_cli("dump-kernels", model, "--out", str(tmp_path / "k"), "--force", "-f", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["target"]["path"] == model

@@ -54,3 +54,40 @@ def test_the_table_and_the_html_group_a_real_trace_alike() -> None:
     headings = re.findall(r'<div class="frame">\s*<h3><code>([^<]+)</code>', html)
     assert headings == [f.frame for f in frames]
     assert f"{len(frames[0].items)} recompiles" in html
+
+
+def test_a_kernels_rate_below_the_reports_precision_is_never_shown_as_0(tmp_path) -> None:
+    """A kernel's TFLOP/s (and GB/s) is kept to 0.001 and set only where it did FLOPs (moved
+    bytes): a 0 there is a positive rate below 0.001, shown `<0.001 TFLOP/s` (before: `0
+    TFLOP/s`); a rate of 1000 GB/s and more in TB/s (before: `2.64e+03 GB/s`). Through the
+    real `compilediag render`, table and HTML."""
+    import json
+
+    from compilediag.report.model import KernelTiming, Runtime, Timings
+    from tests.conftest import run_cli
+
+    def kernel(name: str, **rate: float) -> KernelTiming:
+        return KernelTiming(name=name, kind="library", calls=1, ms=0.01, share=0.1, **rate)
+
+    report = _report()
+    report.runtime = Runtime(command=["python", "train.py"], exit_code=0, window=[3, 7])
+    report.timings = Timings(
+        kernels=[
+            kernel("aten::mm", tflop_per_s=0.0),
+            kernel("aten::addmm", tflop_per_s=0.003),
+            kernel("cpp_fused_add_0", gb_per_s=0.0),
+            kernel("triton_poi_fused_1", gb_per_s=2643.0),
+        ]
+    )
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(report.to_dict()))
+    table = run_cli("render", str(saved)).stdout
+    rows = {line.split()[0]: line for line in table.splitlines() if " a step (" in line}
+    assert rows["aten::mm"].endswith("· library call · <0.001 TFLOP/s"), table
+    assert rows["aten::addmm"].endswith("· 0.003 TFLOP/s")
+    assert rows["cpp_fused_add_0"].endswith("· <0.001 GB/s")
+    assert rows["triton_poi_fused_1"].endswith("· 2.64 TB/s")
+    assert not re.search(r"\b0 (TFLOP|GB)/s", table)
+    html = run_cli("render", str(saved), "--format", "html").stdout
+    assert "&lt;0.001 TFLOP/s" in html and "2.64 TB/s" in html
+    assert not re.search(r"[>\s]0 (TFLOP|GB)/s", html)

@@ -251,12 +251,28 @@ def _steps(steps: list[int]) -> str:
 KERNEL_KINDS = {"generated": "generated", "library": "library call", "device": "CUDA kernel"}
 
 
+# the precision a report keeps a kernel's GB/s and TFLOP/s in (analysis/runtime.py rounds
+# them to it); a rate is set only where the kernel moved bytes or did FLOPs, so a 0 there is
+# a positive rate below it
+RATE_PRECISION = 0.001
+
+
+def rate(value: float, unit: str) -> str:
+    """`0.011 TFLOP/s`, `1.2 TB/s` (for 1200 GB/s; `:.3g` alone writes `1.2e+03`); a
+    positive rate that rounded to 0, `<0.001 TFLOP/s` (never `0`)."""
+    if value < RATE_PRECISION:
+        return f"<{RATE_PRECISION:g} {unit}"
+    if unit == "GB/s" and value >= 1000:
+        value, unit = value / 1000, "TB/s"
+    return f"{value:.0f} {unit}" if value >= 1000 else f"{value:.3g} {unit}"
+
+
 def kernel_achieved(k: KernelTiming, peak: str) -> str:
     """`1.2 TB/s, 36% of H100 80GB HBM3's peak` / `0.08 TFLOP/s`; '' where not measured."""
     if k.gb_per_s is not None:
-        said = f"{k.gb_per_s:.3g} GB/s"
+        said = rate(k.gb_per_s, "GB/s")
     elif k.tflop_per_s is not None:
-        said = f"{k.tflop_per_s:.3g} TFLOP/s"
+        said = rate(k.tflop_per_s, "TFLOP/s")
     else:
         return ""
     if k.peak_share is not None and peak:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from compilediag.cli.commands.common import (
     OutputOptions,
@@ -16,6 +17,9 @@ from compilediag.cli.commands.common import (
 )
 from compilediag.cli.config import load_config
 from compilediag.cli.options import RunOptions
+
+if TYPE_CHECKING:
+    from compilediag.report.model import Report
 
 
 @dataclass
@@ -38,8 +42,23 @@ def run(opts: DumpOptions) -> int:
     if opts.out.format == "table":
         from compilediag.render.table import render_kernels
 
+        sys.stdout.write(title(done.report))
         sys.stdout.write(render_kernels(done.report, width=width(), color=color()))
         sys.stdout.write(f"wrote {len(files)} files to {out_dir}/ (index.md, index.json)\n")
     else:
         emit(done.report, OutputOptions(opts.out.format))
     return done.failed or 0
+
+
+def title(report: Report) -> str:
+    """`compilediag · FILE  inputs: 8x32:float32`, the first line of the table as explain's
+    (machine formats have none: stdout is theirs alone)."""
+    from rich.text import Text
+
+    from compilediag.render import short_path
+    from compilediag.render.table_parts import print_items
+
+    line = Text(f"compilediag · {short_path(report.target.path)}", style="bold")
+    if report.target.inputs:
+        line.append(f"  inputs: {' | '.join(report.target.inputs)}", style="dim")
+    return print_items([line], width(), color())
