@@ -16,16 +16,17 @@ default, so that what the block calls compiles inside it.
 from __future__ import annotations
 
 import io
-import linecache
-import logging
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from compilediag.errors import UsageError
+
 if TYPE_CHECKING:
     from compilediag.report.model import Report
+    from compilediag.report.vocabulary import Finding
 
 
 @contextmanager
@@ -33,6 +34,8 @@ def trace_in_memory() -> Iterator[io.StringIO]:
     """PyTorch's structured trace of the block, as the lines TORCH_TRACE would hold. The
     trace is ours alone meanwhile (pytest hangs its capture handlers on the logger too);
     every handler is put back afterwards, a TORCH_TRACE one included."""
+    import logging
+
     from torch._logging._internal import TorchLogsFormatter
 
     trace_log = logging.getLogger("torch.__trace")
@@ -74,6 +77,8 @@ class Capture:
         return self._report
 
     def _build(self) -> Report:
+        import linecache
+
         import torch
 
         from compilediag.analysis.build import build_report
@@ -97,10 +102,16 @@ class Capture:
             backend=", ".join(process.backends), device=", ".join(process.devices), mode="",
         )  # fmt: skip
         job = Runtime(exit_code=0, wall_s=round(self._wall_s, 3))
-        return build_report(
+        # the probe ran in this process, so no call counted means no compiled graph ran in
+        # the block: no runtime (a `run` job's without counts is one the probe never reached)
+        counted = bool(process.calls)
+        report = build_report(
             [log], None, TargetInfo(path="<in-process>"), environment=env,
-            run=JobRun(job, [process]),
+            run=JobRun(job, [process]) if counted else None,
         )  # fmt: skip
+        if not counted and not log.records:
+            report.notes.insert(0, nothing_ran(self._wall_s))
+        return report
 
     def __str__(self) -> str:
         from compilediag.render import render
@@ -113,16 +124,48 @@ class Capture:
         return render(self.report(), "html")
 
 
+def nothing_ran(wall_s: float) -> Finding:
+    """The note of a capture() block in which nothing compiled ran."""
+    from compilediag.render import seconds
+    from compilediag.report.vocabulary import Finding, FindingKind, Severity
+
+    return Finding(
+        FindingKind.NOTHING_COMPILED,
+        f"nothing was compiled or called inside the capture() block (it ran for "
+        f"{seconds(wall_s)}).",
+        Severity.WARNING,
+        fix="Call the compiled model inside the `with` block: `with compilediag.capture() as "
+        "run: model(x)`, model being what torch.compile returned.",
+    )
+
+
 @contextmanager
 def capture(*, profile_steps: str | None = None, reset: bool = True) -> Iterator[Capture]:
-    """Capture what the block compiles and runs. `profile_steps="A-B"` times steps A to B:
-    calls of the first compiled model or function the block calls; `reset=False` keeps what was compiled before the block
-    (it then shows neither in the trace nor in the calls)."""
+    """Capture what the block compiles and runs, as `compilediag run` reports a job:
+
+        with compilediag.capture(profile_steps="3-7") as run:
+            for x, y in loader:
+                train_step(x, y)
+        run.report()  # the Report; in Jupyter `run` shows as HTML, in a terminal print(run)
+
+    profile_steps: "A-B" times steps A to B, counted from 1 (the block's optimizer steps;
+        without one, calls of the first compiled model or function it calls): each step in
+        parts, then the kernels of the steps after them. None (the default): no timing.
+    reset: torch._dynamo.reset() first (the default), so that what the block calls
+        compiles inside it; False keeps what was compiled before the block, which then
+        shows neither in the trace nor in the calls.
+
+    Call the compiled model inside the `with` block: what runs after it is not captured.
+    A bad argument raises compilediag.errors.UsageError (a DiagError) naming the fix.
+    Imports torch only when called."""
+    probe_window = _window(profile_steps)
+    if not isinstance(reset, bool):
+        raise UsageError(f"reset={reset!r} is not a bool: pass reset=True or reset=False.")
     import torch
 
-    from compilediag.harness.bootstrap._compilediag_runtime import Probe, install, parse_window
+    from compilediag.harness.bootstrap._compilediag_runtime import Probe, install
 
-    probe = Probe(parse_window(profile_steps) if profile_steps else None)
+    probe = Probe(probe_window)
     run = Capture(probe)
     if reset:
         torch._dynamo.reset()
@@ -135,3 +178,22 @@ def capture(*, profile_steps: str | None = None, reset: bool = True) -> Iterator
             undo()
             run._buffer = buffer
             run._wall_s = time.perf_counter() - start
+
+
+def _window(profile_steps: object) -> tuple[int, int] | None:
+    """capture()'s `profile_steps` as steps (A, B), or a UsageError naming the fix."""
+    if profile_steps is None:
+        return None
+    from compilediag.harness.bootstrap._compilediag_runtime import parse_window
+
+    bad = UsageError(
+        f"profile_steps={profile_steps!r} is not a range of steps A-B, 1 <= A <= B: e.g. "
+        'profile_steps="3-7" (the block\'s optimizer steps; without one, calls of the first '
+        "compiled model or function it calls)."
+    )
+    if not isinstance(profile_steps, str):
+        raise bad
+    try:
+        return parse_window(profile_steps)
+    except ValueError:
+        raise bad from None

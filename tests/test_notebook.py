@@ -76,3 +76,62 @@ def test_kernel_names_wrap_only_between_words() -> None:
     shown = str(breakable("cpp_fused_add_mul_relu_0"))
     assert shown == "cpp_<wbr>fused_<wbr>add_<wbr>mul_<wbr>relu_<wbr>0"
     assert str(breakable("a<b")) == "a&lt;b"
+
+
+# --- capture()'s own surface (#53) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["x-y", "7-3", "0-2", "", 7, (3, 7)])
+def test_a_bad_profile_steps_is_a_diag_error_naming_the_fix(bad: object) -> None:
+    """Before: a raw ValueError from int() ('x-y'), an AttributeError (7)."""
+    import compilediag
+    from compilediag.errors import DiagError, UsageError
+
+    with pytest.raises(DiagError) as caught, compilediag.capture(profile_steps=bad):  # type: ignore[arg-type]
+        pass
+    assert isinstance(caught.value, UsageError) and caught.value.exit_code == 2
+    message = str(caught.value)
+    assert message.startswith(f"profile_steps={bad!r} is not a range of steps A-B")
+    assert 'e.g. profile_steps="3-7"' in message and "\n" not in message
+    with pytest.raises(UsageError, match=r"reset='yes' is not a bool: pass reset=True"):
+        with compilediag.capture(reset="yes"):  # type: ignore[arg-type]
+            pass
+
+
+def test_help_shows_captures_real_parameters_and_what_they_do() -> None:
+    """Before: `capture(**kwargs)`, a two-line docstring."""
+    import inspect
+
+    import compilediag
+
+    params = inspect.signature(compilediag.capture).parameters
+    assert list(params) == ["profile_steps", "reset"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
+    assert (params["profile_steps"].default, params["reset"].default) == (None, True)
+    doc = inspect.getdoc(compilediag.capture) or ""
+    for said in ('profile_steps: "A-B" times steps A to B', "reset: torch._dynamo.reset()",
+                 "inside the `with` block", "DiagError"):  # fmt: skip
+        assert said in doc, said
+
+
+def test_an_empty_block_says_nothing_ran_in_it_and_the_fix() -> None:
+    """Before: 'no process of the job loaded compilediag's bootstrap (a Python started with
+    -S or -I ...)', of a block run in this very process."""
+    torch = pytest.importorskip("torch")
+    import compilediag
+
+    model = torch.compile(torch.nn.Linear(4, 4), backend="eager")
+    with compilediag.capture() as run:
+        x = torch.randn(2, 4)
+    model(x)  # after the block: not captured
+    text, html = str(run), run._repr_html_()
+    for shown in (" ".join(text.split()), re.sub(r"<[^>]+>", "`", html)):
+        assert "nothing was compiled or called inside the capture() block" in shown
+        assert "Call the compiled model inside the `with` block" in shown
+        assert "bootstrap" not in shown and "-S or -I" not in shown
+    (note,) = run.report().notes
+    assert note.kind == "nothing_compiled"
+    # a block that ran the model: its calls, no such note
+    with compilediag.capture() as run:
+        model(x)
+    assert not run.report().notes and "the capture() block ran for" in str(run)
