@@ -27,7 +27,7 @@ from compilediag.report.model import (
     TraceInfo,
     job_summary,
 )
-from compilediag.report.vocabulary import Source
+from compilediag.report.vocabulary import Finding, Source
 from compilediag.trace.compiles import TraceLog, unranked
 
 if TYPE_CHECKING:
@@ -176,6 +176,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     from compilediag.report.ranksets import label_ranks
 
     ranks: list[RankSummary] = []
+    owners: list[Report] = []  # each rank's findings (its group's first rank's)
     skips: list[str] = []
     first: Report | None = None
     groups: dict[str, list[int]] = {}
@@ -197,6 +198,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
         elif key not in reps:
             raise ValueError(f"a digest of {d.summary.file} refers to findings not given")
         ranks.append(d.summary)
+        owners.append(d.report or reps[key])
         first = first or d.report
         versions |= set(d.versions)
         skips += [x for x in d.cudagraph_skips if x not in skips]
@@ -233,9 +235,33 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     report.rank_groups = [_group(ranks, members) for _, members in ordered]
     # what one rank compiled (the worst rank's figures, their spread), not sums over ranks
     report.summary = job_summary(ranks)
-    report.divergence = divergence(ranks)
-    report.notes += same_guards_other_values(ranks)
+    compared, notes = training_ranks(ranks, owners, run)
+    report.divergence = divergence(compared)
+    report.notes += notes + same_guards_other_values(compared)
     return _finish(report, ignored, run, skips)
+
+
+def training_ranks(
+    ranks: list[RankSummary], owners: list[Report], run: JobRun | None
+) -> tuple[list[RankSummary], list[Finding]]:
+    """The ranks as their training steps compiled them, with a note for each rank whose
+    evaluation alone called graphs (run's probe counted its evaluation's calls)."""
+    from compilediag.analysis.other_work import evaluation_graphs, short_name
+    from compilediag.analysis.ranks import without_evaluation
+
+    by_rank = {p.rank: p for p in (run.processes if run else []) if p.steps_at == "optimizer"}
+    compared, notes = [], []
+    for r, own in zip(ranks, owners, strict=True):
+        p = by_rank.get(r.rank)
+        if p is None:
+            compared.append(r)
+            continue
+        names = sorted({short_name(w.function) for w in p.other_work})
+        work = "evaluation" + (f" ({', '.join(names)})" if names else "")
+        adjusted, note = without_evaluation(r, own, evaluation_graphs(p), work)
+        compared.append(adjusted)
+        notes += [note] if note is not None else []
+    return compared, notes
 
 
 def _finish(report: Report, ignored: list[str], run: JobRun | None, skips: list[str]) -> Report:

@@ -6,6 +6,7 @@ distributed hangs (its collectives no longer line up), so a difference is a find
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from collections import Counter
@@ -16,10 +17,12 @@ from compilediag.analysis.recompiles import guard_head
 from compilediag.report.model import RankSummary
 from compilediag.report.ranksets import rank_set
 from compilediag.report.vocabulary import Finding, FindingKind, Severity
+from compilediag.trace.compiles import id_of, unranked
 from compilediag.trace.formats import guard_pattern
 
 if TYPE_CHECKING:
     from compilediag.analysis.history import History
+    from compilediag.report.model import Report
 
 
 def collective_schedule(h: History) -> list[str]:
@@ -130,6 +133,51 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
             f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s",
         )
     return found
+
+
+def without_evaluation(
+    r: RankSummary, own: Report, graphs: set[str], work: str
+) -> tuple[RankSummary, Finding | None]:
+    """The rank as its training steps compiled it: the graphs its evaluation alone called
+    (`graphs`, compile ids), and each recompile of a frame that has one training graph left
+    (the training graph recompiled only because evaluation compiled the frame first, or
+    the other way round), left out; and a note of what was left out. `work`: the
+    evaluation's name."""
+    ids = {g.compile_id for g in own.graphs if unranked(g.compile_id) in graphs}
+    if not ids:
+        return r, None
+    training: Counter[int] = Counter()
+    for g in own.graphs:
+        cid = id_of(g.compile_id)
+        if g.compile_id not in ids and cid is not None:
+            training[cid.frame] += 1
+
+    def for_evaluation(compile_id: str) -> bool:
+        cid = id_of(compile_id)
+        return compile_id in ids or (cid is not None and training[cid.frame] <= 1)
+
+    dropped = [x for x in own.recompiles if for_evaluation(x.compile_id)]
+    kept = [x for x in own.recompiles if not for_evaluation(x.compile_id)]
+    summary = dataclasses.replace(
+        r.summary, graphs=r.summary.graphs - len(ids),
+        recompiles=max(0, r.summary.recompiles - len(dropped)),
+    )  # fmt: skip
+    adjusted = dataclasses.replace(
+        r, summary=summary,
+        recompile_reasons=sorted({f"{x.frame}: {x.failed_guard}" for x in kept}),
+        changed=r.changed if kept else [],
+    )  # fmt: skip
+    said = ", ".join(sorted(unranked(x) for x in ids))
+    also = "; ".join(sorted({f"{x.frame}: {x.failed_guard}" for x in dropped}))
+    note = Finding(
+        FindingKind.EVALUATION_GRAPHS,
+        f"{r.label or f'rank {r.rank}'}'s {work} runs graph{'s' if len(ids) > 1 else ''} "
+        f"{said} that no training step calls"
+        + (f", and recompiled for it ({also})" if also else "")
+        + ": left out of the comparison of ranks (not a divergence; their training steps "
+        "compiled alike)",
+    )  # fmt: skip
+    return adjusted, note
 
 
 def _changed(r: RankSummary) -> set[str]:

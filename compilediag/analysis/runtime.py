@@ -12,6 +12,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compilediag.analysis.other_work import (
+    plain_training_ms,
+    step_work,
+    training_profile,
+    work_notes,
+    work_steps,
+)
 from compilediag.analysis.timings import breakdown_of
 from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_text
@@ -107,6 +114,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     job.cudagraph_skip_reasons = list(
         dict.fromkeys(portable_text(x, os.getcwd()) for x in [*(cudagraph_skips or []), *logged])
     )
+    left_out = work_steps(processes)  # steps that held evaluation, on any rank
     first = processes[0] if processes else None
     if first is not None:
         prefix = _prefix(report, first)
@@ -120,9 +128,13 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.kernels_off = first.kernels_off
         job.window_compiled = list(first.compiled_steps)
         job.window_no_grad, job.window_eval = first.no_grad_steps, first.eval_steps
-        if first.plain_step_ms:
-            job.unprofiled_step_ms = round(statistics.median(first.plain_step_ms), 6)
-            job.unprofiled_steps = len(first.plain_step_ms)
+        plain = plain_training_ms(first, left_out)
+        if plain:
+            job.unprofiled_step_ms = round(statistics.median(plain), 6)
+            job.unprofiled_steps = len(plain)
+        job.kernel_step_numbers = list(first.kernel_step_numbers)
+        job.kernel_step_ms = first.kernel_step_ms
+        job.kernel_steps_held = sorted(set(first.kernel_step_numbers) & left_out)
         step_graph = next(
             (g for g in report.graphs if g.compile_id == f"{prefix}{first.first_frame}/0"), None
         )
@@ -137,6 +149,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             job.step_line = called.line
         p = first.profiled
         if p is not None:
+            p = training_profile(p, left_out)
+            job.window_left_out = sorted(set(first.profiled.step_numbers) - set(p.step_numbers))
             job.window_steps = p.calls
             job.step_medians = step_medians(p)
             for r in p.regions:
@@ -149,7 +163,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             }.get(first.steps_at, f"calls {a}-{b} of its first frame")
             report.timings = Timings(
                 method=f"{unit}, each part timed (by CUDA events on CUDA); a step torch "
-                "compiled in is left out"
+                "compiled in, or that held an evaluation on any rank, is left out"
             )
             attribute_time(report, p)
             breakdown = report.timings.breakdown
@@ -158,9 +172,11 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
                 breakdown.rest = rest_parts(first)
                 report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
                 kernel_timings(report, first, breakdown)
-                report.timings.notes += kernel_advice(report)
-        job.rank_steps = rank_steps(processes)
+                report.timings.notes += kernel_advice(report, first.kernel_step_ms)
+        job.rank_steps = rank_steps(processes, left_out)
         report.divergence += stragglers(job.rank_steps)
+    job.other_work = step_work(processes, left_out)
+    report.notes += work_notes(job.other_work, job.window, job.window_left_out)
     framework_wrapped(
         report, [(c.what, c.file, c.line) for p in run.processes for c in p.compile_calls]
     )
@@ -174,28 +190,31 @@ def communication_ms(p: ProcessRuntime) -> float | None:
     return round(p.collectives_ms / p.kernel_steps, 6) if seen and p.kernel_steps else None
 
 
-PER_STEP = ("step", "forward", "backward", "optimizer", "data", "the rest")  # the probe's order
+# the probe's order (an older release's rows: the first six)
+PER_STEP = ("step", "forward", "backward", "optimizer", "data", "the rest", "evaluation")
 
 
 def step_medians(p: Profiled) -> dict[str, float]:
     """The window's median step and the median of each part (one slow step moves a mean,
     not these); {} where the probe kept no steps."""
     return {
-        name: round(statistics.median(step[i] for step in p.per_step), 6)
+        name: round(statistics.median(step[i] if i < len(step) else 0.0 for step in p.per_step), 6)
         for i, name in enumerate(PER_STEP)
     } if p.per_step else {}  # fmt: skip
 
 
-def rank_steps(processes: list[ProcessRuntime]) -> list[RankStep]:
-    """Each rank's window, where several ranks measured one."""
+def rank_steps(processes: list[ProcessRuntime], left_out: set[int]) -> list[RankStep]:
+    """Each rank's window, where several ranks measured one: over its training steps."""
     out = []
     for p in processes:
         if p.rank is None or p.profiled is None:
             continue
-        b = breakdown_of(p.profiled)
+        profiled = training_profile(p.profiled, left_out)
+        b = breakdown_of(profiled)
         b.communication_ms = communication_ms(p)
-        plain = round(statistics.median(p.plain_step_ms), 6) if p.plain_step_ms else None
-        out.append(RankStep(p.rank, b, plain, step_medians(p.profiled)))
+        plain_ms = plain_training_ms(p, left_out)
+        plain = round(statistics.median(plain_ms), 6) if plain_ms else None
+        out.append(RankStep(p.rank, b, plain, step_medians(profiled)))
     return out if len(out) > 1 else []
 
 
@@ -321,14 +340,23 @@ def rest_parts(p: ProcessRuntime) -> list[RestPart]:
     steps = p.kernel_steps
     return [
         RestPart(
-            row.name, *_rest_kind(row.name), round(row.calls / steps, 3), round(row.ms / steps, 6)
+            row.name,
+            *_rest_kind(row.name, row.kind),
+            round(row.calls / steps, 3),
+            round(row.ms / steps, 6),
         )
         for row in p.rest
     ]
 
 
-def _rest_kind(name: str) -> tuple[str, str]:
-    """An op of the rest's kind (sync, copy, eager), and what it is in words."""
+def _rest_kind(name: str, probed: str = "eager") -> tuple[str, str]:
+    """An op of the rest's kind (sync, to_device, copy, eager), and what it is in words;
+    `probed`: the probe's kind (to_device: the op copied host memory to the device)."""
+    if probed == "to_device":
+        return "to_device", (
+            "the data's copy to the device (.to(device) of a batch): the loader's work, "
+            "not an op to compile"
+        )
     if name.startswith(SYNCS):
         if name.startswith("aten::"):
             return "sync", (
@@ -344,14 +372,27 @@ def _rest_kind(name: str) -> tuple[str, str]:
 def rest_advice(b: Breakdown) -> list[str]:
     """Eager ops outside the graphs that take REST_SHARE of a step. (Not the reads of a
     value: on CUDA such a read's time is a wait for work the device does anyway, and what
-    it costs is the device idle after it, which the profile does not measure.)"""
+    it costs is the device idle after it, which the profile does not measure.) The job's
+    clock is the reference: where the profiler read more for them than the window's clock
+    gives the whole rest, the profiler made that time (it inflates what follows a compiled
+    region on CPU), and nothing is advised. The data's copies to the device get the data
+    advice."""
     step = b.call_ms
-    eager = [r for r in b.rest if r.kind != "sync"]
+    copies = [r for r in b.rest if r.kind == "to_device"]
+    eager = [r for r in b.rest if r.kind in ("copy", "eager")]
+    out = []
+    moved = sum(r.ms for r in copies)
+    if step and moved / step >= REST_SHARE and b.rest_holds(moved):
+        out.append(
+            f"copying the batch to the device takes {moved / step:.0%} of a step ({ms(moved)}: "
+            f"{', '.join(r.name for r in copies[:3])}): DataLoader(..., pin_memory=True) and "
+            ".to(device, non_blocking=True), so the copy runs beside the step"
+        )
     spent = sum(r.ms for r in eager)
-    if not step or spent / step < REST_SHARE:
-        return []
+    if not step or spent / step < REST_SHARE or not b.rest_holds(spent):
+        return out
     top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
-    return [
+    return out + [
         f"eager ops outside the compiled graphs take {spent / step:.0%} of a step "
         f"({ms(spent)}: {top}): compute them in the compiled forward (return the loss or "
         "metric from it), or torch.compile the function that computes them."
@@ -402,6 +443,7 @@ def kernel_timings(report: Report, p: ProcessRuntime, b: Breakdown) -> None:
     if not p.kernels or not p.kernel_steps or report.timings is None:
         return
     steps = p.kernel_steps
+    step_ms = p.kernel_step_ms or b.call_ms  # the kernel profile's own steps: the same steps
     by_name = first_by_name(report.kernels)
     name, peak = peak_of(p.kernel_device)
     out = []
@@ -409,7 +451,7 @@ def kernel_timings(report: Report, p: ProcessRuntime, b: Breakdown) -> None:
         per_step = row.ms / steps
         k = KernelTiming(
             name=row.name, kind=row.kind, calls=round(row.calls / steps, 3),
-            ms=round(per_step, 6), share=round(per_step / b.call_ms, 4) if b.call_ms else 0.0,
+            ms=round(per_step, 6), share=round(per_step / step_ms, 4) if step_ms else 0.0,
             shapes=row.shapes, op=row.op,
         )  # fmt: skip
         known = by_name.get(row.name)
@@ -477,15 +519,16 @@ def _indexed(kernel: Kernel | None) -> bool:
     return kernel is not None and any(op.split(".")[-1].startswith(INDEXED) for op in kernel.ops)
 
 
-def kernel_advice(report: Report) -> list[str]:
+def kernel_advice(report: Report, kernel_step_ms: float | None = None) -> list[str]:
     """The kernel that loses the most time against the device's peak, where that is a
     share of the step worth a change and the step waits on the device: its line, and what
     Inductor did there (a copy that only lays out data, a kernel too small to fill the
-    device, a library call it did not generate). Not a kernel that reads at indices."""
+    device, a library call it did not generate). Not a kernel that reads at indices. The
+    kernels are set against the kernel profile's own steps (`kernel_step_ms`) where known."""
     t = report.timings
     if t is None or t.breakdown is None or not t.peak:
         return []
-    step = t.breakdown.call_ms
+    step = kernel_step_ms or t.breakdown.call_ms
     busy = sum(k.ms for k in t.kernels if k.kind != "communication")
     if not step or busy < DEVICE_BOUND * step:
         return []  # the step waits on the host: a faster kernel would not shorten it

@@ -71,6 +71,7 @@ def breakdown_of(p: Profiled, scale: float = 1.0) -> Breakdown:
         backward_ms=round(p.backward_ms * scale, 6),
         optimizer_ms=round(p.optimizer_ms * scale, 6),
         data_ms=round(p.data_ms * scale, 6),
+        evaluation_ms=round(p.evaluation_ms * scale, 6),
     )
 
 

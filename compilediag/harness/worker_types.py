@@ -118,8 +118,13 @@ class Profiled:
     backward_ms: float = 0.0
     optimizer_ms: float = 0.0
     data_ms: float = 0.0
-    # each step: [the step, forward, backward, optimizer, data, the rest] in ms
+    # each step: [the step, forward, backward, optimizer, data, the rest, evaluation] in ms
+    # (a file of an older release: the first six)
     per_step: list[list[float]] = field(default_factory=list)
+    evaluation_ms: float = 0.0  # run: an evaluation's calls, and what the job did between them
+    step_numbers: list[int] = field(default_factory=list)  # run: the job's step of each row
+    # run: each step's graphs, {compile id: [graph, gap, backward graph, backward gap]} in ms
+    step_regions: list[dict[str, list[float]]] = field(default_factory=list)
 
 
 @dataclass
@@ -139,6 +144,22 @@ class KernelTime:
 
 
 @dataclass
+class OtherWork:
+    """Work a training job did in one of its steps that is not training (`kind`
+    "evaluation": calls of the compiled model under no_grad, inference_mode or eval mode),
+    named by the function that ran it (the outermost frame of its stack that no training
+    call has; one whose name says evaluation where there is one)."""
+
+    kind: str = "evaluation"
+    step: int = 0
+    calls: int = 0
+    ms: float = 0.0  # the host's time from its first call's start to its last call's end
+    function: str = ""
+    file: str = ""
+    line: int = 0
+
+
+@dataclass
 class CompileCall:
     """A torch.compile call a job's process made: on what, from which line, and whether
     the object it returned was ever called."""
@@ -152,7 +173,7 @@ class CompileCall:
 @dataclass
 class ProcessRuntime:
     """What the runtime probe saw one process of a `compilediag run` job do
-    (compilediag/harness/bootstrap/_compilediag_runtime.py writes it, one file per process)."""
+    (compilediag/harness/bootstrap/_compilediag_runtime/ writes it, one file per process)."""
 
     pid: int = 0
     rank: int | None = None
@@ -180,6 +201,11 @@ class ProcessRuntime:
     no_grad_steps: int = 0  # window steps run with grad mode off
     eval_steps: int = 0  # window steps whose module was in eval mode
     plain_step_ms: list[float] = field(default_factory=list)  # steps near the window, untimed
+    plain_steps: list[int] = field(default_factory=list)  # the job's step each of them is
+    other_work: list[OtherWork] = field(default_factory=list)  # a training job's evaluations
+    evaluation_calls: dict[str, int] = field(default_factory=dict)  # their graph calls, by id
+    kernel_step_numbers: list[int] = field(default_factory=list)  # the kernel profile's steps
+    kernel_step_ms: float | None = None  # their mean, start to start, under torch.profiler
     backends: list[str] = field(default_factory=list)  # the backends' names (`inductor`)
     compile_calls: list[CompileCall] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)  # the graphs' input devices (`cuda`)

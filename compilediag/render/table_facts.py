@@ -15,6 +15,7 @@ from compilediag.render import (
 )
 from compilediag.render.table_parts import Row, details
 from compilediag.render.views import (
+    kernel_steps_words,
     kernel_timing_words,
     rank_step_rows,
     step_text,
@@ -22,7 +23,7 @@ from compilediag.render.views import (
     unmeasured_words,
     window_notes,
 )
-from compilediag.report.model import CompileTime, Report
+from compilediag.report.model import Breakdown, CompileTime, Report, Runtime
 
 KIND_LABELS = {
     "persistent_reduction": "persistent",
@@ -49,9 +50,8 @@ def kernel_time_blocks(report: Report, limit: int | None) -> list:
         return []
     shown = t.kernels if limit is None else t.kernels[:limit]
     total = sum(k.ms for k in t.kernels)
-    step = t.breakdown.call_ms if t.breakdown else 0.0
     title = f"\nKernels in the window ({plural(len(t.kernels), 'kernel')}, {ms(total)} a step"
-    title += f" of {ms(step)}" if step else ""
+    title += kernel_steps_said(report.runtime, t.breakdown)
     title += "; against " + t.peak if t.peak else ""
     rows: list = [Text(title + ")", style="bold")]
     target = report.target.path
@@ -69,6 +69,21 @@ def kernel_time_blocks(report: Report, limit: int | None) -> list:
         rows.append(Text(f"  … {len(t.kernels) - len(shown)} more: `--format json` or "
                          "`--html FILE` lists all", style="dim"))  # fmt: skip
     return rows
+
+
+def kernel_steps_said(r: Runtime | None, b: Breakdown | None) -> str:
+    """` of 70 ms: steps 10-14, under torch.profiler, step 13 held an evaluation`: what the
+    kernels are set against, their own steps (the window's where an older report lacks them)."""
+    if r is not None and r.kernel_step_ms:
+        said = f" of {ms(r.kernel_step_ms)}: {kernel_steps_words(r)}, under torch.profiler"
+        if r.kernel_steps_held:
+            said += (
+                f"; {'steps' if len(r.kernel_steps_held) > 1 else 'step'} "
+                f"{', '.join(map(str, r.kernel_steps_held))} held an evaluation (its calls left "
+                "out here; a rank that waited for it has the wait in its collectives)"
+            )
+        return said
+    return f" of {ms(b.call_ms)}" if b is not None and b.call_ms else ""
 
 
 def kernel_blocks(report: Report, limit: int | None) -> list:

@@ -113,7 +113,7 @@ def step_text(r: Runtime, b: Breakdown) -> str:
         return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
     inside = {"forward": f" ({split})", "the rest": rest_named(b)}
     said = [f"{name} {ms(v)}{inside.get(name, '')}" for name, v in parts]
-    return f"{ms(b.call_ms)}: {' · '.join(said)}{collectives_words(b)} ({window})"
+    return f"{ms(b.call_ms)}: {' · '.join(said)}{collectives_words(b, r)} ({window})"
 
 
 def rest_named(b: Breakdown) -> str:
@@ -126,7 +126,14 @@ def rest_named(b: Breakdown) -> str:
     if eager:
         total = sum(r.ms for r in eager)
         top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3] if r.ms >= total / 10)
-        said = f" (of it: eager ops outside graphs {ms(total)}: {top})"
+        if b.rest_holds(total):
+            said = f" (of it: eager ops outside graphs {ms(total)}: {top})"
+        else:  # the profiler's reading, larger than the part it would be of
+            said = (
+                f"; torch.profiler read eager ops outside graphs at {ms(total)} a step ({top}), "
+                "more than the job's clock gives the whole rest: the profiler's own cost, "
+                "not this step's"
+            )
     if syncs:  # on CUDA a wait for the device's work, which other parts hold: not "of it"
         reads = sum(r.calls for r in syncs)
         said += (
@@ -137,12 +144,27 @@ def rest_named(b: Breakdown) -> str:
     return said
 
 
-def collectives_words(b: Breakdown) -> str:
+def collectives_words(b: Breakdown, r: Runtime | None = None) -> str:
     """`; collectives 2.1 ms beside them (...)`: not a part (their stream or thread runs
-    alongside the parts), said after them."""
+    alongside the parts), said after them, with the kernel profile's steps they were
+    taken over (not the window's)."""
     if b.communication_ms is None:
         return ""
-    return f"; collectives {ms(b.communication_ms)} beside them, waits for other ranks included"
+    over = ""
+    if r is not None and r.kernel_step_ms:
+        over = f" over the kernel profile's {kernel_steps_words(r)} of {ms(r.kernel_step_ms)}"
+    return (
+        f"; collectives {ms(b.communication_ms)} a step beside them{over}, waits for other "
+        "ranks included"
+    )
+
+
+def kernel_steps_words(r: Runtime) -> str:
+    """`steps 10-14` (the kernel profile's)."""
+    n = r.kernel_step_numbers
+    if not n:
+        return plural(r.kernel_steps, "step")
+    return f"step {n[0]}" if len(n) == 1 else f"steps {n[0]}-{n[-1]}"
 
 
 RANKS_SHOWN = 8
@@ -158,7 +180,7 @@ def rank_step_rows(r: Runtime) -> list[tuple[str, str]]:
     for s in ordered[:RANKS_SHOWN]:
         b = s.breakdown
         parts = " · ".join(f"{name} {ms(v)}" for name, v in b.parts())
-        rows.append((f"rank {s.rank}", f"{ms(b.call_ms)}: {parts}{collectives_words(b)}"))
+        rows.append((f"rank {s.rank}", f"{ms(b.call_ms)}: {parts}{collectives_words(b, r)}"))
     rest = ordered[RANKS_SHOWN:]
     if rest:
         steps = sorted(s.breakdown.call_ms for s in rest)
@@ -224,6 +246,16 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
                 f"(--profile-steps {after}-{after + z - a})",
             )
         )
+    if r.window_left_out:
+        held = {n for w in r.other_work for n in w.steps}
+        names = sorted({w.function.rsplit("<locals>.", 1)[-1] for w in r.other_work})
+        notes.append((
+            "left out",
+            f"{_steps(r.window_left_out)} held "
+            + (f"an evaluation ({', '.join(names)})" if held & set(r.window_left_out) else "other work")
+            + ": not a training step, left out of these figures on every rank (under Notes: "
+            "its own cost, and the wait of the ranks that did not run it)",
+        ))  # fmt: skip
     if b is not None and r.unprofiled_step_ms:
         cost = b.profiled_call_ms / r.unprofiled_step_ms - 1
         against = (
@@ -231,6 +263,8 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
             f"for {plural(r.unprofiled_steps, 'step')} around it, timed once each (the median)"
         )
         said = f"{cost:+.0%} a step: {against}" if cost > 0.05 else f"none measured: {against}"
+        if r.window_left_out:
+            said += "; evaluation steps left out of both"
         notes.append(("profiling", said))
     if r.kernels_off:
         notes.append(("kernels", "not profiled (--no-kernels)"))

@@ -244,7 +244,8 @@ class RestPart:
     device), a copy."""
 
     name: str  # torch.profiler's: aten::_local_scalar_dense, aten::mm, cudaDeviceSynchronize
-    kind: str  # sync (a value read, a wait for the device), copy, eager (any other op)
+    kind: str  # sync (a value read, a wait for the device), to_device (the data's copy to the
+    # device), copy, eager (any other op)
     what: str  # in words
     calls: float  # a step
     ms: float  # a step (on CUDA the CPU's time: the wait in a sync included)
@@ -265,6 +266,7 @@ class Breakdown:
     backward_ms: float = 0.0  # run: backward, its compiled graphs and the eager rest
     optimizer_ms: float = 0.0  # run: the optimizer step
     data_ms: float = 0.0  # run: the data loader's next batch
+    evaluation_ms: float = 0.0  # run: evaluation, where every measured step held one
     # run, a job with collectives: their time a step (NCCL's kernels on CUDA, gloo's
     # operations on CPU) over the kernel profile's steps (those after the window), the wait
     # for the other ranks in it; on a stream or thread of their own, alongside the parts
@@ -284,8 +286,16 @@ class Breakdown:
             ("backward", self.backward_ms),
             ("optimizer", self.optimizer_ms),
             ("data", self.data_ms),
+            ("evaluation", self.evaluation_ms),
         ]
         return [(n, v) for n, v in parts if v or n == "forward"] + [("the rest", self.outside_ms)]
+
+    def rest_holds(self, profiled_ms: float) -> bool:
+        """Whether ops the kernel profile timed in the rest (`profiled_ms` a step) fit in
+        the rest the job's clock measured, within 25% and 0.05 ms (the two are taken over
+        other steps): where they don't, torch.profiler made that time (on CPU it inflates
+        what follows a compiled region), and it is no part of this step."""
+        return profiled_ms <= self.outside_ms * 1.25 + 0.05
 
 
 @dataclass
@@ -299,6 +309,25 @@ class RankStep:
     # the median over the window's steps of the step and of each part (one slow step, a
     # pause or a log written once, moves a mean, not these)
     medians: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class StepWork:
+    """Work a training job did in some of its steps that is not training: an evaluation
+    (calls of the compiled model under no_grad, inference_mode or eval mode), named by the
+    function that ran it. Its steps are left out of the training step's figures."""
+
+    kind: str  # "evaluation"
+    function: str
+    file: str
+    line: int
+    steps: list[int] = field(default_factory=list)  # the job's steps it ran in
+    ranks: list[int] = field(default_factory=list)  # the ranks that ran it ([]: one process)
+    ms: float = 0.0  # its own time, the median occurrence (host: first call to last call end)
+    calls: float = 0.0  # compiled-model calls, the median occurrence
+    # the ranks that did not run it and waited for it (in their collectives), the median of
+    # their extra time in the window's steps that held it: {"1": 120.5}
+    waited_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -348,6 +377,15 @@ class Runtime:
     cudagraph_skips: int = 0
     cudagraph_skip_reasons: list[str] = field(default_factory=list)
     cudagraph_rerecords: int = 0
+    # a training job's evaluations; the window's steps that held one on any rank, left out
+    # of the step's figures (rank_steps' too)
+    other_work: list[StepWork] = field(default_factory=list)
+    window_left_out: list[int] = field(default_factory=list)
+    # the kernel profile's own steps: their numbers, their mean (start to start, under
+    # torch.profiler: what its kernels are set against), and those that held other work
+    kernel_step_numbers: list[int] = field(default_factory=list)
+    kernel_step_ms: float | None = None
+    kernel_steps_held: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -74,6 +74,8 @@ class FindingKind(StrEnum):
     IGNORED_FILES = "ignored_files"  # files with no trace record
     DISCARDED_GRAPH = "discarded_graph"  # a graph the backend had, thrown away on a restart
     RANK_VALUES = "rank_values"  # ranks failed the same guards with their own data's values
+    OTHER_WORK = "other_work"  # `run`: a training job's evaluation, its steps, its cost
+    EVALUATION_GRAPHS = "evaluation_graphs"  # graphs a rank compiled for its evaluation alone
     DAMAGED_TRACE = "damaged_trace"  # unreadable lines, damaged payloads
     # errors
     COMPILE_FAILED = "compile_failed"

@@ -3,6 +3,7 @@ kernel's calls and time, the collectives, and the eager ops a step runs outside 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 KERNEL_STEPS = 5  # the steps after the window whose kernels are profiled, at most
@@ -13,6 +14,7 @@ COLLECTIVE_KERNELS = ("nccl",)  # NCCL's kernels (ncclDevKernel_..., ncclKernel_
 STEP_MARK = "## compilediag step"  # a step's start in the kernel profile
 REGION = "Torch-Compiled Region"  # Dynamo's record_function around a compiled frame's call
 OPTIMIZER_MARK = "## compilediag optimizer"  # an optimizer step's start in the kernel profile
+EVALUATION_MARK = "## compilediag evaluation"  # an evaluation's call: left out of the rows
 # what a step runs outside compiled code that the profiler names: eager aten ops (the loss,
 # a metric, .item()) at the top, and the CUDA runtime's waits no op made
 # (torch.cuda.synchronize: the runtime's calls are on the thread's system id)
@@ -38,6 +40,10 @@ class _KernelWindow:
         self.rows: list[dict[str, Any]] = []
         self.collectives_ms = 0.0  # the time any collective ran (calls that overlap, once)
         self.steps = 0
+        self.step_numbers: list[int] = []  # the job's steps profiled, complete ones
+        self._starts: list[float] = []  # their starts (perf_counter)
+        self.step_ms: float | None = None  # their mean, start to start: the same steps
+        self._evaluation: Any = None  # the record_function range of an evaluation's call
         self.device = ""  # the GPU's name
         if cuda:
             import torch
@@ -55,13 +61,28 @@ class _KernelWindow:
         self._wrap_generated()
         self._prof.start()
 
-    def step(self) -> None:
+    def step(self, number: int) -> None:
+        """The job's step `number` begins."""
         from torch.autograd.profiler import record_function
 
         with record_function(STEP_MARK):  # where the step begins, in the profile
             self.steps += 1
+        self.step_numbers.append(number)
+        self._starts.append(time.perf_counter())
         if self.steps_left:
             self.steps_left -= 1
+
+    def evaluation(self, starts: bool) -> None:
+        """An evaluation's call starts or ends: its ops and kernels are not the training
+        step's (OtherWork names it, with its own time)."""
+        from torch.autograd.profiler import record_function
+
+        if starts and self._evaluation is None:
+            self._evaluation = record_function(EVALUATION_MARK)
+            self._evaluation.__enter__()
+        elif not starts and self._evaluation is not None:
+            self._evaluation.__exit__(None, None, None)
+            self._evaluation = None
 
     @staticmethod
     def optimizer() -> None:
@@ -128,12 +149,18 @@ class _KernelWindow:
         if self.steps_left is None:  # stopped already
             return
         self.steps_left = None
-        if ended:
-            self.steps = max(0, self.steps - 1)
+        self.evaluation(False)
         if self.cuda:
             import torch
 
             torch.cuda.synchronize()
+        bounds = [*self._starts, time.perf_counter()]
+        if ended:
+            self.steps = max(0, self.steps - 1)
+            bounds = bounds[:-1]
+            del self.step_numbers[self.steps :]
+        if len(bounds) > 1:
+            self.step_ms = round((bounds[-1] - bounds[0]) * 1e3 / (len(bounds) - 1), 6)
         self._prof.stop()
         for undo in reversed(self._undo):
             undo()
@@ -150,6 +177,13 @@ class _KernelWindow:
 
         marks = [e.time_range.start for e in events if e.name == STEP_MARK]
         cutoff = max(marks) if ended and marks else float("inf")
+        evaluations = [
+            (e.time_range.start, e.time_range.end) for e in events if e.name == EVALUATION_MARK
+        ]
+
+        def evaluating(t: float) -> bool:
+            return any(a <= t <= b for a, b in evaluations)
+
         # the rest's ops: before the last optimizer step too (its ops have no parent left)
         last_step = max(marks, default=float("-inf"))
         optimizing = [e.time_range.start for e in events if e.name == OPTIMIZER_MARK]
@@ -188,7 +222,7 @@ class _KernelWindow:
             if e.device_type == DeviceType.CUDA:
                 ops = launches.get((e.name, e.time_range.end - e.time_range.start))
                 launched = ops.pop(0) if ops else e
-            if launched.time_range.start > cutoff:
+            if launched.time_range.start > cutoff or evaluating(launched.time_range.start):
                 continue
             if e.device_type == DeviceType.CUDA:
                 if getattr(e, "is_user_annotation", False) or e.name.startswith(ANNOTATIONS):
@@ -208,7 +242,8 @@ class _KernelWindow:
                 continue
             top = e.cpu_parent is None and e.time_range.start < rest_cutoff
             if top and e.thread in steps_threads and e.name.startswith("aten::"):
-                add(e.name, "eager", e.cpu_time_total, table=rest)
+                kind = "to_device" if self.cuda and _to_device(e) else "eager"
+                add(e.name, kind, e.cpu_time_total, table=rest)
             elif top and e.name.startswith(DEVICE_WAITS):
                 add(e.name, "eager", e.cpu_time_total, table=rest)  # (on its own thread id)
             elif e.name.startswith("gloo:"):  # a collective on gloo's threads, its wait in it
@@ -241,6 +276,17 @@ def _library_call(op: Any) -> Any:
     while op.cpu_parent is not None and op.cpu_parent.name.startswith("aten::"):
         op = op.cpu_parent
     return op if _in_graph(op) else None
+
+
+def _to_device(op: Any) -> bool:
+    """An op that copied host memory to the device (a `Memcpy HtoD` under it)."""
+    todo = [op]
+    while todo:
+        e = todo.pop()
+        if any("HtoD" in k.name for k in getattr(e, "kernels", None) or []):
+            return True
+        todo += list(getattr(e, "cpu_children", None) or [])
+    return False
 
 
 def _covered(spans: list[tuple[float, float]]) -> float:

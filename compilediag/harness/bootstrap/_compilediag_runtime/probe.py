@@ -8,6 +8,8 @@ import time
 from typing import Any
 
 from .kernel_window import KERNEL_STEPS, _KernelWindow
+from .other_work import OtherWork
+from .parts import Part, StepParts, split_step
 from .torch_state import _compile_id, _cudagraph_counts, _frames_compiled, _user_site
 
 
@@ -47,6 +49,8 @@ class Probe:
         self._compiling = False  # inside a torch.compile call
         self.backends: list[str] = []  # the backends graphs were handed to, by name
         self.devices: list[str] = []  # the devices of the graphs' example inputs
+        self.other = OtherWork()  # evaluations between the training steps
+        self._entries: list[str] = []  # the compiled entries under way: Part.ENTRY/EVALUATION
         self._new_window()
 
     def _new_window(self) -> None:
@@ -54,18 +58,11 @@ class Probe:
         optimizer's: a window of entry calls opened before then is dropped)."""
         self.timing = False
         self.measured_steps = 0
-        self.per_step: list[list[float]] = []  # each measured step, its ms: see _parts()
-        self.window_s = 0.0
-        # seconds per part: forward graphs and their gaps, backward graphs and theirs, by
-        # compile id; the rest of backward, the optimizer, data, and what remains
-        self.graph_s: dict[str, float] = {}
-        self.gap_s: dict[str, float] = {}
-        self.bgraph_s: dict[str, float] = {}
-        self.bgap_s: dict[str, float] = {}
-        self.backward_s = 0.0
-        self.optimizer_s = 0.0
-        self.data_s = 0.0
-        self.outside_s = 0.0
+        self.total = StepParts()  # the measured steps' parts, summed
+        # each measured step: its number, its parts (StepParts.row), its graphs' parts
+        self.per_step: list[list[float]] = []
+        self.step_numbers: list[int] = []
+        self.step_regions: list[dict[str, list[float]]] = []
         # the step under way: its start and a mark at each part's start and end: (part,
         # entered, compile id, mark), a mark being a clock reading or, where CUDA is in use,
         # a CUDA event recorded on the current stream, read once the window is over
@@ -80,6 +77,7 @@ class Probe:
         self._plain_start: float | None = None
         self._plain_compiles = 0
         self.plain_step_s: list[float] = []
+        self.plain_steps: list[int] = []  # the step each of them timed
         self.kernels: _KernelWindow | None = None  # torch.profiler over the window
 
     def saw_backend(self, compiler: Any, example_inputs: Any) -> None:
@@ -118,7 +116,9 @@ class Probe:
 
     def entry(self, key: int, module: Any = None) -> None:
         """A compiled entry is called (`key`: the compiled object's id; `module`: the
-        nn.Module it runs, if any): the first one called at the top level is the step's."""
+        nn.Module it runs, if any): the first one called at the top level is the step's.
+        One called under no_grad or inference_mode, or with its module in eval mode, is an
+        evaluation's call (where the job turns out to train: OtherWork)."""
         self._depth += 1
         self.entered.add(key)
         if self._depth == 1:
@@ -128,7 +128,15 @@ class Probe:
                 self.by_entry = True
                 if self.step_optimizer is None:
                     self.step(module)
-            self.mark("e", True)
+            part = Part.EVALUATION if _evaluating(module) else Part.ENTRY
+            self._entries.append(part)
+            if part == Part.EVALUATION:
+                self.other.evaluation_call(self.steps)
+                if self.kernels is not None:
+                    self.kernels.evaluation(True)
+            else:
+                self.other.training_call()
+            self.mark(part, True)
 
     def compiled_object(self, key: int, what: str) -> None:
         """torch.compile returned an object (`key`, its id) for `what` (a class or function
@@ -141,8 +149,13 @@ class Probe:
 
     def exit_entry(self) -> None:
         self._depth -= 1
-        if self._depth == 0:
-            self.mark("e", False)
+        if self._depth == 0 and self._entries:
+            part = self._entries.pop()
+            self.mark(part, False)
+            if part == Part.EVALUATION:
+                self.other.evaluation_ended()
+                if self.kernels is not None:
+                    self.kernels.evaluation(False)
 
     def optimizer_enter(self) -> None:
         self._optimizing += 1
@@ -193,6 +206,7 @@ class Probe:
             self.kernels.stop()
         self._new_window()
         self.steps = 1
+        self.other.renumber_first_steps()
         if self.window and self.window[0] == 1 and _frames_compiled():
             self.compiled_steps.append(1)
 
@@ -210,7 +224,7 @@ class Probe:
             if kernels.steps_left == 0:  # the kernels' steps are over
                 kernels.stop()
             else:
-                kernels.step()
+                kernels.step(self.steps)
                 return  # not a plain step: the profiler's cost is in it
         if self.timing or self.steps == a:
             if self.steps == a:
@@ -238,7 +252,7 @@ class Probe:
             if self.profile_kernels:
                 steps = min(b - a + 1, KERNEL_STEPS)
                 self.kernels = _KernelWindow(self._cuda is not None, steps)
-                self.kernels.step()
+                self.kernels.step(self.steps)
             self._plain_start = None
             return
         self.plain_step(wall)
@@ -254,20 +268,21 @@ class Probe:
         compiled = _frames_compiled()
         if self._plain_start is not None and compiled == self._plain_compiles:
             self.plain_step_s.append(now - self._plain_start)
+            self.plain_steps.append(self.steps - 1)
         self._plain_start, self._plain_compiles = now, compiled
 
     def enter(self, cid: str, frame: int | None) -> bool:
         """Count the call; in the window, mark its start (True: its end is to be marked)."""
         self.calls[cid] = self.calls.get(cid, 0) + 1
+        self.other.graph_call(cid)
         by_frame = not self.by_entry and self.step_optimizer is None
         if by_frame and frame == self.first_frame and not cid.startswith("!"):
             self.step()
         return self.mark("g", True, cid)
 
     def mark(self, part: str, entered: bool, cid: str = "") -> bool:
-        """In the window, mark where a part of the step starts or ends (`part`: g a forward
-        graph, G a backward graph, e a compiled entry, b backward, o the optimizer, d data):
-        True if marked."""
+        """In the window, mark where a part of the step starts or ends (a Part): True if
+        marked."""
         if not self.timing:
             return False
         self._marks.append((part, entered, cid, self.clock()))
@@ -295,100 +310,26 @@ class Probe:
         if _frames_compiled() != self._compiles_at_start:
             self.compiled_steps.append(self.steps - 1)
         else:
-            self._pending.append((self._step_start, self._marks, end))
+            self._pending.append((self.steps - 1, self._step_start, self._marks, end))
         self._marks = []
 
     def tally(self) -> None:
-        """Add the complete steps to the window's totals, each split into its parts."""
+        """Split each complete step into its parts (parts.split_step) and add it to the
+        window's totals, keeping each step's own figures."""
         if not self._pending:
             return
         if self._cuda is not None:
-            self._pending[-1][2].synchronize()  # the last mark done: every one before it is
-        for start, marks, end in self._pending:
-            self.measured_steps += 1
-            before = self._parts()
-            self.window_s += self._seconds(start, end)
-            self.split(start, marks, end)
-            after = self._parts()
-            self.per_step.append(
-                [round((b - a) * 1e3, 6) for a, b in zip(before, after, strict=True)]
+            self._pending[-1][3].synchronize()  # the last mark done: every one before it is
+        for number, start, marks, end in self._pending:
+            parts = split_step(
+                start, marks, end, self._seconds, self.by_entry, self.step_optimizer is not None
             )
+            self.measured_steps += 1
+            self.total.add(parts)
+            self.per_step.append(parts.row())
+            self.step_numbers.append(number)
+            self.step_regions.append(parts.regions())
         self._pending = []
-
-    def _parts(self) -> list[float]:
-        """The window's totals so far: the steps, then their parts as Breakdown.parts()
-        names them (forward, backward, optimizer, data, the rest)."""
-        forward = sum(self.graph_s.values()) + sum(self.gap_s.values())
-        backward = self.backward_s + sum(self.bgraph_s.values()) + sum(self.bgap_s.values())
-        return [self.window_s, forward, backward, self.optimizer_s, self.data_s, self.outside_s]
-
-    def split(self, start: Any, marks: list[tuple[str, bool, str, Any]], end: Any) -> None:
-        """Give each moment of a step to one part, so that the parts add up to the step.
-        Inside backward, the optimizer or the data loader (the outermost of them, where one
-        holds another: a closure's forward inside an optimizer step), the moment is that
-        part's; else in a forward graph, the graph's; else between the end of a graph and
-        the start of the next one in the same compiled call (where calls are not seen: the
-        same step), the first graph's gap; else what remains. Inside backward: in a backward
-        graph, its; between two backward graphs, the gap of the second (its forward ran
-        first: the eager backward of the code after it); else the rest of backward."""
-        seconds = self._seconds
-        outer: list[str] = []  # the parts open that hold others: b, o, d
-        graph = bgraph = None  # the forward graph, the backward graph, under way
-        last = blast = None  # the graph that ended last (in the compiled call, the backward)
-        held = bheld = 0.0  # the time since then, given once it is known whose it is
-        calls = 0 if self.by_entry else 1  # compiled calls under way (unseen: always in one)
-        prev = start
-        for part, entered, cid, mark in [*marks, ("", False, "", end)]:
-            s = seconds(prev, mark)
-            prev = mark
-            where = outer[0] if outer else ""
-            if where == "b":
-                if bgraph is not None:
-                    _add(self.bgraph_s, bgraph, s)
-                else:
-                    bheld += s
-            elif where == "o":
-                self.optimizer_s += s
-            elif where == "d":
-                self.data_s += s
-            elif graph is not None:
-                _add(self.graph_s, graph, s)
-            elif last is not None:
-                held += s
-            else:
-                self.outside_s += s
-            if part == "g":
-                if entered:
-                    if last is not None:
-                        _add(self.gap_s, last, held)
-                    graph, last, held = cid, None, 0.0
-                else:
-                    graph, last = None, (cid if calls and not outer else None)
-            elif part == "G":
-                if entered:
-                    if blast is not None:
-                        _add(self.bgap_s, cid, bheld)
-                    else:
-                        self.backward_s += bheld
-                    bgraph, blast, bheld = cid, None, 0.0
-                else:
-                    bgraph, blast = None, cid
-            elif part == "e":
-                calls += 1 if entered else -1
-                if not entered and calls <= 0:  # after the call's last graph: what remains
-                    self.outside_s += held
-                    calls, last, held = 0, None, 0.0
-            elif entered:
-                outer.append(part)
-            elif part in outer:
-                outer.reverse()
-                outer.remove(part)
-                outer.reverse()
-                if part == "b" and "b" not in outer:
-                    self.backward_s += bheld
-                    bgraph, blast, bheld = None, None, 0.0
-        self.outside_s += held  # after the step's last graph
-        self.backward_s += bheld
 
     def _seconds(self, a: Any, b: Any) -> float:
         if self._cuda is not None:
@@ -419,62 +360,32 @@ class Probe:
                 self.kernels.stop(ended=True)
         except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread
             self._pending = []
-        profiled = None
-        n = self.measured_steps
-        if n:
-            per = 1e3 / n
-            step, _, backward, optimizer, data, outside = self._parts()
-            profiled = {
-                "calls": n,
-                "call_ms": step * per,
-                "outside_ms": outside * per,
-                "backward_ms": backward * per,
-                "optimizer_ms": optimizer * per,
-                "data_ms": data * per,
-                "per_step": self.per_step,
-                "regions": [
-                    {
-                        "compile_id": c,
-                        "graph_ms": self.graph_s.get(c, 0.0) * per,
-                        "gap_ms": self.gap_s.get(c, 0.0) * per,
-                        "backward_ms": self.bgraph_s.get(c, 0.0) * per,
-                        "backward_gap_ms": self.bgap_s.get(c, 0.0) * per,
-                    }
-                    for c in dict.fromkeys([*self.graph_s, *self.bgraph_s])
-                ],
-            }  # fmt: skip
         rank = os.environ.get("RANK")
         skips, rerecords = _cudagraph_counts()
+        by_optimizer = self.step_optimizer is not None
         return {
             "pid": os.getpid(),
             "rank": int(rank) if rank and rank.isdigit() else None,
             "argv": list(sys.argv),
             "calls": dict(self.calls),
             "first_frame": self.first_frame,
-            "steps": self.optimizer_steps if self.step_optimizer is not None else self.steps,
-            "steps_at": (
-                "optimizer"
-                if self.step_optimizer is not None
-                else "entry"
-                if self.by_entry
-                else "frame"
-            ),
+            "steps": self.optimizer_steps if by_optimizer else self.steps,
+            "steps_at": "optimizer" if by_optimizer else "entry" if self.by_entry else "frame",
             "optimizer": self.optimizer_name,
             "optimizer_options": dict(self.optimizer_options),
             "skipped_steps": self.skipped_steps,
             "loaders": dict(self.loaders),
-            "kernels": self.kernels.rows if self.kernels is not None else [],
-            "kernel_steps": self.kernels.steps if self.kernels is not None else 0,
-            "kernel_device": self.kernels.device if self.kernels is not None else "",
-            "collectives_ms": self.kernels.collectives_ms if self.kernels is not None else 0.0,
-            "rest": self.kernels.rest if self.kernels is not None else [],
-            "kernels_off": not self.profile_kernels,
+            **self._kernel_facts(),
             "window": list(self.window) if self.window else [],
-            "profiled": profiled,
+            "profiled": self._profiled(),
             "compiled_steps": list(self.compiled_steps),
             "no_grad_steps": self.no_grad_steps,
             "eval_steps": self.eval_steps,
             "plain_step_ms": [round(x * 1e3, 6) for x in self.plain_step_s],
+            "plain_steps": list(self.plain_steps),
+            # a job that steps an optimizer: its evaluations, and the graph calls they made
+            "other_work": self.other.facts() if by_optimizer else [],
+            "evaluation_calls": dict(self.other.calls) if by_optimizer else {},
             "backends": list(self.backends),
             "compile_calls": [
                 {**c, "called": key in self.entered} for key, c in self.compile_calls.items()
@@ -486,6 +397,42 @@ class Probe:
             "cudagraph_rerecords": rerecords,
         }
 
+    def _profiled(self) -> dict[str, Any] | None:
+        """The window's measured steps: their parts' means (worker_types.Profiled), and
+        each step's own figures."""
+        n = self.measured_steps
+        if not n:
+            return None
+        t, per = self.total, 1e3 / n
+        step, _, backward, optimizer, data, outside, evaluation = t.row()
+        return {
+            "calls": n, "call_ms": step / n, "outside_ms": outside / n,
+            "backward_ms": backward / n, "optimizer_ms": optimizer / n, "data_ms": data / n,
+            "evaluation_ms": evaluation / n,
+            "per_step": self.per_step, "step_numbers": self.step_numbers,
+            "step_regions": self.step_regions,
+            "regions": [
+                {"compile_id": c, "graph_ms": g, "gap_ms": gap, "backward_ms": bg,
+                 "backward_gap_ms": bgap}
+                for c, (g, gap, bg, bgap) in t.regions(per).items()
+            ],
+        }  # fmt: skip
 
-def _add(table: dict[str, float], key: str, seconds: float) -> None:
-    table[key] = table.get(key, 0.0) + seconds
+    def _kernel_facts(self) -> dict[str, Any]:
+        k = self.kernels
+        if k is None:
+            return {"kernels_off": not self.profile_kernels}
+        return {
+            "kernels": k.rows, "kernel_steps": k.steps, "kernel_device": k.device,
+            "kernel_step_numbers": list(k.step_numbers), "kernel_step_ms": k.step_ms,
+            "collectives_ms": k.collectives_ms, "rest": k.rest,
+            "kernels_off": not self.profile_kernels,
+        }  # fmt: skip
+
+
+def _evaluating(module: Any) -> bool:
+    """A call made under no_grad or inference_mode, or of a module in eval mode."""
+    torch = sys.modules.get("torch")
+    if torch is not None and (not torch.is_grad_enabled() or torch.is_inference_mode_enabled()):
+        return True
+    return module is not None and getattr(module, "training", True) is False

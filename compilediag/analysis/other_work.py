@@ -1,0 +1,140 @@
+"""A training job's steps that are not training steps: the evaluation a job runs every few
+steps (on every rank, or on rank 0 alone), named by its function, its steps and its own
+cost. Those steps are left out of the training step's figures on every rank (a rank that
+did not evaluate waited for the one that did, in its collectives), and the wait each
+other rank had is said. The probe records each step's figures (Profiled.per_step,
+step_regions): the figures here are taken over the steps that remain."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Iterable
+
+from compilediag.harness.worker_types import OtherWork, ProcessRuntime, Profiled, RegionTime
+from compilediag.paths import portable_text
+from compilediag.report.model import StepWork
+from compilediag.report.vocabulary import Finding, FindingKind
+from compilediag.report.words import ms
+
+ROW = ("step", "forward", "backward", "optimizer", "data", "the rest", "evaluation")
+
+
+def work_steps(processes: Iterable[ProcessRuntime]) -> set[int]:
+    """The steps in which any process of a training job did other work."""
+    return {w.step for p in processes if p.steps_at == "optimizer" for w in p.other_work}
+
+
+def training_profile(p: Profiled, left_out: set[int]) -> Profiled:
+    """The window's figures over its steps not `left_out` (each part's mean, each graph's);
+    as measured where the probe kept no step's own figures (an older release's file), where
+    no step is left out, or where every step would be."""
+    kept = [i for i, n in enumerate(p.step_numbers) if n not in left_out]
+    if not p.step_regions or len(kept) == len(p.step_numbers) or not kept:
+        return p
+    rows = [p.per_step[i] for i in kept]
+    n = len(kept)
+
+    def mean(column: int) -> float:
+        return sum(r[column] for r in rows if len(r) > column) / n
+
+    regions: dict[str, list[float]] = {}
+    for i in kept:
+        for cid, figures in p.step_regions[i].items():
+            sums = regions.setdefault(cid, [0.0] * 4)
+            for j, x in enumerate(figures[:4]):
+                sums[j] += x
+    return Profiled(
+        calls=n, call_ms=mean(0), outside_ms=mean(5), backward_ms=mean(2), optimizer_ms=mean(3),
+        data_ms=mean(4), evaluation_ms=mean(6), per_step=rows,
+        step_numbers=[p.step_numbers[i] for i in kept],
+        step_regions=[p.step_regions[i] for i in kept],
+        regions=[RegionTime(cid, *(x / n for x in sums)) for cid, sums in regions.items()],
+    )  # fmt: skip
+
+
+def plain_training_ms(p: ProcessRuntime, left_out: set[int]) -> list[float]:
+    """The steps around the window, timed once each, but those that held other work."""
+    if len(p.plain_steps) != len(p.plain_step_ms):  # an older release's file
+        return list(p.plain_step_ms)
+    return [t for n, t in zip(p.plain_steps, p.plain_step_ms, strict=True) if n not in left_out]
+
+
+def evaluation_graphs(p: ProcessRuntime) -> set[str]:
+    """The graphs (compile ids) a training job's process called in evaluation alone."""
+    return {c for c, n in p.evaluation_calls.items() if n and n == p.calls.get(c)}
+
+
+def step_work(processes: list[ProcessRuntime], left_out: set[int]) -> list[StepWork]:
+    """Each kind of other work, named once with the ranks that ran it, its steps, its
+    median cost, and the other ranks' wait for it in the window's steps that held it."""
+    found: dict[tuple[str, str, str, int], tuple[list[int], list[OtherWork]]] = {}
+    for p in processes:
+        for w in p.other_work if p.steps_at == "optimizer" else []:
+            ranks, seen = found.setdefault((w.kind, w.function, w.file, w.line), ([], []))
+            if p.rank is not None and p.rank not in ranks:
+                ranks.append(p.rank)
+            seen.append(w)
+    out = []
+    for (kind, function, file, line), (ranks, seen) in found.items():
+        steps = sorted({w.step for w in seen})
+        out.append(
+            StepWork(
+                kind, function, portable_text(file, os.getcwd()), line, steps, sorted(ranks),
+                ms=round(statistics.median(w.ms for w in seen), 6),
+                calls=statistics.median(w.calls for w in seen),
+                waited_ms=_waits(processes, ranks, set(steps), left_out),
+            )
+        )  # fmt: skip
+    return out
+
+
+def _waits(
+    processes: list[ProcessRuntime], ranks: list[int], steps: set[int], left_out: set[int]
+) -> dict[str, float]:
+    """Each rank that did not run the work: its extra time in the window's steps that held
+    it (the step against its median training step), the median over those steps."""
+    out = {}
+    for p in processes:
+        if p.rank is None or p.rank in ranks or p.profiled is None:
+            continue
+        rows = dict(zip(p.profiled.step_numbers, p.profiled.per_step, strict=False))
+        usual = [r[0] for n, r in rows.items() if n not in left_out]
+        held = [rows[n][0] for n in sorted(steps) if n in rows]
+        if usual and held:
+            typical = statistics.median(usual)
+            out[str(p.rank)] = round(max(0.0, statistics.median(held) - typical), 6)
+    return out
+
+
+def short_name(function: str) -> str:
+    """`estimate_loss` of `main.<locals>.estimate_loss`; a method keeps its class."""
+    return function.rsplit("<locals>.", 1)[-1]
+
+
+def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> list[Finding]:
+    """One note a kind of work: what ran, where, in which steps, at what cost, who waited."""
+    notes = []
+    for w in work:
+        who = f"rank {', '.join(map(str, w.ranks))} alone" if w.ranks and len(w.ranks) == 1 else ""
+        steps = _steps(w.steps)
+        text = (
+            f"{w.kind} in {len(w.steps)} step{'s' if len(w.steps) != 1 else ''} ({steps}"
+            f"{', ' + who if who else ''}): {short_name(w.function)} "
+            f"({os.path.basename(w.file)}:{w.line}), {ms(w.ms)} each, {w.calls:g} calls of the "
+            "compiled model"
+        )
+        held = [n for n in w.steps if n in left_out]
+        if held and window:
+            text += f"; step{'s' if len(held) > 1 else ''} {_steps(held)} of the window left out"
+            text += " of the training step's figures"
+        if w.waited_ms:
+            waits = ", ".join(f"rank {r} {ms(v)}" for r, v in sorted(w.waited_ms.items()))
+            text += f"; the other ranks waited for it in their collectives: {waits} (the median)"
+        notes.append(Finding(FindingKind.OTHER_WORK, text))
+    return notes
+
+
+def _steps(steps: list[int]) -> str:
+    shown = ", ".join(map(str, steps[:6]))
+    return shown + (f" and {len(steps) - 6} more" if len(steps) > 6 else "")

@@ -1,0 +1,109 @@
+"""Work a training job does between its steps that is not a training step: an evaluation
+(calls of the compiled model under no_grad or inference_mode, or with the module in eval
+mode, in a job that steps an optimizer), each named by the function that runs it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+MAX_KEPT = 1000  # occurrences kept (an evaluation every few steps of a long job: the first)
+# words that name an evaluation function, preferred among the frames only it has
+EVAL_WORDS = ("eval", "valid", "estimate", "test", "predict")
+
+
+class OtherWork:
+    def __init__(self) -> None:
+        self.training_code: set[Any] | None = None  # the code on a training call's stack
+        self.occurrences: list[dict[str, Any]] = []  # one per step that held an evaluation
+        self.calls: dict[str, int] = {}  # graph calls made by evaluation calls, by compile id
+        self._depth = 0  # evaluation calls under way
+
+    @property
+    def evaluating(self) -> bool:
+        return self._depth > 0
+
+    def training_call(self) -> None:
+        if self.training_code is None:
+            self.training_code = {code for code, _ in _stack()}
+
+    def evaluation_call(self, step: int) -> None:
+        """An evaluation call of the compiled model starts in `step`."""
+        self._depth += 1
+        now = time.perf_counter()
+        last = self.occurrences[-1] if self.occurrences else None
+        if last is not None and last["step"] == step:
+            last["calls"] += 1
+        elif len(self.occurrences) < MAX_KEPT:
+            self.occurrences.append(
+                {"kind": "evaluation", "step": step, "calls": 1, "start": now, "end": now,
+                 "stack": _stack()}
+            )  # fmt: skip
+
+    def evaluation_ended(self) -> None:
+        self._depth -= 1
+        if self.occurrences:
+            self.occurrences[-1]["end"] = time.perf_counter()
+
+    def graph_call(self, cid: str) -> None:
+        if self._depth:
+            self.calls[cid] = self.calls.get(cid, 0) + 1
+
+    def renumber_first_steps(self) -> None:
+        """The steps turn out to be an optimizer's, and its first step has just ended: what
+        happened before was step 1 (as one occurrence)."""
+        if not self.occurrences:
+            return
+        first = self.occurrences[0]
+        for o in self.occurrences[1:]:
+            first["calls"] += o["calls"]
+            first["end"] = o["end"]
+        first["step"] = 1
+        del self.occurrences[1:]
+
+    def steps(self) -> set[int]:
+        return {o["step"] for o in self.occurrences}
+
+    def facts(self) -> list[dict[str, Any]]:
+        """Each occurrence, named: its function (the outermost frame of its stack that no
+        training call has, one whose name says evaluation where there is one), the
+        function's file and line, its calls, its host time from its first call's start to
+        its last call's end (ms)."""
+        out = []
+        for o in self.occurrences:
+            code = _name_frame(o["stack"], self.training_code or set())
+            name = getattr(code, "co_qualname", None) or getattr(code, "co_name", "")
+            out.append(
+                {"kind": o["kind"], "step": o["step"], "calls": o["calls"],
+                 "ms": round((o["end"] - o["start"]) * 1e3, 6), "function": name,
+                 "file": getattr(code, "co_filename", ""),
+                 "line": getattr(code, "co_firstlineno", 0)}
+            )  # fmt: skip
+        return out
+
+
+def _name_frame(stack: list[tuple[Any, int]], training: set[Any]) -> Any:
+    own = [code for code, _ in stack if code not in training] or [c for c, _ in stack[-1:]]
+    for code in own:
+        if code.co_name.strip("_").lower().startswith(EVAL_WORDS):
+            return code
+    return own[0] if own else None
+
+
+def _stack() -> list[tuple[Any, int]]:
+    """The frames of the code calling now, outermost first, torch's and the probe's left
+    out: (code, line)."""
+    torch = sys.modules.get("torch")
+    skip = tuple(
+        os.path.dirname(p) + os.sep for p in (getattr(torch, "__file__", None), __file__) if p
+    )
+    out = []
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(skip):
+            out.append((frame.f_code, frame.f_lineno))
+        frame = frame.f_back
+    out.reverse()
+    return out
