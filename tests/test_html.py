@@ -417,3 +417,68 @@ def test_browser_print_expands_everything(opened, limit: Report) -> None:
     for d in collapsed.all():
         assert d.locator("> :not(summary)").first.is_visible()
     assert not page.locator("#search").is_visible()
+
+
+# --- the "no gate" hint: the options of the command that made the report (#53) -------------
+
+GATE_JOB = """\
+import torch
+from torch import nn
+
+model = torch.compile(nn.Linear(8, 4), backend="eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    model(torch.randn(2, 8)).sum().backward()
+    opt.step()
+"""
+
+
+def _hint(html: str) -> str:
+    (hint,) = re.findall(r"NO GATE</span>(.*?)</p>", html, re.S)
+    return " ".join(re.sub(r"<[^>]+>", "", hint).split())
+
+
+@pytest.mark.parametrize(
+    ("command", "shown", "not_shown"),
+    [
+        (["report", str(fixture_trace("graph_breaks.eager"))],
+         ["--fullgraph", "--max-graph-breaks N", "--max-compile-time X", "--baseline report.json"],
+         ["--min-speedup", "--check-outputs", "--fail-on-divergence"]),
+        (["run", "--", sys.executable, "job.py"],
+         ["--fullgraph", "--max-recompiles N", "--baseline report.json"],
+         ["--min-speedup", "--check-outputs"]),
+        (["explain", str(SAMPLES / "clean_mlp.py"), "--backend", "eager", "--repeat", "2"],
+         ["--fullgraph", "--min-speedup X", "--check-outputs", "--baseline report.json"],
+         ["--fail-on-divergence"]),
+        (["recompiles", str(SAMPLES / "clean_mlp.py"), "--shapes", "2x32,4x32"],
+         ["--max-recompiles N", "--max-compile-time X"],
+         ["--fullgraph", "--min-speedup", "--baseline"]),
+    ],
+)  # fmt: skip
+def test_the_no_gate_hint_offers_only_options_its_command_takes(
+    tmp_path: Path, command: list[str], shown: list[str], not_shown: list[str]
+) -> None:
+    """Before: every report offered --min-speedup, which `run` and `report` reject. Each
+    option offered is in that command's --help."""
+    from tests.conftest import run_cli
+
+    (tmp_path / "job.py").write_text(GATE_JOB)
+    page = tmp_path / "report.html"
+    proc = run_cli(command[0], "--html", str(page), *command[1:], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    hint = _hint(page.read_text())
+    assert hint.startswith("No budget was set, so nothing can fail. For CI, add "), hint
+    for option in shown:
+        assert option in hint, (option, hint)
+    for option in not_shown:
+        assert option not in hint, (option, hint)
+    accepted = run_cli(command[0], "--help", env={"COLUMNS": "200"}).stdout
+    for option in re.findall(r"--[a-z-]+", hint):
+        assert re.search(rf"{option}\b", accepted), (command[0], option)
+
+
+def test_a_report_made_in_process_points_to_the_test_helper(tmp_path: Path) -> None:
+    data = cli_report("report", str(fixture_trace("graph_breaks.eager"))).to_dict()
+    data["environment"]["source"] = "in-process"
+    hint = _hint(render_html(Report.from_dict(data)))
+    assert "--" not in hint and "compilediag.testing.assert_compiles(" in hint, hint

@@ -76,6 +76,7 @@ def render_html(report: Any) -> str:
             where=paths.where,
             frame_groups=recompiles_by_frame(report),
             job=_job_words(report),
+            gate_options=gate_options(report),
             call_of=_call_of(report),
             phases=_phases(report),
             timing_chart=_timing_chart(report),
@@ -299,6 +300,39 @@ def _job_words(report: Any) -> dict[str, Any]:
         "notes": window_notes(r, b) if r.window else [],
         "ranks": rank_step_rows(r),
     }
+
+
+def gate_options(report: Any) -> list[str]:
+    """The gate options of the command that made the report, as its user writes them
+    (`--max-recompiles N`), for the "no gate" hint; [] for one made in-process (capture(),
+    compilediag.testing), which no option gates. A report names no command: where it came
+    from and what it holds tell which, and the kinds of run each command declares its gate
+    rules for (cli/app.py's `gate_rules`) give its options: `report` and `run` read a trace
+    ("trace"), explain runs a model ("model", and "timings" when timed), recompiles a
+    sweep ("sweep") and takes no --baseline. An untimed run of one call may be either of
+    the last two: then only the options both take."""
+    from compilediag.gate import rules_for
+
+    source = str(_get(_get(report, "environment"), "source", "run"))
+    if source == "in-process":
+        return []
+    if source == "trace":
+        kinds, baseline = [{"trace"}], True
+    elif len(_list(report, "calls")) > 1:
+        kinds, baseline = [{"sweep"}], False
+    elif _get(_get(report, "timings"), "compiled_ms") is not None:
+        kinds, baseline = [{"model", "timings"}], True
+    else:
+        kinds, baseline = [{"model"}, {"sweep"}], False
+    ranks = len(_list(report, "ranks"))
+    said = []
+    for rule in rules_for(kinds[0]):
+        if not all(rule in rules_for(k) for k in kinds):
+            continue
+        if rule.key == "fail_on_divergence" and ranks < 2:
+            continue  # one process has no ranks to diverge
+        said.append(rule.option + {bool: "", int: " N"}.get(rule.kind, " X"))
+    return said + (["--baseline report.json"] if baseline else [])
 
 
 def _call_of(report: Any) -> dict[str, int]:
