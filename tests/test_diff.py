@@ -183,3 +183,100 @@ def test_two_runs_of_one_model_time_the_same_within_their_spread(tmp_path: Path)
         else:
             assert "(1.60×)" in timed["text"] and code == 1
             assert d["regressions"] == [timed["text"]]
+
+
+# --- the cache section: bounded, a graph's forward and backward named (#53) -----------------
+
+T14 = TRACES / "torch-2.14.1-cpu"
+
+
+def _caches(a: Path, b: Path) -> list[str]:
+    """The table's Caches section, line by line (100 columns)."""
+    table = run_cli("diff", str(a), str(b)).stdout
+    return table.split("\nCaches\n", 1)[1].split("\n\n", 1)[0].splitlines()
+
+
+def test_a_training_graphs_forward_and_backward_are_named_and_matched_alike() -> None:
+    """One compile id holds a graph's forward and its backward lookup. Before: both were
+    titled `graph 0/0 (...)`, and B's backward was compared with A's forward ('the graph's
+    code differs: def forward(self, primals_1, ...) → def forward(self, ..., tangents_1)')."""
+    a, b = T13 / "clean_mlp_train.inductor.log", T14 / "clean_mlp_train.inductor.log"
+    d, _ = diff(a, b)
+    assert [m["part"] for m in d["misses"]] == ["forward", "backward"]
+    forward, backward = d["misses"]
+    assert forward["graph"] == backward["graph"]
+    for m in d["misses"]:
+        assert not any("code differs" in c or "is_backward" in c for c in m["causes"]), m
+    section = " ".join(" ".join(_caches(a, b)).split())
+    assert "why B missed the cache for the forward of graph 0/0 (" in section
+    assert "why B missed the cache for the backward of graph 0/0 (" in section
+    # said once: the backward missed for the same reasons as the forward
+    assert "the 5 causes given for the forward of graph 0/0 above" in section
+
+
+def test_a_torch_upgrades_cache_section_is_bounded() -> None:
+    """2.13 against 2.15 on a training job: 5 lookups missed, each for the same ~60 changed
+    settings. Before: 373 lines (every setting of every miss, a torch hash as raw bytes)."""
+    a, b = T13 / "train_item.log", T15 / "train_item.log"
+    if not b.exists():
+        pytest.skip("recorded with 2.15 by tests/fixtures/record_traces.py")
+    d, _ = diff(a, b)
+    lines = _caches(a, b)
+    assert len(d["misses"]) == 5 and len(lines) <= 30, "\n".join(lines)
+    text = "\n".join(lines)
+    assert "torch: 2.13.0+cpu → 2.15.0" in text
+    assert all(line.isprintable() for line in lines)  # before: the torch hash's raw bytes
+    assert text.count("the 9 causes given for graph 0/0 above") == 4
+    assert "the forward of graph 1/0" in text and "the backward of graph 1/1" in text
+    # the JSON keeps every cause
+    assert len(d["misses"][0]["causes"]) > 8
+
+
+def _lookup(path: Path, n: int = 0):
+    from compilediag.analysis.diff import cache_keys
+    from compilediag.analysis.history import build_history
+    from compilediag.trace.parse import parse_path
+
+    return cache_keys(build_history(parse_path(path)))[n]
+
+
+def test_once_the_graphs_code_differs_its_first_line_is_the_one_cause() -> None:
+    """Real keys: a forward's against a backward's (what B's backward was compared with
+    before), whose graphs, inputs and settings all differ."""
+    from compilediag.analysis.diff import key_differences
+
+    forward, backward = (_lookup(T13 / "clean_mlp_train.inductor.log", n) for n in (0, 1))
+    (said,) = key_differences(forward, backward)
+    assert said.startswith("the graph's code differs: line 5: `def forward(self, primals_1,")
+    assert re.search(r"\((\d+) more components of the key differ with it, not listed\)$", said)
+
+
+def test_inputs_that_changed_alike_are_one_line_and_lists_only_their_changes() -> None:
+    """A real key with three inputs' batch changed alike, one input's stride, and the list of
+    static inputs grown by one."""
+    import copy
+
+    from compilediag.analysis.diff import key_differences
+
+    a = _lookup(T13 / "clean_mlp_train.inductor.log")
+    b = copy.deepcopy(a)
+    b.key = "other"
+    inputs = sorted(n for n in a.components if n.startswith("example_inputs["))
+    x = a.values["example_inputs[2]"]  # the model's input, 8x32
+    assert "torch.Size([8, 32])" in x and "stride=(32, 1)" in x
+    for n in ("example_inputs[0]", "example_inputs[2]", "example_inputs[4]"):
+        a.values[n] = x
+        b.values[n] = x.replace("torch.Size([8, 32])", "torch.Size([16, 32])")
+    a.values["example_inputs[5]"] = x
+    b.values["example_inputs[5]"] = x.replace("stride=(32, 1)", "stride=(1, 8)")
+    for n in ("example_inputs[0]", "example_inputs[2]", "example_inputs[4]", "example_inputs[5]"):
+        b.components[n] = "changed"
+    assert len(inputs) > 5 and a.values["fx_kwargs[static_input_idxs]"] == "[0, 1, 3, 4, 5, 6]"
+    b.values["fx_kwargs[static_input_idxs]"] = "[0, 1, 2, 3, 4, 5, 6]"
+    b.components["fx_kwargs[static_input_idxs]"] = "changed"
+    said = key_differences(a, b)
+    assert said == [
+        "inputs 0, 2, 4: shape [8, 32] → [16, 32]",
+        "input 5: stride (32, 1) → (1, 8)",
+        "fx_kwargs[static_input_idxs]: 2 added",
+    ], said

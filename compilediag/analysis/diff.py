@@ -95,6 +95,9 @@ class CacheMiss:
     graph: str  # B's compile id and place
     a_status: str
     causes: list[str] = field(default_factory=list)
+    # which of the graph's compiles missed, where it has a backward: "forward" or "backward"
+    # (both are looked up under the frame's one compile id); "" for a graph with no backward
+    part: str = ""
 
 
 @dataclass
@@ -350,20 +353,38 @@ def cache_changes(a: Side, b: Side) -> tuple[list[Change], list[CacheMiss]]:
     places_a = {g.compile_id: graph_place(g) for g in a.report.graphs}
     places_b = {g.compile_id: graph_place(g) for g in b.report.graphs}
     one_a, one_b = _one_process(a.caches), _one_process(b.caches)
+    # a graph's forward and backward are looked up under one compile id: each is matched
+    # with A's of the same part (a torch that names neither: with A's first of the place)
     looked_up: dict[tuple, CacheKey] = {}
     for k in a.caches:
-        looked_up.setdefault(_cache_place(k, places_a, one_a), k)
+        place = _cache_place(k, places_a, one_a)
+        looked_up.setdefault((*place, lookup_part(k)), k)
+        looked_up.setdefault((*place, "any"), k)
+    trained = {
+        _cache_place(k, places_b, one_b) for k in b.caches if lookup_part(k) == "backward"
+    }  # fmt: skip
+    versions = (a.report.environment.torch, b.report.environment.torch)
     misses = []
     for k in b.caches:
         if k.status != "miss":
             continue
         place = _cache_place(k, places_b, one_b)
-        before = looked_up.get(place)
+        part = lookup_part(k)
+        before = looked_up.get((*place, part)) or looked_up.get((*place, "any"))
         if before is None:
             continue
         where = k.compile_id + (f" ({place[0]}, {place[1]}:{place[2]})" if place[1] else "")
-        misses.append(CacheMiss(where, before.status, key_differences(before, k)))
+        causes = key_differences(before, k, versions)
+        misses.append(CacheMiss(where, before.status, causes, part if place in trained else ""))
     return out, misses
+
+
+def lookup_part(k: CacheKey) -> str:
+    """A lookup's part of its graph, by its key's `fx_kwargs[is_backward]`: "forward" or
+    "backward"; "" where the key has no such component."""
+    return {"True": "backward", "False": "forward"}.get(
+        k.values.get("fx_kwargs[is_backward]", "").strip(), ""
+    )
 
 
 def _one_process(keys: list[CacheKey]) -> bool:
@@ -380,26 +401,126 @@ def _cache_place(k: CacheKey, places: dict[str, tuple], one: bool) -> tuple:
     return ("", "", 0, k.compile_id.split(":")[-1], rank)
 
 
-def key_differences(a: CacheKey, b: CacheKey) -> list[str]:
+def key_differences(a: CacheKey, b: CacheKey, versions: tuple[str, str] | None = None) -> list[str]:
     """Why B's lookup missed where A's was made: each component of the key that differs,
-    in words; the same key: A's entry was not in B's cache."""
+    in words; the same key: A's entry was not in B's cache. A graph whose code differs is
+    the cause: its first differing line, and no component after it (the graph's inputs and
+    its settings change with it). Inputs that changed alike are one line; components in
+    one key only, several, one line. `versions`: A's and B's torch, for the torch
+    component (its value is a hash, not text)."""
     if a.key and a.key == b.key:
         return [
             "the same key as A's: A's entry was not in B's cache (another machine, a "
             "cleared cache, or another TORCHINDUCTOR_CACHE_DIR)"
         ]
+    names = [
+        n for n in dict.fromkeys([*a.components, *b.components])
+        if a.components.get(n) != b.components.get(n)
+    ]  # fmt: skip
+    if not names:
+        return ["the keys differ, but no component does (a key torch computes otherwise)"]
     out = []
-    for name in dict.fromkeys([*a.components, *b.components]):
-        ha, hb = a.components.get(name), b.components.get(name)
-        if ha == hb:
+    if "gm" in names and "gm" in a.components and "gm" in b.components:
+        ga, gb = a.values.get("gm", ""), b.values.get("gm", "")
+        if ga != gb or len(ga) >= GRAPH_CHARS:  # the code differs (or past what is kept)
+            rest = len(names) - 1
+            return [value_change("gm", ga, gb) + (
+                f" ({rest} more component{'s' * (rest != 1)} of the key differ with it, not "
+                "listed)" if rest else ""
+            )]  # fmt: skip
+        out.append("the graph's hash differs, its code reads the same (the hash covers the "
+                   "graph's metadata too)")  # fmt: skip
+        names.remove("gm")
+    only_a = [n for n in names if n not in b.components]
+    only_b = [n for n in names if n not in a.components]
+    inputs = [n for n in names if INPUT.match(n) and n not in only_a + only_b]
+    out += input_changes(a, b, inputs)
+    for name in names:
+        if name in inputs or name in only_a or name in only_b:
             continue
-        if ha is None:
-            out.append(f"{component_words(name)}: only in B's key ({_short(b.values[name])})")
-        elif hb is None:
-            out.append(f"{component_words(name)}: only in A's key ({_short(a.values[name])})")
-        else:
-            out.append(value_change(name, a.values.get(name, ""), b.values.get(name, "")))
-    return out or ["the keys differ, but no component does (a key torch computes otherwise)"]
+        if name == "torch_version" and versions:
+            x, y = versions
+            out.append(f"torch: {x} → {y}" if x != y else f"torch: another build of {x}")
+            continue
+        out.append(value_change(name, a.values.get(name, ""), b.values.get(name, "")))
+    return out + one_key_only(a, b, only_a, only_b)
+
+
+ONE_KEY_SHOWN = 3  # components in one key only, each on its line; more: one line for all
+INPUT = re.compile(r"example_inputs\[(\d+)\]$")
+
+
+def one_key_only(a: CacheKey, b: CacheKey, only_a: list[str], only_b: list[str]) -> list[str]:
+    """Components only one of the keys has (a torch release adds and drops settings)."""
+    if len(only_a) + len(only_b) <= ONE_KEY_SHOWN:
+        return [f"{component_words(n)}: only in A's key ({_short(a.values.get(n, ''))})"
+                for n in only_a] + [
+                f"{component_words(n)}: only in B's key ({_short(b.values.get(n, ''))})"
+                for n in only_b]  # fmt: skip
+
+    def named(names: list[str]) -> str:
+        short = [re.sub(r"^inductor_config\[(.+)\]$", r"\1", n) for n in names]
+        return ", ".join(short[:4]) + (", …" if len(short) > 4 else "")
+
+    said = [f"{len(ns)} only in {side}'s key ({named(ns)})"
+            for side, ns in (("B", only_b), ("A", only_a)) if ns]  # fmt: skip
+    return [f"components in one key only: {'; '.join(said)}"]
+
+
+def input_changes(a: CacheKey, b: CacheKey, names: list[str]) -> list[str]:
+    """The changed inputs, those that changed alike on one line: `inputs 0, 2: shape [8,
+    16] → [16, 16]`."""
+    alike: dict[str, list[str]] = {}
+    for name in names:
+        m = INPUT.match(name)
+        said = tensor_change(a.values.get(name, ""), b.values.get(name, ""))
+        alike.setdefault(said, []).append(m[1] if m else name)
+    return [
+        f"input {ids[0]}: {said}" if len(ids) == 1 else f"inputs {', '.join(ids)}: {said}"
+        for said, ids in alike.items()
+    ]
+
+
+SHAPE = re.compile(r"shape=torch\.Size\((\[[^\]]*\])\)")
+DTYPE = re.compile(r"dtype=torch\.(\w+)")
+
+
+def tensor_change(a: str, b: str) -> str:
+    """What differs between two inputs' metadata: `shape [8, 16] → [16, 16]`, `dtype
+    float32 → float16`; else the fields that differ (`stride (16, 1) → (1, 8)`)."""
+    said = []
+    for pattern, what in ((SHAPE, "shape"), (DTYPE, "dtype")):
+        x, y = pattern.search(a), pattern.search(b)
+        if x and y and x[1] != y[1]:
+            said.append(f"{what} {x[1]} → {y[1]}")
+    if said:
+        return ", ".join(said)
+    fa, fb = metadata_fields(a), metadata_fields(b)
+    if fa and fb:
+        said = [f"{k} {fa[k]} → {fb[k]}" for k in fa if k in fb and fa[k] != fb[k]]
+        if said:
+            return ", ".join(said[:3]) + (", …" if len(said) > 3 else "")
+    return f"{_short(a, 60)} → {_short(b, 60)}"
+
+
+def metadata_fields(text: str) -> dict[str, str]:
+    """`TensorMetadata(dtype=torch.float32, stride=(16, 1), ...)` -> {field: value} (a value
+    cut short where the trace's text was); {} for anything else."""
+    m = re.match(r"\s*\w+\((.*?)\)?\s*$", text, re.S)
+    if not m:
+        return {}
+    fields, depth, start, body = {}, 0, 0, m[1] + ","
+    for i, ch in enumerate(body):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            key, eq, value = body[start:i].strip().partition("=")
+            if eq:
+                fields[key] = value
+            start = i + 1
+    return fields
 
 
 def component_words(name: str) -> str:
@@ -418,25 +539,48 @@ def component_words(name: str) -> str:
     }.get(name, name)
 
 
-SHAPE = re.compile(r"shape=torch\.Size\((\[[^\]]*\])\)")
-DTYPE = re.compile(r"dtype=torch\.(\w+)")
-
-
 def value_change(name: str, a: str, b: str) -> str:
     words = component_words(name)
     if name == "gm":
         return f"{words} differs: {_first_difference(a, b)}"
-    if name.startswith("example_inputs"):
-        said = []
-        for pattern, what in ((SHAPE, "shape"), (DTYPE, "dtype")):
-            x, y = pattern.search(a), pattern.search(b)
-            if x and y and x[1] != y[1]:
-                said.append(f"{what} {x[1]} → {y[1]}")
-        if said:
-            return f"{words}: {', '.join(said)}"
-    if name == "torch_version":
-        return f"{words}: another build (its version text: {_short(a, 60)} → {_short(b, 60)})"
-    return f"{words}: {_short(a)} → {_short(b)}"
+    if INPUT.match(name):
+        return f"{words}: {tensor_change(a, b)}"
+    if name == "torch_version" or not (a + b).isprintable():
+        return f"{words}: another build" if name == "torch_version" else f"{words} differs"
+    folded = list_change(a, b)
+    if folded:
+        return f"{words}: {folded}"
+    if HASH.fullmatch(a) and HASH.fullmatch(b):
+        return f"{words}: {a[:12]}… → {b[:12]}…"
+    return f"{words}: {_short(a, 60)} → {_short(b, 60)}"
+
+
+HASH = re.compile(r"[0-9a-f]{32,}")
+
+
+def _set_like(items: list) -> bool:
+    return all(isinstance(x, int | str | float) for x in items)
+
+
+def list_change(a: str, b: str) -> str:
+    """Two lists (`[0, 1, 3]` → `[0, 1, 2, 3]`) as the items that changed: `2 added`;
+    '' where they are not lists of plain values, or hold the same items."""
+    import ast
+
+    try:
+        la, lb = ast.literal_eval(a), ast.literal_eval(b)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return ""
+    if not (isinstance(la, list) and isinstance(lb, list)) or not _set_like(la + lb):
+        return ""  # a tuple is positional settings, not a set of items
+    added = [x for x in lb if x not in la]
+    gone = [x for x in la if x not in lb]
+    said = [
+        f"{', '.join(map(repr, xs))} {what}"
+        for xs, what in ((added, "added"), (gone, "removed"))
+        if xs
+    ]
+    return "; ".join(said)
 
 
 def _first_difference(a: str, b: str) -> str:

@@ -43,6 +43,34 @@ def render_diff(d: Diff, fmt: str, width: int = 100, color: bool = False) -> str
     return _table(d, width, color)
 
 
+CAUSES_SHOWN = 8  # a miss's causes shown under it; the rest counted (the JSON has all)
+
+
+def miss_lines(misses: list[CacheMiss]) -> list[tuple[str, list[str]]]:
+    """Each miss's title (its graph, and which part of it where it has a backward) and the
+    causes shown under it: a cause given for an earlier miss is not said again but pointed
+    at (a torch upgrade misses every graph for the same reasons), at most CAUSES_SHOWN."""
+    given: dict[str, str] = {}  # a cause -> the miss it was given for
+    out = []
+    for m in misses:
+        of = f"the {m.part} of " if m.part else ""
+        name = f"{of}graph {m.graph.split(' (')[0]}"
+        title = f"why B missed the cache for {of}graph {m.graph} (in A: a {m.a_status}):"
+        new = [c for c in m.causes if c not in given]
+        lines = new[:CAUSES_SHOWN]
+        if len(new) > CAUSES_SHOWN:
+            lines.append(f"… {len(new) - CAUSES_SHOWN} more: `--format json` lists all")
+        before = [given[c] for c in m.causes if c in given]
+        if before:
+            n = len(before)
+            lines.append(f"{'and ' if new else ''}the {n} cause{'s' * (n != 1)} given for "
+                         f"{' and '.join(dict.fromkeys(before))} above")  # fmt: skip
+        for c in m.causes:
+            given.setdefault(c, name)
+        out.append((title, lines))
+    return out
+
+
 def verdict(d: Diff) -> str:
     if d.regressed:
         n = len(d.regressions)
@@ -82,10 +110,9 @@ def _table(d: Diff, width: int, color: bool) -> str:
         grid.add_column(overflow="fold")
         for c in changes:
             grid.add_row(MARK.get(c.kind, "·"), Text(c.text, style="red" if c.regression else ""))
-        for m in misses:
-            grid.add_row("?", Text(f"why B missed the cache for graph {m.graph} (in A: a "
-                                   f"{m.a_status}):", style="yellow"))  # fmt: skip
-            for cause in m.causes:
+        for title, causes in miss_lines(misses):
+            grid.add_row("?", Text(title, style="yellow"))
+            for cause in causes:
                 grid.add_row("", Text(f"- {cause}"))
         console.print(grid)
     if not any(changes for _, changes in d.parts()) and not d.misses:
@@ -105,9 +132,9 @@ def _markdown(d: Diff) -> str:
         out += [f"### {title}", ""]
         out += [f"- {'**' if c.regression else ''}{c.text}{'**' if c.regression else ''}"
                 for c in changes]  # fmt: skip
-        for m in misses:
-            out.append(f"- why B missed the cache for graph {m.graph} (in A: a {m.a_status}):")
-            out += [f"  - {cause}" for cause in m.causes]
+        for title, causes in miss_lines(misses):
+            out.append(f"- {title}")
+            out += [f"  - {cause}" for cause in causes]
         out.append("")
     return "\n".join(out) + "\n"
 
@@ -119,10 +146,9 @@ def _html(d: Diff) -> str:
     def items(changes: list[Change], misses: list[CacheMiss]) -> str:
         rows = [f'<li class="{c.kind}{" bad" if c.regression else ""}">{escape(c.text)}</li>'
                 for c in changes]  # fmt: skip
-        for m in misses:
-            causes = "".join(f"<li>{escape(x)}</li>" for x in m.causes)
-            rows.append(f"<li class=\"miss\">why B missed the cache for graph "
-                        f"{escape(m.graph)} (in A: a {escape(m.a_status)}):<ul>{causes}</ul></li>")  # fmt: skip
+        for title, causes in miss_lines(misses):
+            listed = "".join(f"<li>{escape(x)}</li>" for x in causes)
+            rows.append(f'<li class="miss">{escape(title)}<ul>{listed}</ul></li>')
         return "<ul>" + "".join(rows) + "</ul>"
 
     body = [f"<h1>compilediag diff</h1><p>{escape(_run('A', d.a))}<br>{escape(_run('B', d.b))}</p>",
