@@ -78,10 +78,11 @@ def step_work(processes: list[ProcessRuntime], left_out: set[int]) -> list[StepW
     out = []
     for (kind, function, file, line), (ranks, seen) in found.items():
         steps = sorted({w.step for w in seen})
+        timed = [w for w in seen if not w.compiled] or seen  # a compile is not its cost
         out.append(
             StepWork(
                 kind, function, portable_text(file, os.getcwd()), line, steps, sorted(ranks),
-                ms=round(statistics.median(w.ms for w in seen), 6),
+                ms=round(statistics.median(w.ms for w in timed), 6),
                 calls=statistics.median(w.calls for w in seen),
                 waited_ms=_waits(processes, ranks, set(steps), left_out),
             )

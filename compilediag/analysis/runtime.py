@@ -89,90 +89,25 @@ def _rank_order(p: ProcessRuntime) -> tuple[int, int]:
 def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None = None) -> None:
     """Calls per graph, the window's breakdown (given to the breaks as their cost), and
     the job's own facts, onto a Report under construction; `cudagraph_skips`: the
-    reasons the trace gives."""
+    reasons the trace gives. The figures are the lowest rank's (each rank's steps in
+    rank_steps), over its training steps: a step that held an evaluation on any rank is
+    left out."""
     from compilediag.analysis.breaks import framework_wrapped
-    from compilediag.analysis.timings import attribute_time
 
     # a process that called torch.compile but never ran a graph wrote its file too (what
     # it compiled, for "compiled nothing"): the figures are those of processes that ran one
     processes = [p for p in run.processes if p.calls]
-    calls: Counter[str] = Counter()
-    for proc in processes:
-        for cid, n in proc.calls.items():
-            calls[cid] += n
-            if proc.rank is not None:
-                calls[f"r{proc.rank}:{cid}"] += n
     if processes:  # none: the probe never ran (python -I or -S, a Python without site)
-        for g in report.graphs:
-            g.calls = calls.get(g.compile_id, 0)
-
+        graph_calls(report, processes)
     job = run.job
-    job.processes = len(processes)
-    job.cudagraph_skips = sum(p.cudagraph_skips for p in processes)
-    job.cudagraph_rerecords = sum(p.cudagraph_rerecords for p in processes)
-    logged = [why for p in processes for why in p.cudagraph_skip_reasons]
-    job.cudagraph_skip_reasons = list(
-        dict.fromkeys(portable_text(x, os.getcwd()) for x in [*(cudagraph_skips or []), *logged])
-    )
+    job_totals(job, processes, cudagraph_skips)
     left_out = work_steps(processes)  # steps that held evaluation, on any rank
     first = processes[0] if processes else None
     if first is not None:
-        prefix = _prefix(report, first)
-        job.steps, job.window = first.steps, list(first.window)
-        job.steps_at = first.steps_at
-        job.optimizer, job.optimizer_options = first.optimizer, dict(first.optimizer_options)
-        job.skipped_steps = first.skipped_steps
-        job.loaders = dict(first.loaders)
-        job.window_rank = first.rank
-        job.kernel_steps, job.kernel_device = first.kernel_steps, first.kernel_device
-        job.kernels_off = first.kernels_off
-        job.window_compiled = list(first.compiled_steps)
-        job.window_no_grad, job.window_eval = first.no_grad_steps, first.eval_steps
-        plain = plain_training_ms(first, left_out)
-        if plain:
-            job.unprofiled_step_ms = round(statistics.median(plain), 6)
-            job.unprofiled_steps = len(plain)
-        job.kernel_step_numbers = list(first.kernel_step_numbers)
-        job.kernel_step_ms = first.kernel_step_ms
-        job.kernel_steps_held = sorted(set(first.kernel_step_numbers) & left_out)
-        step_graph = next(
-            (g for g in report.graphs if g.compile_id == f"{prefix}{first.first_frame}/0"), None
-        )
-        if step_graph is not None:
-            job.step_frame = step_graph.frame
-            job.step_file, job.step_line = step_graph.file, step_graph.line
-        called = next((c for c in first.compile_calls if c.called and c.what), None)
-        if job.step_frame == WRAPPER_FRAME and called is not None:
-            # torch's wrapper is not the model: what torch.compile was given, at its call
-            job.step_frame = called.what
-            job.step_file = portable_text(called.file, os.getcwd())
-            job.step_line = called.line
-        p = first.profiled
-        if p is not None:
-            p = training_profile(p, left_out)
-            job.window_left_out = sorted(set(first.profiled.step_numbers) - set(p.step_numbers))
-            job.window_steps = p.calls
-            job.step_medians = step_medians(p)
-            for r in p.regions:
-                r.compile_id = prefix + r.compile_id
-            a, b = first.window
-            unit = {
-                "optimizer": f"steps {a}-{b} of {first.optimizer} (from the end of one "
-                "optimizer step to the end of the next)",
-                "entry": f"calls {a}-{b} of the first compiled entry",
-            }.get(first.steps_at, f"calls {a}-{b} of its first frame")
-            report.timings = Timings(
-                method=f"{unit}, each part timed (by CUDA events on CUDA); a step torch "
-                "compiled in, or that held an evaluation on any rank, is left out"
-            )
-            attribute_time(report, p)
-            breakdown = report.timings.breakdown
-            if breakdown is not None:
-                breakdown.communication_ms = communication_ms(first)
-                breakdown.rest = rest_parts(first)
-                report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
-                kernel_timings(report, first, breakdown)
-                report.timings.notes += kernel_advice(report, first.kernel_step_ms)
+        job_facts(job, first, left_out)
+        step_place(job, report, first)
+        if first.profiled is not None:
+            window_figures(report, job, first, left_out)
         job.rank_steps = rank_steps(processes, left_out)
         report.divergence += stragglers(job.rank_steps)
     job.other_work = step_work(processes, left_out)
@@ -181,6 +116,102 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         report, [(c.what, c.file, c.line) for p in run.processes for c in p.compile_calls]
     )
     report.runtime = job
+
+
+def graph_calls(report: Report, processes: list[ProcessRuntime]) -> None:
+    """Each graph's calls, summed over the processes (a rank's own under its prefix)."""
+    calls: Counter[str] = Counter()
+    for proc in processes:
+        for cid, n in proc.calls.items():
+            calls[cid] += n
+            if proc.rank is not None:
+                calls[f"r{proc.rank}:{cid}"] += n
+    for g in report.graphs:
+        g.calls = calls.get(g.compile_id, 0)
+
+
+def job_totals(
+    job: Runtime, processes: list[ProcessRuntime], cudagraph_skips: list[str] | None
+) -> None:
+    """What every process adds to: how many compiled, CUDA graphs skipped and recorded."""
+    job.processes = len(processes)
+    job.cudagraph_skips = sum(p.cudagraph_skips for p in processes)
+    job.cudagraph_rerecords = sum(p.cudagraph_rerecords for p in processes)
+    logged = [why for p in processes for why in p.cudagraph_skip_reasons]
+    job.cudagraph_skip_reasons = list(
+        dict.fromkeys(portable_text(x, os.getcwd()) for x in [*(cudagraph_skips or []), *logged])
+    )
+
+
+def job_facts(job: Runtime, first: ProcessRuntime, left_out: set[int]) -> None:
+    """The lowest rank's steps, optimizer, loader, window and kernel profile."""
+    job.steps, job.window = first.steps, list(first.window)
+    job.steps_at = first.steps_at
+    job.optimizer, job.optimizer_options = first.optimizer, dict(first.optimizer_options)
+    job.skipped_steps = first.skipped_steps
+    job.loaders = dict(first.loaders)
+    job.window_rank = first.rank
+    job.kernel_steps, job.kernel_device = first.kernel_steps, first.kernel_device
+    job.kernels_off = first.kernels_off
+    job.window_compiled = list(first.compiled_steps)
+    job.window_no_grad, job.window_eval = first.no_grad_steps, first.eval_steps
+    plain = plain_training_ms(first, left_out)
+    if plain:
+        job.unprofiled_step_ms = round(statistics.median(plain), 6)
+        job.unprofiled_steps = len(plain)
+    job.kernel_step_numbers = list(first.kernel_step_numbers)
+    job.kernel_step_ms = first.kernel_step_ms
+    job.kernel_steps_held = sorted(set(first.kernel_step_numbers) & left_out)
+
+
+def step_place(job: Runtime, report: Report, first: ProcessRuntime) -> None:
+    """The model a step runs: the first compiled frame's graph, or where that is torch's
+    wrapper, what torch.compile was given, at its call."""
+    prefix = _prefix(report, first)
+    step_graph = next(
+        (g for g in report.graphs if g.compile_id == f"{prefix}{first.first_frame}/0"), None
+    )
+    if step_graph is not None:
+        job.step_frame = step_graph.frame
+        job.step_file, job.step_line = step_graph.file, step_graph.line
+    called = next((c for c in first.compile_calls if c.called and c.what), None)
+    if job.step_frame == WRAPPER_FRAME and called is not None:
+        job.step_frame = called.what
+        job.step_file = portable_text(called.file, os.getcwd())
+        job.step_line = called.line
+
+
+def window_figures(report: Report, job: Runtime, first: ProcessRuntime, left_out: set[int]) -> None:
+    """The window's training steps in parts, given to the breaks as their cost, with the
+    kernel profile's figures and the advice they make."""
+    from compilediag.analysis.timings import attribute_time
+
+    assert first.profiled is not None
+    p = training_profile(first.profiled, left_out)
+    job.window_left_out = sorted(set(first.profiled.step_numbers) - set(p.step_numbers))
+    job.window_steps = p.calls
+    job.step_medians = step_medians(p)
+    prefix = _prefix(report, first)
+    for r in p.regions:
+        r.compile_id = prefix + r.compile_id
+    a, b = first.window
+    unit = {
+        "optimizer": f"steps {a}-{b} of {first.optimizer} (from the end of one "
+        "optimizer step to the end of the next)",
+        "entry": f"calls {a}-{b} of the first compiled entry",
+    }.get(first.steps_at, f"calls {a}-{b} of its first frame")
+    report.timings = Timings(
+        method=f"{unit}, each part timed (by CUDA events on CUDA); a step torch "
+        "compiled in, or that held an evaluation on any rank, is left out"
+    )
+    attribute_time(report, p)
+    breakdown = report.timings.breakdown
+    if breakdown is not None:
+        breakdown.communication_ms = communication_ms(first)
+        breakdown.rest = rest_parts(first)
+        report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
+        kernel_timings(report, first, breakdown)
+        report.timings.notes += kernel_advice(report, first.kernel_step_ms)
 
 
 def communication_ms(p: ProcessRuntime) -> float | None:

@@ -154,6 +154,7 @@ class OtherWork:
     step: int = 0
     calls: int = 0
     ms: float = 0.0  # the host's time from its first call's start to its last call's end
+    compiled: bool = False  # torch compiled during it (its time is the compile's, mostly)
     function: str = ""
     file: str = ""
     line: int = 0

@@ -177,9 +177,7 @@ class _KernelWindow:
 
         marks = [e.time_range.start for e in events if e.name == STEP_MARK]
         cutoff = max(marks) if ended and marks else float("inf")
-        evaluations = [
-            (e.time_range.start, e.time_range.end) for e in events if e.name == EVALUATION_MARK
-        ]
+        evaluations = _evaluation_spans(events, marks)
 
         def evaluating(t: float) -> bool:
             return any(a <= t <= b for a, b in evaluations)
@@ -193,12 +191,7 @@ class _KernelWindow:
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
         rest: dict[tuple[str, str, str], dict[str, Any]] = {}
-        # the op that launched each kernel: torch lists a kernel under its op (name, time)
-        launches: dict[tuple[str, float], list[Any]] = {}
-        for op in events:
-            if op.device_type == DeviceType.CPU:
-                for k in getattr(op, "kernels", None) or []:
-                    launches.setdefault((k.name, k.duration), []).append(op)
+        launches = _launches(events)
         counted: set[int] = set()  # the library calls whose FLOPs a kernel of theirs took
         # the threads the step runs on: those that enter compiled code (not a pin-memory
         # thread's, not the autograd engine's)
@@ -262,6 +255,34 @@ class _KernelWindow:
         self.collectives_ms = _covered([x for calls in spans.values() for x in calls]) / 1e3
         self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
         return sorted(rows.values(), key=lambda r: -r["ms"])
+
+
+def _evaluation_spans(events: Any, marks: list[float]) -> list[tuple[float, float]]:
+    """Each step's evaluation, from its first call's start to its last call's end (what
+    the job did between its calls, its batches and reads of the loss, with it): as the
+    window's parts take it (parts.split_step)."""
+    calls = sorted(
+        (e.time_range.start, e.time_range.end) for e in events if e.name == EVALUATION_MARK
+    )
+    bounds = sorted(marks)
+    spans: dict[int, tuple[float, float]] = {}
+    for start, end in calls:
+        step = sum(1 for m in bounds if m <= start)  # the steps begun before it
+        first, _ = spans.get(step, (start, end))
+        spans[step] = (first, end)
+    return list(spans.values())
+
+
+def _launches(events: Any) -> dict[tuple[str, float], list[Any]]:
+    """The op that launched each kernel: torch lists a kernel under its op (name, time)."""
+    from torch.autograd import DeviceType
+
+    out: dict[tuple[str, float], list[Any]] = {}
+    for op in events:
+        if op.device_type == DeviceType.CPU:
+            for k in getattr(op, "kernels", None) or []:
+                out.setdefault((k.name, k.duration), []).append(op)
+    return out
 
 
 def _shapes(e: Any) -> str:

@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Any
 
+from .torch_state import _frames_compiled
+
 MAX_KEPT = 1000  # occurrences kept (an evaluation every few steps of a long job: the first)
 # words that name an evaluation function, preferred among the frames only it has
 EVAL_WORDS = ("eval", "valid", "estimate", "test", "predict")
@@ -39,13 +41,15 @@ class OtherWork:
         elif len(self.occurrences) < MAX_KEPT:
             self.occurrences.append(
                 {"kind": "evaluation", "step": step, "calls": 1, "start": now, "end": now,
-                 "stack": _stack()}
+                 "stack": _stack(), "frames": _frames_compiled(), "compiled": False}
             )  # fmt: skip
 
     def evaluation_ended(self) -> None:
         self._depth -= 1
         if self.occurrences:
-            self.occurrences[-1]["end"] = time.perf_counter()
+            last = self.occurrences[-1]
+            last["end"] = time.perf_counter()
+            last["compiled"] = last["compiled"] or _frames_compiled() != last["frames"]
 
     def graph_call(self, cid: str) -> None:
         if self._depth:
@@ -60,6 +64,7 @@ class OtherWork:
         for o in self.occurrences[1:]:
             first["calls"] += o["calls"]
             first["end"] = o["end"]
+            first["compiled"] = first["compiled"] or o["compiled"]
         first["step"] = 1
         del self.occurrences[1:]
 
@@ -70,14 +75,15 @@ class OtherWork:
         """Each occurrence, named: its function (the outermost frame of its stack that no
         training call has, one whose name says evaluation where there is one), the
         function's file and line, its calls, its host time from its first call's start to
-        its last call's end (ms)."""
+        its last call's end (ms), and whether torch compiled during it."""
         out = []
         for o in self.occurrences:
             code = _name_frame(o["stack"], self.training_code or set())
             name = getattr(code, "co_qualname", None) or getattr(code, "co_name", "")
             out.append(
                 {"kind": o["kind"], "step": o["step"], "calls": o["calls"],
-                 "ms": round((o["end"] - o["start"]) * 1e3, 6), "function": name,
+                 "ms": round((o["end"] - o["start"]) * 1e3, 6), "compiled": o["compiled"],
+                 "function": name,
                  "file": getattr(code, "co_filename", ""),
                  "line": getattr(code, "co_firstlineno", 0)}
             )  # fmt: skip

@@ -1,0 +1,192 @@
+"""One story of a step (#49): the figures of a step taken over the steps they name, an
+evaluation named (its function, its steps, its cost) and kept out of the training step's
+figures, the rank that waited for another's evaluation named, and a profiler reading the
+job's clock does not hold never made into advice.
+
+Real jobs, each timing itself with its own clock and counting with torch's own counters:
+- tests/fixtures/run_jobs/gpt_ddp.py: nanoGPT's style under torchrun (gloo, 2 ranks): rank 0
+  alone runs estimate_loss() under @torch.no_grad() and model.eval() every 6 iterations;
+  gradient accumulation with no_sync(); get_batch from a token array;
+- tests/fixtures/run_jobs/trainer_eval.py: a Trainer-style loop whose evaluate() runs inside
+  the window;
+- tests/fixtures/run_jobs/step_parts.py: a loop whose metric is computed eagerly, its kept
+  trace read again with the kernel profile's reading of that metric made larger than the
+  whole rest the job's clock measured (as torch.profiler makes it on a loaded CPU)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from compilediag.analysis.runtime import SYNCS
+from tests.conftest import ROOT, run_cli, run_torchrun
+
+JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
+
+
+def training_median(step_ms: list[float], held: list[int], steps: range) -> float:
+    """The job's own median step over `steps` (counted from 1), those that held evaluation
+    left out."""
+    return statistics.median(step_ms[n - 1] for n in steps if n not in held)
+
+
+@pytest.fixture(scope="module")
+def gpt_ddp(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, Path]:
+    tmp = tmp_path_factory.mktemp("gpt_ddp")
+    facts, trace = tmp / "facts", tmp / "trace"
+    proc = run_torchrun(
+        JOBS / "gpt_ddp.py", facts, "--profile-steps", "5-9", "--trace-dir", str(trace),
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    return json.loads(proc.stdout), facts, trace
+
+
+def test_rank_zeros_evaluation_is_named_not_divergence(gpt_ddp) -> None:
+    """Before: "Ranks diverge (3)": graphs and recompiles differ, "only rank 0 recompiles for
+    forward: global state changed: grad mode", and `report --fail-on-divergence` exited 1."""
+    report, facts, trace = gpt_ddp
+    own = {r: json.loads((facts / f"rank{r}.json").read_text()) for r in (0, 1)}
+    for r in report["ranks"]:  # the counts stay torch's
+        assert r["summary"]["graphs"] == own[r["rank"]]["graphs"]
+    assert own[0]["graphs"] == 2 and own[1]["graphs"] == 1
+    assert report["divergence"] == []
+    (note,) = [n for n in report["notes"] if n["kind"] == "evaluation_graphs"]
+    assert "rank 0's evaluation (estimate_loss)" in note["message"]
+    assert "grad mode" in note["message"] and "not a divergence" in note["message"]
+    gate = run_cli("report", str(trace), "--fail-on-divergence")
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    # a rank that really differs in its training steps still fails the gate: rank 0's
+    # runtime file says nothing of evaluation, so its extra graph is a divergence again
+    changed = trace.parent / "no_eval"
+    shutil.copytree(trace, changed)
+    for f in (changed / "compilediag_runtime").glob("runtime-0-*.json"):
+        data = json.loads(f.read_text())
+        data["evaluation_calls"], data["other_work"] = {}, []
+        f.write_text(json.dumps(data))
+    assert run_cli("report", str(changed), "--fail-on-divergence").returncode == 1
+
+
+def test_the_evaluation_its_cost_and_the_other_ranks_wait(gpt_ddp) -> None:
+    report, facts, _ = gpt_ddp
+    own = {r: json.loads((facts / f"rank{r}.json").read_text()) for r in (0, 1)}
+    (work,) = report["runtime"]["other_work"]
+    assert work["kind"] == "evaluation" and work["function"].endswith("estimate_loss")
+    assert work["file"].endswith("gpt_ddp.py") and work["ranks"] == [0]
+    assert work["steps"] == own[0]["eval_at"] == [1, 7, 13]
+    # its cost, by the job's clock: the evaluations that compiled nothing (not the first)
+    theirs = statistics.median(own[0]["eval_ms"][1:])
+    assert 0.5 * theirs <= work["ms"] <= 1.2 * theirs, (work["ms"], own[0]["eval_ms"])
+    # rank 1 waited for it at step 7: its step against its own median training step
+    steps = range(5, 10)
+    usual = training_median(own[1]["step_ms"], [7], steps)
+    waited = own[1]["step_ms"][6] - usual
+    assert waited > 0.5 * work["ms"]
+    assert work["waited_ms"]["1"] == pytest.approx(waited, rel=0.4), (work, own[1]["step_ms"])
+    assert report["runtime"]["window_left_out"] == [7]
+    (said,) = [n["message"] for n in report["notes"] if n["kind"] == "other_work"]
+    assert "estimate_loss" in said and "rank 0 alone" in said and "rank 1 " in said
+
+
+def test_the_training_step_is_the_jobs_without_evaluation(gpt_ddp) -> None:
+    """Before: rank 0's window mean held its evaluation at step 7 (a step 1.3-2x the others),
+    and rank 1's its wait for it."""
+    report, facts, _ = gpt_ddp
+    steps = range(5, 10)
+    for rank, figures in [(0, report["timings"]["breakdown"])] + [
+        (s["rank"], s["breakdown"]) for s in report["runtime"]["rank_steps"]
+    ]:
+        job = json.loads((facts / f"rank{rank}.json").read_text())
+        usual = training_median(job["step_ms"], [7], steps)
+        assert figures["call_ms"] == pytest.approx(usual, rel=0.25), rank
+        assert figures["calls"] == 4
+        assert figures["evaluation_ms"] == 0
+    medians = report["runtime"]["step_medians"]
+    assert medians["step"] == pytest.approx(
+        training_median(json.loads((facts / "rank0.json").read_text())["step_ms"], [7], steps),
+        rel=0.25,
+    )
+
+
+def test_no_figure_is_larger_than_the_part_that_holds_it(gpt_ddp) -> None:
+    """The kernels are set against the kernel profile's own steps, the collectives too, and
+    the rest's ops against the rest."""
+    report, _, trace = gpt_ddp
+    r = report["runtime"]
+    assert r["kernel_step_numbers"] == [10, 11, 12, 13, 14] and r["kernel_steps_held"] == [13]
+    kernels = sum(k["ms"] for k in report["timings"]["kernels"])
+    assert 0 < kernels <= r["kernel_step_ms"]
+    for s in [report["timings"]["breakdown"], *(x["breakdown"] for x in r["rank_steps"])]:
+        assert s["communication_ms"] <= r["kernel_step_ms"]
+    b = report["timings"]["breakdown"]
+    text = " ".join(run_cli("report", str(trace)).stdout.split())
+    eager = sum(x["ms"] for x in b["rest"] if x["kind"] != "sync")
+    assert ("(of it: eager ops" in text) == (eager <= b["outside_ms"] * 1.25 + 0.05), text
+    assert "step 13 held an evaluation" in text and "steps 10-14" in text
+    assert "left out step 7 held an evaluation (estimate_loss)" in text
+
+
+def test_a_trainer_window_that_holds_its_evaluation(tmp_path: Path) -> None:
+    """Steps 10-20 hold evaluate() twice (after steps 12 and 18): before, the window's mean
+    step held them, and the evaluation was unnamed."""
+    facts = tmp_path / "facts.json"
+    proc = run_cli(
+        "run", "--format", "json", "--profile-steps", "10-20", "--", sys.executable,
+        str(JOBS / "trainer_eval.py"), env={"JOB_FACTS": str(facts)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report, job = json.loads(proc.stdout), json.loads(facts.read_text())
+    r = report["runtime"]
+    (work,) = r["other_work"]
+    assert work["function"] == "Trainer.evaluate" and work["steps"] == job["eval_at"]
+    assert r["window_left_out"] == [n for n in job["eval_at"] if 10 <= n <= 20] == [13, 19]
+    usual = training_median(job["step_ms"], job["eval_at"], range(10, 21))
+    assert r["step_medians"]["step"] == pytest.approx(usual, rel=0.25)
+    assert report["timings"]["breakdown"]["calls"] == 11 - 2
+    assert work["ms"] == pytest.approx(statistics.median(job["eval_ms"][1:]), rel=0.35)
+
+
+@pytest.fixture(scope="module")
+def step_parts_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("step_parts")
+    trace = tmp / "trace"
+    proc = run_cli(
+        "run", "--profile-steps", "4-8", "--trace-dir", str(trace), "--", sys.executable,
+        str(JOBS / "step_parts.py"), env={"JOB_FACTS": str(tmp / "facts.json")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return trace
+
+
+def test_a_profiler_reading_the_clock_does_not_hold_is_no_advice(
+    step_parts_trace: Path, tmp_path: Path
+) -> None:
+    """The kept run, read again with the kernel profile's eager ops made 10 times the
+    window's whole rest (the loaded-CPU case: torch.profiler read aten::_log_softmax at
+    5.04 ms a step where the job's clock timed the whole cross_entropy at 0.02-0.035 ms): no
+    "of it", no advice to move them into the compiled forward; as read, they are."""
+    changed = tmp_path / "trace"
+    shutil.copytree(step_parts_trace, changed)
+    (path,) = (changed / "compilediag_runtime").glob("runtime-*.json")
+    data = json.loads(path.read_text())
+    rest = data["profiled"]["outside_ms"]
+    eager = [row for row in data["rest"] if not row["name"].startswith(SYNCS)]
+    assert eager, data["rest"]
+    for row in eager:
+        row["ms"] = 0.0
+    eager[0]["ms"] = 10 * rest * data["kernel_steps"]
+    path.write_text(json.dumps(data))
+    report = json.loads(run_cli("report", str(changed), "--format", "json").stdout)
+    assert not any("compute them in the compiled forward" in n for n in report["timings"]["notes"])
+    text = run_cli("report", str(changed)).stdout.replace("\n", " ")
+    assert "(of it: eager ops" not in text
+    assert "more than the job's clock gives the whole rest" in " ".join(text.split())
+    # the same figure at a tenth of the rest: a sub-part, as before
+    eager[0]["ms"] = 0.1 * rest * data["kernel_steps"]
+    path.write_text(json.dumps(data))
+    assert "(of it: eager ops" in run_cli("report", str(changed)).stdout
