@@ -16,15 +16,17 @@ Real jobs, each timing itself with its own clock and counting with torch's own c
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from compilediag.analysis.runtime import SYNCS
-from tests.conftest import ROOT, run_cli, run_torchrun
+from tests.conftest import ROOT, compilediag_cmd, run_cli, run_torchrun
 
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 
@@ -190,3 +192,64 @@ def test_a_profiler_reading_the_clock_does_not_hold_is_no_advice(
     eager[0]["ms"] = 0.1 * rest * data["kernel_steps"]
     path.write_text(json.dumps(data))
     assert "(of it: eager ops" in run_cli("report", str(changed)).stdout
+
+
+def test_two_nodes_fold_into_one_report_with_both_windows(tmp_path: Path) -> None:
+    """Two torchrun "nodes" on one host (a c10d rendezvous on localhost, one rank each, gloo),
+    each under its own `compilediag run --trace-dir`: `report NODE_A NODE_B` folds the ranks
+    and keeps each rank's runtime facts (before: only with one folder; two dropped them)."""
+    from tests.test_report import free_port
+
+    port, facts = free_port(), tmp_path / "facts"
+    facts.mkdir()
+    nodes = [tmp_path / f"node{i}" for i in (0, 1)]
+    env = {**os.environ, "JOB_FACTS": str(facts), "NO_COLOR": "1"}
+    procs = [
+        subprocess.Popen(
+            [
+                *compilediag_cmd(),
+                "run",
+                "--profile-steps",
+                "5-9",
+                "--trace-dir",
+                str(node),
+                "--",
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                "2",
+                "--nproc-per-node",
+                "1",
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                f"127.0.0.1:{port}",
+                "--rdzv-id",
+                "two-nodes",
+                str(JOBS / "gpt_ddp.py"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )  # fmt: skip
+        for node in nodes
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    proc = run_cli("report", *map(str, nodes), "--format", "json", "--fail-on-divergence")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    report = json.loads(proc.stdout)
+    r = report["runtime"]
+    assert r["processes"] == 2 and r["window_rank"] == 0
+    assert sorted(s["rank"] for s in r["rank_steps"]) == [0, 1]
+    assert all(s["breakdown"]["calls"] == 4 for s in r["rank_steps"])  # step 7 left out
+    (work,) = r["other_work"]
+    assert work["ranks"] == [0] and set(work["waited_ms"]) == {"1"}
+    for rank in (0, 1):
+        own = json.loads((facts / f"rank{rank}.json").read_text())
+        (mine,) = [x for x in report["ranks"] if x["rank"] == rank]
+        assert mine["summary"]["graphs"] == own["graphs"]

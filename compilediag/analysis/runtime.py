@@ -71,6 +71,19 @@ def read_job_run(trace_dir: Path) -> JobRun | None:
     return JobRun(job, read_processes(trace_dir))
 
 
+def read_job_runs(trace_dirs: list[Path]) -> JobRun | None:
+    """The job's facts from each node's kept folder (`run --trace-dir` on every node of a
+    multi-node job): every process's, lowest rank first; how the job ended, from the first
+    folder that says (its wall time the longest node's)."""
+    runs = [r for d in trace_dirs if d.is_dir() and (r := read_job_run(d)) is not None]
+    if not runs:
+        return None
+    job = runs[0].job
+    job.wall_s = max(r.job.wall_s for r in runs)
+    processes = sorted((p for r in runs for p in r.processes), key=_rank_order)
+    return JobRun(job, processes)
+
+
 def read_processes(trace_dir: Path) -> list[ProcessRuntime]:
     """Every process's runtime file, lowest rank first (a file cut short is left out)."""
     out = []

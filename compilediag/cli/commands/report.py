@@ -38,7 +38,7 @@ class ReportOptions:
 
 def run(opts: ReportOptions) -> int:
     from compilediag.analysis.fold import save_digests
-    from compilediag.analysis.runtime import read_job_run
+    from compilediag.analysis.runtime import read_job_runs
     from compilediag.fsutil import check_output_file
     from compilediag.report.model import TargetInfo
 
@@ -46,9 +46,9 @@ def run(opts: ReportOptions) -> int:
     if opts.save_digests:
         check_output_file(opts.save_digests, "--save-digests")
     rules = budgets(opts.gate, load_config(), TRACE)
-    # a folder `compilediag run --trace-dir` kept holds the job's runtime facts too
-    first = Path(opts.trace[0])
-    job = read_job_run(first) if len(opts.trace) == 1 and first.is_dir() else None
+    # a folder `compilediag run --trace-dir` kept holds the job's runtime facts too (one a
+    # node, for a job of several nodes)
+    job = read_job_runs([Path(t) for t in opts.trace])
     kept: list[RankDigest] | None = [] if opts.save_digests else None
     try:
         result = read_traces(opts.trace, TargetInfo(path=" ".join(opts.trace)), job, kept)
