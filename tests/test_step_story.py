@@ -27,6 +27,7 @@ import pytest
 
 from compilediag.analysis.runtime import SYNCS
 from tests.conftest import ROOT, compilediag_cmd, run_cli, run_torchrun
+from tests.test_html import browser  # noqa: F401 - the fixture: Debian's chromium
 
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 
@@ -253,3 +254,46 @@ def test_two_nodes_fold_into_one_report_with_both_windows(tmp_path: Path) -> Non
         own = json.loads((facts / f"rank{rank}.json").read_text())
         (mine,) = [x for x in report["ranks"] if x["rank"] == rank]
         assert mine["summary"]["graphs"] == own["graphs"]
+
+
+def test_the_html_draws_each_ranks_step_as_the_json_gives_it(gpt_ddp, browser) -> None:  # noqa: F811
+    """Each rank's step as one stacked bar of its parts, the collectives under it, the
+    evaluation on a row of its own, one scale: in Debian's chromium, each bar's drawn width
+    is its figure in the JSON."""
+    report, _, trace = gpt_ddp
+    page_file = trace.parent / "report.html"
+    assert run_cli("report", str(trace), "--html", str(page_file)).returncode == 0
+    r = report["runtime"]
+    expected = {("rank 0", n): v for n, v in parts_of(report["timings"]["breakdown"])}
+    for s in r["rank_steps"]:
+        if s["rank"] != r["window_rank"]:
+            expected.update({(f"rank {s['rank']}", n): v for n, v in parts_of(s["breakdown"])})
+    (work,) = r["other_work"]
+    expected[("evaluation, rank 0", "evaluation")] = work["ms"]
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = context.new_page()
+        page.goto(page_file.as_uri())
+        svg = page.query_selector("svg.steps")
+        assert svg is not None
+        px_per_ms = float(svg.get_attribute("data-px")) / float(svg.get_attribute("data-scale-ms"))
+        drawn = {}
+        for rect in svg.query_selector_all("rect[data-part]"):
+            key = (rect.get_attribute("data-row"), rect.get_attribute("data-part"))
+            drawn[key] = rect.bounding_box()["width"]
+        assert set(drawn) == {k for k, v in expected.items() if v > 0}
+        for key, width in drawn.items():
+            assert width == pytest.approx(expected[key] * px_per_ms, abs=0.6), key
+    finally:
+        context.close()
+
+
+def parts_of(b: dict) -> list[tuple[str, float]]:
+    """A breakdown's parts as Breakdown.parts() names them, and its collectives."""
+    parts = [
+        ("forward", b["in_graphs_ms"] + b["between_graphs_ms"]), ("backward", b["backward_ms"]),
+        ("optimizer", b["optimizer_ms"]), ("data", b["data_ms"]),
+        ("evaluation", b["evaluation_ms"]), ("the rest", b["outside_ms"]),
+        ("collectives", b["communication_ms"] or 0.0),
+    ]  # fmt: skip
+    return parts

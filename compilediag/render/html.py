@@ -31,6 +31,7 @@ from markupsafe import Markup, escape
 from compilediag.paths import library_path, user_base
 from compilediag.render import kernel_count_note, ms, plural
 from compilediag.render import seconds as render_seconds
+from compilediag.render.step_picture import step_picture
 from compilediag.render.views import (
     kernel_achieved,
     rank_step_rows,
@@ -299,6 +300,7 @@ def _job_words(report: Any) -> dict[str, Any]:
         "unmeasured": unmeasured_words(r) if r.window and b is None else "",
         "notes": window_notes(r, b) if r.window else [],
         "ranks": rank_step_rows(r),
+        "picture": step_picture(report) if r.window and b is not None else "",
     }
 
 

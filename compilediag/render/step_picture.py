@@ -1,0 +1,93 @@
+"""The HTML report's picture of a `compilediag run` step: each rank's step as one stacked bar
+of its parts (forward, backward, optimizer, data, evaluation where every step held one,
+the rest), over the same steps as the numbers beside it; under each, the time its
+collectives ran (over the kernel profile's steps, a wait for the other ranks in it); each
+evaluation on a row of its own. One scale for every bar. Inline SVG: no script, no
+network."""
+
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+from compilediag.render import ms
+from compilediag.render.views import RANKS_SHOWN
+from compilediag.report.model import Breakdown, Report
+
+LABEL, WIDTH, ROW, BAR, WAIT = 150, 560, 30, 16, 6  # px
+COLOURS = {
+    "forward": "#2b6cb0", "backward": "#805ad5", "optimizer": "#d69e2e", "data": "#38a169",
+    "evaluation": "#dd6b20", "the rest": "#718096", "collectives": "#e53e3e",
+}  # fmt: skip
+
+
+def rows_of(report: Report) -> list[tuple[str, Breakdown | None, float]]:
+    """(label, a rank's step, or None with an evaluation's ms): the window's rank first,
+    the others as the table orders them (the one the others wait for first), then each
+    evaluation."""
+    r, t = report.runtime, report.timings
+    if r is None or t is None or t.breakdown is None:
+        return []
+    first = "a step" if r.window_rank is None else f"rank {r.window_rank}"
+    rows: list[tuple[str, Breakdown | None, float]] = [(first, t.breakdown, 0.0)]
+    others = [s for s in r.rank_steps if s.rank != r.window_rank]
+    others.sort(key=lambda s: s.breakdown.communication_ms or 0.0)
+    rows += [(f"rank {s.rank}", s.breakdown, 0.0) for s in others[:RANKS_SHOWN]]
+    for w in r.other_work:
+        who = f", rank {', '.join(map(str, w.ranks))}" if w.ranks else ""
+        rows.append((f"{w.kind}{who}", None, w.ms))
+    return rows
+
+
+def step_picture(report: Report) -> Markup:
+    """The SVG; '' where the report has no measured step."""
+    rows = rows_of(report)
+    if not rows:
+        return Markup("")
+    scale = max(
+        max(b.call_ms, b.communication_ms or 0.0) if b is not None else other
+        for _, b, other in rows
+    )
+    if scale <= 0:
+        return Markup("")
+    px = WIDTH / scale
+    out = []
+    for i, (label, b, other) in enumerate(rows):
+        y = i * ROW
+        out.append(f'<text x="0" y="{y + 12}" class="row-name">{escape(label)}</text>')
+        parts = b.parts() if b is not None else [("evaluation", other)]
+        x = float(LABEL)
+        for name, value in parts:
+            if value <= 0:
+                continue
+            out.append(_rect(label, name, value, x, y, value * px, BAR))
+            x += value * px
+        if b is not None and b.communication_ms:
+            out.append(_rect(label, "collectives", b.communication_ms, LABEL, y + BAR + 1,
+                             b.communication_ms * px, WAIT))  # fmt: skip
+    height = len(rows) * ROW
+    shown = list(dict.fromkeys(part for part in _parts_drawn(out)))
+    legend = " · ".join(f'<tspan fill="{COLOURS[n]}">■</tspan> {escape(n)}' for n in shown)
+    note = f"the whole width: {ms(scale)}"
+    if "collectives" in shown:
+        note = "collectives: over the kernel profile's steps, beside the parts · " + note
+    return Markup(
+        f'<svg class="steps" xmlns="http://www.w3.org/2000/svg" width="{LABEL + WIDTH}" '
+        f'height="{height + 34}" data-scale-ms="{scale:.6f}" data-px="{WIDTH}" role="img" '
+        f'aria-label="each rank\'s step in parts">{"".join(out)}'
+        f'<text x="0" y="{height + 12}" class="legend">{legend}</text>'
+        f'<text x="0" y="{height + 28}" class="legend">{escape(note)}</text></svg>'
+    )
+
+
+def _parts_drawn(rects: list[str]) -> list[str]:
+    """The parts the bars show, in the order of COLOURS."""
+    drawn = " ".join(rects)
+    return [n for n in COLOURS if f'data-part="{n}"' in drawn]
+
+
+def _rect(row: str, part: str, value: float, x: float, y: float, w: float, h: int) -> str:
+    return (
+        f'<rect data-row="{escape(row)}" data-part="{escape(part)}" data-ms="{value:.6f}" '
+        f'x="{x:.3f}" y="{y}" width="{w:.3f}" height="{h}" fill="{COLOURS.get(part, "#999")}">'
+        f"<title>{escape(row)}: {escape(part)} {escape(ms(value))}</title></rect>"
+    )
