@@ -297,3 +297,22 @@ def parts_of(b: dict) -> list[tuple[str, float]]:
         ("collectives", b["communication_ms"] or 0.0),
     ]  # fmt: skip
     return parts
+
+
+def test_a_rank_that_compiles_longer_is_named_with_the_others_wait(gpt_ddp) -> None:
+    """The job's rank summaries, with one more rank whose compile took 400 s (a cache the
+    others hit and it missed): the others wait for it at their first collective, and that
+    is near torch.distributed's 10-minute timeout."""
+    from compilediag.analysis.ranks import divergence
+    from compilediag.report.model import RankSummary
+    from compilediag.report.serial import from_plain
+
+    report, _, _ = gpt_ddp
+    ranks = [from_plain(RankSummary, r) for r in report["ranks"]]
+    slow = from_plain(RankSummary, report["ranks"][1])
+    slow.rank, slow.label = 2, "rank 2"
+    slow.summary.compile_time_s = ranks[1].summary.compile_time_s + 400
+    found = [f.message for f in divergence([*ranks[1:], ranks[1], slow]) if "compiled" in f.message]
+    assert len(found) == 1 and found[0].startswith("rank 2 compiled for"), found
+    assert "the other ranks wait 400.0 s for it at their first collective" in found[0]
+    assert "67% of torch.distributed's default 10-minute timeout" in found[0]

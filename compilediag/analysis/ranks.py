@@ -130,7 +130,8 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
         took = f"{span[0]:.1f} s" if len(slow) == 1 else f"{span[0]:.1f}-{span[-1]:.1f} s"
         say(
             FindingKind.COMPILE_TIME,
-            f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s",
+            f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s"
+            + skew_words(max(span) - median),
         )
     return found
 
@@ -168,6 +169,9 @@ def without_evaluation(
         changed=r.changed if kept else [],
     )  # fmt: skip
     said = ", ".join(sorted(unranked(x) for x in ids))
+    seconds = sum(g.compile_time_s or 0.0 for g in own.graphs if g.compile_id in ids)
+    if seconds:
+        said += f" (compiled in {seconds:.2f} s)"
     also = "; ".join(sorted({f"{x.frame}: {x.failed_guard}" for x in dropped}))
     note = Finding(
         FindingKind.EVALUATION_GRAPHS,
@@ -178,6 +182,23 @@ def without_evaluation(
         "compiled alike)",
     )  # fmt: skip
     return adjusted, note
+
+
+# torch.distributed's default timeout for a collective (NCCL's since 2.2, and gloo's)
+COLLECTIVE_TIMEOUT_S = 600
+
+
+def skew_words(skew_s: float) -> str:
+    """What a rank that compiles longer does to the others: they wait for it at their first
+    collective; near the process group's timeout, the job dies there."""
+    said = f": the other ranks wait {skew_s:.1f} s for it at their first collective"
+    if skew_s >= COLLECTIVE_TIMEOUT_S / 4:
+        said += (
+            f", {skew_s / COLLECTIVE_TIMEOUT_S:.0%} of torch.distributed's default "
+            f"{COLLECTIVE_TIMEOUT_S // 60}-minute timeout (init_process_group(timeout=...) "
+            "raises it; a warm cache on every rank shortens the compile)"
+        )
+    return said
 
 
 def _changed(r: RankSummary) -> set[str]:
