@@ -316,3 +316,32 @@ def test_a_rank_that_compiles_longer_is_named_with_the_others_wait(gpt_ddp) -> N
     assert len(found) == 1 and found[0].startswith("rank 2 compiled for"), found
     assert "the other ranks wait 400.0 s for it at their first collective" in found[0]
     assert "67% of torch.distributed's default 10-minute timeout" in found[0]
+
+
+@pytest.mark.gpus
+def test_the_ddp_story_on_two_gpus(tmp_path: Path) -> None:
+    """The nanoGPT-style job on two GPUs (NCCL, Inductor): rank 0's evaluation named and no
+    divergence; the training step within 25% of each rank's own median step without
+    evaluation (its clock synchronises); get_batch's copy to the device named as the data's
+    copy, not as an op to compile."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    facts = tmp_path / "facts"
+    proc = run_torchrun(
+        JOBS / "gpt_ddp.py", facts, "--profile-steps", "5-9", env={"JOB_BACKEND": "inductor"},
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["divergence"] == []
+    (work,) = report["runtime"]["other_work"]
+    assert work["function"].endswith("estimate_loss") and work["ranks"] == [0]
+    for s in report["runtime"]["rank_steps"]:
+        job = json.loads((facts / f"rank{s['rank']}.json").read_text())
+        usual = training_median(job["step_ms"], job["eval_at"] or [7], range(5, 10))
+        assert s["breakdown"]["call_ms"] == pytest.approx(usual, rel=0.25), s["rank"]
+    rest = report["timings"]["breakdown"]["rest"]
+    assert any(r["kind"] == "to_device" for r in rest), rest
+    assert not any("compute them in the compiled forward" in n for n in report["timings"]["notes"])
