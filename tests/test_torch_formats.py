@@ -87,7 +87,8 @@ def test_recompile_reason_is_a_size_guard_with_its_source(folder: Path) -> None:
 def test_a_dynamic_size_bounded_by_a_branch_is_a_range_guard(folder: Path) -> None:
     """tests/fixtures/jobs/bounded_dim.py: the third compile's guard on the dynamic graph
     is a range whose upper bound is the branch's constant less one."""
-    from compilediag.analysis.recompiles import parse_guard, translate
+    from compilediag.analysis.guard_words import translate
+    from compilediag.analysis.guards import parse_guard
 
     log = _log("bounded_dim", folder)
     texts = [parse_guard(r).guard for c in log.ordered() for r in c.recompile_reasons]

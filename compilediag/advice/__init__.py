@@ -1,6 +1,6 @@
 """Advice: what to change for each graph break, and what the change does (the remedies
-that --try-fixes measures are in `remedies`). May import: errors, paths, fsutil, report,
-trace.
+that --try-fixes measures are in `remedies`, the source edits of `compilediag fix` in
+`patches`, one module per construct). May import: errors, paths, fsutil, report, trace.
 
 Every break torch 2.8+ reports carries a GB id (`GB0059`) and a gb_type (`Failed to trace
 builtin operator`); torch ships the list of them, with hints, as

@@ -1,0 +1,87 @@
+"""What `compilediag fix` found, as data the renderers read: each break with its kept
+patch and the measurements that verified it, or why there is none; the run's recompiles,
+none patched, each with why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Evidence:
+    """A kept patch, measured: torch's counts, outputs against the original's, time."""
+
+    gb_id: str
+    graphs: tuple[int, int]  # before, after
+    graph_breaks: tuple[int, int]
+    recompiles: tuple[int, int]
+    eager_err: float  # max abs error against the original's eager outputs
+    compiled_err: float  # the same, compiled
+    compiled_ms: tuple[float | None, float | None]  # the compiled call, median
+    grad_err: float | None = None  # --train: the parameters' gradients, eager and compiled
+
+    def text(self) -> str:
+        g0, g1 = self.graphs
+        err = max(self.eager_err, self.compiled_err, self.grad_err or 0.0)
+        equal = "outputs" if self.grad_err is None else "outputs and gradients"
+        parts = [
+            f"{self.gb_id or 'the break'} gone",
+            f"{g0} graph{'s' * (g0 != 1)} → {g1}",
+            f"{equal} equal (max abs err {err:.3g})",
+        ]
+        before, after = self.compiled_ms
+        if before is not None and after is not None:
+            slower = " (slower)" if after > before * 1.05 else ""
+            parts.append(f"compiled call {_ms(before)} → {_ms(after)} ms{slower}")
+        return "; ".join(parts)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g}" if value < 10 else f"{value:.0f}"
+
+
+@dataclass
+class BreakFix:
+    """One graph break and what `fix` did about it."""
+
+    file: str
+    line: int
+    code: str
+    cause: str
+    gb_id: str
+    reason: str
+    patched: bool = False
+    what: str = ""  # the edit, in words
+    diff: str = ""  # the kept patch, as a unified diff
+    evidence: Evidence | None = None
+    why: str = ""  # why there is no patch
+    advice: str = ""  # today's advice for it
+
+
+@dataclass
+class FixResult:
+    file: str  # the target, as shown
+    sha256: str  # the file's content when the run began
+    breaks: list[BreakFix]
+    diff: str = ""  # every kept patch, together
+    applied: str = ""  # --apply: where the original was kept
+    torch: str = ""  # the torch that ran it
+    setup: str = ""  # device · backend/mode, as explain's header
+    # the recompiles of the run: none is patched (no rewrite is known that keeps what the
+    # code does), each with why and today's advice
+    recompiles: list[RecompileFix] = field(default_factory=list)
+    text: str = ""  # the file with every kept patch (not in the JSON: `diff` says it)
+
+
+@dataclass
+class RecompileFix:
+    """A recompile of the run, and why `fix` made no patch for it."""
+
+    file: str  # where the guard was installed (the frame's, where that is not known)
+    line: int
+    code: str
+    cause: str  # compilediag's: shape, length, int, ...
+    guard: str  # the failed guard, in words
+    count: int  # recompiles of this guard
+    why: str
+    advice: str

@@ -1,0 +1,305 @@
+"""A failed guard in words: what changed, compilediag's cause, and the advice that
+removes the recompile. One row per kind of guard torch writes, tried in order; the
+`Guard` record that carries the words; a value that crossed a graph break (`___stack0`)
+named as the user wrote it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from compilediag.analysis.source import code_at
+from compilediag.report.vocabulary import RecompileCause
+from compilediag.trace.formats import (
+    AUTOGRAD_KEY,
+    GLOBAL_STATE_MODE,
+    GUARD_CONSTANT,
+    GUARD_DISPATCH_KEYS,
+    GUARD_FREED,
+    GUARD_GLOBAL_STATE,
+    GUARD_LEN,
+    GUARD_LOWER_BOUND,
+    GUARD_OBJ_ID,
+    GUARD_RANGE,
+    GUARD_SIZE,
+    GUARD_STRING,
+    GUARD_TENSOR_META,
+    GUARD_TRAINING,
+    GUARD_TYPE_ID,
+    RESUME,
+    source_name,
+)
+
+
+@dataclass
+class Guard:
+    guard: str  # torch's text of the guard that failed
+    words: str  # the same in words
+    cause: RecompileCause
+    suggestion: str
+    file: str = ""  # the user line that installed the guard
+    line: int = 0
+    hint: str = ""  # torch's own hint, when it gives one
+    # the line that installed it, the user's or a library's: the innermost of its stack
+    at: tuple[str, int] = ("", 0)
+
+
+# what changed, the cause, the advice
+Words = tuple[str, RecompileCause, str]
+
+# a symbolic stride guard of a dynamic graph
+GUARD_STRIDE = re.compile(r"^(?P<n>[^\s=]+?)\.stride\(\)\[(?P<i>\d+)\] == (?P<v>.+?)\s*$")
+STRIDE_ADVICE = (
+    "`{name}` arrives with another memory layout than the graph's: a slice of a longer "
+    "tensor (`x[:, -n:]`) or a transpose keeps the longer tensor's strides. Give it one "
+    "layout every call: `.clone(memory_format=torch.contiguous_format)` where it is made "
+    "(`.contiguous()` does not copy a view torch already counts as contiguous, such as one "
+    "row)."
+)
+MODE_ADVICE = (
+    "Expected: one graph per mode (grad on or off, train() or eval(), autocast, inference "
+    "mode). Each mode compiles once and later calls reuse its graph, so switching back and "
+    "forth costs one compile per mode. To compile fewer, run the rarer mode uncompiled: call "
+    "the module you passed to torch.compile there, or wrap those calls in "
+    '`with torch.compiler.set_stance("force_eager"):`.'
+)
+OTHER_ADVICE = "See the guard above; TORCH_LOGS=recompiles_verbose shows every guard."
+
+
+def sizes_0_1(name: str, dim: str) -> str:
+    """Why a dynamic dim still recompiles for a size of 0 or 1, and what to keep it at."""
+    return (
+        " Sizes 0 and 1 are always specialised (broadcasting differs), so a dynamic dim "
+        f"still recompiles for them: keep {name} dim {dim} at 2 or more (no batch of 1, no "
+        "one-token prompt), or pad."
+    )
+
+
+def size_words(m: re.Match[str]) -> Words:
+    name, dim, a, b = source_name(m["n"]), m["i"], int(m["a"]), int(m["b"])
+    advice = (
+        f"Mark it dynamic before the first call: torch._dynamo.mark_dynamic({name}, {dim}); "
+        "or compile with dynamic=True."
+    )
+    if {a, b} & {0, 1}:
+        advice += sizes_0_1(name, dim)
+    return f"{name} dim {dim} changed {a} → {b}", RecompileCause.SHAPE, advice
+
+
+def lower_bound_words(m: re.Match[str]) -> Words:
+    name = source_name(m["src"])
+    return (
+        f"{name} dim {m['i']} fell below {m['lo']}",
+        RecompileCause.SHAPE,
+        f"The graph made {name} dim {m['i']} dynamic for sizes >= 2; sizes 0 and 1 are always "
+        "specialised (broadcasting differs), so they compile their own graph. Avoid them "
+        "(e.g. pad a batch of 1), or accept one extra compile.",
+    )
+
+
+def range_words(m: re.Match[str]) -> Words:
+    name, dim, lo, hi = source_name(m["src"]), m["i"], m["lo"], m["hi"]
+    return (
+        f"{name} dim {dim} left {lo}..{hi}, the sizes its dynamic graph covers",
+        RecompileCause.BOUNDED,  # already dynamic: mark_dynamic, dynamic=True cannot help
+        f"A comparison of {name} dim {dim} in the code (where the guard was installed) "
+        f"bounded the dynamic graph to sizes {lo} to {hi}; a size past the bound compiles "
+        "another graph, for the other side of the comparison. Expected where the code "
+        "must branch on the size; otherwise compute both sides as tensors (torch.where) "
+        "or move the branch out of the compiled code.",
+    )
+
+
+def stride_words(m: re.Match[str]) -> Words:
+    # a dynamic graph's layout: `idx.stride()[0] == idx.size()[1]` (contiguous rows)
+    name = source_name(m["n"])
+    return (
+        f"{name} stride {m['i']} is no longer {source_name(m['v'])}",
+        RecompileCause.TENSOR_META,
+        STRIDE_ADVICE.format(name=name),
+    )
+
+
+def tensor_meta_words(m: re.Match[str]) -> Words:
+    what = {"dispatch key set": "device or dispatch keys"}.get(m["what"], m["what"])
+    detail = f" ({m['rest'].strip()})" if m["rest"].strip() else ""
+    if mode_switch(m.string):
+        advice = MODE_ADVICE
+    elif m["what"] == "stride":
+        advice = STRIDE_ADVICE.format(name=source_name(m["n"]))
+    else:
+        advice = (
+            f"Call the compiled model with the same {what} every time, or convert the input first."
+        )
+    return f"{source_name(m['n'])} {what} changed{detail}", RecompileCause.TENSOR_META, advice
+
+
+def global_state_words(m: re.Match[str]) -> Words:
+    what = m["what"].strip().replace("grad_mode", "grad mode")
+    return (
+        f"global state changed: {what}",
+        RecompileCause.GLOBAL,
+        MODE_ADVICE
+        if mode_switch(m.string)
+        else f"A torch setting changed between calls ({what}): set it once before the "
+        "first call (the same default dtype, number of threads, deterministic algorithms "
+        "for every call), or accept one graph per setting.",
+    )
+
+
+def training_words(m: re.Match[str]) -> Words:
+    return (
+        f"module attribute `{source_name(m['src'])}.training` changed (was {m['v']})",
+        RecompileCause.TRAINING,
+        MODE_ADVICE,
+    )
+
+
+def object_words(m: re.Match[str]) -> Words:
+    return (
+        f"a different object for `{source_name(m['src'])}`",
+        RecompileCause.OBJECT,
+        "An object the code reads was replaced between calls (a new module, function or "
+        "config object): create it once and reuse it.",
+    )
+
+
+def freed_words(m: re.Match[str]) -> Words:
+    return (
+        f"`{source_name(m['src'])}` was freed, so the graph that guarded it was dropped",
+        RecompileCause.OBJECT,
+        "The compiled code read an object that was freed after the call (one made anew "
+        "each call): create it once and keep it alive, so its graph is reused.",
+    )
+
+
+def type_words(m: re.Match[str]) -> Words:
+    return (
+        f"`{source_name(m['src'])}` has a different type",
+        RecompileCause.TYPE,
+        "Pass the same Python type every call (e.g. always a tensor, never None or a list).",
+    )
+
+
+def length_words(m: re.Match[str]) -> Words:
+    return (
+        f"length of `{source_name(m['src'])}` changed (was {m['n']})",
+        RecompileCause.LENGTH,
+        "Keep the container the same length, or stack it into one tensor.",
+    )
+
+
+def string_words(m: re.Match[str]) -> Words:
+    src = source_name(m["src"].strip())
+    return (
+        f"{src} changed (was {m['v']}): a Python string is baked into the graph",
+        RecompileCause.STRING,
+        f"Each value of `{src}` compiles its own graph. Resolve it outside the compiled "
+        f"code (e.g. pick the function once in __init__: self.fn = getattr(torch, {src})), "
+        "so forward no longer reads the string.",
+    )
+
+
+def constant_words(m: re.Match[str]) -> Words:
+    src, value = source_name(m["src"].strip()), m["v"]
+    if "." in value or "e" in value:
+        return (
+            f"{src} changed (was {value}): a Python float is baked into the graph",
+            RecompileCause.FLOAT,
+            f"Pass `{src}` as a tensor (torch.tensor({value})), or compile with dynamic=True.",
+        )
+    return (
+        f"{src} changed (was {value}): a Python int is baked into the graph",
+        RecompileCause.INT,
+        f"Make `{src}` a tensor or compile with dynamic=True; an int attribute of an "
+        "nn.Module stays static unless torch._dynamo.config.allow_unspec_int_on_nn_module = True.",
+    )
+
+
+# torch's guard text -> its words: the first row that matches. The order matters where two
+# patterns read the same text: a stride or a length guard (`len(x) == 3`) is also an
+# equality with a number, which the last row takes for a baked-in int
+GUARD_WORDS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Words]]] = [
+    (GUARD_SIZE, size_words),
+    (GUARD_LOWER_BOUND, lower_bound_words),
+    (GUARD_RANGE, range_words),
+    (GUARD_STRIDE, stride_words),
+    (GUARD_TENSOR_META, tensor_meta_words),
+    (GUARD_GLOBAL_STATE, global_state_words),
+    (GUARD_TRAINING, training_words),
+    (GUARD_OBJ_ID, object_words),
+    (GUARD_FREED, freed_words),
+    (GUARD_TYPE_ID, type_words),
+    (GUARD_LEN, length_words),
+    (GUARD_STRING, string_words),
+    (GUARD_CONSTANT, constant_words),
+]
+
+
+def translate(guard: str) -> Words:
+    """A failed guard in words, its cause, and the advice that removes the recompile."""
+    for pattern, words in GUARD_WORDS:
+        if m := pattern.match(guard):
+            return words(m)
+    return guard, RecompileCause.OTHER, OTHER_ADVICE
+
+
+def mode_switch(guard: str) -> str:
+    """The mode a failed guard says changed (`grad mode`, `autocast`, `train()/eval()`,
+    `inference mode`), or '' where it is not a mode: a setting such as the default dtype,
+    or anything else."""
+    m = GUARD_GLOBAL_STATE.match(guard)
+    if m:
+        fields = [GLOBAL_STATE_MODE.match(f) for f in m["what"].split()]
+        if not fields or not all(fields):
+            return ""
+        names = ("grad mode" if f and f["mode"] == "grad_mode" else "autocast" for f in fields)
+        return ", ".join(dict.fromkeys(names))
+    if GUARD_TRAINING.match(guard):
+        return "train()/eval()"
+    m = GUARD_TENSOR_META.match(guard)
+    keys = GUARD_DISPATCH_KEYS.search(guard) if m and m["what"] == "dispatch key set" else None
+    if keys:
+        a, b = ({k.strip() for k in keys[x].split(",") if k.strip()} for x in ("a", "b"))
+        if a != b and all(AUTOGRAD_KEY.match(k) for k in a ^ b):
+            return "inference mode"
+    return ""
+
+
+def guard_head(words: str) -> str:
+    """What a failed guard's words are about: `input_ids` of `input_ids dim 1 changed ...`,
+    `self.config.problem_type` of `self.config.problem_type is None`."""
+    return words.split(" ", 1)[0].strip("`")
+
+
+STACK_VALUE = re.compile(r"`?___stack(\d+)`?")
+TO_PYTHON = re.compile(r"\.(item|tolist)\(\)|\b(float|int|bool)\(")
+
+
+def name_stack_values(g: Guard, co_name: str, co_file: str) -> Guard:
+    """After a graph break the rest of the function runs as a frame of its own, and the
+    value the breaking line made reaches it as `___stack0`: name it as the user wrote it,
+    the variable the line assigns (`scale`) or the expression, with the line."""
+    resume = RESUME.match(co_name)
+    if not resume or not STACK_VALUE.search(g.words):
+        return g
+    line = int(resume["line"])
+    code = code_at(co_file, line).strip()
+    assigned = re.match(r"(\w+)\s*=(?!=)\s*(.+)", code)
+    expr = assigned[2] if assigned else code
+    if not expr:
+        return g
+    name = f"`{assigned[1]}` (line {line}: `{expr}`)" if assigned else f"`{expr}` (line {line})"
+    g.words = STACK_VALUE.sub(name, g.words, count=1)
+    if g.cause in ("float", "int") and (made := TO_PYTHON.search(expr)):
+        call = made[0] if made[0].startswith(".") else made[0] + "…)"
+        g.suggestion = (
+            f"Line {line} turns a tensor into a Python number (`{call}`), and each new value "
+            f"compiles this frame again: keep it a 0-d tensor (drop `{call}`), or set "
+            "torch._dynamo.config.capture_scalar_outputs = True, which also keeps the graph "
+            f"whole at line {line}."
+        )
+    else:
+        g.suggestion = STACK_VALUE.sub(name, g.suggestion)
+    return g

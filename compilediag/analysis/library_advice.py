@@ -1,0 +1,109 @@
+"""A recompile of a library's frame (transformers, a framework's training loop): what the
+user can do from their side, since the values that change are the library's own or the
+batches its loop passes (a collator's padding)."""
+
+from __future__ import annotations
+
+from compilediag.analysis.guard_words import Guard, guard_head
+from compilediag.analysis.history import Entry
+from compilediag.paths import Owner, is_library_file, is_own_file, possessive
+
+CALL_MACHINERY = ("torch/nn/modules/module.py", "torch/_dynamo/")
+
+
+def inner_library_frame(e: Entry) -> str:
+    """The installed package whose code this frame is, when that package also called it
+    (its inputs are the library's own values); '' for the user's code, or a library
+    frame the user called (an nn.Sequential's forward, a transformers model called with
+    `model(**batch)`: they take the user's tensors). The caller is the innermost frame
+    below the compiled one, torch's call machinery and compilediag's own frames passed
+    over."""
+    package = e.code.package if e.code.owner == Owner.LIBRARY else ""
+    if not package:
+        return ""
+    stack = list(e.compile.stack)
+    if stack and stack[-1].name == e.code.name:  # the frame being compiled: not its caller
+        stack.pop()
+    callers = [
+        f for f in stack if not any(p in f.file for p in CALL_MACHINERY) and not is_own_file(f.file)
+    ]
+    caller = callers[-1].file if callers else ""
+    if not caller or not is_library_file(caller):
+        return ""
+    return package
+
+
+# frames of a training loop a framework runs for the user: the batches it passes are made
+# from the user's data (a collator pads them)
+TRAINING_LOOPS = ("transformers/trainer", "accelerate/", "lightning/", "pytorch_lightning/")
+
+
+def under_training_loop(e: Entry) -> bool:
+    """A framework's training loop (the Trainer, accelerate, Lightning) called the frame."""
+    return any(any(t in f.file for t in TRAINING_LOOPS) for f in e.compile.stack)
+
+
+def size_advice(g: Guard, dynamic: bool) -> str:
+    """Sizes that change from call to call in the batches a framework's training loop
+    passes (a collator's padding), which the user doesn't pass by hand."""
+    made = (
+        "It is a size of the batches the training loop passes: a collator padding each batch "
+        "to its longest sequence changes it from batch to batch."
+    )
+    now = (
+        "torch made it dynamic on this recompile (automatic dynamic), so later sizes reuse "
+        "this graph: one more compile in all. To skip that one too: "
+        if dynamic
+        else "Each new size compiles again until it is dynamic: "
+    )
+    return (
+        f"{made} {now}pad every batch to one length (the collator's "
+        '`padding="max_length", max_length=N`; `pad_to_multiple_of=8` keeps the lengths '
+        "few), or compile with dynamic=True"
+        + " (under the Trainer or accelerate: ACCELERATE_DYNAMO_USE_DYNAMIC=1)."
+    )
+
+
+def library_recompile_advice(package: str, g: Guard, e: Entry, dynamic: bool = False) -> str:
+    """A recompile of a library's frame that the library itself called: what the user can
+    do from their side. Generation advice only where generate() is on the stack; sizes
+    that change under a framework's training loop are the batches' own (a collator's
+    padding)."""
+    own, subject = possessive(package), guard_subject(g)
+    head = f"This frame is {own} own code, called from inside {package}: "
+    generating = any("generate" in f.name for f in e.compile.stack)
+    if g.cause in ("shape", "bounded") and under_training_loop(e):
+        return size_advice(g, dynamic)
+    if package == "transformers" and g.cause in ("shape", "bounded") and generating:
+        return (
+            head + f"{subject} grows with the generated sequence. For shapes that stay the same "
+            "from token to token (what Inductor's CUDA graphs need), give generate() a static "
+            'KV cache (`generate(..., cache_implementation="static")`, or '
+            '`model.generation_config.cache_implementation = "static"`), keep max_new_tokens '
+            "the same between calls, and compile the model's forward rather than generate(). "
+            "Or compile with dynamic=True, so the length is dynamic from the first compile."
+        )
+    if g.cause in ("shape", "float", "int"):
+        return (
+            head + f"{subject} is a value of {own}, not one you pass, so it can't be "
+            "marked. Compile with dynamic=True (sizes start dynamic), or let torch make it "
+            "dynamic on this recompile (automatic dynamic: one more compile of this frame)."
+        )
+    if g.cause == "object":
+        return (
+            head + f"{package} passes it a new object each time, so each call compiles "
+            "again until the recompile limit, then runs in eager mode. Compile the module "
+            f"{package} runs (the model's forward) rather than the {package} call around it, or "
+            f"leave that call uncompiled (`torch.compiler.disable`)."
+        )
+    return (
+        head + f"{g.words}. These are values {package} passes itself, so each kind of call "
+        "gets its own graph (one compile each). Nothing in your code changes it; it costs "
+        "compile time, and past the recompile limit the frame runs in eager mode. To avoid "
+        f"it, leave the {package} call uncompiled (`torch.compiler.disable`)."
+    )
+
+
+def guard_subject(g: Guard) -> str:
+    """What the failed guard is about, as the words name it: `boxes` of `boxes dim 0 ...`."""
+    return f"`{guard_head(g.words)}`"

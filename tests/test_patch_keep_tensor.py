@@ -1,0 +1,49 @@
+"""`keep_tensor` (advice/patches/keep_tensor.py): `.item()`, `float(t)` and `.tolist()`
+whose value only meets tensors kept a tensor; refused where the number is used as one."""
+
+from __future__ import annotations
+
+from compilediag.advice.patches import NoPatch, Patch, propose
+
+HEAD = "import torch\n\n\n"
+
+
+def test_item_kept_a_0d_tensor() -> None:
+    before = HEAD + "def forward(x, w):\n    scale = x.abs().max().item()\n    return w * scale\n"
+    p = propose(before, 5, "item")
+    assert isinstance(p, Patch)
+    assert p.text == HEAD + "def forward(x, w):\n    scale = x.abs().max()\n    return w * scale\n"
+    assert p.what == "`x.abs().max().item()` kept a 0-d tensor (no .item())"
+
+
+def test_float_of_a_tensor_kept_a_tensor() -> None:
+    p = propose(HEAD + "def forward(x, w):\n    return w * float(x.mean()) + x\n", 5, "item")
+    assert isinstance(p, Patch)
+    assert p.text == HEAD + "def forward(x, w):\n    return w * x.mean() + x\n"
+
+
+def test_tolist_read_element_by_element_and_summed_stays_the_tensor() -> None:
+    before = HEAD + "def forward(x, w):\n    v = x.tolist()\n    return w * v[0] + w * sum(v)\n"
+    p = propose(before, 5, "tolist")
+    assert isinstance(p, Patch)
+    assert p.text == HEAD + "def forward(x, w):\n    v = x\n    return w * v[0] + w * v.sum()\n"
+    assert p.what == "`v` kept a tensor (no .tolist()); its elements are 0-d tensors"
+
+
+def test_a_number_used_as_a_count_is_refused() -> None:
+    before = HEAD + (
+        "def forward(x):\n    n = x.sum().int().item()\n    for _ in range(n):\n"
+        "        x = x + 1\n    return x\n"
+    )
+    p = propose(before, 5, "item")
+    assert isinstance(p, NoPatch)
+    assert p.why == (
+        "line 6: `n` is given to range(), which takes a Python number; as a tensor it would change"
+    )
+
+
+def test_a_list_used_whole_is_refused() -> None:
+    before = HEAD + "def forward(x, w):\n    v = x.tolist()\n    return w * len(v)\n"
+    p = propose(before, 5, "tolist")
+    assert isinstance(p, NoPatch)
+    assert p.why == "line 6: `v` is used as a list (`v`), not element by element"
