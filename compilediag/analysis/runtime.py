@@ -424,16 +424,17 @@ def rest_advice(b: Breakdown) -> list[str]:
     step = b.call_ms
     copies = [r for r in b.rest if r.kind == "to_device"]
     eager = [r for r in b.rest if r.kind in ("copy", "eager")]
-    out = []
-    moved = sum(r.ms for r in copies)
-    if step and moved / step >= REST_SHARE and b.rest_holds(moved):
+    out: list[str] = []
+    moved, spent = sum(r.ms for r in copies), sum(r.ms for r in eager)
+    if not b.rest_holds(moved + spent):  # the profiler's, not the step's: as rest_named says
+        return out
+    if step and moved / step >= REST_SHARE:
         out.append(
             f"copying the batch to the device takes {moved / step:.0%} of a step ({ms(moved)}: "
             f"{', '.join(r.name for r in copies[:3])}): DataLoader(..., pin_memory=True) and "
             ".to(device, non_blocking=True), so the copy runs beside the step"
         )
-    spent = sum(r.ms for r in eager)
-    if not step or spent / step < REST_SHARE or not b.rest_holds(spent):
+    if not step or spent / step < REST_SHARE:
         return out
     top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
     return out + [

@@ -121,19 +121,26 @@ def rest_named(b: Breakdown) -> str:
     read or wait for the device a step (aten::item: 0.02 ms on the host)`: what the kernel
     profile's steps named of the rest; '' where it named nothing."""
     syncs = [r for r in b.rest if r.kind == "sync"]
-    eager = [r for r in b.rest if r.kind != "sync"]
-    said = ""
+    moved = [r for r in b.rest if r.kind == "to_device"]
+    eager = [r for r in b.rest if r.kind not in ("sync", "to_device")]
+    named = []
+    if moved:
+        named.append(
+            f"the batch's copy to the device {ms(sum(r.ms for r in moved))} "
+            f"({', '.join(r.name for r in moved[:3])})"
+        )
     if eager:
         total = sum(r.ms for r in eager)
         top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3] if r.ms >= total / 10)
-        if b.rest_holds(total):
-            said = f" (of it: eager ops outside graphs {ms(total)}: {top})"
-        else:  # the profiler's reading, larger than the part it would be of
-            said = (
-                f"; torch.profiler read eager ops outside graphs at {ms(total)} a step ({top}), "
-                "more than the job's clock gives the whole rest: the profiler's own cost, "
-                "not this step's"
-            )
+        named.append(f"eager ops outside graphs {ms(total)}: {top}")
+    said = ""
+    if named and b.rest_holds(sum(r.ms for r in moved + eager)):
+        said = f" (of it: {'; '.join(named)})"
+    elif named:  # the profiler's reading, larger than the part it would be of
+        said = (
+            f"; torch.profiler read {'; '.join(named)} a step, more than the job's clock gives "
+            "the whole rest: the profiler's own cost, not this step's"
+        )
     if syncs:  # on CUDA a wait for the device's work, which other parts hold: not "of it"
         reads = sum(r.calls for r in syncs)
         said += (
