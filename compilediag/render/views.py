@@ -139,7 +139,8 @@ def rest_named(b: Breakdown) -> str:
     elif named:  # the profiler's reading, larger than the part it would be of
         said = (
             f"; torch.profiler read {'; '.join(named)} a step, more than the job's clock gives "
-            "the whole rest: the profiler's own cost, not this step's"
+            "the whole rest: the profiler's reading (on CPU its own cost; on CUDA host time "
+            "that waits for the device), not this step's"
         )
     if syncs:  # on CUDA a wait for the device's work, which other parts hold: not "of it"
         reads = sum(r.calls for r in syncs)
