@@ -126,6 +126,7 @@ def test_no_figure_is_larger_than_the_part_that_holds_it(gpt_ddp) -> None:
     assert 0 < kernels <= r["kernel_step_ms"]
     for s in [report["timings"]["breakdown"], *(x["breakdown"] for x in r["rank_steps"])]:
         assert s["communication_ms"] <= r["kernel_step_ms"]
+        assert 0 <= s["communication_exposed_ms"] <= s["communication_ms"]
     b = report["timings"]["breakdown"]
     text = " ".join(run_cli("report", str(trace)).stdout.split())
     eager = sum(x["ms"] for x in b["rest"] if x["kind"] != "sync")

@@ -221,6 +221,7 @@ def window_figures(report: Report, job: Runtime, first: ProcessRuntime, left_out
     breakdown = report.timings.breakdown
     if breakdown is not None:
         breakdown.communication_ms = communication_ms(first)
+        breakdown.communication_exposed_ms = exposed_ms(first)
         breakdown.rest = rest_parts(first)
         report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
         kernel_timings(report, first, breakdown)
@@ -232,6 +233,14 @@ def communication_ms(p: ProcessRuntime) -> float | None:
     kernel profile's steps (calls that overlap counted once); None where it saw none."""
     seen = any(k.kind == "communication" for k in p.kernels)
     return round(p.collectives_ms / p.kernel_steps, 6) if seen and p.kernel_steps else None
+
+
+def exposed_ms(p: ProcessRuntime) -> float | None:
+    """Of the collectives' time a step, that with no compute beside it (None: not measured,
+    an older release's file)."""
+    if p.collectives_exposed_ms is None or communication_ms(p) is None:
+        return None
+    return round(p.collectives_exposed_ms / p.kernel_steps, 6)
 
 
 # the probe's order (an older release's rows: the first six)
@@ -256,6 +265,7 @@ def rank_steps(processes: list[ProcessRuntime], left_out: set[int]) -> list[Rank
         profiled = training_profile(p.profiled, left_out)
         b = breakdown_of(profiled)
         b.communication_ms = communication_ms(p)
+        b.communication_exposed_ms = exposed_ms(p)
         plain_ms = plain_training_ms(p, left_out)
         plain = round(statistics.median(plain_ms), 6) if plain_ms else None
         out.append(RankStep(p.rank, b, plain, step_medians(profiled)))

@@ -192,6 +192,7 @@ class ProcessRuntime:
     kernel_steps: int = 0  # the steps torch.profiler saw (the window's, compiled ones too)
     kernel_device: str = ""  # the GPU's name, on CUDA
     collectives_ms: float = 0.0  # over the kernel steps: the time any collective ran
+    collectives_exposed_ms: float | None = None  # ... of it, with no compute beside it
     # over the kernel steps: the eager ops the step ran outside any compiled graph, at its
     # top (the loss, a metric, .item(), a copy; kind "eager"), costliest first
     rest: list[KernelTime] = field(default_factory=list)

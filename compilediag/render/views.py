@@ -161,9 +161,12 @@ def collectives_words(b: Breakdown, r: Runtime | None = None) -> str:
     over = ""
     if r is not None and r.kernel_step_ms:
         over = f" over the kernel profile's {kernel_steps_words(r)} of {ms(r.kernel_step_ms)}"
+    exposed = ""
+    if b.communication_exposed_ms is not None:
+        exposed = f" ({ms(b.communication_exposed_ms)} of it exposed: no compute beside it)"
     return (
-        f"; collectives {ms(b.communication_ms)} a step beside them{over}, waits for other "
-        "ranks included"
+        f"; collectives {ms(b.communication_ms)} a step beside them{exposed}{over}, waits for "
+        "other ranks included"
     )
 
 

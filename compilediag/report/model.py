@@ -272,6 +272,9 @@ class Breakdown:
     # for the other ranks in it; on a stream or thread of their own, alongside the parts
     # above, so not one of them
     communication_ms: float | None = None
+    # ... of it, exposed: the time no compute ran beside a collective (the step waits on it;
+    # the rest overlaps compute); None where not measured
+    communication_exposed_ms: float | None = None
     # run: what the rest holds that the kernel profile named (over its steps, after the
     # window): eager ops outside any graph and reads of a tensor's value; the rest's
     # other time is Python (logging, the loop's own code)

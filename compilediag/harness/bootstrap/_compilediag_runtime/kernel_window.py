@@ -39,6 +39,7 @@ class _KernelWindow:
         self.steps_left: int | None = steps  # None once stopped
         self.rows: list[dict[str, Any]] = []
         self.collectives_ms = 0.0  # the time any collective ran (calls that overlap, once)
+        self.exposed_ms = 0.0  # ... of it, the time no compute ran beside a collective
         self.steps = 0
         self.step_numbers: list[int] = []  # the job's steps profiled, complete ones
         self._starts: list[float] = []  # their starts (perf_counter)
@@ -190,6 +191,7 @@ class _KernelWindow:
 
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
+        compute: list[tuple[float, float]] = []  # the kernels' (CUDA) or the step's ops' (CPU)
         rest: dict[tuple[str, str, str], dict[str, Any]] = {}
         launches = _launches(events)
         counted: set[int] = set()  # the library calls whose FLOPs a kernel of theirs took
@@ -232,8 +234,12 @@ class _KernelWindow:
                         call.name)  # fmt: skip
                     continue
                 add(e.name, kind, e.time_range.elapsed_us())
+                if kind != "communication":
+                    compute.append((e.time_range.start, e.time_range.end))
                 continue
             top = e.cpu_parent is None and e.time_range.start < rest_cutoff
+            if not self.cuda and e.cpu_parent is None and e.thread in steps_threads:
+                compute.append((e.time_range.start, e.time_range.end))
             if top and e.thread in steps_threads and e.name.startswith("aten::"):
                 kind = "to_device" if self.cuda and _to_device(e) else "eager"
                 add(e.name, kind, e.cpu_time_total, table=rest)
@@ -252,7 +258,10 @@ class _KernelWindow:
             row["bytes"] = self._bytes.get(row["name"], 0)
             if row["name"] in spans:  # gloo runs a step's collectives on several threads
                 row["ms"] = _covered(spans[row["name"]]) / 1e3
-        self.collectives_ms = _covered([x for calls in spans.values() for x in calls]) / 1e3
+        collectives = [x for calls in spans.values() for x in calls]
+        self.collectives_ms = _covered(collectives) / 1e3
+        beside = _covered(collectives) + _covered(compute) - _covered(collectives + compute)
+        self.exposed_ms = max(0.0, self.collectives_ms - beside / 1e3)
         self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
         return sorted(rows.values(), key=lambda r: -r["ms"])
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from .kernel_window import KERNEL_STEPS, _KernelWindow
 from .other_work import OtherWork
-from .parts import Part, StepParts, split_step
+from .parts import Mark, Part, StepParts, split_step
 from .torch_state import _compile_id, _cudagraph_counts, _frames_compiled, _user_site
 
 
@@ -67,8 +67,8 @@ class Probe:
         # entered, compile id, mark), a mark being a clock reading or, where CUDA is in use,
         # a CUDA event recorded on the current stream, read once the window is over
         self._step_start: Any = 0.0
-        self._marks: list[tuple[str, bool, str, Any]] = []
-        self._pending: list[tuple[Any, list[tuple[str, bool, str, Any]], Any]] = []
+        self._marks: list[Mark] = []
+        self._pending: list[tuple[int, Any, list[Mark], Any]] = []  # (step, start, marks, end)
         self.compiled_steps: list[int] = []  # steps of the window during which torch compiled
         self._compiles_at_start = 0
         self.no_grad_steps = 0  # window steps run with grad mode off
@@ -425,7 +425,8 @@ class Probe:
         return {
             "kernels": k.rows, "kernel_steps": k.steps, "kernel_device": k.device,
             "kernel_step_numbers": list(k.step_numbers), "kernel_step_ms": k.step_ms,
-            "collectives_ms": k.collectives_ms, "rest": k.rest,
+            "collectives_ms": k.collectives_ms, "collectives_exposed_ms": k.exposed_ms,
+            "rest": k.rest,
             "kernels_off": not self.profile_kernels,
         }  # fmt: skip
 
