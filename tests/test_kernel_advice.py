@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.runtime import FAR, kernel_advice
+from compilediag.analysis.kernel_times import FAR, kernel_advice
 from compilediag.report.model import Report
 from compilediag.report.serial import from_json
 from compilediag.report.vocabulary import KernelKind

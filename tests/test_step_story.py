@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.runtime import SYNCS
+from compilediag.analysis.step_advice import SYNCS
 from tests.conftest import ROOT, compilediag_cmd, run_cli, run_torchrun
 from tests.test_html import browser  # noqa: F401 - the fixture: Debian's chromium
 

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compilediag.analysis.kernel_times import first_by_name, kernel_advice, kernel_timings
 from compilediag.analysis.other_work import (
     plain_training_ms,
     step_work,
@@ -19,21 +20,18 @@ from compilediag.analysis.other_work import (
     work_notes,
     work_steps,
 )
+from compilediag.analysis.step_advice import rest_parts, step_advice
 from compilediag.analysis.timings import breakdown_of
 from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_text
 from compilediag.report.model import (
-    Breakdown,
-    Kernel,
-    KernelTiming,
     RankStep,
     Report,
-    RestPart,
     Runtime,
     Timings,
 )
 from compilediag.report.serial import from_json, to_json
-from compilediag.report.vocabulary import Finding, FindingKind, KernelKind, Severity
+from compilediag.report.vocabulary import Finding, FindingKind, Severity
 from compilediag.report.words import ms
 from compilediag.trace.compiles import id_of
 from compilediag.trace.formats import WRAPPER_FRAME
@@ -327,216 +325,6 @@ def _prefix(report: Report, p: ProcessRuntime) -> str:
     return f"r{p.rank}:" if p.rank in ranks else ""
 
 
-# a part of the step this large is worth a line of advice
-OPTIMIZER_SHARE = 0.2
-DATA_SHARE = 0.1
-FUSED = ("Adam", "AdamW", "SGD", "Adagrad")  # torch's optimizers with fused=True (CUDA and CPU)
-
-
-def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
-    """What the window's parts say to change, each with its evidence: an optimizer step or
-    a data loader that takes a large share of the step."""
-    out = []
-    step = b.call_ms
-    if step and b.optimizer_ms / step >= OPTIMIZER_SHARE and not job.optimizer_options.get("fused"):
-        name = job.optimizer or "the optimizer"
-        how = (
-            "a loop over every parameter, foreach=False"
-            if job.optimizer_options.get("foreach") is False
-            else "foreach=True"
-            if job.optimizer_options.get("foreach")
-            else "torch's default implementation"
-        )
-        compiled = job.optimizer_options.get("compiled")
-        if compiled:
-            how += ", its step compiled"
-        fused = (
-            f"construct it with fused=True (one kernel for all the parameters; {name} has it "
-            "on CUDA and CPU)" + ("" if compiled else ", or compile its step")
-            if name in FUSED
-            else "use foreach=True" + ("" if compiled else " or compile its step")
-        )
-        out.append(
-            f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({b.optimizer_ms:.3f}"
-            f" ms of {step:.3f} ms; {name}, {how}): {fused}."
-        )
-    if step and b.data_ms / step >= DATA_SHARE:
-        workers = job.loaders.get("workers", 0)
-        said = f"the data loader's next batch takes {b.data_ms / step:.0%} of a step ({b.data_ms:.3f} ms)"
-        if not workers:
-            fix = (
-                "load in worker processes: DataLoader(..., num_workers=N)"
-                + (", pin_memory=True" if cuda and not job.loaders.get("pin_memory") else "")
-                + ", so batches are made while the step runs"
-            )
-        else:
-            fix = (
-                f"its {plural_workers(workers)} do not keep up: more workers, prefetch_factor, "
-                "or persistent_workers=True"
-            )
-        out.append(f"{said}, waited for in the main process: {fix}.")
-    return out + rest_advice(b)
-
-
-# what the profiler's names for a step's eager ops are, in words
-SYNCS = ("aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "cudaStreamSynchronize",
-         "cudaDeviceSynchronize", "cudaEventSynchronize")  # fmt: skip
-COPIES = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous", "aten::clone")
-REST_SHARE = 0.1  # eager ops outside the graphs this share of a step: advised
-
-
-def rest_parts(p: ProcessRuntime) -> list[RestPart]:
-    """The eager ops the kernel profile saw a step run outside any compiled graph, per
-    step, in words: reads of a tensor's value (a wait for the device on CUDA), copies, the
-    rest (the loss, a metric)."""
-    if not p.kernel_steps:
-        return []
-    steps = p.kernel_steps
-    return [
-        RestPart(
-            row.name,
-            *_rest_kind(row.name, row.kind),
-            round(row.calls / steps, 3),
-            round(row.ms / steps, 6),
-        )
-        for row in p.rest
-    ]
-
-
-def _rest_kind(name: str, probed: str = "eager") -> tuple[str, str]:
-    """An op of the rest's kind (sync, to_device, copy, eager), and what it is in words;
-    `probed`: the probe's kind (to_device: the op copied host memory to the device)."""
-    if probed == "to_device":
-        return "to_device", (
-            "the data's copy to the device (.to(device) of a batch): the loader's work, "
-            "not an op to compile"
-        )
-    if name.startswith(SYNCS):
-        if name.startswith("aten::"):
-            return "sync", (
-                "a tensor's value read in Python (.item(), float(), int(), bool(), .tolist()): "
-                "on CUDA, a wait for the device"
-            )
-        return "sync", "a wait for the device (torch.cuda.synchronize)"
-    if name.startswith(COPIES):
-        return "copy", "a copy or cast outside the graphs (.to(), .float(), .contiguous())"
-    return "eager", "an eager op outside the compiled graphs (the loss, a metric)"
-
-
-def rest_advice(b: Breakdown) -> list[str]:
-    """Eager ops outside the graphs that take REST_SHARE of a step. (Not the reads of a
-    value: on CUDA such a read's time is a wait for work the device does anyway, and what
-    it costs is the device idle after it, which the profile does not measure.) The job's
-    clock is the reference: where the profiler read more for them than the window's clock
-    gives the whole rest, the profiler made that time (it inflates what follows a compiled
-    region on CPU), and nothing is advised. The data's copies to the device get the data
-    advice."""
-    step = b.call_ms
-    copies = [r for r in b.rest if r.kind == "to_device"]
-    eager = [r for r in b.rest if r.kind in ("copy", "eager")]
-    out: list[str] = []
-    moved, spent = sum(r.ms for r in copies), sum(r.ms for r in eager)
-    held = b.rest_holds(moved + spent)
-    if step and moved / step >= REST_SHARE:
-        # a copy from pageable memory makes the host wait for the device's queued work: its
-        # host time is real even where the clock's rest can't hold it, and the fix the same
-        said = f"{moved / step:.0%} of a step" if held else "host time that waits for the device"
-        out.append(
-            f"copying the batch to the device takes {said} ({ms(moved)} a step under the "
-            f"profiler: {', '.join(r.name for r in copies[:3])}): DataLoader(..., "
-            "pin_memory=True) and .to(device, non_blocking=True), so the copy runs beside the "
-            "step"
-        )
-    if not held:  # the profiler's reading, not the step's: as rest_named says
-        return out
-    if not step or spent / step < REST_SHARE:
-        return out
-    top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
-    return out + [
-        f"eager ops outside the compiled graphs take {spent / step:.0%} of a step "
-        f"({ms(spent)}: {top}): compute them in the compiled forward (return the loss or "
-        "metric from it), or torch.compile the function that computes them."
-    ]
-
-
-def plural_workers(n: int) -> str:
-    return f"{n} worker" + ("s" if n != 1 else "")
-
-
-# (bytes/s, dense bf16 FLOP/s) by the device's name as torch.cuda gives it, from the vendor's
-# data sheets: what a kernel's achieved bandwidth and FLOP/s are set against
-PEAKS: dict[str, tuple[float, float]] = {
-    "H100 80GB HBM3": (3.35e12, 989e12),  # H100 SXM
-    "H100 PCIe": (2.0e12, 756e12),
-    "H100 NVL": (3.9e12, 835e12),
-    "H200": (4.8e12, 989e12),
-    "A100-SXM4-80GB": (2.039e12, 312e12),
-    "A100-SXM4-40GB": (1.555e12, 312e12),
-    "A100 80GB PCIe": (1.935e12, 312e12),
-    "A100-PCIE-40GB": (1.555e12, 312e12),
-    "L40S": (0.864e12, 362e12),
-    "L4": (0.3e12, 121e12),
-}
-
-
-def peak_of(device: str) -> tuple[str, tuple[float, float] | None]:
-    for key, peak in PEAKS.items():
-        if key in device:
-            return key, peak
-    return "", None
-
-
-def first_by_name(kernels: list[Kernel]) -> dict[str, Kernel]:
-    """Each kernel name's first kernel (Inductor numbers kernels per graph: two graphs may
-    hold one name)."""
-    out: dict[str, Kernel] = {}
-    for k in kernels:
-        out.setdefault(k.name, k)
-    return out
-
-
-def kernel_timings(report: Report, p: ProcessRuntime, b: Breakdown) -> None:
-    """The window's kernels, per step, with their lines (a generated kernel's, by name from
-    the Report's kernels), against the device's peak where it is known; most time lost
-    first. A name two graphs share (Inductor numbers kernels per graph) keeps the first
-    graph's lines, and its time is both kernels'."""
-    if not p.kernels or not p.kernel_steps or report.timings is None:
-        return
-    steps = p.kernel_steps
-    step_ms = p.kernel_step_ms or b.call_ms  # the kernel profile's own steps: the same steps
-    by_name = first_by_name(report.kernels)
-    name, peak = peak_of(p.kernel_device)
-    out = []
-    for row in p.kernels:
-        per_step = row.ms / steps
-        k = KernelTiming(
-            name=row.name, kind=row.kind, calls=round(row.calls / steps, 3),
-            ms=round(per_step, 6), share=round(per_step / step_ms, 4) if step_ms else 0.0,
-            shapes=row.shapes, op=row.op,
-        )  # fmt: skip
-        known = by_name.get(row.name)
-        if known is not None:
-            k.compile_id, k.modules = known.compile_id, list(known.modules)
-            k.source_lines = list(known.source_lines)
-        seconds = row.ms / 1e3
-        if row.bytes and seconds:
-            k.bytes = row.bytes
-            k.gb_per_s = round(row.bytes * row.calls / seconds / 1e9, 3)
-            if peak:
-                k.peak_share = round(k.gb_per_s * 1e9 / peak[0], 4)
-        if row.flops and seconds:
-            k.tflop_per_s = round(row.flops / seconds / 1e12, 3)
-            if peak:
-                k.peak_share = round(k.tflop_per_s * 1e12 / peak[1], 4)
-        k.lost_ms = round(per_step * (1 - min(1.0, k.peak_share or 0.0)), 6)
-        out.append(k)
-    out.sort(key=lambda k: -k.lost_ms)
-    report.timings.kernels = out
-    report.timings.peak = (
-        f"{name}: {peak[0] / 1e12:g} TB/s, {peak[1] / 1e12:g} dense bf16 TFLOP/s" if peak else ""
-    )
-
-
 KERNEL_TRACE = "kernels-*.json"  # the probe's Chrome traces of the kernel steps (--profile-out)
 
 
@@ -564,69 +352,3 @@ def kernel_trace(trace_dir: Path, report: Report) -> dict | None:
             events.append(ev)
         rest.update({key: v for key, v in data.items() if key != "traceEvents"})
     return {**rest, "traceEvents": events} if events else None
-
-
-FAR = 0.3  # a kernel below this share of the device's peak is far from its limit
-FAR_LOST = 0.03  # ... and advised when the time it loses to it is this share of a step
-SMALL_CALL = 1 << 20  # bytes a call: a kernel that moves less can't keep the device busy
-DEVICE_BOUND = 0.5  # kernels this share of a step: the step waits on the device
-# ops that read or write at indices: such a kernel may touch a row many times, so the bytes
-# of the tensors it is given (its GB/s) are a floor, and no "far from its limit" is said
-INDEXED = ("embedding", "gather", "index", "scatter", "take")
-
-
-def _indexed(kernel: Kernel | None) -> bool:
-    return kernel is not None and any(op.split(".")[-1].startswith(INDEXED) for op in kernel.ops)
-
-
-def kernel_advice(report: Report, kernel_step_ms: float | None = None) -> list[str]:
-    """The kernel that loses the most time against the device's peak, where that is a
-    share of the step worth a change and the step waits on the device: its line, and what
-    Inductor did there (a copy that only lays out data, a kernel too small to fill the
-    device, a library call it did not generate). Not a kernel that reads at indices. The
-    kernels are set against the kernel profile's own steps (`kernel_step_ms`) where known."""
-    t = report.timings
-    if t is None or t.breakdown is None or not t.peak:
-        return []
-    step = kernel_step_ms or t.breakdown.call_ms
-    busy = sum(k.ms for k in t.kernels if k.kind != "communication")
-    if not step or busy < DEVICE_BOUND * step:
-        return []  # the step waits on the host: a faster kernel would not shorten it
-    known_by = first_by_name(report.kernels)
-    far = [k for k in t.kernels if k.peak_share is not None and k.peak_share < FAR]
-    far = [k for k in far if k.lost_ms / step >= FAR_LOST and not _indexed(known_by.get(k.name))]
-    if not far:
-        return []
-    k = max(far, key=lambda k: k.lost_ms)
-    known = known_by.get(k.name)
-    at = f" at {k.source_lines[0]}" if k.source_lines else ""
-    if k.gb_per_s is not None:
-        got = f"{k.gb_per_s:.4g} GB/s, {k.peak_share:.0%} of the device's bandwidth"
-    else:
-        got = f"{k.tflop_per_s:.4g} TFLOP/s, {k.peak_share:.0%} of the device's dense bf16 peak"
-    said = f"{k.name}{at} takes {ms(k.ms)} a step ({k.share:.0%}) at {got}"
-    if k.kind == "library":
-        call = f"{k.op or k.name}({k.shapes})" if k.shapes else (k.op or k.name)
-        why = (
-            f"it is a library call Inductor did not generate, {call}: shapes this small can't "
-            'fill the device; a larger batch, or mode="max-autotune" to let Inductor try its '
-            "own kernels for it"
-        )
-    elif known is not None and known.kind == KernelKind.COPY:
-        why = (
-            f"it computes no value: it only lays out or casts data ({', '.join(known.ops[:4])}); "
-            "where the next op can read the tensor as it is (no .contiguous(), .transpose() or "
-            "cast at that line), Inductor has no copy to make"
-        )
-    elif k.bytes is not None and k.bytes < SMALL_CALL:
-        kind = known.kind.value.replace("_", " ") if known is not None else "kernel"
-        why = (
-            f"a {kind} that moves {k.bytes / 1024:.0f} KiB a call is too little work to keep the "
-            "device busy: its time is launch and latency; CUDA graphs "
-            '(mode="reduce-overhead") or larger batches'
-        )
-    else:
-        kind = known.kind.value.replace("_", " ") if known is not None else "kernel"
-        ops = ", ".join(known.ops[:4]) if known else "no ops known"
-        why = f"a {kind} ({ops}) far from the bandwidth it could have"
-    return [f"{said}: {why}."]

@@ -1,0 +1,145 @@
+"""What the parts of a `compilediag run` step say to change: an optimizer step or a data
+loader that takes a large share of the step, the batch's copy to the device, eager ops
+outside the graphs (where the job's clock holds the profiler's reading of them); and the
+rest's ops in words."""
+
+from __future__ import annotations
+
+from compilediag.harness.worker_types import ProcessRuntime
+from compilediag.report.model import Breakdown, RestPart, Runtime
+from compilediag.report.words import ms
+
+# a part of the step this large is worth a line of advice
+OPTIMIZER_SHARE = 0.2
+DATA_SHARE = 0.1
+FUSED = ("Adam", "AdamW", "SGD", "Adagrad")  # torch's optimizers with fused=True (CUDA and CPU)
+
+
+def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
+    """What the window's parts say to change, each with its evidence: an optimizer step or
+    a data loader that takes a large share of the step."""
+    out = []
+    step = b.call_ms
+    if step and b.optimizer_ms / step >= OPTIMIZER_SHARE and not job.optimizer_options.get("fused"):
+        name = job.optimizer or "the optimizer"
+        how = (
+            "a loop over every parameter, foreach=False"
+            if job.optimizer_options.get("foreach") is False
+            else "foreach=True"
+            if job.optimizer_options.get("foreach")
+            else "torch's default implementation"
+        )
+        compiled = job.optimizer_options.get("compiled")
+        if compiled:
+            how += ", its step compiled"
+        fused = (
+            f"construct it with fused=True (one kernel for all the parameters; {name} has it "
+            "on CUDA and CPU)" + ("" if compiled else ", or compile its step")
+            if name in FUSED
+            else "use foreach=True" + ("" if compiled else " or compile its step")
+        )
+        out.append(
+            f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({b.optimizer_ms:.3f}"
+            f" ms of {step:.3f} ms; {name}, {how}): {fused}."
+        )
+    if step and b.data_ms / step >= DATA_SHARE:
+        workers = job.loaders.get("workers", 0)
+        said = f"the data loader's next batch takes {b.data_ms / step:.0%} of a step ({b.data_ms:.3f} ms)"
+        if not workers:
+            fix = (
+                "load in worker processes: DataLoader(..., num_workers=N)"
+                + (", pin_memory=True" if cuda and not job.loaders.get("pin_memory") else "")
+                + ", so batches are made while the step runs"
+            )
+        else:
+            fix = (
+                f"its {plural_workers(workers)} do not keep up: more workers, prefetch_factor, "
+                "or persistent_workers=True"
+            )
+        out.append(f"{said}, waited for in the main process: {fix}.")
+    return out + rest_advice(b)
+
+
+# what the profiler's names for a step's eager ops are, in words
+SYNCS = ("aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "cudaStreamSynchronize",
+         "cudaDeviceSynchronize", "cudaEventSynchronize")  # fmt: skip
+COPIES = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous", "aten::clone")
+REST_SHARE = 0.1  # eager ops outside the graphs this share of a step: advised
+
+
+def rest_parts(p: ProcessRuntime) -> list[RestPart]:
+    """The eager ops the kernel profile saw a step run outside any compiled graph, per
+    step, in words: reads of a tensor's value (a wait for the device on CUDA), copies, the
+    rest (the loss, a metric)."""
+    if not p.kernel_steps:
+        return []
+    steps = p.kernel_steps
+    return [
+        RestPart(
+            row.name,
+            *_rest_kind(row.name, row.kind),
+            round(row.calls / steps, 3),
+            round(row.ms / steps, 6),
+        )
+        for row in p.rest
+    ]
+
+
+def _rest_kind(name: str, probed: str = "eager") -> tuple[str, str]:
+    """An op of the rest's kind (sync, to_device, copy, eager), and what it is in words;
+    `probed`: the probe's kind (to_device: the op copied host memory to the device)."""
+    if probed == "to_device":
+        return "to_device", (
+            "the data's copy to the device (.to(device) of a batch): the loader's work, "
+            "not an op to compile"
+        )
+    if name.startswith(SYNCS):
+        if name.startswith("aten::"):
+            return "sync", (
+                "a tensor's value read in Python (.item(), float(), int(), bool(), .tolist()): "
+                "on CUDA, a wait for the device"
+            )
+        return "sync", "a wait for the device (torch.cuda.synchronize)"
+    if name.startswith(COPIES):
+        return "copy", "a copy or cast outside the graphs (.to(), .float(), .contiguous())"
+    return "eager", "an eager op outside the compiled graphs (the loss, a metric)"
+
+
+def rest_advice(b: Breakdown) -> list[str]:
+    """Eager ops outside the graphs that take REST_SHARE of a step. (Not the reads of a
+    value: on CUDA such a read's time is a wait for work the device does anyway, and what
+    it costs is the device idle after it, which the profile does not measure.) The job's
+    clock is the reference: where the profiler read more for them than the window's clock
+    gives the whole rest, the profiler made that time (it inflates what follows a compiled
+    region on CPU), and nothing is advised. The data's copies to the device get the data
+    advice."""
+    step = b.call_ms
+    copies = [r for r in b.rest if r.kind == "to_device"]
+    eager = [r for r in b.rest if r.kind in ("copy", "eager")]
+    out: list[str] = []
+    moved, spent = sum(r.ms for r in copies), sum(r.ms for r in eager)
+    held = b.rest_holds(moved + spent)
+    if step and moved / step >= REST_SHARE:
+        # a copy from pageable memory makes the host wait for the device's queued work: its
+        # host time is real even where the clock's rest can't hold it, and the fix the same
+        said = f"{moved / step:.0%} of a step" if held else "host time that waits for the device"
+        out.append(
+            f"copying the batch to the device takes {said} ({ms(moved)} a step under the "
+            f"profiler: {', '.join(r.name for r in copies[:3])}): DataLoader(..., "
+            "pin_memory=True) and .to(device, non_blocking=True), so the copy runs beside the "
+            "step"
+        )
+    if not held:  # the profiler's reading, not the step's: as rest_named says
+        return out
+    if not step or spent / step < REST_SHARE:
+        return out
+    top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
+    return out + [
+        f"eager ops outside the compiled graphs take {spent / step:.0%} of a step "
+        f"({ms(spent)}: {top}): compute them in the compiled forward (return the loss or "
+        "metric from it), or torch.compile the function that computes them."
+    ]
+
+
+def plural_workers(n: int) -> str:
+    return f"{n} worker" + ("s" if n != 1 else "")
