@@ -177,17 +177,11 @@ class _KernelWindow:
         from torch.autograd import DeviceType
 
         marks = [e.time_range.start for e in events if e.name == STEP_MARK]
-        cutoff = max(marks) if ended and marks else float("inf")
+        cutoff, rest_cutoff = _cutoffs(events, marks, ended)
         evaluations = _evaluation_spans(events, marks)
 
         def evaluating(t: float) -> bool:
             return any(a <= t <= b for a, b in evaluations)
-
-        # the rest's ops: before the last optimizer step too (its ops have no parent left)
-        last_step = max(marks, default=float("-inf"))
-        optimizing = [e.time_range.start for e in events if e.name == OPTIMIZER_MARK]
-        last_optimizer = max(optimizing, default=float("-inf"))
-        rest_cutoff = last_optimizer if last_optimizer > last_step else cutoff
 
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
@@ -199,18 +193,9 @@ class _KernelWindow:
         # thread's, not the autograd engine's)
         steps_threads = {e.thread for e in events if e.name.startswith(REGION)}
 
-        def add(
-            name: str, kind: str, us: float, shapes: str = "", flops: int = 0, op: str = "",
-            table: dict[tuple[str, str, str], dict[str, Any]] = rows,
-        ) -> None:  # fmt: skip
-            row = table.setdefault(
-                (name, kind, shapes),
-                {"name": name, "kind": kind, "calls": 0, "ms": 0.0, "shapes": shapes,
-                 "flops": 0, "op": op},
-            )  # fmt: skip
-            row["calls"] += 1
-            row["ms"] += us / 1e3
-            row["flops"] += flops
+        def add(name: str, kind: str, us: float, shapes: str = "", flops: int = 0, op: str = "",
+                table: dict[tuple[str, str, str], dict[str, Any]] = rows) -> None:  # fmt: skip
+            _add_row(table, name, kind, us, shapes, flops, op)
 
         for e in events:
             launched = e
@@ -264,6 +249,32 @@ class _KernelWindow:
         self.exposed_ms = max(0.0, self.collectives_ms - beside / 1e3)
         self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
         return sorted(rows.values(), key=lambda r: -r["ms"])
+
+
+def _cutoffs(events: Any, marks: list[float], ended: bool) -> tuple[float, float]:
+    """Where the rows end (where the job `ended` the profile: at the last step's start), and
+    where the rest's ops end: before the last optimizer step too (where the profile stops
+    inside it, its ops have no parent left)."""
+    cutoff = max(marks) if ended and marks else float("inf")
+    last_step = max(marks, default=float("-inf"))
+    optimizing = [e.time_range.start for e in events if e.name == OPTIMIZER_MARK]
+    last_optimizer = max(optimizing, default=float("-inf"))
+    return cutoff, (last_optimizer if last_optimizer > last_step else cutoff)
+
+
+def _add_row(
+    table: dict[tuple[str, str, str], dict[str, Any]], name: str, kind: str, us: float,
+    shapes: str, flops: int, op: str,
+) -> None:  # fmt: skip
+    """One more call of a kernel or op into its row (by name, kind and shapes)."""
+    row = table.setdefault(
+        (name, kind, shapes),
+        {"name": name, "kind": kind, "calls": 0, "ms": 0.0, "shapes": shapes, "flops": 0,
+         "op": op},
+    )  # fmt: skip
+    row["calls"] += 1
+    row["ms"] += us / 1e3
+    row["flops"] += flops
 
 
 def _evaluation_spans(events: Any, marks: list[float]) -> list[tuple[float, float]]:
