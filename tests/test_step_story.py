@@ -46,7 +46,7 @@ def gpt_ddp(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, Path]
     facts, trace = tmp / "facts", tmp / "trace"
     proc = run_torchrun(
         JOBS / "gpt_ddp.py", facts, "--profile-steps", "5-9", "--trace-dir", str(trace),
-        timeout=600,
+        env={"JOB_CHECKPOINT": "1"}, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
     return json.loads(proc.stdout), facts, trace
@@ -80,7 +80,9 @@ def test_rank_zeros_evaluation_is_named_not_divergence(gpt_ddp) -> None:
 def test_the_evaluation_its_cost_and_the_other_ranks_wait(gpt_ddp) -> None:
     report, facts, _ = gpt_ddp
     own = {r: json.loads((facts / f"rank{r}.json").read_text()) for r in (0, 1)}
-    (work,) = report["runtime"]["other_work"]
+    work, saved = report["runtime"]["other_work"]
+    assert saved["kind"] == "checkpoint" and saved["function"].endswith("save_checkpoint")
+    assert saved["steps"] == [1, 7, 13] and saved["ranks"] == [0] and saved["calls"] == 1
     assert work["kind"] == "evaluation" and work["function"].endswith("estimate_loss")
     assert work["file"].endswith("gpt_ddp.py") and work["ranks"] == [0]
     assert work["steps"] == own[0]["eval_at"] == [1, 7, 13]
@@ -95,7 +97,8 @@ def test_the_evaluation_its_cost_and_the_other_ranks_wait(gpt_ddp) -> None:
     assert work["waited_ms"]["1"] == pytest.approx(waited, rel=0.4), (work, own[1]["step_ms"])
     assert report["runtime"]["window_left_out"] == [7]
     (said,) = [n["message"] for n in report["notes"] if n["kind"] == "other_work"]
-    assert "estimate_loss" in said and "rank 0 alone" in said and "rank 1 " in said
+    assert said.startswith("evaluation and checkpoint in 3 steps (1, 7, 13, rank 0 alone)")
+    assert "estimate_loss" in said and "save_checkpoint" in said and "rank 1 " in said
 
 
 def test_the_training_step_is_the_jobs_without_evaluation(gpt_ddp) -> None:
@@ -134,7 +137,10 @@ def test_no_figure_is_larger_than_the_part_that_holds_it(gpt_ddp) -> None:
     eager = sum(x["ms"] for x in b["rest"] if x["kind"] != "sync")
     assert ("(of it: eager ops" in text) == (eager <= b["outside_ms"] * 1.25 + 0.05), text
     assert "step 13 held an evaluation" in text and "steps 10-14" in text
-    assert "left out step 7 held an evaluation (estimate_loss)" in text
+    assert (
+        "left out step 7 held an evaluation (estimate_loss) and a checkpoint's save "
+        "(save_checkpoint)" in text
+    )
 
 
 def test_a_trainer_window_that_holds_its_evaluation(tmp_path: Path) -> None:
@@ -271,8 +277,8 @@ def test_the_html_draws_each_ranks_step_as_the_json_gives_it(gpt_ddp, browser) -
     for s in r["rank_steps"]:
         if s["rank"] != r["window_rank"]:
             expected.update({(f"rank {s['rank']}", n): v for n, v in parts_of(s["breakdown"])})
-    (work,) = r["other_work"]
-    expected[("evaluation, rank 0", "evaluation")] = work["ms"]
+    for work in r["other_work"]:
+        expected[(f"{work['kind']}, rank 0", work["kind"])] = work["ms"]
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     try:
         page = context.new_page()

@@ -256,7 +256,7 @@ def training_ranks(
         if p is None:
             compared.append(r)
             continue
-        names = sorted({short_name(w.function) for w in p.other_work})
+        names = sorted({short_name(w.function) for w in p.other_work if w.kind == "evaluation"})
         work = "evaluation" + (f" ({', '.join(names)})" if names else "")
         adjusted, note = without_evaluation(r, own, evaluation_graphs(p), work)
         compared.append(adjusted)

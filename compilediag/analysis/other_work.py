@@ -1,6 +1,6 @@
 """A training job's steps that are not training steps: the evaluation a job runs every few
-steps (on every rank, or on rank 0 alone), named by its function, its steps and its own
-cost. Those steps are left out of the training step's figures on every rank (a rank that
+steps (on every rank, or on rank 0 alone) and the checkpoint it saves, named by their
+function, their steps and their own cost. Those steps are left out of the training step's figures on every rank (a rank that
 did not evaluate waited for the one that did, in its collectives), and the wait each
 other rank had is said. The probe records each step's figures (Profiled.per_step,
 step_regions): the figures here are taken over the steps that remain."""
@@ -113,24 +113,33 @@ def short_name(function: str) -> str:
     return function.rsplit("<locals>.", 1)[-1]
 
 
+CALLS = {"evaluation": "calls of the compiled model", "checkpoint": "torch.save calls"}
+
+
 def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> list[Finding]:
-    """One note a kind of work: what ran, where, in which steps, at what cost, who waited."""
-    notes = []
+    """One note for the work of the same steps and ranks (an evaluation and the checkpoint
+    saved after it, as nanoGPT does): what ran, where, in which steps, at what cost, which
+    of them the window left out, who waited for it."""
+    groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[StepWork]] = {}
     for w in work:
-        who = f"rank {', '.join(map(str, w.ranks))} alone" if w.ranks and len(w.ranks) == 1 else ""
-        steps = _steps(w.steps)
-        text = (
-            f"{w.kind} in {len(w.steps)} step{'s' if len(w.steps) != 1 else ''} ({steps}"
-            f"{', ' + who if who else ''}): {short_name(w.function)} "
-            f"({os.path.basename(w.file)}:{w.line}), {ms(w.ms)} each, {w.calls:g} calls of the "
-            "compiled model"
+        groups.setdefault((tuple(w.steps), tuple(w.ranks)), []).append(w)
+    notes = []
+    for (steps, ranks), works in groups.items():
+        who = f", rank {ranks[0]} alone" if len(ranks) == 1 else ""
+        kinds = " and ".join(dict.fromkeys(w.kind for w in works))
+        each = "; ".join(
+            f"{short_name(w.function)} ({os.path.basename(w.file)}:{w.line}), {ms(w.ms)} "
+            f"each, {w.calls:g} {CALLS.get(w.kind, 'calls')}"
+            for w in works
         )
-        held = [n for n in w.steps if n in left_out]
+        text = f"{kinds} in {len(steps)} step{'s' if len(steps) != 1 else ''} ({_steps(list(steps))}{who}): {each}"
+        held = [n for n in steps if n in left_out]
         if held and window:
             text += f"; step{'s' if len(held) > 1 else ''} {_steps(held)} of the window left out"
             text += " of the training step's figures"
-        if w.waited_ms:
-            waits = ", ".join(f"rank {r} {ms(v)}" for r, v in sorted(w.waited_ms.items()))
+        waited = works[0].waited_ms  # the same steps: the same waits
+        if waited:
+            waits = ", ".join(f"rank {r} {ms(v)}" for r, v in sorted(waited.items()))
             text += f"; the other ranks waited for it in their collectives: {waits} (the median)"
         notes.append(Finding(FindingKind.OTHER_WORK, text))
     return notes

@@ -16,14 +16,15 @@ from compilediag.report.model import Breakdown, Report
 LABEL, WIDTH, ROW, BAR, WAIT = 150, 560, 30, 16, 6  # px
 COLOURS = {
     "forward": "#2b6cb0", "backward": "#805ad5", "optimizer": "#d69e2e", "data": "#38a169",
-    "evaluation": "#dd6b20", "the rest": "#718096", "collectives": "#e53e3e",
+    "evaluation": "#dd6b20", "checkpoint": "#975a16", "the rest": "#718096",
+    "collectives": "#e53e3e",
 }  # fmt: skip
 
 
 def rows_of(report: Report) -> list[tuple[str, Breakdown | None, float]]:
-    """(label, a rank's step, or None with an evaluation's ms): the window's rank first,
-    the others as the table orders them (the one the others wait for first), then each
-    evaluation."""
+    """(label, a rank's step, or None with the ms of other work, its kind the label's first
+    word): the window's rank first, the others as the table orders them (the one the others
+    wait for first), then each evaluation and checkpoint."""
     r, t = report.runtime, report.timings
     if r is None or t is None or t.breakdown is None:
         return []
@@ -54,7 +55,7 @@ def step_picture(report: Report) -> Markup:
     for i, (label, b, other) in enumerate(rows):
         y = i * ROW
         out.append(f'<text x="0" y="{y + 12}" class="row-name">{escape(label)}</text>')
-        parts = b.parts() if b is not None else [("evaluation", other)]
+        parts = b.parts() if b is not None else [(label.split(",")[0], other)]
         x = float(LABEL)
         for name, value in parts:
             if value <= 0:

@@ -258,14 +258,16 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
             )
         )
     if r.window_left_out:
-        held = {n for w in r.other_work for n in w.steps}
-        names = sorted({w.function.rsplit("<locals>.", 1)[-1] for w in r.other_work})
+        kinds = {"evaluation": "an evaluation", "checkpoint": "a checkpoint's save"}
+        held = [
+            f"{kinds.get(w.kind, w.kind)} ({w.function.rsplit('<locals>.', 1)[-1]})"
+            for w in r.other_work if set(w.steps) & set(r.window_left_out)
+        ]  # fmt: skip
         notes.append((
             "left out",
-            f"{_steps(r.window_left_out)} held "
-            + (f"an evaluation ({', '.join(names)})" if held & set(r.window_left_out) else "other work")
-            + ": not a training step, left out of these figures on every rank (under Notes: "
-            "its own cost, and the wait of the ranks that did not run it)",
+            f"{_steps(r.window_left_out)} held {' and '.join(held) or 'other work'}: not a "
+            "training step, left out of these figures on every rank (under Notes: its own "
+            "cost, and the wait of the ranks that did not run it)",
         ))  # fmt: skip
     if b is not None and r.unprofiled_step_ms:
         cost = b.profiled_call_ms / r.unprofiled_step_ms - 1

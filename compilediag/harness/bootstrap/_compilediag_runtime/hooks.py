@@ -45,6 +45,7 @@ def install(probe: Probe) -> Any:
     OutputGraph.call_user_compiler = call_user_compiler  # type: ignore[method-assign]
     undo_entries = _count_entries(probe)
     undo_parts = _watch_step_parts(probe)
+    undo_saves = _watch_checkpoints(probe)
     listener = _SkipListener(probe)
     for name in CUDAGRAPH_LOGGERS:
         logging.getLogger(name).addHandler(listener)
@@ -53,10 +54,30 @@ def install(probe: Probe) -> Any:
         OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
         undo_entries()
         undo_parts()
+        undo_saves()
         for name in CUDAGRAPH_LOGGERS:
             logging.getLogger(name).removeHandler(listener)
 
     return undo
+
+
+def _watch_checkpoints(probe: Probe) -> Any:
+    """torch.save outside compiled code: a checkpoint, the job's other work (OtherWork).
+    Returns the undo."""
+    import torch
+
+    save = torch.save
+
+    def checkpoint_save(*args: Any, **kwargs: Any) -> Any:
+        if not probe.checkpoint(True):
+            return save(*args, **kwargs)
+        try:
+            return save(*args, **kwargs)
+        finally:
+            probe.checkpoint(False)
+
+    torch.save = checkpoint_save
+    return lambda: setattr(torch, "save", save)
 
 
 def _watch_step_parts(probe: Probe) -> Any:

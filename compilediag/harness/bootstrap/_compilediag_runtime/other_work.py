@@ -1,6 +1,7 @@
 """Work a training job does between its steps that is not a training step: an evaluation
 (calls of the compiled model under no_grad or inference_mode, or with the module in eval
-mode, in a job that steps an optimizer), each named by the function that runs it."""
+mode, in a job that steps an optimizer), a checkpoint (torch.save outside compiled code),
+each named by the function that runs it."""
 
 from __future__ import annotations
 
@@ -19,54 +20,56 @@ EVAL_WORDS = ("eval", "valid", "estimate", "test", "predict")
 class OtherWork:
     def __init__(self) -> None:
         self.training_code: set[Any] | None = None  # the code on a training call's stack
-        self.occurrences: list[dict[str, Any]] = []  # one per step that held an evaluation
+        self.occurrences: list[dict[str, Any]] = []  # one per step and kind of work
         self.calls: dict[str, int] = {}  # graph calls made by evaluation calls, by compile id
-        self._depth = 0  # evaluation calls under way
+        self._open: list[str] = []  # the kinds of the calls of other work under way
 
     @property
     def evaluating(self) -> bool:
-        return self._depth > 0
+        return "evaluation" in self._open
 
     def training_call(self) -> None:
         if self.training_code is None:
             self.training_code = {code for code, _ in _stack()}
 
-    def evaluation_call(self, step: int) -> None:
-        """An evaluation call of the compiled model starts in `step`."""
-        self._depth += 1
+    def work_call(self, kind: str, step: int) -> None:
+        """A call of other work (`kind`: an evaluation's call of the compiled model, a
+        checkpoint's torch.save) starts in `step`."""
+        self._open.append(kind)
         now = time.perf_counter()
         last = self.occurrences[-1] if self.occurrences else None
-        if last is not None and last["step"] == step:
+        if last is not None and last["step"] == step and last["kind"] == kind:
             last["calls"] += 1
         elif len(self.occurrences) < MAX_KEPT:
             self.occurrences.append(
-                {"kind": "evaluation", "step": step, "calls": 1, "start": now, "end": now,
+                {"kind": kind, "step": step, "calls": 1, "start": now, "end": now,
                  "stack": _stack(), "frames": _frames_compiled(), "compiled": False}
             )  # fmt: skip
 
-    def evaluation_ended(self) -> None:
-        self._depth -= 1
+    def work_ended(self) -> None:
+        if self._open:
+            self._open.pop()
         if self.occurrences:
             last = self.occurrences[-1]
             last["end"] = time.perf_counter()
             last["compiled"] = last["compiled"] or _frames_compiled() != last["frames"]
 
     def graph_call(self, cid: str) -> None:
-        if self._depth:
+        if self.evaluating:
             self.calls[cid] = self.calls.get(cid, 0) + 1
 
     def renumber_first_steps(self) -> None:
         """The steps turn out to be an optimizer's, and its first step has just ended: what
         happened before was step 1 (as one occurrence)."""
-        if not self.occurrences:
-            return
-        first = self.occurrences[0]
-        for o in self.occurrences[1:]:
-            first["calls"] += o["calls"]
-            first["end"] = o["end"]
-            first["compiled"] = first["compiled"] or o["compiled"]
-        first["step"] = 1
-        del self.occurrences[1:]
+        merged: dict[str, dict[str, Any]] = {}
+        for o in self.occurrences:
+            first = merged.setdefault(o["kind"], o)
+            if first is not o:
+                first["calls"] += o["calls"]
+                first["end"] = o["end"]
+                first["compiled"] = first["compiled"] or o["compiled"]
+            first["step"] = 1
+        self.occurrences[:] = list(merged.values())
 
     def steps(self) -> set[int]:
         return {o["step"] for o in self.occurrences}
@@ -78,7 +81,10 @@ class OtherWork:
         its last call's end (ms), and whether torch compiled during it."""
         out = []
         for o in self.occurrences:
-            code = _name_frame(o["stack"], self.training_code or set())
+            if o["kind"] == "evaluation":
+                code = _name_frame(o["stack"], self.training_code or set())
+            else:  # a checkpoint: the function that saved it
+                code = o["stack"][-1][0] if o["stack"] else None
             name = getattr(code, "co_qualname", None) or getattr(code, "co_name", "")
             out.append(
                 {"kind": o["kind"], "step": o["step"], "calls": o["calls"],

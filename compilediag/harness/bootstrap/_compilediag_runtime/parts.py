@@ -17,12 +17,14 @@ class Part(str, Enum):  # noqa: UP042 - the job's Python may predate StrEnum (3.
     BACKWARD_GRAPH = "G"  # a compiled backward graph's call
     ENTRY = "e"  # a call of what torch.compile returned
     EVALUATION = "v"  # ... made under no_grad or with the module in eval mode: evaluation
+    CHECKPOINT = "k"  # torch.save outside compiled code
     BACKWARD = "b"  # autograd's engine (backward(), grad())
     OPTIMIZER = "o"  # an optimizer step
     DATA = "d"  # a data loader's next batch
 
 
 OUTER = (Part.BACKWARD, Part.OPTIMIZER, Part.DATA)  # parts that hold the moments inside them
+OTHER_WORK = (Part.EVALUATION, Part.CHECKPOINT)  # not training: a span of its own
 
 
 class StepParts:
@@ -73,14 +75,15 @@ def split_step(
     start: Any, marks: list[Mark], end: Any, seconds: Callable[[Any, Any], float],
     by_entry: bool, training: bool,
 ) -> StepParts:  # fmt: skip
-    """One step's parts. In a `training` job (one that steps an optimizer), an evaluation's
-    calls (from the first one's start to the last one's end, with what the job did between
-    them: its batches, its reads of the loss) are the evaluation's; the moments before and
-    after are split as a training step's. (A job that only evaluates: its calls are steps.)"""
+    """One step's parts. In a `training` job (one that steps an optimizer), its other work,
+    an evaluation's calls and a checkpoint's save (from the first one's start to the last
+    one's end, with what the job did between them: its batches, its reads of the loss), is
+    the evaluation part's; the moments before and after are split as a training step's. (A
+    job that only evaluates: its calls are steps.)"""
     out = StepParts()
     out.step = seconds(start, end)
-    opened = [i for i, m in enumerate(marks) if m[0] == Part.EVALUATION and m[1] and training]
-    closed = [i for i, m in enumerate(marks) if m[0] == Part.EVALUATION and not m[1]]
+    opened = [i for i, m in enumerate(marks) if m[0] in OTHER_WORK and m[1] and training]
+    closed = [i for i, m in enumerate(marks) if m[0] in OTHER_WORK and not m[1]]
     if not opened:
         _split(out, start, marks, end, seconds, by_entry)
         return out
@@ -143,6 +146,8 @@ def _split(
                 bgraph, bafter, bwaiting = cid, None, 0.0
             else:
                 bgraph, bafter = None, cid
+        elif part == Part.CHECKPOINT:
+            pass
         elif part in (Part.ENTRY, Part.EVALUATION):
             calls += 1 if entered else -1
             if not entered and calls <= 0:  # after the call's last graph: what remains

@@ -131,7 +131,7 @@ class Probe:
             part = Part.EVALUATION if _evaluating(module) else Part.ENTRY
             self._entries.append(part)
             if part == Part.EVALUATION:
-                self.other.evaluation_call(self.steps)
+                self.other.work_call("evaluation", self.steps)
                 if self.kernels is not None:
                     self.kernels.evaluation(True)
             else:
@@ -153,9 +153,21 @@ class Probe:
             part = self._entries.pop()
             self.mark(part, False)
             if part == Part.EVALUATION:
-                self.other.evaluation_ended()
+                self.other.work_ended()
                 if self.kernels is not None:
                     self.kernels.evaluation(False)
+
+    def checkpoint(self, starts: bool) -> bool:
+        """torch.save starts or ends: outside compiled code and the optimizer, a checkpoint
+        (True: its end is to be told)."""
+        if starts and (self._depth or self._optimizing):
+            return False
+        if starts:
+            self.other.work_call("checkpoint", self.steps)
+        else:
+            self.other.work_ended()
+        self.mark(Part.CHECKPOINT, starts)
+        return True
 
     def optimizer_enter(self) -> None:
         self._optimizing += 1
