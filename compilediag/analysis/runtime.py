@@ -179,9 +179,10 @@ def step_place(job: Runtime, report: Report, first: ProcessRuntime) -> None:
     """The model a step runs: the first compiled frame's graph, or where that is torch's
     wrapper, what torch.compile was given, at its call."""
     prefix = _prefix(report, first)
-    step_graph = next(
-        (g for g in report.graphs if g.compile_id == f"{prefix}{first.first_frame}/0"), None
-    )
+    frame = first.first_frame
+    if first.steps_at == "optimizer" and first.training_frame is not None:
+        frame = first.training_frame  # not a sanity check's validation_step, run first
+    step_graph = next((g for g in report.graphs if g.compile_id == f"{prefix}{frame}/0"), None)
     if step_graph is not None:
         job.step_frame = step_graph.frame
         job.step_file, job.step_line = step_graph.file, step_graph.line

@@ -181,6 +181,7 @@ class ProcessRuntime:
     argv: list[str] = field(default_factory=list)
     calls: dict[str, int] = field(default_factory=dict)  # compile id -> calls of its graph
     first_frame: int | None = None  # the first compiled frame (its graph names the step)
+    training_frame: int | None = None  # the first frame a call that was no evaluation ran
     steps: int = 0  # calls of the first compiled entry (steps_at "entry"), else of that frame
     steps_at: str = "frame"  # "entry": counted at what torch.compile returned, eager calls too
     # "optimizer": steps of the first optimizer stepped (its class), with its foreach/fused

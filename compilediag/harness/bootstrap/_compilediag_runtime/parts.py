@@ -99,13 +99,16 @@ def _split(
     seconds: Callable[[Any, Any], float], by_entry: bool,
 ) -> None:  # fmt: skip
     """Inside backward, the optimizer or the data loader (the outermost of them, where one
-    holds another: a closure's forward inside an optimizer step), the moment is that
-    part's; else in a forward graph, the graph's; else between the end of a graph and the
-    start of the next one in the same compiled call (where calls are not seen: the same
-    step), the first graph's gap; else what remains. Inside backward: in a backward graph,
-    its; between two backward graphs, the gap of the second (its forward ran first: the
-    eager backward of the code after it); else the rest of backward."""
+    holds another), the moment is that part's, but for a closure's: a compiled call or a
+    backward run inside an optimizer's step (optimizer.step(closure): Lightning's automatic
+    optimisation, L-BFGS) is the step's forward and backward, not the optimizer's. Else in
+    a forward graph, the graph's; else between the end of a graph and the start of the next
+    one in the same compiled call (where calls are not seen: the same step), the first
+    graph's gap; else what remains. Inside backward: in a backward graph, its; between two
+    backward graphs, the gap of the second (its forward ran first: the eager backward of the
+    code after it); else the rest of backward."""
     outer: list[str] = []  # the parts open that hold others
+    closure = 0  # compiled calls under way that began inside an optimizer's step
     graph = bgraph = None  # the forward graph, the backward graph, under way
     after = bafter = None  # the graph that ended last (in the compiled call; in backward)
     waiting = bwaiting = 0.0  # the time since then, given once it is known whose it is
@@ -115,6 +118,10 @@ def _split(
         s = seconds(prev, mark)
         prev = mark
         where = outer[0] if outer else ""
+        if where == Part.OPTIMIZER and Part.BACKWARD in outer:
+            where = Part.BACKWARD  # a closure's backward
+        elif where == Part.OPTIMIZER and closure:
+            where = ""  # a closure's forward
         if where == Part.BACKWARD:
             if bgraph is not None:
                 _add(out.bgraph, bgraph, s)
@@ -136,7 +143,8 @@ def _split(
                     _add(out.gap, after, waiting)
                 graph, after, waiting = cid, None, 0.0
             else:
-                graph, after = None, (cid if calls and not outer else None)
+                forward = not outer or (closure and outer == [Part.OPTIMIZER])
+                graph, after = None, (cid if calls and forward else None)
         elif part == Part.BACKWARD_GRAPH:
             if entered:
                 if bafter is not None:
@@ -150,6 +158,8 @@ def _split(
             pass
         elif part in (Part.ENTRY, Part.EVALUATION):
             calls += 1 if entered else -1
+            if Part.OPTIMIZER in outer:
+                closure = max(0, closure + (1 if entered else -1))
             if not entered and calls <= 0:  # after the call's last graph: what remains
                 out.outside += waiting
                 calls, after, waiting = 0, None, 0.0

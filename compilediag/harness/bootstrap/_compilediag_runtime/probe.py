@@ -28,6 +28,7 @@ class Probe:
         self.profile_kernels = kernels  # the kernels, over the steps after the window
         self.calls: dict[str, int] = {}
         self.first_frame: int | None = None
+        self.training_frame: int | None = None  # the first frame a training call ran
         self.steps = 0  # steps started (of the entry or the first frame; by optimizer: + 1)
         self.step_entry: int | None = None  # the first compiled entry called, by id
         self.by_entry = False  # steps are counted at the entry (else at the first frame)
@@ -287,6 +288,8 @@ class Probe:
         """Count the call; in the window, mark its start (True: its end is to be marked)."""
         self.calls[cid] = self.calls.get(cid, 0) + 1
         self.other.graph_call(cid)
+        if self.training_frame is None and not self.other.evaluating and not cid.startswith("!"):
+            self.training_frame = frame
         by_frame = not self.by_entry and self.step_optimizer is None
         if by_frame and frame == self.first_frame and not cid.startswith("!"):
             self.step()
@@ -381,6 +384,7 @@ class Probe:
             "argv": list(sys.argv),
             "calls": dict(self.calls),
             "first_frame": self.first_frame,
+            "training_frame": self.training_frame,
             "steps": self.optimizer_steps if by_optimizer else self.steps,
             "steps_at": "optimizer" if by_optimizer else "entry" if self.by_entry else "frame",
             "optimizer": self.optimizer_name,
