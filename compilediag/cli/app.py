@@ -345,6 +345,15 @@ def run(
             help="With --profile-steps: profile the kernels over the steps after the window (at most 5). On CUDA, torch.profiler's CUPTI stays loaded after it: the job's later steps ran 1.10-1.12x as long on an H100. --no-kernels leaves the kernel profile out.",
         ),
     ] = True,
+    stop_after: Annotated[
+        int | None,
+        typer.Option(
+            "--stop-after",
+            help="End the job after its step N (on every rank), with the report given: a long job's diagnosis in its first steps.",
+            metavar="N",
+            min=1,
+        ),
+    ] = None,
     profile_out: Annotated[
         str | None,
         typer.Option(
@@ -377,7 +386,7 @@ def run(
 
     opts = command_module.RunJobOptions(
         command=list(command or []), trace_dir=trace_dir, profile_steps=profile_steps,
-        kernels=kernels, profile_out=profile_out, gate=_gate(limits=limits, baseline=baseline, junit=junit),
+        kernels=kernels, profile_out=profile_out, stop_after=stop_after, gate=_gate(limits=limits, baseline=baseline, junit=junit),
         out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command_module.run(opts))

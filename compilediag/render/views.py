@@ -81,11 +81,19 @@ def step_words(r: Runtime) -> str:
             if r.skipped_steps else ""
         )  # fmt: skip
         return (
-            f"{plural(r.steps, 'step')} of {r.optimizer}{skipped}; the model: the compiled {place}"
+            f"{plural(r.steps, 'step')} of {r.optimizer}{skipped}{stopped_words(r)}; the model: "
+            f"the compiled {place}"
         )
     if r.steps_at == "entry":
-        return f"{r.steps} calls of the compiled {place}, compiled or eager"
+        return f"{r.steps} calls of the compiled {place}, compiled or eager{stopped_words(r)}"
     return f"{r.steps} calls of {place}'s graphs"
+
+
+def stopped_words(r: Runtime) -> str:
+    """` (ended after step 12: --stop-after)` where the job made that many steps."""
+    if r.stop_after is None or r.steps < r.stop_after:
+        return ""
+    return f" (ended after step {r.stop_after}: --stop-after)"
 
 
 def rest_words(r: Runtime) -> str:

@@ -40,6 +40,7 @@ class RunJobOptions:
     profile_steps: str | None = None  # "A-B"
     kernels: bool = True  # the kernel profile after the window
     profile_out: str | None = None  # the kernel profile as a Chrome trace, here
+    stop_after: int | None = None  # end the job after its step N
     gate: GateOptions = field(default_factory=GateOptions)
     out: OutputOptions = field(default_factory=OutputOptions)
 
@@ -61,6 +62,15 @@ def run(opts: RunJobOptions) -> int:
             raise UsageError(
                 bad_window(f"--profile-steps {opts.profile_steps}", "--profile-steps 3-7")
             ) from None
+    if opts.stop_after and opts.profile_steps:
+        last = parse_window(opts.profile_steps)[1]  # type: ignore[index]
+        if opts.stop_after < last:
+            raise UsageError(
+                f"--stop-after {opts.stop_after} ends the job before step {last}, the last of "
+                f"--profile-steps {opts.profile_steps}.",
+                hint=f"Stop after the window: --stop-after {last + min(5, last)} keeps the "
+                "kernel profile's steps after it too.",
+            )
     if opts.profile_out:
         from compilediag.fsutil import check_output_file
 
@@ -114,7 +124,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     machine = opts.out.format != "table" and not opts.out.output
     done = launch(
         opts.command,
-        job_env(folder, opts.profile_steps, opts.kernels, bool(opts.profile_out)),
+        job_env(folder, opts.profile_steps, opts.kernels, bool(opts.profile_out), opts.stop_after),
         stdout=sys.stderr.fileno() if machine else None,
     )
     say(f"compilediag: the command {done.how()} after {done.wall_s:.1f} s")
@@ -125,6 +135,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
         signal=done.signal,
         interrupted=done.interrupted,
         wall_s=round(done.wall_s, 3),
+        stop_after=opts.stop_after,
     )
     if kept:
         save_job(folder, job)
@@ -326,8 +337,9 @@ def _with_torch_hint(argv: list[str], without: str) -> str:
 
 
 def job_env(
-    folder: Path, profile_steps: str | None, kernels: bool = True, profile_out: bool = False
-) -> dict[str, str]:
+    folder: Path, profile_steps: str | None, kernels: bool = True, profile_out: bool = False,
+    stop_after: int | None = None,
+) -> dict[str, str]:  # fmt: skip
     """The job's environment: the user's, plus the trace folder and the runtime probe's
     bootstrap first on PYTHONPATH (nothing that changes what torch compiles or caches)."""
     from compilediag.analysis.runtime import RUNTIME_FOLDER
@@ -337,6 +349,7 @@ def job_env(
         KERNELS_ENV,
         PROFILE_OUT_ENV,
         STEPS_ENV,
+        STOP_ENV,
     )
 
     env = dict(os.environ)
@@ -345,6 +358,9 @@ def job_env(
     env.pop(STEPS_ENV, None)
     env.pop(KERNELS_ENV, None)
     env.pop(PROFILE_OUT_ENV, None)
+    env.pop(STOP_ENV, None)
+    if stop_after:
+        env[STOP_ENV] = str(stop_after)
     if profile_steps:
         env[STEPS_ENV] = profile_steps
         if not kernels:

@@ -28,9 +28,17 @@ in the shape of compilediag.harness.worker_types.ProcessRuntime. Standard librar
 
 from .hooks import install
 from .probe import Probe, parse_window
-from .writer import DIR_ENV, KERNELS_ENV, PROFILE_OUT_ENV, STEPS_ENV, install_from_env, write
+from .writer import (
+    DIR_ENV,
+    KERNELS_ENV,
+    PROFILE_OUT_ENV,
+    STEPS_ENV,
+    STOP_ENV,
+    install_from_env,
+    write,
+)
 
 __all__ = [
-    "DIR_ENV", "KERNELS_ENV", "PROFILE_OUT_ENV", "STEPS_ENV", "Probe", "install",
+    "DIR_ENV", "KERNELS_ENV", "PROFILE_OUT_ENV", "STEPS_ENV", "STOP_ENV", "Probe", "install",
     "install_from_env", "parse_window", "write",
 ]  # fmt: skip

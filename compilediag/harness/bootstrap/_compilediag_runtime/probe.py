@@ -23,8 +23,12 @@ def parse_window(text: str) -> tuple[int, int] | None:
 
 
 class Probe:
-    def __init__(self, window: tuple[int, int] | None = None, kernels: bool = True) -> None:
+    def __init__(
+        self, window: tuple[int, int] | None = None, kernels: bool = True,
+        stop_after: int | None = None,
+    ) -> None:  # fmt: skip
         self.window = window
+        self.stop_after = stop_after  # end the job after its step N (--stop-after)
         self.profile_kernels = kernels  # the kernels, over the steps after the window
         self.calls: dict[str, int] = {}
         self.first_frame: int | None = None
@@ -224,7 +228,18 @@ class Probe:
             self.compiled_steps.append(1)
 
     def step(self, module: Any = None) -> None:
-        """A step starts (and the one before it ends)."""
+        """A step starts (and the one before it ends); past --stop-after's step, the job
+        ends here, its figures written at exit as at any end."""
+        self._next_step(module)
+        if self.stop_after is not None and self.steps > self.stop_after:
+            self.stop_after = None  # once: the exit's own code may make steps
+            if os.environ.get("RANK", "0") == "0":
+                sys.stderr.write(
+                    f"compilediag: the job ends after its step {self.steps - 1} (--stop-after)\n"
+                )
+            raise SystemExit(0)
+
+    def _next_step(self, module: Any = None) -> None:
         self.steps += 1
         if self.window is None:
             return

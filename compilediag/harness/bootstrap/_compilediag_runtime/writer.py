@@ -15,6 +15,7 @@ from .probe import Probe, parse_window
 DIR_ENV = "COMPILEDIAG_RUNTIME_DIR"
 STEPS_ENV = "COMPILEDIAG_PROFILE_STEPS"
 KERNELS_ENV = "COMPILEDIAG_KERNELS"  # "0": no kernel profile after the window (--no-kernels)
+STOP_ENV = "COMPILEDIAG_STOP_AFTER"  # N: the job ends after its step N (--stop-after)
 PROFILE_OUT_ENV = "COMPILEDIAG_PROFILE_OUT"  # "1": the kernel profile kept as a Chrome trace
 
 _written = False
@@ -46,7 +47,11 @@ def install_from_env() -> None:
     if not folder:
         return
     steps = os.environ.get(STEPS_ENV, "")
-    probe = Probe(parse_window(steps) if steps else None, os.environ.get(KERNELS_ENV) != "0")
+    stop = os.environ.get(STOP_ENV, "")
+    probe = Probe(
+        parse_window(steps) if steps else None, os.environ.get(KERNELS_ENV) != "0",
+        int(stop) if stop.isdigit() else None,
+    )  # fmt: skip
     install(probe)
     atexit.register(write, probe, folder)
     _write_on_sigterm(probe, folder)
