@@ -342,6 +342,7 @@ class Runtime:
     exit_code: int | None = None  # None: ended by a signal
     signal: str = ""
     interrupted: bool = False  # stopped by Ctrl-C or a signal sent to compilediag
+    stop_after: int | None = None  # --stop-after N: the job was to end after its step N
     wall_s: float = 0.0
     processes: int = 0  # processes that compiled (each wrote a runtime file)
     # the job's steps (the lowest rank's process): its optimizer's steps where it made one;
