@@ -15,6 +15,7 @@ from compilediag.render import (
 )
 from compilediag.render.table_parts import Row, details
 from compilediag.render.views import (
+    bound_words,
     kernel_steps_words,
     kernel_timing_words,
     rank_step_rows,
@@ -182,6 +183,8 @@ def runtime_lines(report: Report) -> list:
     ]  # fmt: skip
     if r.step_frame:
         rows.append(("steps", Text(step_words(r))))
+    if r.bound is not None:
+        rows.append(("bound by", Text(bound_words(r.bound), style="bold")))
     b = report.timings.breakdown if report.timings else None
     if r.window:
         if b is not None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from compilediag.paths import where
 from compilediag.render import ms, plural
-from compilediag.report.model import Breakdown, KernelTiming, Recompile, Report, Runtime
+from compilediag.report.model import Breakdown, KernelTiming, Recompile, Report, Runtime, StepBound
 from compilediag.trace.formats import guard_pattern
 
 
@@ -87,6 +87,11 @@ def step_words(r: Runtime) -> str:
     if r.steps_at == "entry":
         return f"{r.steps} calls of the compiled {place}, compiled or eager{stopped_words(r)}"
     return f"{r.steps} calls of {place}'s graphs"
+
+
+def bound_words(b: StepBound) -> str:
+    """`data, 58% of the step: the data loader's next batch: ...`"""
+    return f"{b.part}, {b.share:.0%} of the step: {b.why}"
 
 
 def stopped_words(r: Runtime) -> str:

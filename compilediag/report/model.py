@@ -334,6 +334,18 @@ class StepWork:
 
 
 @dataclass
+class StepBound:
+    """What bounds a `compilediag run` step (analysis/verdict.py): the part (data, optimizer,
+    eager, communication, compute, device, host, evaluation), its share of the step, its
+    time a step, and why, in words."""
+
+    part: str
+    share: float
+    ms: float
+    why: str
+
+
+@dataclass
 class Runtime:
     """What a `compilediag run` job did as it ran: the command, how it ended, and the
     runtime probe's figures (no trace holds them)."""
@@ -343,6 +355,7 @@ class Runtime:
     signal: str = ""
     interrupted: bool = False  # stopped by Ctrl-C or a signal sent to compilediag
     stop_after: int | None = None  # --stop-after N: the job was to end after its step N
+    bound: StepBound | None = None  # what bounds the step (the verdict); None: no step measured
     wall_s: float = 0.0
     processes: int = 0  # processes that compiled (each wrote a runtime file)
     # the job's steps (the lowest rank's process): its optimizer's steps where it made one;

@@ -1,0 +1,128 @@
+"""What bounds a `compilediag run` step: the one part that holds most of it, from the window's
+measured parts and, on CUDA, the kernels' busy time over the kernel profile's own steps.
+
+Candidates (each a share of the step): the data loader's next batch; the optimizer step;
+the eager code graph breaks leave (forward and its backward); the exposed collectives; on
+CPU the compiled graphs' own work; on CUDA the device (its kernels fill the step) or the
+host (the device idle most of the step: Python and launches set the pace); and a training
+job's evaluation where it holds most of the job's time. The largest is the verdict."""
+
+from __future__ import annotations
+
+from compilediag.report.model import Breakdown, Report, Runtime
+from compilediag.report.model import StepBound as Bound
+from compilediag.report.words import ms
+
+DEVICE_BUSY = 0.5  # kernels this share of the kernel profile's step: the device bounds it
+
+
+def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | None:
+    """The verdict, or None where the window measured no step."""
+    step = b.call_ms
+    if not step:
+        return None
+    candidates = [
+        _data(job, b), _optimizer(job, b), _eager(report, b), _communication(b),
+        _device_or_host(report, job, b) if cuda else _compute(report, b), _evaluation(job, b),
+    ]  # fmt: skip
+    found = [c for c in candidates if c is not None and c.share > 0]
+    return max(found, key=lambda c: c.share) if found else None
+
+
+def _data(job: Runtime, b: Breakdown) -> Bound | None:
+    if not b.data_ms:
+        return None
+    workers = job.loaders.get("workers", 0)
+    how = "in the main process (num_workers=0)" if not workers else f"with {workers} workers"
+    return Bound(
+        "data", _share(b.data_ms, b), b.data_ms,
+        f"the data loader's next batch: the step waits {ms(b.data_ms)} for it, loaded {how}",
+    )  # fmt: skip
+
+
+def _optimizer(job: Runtime, b: Breakdown) -> Bound | None:
+    if not b.optimizer_ms:
+        return None
+    opts = job.optimizer_options
+    how = (
+        "fused" if opts.get("fused") else "a loop over the parameters (foreach=False)"
+        if opts.get("foreach") is False else "foreach" if opts.get("foreach")
+        else "torch's default implementation"
+    )  # fmt: skip
+    return Bound(
+        "optimizer", _share(b.optimizer_ms, b), b.optimizer_ms,
+        f"the optimizer step: {job.optimizer or 'the optimizer'}, {how}, {ms(b.optimizer_ms)}",
+    )  # fmt: skip
+
+
+def _eager(report: Report, b: Breakdown) -> Bound | None:
+    backward = sum(g.backward_eager_ms or 0.0 for g in report.graphs)
+    spent = b.between_graphs_ms + backward
+    if not spent:
+        return None
+    sites = len(report.graph_breaks)
+    return Bound(
+        "eager", _share(spent, b), spent,
+        f"the eager code graph breaks leave ({sites} site{'s' if sites != 1 else ''}): "
+        f"{ms(b.between_graphs_ms)} in forward, {ms(backward)} of its backward",
+    )  # fmt: skip
+
+
+def _communication(b: Breakdown) -> Bound | None:
+    exposed = b.communication_exposed_ms
+    if not exposed:
+        return None
+    return Bound(
+        "communication", _share(exposed, b), exposed,
+        f"collectives with no compute beside them: {ms(exposed)} a step exposed",
+    )  # fmt: skip
+
+
+def _compute(report: Report, b: Breakdown) -> Bound | None:
+    """On CPU: the compiled graphs' own work, forward and backward."""
+    spent = b.in_graphs_ms + sum(g.backward_ms or 0.0 for g in report.graphs)
+    if not spent:
+        return None
+    return Bound(
+        "compute", _share(spent, b), spent,
+        f"the compiled graphs' own work: {ms(spent)} a step (forward and backward graphs)",
+    )  # fmt: skip
+
+
+def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
+    """On CUDA: the kernels' busy time against the kernel profile's own step."""
+    t = report.timings
+    step = job.kernel_step_ms
+    if t is None or not t.kernels or not step:
+        return None
+    busy = sum(k.ms for k in t.kernels if k.kind != "communication")
+    if busy >= DEVICE_BUSY * step:
+        top = max(t.kernels, key=lambda k: k.lost_ms)
+        return Bound(
+            "device", min(1.0, busy / step), busy,
+            f"the device: its kernels run {ms(busy)} of a {ms(step)} step; the one losing most "
+            f"against the peak: {top.name}",
+        )  # fmt: skip
+    idle = 1 - busy / step
+    return Bound(
+        "host", idle, step - busy,
+        f"the host: the device is idle {idle:.0%} of the step (its kernels run {ms(busy)} of "
+        f"{ms(step)}): Python and kernel launches set the pace",
+    )  # fmt: skip
+
+
+def _evaluation(job: Runtime, b: Breakdown) -> Bound | None:
+    """A training job's evaluation, where it holds more of the job's time than any part
+    of its training steps: its time over the job against the training steps'."""
+    spent = sum(w.ms * len(w.steps) for w in job.other_work if w.kind == "evaluation")
+    if not spent or not job.steps:
+        return None
+    training = b.call_ms * job.steps
+    return Bound(
+        "evaluation", spent / (spent + training), spent / job.steps,
+        f"evaluation: {ms(spent)} over the job against {ms(training)} of training steps",
+    )  # fmt: skip
+
+
+def _share(part_ms: float, b: Breakdown) -> float:
+    return round(min(1.0, part_ms / b.call_ms), 4) if b.call_ms else 0.0
