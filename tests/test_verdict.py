@@ -38,3 +38,8 @@ def test_the_verdict_names_the_part_the_jobs_clock_finds_largest(
     path.write_text(proc.stdout)
     table = " ".join(run_cli("render", str(path)).stdout.split())
     assert f"bound by {bound}, " in table
+    markdown = run_cli("render", str(path), "--format", "markdown").stdout
+    assert f"**bound by** {bound}, " in markdown
+    page = tmp_path / "report.html"
+    run_cli("render", str(path), "--format", "html", "-o", str(page))
+    assert f"<dt>bound by</dt><dd><strong>{bound}, " in page.read_text()

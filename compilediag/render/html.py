@@ -33,6 +33,7 @@ from compilediag.render import kernel_count_note, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.step_picture import step_picture
 from compilediag.render.views import (
+    bound_words,
     kernel_achieved,
     rank_step_rows,
     recompiles_by_frame,
@@ -295,6 +296,7 @@ def _job_words(report: Any) -> dict[str, Any]:
     b = report.timings.breakdown if report.timings else None
     return {
         "steps": step_words(r),
+        "bound": bound_words(r.bound) if r.bound is not None else "",
         "step": step_text(r, b) if r.window and b is not None else "",
         "parts": b.parts() if b is not None else [],
         "unmeasured": unmeasured_words(r) if r.window and b is None else "",

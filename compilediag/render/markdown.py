@@ -11,7 +11,7 @@ from compilediag.render import (
     verdict_lines,
     where,
 )
-from compilediag.render.views import rank_step_rows, step_text
+from compilediag.render.views import bound_words, rank_step_rows, step_text
 from compilediag.report.model import Report
 
 
@@ -119,6 +119,8 @@ def render_markdown(report: Report) -> str:
             f"`{' '.join(job.command) or 'this process'}`: {ended} after {seconds(job.wall_s)}",
         ]
         b = t.breakdown if t else None
+        if job.bound is not None:
+            out.append(f"<br>**bound by** {bound_words(job.bound)}")
         if b is not None:
             out.append(f"<br>a step: {step_text(job, b)}")
         out += [f"<br>{label or '…'}: {text}" for label, text in rank_step_rows(job)]
