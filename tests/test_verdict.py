@@ -5,7 +5,9 @@ measured parts, checked against the job's own clock over the same steps
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -43,3 +45,38 @@ def test_the_verdict_names_the_part_the_jobs_clock_finds_largest(
     page = tmp_path / "report.html"
     run_cli("render", str(path), "--format", "html", "-o", str(page))
     assert f"<dt>bound by</dt><dd><strong>{bound}, " in page.read_text()
+
+
+@pytest.mark.gpu
+def test_a_launch_bound_cuda_step_is_the_hosts_and_cuda_graphs_shorten_it(tmp_path: Path) -> None:
+    """On CUDA, a small MLP's step (tests/fixtures/run_jobs/mlp_launch.py): the kernels run a
+    fraction of it, so the verdict is the host, with CUDA graphs advised; the same job with
+    mode="reduce-overhead" takes less time a step by its own clock."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    job = ROOT / "tests" / "fixtures" / "run_jobs" / "mlp_launch.py"
+    facts = tmp_path / "facts.json"
+    proc = run_cli(
+        "run", "--format", "json", "--profile-steps", "20-30", "--", sys.executable, str(job),
+        env={"JOB_FACTS": str(facts)}, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    verdict = report["runtime"]["bound"]
+    assert verdict["part"] == "host", verdict
+    assert any('mode="reduce-overhead"' in n for n in report["timings"]["notes"])
+
+    def own_median(mode: str) -> float:  # the job alone, by its own clock
+        out = tmp_path / f"plain-{mode or 'default'}.json"
+        plain = subprocess.run(
+            [sys.executable, str(job)],
+            env={**os.environ, "JOB_FACTS": str(out), "JOB_MODE": mode},
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert plain.returncode == 0, plain.stderr[-2000:]
+        return statistics.median(json.loads(out.read_text())["step_ms"][20:])
+
+    default, replayed = own_median(""), own_median("reduce-overhead")
+    assert replayed < default / 1.2, (default, replayed)

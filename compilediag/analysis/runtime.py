@@ -22,7 +22,7 @@ from compilediag.analysis.other_work import (
 )
 from compilediag.analysis.step_advice import rest_parts, step_advice
 from compilediag.analysis.timings import breakdown_of
-from compilediag.analysis.verdict import bound_of
+from compilediag.analysis.verdict import bound_advice, bound_of
 from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_text
 from compilediag.report.model import (
@@ -126,6 +126,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     report.notes += work_notes(job.other_work, job.window, job.window_left_out)
     if first is not None and report.timings is not None and report.timings.breakdown is not None:
         job.bound = bound_of(report, job, report.timings.breakdown, "cuda" in first.devices)
+        report.timings.notes = bound_advice(report, job) + report.timings.notes
     framework_wrapped(
         report, [(c.what, c.file, c.line) for p in run.processes for c in p.compile_calls]
     )

@@ -126,3 +126,40 @@ def _evaluation(job: Runtime, b: Breakdown) -> Bound | None:
 
 def _share(part_ms: float, b: Breakdown) -> float:
     return round(min(1.0, part_ms / b.call_ms), 4) if b.call_ms else 0.0
+
+
+def bound_advice(report: Report, job: Runtime) -> list[str]:
+    """What the verdict says to do first, where no part's own advice says it: a host-bound
+    CUDA step gets CUDA graphs, with what stands in their way in this job."""
+    b = job.bound
+    if b is None or b.part != "host":
+        return []
+    blockers = []
+    if report.graph_breaks:
+        n = len(report.graph_breaks)
+        blockers.append(
+            f"the {n} graph break site{'s' if n != 1 else ''} (each splits the step into "
+            "separate CUDA graphs, with eager code between them): remove them first"
+        )
+    if report.recompiles:
+        blockers.append(
+            "its recompiles (each shape or value records a CUDA graph of its own): mark the "
+            "changing dims dynamic or pad to a few sizes"
+        )
+    t = report.timings
+    reads = [r for r in (t.breakdown.rest if t and t.breakdown else []) if r.kind == "sync"]
+    if reads:
+        blockers.append(
+            f"its reads of values ({', '.join(r.name for r in reads[:2])}: .item(), float()) "
+            "each step: they wait for the device; read them every N steps"
+        )
+    if job.cudagraph_skips:
+        blockers.append(f"torch ran {job.cudagraph_skips} graph(s) without a CUDA graph (below)")
+    said = (
+        f"the device is idle {b.share:.0%} of the step, waiting for the host to launch its "
+        f"kernels: CUDA graphs launch them all at once - torch.compile(model, "
+        'mode="reduce-overhead")'
+    )
+    if blockers:
+        said += "; in this job, first: " + "; ".join(blockers)
+    return [said + "."]
