@@ -81,7 +81,17 @@ def _per_process(name: str, figure: str) -> Callable[[Report, Any], Rule]:
 
 
 def _speedup(report: Report, floor: float) -> Rule:
+    """The speed-up against its floor, where the timings can be trusted; where they can't
+    (their noise: blocks that spread, a figure far off its one-thread cost) the rule is
+    not judged, and says why: a gate on a figure the run says is wrong would pass or fail
+    on the machine's load."""
     speedup = report.summary.speedup if report.summary.speedup is not None else 0.0
+    why = report.timings.noise if report.timings is not None else ""
+    if why:
+        return Rule(
+            "min-speedup (not judged: the timings are not reliable)", floor, speedup, True,
+            message=why,
+        )  # fmt: skip
     return Rule("min-speedup", floor, speedup, speedup >= floor)
 
 

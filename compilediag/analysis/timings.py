@@ -3,6 +3,7 @@ goes (each graph, the eager code around it, the break that caused it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from compilediag.harness.worker_types import Profiled, WorkerResult
@@ -10,7 +11,7 @@ from compilediag.report.model import Breakdown, Report, Timings
 from compilediag.report.vocabulary import Bound
 
 if TYPE_CHECKING:
-    pass
+    from compilediag.harness.threads import Trust
 
 
 # wall time per call this much above the GPU's busy time: the CPU is what the call waits on
@@ -97,3 +98,34 @@ def timings_of(worker: WorkerResult) -> Timings | None:
         t.method = m.method
         t.noise = m.noise
     return t
+
+
+def with_trust(report: Report, trust: Trust | None) -> Report:
+    """The report (a new one) with what stands behind its timings: the threads they ran
+    with, who chose them and the load beside the run (Timings), and a note where
+    compilediag changed the count or the one-thread cross-check flags a figure
+    (notes.timing_notes)."""
+    from compilediag.analysis.notes import timing_notes
+
+    t = report.timings
+    if trust is None or trust.threads is None or t is None or t.eager_ms is None:
+        return report
+    th, load = trust.threads, trust.threads.load
+    timings = replace(
+        t,
+        threads=th.used,
+        threads_default=th.default,
+        threads_set_by=th.set_by,
+        cores=load.cores if load else 0,
+        load=round(load.beside, 2) if load else None,
+    )
+    return replace(report, timings=timings, notes=[*report.notes, *timing_notes(trust)])
+
+
+def trusted_speedup(report: Report) -> tuple[float | None, str]:
+    """The speed-up where the timings can be trusted, else None and why not (their noise:
+    blocks that spread, a figure far off its one-thread cost)."""
+    t = report.timings
+    if t is not None and t.noise:
+        return None, t.noise
+    return report.summary.speedup, ""

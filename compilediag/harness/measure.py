@@ -18,6 +18,7 @@ from types import CodeType
 from typing import Any
 
 from compilediag.harness.device_time import Step, device_time
+from compilediag.harness.threads import OneThread, Threads, Trust
 from compilediag.harness.worker_types import (
     FrameTime,
     Measured,
@@ -34,6 +35,12 @@ from compilediag.report.model import Stat
 BLOCK_MS = 50.0
 WARMUP_S_CPU = 0.2  # untimed calls before measuring, per variant
 WARMUP_S_CUDA = 1.0
+# a round planned at about a second per variant ends after ROUND_CAP_S where the calls
+# turn out far slower than probed (never where the user set --repeat), with at least
+# MIN_BLOCKS blocks per variant; a block over LONG_BLOCK x BLOCK_MS shrinks the next ones
+ROUND_CAP_S = 6.0
+MIN_BLOCKS = 5
+LONG_BLOCK = 4
 
 
 def fresh(obj: Any) -> Any:
@@ -152,11 +159,15 @@ def measure(
     device: str,
     spec: WorkerSpec,
     fresh_each_call: bool = False,
+    trust: Trust | None = None,
+    progress: Callable[[str], None] = lambda s: None,
 ) -> Measured:
     """Steady-state time per call of eager and compiled, in milliseconds (steady_state()),
-    then the device's time (CUDA) and where a compiled call's time goes. The profilers go
-    last: a process that has run torch.profiler times its later calls slower, and its
-    device time longer (docs/benchmarks.md)."""
+    then the one-thread cross-check (CPU; `trust` holds the threads the timing runs with
+    and gets the check and what it flags), the device's time (CUDA) and where a compiled
+    call's time goes. The profilers go last: a process that has run torch.profiler times
+    its later calls slower, and its device time longer (docs/benchmarks.md). `progress`
+    is told each phase and block."""
     cuda = device.startswith("cuda")
 
     def args_for(calls: int) -> list[Any]:
@@ -164,17 +175,33 @@ def measure(
         # the clock starts
         return [fresh(call) for _ in range(calls)] if fresh_each_call else [call] * calls
 
+    progress("timing eager vs compiled: warming up")
+    cap = ROUND_CAP_S if spec.repeat is None else None
     e, c, repeat, per_block, warmup = steady_state(
-        torch, step, model, compiled, args_for, cuda, spec
+        torch, step, model, compiled, args_for, cuda, spec, _rounds(progress, 1), cap
     )
     again = dataclasses.replace(spec, warmup=3, repeat=repeat)
-    e, c, rounds = settled(
-        (e, c), lambda: steady_state(torch, step, model, compiled, args_for, cuda, again)[:2]
-    )
+    made = [1]
+
+    def another() -> tuple[Stat, Stat]:
+        made[0] += 1
+        told = _rounds(progress, made[0])
+        return steady_state(torch, step, model, compiled, args_for, cuda, again, told, cap)[:2]
+
+    e, c, rounds = settled((e, c), another)
     noise = noise_reason(torch, e, c, rounds) if spread(e, c) > NOISY else ""
+    if trust is not None and trust.threads is not None and not cuda:
+        if trust.threads.used > 1 or trust.threads.oversubscribed:
+            progress("timing: one thread each, the cross-check")
+            trust.one_thread = one_thread(torch, step, model, compiled, args_for)
+            e, c = _with_reference(e, c, trust.one_thread)
+            trust.flags = off_by(e, c, trust.one_thread, trust.threads)
+            noise = "; ".join([*trust.flags, *([noise] if noise else [])])
     busy = None
     if cuda:
+        progress("timing: the GPU's own time")
         busy = device_time(torch, step, model, compiled, call, args_for)
+    progress("timing: profiling where a compiled call's time goes")
     try:
         profiled = profile_regions(torch, lambda a: step(compiled, a), args_for, c.median, cuda)
     except Exception:  # noqa: BLE001 - a breakdown is extra: never lose the timings for it
@@ -236,6 +263,105 @@ def settled(
     return e, c, rounds
 
 
+def _rounds(progress: Callable[[str], None], n: int) -> Callable[[int, int], None]:
+    """steady_state's progress (block i of n) as a line: the round, the block."""
+    of = f", round {n} of {NOISE_ROUNDS} (the blocks spread)" if n > 1 else ""
+
+    def told(i: int, total: int) -> None:
+        progress(f"timing eager vs compiled: block {i} of {total}{of}")
+
+    return told
+
+
+# a figure more than this many times its one-thread cost is never given unflagged
+OFF_BY = 3.0
+ONE_THREAD_S = 0.15  # the cross-check's calls, per variant: about this long
+ONE_THREAD_BLOCKS = 5
+
+
+def one_thread(
+    torch: Any, step: Step, model: Any, compiled: Any, args_for: Callable[[int], list[Any]]
+) -> OneThread:
+    """Eager and compiled with one intra-op thread, a few short blocks each: the wall
+    time per call and the CPU time the calling thread spent per call (with one thread the
+    call's work is that thread's, and a core shared with other processes stretches the
+    wall time, not the CPU time). The thread count is restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+
+        def block(fn: Any, calls: int) -> tuple[float, float]:
+            args = args_for(calls)
+            c0, t0 = time.thread_time(), time.perf_counter()
+            for a in args:
+                step(fn, a)
+            t1, c1 = time.perf_counter(), time.thread_time()
+            return (t1 - t0) * 1e3 / calls, (c1 - c0) * 1e3 / calls
+
+        for _ in range(3):  # the first calls on one thread are no steady state
+            block(model, 1)
+            block(compiled, 1)
+        probe = max(block(model, 1)[1], block(compiled, 1)[1], 1e-3)
+        calls = max(1, math.ceil(ONE_THREAD_S * 1e3 / ONE_THREAD_BLOCKS / probe))
+        walls: dict[str, list[float]] = {"eager": [], "compiled": []}
+        cpus: dict[str, list[float]] = {"eager": [], "compiled": []}
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(ONE_THREAD_BLOCKS):
+                for name, fn in (("eager", model), ("compiled", compiled)):
+                    w, c = block(fn, calls)
+                    walls[name].append(w)
+                    cpus[name].append(c)
+        finally:
+            gc.enable()
+    finally:
+        torch.set_num_threads(before)
+    return OneThread(
+        eager_ms=stats(walls["eager"]),
+        compiled_ms=stats(walls["compiled"]),
+        eager_cpu_ms=statistics.median(cpus["eager"]),
+        compiled_cpu_ms=statistics.median(cpus["compiled"]),
+    )
+
+
+def _with_reference(eager: Stat, compiled: Stat, one: OneThread) -> tuple[Stat, Stat]:
+    """The figures with their one-thread cost beside them."""
+    return (
+        dataclasses.replace(eager, one_thread_ms=round(one.reference("eager"), 6)),
+        dataclasses.replace(compiled, one_thread_ms=round(one.reference("compiled"), 6)),
+    )
+
+
+def off_by(eager: Stat, compiled: Stat, one: OneThread, threads: Threads) -> list[str]:
+    """The figures more than OFF_BY times the same call's one-thread cost, in words with
+    the cause and the fix (one text; [] where none is): threads that wait on busy cores,
+    or (one thread) a call that got only a share of a core."""
+    off = []
+    for name, s in (("eager", eager), ("compiled", compiled)):
+        ref = one.reference(name)
+        if ref > 0 and s.median > OFF_BY * ref:
+            off.append(
+                f"{name}'s {s.median:.3f} ms a call is {s.median / ref:.0f}x its one-thread "
+                f"cost ({ref:.3f} ms)"
+            )
+    if not off:
+        return []
+    load = threads.load
+    seen = f" ({load.words()})" if load is not None else ""
+    if threads.used > 1:
+        free = max(1, int(load.cores - load.beside + 0.5)) if load is not None else 1
+        return [
+            f"{' and '.join(off)}: {threads.used} threads wait on cores other processes "
+            f"hold{seen}; set OMP_NUM_THREADS={min(free, threads.used - 1)}, or time on a "
+            "quieter machine"
+        ]
+    return [
+        f"{' and '.join(off)}: the call got only a share of a core, other processes hold "
+        f"the cores{seen}; time on a quieter machine"
+    ]
+
+
 def noise_reason(torch: Any, eager: Stat, compiled: Stat, rounds: int) -> str:
     """Why the timings can't be trusted, in words: the machine's load, torch's threads
     against the cores this process may use, or else the spread itself."""
@@ -259,6 +385,8 @@ def noise_reason(torch: Any, eager: Stat, compiled: Stat, rounds: int) -> str:
 def steady_state(
     torch: Any, step: Step, model: Any, compiled: Any,
     args_for: Callable[[int], list[Any]], cuda: bool, spec: WorkerSpec,
+    progress: Callable[[int, int], None] = lambda i, n: None,
+    cap_s: float | None = None,
 ) -> tuple[Stat, Stat, int, int, int]:  # fmt: skip
     """Eager and compiled wall time per call: (eager, compiled, blocks, calls per block,
     warm-up calls).
@@ -267,7 +395,9 @@ def steady_state(
     so a launch-bound GPU model is measured with its launch queue full, as it runs in a
     loop, and host timer resolution does not matter. Blocks of eager and compiled
     alternate, and which goes first alternates too. On CUDA each block is bracketed by
-    CUDA events and synchronised before it is read.
+    CUDA events and synchronised before it is read. `progress` is told each pair of
+    blocks (between blocks, never inside one). `cap_s`: a round that runs longer ends
+    there (after MIN_BLOCKS pairs); the blocks made are the count returned.
     """
 
     def block(fn: Any, calls: int) -> float:
@@ -305,20 +435,34 @@ def steady_state(
     if repeat is None:
         # about a second of measurement per variant, within [10, 200] blocks
         repeat = int(min(200, max(10, 1000.0 / (probe * per_block))))
-    eager, comp = [], []
+    eager: list[float] = []
+    comp: list[float] = []
+    started = time.perf_counter()
     gc.collect()
     gc.disable()  # as timeit does: a collection inside a block is not the model's time
     try:
         for i in range(repeat):
+            progress(i + 1, repeat)
+            t0 = time.perf_counter()
             if i % 2:
                 comp.append(block(compiled, per_block))
                 eager.append(block(model, per_block))
             else:
                 eager.append(block(model, per_block))
                 comp.append(block(compiled, per_block))
+            # A call far slower than the probe said (threads waiting on busy cores: 0.1 ms
+            # probed, 30 ms a call after) makes a block of minutes: the next blocks get
+            # the calls that last BLOCK_MS now, and a round that still runs long ends
+            # after MIN_BLOCKS (unless the user set --repeat).
+            took = (time.perf_counter() - t0) * 1e3 / (2 * per_block)
+            if took * per_block > LONG_BLOCK * BLOCK_MS:
+                per_block = max(1, math.ceil(BLOCK_MS / took))
+            if cap_s is not None and len(eager) >= MIN_BLOCKS:
+                if time.perf_counter() - started > cap_s:
+                    break
     finally:
         gc.enable()
-    return stats(eager), stats(comp), repeat, per_block, warmup
+    return stats(eager), stats(comp), len(eager), per_block, warmup
 
 
 REGION = "Torch-Compiled Region: "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from compilediag.errors import ModelError, UsageError, WorkerError
 from compilediag.harness.spawn import spawn, take_early
+from compilediag.harness.threads import Trust
 from compilediag.harness.worker_types import WorkerFailure, WorkerResult, WorkerSpec
 from compilediag.report.serial import from_json, to_json
 
@@ -21,6 +22,7 @@ from compilediag.report.serial import from_json, to_json
 class WorkerRun:
     result: WorkerResult
     trace_dir: Path
+    trust: Trust | None = None  # the threads the timing ran with, the one-thread cross-check
 
     @property
     def compile_error(self) -> WorkerFailure | None:
@@ -74,7 +76,9 @@ def run_worker(
         )
     result = from_json(WorkerResult, result_path.read_text())
     _raise_for(result.error, spec)
-    return WorkerRun(result=result, trace_dir=trace_dir)
+    trust_path = work / "threads.json"
+    trust = from_json(Trust, trust_path.read_text()) if trust_path.exists() else None
+    return WorkerRun(result=result, trace_dir=trace_dir, trust=trust)
 
 
 def _stages(status: Path, on_stage: Callable[[str], None]) -> Callable[[], None]:

@@ -2,7 +2,9 @@
 
 Run as `python -m compilediag.harness.worker WORKDIR`. The parent sets TORCH_TRACE before this
 process imports torch, so the one compile pass is fully traced. The worker writes
-WORKDIR/status (the current stage, for the spinner) and WORKDIR/result.json (atomically).
+WORKDIR/status (the current stage, for the progress line), WORKDIR/result.json
+(atomically) and, where it timed, WORKDIR/threads.json (the threads the timing ran with
+and the one-thread cross-check: harness/threads.py's Trust).
 Anything the trace does not carry - timings, output comparison, per-call compile counts,
 the cross-check - is measured here.
 """
@@ -32,6 +34,7 @@ from compilediag.harness.measure import (
     tensors_of,
 )
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
+from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
 from compilediag.harness.worker_torch import (
     cross_check,
     describe_model,
@@ -59,9 +62,27 @@ class Worker:
         self.spec = from_json(WorkerSpec, (workdir / "spec.json").read_text())
         self.result = WorkerResult()
         self._grads: list[list[Any]] = []  # fix --train: the first call's, eager and compiled
+        self._threads_at_import = 0  # torch's intra-op threads before the model file ran
+        self._told = (0.0, "")  # the last progress line written, and when
 
     def stage(self, text: str) -> None:
         write_atomic(self.workdir / "status", text)
+
+    def progress(self, text: str) -> None:
+        """A stage's progress (a timing block): written at most every PROGRESS_S, a new
+        phase at once; between timed blocks, never inside one (no fsync: the line is
+        gone with the run)."""
+        now = time.monotonic()
+        last, said = self._told
+        if now - last < PROGRESS_S and text.split(":")[0] == said.split(":")[0]:
+            return
+        self._told = (now, text)
+        tmp = self.workdir / ".status.tmp"
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, self.workdir / "status")
+        except OSError:
+            pass
 
     def finish(self, code: int = 0) -> int:
         write_atomic(self.workdir / "result.json", to_json(self.result))
@@ -110,6 +131,7 @@ class Worker:
         self.stage("importing torch")
         import torch
 
+        self._threads_at_import = torch.get_num_threads()
         env = self.result.environment = environment(torch, self.spec)
         if env.device.startswith("cuda") and not torch.cuda.is_available():
             build = f"a CUDA build ({torch.version.cuda})" if torch.version.cuda else "a CPU build"
@@ -311,15 +333,41 @@ class Worker:
     def time_calls(self, torch: Any, step: Any, model: Any, compiled: Any, call0: Any) -> None:
         if not self.spec.timings:
             return
-        self.stage("timing eager vs compiled")
+        trust = Trust()
         try:
+            trust.threads = self.threads_for_timing(torch)
+            self.stage("timing eager vs compiled")
             self.result.timings = measure(
                 torch, step, model, compiled, call0,
                 self.result.environment.device, self.spec,  # type: ignore[union-attr]
                 fresh_each_call=bool(self.result.mutated_inputs),
+                trust=trust, progress=self.progress,
             )  # fmt: skip
         except BaseException as e:  # timing must never lose the report
             self.result.errors.append(f"timing failed: {type(e).__name__}: {e}")
+        write_atomic(self.workdir / "threads.json", to_json(trust))
+
+    def threads_for_timing(self, torch: Any) -> Threads:
+        """The intra-op threads to time with (threads.decide), set: on CPU, where torch's
+        threads and the load beside this run are more than the cores, as many as the cores
+        left free. A count the user set - OMP_NUM_THREADS, MKL_NUM_THREADS, or
+        torch.set_num_threads in the model file - is kept. Set after the compile, so what
+        torch compiled and found in its caches is the run's own: Inductor's C++ kernels
+        compiled for the machine's core count read the count at run time (a bare
+        `#pragma omp parallel`), as ATen's ops do; the one-thread cross-check catches what
+        they don't."""
+        threads = torch.get_num_threads()
+        user = user_setting(os.environ)
+        if not user and threads != self._threads_at_import:
+            user = f"torch.set_num_threads({threads}) in the model file"
+        device = self.result.environment.device  # type: ignore[union-attr]
+        if device.startswith("cuda"):  # the GPU's time is what is timed: threads stay
+            return Threads(threads, threads, "you" if user else "torch", False, None, user)
+        self.stage("timing: looking at how busy the cores are")
+        chosen = decide(threads, sample(), user)
+        if chosen.changed:
+            torch.set_num_threads(chosen.used)
+        return chosen
 
     def run_cross_check(self, torch: Any, model: Any, call0: Any) -> None:
         if not self.spec.cross_check:
@@ -327,6 +375,9 @@ class Worker:
         self.stage("cross-checking with torch._dynamo.explain")
         stop_trace()  # explain's own compile must not show up as findings of this run
         self.result.explain = cross_check(torch, model, fresh(call0))
+
+
+PROGRESS_S = 0.5  # a timing block's progress line: at most this often
 
 
 class _Stopped(Exception):

@@ -223,6 +223,10 @@ class Stat:
     iqr: float
     n: int = 0
     min: float | None = None  # the fastest block: the least noisy estimate of the cost
+    # explain on CPU, where timed with several threads or on busy cores: the same call's cost
+    # on one thread (its CPU time per call, or its fastest one-thread block where lower); a
+    # median more than 3x this is flagged (Timings.noise)
+    one_thread_ms: float | None = None
 
 
 @dataclass
@@ -455,6 +459,17 @@ class Timings:
     # first, and the device whose peak that is
     kernels: list[KernelTiming] = field(default_factory=list)
     peak: str = ""
+    # the intra-op threads the timing ran with, torch's count in the run, and who set the
+    # one used: "torch", "you" (OMP_NUM_THREADS, MKL_NUM_THREADS, the model file) or
+    # "compilediag" (fewer, for busy cores; a count you set is never changed); 0 and "":
+    # not recorded
+    threads: int = 0
+    threads_default: int = 0
+    threads_set_by: str = ""
+    # the cores the run may use and the load beside it just before timing (other
+    # processes' demand on those cores, in cores); None: not looked at
+    cores: int = 0
+    load: float | None = None
 
 
 @dataclass

@@ -7,12 +7,14 @@ import json
 import os
 import shutil
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compilediag.cli.config import Config
 from compilediag.cli.options import RunOptions
+from compilediag.cli.progress import Live, show_progress, stage_text
 from compilediag.errors import COMPILE_FAILED, UsageError
 from compilediag.gate import Budgets
 from compilediag.harness.target import (
@@ -27,6 +29,8 @@ from compilediag.report.model import Report
 
 if TYPE_CHECKING:  # the analysis is imported only by the commands that run it
     from compilediag.analysis.kernels import GraphCode
+
+__all__ = ["show_progress", "stage_text"]  # (report.py takes them from here)
 
 # torch.compile's modes (torch._inductor.list_mode_options)
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -46,7 +50,8 @@ def verify_fixes(done: ModelRun, spec: WorkerSpec, fixes: FixOptions, timeout: f
     from compilediag.cli.commands.fixes import try_fixes
 
     jobs = fixes.jobs or os.cpu_count() or 1
-    verified = try_fixes(spec, done.report, jobs, timeout, run_model)
+    with Live(f"measuring each remedy in a run of its own (--try-fixes, {jobs} at a time)"):
+        verified = try_fixes(spec, done.report, jobs, timeout, run_model)
     return replace(done, report=replace(done.report, verified_fixes=verified))
 
 
@@ -140,51 +145,31 @@ def make_spec(
     )
 
 
-def show_progress() -> bool:
-    """Progress goes to stderr whenever it is a terminal, whatever the format: stdout may
-    be a file (`--format json > baseline.json`) while the user watches."""
-    return sys.stderr.isatty() and not os.environ.get("CI")
-
-
-def stage_text(stage: str) -> str:
-    # the worker's last stage is "done"; what the user waits for then is our part
-    return "building the report" if stage == "done" else stage
-
-
-def run_model(spec: WorkerSpec, timeout: float, progress: bool = True) -> ModelRun:
-    """Run the worker with progress on stderr, then build the Report from its trace."""
+def run_model(spec: WorkerSpec, timeout: float, progress: bool | Live = True) -> ModelRun:
+    """Run the worker with a live line on stderr (a terminal's: cli/progress.py; a `Live`
+    given is used, under its label), then build the Report from its trace."""
     from compilediag.analysis.build import build_report
     from compilediag.analysis.history import build_history
     from compilediag.analysis.kernels import all_kernels
+    from compilediag.analysis.timings import with_trust
     from compilediag.harness.runner import run_worker
     from compilediag.harness.spawn import workdir
     from compilediag.report.model import TargetInfo
     from compilediag.trace.parse import parse_path
 
-    with workdir() as work:
-        if progress and show_progress():
-            from rich.console import Console
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-            with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-                task = bar.add_task("starting the worker", total=None)
-                # refresh at each stage, so a short one is still shown
-                run = run_worker(
-                    spec,
-                    work,
-                    timeout,
-                    lambda s: bar.update(task, description=stage_text(s), refresh=True),
-                )
-                bar.update(task, description=stage_text("done"))
-                logs = parse_path(run.trace_dir)
+    shown = Live() if progress is True else nullcontext(progress)
+    with workdir() as work, shown as live:
+        if live:
+            run = run_worker(spec, work, timeout, live.stage)
+            live.stage("done")
         else:
             run = run_worker(spec, work, timeout)
-            logs = parse_path(run.trace_dir)
-    history = build_history(logs)
-    code = all_kernels(history)
-    target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
-    report = build_report(history, run.result, target, code=code)
+        logs = parse_path(run.trace_dir)
+        history = build_history(logs)
+        code = all_kernels(history)
+        target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
+        report = build_report(history, run.result, target, code=code)
+    report = with_trust(report, run.trust)
     report = with_model_note(report, spec, run.result.model)
     return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code, run.result)
 

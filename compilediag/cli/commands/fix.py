@@ -29,6 +29,7 @@ from compilediag.advice.patches import (
 from compilediag.cli.commands.common import OutputOptions, check_outputs, make_spec, wrote
 from compilediag.cli.config import load_config
 from compilediag.cli.options import RunOptions
+from compilediag.cli.progress import Live
 from compilediag.errors import COMPILE_FAILED, DiagError, UsageError
 from compilediag.harness.worker_types import WorkerResult, WorkerSpec
 from compilediag.report.model import GraphBreak, Report
@@ -68,7 +69,8 @@ def run(opts: FixOptions) -> int:
     source = path.read_text()
     parse(source, shown(path))  # a file that does not parse: its line, before anything runs
     digest = sha256(source)
-    result = find_fixes(spec, path, source, digest, opts.run.timeout)
+    with Live("starting the worker") as live:
+        result = find_fixes(spec, path, source, digest, opts.run.timeout, live)
     if opts.apply and result.diff:
         result.applied = apply(path, source, result.text, digest)
     emit(result, opts.out)
@@ -96,18 +98,21 @@ def sha256(text: str) -> str:
 
 
 def say(text: str) -> None:
+    """A fact about the result on stderr, piped or not (progress goes to `Live`)."""
     print(text, file=sys.stderr, flush=True)
 
 
-def run_spec(spec: WorkerSpec, timeout: float, candidate: bool = False) -> Run:
+def run_spec(
+    spec: WorkerSpec, timeout: float, candidate: bool = False, live: Live | None = None
+) -> Run:
     """One run as explain's (common.run_model), its Report and the worker's result (the
     output check against a saved run is there, not in the Report). A `candidate` (a
     patched copy) that fails is a Run that says why; the user's own model that fails is
-    the error explain gives."""
+    the error explain gives. `live`: the command's progress line, the run's stages on it."""
     from compilediag.cli.commands.common import run_model
 
     try:
-        done = run_model(spec, timeout, progress=False)
+        done = run_model(spec, timeout, progress=live if live is not None else False)
     except DiagError as e:
         if not candidate:
             raise
@@ -116,13 +121,18 @@ def run_spec(spec: WorkerSpec, timeout: float, candidate: bool = False) -> Run:
     return Run(done.report, done.result, "torch.compile failed" if done.failed else "")
 
 
-def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: float) -> FixResult:
+def find_fixes(
+    spec: WorkerSpec, path: Path, source: str, digest: str, timeout: float, live: Live | None = None
+) -> FixResult:
+    """Each break's patch, verified by a run of its own. `live`: the progress line (a
+    terminal's), each run a phase of it and what each found kept above it."""
+    live = live or Live()
     with tempfile.TemporaryDirectory(prefix="compilediag-fix-") as scratch_dir:
         scratch = Path(scratch_dir)
         saved = scratch / "outputs.pt"
-        say(f"running {shown(path)} as explain does (seed {SEED})")
+        live.phase(f"running {shown(path)} as explain does (seed {SEED})")
         base = replace(spec, seed=SEED, save_outputs=str(saved))
-        before = run_spec(base, timeout)
+        before = run_spec(base, timeout, live=live)
         if before.report is None or before.failed:  # (only torch.compile fails here)
             error = DiagError(
                 "torch.compile failed on the model as it is: no patch can be verified.",
@@ -135,7 +145,9 @@ def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: 
         result = FixResult(shown(path), digest, [], torch=env.torch, setup=setup)
         text, current, k = source, before, 0
         # from the last line up: a patch never moves the lines of the breaks still to come
-        for brk in sorted(before.report.graph_breaks, key=lambda b: -b.line):
+        ordered = sorted(before.report.graph_breaks, key=lambda b: -b.line)
+        tried = sum(not refusal(b, path) for b in ordered)  # at most this many runs
+        for brk in ordered:
             item = BreakFix(
                 brk.file, brk.line, brk.code, brk.cause, brk.gb_id or "", brk.reason,
                 advice=brk.suggestion,
@@ -152,25 +164,29 @@ def find_fixes(spec: WorkerSpec, path: Path, source: str, digest: str, timeout: 
             copy = scratch / str(k) / path.name
             copy.parent.mkdir()
             copy.write_text(found.text)
-            say(f"  line {brk.line} ({brk.cause}): trying the patch")
+            live.phase(
+                f"verifying the patch at line {brk.line} ({brk.cause}; run {k} of at most {tried})"
+            )
             after = run_spec(
                 replace(
                     spec, target=replace(spec.target, path=str(copy)), seed=SEED,
                     search_path=[str(path.parent)], compare_outputs=str(saved),
                 ),
-                timeout, candidate=True,
+                timeout, candidate=True, live=live,
             )  # fmt: skip
             why, evidence = judge(brk, current, after)
             if evidence is None:
                 item.why = why
-                say(f"    not kept: {why}")
+                live.say(f"  line {brk.line} ({brk.cause}): not kept: {why}")
                 continue
             item.patched, item.what, item.evidence = True, found.what, evidence
             # shown against the file as it is: this edit alone (the same edit; what was
             # verified is every kept one together, the last run's)
             alone = propose(source, brk.line, brk.cause, shown(path))
             item.diff = unified(source, getattr(alone, "text", found.text), shown(path), 2)
-            say(f"    kept: {evidence.text()}")
+            live.say(f"  line {brk.line} ({brk.cause}): kept: {evidence.text()}")
+            if why := untimed(current, after):
+                say(f"line {brk.line}: {why}")
             text, current = found.text, after
         result.diff = unified(source, text, shown(path)) if text != source else ""
         result.breaks.sort(key=lambda b: b.line)
@@ -287,8 +303,22 @@ def judge(brk: GraphBreak, before: Run, after: Run) -> tuple[str, Evidence | Non
 
 
 def compiled_ms(report: Report) -> float | None:
+    """The compiled call's median, where the run's timings can be trusted (else None: the
+    evidence leaves the time out, and `untimed` says why)."""
     t = report.timings
+    if t and t.compiled_ms and t.noise:
+        return None
     return t.compiled_ms.median if t and t.compiled_ms else None
+
+
+def untimed(*runs: Run) -> str:
+    """Why a kept patch's evidence has no compiled-call time: a run's timings that can't
+    be trusted ("" when every run's can)."""
+    for r in runs:
+        t = r.report.timings if r.report else None
+        if t and t.compiled_ms and t.noise:
+            return f"the compiled call's time is left out, its timings are not reliable: {t.noise}"
+    return ""
 
 
 def unified(old: str, new: str, name: str, context: int = 3) -> str:

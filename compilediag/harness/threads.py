@@ -1,0 +1,194 @@
+"""How busy this process's cores are before timing, and how many threads to time with.
+
+Threads that wait on a core another process holds are what turns a 0.1 ms call into
+20 ms on a loaded machine (OpenMP's threads spin at each region's barrier until the
+descheduled one runs; the blocks of one run stay alike, so their spread does not show
+it). The worker looks at the cores just before it times, while it sleeps, and times with
+no more threads than the cores others leave free; a count the user chose is kept.
+
+No torch here: the worker passes in what torch says (its thread count). What the worker
+decided and the one-thread cross-check (measure.one_thread) go back to the CLI as a
+`Trust` in the worker's folder (`threads.json`), beside its result.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from compilediag.report.model import Stat
+
+# the window the cores are watched in before timing, and how often the runnable count is read
+WINDOW_S = 0.25
+READS = 10
+# threads + the load beside us above cores + SLACK: oversubscribed (a shell, the CLI's
+# own poll of the worker take a little of a core and are no reason to time differently)
+SLACK = 0.5
+# the environment variables that set the intra-op thread count before torch is imported
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@dataclass
+class Load:
+    """What the cores this process may use were doing beside it, over a short window."""
+
+    cores: int  # the cores this process may run on (its affinity)
+    busy: float  # core-equivalents others kept busy (/proc/stat), -1 where unread
+    runnable: float  # others' tasks running or waiting to run (median of the reads), -1 unread
+    loadavg: float  # the 1-minute load average (it may still hold this run's own compile)
+
+    @property
+    def beside(self) -> float:
+        """The demand of other processes on our cores, in cores: what they kept busy or
+        what was waiting to run, the larger; the load average where /proc is not read."""
+        if self.busy < 0 and self.runnable < 0:
+            return self.loadavg
+        return max(self.busy, min(self.runnable, 4.0 * self.cores))
+
+    def words(self) -> str:
+        """`load 4.0 beside this run on 2 cores: 2.0 cores busy, 4 tasks running or
+        waiting`, with what was measured."""
+        seen = []
+        if self.busy >= 0:
+            seen.append(f"{self.busy:.1f} cores busy")
+        if self.runnable >= 0:
+            seen.append(f"{self.runnable:g} tasks running or waiting")
+        how = ": " + ", ".join(seen) if seen else ", the 1-minute load average"
+        return f"load {self.beside:.1f} beside this run on {self.cores} cores{how}"
+
+
+@dataclass
+class Threads:
+    """The intra-op thread count the timing used, and why."""
+
+    used: int  # what the timing ran with
+    default: int  # what torch had in the run (its own choice, or the user's)
+    # "torch", "you" (OMP_NUM_THREADS, MKL_NUM_THREADS, the model file) or "compilediag"
+    set_by: str
+    oversubscribed: bool  # the threads and the load beside us were more than the cores
+    load: Load | None = None
+    user_setting: str = ""  # what the user set, in words (`OMP_NUM_THREADS=2`)
+
+    @property
+    def changed(self) -> bool:
+        return self.used != self.default
+
+
+@dataclass
+class OneThread:
+    """The cross-check: eager and compiled, one thread each, a short block of calls
+    (measure.one_thread): wall time per call and the CPU time the calling thread spent
+    per call (a quiet core's time: a core shared with other processes stretches the wall
+    time, not the CPU time)."""
+
+    eager_ms: Stat
+    compiled_ms: Stat
+    eager_cpu_ms: float
+    compiled_cpu_ms: float
+
+    def reference(self, which: str) -> float:
+        """The one-thread cost of a call of `which` (eager, compiled): its CPU time, or its
+        fastest block where that is lower."""
+        wall: Stat = getattr(self, f"{which}_ms")
+        cpu: float = getattr(self, f"{which}_cpu_ms")
+        return min(cpu, wall.min if wall.min is not None else wall.median)
+
+
+@dataclass
+class Trust:
+    """What stands behind the timings: the threads they ran with and why, the one-thread
+    cross-check, and each figure it flags (its text, also in the timings' noise)."""
+
+    threads: Threads | None = None
+    one_thread: OneThread | None = None
+    flags: list[str] = field(default_factory=list)
+
+
+def own_cores() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def _cpu_jiffies(cores: list[int]) -> tuple[float, float] | None:
+    """(busy, total) jiffies summed over `cores`, from /proc/stat's per-core lines."""
+    try:
+        with open("/proc/stat") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    want = {f"cpu{c}" for c in cores}
+    busy = total = 0.0
+    seen = 0
+    for ln in lines:
+        parts = ln.split()
+        if parts and parts[0] in want:
+            v = [float(x) for x in parts[1:9]]
+            idle = v[3] + (v[4] if len(v) > 4 else 0.0)  # idle + iowait
+            total += sum(v)
+            busy += sum(v) - idle
+            seen += 1
+    return (busy, total) if seen else None
+
+
+def _procs_running() -> int | None:
+    """Tasks running or waiting to run right now, the system's (this one included)."""
+    try:
+        with open("/proc/stat") as f:
+            for ln in f:
+                if ln.startswith("procs_running"):
+                    return int(ln.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def sample(window: float = WINDOW_S) -> Load:
+    """The load beside this process over `window` seconds, while it sleeps: the share of
+    our cores others kept busy (this process's own CPU time taken out) and the median
+    count of others' runnable tasks."""
+    cores = own_cores()
+    total_cpus = os.cpu_count() or len(cores)
+    try:
+        loadavg = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        loadavg = 0.0
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    start, mine0 = _cpu_jiffies(cores), os.times()
+    counts: list[int] = []
+    for _ in range(READS):
+        n = _procs_running()
+        if n is not None:
+            counts.append(max(0, n - 1))  # (this process is running while it reads)
+        time.sleep(window / READS)
+    end, mine1 = _cpu_jiffies(cores), os.times()
+    busy = -1.0
+    if start is not None and end is not None and end[1] > start[1]:
+        ours = (mine1.user + mine1.system - mine0.user - mine0.system) * tick
+        used = max(0.0, end[0] - start[0] - ours)
+        busy = round(len(cores) * used / (end[1] - start[1]), 2)
+    runnable = -1.0
+    if counts:
+        # tasks on cores this process may not use don't wait for ours
+        runnable = round(statistics.median(counts) * len(cores) / max(total_cpus, 1), 1)
+    return Load(cores=len(cores), busy=busy, runnable=runnable, loadavg=round(loadavg, 2))
+
+
+def user_setting(environ: Mapping[str, str]) -> str:
+    """The thread count the user set in the environment, in words ('' where none)."""
+    return ", ".join(f"{k}={environ[k]}" for k in THREAD_VARS if environ.get(k))
+
+
+def decide(threads: int, load: Load, user: str) -> Threads:
+    """The threads to time with: torch's own count, or where it and the load beside us
+    are more than the cores, the cores left free (at least one). A count the user set
+    (`user`, in words) is kept whatever the load."""
+    over = threads + load.beside > load.cores + SLACK
+    if user or not over:
+        return Threads(threads, threads, "you" if user else "torch", over, load, user)
+    free = max(1, int(load.cores - load.beside + 0.5))
+    used = min(threads, free)
+    return Threads(used, threads, "compilediag" if used != threads else "torch", over, load)
