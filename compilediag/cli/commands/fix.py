@@ -4,7 +4,8 @@ source edit (advice/patches.py), applied to a scratch copy of the model file, ru
 one, and the eager and compiled outputs equal the original's on the same inputs (the same
 seed; with --train the parameters' gradients too). The compiled call is timed before and
 after. The user's file is written only with --apply, and only when it has not changed
-since the run."""
+since the run; after a dry run of the same file, torch and options, `--apply` applies
+that run's verification without running it again (cli/verified.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 import shlex
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from compilediag.advice.patches import (
     parse,
     propose,
 )
+from compilediag.cli import verified
 from compilediag.cli.commands.common import OutputOptions, check_outputs, make_spec, wrote
 from compilediag.cli.config import load_config
 from compilediag.cli.options import RunOptions
@@ -69,10 +72,24 @@ def run(opts: FixOptions) -> int:
     source = path.read_text()
     parse(source, shown(path))  # a file that does not parse: its line, before anything runs
     digest = sha256(source)
-    with Live("starting the worker") as live:
-        result = find_fixes(spec, path, source, digest, opts.run.timeout, live)
+    key = verified.key(spec, path, digest)
+    # --apply after a dry run of the same file, torch and options: that run's verification
+    kept = verified.load(key) if opts.apply else None
+    if kept is not None and kept.result.sha256 == digest:
+        result = kept.result
+        say(
+            f"reused the verification of {kept.words()}: the same file, torch and options, "
+            f"nothing run again (delete {verified.cache_dir() / 'fix'} to verify afresh)"
+        )
+    else:
+        started = time.monotonic()
+        with Live("starting the worker") as live:
+            result = find_fixes(spec, path, source, digest, opts.run.timeout, live)
+        if not opts.apply:
+            verified.save(key, result, time.monotonic() - started)
     if opts.apply and result.diff:
         result.applied = apply(path, source, result.text, digest)
+        verified.drop(key)
     emit(result, opts.out)
     return 0
 
