@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from compilediag.report.model import Breakdown, Report, Runtime
 from compilediag.report.model import StepBound as Bound
+from compilediag.report.vocabulary import RecompileCause
 from compilediag.report.words import ms
 
+# recompiles for another mode (grad mode, training): one graph each, none a CUDA graph's blocker
+MODES = (RecompileCause.TRAINING, RecompileCause.GLOBAL)
 DEVICE_BUSY = 0.5  # kernels this share of the kernel profile's step: the device bounds it
 
 
@@ -90,9 +93,12 @@ def _compute(report: Report, b: Breakdown) -> Bound | None:
 
 
 def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
-    """On CUDA: the kernels' busy time against the kernel profile's own step."""
+    """On CUDA: the kernels' busy time a step (the device's own time, which torch.profiler
+    does not stretch) against the step the job's clock measured in the window (the kernel
+    profile's own steps are stretched by the profiler's host-side work: an H100 step of
+    2.5 ms took 5 ms under it)."""
     t = report.timings
-    step = job.kernel_step_ms
+    step = b.call_ms
     if t is None or not t.kernels or not step:
         return None
     busy = sum(k.ms for k in t.kernels if k.kind != "communication")
@@ -141,7 +147,8 @@ def bound_advice(report: Report, job: Runtime) -> list[str]:
             f"the {n} graph break site{'s' if n != 1 else ''} (each splits the step into "
             "separate CUDA graphs, with eager code between them): remove them first"
         )
-    if report.recompiles:
+    shapes = [r for r in report.recompiles if r.cause not in MODES]
+    if shapes:
         blockers.append(
             "its recompiles (each shape or value records a CUDA graph of its own): mark the "
             "changing dims dynamic or pad to a few sizes"
@@ -150,8 +157,8 @@ def bound_advice(report: Report, job: Runtime) -> list[str]:
     reads = [r for r in (t.breakdown.rest if t and t.breakdown else []) if r.kind == "sync"]
     if reads:
         blockers.append(
-            f"its reads of values ({', '.join(r.name for r in reads[:2])}: .item(), float()) "
-            "each step: they wait for the device; read them every N steps"
+            f"its waits for the device each step ({', '.join(r.name for r in reads[:2])}: "
+            ".item(), float(), torch.cuda.synchronize()): read values every N steps"
         )
     if job.cudagraph_skips:
         blockers.append(f"torch ran {job.cudagraph_skips} graph(s) without a CUDA graph (below)")
