@@ -62,6 +62,43 @@ def notebook_cells() -> dict[str, str]:
     return {file: f"In[{n}]" for file, n in numbers.items() if isinstance(n, int)}
 
 
+def renamed(text: str, names: dict[str, str]) -> str:
+    """The trace `text` with each file of `names` named by its value (a cell's file by the
+    cell, `In[3]`). A payload that names one keeps its md5 right: torch states each
+    payload's md5 in its record, and the parser drops a payload that doesn't match it (a
+    break's reason, its GB id, its frames and its hints with it); a payload that didn't
+    match before the renaming still doesn't."""
+    import hashlib
+    import re
+
+    if not names:
+        return text
+
+    def sub(line: str) -> str:
+        for file, name in names.items():
+            line = line.replace(file, name)
+        return line
+
+    def md5(payload: list[str]) -> str:
+        joined = "".join(p[1:] for p in payload)  # each payload line: a tab, text, newline
+        joined = joined[:-1] if joined.endswith("\n") else joined
+        return hashlib.md5(joined.encode("utf-8", "replace")).hexdigest()
+
+    lines, out, i = text.splitlines(keepends=True), [], 0
+    while i < len(lines):
+        j = i + 1
+        while j < len(lines) and lines[j].startswith("\t"):
+            j += 1
+        head, payload = lines[i], lines[i + 1 : j]
+        new_head, new_payload = sub(head), [sub(p) for p in payload]
+        stated = re.search(r'"has_payload": "([0-9a-f]{32})"', head)
+        if new_payload != payload and stated and md5(payload) == stated[1]:
+            new_head = new_head.replace(stated[1], md5(new_payload))
+        out += [new_head, *new_payload]
+        i = j
+    return "".join(out)
+
+
 class Capture:
     """What a `capture()` block compiled and ran; its Report is built on first use."""
 
@@ -90,12 +127,11 @@ class Capture:
         from compilediag.trace.parse import parse_lines
 
         text = self._buffer.getvalue() if self._buffer is not None else ""
-        for file, cell in notebook_cells().items():  # a cell's code as the notebook names it
-            if file in text:
-                text = text.replace(file, cell)
-                if file in linecache.cache:  # its source, for the lines the report quotes
-                    linecache.cache[cell] = linecache.cache[file]
-        log = parse_lines(io.StringIO(text), path="<in-process>")
+        cells = {file: cell for file, cell in notebook_cells().items() if file in text}
+        for file, cell in cells.items():  # a cell's code as the notebook names it
+            if file in linecache.cache:  # its source, for the lines the report quotes
+                linecache.cache[cell] = linecache.cache[file]
+        log = parse_lines(io.StringIO(renamed(text, cells)), path="<in-process>")
         process = from_plain(ProcessRuntime, self._probe.facts())
         env = Environment(
             source=Source.IN_PROCESS, torch=torch.__version__,

@@ -135,3 +135,114 @@ def test_an_empty_block_says_nothing_ran_in_it_and_the_fix() -> None:
     with compilediag.capture() as run:
         model(x)
     assert not run.report().notes and "the capture() block ran for" in str(run)
+
+
+# --- a cell's break, and print(run), as in a real kernel (#53; tests/test_notebook_kernel.py
+# runs them in one) ---------------------------------------------------------------------------
+
+BRANCH_CELL = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.sum() > 0:
+            h = h * 2
+        return h.relu()
+"""
+BRANCH_FILE = "/tmp/ipykernel_4242/1234567.py"
+
+
+@pytest.fixture
+def branch_cell(monkeypatch: pytest.MonkeyPatch) -> dict:
+    linecache.cache[BRANCH_FILE] = (
+        len(BRANCH_CELL),
+        None,
+        BRANCH_CELL.splitlines(True),
+        BRANCH_FILE,
+    )
+    namespace: dict = {}
+    exec(compile(BRANCH_CELL, BRANCH_FILE, "exec"), namespace)
+    shell = types.SimpleNamespace(compile=types.SimpleNamespace(_filename_map={BRANCH_FILE: 2}))
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
+    yield namespace
+    linecache.cache.pop(BRANCH_FILE, None)
+
+
+def test_a_cells_break_keeps_torchs_reason_gb_id_fix_and_count(branch_cell: dict) -> None:
+    """Before: the cell's name went into the break's payload after torch had stated its
+    md5; the parser dropped the payload as damaged, and the break read "graph break (this
+    trace records only the function torch resumed after it)", fix "See the explanation and
+    hints above", one break per resume frame whatever torch counted."""
+    torch = pytest.importorskip("torch")
+    import compilediag
+
+    model = torch.compile(branch_cell["Net"](), backend="aot_eager")
+    with compilediag.capture() as run:
+        for n in (4, 4, 4, 3):  # the last batch recompiles forward: it breaks again
+            model(torch.randn(n, 8)).sum().backward()
+    report = run.report()
+    (b,) = report.graph_breaks
+    assert (b.file, b.line, b.code) == ("In[2]", 12, "if h.sum() > 0:")
+    assert (b.reason, b.gb_id, b.cause) == (
+        "Data-dependent branching",
+        "GB0170",
+        "data_dependent_branch",
+    )
+    assert "torch.where(cond, a, b)" in b.suggestion
+    assert b.count == report.summary.graph_breaks == 2
+    assert report.trace is not None and report.trace.damaged_payloads == 0
+
+
+def test_renaming_a_cell_keeps_an_intact_payload_intact_and_a_damaged_one_damaged() -> None:
+    import hashlib
+
+    from compilediag.inprocess import renamed
+    from compilediag.trace.parse import iter_records, payload_intact
+
+    def record(payload: str, md5: str) -> str:
+        head = ('V1126 08:50:17.096000 1 torch/_dynamo/x.py:1] {"artifact": {"name": '
+                '"dynamo_graph_break_reason", "encoding": "string"}, "frame_id": 0, '
+                f'"frame_compile_id": 0, "attempt": 0, "has_payload": "{md5}"}}\n')  # fmt: skip
+        return head + "".join(f"\t{line}\n" for line in payload.split("\n"))
+
+    good = 'File "/tmp/ipykernel_1/99.py", line 8, in forward'
+    text = record(good, hashlib.md5(good.encode()).hexdigest()) + record(good, "0" * 32)
+    out = renamed(text, {"/tmp/ipykernel_1/99.py": "In[2]"})
+    intact, damaged = list(iter_records(out.splitlines(True)))
+    assert intact.payload == 'File "In[2]", line 8, in forward\n' == damaged.payload
+    assert payload_intact(intact) and not payload_intact(damaged)
+    assert renamed(text, {}) == text
+
+
+def test_print_run_in_jupyter_prints_text_not_html(
+    cell: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a Jupyter kernel rich sends each Console's prints to the notebook as HTML, not to
+    its file: before, str(run) was empty there and print(run) showed 42 HTML fragments."""
+    import builtins
+
+    torch = pytest.importorskip("torch")
+    import compilediag
+
+    ZMQInteractiveShell = type("ZMQInteractiveShell", (), {})  # what rich takes for Jupyter
+    shown: list = []
+    monkeypatch.setattr(builtins, "get_ipython", ZMQInteractiveShell, raising=False)
+    monkeypatch.setitem(
+        sys.modules, "IPython.display",
+        types.SimpleNamespace(display=lambda *a, **k: shown.append(a), Markdown=object),
+    )  # fmt: skip
+    model = torch.compile(cell["Net"](), backend="aot_eager")
+    with compilediag.capture() as run:
+        model(torch.randn(4, 8)).sum().backward()
+    text = str(run)
+    assert not shown
+    assert "1 graph break at 1 site" in text and "In[3]:12" in text
+    assert "<pre" not in text and "<span" not in text
+    assert '<p class="env">' in run._repr_html_()  # Jupyter's display: still HTML
