@@ -2,8 +2,8 @@
 frame, with what every finding needs of it resolved once - the frame's code (a compile
 Dynamo refused logs none: it comes from another compile of the same frame), whose that code
 is, where the user sees the frame start, whether it installed a graph, whether export made
-it. The collectors are functions of a History; this is the one module that reads the
-parsed records (`TraceLog`) themselves."""
+it, who called it (`callers`: whose its inputs are). The collectors are functions of a
+History; this is the one module that reads the parsed records (`TraceLog`) themselves."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from compilediag.analysis.callers import Caller, caller_of
 from compilediag.paths import Owner, is_library_file, owner_of, package_of
 from compilediag.report.model import TraceInfo
 from compilediag.trace.compiles import CompilationMetrics, Compile, CompileId, TraceLog, Unbacked
@@ -42,6 +43,9 @@ class Entry:
     place: tuple[str, int]  # where the frame starts, as the user sees it
     graph: bool  # a graph was installed
     export: bool  # made by torch.export (strict), not torch.compile
+    # who called the frame (the user's line, the library, a framework's loop), from the
+    # whole stack: whose its inputs are
+    caller: Caller = field(default_factory=Caller)
 
     @property
     def id(self) -> CompileId:
@@ -126,7 +130,10 @@ def history_of(compiles: list[Compile]) -> History:
         by_frame.setdefault(c.id.frame_key, []).append(c)
     for c in compiles:
         code = frame_code(c, by_frame[c.id.frame_key])
-        e = Entry(c, code, frame_place(c, code), produced_graph(c), through_export(c))
+        e = Entry(
+            c, code, frame_place(c, code), produced_graph(c), through_export(c),
+            caller_of(c.stack, code.name, code.package),
+        )  # fmt: skip
         h.entries.append(e)
         h.frames.setdefault(c.id.frame_key, []).append(e)
         h.by_id[c.compile_id] = e

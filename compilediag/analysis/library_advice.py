@@ -4,43 +4,29 @@ batches its loop passes (a collator's padding)."""
 
 from __future__ import annotations
 
+from compilediag.analysis.callers import CalledBy
 from compilediag.analysis.guard_words import Guard, guard_head
 from compilediag.analysis.history import Entry
-from compilediag.paths import Owner, is_library_file, is_own_file, possessive
-
-CALL_MACHINERY = ("torch/nn/modules/module.py", "torch/_dynamo/")
+from compilediag.paths import Owner, possessive
 
 
 def inner_library_frame(e: Entry) -> str:
-    """The installed package whose code this frame is, when that package also called it
-    (its inputs are the library's own values); '' for the user's code, or a library
-    frame the user called (an nn.Sequential's forward, a transformers model called with
-    `model(**batch)`: they take the user's tensors). The caller is the innermost frame
-    below the compiled one, torch's call machinery and compilediag's own frames passed
-    over."""
+    """The installed package whose code this frame is, when the user did not call it (the
+    library called its own code, or a framework's loop called it: its inputs are values the
+    library or the loop made); '' for the user's code, or a library frame the user called
+    (an nn.Sequential's forward, a transformers model called with `model(**batch)`, by the
+    user's line or by compilediag's worker: they take the user's tensors). Whose call it
+    is comes from the whole stack, decided once (`Entry.caller`)."""
     package = e.code.package if e.code.owner == Owner.LIBRARY else ""
-    if not package:
-        return ""
-    stack = list(e.compile.stack)
-    if stack and stack[-1].name == e.code.name:  # the frame being compiled: not its caller
-        stack.pop()
-    callers = [
-        f for f in stack if not any(p in f.file for p in CALL_MACHINERY) and not is_own_file(f.file)
-    ]
-    caller = callers[-1].file if callers else ""
-    if not caller or not is_library_file(caller):
+    if not package or e.caller.by not in (CalledBy.LIBRARY, CalledBy.FRAMEWORK):
         return ""
     return package
 
 
-# frames of a training loop a framework runs for the user: the batches it passes are made
-# from the user's data (a collator pads them)
-TRAINING_LOOPS = ("transformers/trainer", "accelerate/", "lightning/", "pytorch_lightning/")
-
-
 def under_training_loop(e: Entry) -> bool:
-    """A framework's training loop (the Trainer, accelerate, Lightning) called the frame."""
-    return any(any(t in f.file for t in TRAINING_LOOPS) for f in e.compile.stack)
+    """A framework's training loop (the Trainer, accelerate, Lightning, or an installed
+    package that runs the user's model) is on the frame's stack."""
+    return bool(e.caller.loop)
 
 
 def size_advice(g: Guard, dynamic: bool) -> str:

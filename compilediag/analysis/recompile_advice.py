@@ -3,14 +3,15 @@ specific cause comes first (the model sets the guarded value itself, a mode swit
 library's own frame, a framework's training loop, state forward changes); then what
 torch did about the value (baked it in, made it dynamic); last, the advice for the guard
 itself (a local after a graph break, every dim that changes, the user's call that passed
-the tensor, and the words `translate` gave it)."""
+the tensor, and the words `translate` gave it). Whose input a value is comes from
+`Entry.caller`, decided once on the whole stack."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from compilediag.analysis.callers import CalledBy
 from compilediag.analysis.guard_words import Guard, sizes_0_1
 from compilediag.analysis.guards import is_mode_switch
 from compilediag.analysis.history import Entry, History
@@ -21,9 +22,16 @@ from compilediag.analysis.library_advice import (
     under_training_loop,
 )
 from compilediag.analysis.mode_advice import mode_advice
-from compilediag.analysis.source import call_argument, code_at
+from compilediag.analysis.passed_inputs import (
+    POSITIONAL,
+    SPREAD_ITEM,
+    argument_at,
+    markable,
+    where,
+)
+from compilediag.analysis.source import code_at
 from compilediag.analysis.state_advice import mutation_advice, state_advice
-from compilediag.paths import Owner, is_library_file, is_own_file
+from compilediag.paths import Owner
 from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.formats import GUARD_SIZE, is_resume_frame, source_name
 
@@ -159,35 +167,57 @@ ADVISORS: list[Advisor] = [
 
 
 def user_call(e: Entry, g: Guard) -> str:
-    """A size guard on a parameter of the user's own compiled function (forward's `x`):
-    the advice at the user's call that passed it (`mark_dynamic(input, 0)` at the line that
-    calls the model), and, where the size shrank on dim 0, the loader's last batch. ''
-    where the call or the argument is not found."""
+    """A size guard on an input the user passes (`Entry.caller`: the user's line, or
+    compilediag's worker with the inputs the user's file made): the advice at the user's
+    call that passed it (`mark_dynamic(input, 0)` at the line that calls the model; a
+    library's model called directly, `model(**batch)`, too, with padding to a few lengths
+    for a sequence dim). '' where the call or the argument is not found for the user's own
+    function (the guard's own words then say it)."""
     m = GUARD_SIZE.match(g.guard)
-    if not m or e.code.owner != Owner.USER or is_resume_frame(e.code.name):
+    caller = e.caller
+    if not m or not caller.passes_inputs or is_resume_frame(e.code.name):
         return ""
     param, dim, a, b = source_name(m["n"]), m["i"], int(m["a"]), int(m["b"])
-    if not param.isidentifier():
-        return ""
-    callers = [f for f in e.compile.stack if not is_library_file(f.file)]
-    if callers and callers[-1].name == e.code.name:  # the compiled frame itself
-        callers.pop()
-    if not callers or is_own_file(callers[-1].file):  # compilediag's worker made the call
-        return ""
-    site = callers[-1]
-    arg = call_argument(site.file, site.line, e.code.file, e.code.line, param)
-    if not arg or not arg.isidentifier():
-        return ""
-    where = f"{os.path.basename(site.file)}:{site.line} (in {site.name})"
-    text = (
-        f"`{param}` is `{arg}` at the call, {where}: mark it dynamic there, before the call: "
-        f"`torch._dynamo.mark_dynamic({arg}, {dim})`; or compile with dynamic=True."
-    )
-    if dim == "0" and b < a:
+    library = e.code.owner == Owner.LIBRARY  # a library's model the user called directly
+    positional = POSITIONAL.match(param)
+    who = f"The model's argument {int(positional['i']) + 1}" if positional else f"`{param}`"
+    site = caller.frame
+    arg = argument_at(site, e, param) if site else ""
+    spread = bool(SPREAD_ITEM.match(arg))  # `model(**batch)`: `batch["input_ids"]`
+    if site and arg == param and markable(arg):
         text = (
-            f"A smaller batch ({a} → {b}) reached the model at {where}: the loader's last, "
-            "partial batch, most likely. `drop_last=True` on that loader (or padding the last "
-            f"batch) removes the recompile; or mark the batch dim dynamic before the call: "
+            f"`{param}` is an input you pass at the call, {where(site)}: mark it dynamic "
+            f"there, before the call: `torch._dynamo.mark_dynamic({arg}, {dim})`"
+        )
+    elif site and arg and markable(arg) and not spread:
+        text = (
+            f"{who} is `{arg}` at the call, {where(site)}: mark it dynamic there, before the "
+            f"call: `torch._dynamo.mark_dynamic({arg}, {dim})`"
+        )
+    elif library and param.isidentifier():
+        at = (
+            f"at the call, {where(site)}" + (f" (`{arg}` there)" if spread else "")
+            if site
+            else "(your model file's get_inputs() or get_input_sets() makes it)"
+        )
+        arg = param
+        text = (
+            f"`{param}` is an input you pass {at}: mark its dim {dim} dynamic before the call, "
+            f"where you make it: `torch._dynamo.mark_dynamic({param}, {dim})`"
+        )
+    else:
+        return ""
+    if library and dim != "0":
+        text += (
+            "; or pad it to a few lengths (the tokenizer's or the collator's "
+            "`pad_to_multiple_of=8`), so that few sizes compile"
+        )
+    text += "; or compile with dynamic=True."
+    if dim == "0" and b < a and site and caller.by == CalledBy.USER:
+        text = (
+            f"A smaller batch ({a} → {b}) reached the model at {where(site)}: the loader's "
+            "last, partial batch, most likely. `drop_last=True` on that loader (or padding the "
+            "last batch) removes the recompile; or mark the batch dim dynamic before the call: "
             f"`torch._dynamo.mark_dynamic({arg}, 0)`."
         )
     if {a, b} & {0, 1}:

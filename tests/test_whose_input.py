@@ -1,0 +1,236 @@
+"""Whose input a recompiling frame's changed value is, decided once from the whole stack
+(#50): a library's model the user calls directly (their own line, or compilediag's worker
+with the inputs their file made) takes tensors the user passes and can mark; a frame the
+library calls itself, or that a framework's loop calls, does not. Each piece of advice is
+applied to the program it was made for and torch's own counts show the recompile gone (or
+the report said why not).
+
+The libraries here are tiny packages of our own (tests/fixtures/frameworks), copied into a
+`site-packages` folder as `pip install --target` would put them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+JOBS = str(ROOT / "tests" / "fixtures" / "run_jobs")
+PACKAGES = ROOT / "tests" / "fixtures" / "frameworks"
+
+# torch's own counts, per frame: CompileCounter behind the eager backend (torch_counts)
+FACTS = "write_facts(facts_path(), per_frame={str(k): v for k, v in per_frame.items()})\n"
+
+
+def _installed(tmp_path: Path, *names: str) -> dict[str, str]:
+    """The packages copied into a site-packages folder of the test's, on PYTHONPATH."""
+    site = tmp_path / "site-packages"
+    for name in names:
+        shutil.copytree(PACKAGES / name, site / name, dirs_exist_ok=True)
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path}
+
+
+def _run(job: Path, source: str, env: dict[str, str] | None = None) -> tuple[dict, dict]:
+    """`compilediag run` on the job, and torch's own counts from inside it."""
+    job.write_text(source)
+    facts = job.parent / "facts.json"
+    facts.unlink(missing_ok=True)
+    proc = run_cli("run", "--format", "json", "--", sys.executable, job.name,
+                   env={"JOB_FACTS": str(facts), **(env or {})}, cwd=job.parent)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout), json.loads(facts.read_text())
+
+
+def _recompiles(torch_saw: dict) -> int:
+    return sum(n - 1 for n in torch_saw["per_frame"].values())
+
+
+def _line(source: str, text: str) -> int:
+    return 1 + next(i for i, t in enumerate(source.splitlines()) if text in t)
+
+
+# --- 1. a library's model the user calls directly: the inputs they pass ------------------
+
+MODEL_FILE = """\
+import torch
+from transformers import BertConfig, BertModel
+
+
+def get_model():
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64)
+    return BertModel(config).eval()
+
+
+def get_input_sets():
+    sets = []
+    for n in (12, 16, 20):  # three batches, each padded to its own longest sequence
+        input_ids = torch.randint(0, 100, (4, n))
+{mark}        sets.append({{"input_ids": input_ids}})
+    return sets
+"""
+MARK_SETS = "        torch._dynamo.mark_dynamic(input_ids, 1)\n"
+
+# the model file's input sets through torch.compile, counted by torch
+COUNT = """
+import importlib.util, json, sys, torch
+sys.path.insert(0, sys.argv[2])
+import torch_counts
+spec = importlib.util.spec_from_file_location("model", sys.argv[1])
+model = importlib.util.module_from_spec(spec); spec.loader.exec_module(model)
+compiled = torch.compile(model.get_model(), backend=torch_counts.backend)
+with torch.no_grad():
+    for inputs in model.get_input_sets():
+        compiled(**inputs)
+print(json.dumps({str(k): v for k, v in torch_counts.per_frame.items()}))
+"""
+
+
+def test_a_library_model_the_worker_calls_with_the_users_inputs_is_told_to_mark_them(
+    tmp_path: Path,
+) -> None:
+    """`compilediag recompiles` on a model file whose model is transformers' BertModel and
+    whose input sets have three sequence lengths: the worker calls the model with the
+    user's tensors, so the advice is mark_dynamic(input_ids, 1) where the file makes them,
+    or padding to a few lengths. Before: "`input_ids` is a value of transformers', not one
+    you pass, so it can't be marked" (the worker's caller, Python's runpy, was taken for
+    the library's). Applied in the file, torch compiles the frame once."""
+    pytest.importorskip("transformers")
+    model = tmp_path / "bert_model.py"
+
+    def run(mark: str) -> tuple[dict, int]:
+        model.write_text(MODEL_FILE.format(mark=mark))
+        proc = run_cli("recompiles", str(model), "--format", "json", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        counted = subprocess.run(
+            [sys.executable, "-c", COUNT, str(model), JOBS],
+            capture_output=True, text=True, check=True, cwd=tmp_path,
+        )  # fmt: skip
+        per_frame = json.loads(counted.stdout.strip().splitlines()[-1])
+        return json.loads(proc.stdout), sum(n - 1 for n in per_frame.values())
+
+    report, torch_recompiles = run("")
+    assert len(report["recompiles"]) == torch_recompiles == 1
+    (r,) = report["recompiles"]
+    said = r["suggestion"]
+    assert r["failed_guard"] == "input_ids dim 1 changed 12 → 16"
+    assert "`torch._dynamo.mark_dynamic(input_ids, 1)`" in said, said
+    assert "get_input_sets()" in said and "pad_to_multiple_of=8" in said, said
+    assert "not one you pass" not in said and "called from inside" not in said, said
+    # the advice, applied where the file makes the inputs: one compile
+    report, torch_recompiles = run(MARK_SETS)
+    assert torch_recompiles == 0 and report["recompiles"] == []
+
+
+CLASSIFY = """\
+import sys
+
+sys.path.insert(0, {jobs!r})
+import torch
+from torch_counts import backend, facts_path, per_frame, write_facts
+from transformers import BertConfig, BertForSequenceClassification
+
+torch.manual_seed(0)
+config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                    num_attention_heads=2, intermediate_size=64, num_labels=3)
+model = BertForSequenceClassification(config).eval()
+compiled = torch.compile(model, backend=backend)
+with torch.no_grad():
+    for n in (12, 16, 20):  # batches of three lengths
+        input_ids = torch.randint(0, 100, (4, n))
+{mark}        logits = compiled(input_ids=input_ids).logits
+{facts}"""
+MARK_CALL = "        torch._dynamo.mark_dynamic(input_ids, 1)\n"
+
+
+def test_a_transformers_classifier_called_by_the_users_line_is_advised_at_that_call(
+    tmp_path: Path,
+) -> None:
+    """BertForSequenceClassification from a config, called by the user's own line with
+    `input_ids=` of three lengths: the advice names that call and marks what it passes
+    (before: the guard's bare "mark it dynamic before the first call", no call, no padding).
+    Applied at that line, torch counts no recompile."""
+    pytest.importorskip("transformers")
+    job = tmp_path / "classify.py"
+
+    def source(mark: str) -> str:
+        return CLASSIFY.format(jobs=JOBS, mark=mark, facts=FACTS)
+
+    report, torch_saw = _run(job, source(""))
+    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
+    (r,) = report["recompiles"]
+    said = r["suggestion"]
+    call = _line(source(""), "compiled(input_ids=input_ids)")
+    assert f"`input_ids` is an input you pass at the call, classify.py:{call}" in said, said
+    assert "`torch._dynamo.mark_dynamic(input_ids, 1)`" in said and "pad_to_multiple_of" in said
+    assert "not one you pass" not in said
+    report, torch_saw = _run(job, source(MARK_CALL))
+    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+
+
+TOKENS = """\
+import sys
+
+sys.path.insert(0, {jobs!r})
+import torch
+from minilib import TokenModel
+from torch_counts import backend, facts_path, per_frame, write_facts
+
+torch.manual_seed(0)
+model = TokenModel()
+compiled = torch.compile(model, backend=backend{dynamic})
+with torch.no_grad():
+    for n in (12, 16, 20):  # batches of three lengths
+        input_ids = torch.randint(0, 100, (4, n))
+{mark}        logits = compiled(input_ids)
+{facts}"""
+
+
+def test_the_users_input_is_marked_and_the_librarys_own_frame_is_not(tmp_path: Path) -> None:
+    """A library's model (minilib, installed) called by the user's line, whose block breaks
+    the graph, so Dynamo compiles the block's code as its own frame, called from inside the
+    library. The model's frame: mark `input_ids` at the user's call. The block's frame: its
+    tensor is the library's, "not one you pass, so it can't be marked" (the wording kept),
+    dynamic=True. Each applied: the mark removes the model frame's recompile (torch's count
+    per frame), not the library's frames' (as the report said); dynamic=True removes all."""
+    env = _installed(tmp_path, "minilib")
+    job = tmp_path / "tokens.py"
+
+    def source(mark: str = "", dynamic: str = "") -> str:
+        return TOKENS.format(jobs=JOBS, mark=mark, dynamic=dynamic, facts=FACTS)
+
+    report, torch_saw = _run(job, source(), env)
+    assert len(report["recompiles"]) == _recompiles(torch_saw) >= 2
+    frame_of = {r["compile_id"]: r for r in report["recompiles"]}
+    users = frame_of["0/1"]  # TokenModel.forward: the frame the user's line calls
+    call = _line(source(), "compiled(input_ids)")
+    assert users["failed_guard"] == "input_ids dim 1 changed 12 → 16"
+    assert (
+        f"`input_ids` is an input you pass at the call, tokens.py:{call}" in users["suggestion"]
+    ), users["suggestion"]
+    assert "`torch._dynamo.mark_dynamic(input_ids, 1)`" in users["suggestion"]
+    inner = [r for r in report["recompiles"] if "called from inside minilib" in r["suggestion"]]
+    assert [r["frame"] for r in inner] == ["forward, after line 15"], report["recompiles"]
+    for r in inner:  # Mixer.forward's code after its break, called by TokenModel.forward
+        assert "This frame is minilib's own code, called from inside minilib" in r["suggestion"]
+        assert "a value of minilib's, not one you pass, so it can't be marked" in r["suggestion"]
+        assert "mark_dynamic" not in r["suggestion"], r["suggestion"]
+    outside = [r for r in report["recompiles"] if r not in inner]
+    assert not [r for r in outside if "not one you pass" in r["suggestion"]]
+    # the user's mark, applied: their frame compiles once; the frames after the breaks
+    # still recompile, as the report said they would
+    before = _recompiles(torch_saw)
+    _, torch_saw = _run(job, source(mark=MARK_CALL), env)
+    assert torch_saw["per_frame"]["0"] == 1
+    assert _recompiles(torch_saw) == before - 1
+    # dynamic=True, the library frames' advice: no recompile anywhere
+    _, torch_saw = _run(job, source(dynamic=", dynamic=True"), env)
+    assert _recompiles(torch_saw) == 0
