@@ -91,3 +91,61 @@ def test_a_library_kernel_is_one_line_and_its_call_the_next(large: Report) -> No
         assert "a step (" in " ".join(lines[at - 2 : at])  # the kernel's facts just above
         assert k.shapes.split("], ")[0] in lines[at]
         assert all(k.shapes.split("], ")[0] not in line for line in lines[at - 3 : at])
+
+
+def test_a_float32_gemm_is_set_against_the_float32_peak_and_tf32_advised() -> None:
+    """The recorded H200 report with its costliest GEMM made a float32 one on the FFMA units
+    (as an H100's float32 MLP ran, "0% of H100's peak" against the bf16 tensor cores'): the
+    TF32 setting is advised with its time; as recorded (bf16), nothing is."""
+    from compilediag.analysis.kernel_times import tf32_advice, unit_of
+
+    report = from_json(Report, LARGE.read_text())
+    assert tf32_advice(report) == []
+    gemms = [k for k in report.timings.kernels if k.op.startswith(("aten::mm", "aten::addmm"))]
+    assert gemms
+    gemms[0].peak_unit = "fp32"
+    (said,) = tf32_advice(report)
+    assert 'torch.set_float32_matmul_precision("high")' in said and gemms[0].op in said
+    assert unit_of("float", "ampere_sgemm_128x64_nn") == "fp32"
+    assert unit_of("float", "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32") == "tf32"
+    assert unit_of("c10::BFloat16", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") == "bf16"
+    # torch 2.11 names no dtype: the names of an H100's float32 MLP, run without and with TF32
+    assert unit_of("", "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_ffma") == "fp32"
+    assert unit_of("", "void sgemm_largek_lds64<true, false, 5, 5, 4, 4, 4, 34>") == "fp32"
+    assert unit_of("", "cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn>") == "tf32"
+    assert unit_of("", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") == ""
+
+
+@pytest.mark.gpu
+def test_float32_gemms_on_cuda_are_set_against_the_unit_they_ran_on(tmp_path: Path) -> None:
+    """On CUDA, a float32 MLP (tests/fixtures/run_jobs/mlp_launch.py): its GEMMs run on the
+    float32 units and are set against that peak; with torch.set_float32_matmul_precision(
+    "high") they run as TF32 and are set against TF32's."""
+    import json
+    import sys
+
+    import torch
+
+    from tests.conftest import run_cli
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    job = ROOT / "tests" / "fixtures" / "run_jobs" / "mlp_launch.py"
+    units = {}
+    for tf32 in ("0", "1"):
+        proc = run_cli(
+            "run", "--format", "json", "--profile-steps", "10-14", "--", sys.executable,
+            str(job), env={"JOB_TF32": tf32, "JOB_STEPS": "30"}, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        kernels = json.loads(proc.stdout)["timings"]["kernels"]
+        gemms = [
+            k
+            for k in kernels
+            if k["op"].startswith(("aten::mm", "aten::addmm")) and k["tflop_per_s"]
+        ]
+        assert gemms, [(k["name"], k["op"]) for k in kernels]
+        units[tf32] = {k["peak_unit"] for k in gemms}
+        print(tf32, [(k["name"][:90], k["peak_unit"], k["tflop_per_s"]) for k in gemms])
+    assert units["0"] == {"fp32"}, units
+    assert units["1"] == {"tf32"}, units

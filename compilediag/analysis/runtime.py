@@ -12,7 +12,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compilediag.analysis.kernel_times import first_by_name, kernel_advice, kernel_timings
+from compilediag.analysis.kernel_times import (
+    first_by_name,
+    kernel_advice,
+    kernel_timings,
+    tf32_advice,
+)
 from compilediag.analysis.other_work import (
     plain_training_ms,
     step_work,
@@ -229,6 +234,7 @@ def window_figures(report: Report, job: Runtime, first: ProcessRuntime, left_out
         report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
         kernel_timings(report, first, breakdown)
         report.timings.notes += kernel_advice(report, first.kernel_step_ms)
+        report.timings.notes += tf32_advice(report)
 
 
 def communication_ms(p: ProcessRuntime) -> float | None:

@@ -141,6 +141,7 @@ class KernelTime:
     flops: int = 0  # over its calls: torch.profiler's count for a library call
     shapes: str = ""  # a library call's input shapes
     op: str = ""  # CUDA: the library call (aten op) that launched this kernel
+    dtype: str = ""  # a library call's first input's dtype, as torch.profiler names it
 
 
 @dataclass

@@ -336,7 +336,8 @@ def kernel_achieved(k: KernelTiming, peak: str) -> str:
     else:
         return ""
     if k.peak_share is not None and peak:
-        said += f", {k.peak_share:.0%} of {peak.partition(':')[0]}'s peak"
+        unit = {"fp32": " float32", "tf32": " TF32", "bf16": " bf16"}.get(k.peak_unit, "")
+        said += f", {k.peak_share:.0%} of {peak.partition(':')[0]}'s{unit} peak"
         if k.peak_share > 1 and k.gb_per_s is not None:
             said += " (above its memory's: the data came from the L2 cache)"
     return said

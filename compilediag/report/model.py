@@ -430,6 +430,7 @@ class KernelTiming:
     gb_per_s: float | None = None
     tflop_per_s: float | None = None
     peak_share: float | None = None  # of the device's bandwidth (or FLOP/s for a library call)
+    peak_unit: str = ""  # a library call's: the FLOP/s it is set against (bf16, tf32, fp32)
     lost_ms: float = 0.0  # a step, against the peak (its whole time where no peak is known)
 
 

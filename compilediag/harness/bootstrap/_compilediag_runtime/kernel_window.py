@@ -187,21 +187,19 @@ class _KernelWindow:
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
         compute: list[tuple[float, float]] = []  # the kernels' (CUDA) or the step's ops' (CPU)
         rest: dict[tuple[str, str, str], dict[str, Any]] = {}
-        launches = _launches(events)
+        launched_by, flops_to = _launched(events)
         counted: set[int] = set()  # the library calls whose FLOPs a kernel of theirs took
         # the threads the step runs on: those that enter compiled code (not a pin-memory
         # thread's, not the autograd engine's)
         steps_threads = {e.thread for e in events if e.name.startswith(REGION)}
 
         def add(name: str, kind: str, us: float, shapes: str = "", flops: int = 0, op: str = "",
-                table: dict[tuple[str, str, str], dict[str, Any]] = rows) -> None:  # fmt: skip
-            _add_row(table, name, kind, us, shapes, flops, op)
+                table: dict[tuple[str, str, str], dict[str, Any]] = rows,
+                dtype: str = "") -> None:  # fmt: skip
+            _add_row(table, name, kind, us, shapes, flops, op, dtype)
 
         for e in events:
-            launched = e
-            if e.device_type == DeviceType.CUDA:
-                ops = launches.get((e.name, e.time_range.end - e.time_range.start))
-                launched = ops.pop(0) if ops else e
+            launched = launched_by.get(id(e), e)
             if launched.time_range.start > cutoff or evaluating(launched.time_range.start):
                 continue
             if e.device_type == DeviceType.CUDA:
@@ -213,10 +211,12 @@ class _KernelWindow:
                     spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
                 call = _library_call(launched if launched is not e else None)
                 if call is not None and kind == "device":  # a library call's kernel
-                    flops = 0 if call.id in counted else int(getattr(call, "flops", 0) or 0)
-                    counted.add(call.id)
+                    # its FLOPs to its longest kernel (the GEMM, not a memset or a scaling)
+                    mine = flops_to.get(call.id) == id(e) and call.id not in counted
+                    flops = int(getattr(call, "flops", 0) or 0) if mine else 0
+                    counted.update((call.id,) if mine else ())
                     add(e.name, "library", e.time_range.elapsed_us(), _shapes(call), flops,
-                        call.name)  # fmt: skip
+                        call.name, dtype=_dtype(call))  # fmt: skip
                     continue
                 add(e.name, kind, e.time_range.elapsed_us())
                 if kind != "communication":
@@ -264,13 +264,13 @@ def _cutoffs(events: Any, marks: list[float], ended: bool) -> tuple[float, float
 
 def _add_row(
     table: dict[tuple[str, str, str], dict[str, Any]], name: str, kind: str, us: float,
-    shapes: str, flops: int, op: str,
+    shapes: str, flops: int, op: str, dtype: str = "",
 ) -> None:  # fmt: skip
     """One more call of a kernel or op into its row (by name, kind and shapes)."""
     row = table.setdefault(
         (name, kind, shapes),
         {"name": name, "kind": kind, "calls": 0, "ms": 0.0, "shapes": shapes, "flops": 0,
-         "op": op},
+         "op": op, "dtype": dtype},
     )  # fmt: skip
     row["calls"] += 1
     row["ms"] += us / 1e3
@@ -293,16 +293,36 @@ def _evaluation_spans(events: Any, marks: list[float]) -> list[tuple[float, floa
     return list(spans.values())
 
 
-def _launches(events: Any) -> dict[tuple[str, float], list[Any]]:
-    """The op that launched each kernel: torch lists a kernel under its op (name, time)."""
+def _launched(events: Any) -> tuple[dict[int, Any], dict[int, int]]:
+    """The op that launched each CUDA kernel (torch lists a kernel under its op, by name and
+    time), by the kernel event's id; and for each library call a graph made, its longest
+    kernel (the one its FLOPs are given to)."""
     from torch.autograd import DeviceType
 
-    out: dict[tuple[str, float], list[Any]] = {}
+    launches: dict[tuple[str, float], list[Any]] = {}
     for op in events:
         if op.device_type == DeviceType.CPU:
             for k in getattr(op, "kernels", None) or []:
-                out.setdefault((k.name, k.duration), []).append(op)
-    return out
+                launches.setdefault((k.name, k.duration), []).append(op)
+    launched_by: dict[int, Any] = {}
+    longest: dict[int, tuple[float, int]] = {}
+    for e in events:
+        if e.device_type != DeviceType.CUDA:
+            continue
+        ops = launches.get((e.name, e.time_range.end - e.time_range.start))
+        if ops:
+            launched_by[id(e)] = ops.pop(0)
+            call = _library_call(launched_by[id(e)])
+            took = e.time_range.end - e.time_range.start
+            if call is not None and took > longest.get(call.id, (-1.0, 0))[0]:
+                longest[call.id] = (took, id(e))
+    return launched_by, {call: e for call, (_, e) in longest.items()}
+
+
+def _dtype(e: Any) -> str:
+    """The dtype of a library call's first tensor input, as torch.profiler names it (`float`,
+    `c10::BFloat16`); '' where this torch does not record it."""
+    return next((str(t) for t in getattr(e, "input_dtypes", None) or [] if t), "")
 
 
 def _shapes(e: Any) -> str:
