@@ -1,17 +1,21 @@
 """Whose input a recompiling frame's changed value is, decided once from the whole stack
 (#50): a library's model the user calls directly (their own line, or compilediag's worker
 with the inputs their file made) takes tensors the user passes and can mark; a frame the
-library calls itself, or that a framework's loop calls, does not. Each piece of advice is
-applied to the program it was made for and torch's own counts show the recompile gone (or
-the report said why not).
+library calls itself, or that a framework's loop calls, does not. A batch that came in
+smaller once is the loader's last batch in any loop (drop_last), a collator's padding only
+where a sequence dim varies. Each piece of advice is applied to
+the program it was made for and torch's own counts show the recompile gone (or the report
+said why not).
 
-The libraries here are tiny packages of our own (tests/fixtures/frameworks), copied into a
-`site-packages` folder as `pip install --target` would put them."""
+The frameworks here are tiny packages of our own (tests/fixtures/frameworks), copied into a
+`site-packages` folder as `pip install --target` would put them; a Lightning job runs too
+where Lightning is installed."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -234,3 +238,212 @@ def test_the_users_input_is_marked_and_the_librarys_own_frame_is_not(tmp_path: P
     # dynamic=True, the library frames' advice: no recompile anywhere
     _, torch_saw = _run(job, source(dynamic=", dynamic=True"), env)
     assert _recompiles(torch_saw) == 0
+
+
+# --- 2. a smaller last batch is the loader's ---------------------------------------------
+
+LOOP = """\
+import sys
+
+sys.path.insert(0, {jobs!r})
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch_counts import backend, facts_path, per_frame, write_facts
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
+compiled = torch.compile(model, backend=backend)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = TensorDataset(torch.randn(104, 16), torch.randint(0, 2, (104,)))
+loader = DataLoader(data, batch_size=64, shuffle=True{drop})  # 64 and 40 an epoch
+for epoch in range(2):
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+{facts}"""
+
+
+def test_a_smaller_last_batch_of_a_plain_loop_is_the_loaders(tmp_path: Path) -> None:
+    """104 samples in batches of 64, two epochs: the batch of 40 recompiles once. The advice
+    is the loader's drop_last (or the batch dim marked at the call that passes `x`), not a
+    collator's padding; before: "mark_dynamic(args[0], 0)", torch's wrapper's own name.
+    drop_last=True applied, torch counts no recompile."""
+    job = tmp_path / "train.py"
+
+    def source(drop: str = "") -> str:
+        return LOOP.format(jobs=JOBS, drop=drop, facts=FACTS)
+
+    report, torch_saw = _run(job, source())
+    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
+    (r,) = report["recompiles"]
+    said = r["suggestion"]
+    call = _line(source(), "compiled(x)")
+    assert r["failed_guard"].endswith("dim 0 changed 64 → 40")
+    assert f"A smaller batch (64 → 40) reached the model at train.py:{call}" in said, said
+    assert "`DataLoader(..., drop_last=True)`" in said and "mark_dynamic(x, 0)" in said, said
+    assert "collator" not in said and "args[0]" not in said, said
+    report, torch_saw = _run(job, source(", drop_last=True"))
+    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+
+
+FIT = """\
+import sys
+
+sys.path.insert(0, {jobs!r})
+import minifit
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch_counts import backend, facts_path, per_frame, write_facts
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
+data = TensorDataset(torch.randn(104, 16), torch.randint(0, 2, (104,)))
+loader = DataLoader(data, batch_size=64{drop})
+minifit.fit(torch.compile(model, backend=backend), loader, epochs=2)
+{facts}"""
+
+
+def test_a_smaller_last_batch_under_a_frameworks_loop_is_the_loaders(tmp_path: Path) -> None:
+    """The same data under a framework's training loop (minifit, installed): the batch comes
+    from the framework's loop, and the advice is drop_last on the DataLoader the user gives
+    it, not a collator's padding or ACCELERATE_DYNAMO_USE_DYNAMIC. Applied, no recompile."""
+    env = _installed(tmp_path, "minifit")
+    job = tmp_path / "train.py"
+
+    def source(drop: str = "") -> str:
+        return FIT.format(jobs=JOBS, drop=drop, facts=FACTS)
+
+    report, torch_saw = _run(job, source(), env)
+    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
+    said = report["recompiles"][0]["suggestion"]
+    assert "A smaller batch (64 → 40) reached the model from minifit's loop" in said, said
+    assert "(`training_epoch` in minifit/loops.py:" in said, said
+    assert "the DataLoader you give minifit" in said and "`drop_last=True`" in said, said
+    assert "collator" not in said and "ACCELERATE" not in said, said
+    report, torch_saw = _run(job, source(", drop_last=True"), env)
+    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+
+
+PADDED = """\
+import sys
+
+sys.path.insert(0, {jobs!r})
+import minifit
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from torch_counts import backend, facts_path, per_frame, write_facts
+
+LENGTH = {length}
+
+
+class Tokens(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(100, 16)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, ids):
+        return self.head(self.embed(ids).mean(dim=1))
+
+
+def pad(samples):
+    # each batch padded to its longest sequence (or to LENGTH)
+    n = LENGTH or max(len(s) for s, _ in samples)
+    ids = torch.zeros(len(samples), n, dtype=torch.long)
+    for i, (s, _) in enumerate(samples):
+        ids[i, : len(s)] = s
+    return ids, torch.tensor([y for _, y in samples])
+
+
+torch.manual_seed(0)
+# three batches an epoch, of 64, 64 and 40 sequences, the longest 20, 28 and 11 long
+lengths = [8 + i % 13 for i in range(64)] + [10 + i % 19 for i in range(64)]
+lengths += [5 + i % 7 for i in range(40)]
+data = [(torch.randint(1, 100, (n,)), n % 2) for n in lengths]
+loader = DataLoader(data, batch_size=64, collate_fn=pad{drop})
+minifit.fit(torch.compile(Tokens(), backend=backend), loader, epochs=2)
+{facts}"""
+
+
+def test_a_collators_padding_is_named_only_where_a_sequence_dim_varies(tmp_path: Path) -> None:
+    """Batches padded to their own longest sequence under a framework's loop, and a smaller
+    last batch: the sequence dim's recompile is the collator's padding; the batch dim's is
+    the loader's last batch (drop_last), with no collator in its advice. Both applied (pad
+    to one length, drop_last), torch counts no recompile."""
+    env = _installed(tmp_path, "minifit")
+    job = tmp_path / "train.py"
+
+    def source(length: int = 0, drop: str = "") -> str:
+        return PADDED.format(jobs=JOBS, length=length, drop=drop, facts=FACTS)
+
+    report, torch_saw = _run(job, source(), env)
+    assert len(report["recompiles"]) == _recompiles(torch_saw) == 2
+    sequence, batch = report["recompiles"]
+    assert re.search(r"dim 1 changed \d+ → \d+$", sequence["failed_guard"]), sequence
+    assert "a collator padding each batch" in sequence["suggestion"], sequence["suggestion"]
+    assert "ACCELERATE" not in sequence["suggestion"]  # minifit is no accelerate
+    assert batch["failed_guard"].endswith("dim 0 changed 64 → 40"), batch
+    assert "`drop_last=True`" in batch["suggestion"], batch["suggestion"]
+    assert "collator" not in batch["suggestion"] and "pad_to_multiple_of" not in batch["suggestion"]
+    report, torch_saw = _run(job, source(length=32, drop=", drop_last=True"), env)
+    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+
+
+LIGHTNING = """\
+import sys
+
+sys.path.insert(0, {jobs!r})
+import lightning as L
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch_counts import backend, facts_path, per_frame, write_facts
+
+
+class Net(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
+
+    def forward(self, x):
+        return self.body(x)
+
+    def training_step(self, batch, i):
+        x, y = batch
+        return nn.functional.cross_entropy(self(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(104, 16), torch.randint(0, 2, (104,)))
+trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False)
+trainer.fit(torch.compile(Net(), backend=backend), DataLoader(data, batch_size=64{drop}))
+{facts}"""
+
+
+def test_a_smaller_last_batch_under_lightning_is_the_loaders(tmp_path: Path) -> None:
+    """Lightning's Trainer compiles the module's training_step and calls it from its loop:
+    the last batch of 40 is the loader's (before: "a collator padding each batch ...
+    ACCELERATE_DYNAMO_USE_DYNAMIC=1"). drop_last=True applied, no recompile."""
+    pytest.importorskip("lightning")
+    job = tmp_path / "train_lit.py"
+
+    def source(drop: str = "") -> str:
+        return LIGHTNING.format(jobs=JOBS, drop=drop, facts=FACTS)
+
+    report, torch_saw = _run(job, source())
+    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
+    said = report["recompiles"][0]["suggestion"]
+    assert "A smaller batch (64 → 40) reached the model from Lightning's loop" in said, said
+    assert "`drop_last=True`" in said and "collator" not in said and "ACCELERATE" not in said
+    assert "trainer.fit" not in said and "train_lit.py" not in said, said
+    report, torch_saw = _run(job, source(", drop_last=True"))
+    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []

@@ -8,6 +8,7 @@ from compilediag.analysis.callers import CalledBy
 from compilediag.analysis.guard_words import Guard, guard_head
 from compilediag.analysis.history import Entry
 from compilediag.paths import Owner, possessive
+from compilediag.trace.formats import GUARD_LOWER_BOUND, GUARD_RANGE, GUARD_SIZE
 
 
 def inner_library_frame(e: Entry) -> str:
@@ -29,25 +30,50 @@ def under_training_loop(e: Entry) -> bool:
     return bool(e.caller.loop)
 
 
-def size_advice(g: Guard, dynamic: bool) -> str:
+def guard_dim(g: Guard) -> str:
+    """The dim a size guard is about ('0', '1', ...), '' for another guard."""
+    for pattern in (GUARD_SIZE, GUARD_RANGE, GUARD_LOWER_BOUND):
+        if m := pattern.match(g.guard):
+            return m["i"]
+    return ""
+
+
+def size_advice(g: Guard, dynamic: bool, loop: str = "") -> str:
     """Sizes that change from call to call in the batches a framework's training loop
-    passes (a collator's padding), which the user doesn't pass by hand."""
-    made = (
-        "It is a size of the batches the training loop passes: a collator padding each batch "
-        "to its longest sequence changes it from batch to batch."
-    )
+    passes, which the user doesn't pass by hand: a sequence dim is a collator's padding
+    (each batch padded to its longest sequence); the batch dim is the loader's (a smaller
+    last batch is `loaders_last_batch`'s, before this)."""
+    if guard_dim(g) == "0":
+        made = (
+            "It is the batch size of the batches the training loop passes: it changes from "
+            "step to step (a sampler, or a loader that makes batches of several sizes)."
+        )
+        fix = (
+            "give every batch one size (`DataLoader(..., drop_last=True)` where only the last "
+            "batch is smaller), or compile with dynamic=True"
+        )
+    else:
+        made = (
+            "It is a size of the batches the training loop passes: a collator padding each "
+            "batch to its longest sequence changes it from batch to batch."
+        )
+        fix = (
+            'pad every batch to one length (the collator\'s `padding="max_length", '
+            "max_length=N`; `pad_to_multiple_of=8` keeps the lengths few), or compile with "
+            "dynamic=True"
+        )
     now = (
         "torch made it dynamic on this recompile (automatic dynamic), so later sizes reuse "
         "this graph: one more compile in all. To skip that one too: "
         if dynamic
         else "Each new size compiles again until it is dynamic: "
     )
-    return (
-        f"{made} {now}pad every batch to one length (the collator's "
-        '`padding="max_length", max_length=N`; `pad_to_multiple_of=8` keeps the lengths '
-        "few), or compile with dynamic=True"
-        + " (under the Trainer or accelerate: ACCELERATE_DYNAMO_USE_DYNAMIC=1)."
+    setting = (
+        " (under the Trainer or accelerate: ACCELERATE_DYNAMO_USE_DYNAMIC=1)"
+        if loop in ("", "the Trainer", "accelerate")
+        else ""
     )
+    return f"{made} {now}{fix}{setting}."
 
 
 def library_recompile_advice(package: str, g: Guard, e: Entry, dynamic: bool = False) -> str:
@@ -59,7 +85,7 @@ def library_recompile_advice(package: str, g: Guard, e: Entry, dynamic: bool = F
     head = f"This frame is {own} own code, called from inside {package}: "
     generating = any("generate" in f.name for f in e.compile.stack)
     if g.cause in ("shape", "bounded") and under_training_loop(e):
-        return size_advice(g, dynamic)
+        return size_advice(g, dynamic, e.caller.loop)
     if package == "transformers" and g.cause in ("shape", "bounded") and generating:
         return (
             head + f"{subject} grows with the generated sequence. For shapes that stay the same "

@@ -1,5 +1,7 @@
 """A recompiling frame's input, where the user passes it: what the user's call passes for
-it (`x` of `criterion(model(x), y)`, `batch["input_ids"]` of `model(**batch)`)."""
+it (`x` of `criterion(model(x), y)`, `batch["input_ids"]` of `model(**batch)`), and the
+advice on a batch that came in smaller once - the loader's last, partial batch - for
+whoever called the frame (the user's line, a framework's loop, the library)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,13 @@ import linecache
 import os
 import re
 
-from compilediag.analysis.history import Entry
+from compilediag.analysis.callers import CalledBy, Caller, shown
+from compilediag.analysis.guard_words import Guard, sizes_0_1
+from compilediag.analysis.guards import parse_guard, reasons_of
+from compilediag.analysis.history import Entry, History
+from compilediag.paths import possessive
 from compilediag.trace.compiles import Frame
+from compilediag.trace.formats import GUARD_SIZE, source_name
 
 # a positional input of a `*args` wrapper (torch's `inner`, a library's decorator)
 POSITIONAL = re.compile(r"^args\[(?P<i>\d+)\]$")
@@ -118,3 +125,80 @@ def where(f: Frame) -> str:
     """The user's line as the advice names it: `train.py:12 (in validate)`."""
     into = f" (in {f.name})" if f.name else ""
     return f"{os.path.basename(f.file)}:{f.line}{into}"
+
+
+# --- the loader's last batch -------------------------------------------------------------
+
+
+def batch_sizes(h: History, e: Entry) -> set[int]:
+    """Every size dim 0 of the frame's inputs had in its failed size guards, over all its
+    recompiles: a loader's last batch gives two (the batch size and the smaller rest)."""
+    sizes: set[int] = set()
+    for k in h.frame_of(e):
+        for r in reasons_of(k):
+            m = GUARD_SIZE.match(parse_guard(r).guard)
+            if m and m["i"] == "0":
+                sizes |= {int(m["a"]), int(m["b"])}
+    return sizes
+
+
+def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
+    """A batch dim that changed once, from the batch size to a smaller one: the loader's
+    last, partial batch (the data's size is not a multiple of the batch size), in any loop
+    - the user's own, a framework's, the library's - where `DataLoader(..., drop_last=True)`
+    removes it. '' for any other change, for compilediag's own sweep of input sets (their
+    sizes are the user's choice) and under generate()."""
+    m = GUARD_SIZE.match(g.guard)
+    c = e.caller
+    if not m or m["i"] != "0" or int(m["b"]) >= int(m["a"]):
+        return ""
+    if c.by == CalledBy.HARNESS or any("generate" in f.name for f in e.compile.stack):
+        return ""
+    a, b = int(m["a"]), int(m["b"])
+    if batch_sizes(h, e) != {a, b}:
+        return ""  # batches of several sizes: not one last batch
+    name = source_name(m["n"])
+    said = [f"A smaller batch ({a} → {b}) reached the model {_from(c)}: "]
+    arg = ""
+    if c.by == CalledBy.FRAMEWORK:
+        said.append(
+            f"the last, partial batch of the DataLoader you give {c.framework}, most likely (the "
+            "data's size is not a multiple of the batch size). `drop_last=True` on that loader "
+            "(`DataLoader(..., drop_last=True)`) removes the recompile; or compile with "
+            "dynamic=True, so the batch dim is dynamic from the first compile."
+        )
+    else:
+        if c.by == CalledBy.USER and c.frame is not None:
+            arg = argument_at(c.frame, e, name)
+        mark = (
+            f"`torch._dynamo.mark_dynamic({arg}, 0)`"
+            if arg and markable(arg)
+            else "`torch._dynamo.mark_dynamic(batch, 0)` on the batch you pass"
+        )
+        said.append(
+            "the loader's last, partial batch, most likely (the data's size is not a multiple "
+            "of the batch size). `drop_last=True` on that loader (`DataLoader(..., "
+            "drop_last=True)`), or padding the last batch, removes the recompile; or mark the "
+            f"batch dim dynamic before the call: {mark}."
+        )
+    text = "".join(said)
+    if dynamic:
+        text += (
+            " torch made the batch dim dynamic on this recompile (automatic dynamic), so later "
+            "sizes reuse this graph: either fix saves this one compile."
+        )
+    if b in (0, 1):
+        text += sizes_0_1(arg or name, "0")
+    return text
+
+
+def _from(c: Caller) -> str:
+    """Where the batch came from, in words: `at train.py:12 (in validate)`, `from minifit's
+    loop (`training_epoch`, minifit/loops.py:9)`."""
+    if c.by == CalledBy.USER and c.frame is not None:
+        return f"at {where(c.frame)}"
+    if c.by == CalledBy.FRAMEWORK and c.frame is not None:
+        return f"from {possessive(c.framework)} loop ({shown(c.frame)})"
+    if c.by == CalledBy.LIBRARY and c.frame is not None:
+        return f"through {possessive(c.package)} own call ({shown(c.frame)})"
+    return "this time"

@@ -1,6 +1,7 @@
 """The advice for one recompile: advisors asked in order, the first answer wins. The most
-specific cause comes first (the model sets the guarded value itself, a mode switch, a
-library's own frame, a framework's training loop, state forward changes); then what
+specific cause comes first (the model sets the guarded value itself, a mode switch, the
+loader's last batch, a library's own frame, a framework's training loop, state forward
+changes); then what
 torch did about the value (baked it in, made it dynamic); last, the advice for the guard
 itself (a local after a graph break, every dim that changes, the user's call that passed
 the tensor, and the words `translate` gave it). Whose input a value is comes from
@@ -11,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from compilediag.analysis.callers import CalledBy
 from compilediag.analysis.guard_words import Guard, sizes_0_1
 from compilediag.analysis.guards import is_mode_switch
 from compilediag.analysis.history import Entry, History
@@ -26,6 +26,7 @@ from compilediag.analysis.passed_inputs import (
     POSITIONAL,
     SPREAD_ITEM,
     argument_at,
+    last_batch,
     markable,
     where,
 )
@@ -77,9 +78,13 @@ def library_frame(c: Case) -> str:
     return library_recompile_advice(package, c.guard, c.entry, c.dynamic) if package else ""
 
 
+def loaders_last_batch(c: Case) -> str:
+    return last_batch(c.history, c.entry, c.guard, c.dynamic)
+
+
 def training_loop_batches(c: Case) -> str:
     if c.guard.cause in ("shape", "bounded") and under_training_loop(c.entry):
-        return size_advice(c.guard, c.dynamic)
+        return size_advice(c.guard, c.dynamic, c.entry.caller.loop)
     return ""
 
 
@@ -157,6 +162,7 @@ GUARD_ADVISORS: list[Advisor] = [local_after_break, every_dim, at_the_call, tran
 ADVISORS: list[Advisor] = [
     model_sets_it,
     one_graph_per_mode,
+    loaders_last_batch,
     library_frame,
     training_loop_batches,
     python_state,
@@ -213,13 +219,6 @@ def user_call(e: Entry, g: Guard) -> str:
             "`pad_to_multiple_of=8`), so that few sizes compile"
         )
     text += "; or compile with dynamic=True."
-    if dim == "0" and b < a and site and caller.by == CalledBy.USER:
-        text = (
-            f"A smaller batch ({a} → {b}) reached the model at {where(site)}: the loader's "
-            "last, partial batch, most likely. `drop_last=True` on that loader (or padding the "
-            "last batch) removes the recompile; or mark the batch dim dynamic before the call: "
-            f"`torch._dynamo.mark_dynamic({arg}, 0)`."
-        )
     if {a, b} & {0, 1}:
         text += sizes_0_1(arg, dim)
     return text
