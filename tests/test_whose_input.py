@@ -3,7 +3,8 @@
 with the inputs their file made) takes tensors the user passes and can mark; a frame the
 library calls itself, or that a framework's loop calls, does not. A batch that came in
 smaller once is the loader's last batch in any loop (drop_last), a collator's padding only
-where a sequence dim varies. Each piece of advice is applied to
+where a sequence dim varies; a mode switch a framework's validation loop makes is nothing to
+change, and no advice sends the user to `trainer.fit`. Each piece of advice is applied to
 the program it was made for and torch's own counts show the recompile gone (or the report
 said why not).
 
@@ -447,3 +448,61 @@ def test_a_smaller_last_batch_under_lightning_is_the_loaders(tmp_path: Path) -> 
     assert "trainer.fit" not in said and "train_lit.py" not in said, said
     report, torch_saw = _run(job, source(", drop_last=True"))
     assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+
+
+# --- 3. a framework's validation loop: nothing to change ---------------------------------
+
+FIT_VALIDATE = """\
+import sys
+
+sys.path.insert(0, {jobs!r})
+import minifit
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch_counts import backend, facts_path, per_frame, write_facts
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.1), nn.ReLU(), nn.Linear(32, 2))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def loader(n):
+    return DataLoader(TensorDataset(torch.randn(n, 16), torch.randint(0, 2, (n,))), batch_size=16)
+
+
+torch.manual_seed(0)
+compiled = torch.compile(Net(), backend=backend)
+minifit.fit(compiled, loader(64), loader(32), epochs=2)
+{facts}"""
+
+
+def test_a_mode_switch_in_a_frameworks_validation_loop_is_nothing_to_change(
+    tmp_path: Path,
+) -> None:
+    """A framework (minifit, installed) trains the compiled model and validates it in eval()
+    under no_grad: one graph per mode. The advice names the framework's validation loop and
+    says there is nothing to change; it never sends the user to their `minifit.fit(...)`
+    line (before: "at train.py:25, call the module you passed to torch.compile rather than
+    the compiled one" - the line that calls fit). torch's count is the mode's one graph,
+    which the report says stays."""
+    env = _installed(tmp_path, "minifit")
+    job = tmp_path / "train.py"
+    source = FIT_VALIDATE.format(jobs=JOBS, facts=FACTS)
+    report, torch_saw = _run(job, source, env)
+    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
+    (r,) = report["recompiles"]
+    said = r["suggestion"]
+    assert said.startswith("Expected: one graph per mode."), said
+    assert "Nothing to change: one graph per mode is expected here." in said, said
+    assert "minifit's validation loop (`validation_loop` in minifit/loops.py:" in said, said
+    assert "called by minifit's `training_epoch`" in said, said
+    assert "line 16 `model.eval()`" in said and "`with torch.no_grad():`" in said, said
+    fit = _line(source, "minifit.fit(")
+    assert f"train.py:{fit}" not in said and "call the module you passed" not in said, said
+    assert "set_stance" not in said, said

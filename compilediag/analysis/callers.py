@@ -8,6 +8,7 @@ from it, and every piece of advice reads it here (`Entry.caller`), never from on
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -27,6 +28,8 @@ FRAMEWORK_LOOPS: tuple[tuple[str, str], ...] = (
     ("pytorch_lightning/", "Lightning"),
     ("lightning_fabric/", "Lightning Fabric"),
 )
+# a loop's function (or file) that evaluates: where a framework switches to eval()
+EVALUATION = re.compile(r"val|eval|predict|test|infer", re.I)
 
 
 class CalledBy(StrEnum):
@@ -61,6 +64,15 @@ class Caller:
         if self.by != CalledBy.FRAMEWORK or self.frame is None:
             return ""
         return framework_name(self.frame.file) or self.package
+
+    def evaluation_loop(self) -> Frame | None:
+        """The framework's frame that runs its evaluation (its validation loop), the innermost
+        whose function or file says so; else the frame that made the call."""
+        frames = [f for f in reversed(self.through) if installed_package(f.file)]
+        named = next((f for f in frames if EVALUATION.search(f.name)), None)
+        return named or next(
+            (f for f in frames if EVALUATION.search(os.path.basename(f.file))), self.frame
+        )
 
 
 def framework_name(file: str) -> str:

@@ -1,18 +1,20 @@
 """A recompile for a mode no graph of the frame had (grad on or off, train() or eval(),
 autocast, inference mode): expected, one graph per mode. Which modes the frame's graphs
 were made in, where each was called and which lines switched it, and what compiles
-fewer."""
+fewer - nothing to change where a framework's loop (its validation loop) switches the mode
+and calls the model (`Entry.caller`)."""
 
 from __future__ import annotations
 
 import linecache
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from compilediag.analysis.callers import EVALUATION, CalledBy, Caller, shown
 from compilediag.analysis.guards import is_mode_switch, parse_guard, reasons_of
 from compilediag.analysis.history import Entry, History
-from compilediag.paths import is_library_file
+from compilediag.paths import installed_package, is_library_file, possessive
 from compilediag.trace.compiles import Frame
 from compilediag.trace.formats import (
     GUARDS_AUTOCAST,
@@ -100,8 +102,16 @@ class ModeGraph:
     """One graph of a frame that ran in several modes: its mode, and where it was called."""
 
     mode: dict[str, str]
-    call: Frame | None  # the user's line that called the compiled model, where the stack has it
+    call: Frame | None  # the line that called the compiled model, where the stack has it
     switches: list[tuple[Frame, int, str]]  # the lines that set its mode (frame, line, code)
+    # who called it: a framework's loop (or the library) calls the model, and switches its
+    # mode, with no line of the user's in between
+    caller: Caller = field(default_factory=Caller)
+
+    @property
+    def loops(self) -> bool:
+        """A framework's loop or the library made the call, not a line of the user's."""
+        return self.caller.by in (CalledBy.FRAMEWORK, CalledBy.LIBRARY) and self.call is not None
 
     def evaluating(self, differ: list[str]) -> bool:
         """The evaluation graph: grad off or eval() where the graphs differ in it, or called
@@ -115,13 +125,21 @@ class ModeGraph:
 
 
 def mode_graph(e: Entry) -> ModeGraph:
+    c = e.caller
+    if c.by in (CalledBy.FRAMEWORK, CalledBy.LIBRARY) and c.frame is not None:
+        # a framework's loop called the model: the lines of its own that switched the mode
+        loop = [f for f in c.through if installed_package(f.file)]
+        return ModeGraph(graph_mode(e), c.frame, _innermost_switches(loop), c)
     callers = caller_frames(e)
-    switches: list[tuple[Frame, int, str]] = []
-    for f in reversed(callers):  # the innermost function that sets a mode
-        switches = [(f, n, code) for n, code in switching_lines(f)]
-        if switches:
-            break
-    return ModeGraph(graph_mode(e), callers[-1] if callers else None, switches)
+    return ModeGraph(graph_mode(e), callers[-1] if callers else None, _innermost_switches(callers))
+
+
+def _innermost_switches(frames: list[Frame]) -> list[tuple[Frame, int, str]]:
+    """The lines that set a mode in the innermost of `frames` (outermost first) that has any."""
+    for f in reversed(frames):
+        if switches := [(f, n, code) for n, code in switching_lines(f)]:
+            return switches
+    return []
 
 
 def mode_advice(h: History, e: Entry) -> str:
@@ -144,8 +162,9 @@ def mode_advice(h: History, e: Entry) -> str:
     if differ or any(g.call for g in graphs):
         items = [_graph_item(i, g, differ) for i, g in enumerate(graphs)]
         said.append("Its graphs: " + "; ".join(items) + ".")
-    said.append(_compile_fewer(graphs, differ))
-    if {"grad", "training"} <= set(differ):
+    fewer = _compile_fewer(graphs, differ)
+    said.append(fewer)
+    if {"grad", "training"} <= set(differ) and not fewer.startswith("Nothing to change"):
         said.append(
             "Evaluating with grad on would not remove it: the graphs differ in train()/eval() "
             "as well."
@@ -168,7 +187,9 @@ def _graph_item(i: int, g: ModeGraph, differ: list[str]) -> str:
     lines that switched it."""
     label = ", ".join(g.mode[k] for k in differ if k in g.mode) or f"mode {i + 1}"
     place = []
-    if g.call:
+    if g.loops and g.call:
+        place.append(f"called by {possessive(_whose(g))} {shown(g.call)}")
+    elif g.call:
         place.append(f"called at {os.path.basename(g.call.file)}:{g.call.line}")
         if g.call.name and g.call.name != "<module>":
             place[-1] += f" in {g.call.name}"
@@ -180,9 +201,38 @@ def _graph_item(i: int, g: ModeGraph, differ: list[str]) -> str:
     return f"{label} ({', '.join(place)})" if place else label
 
 
+def _whose(g: ModeGraph) -> str:
+    return g.caller.framework or g.caller.package
+
+
+def _framework_loops(graphs: list[ModeGraph], differ: list[str]) -> str:
+    """Where the graphs the user would run uncompiled (evaluation's, else every mode's) are
+    all called by a framework's loop (or the library), with no line of the user's in
+    between: nothing to change, and the loop named. '' where a line of the user's calls
+    one of them."""
+    evaluation = [g for g in graphs if g.evaluating(differ)]
+    moved = evaluation if evaluation and len(evaluation) < len(graphs) else graphs
+    if not moved or not all(g.loops for g in moved):
+        return ""
+    g = moved[0]
+    loop = g.caller.evaluation_loop() if evaluation and moved is evaluation else g.call
+    whose = _whose(g)
+    named = loop is not None and EVALUATION.search(f"{loop.name} {os.path.basename(loop.file)}")
+    what = "validation loop" if moved is evaluation and named else "loop"
+    at = f" ({shown(loop)})" if loop else ""
+    return (
+        f"Nothing to change: one graph per mode is expected here. {possessive(whose)} "
+        f"{what}{at} switches the mode and calls the model, not a line of yours; each "
+        "mode compiles once, and later calls reuse its graph."
+    )
+
+
 def _compile_fewer(graphs: list[ModeGraph], differ: list[str]) -> str:
     """What compiles fewer: evaluation run uncompiled (at its calls, where the stack names
-    them) when some graphs are evaluation's, else the rarer mode's calls."""
+    them) when some graphs are evaluation's, else the rarer mode's calls; nothing, where
+    those calls are a framework's loop's."""
+    if said := _framework_loops(graphs, differ):
+        return said
     evaluation = [g for g in graphs if g.evaluating(differ)]
     if not evaluation or len(evaluation) >= len(graphs):
         return (
