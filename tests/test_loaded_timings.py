@@ -109,15 +109,26 @@ def test_min_speedup_judges_only_trusted_timings() -> None:
     assert "149x its one-thread cost" in rule.message
 
 
-def test_fix_leaves_an_untrusted_time_out_of_its_evidence() -> None:
-    from compilediag.cli.commands.fix import Run, compiled_ms, untimed
+def test_fix_sets_only_trusted_times_side_by_side() -> None:
+    """Both medians where both runs' timings can be trusted; else both one-thread costs
+    (the cross-check's, like with like); else no time, and why."""
+    from compilediag.cli.commands.fix import Run, compiled_ms, compiled_times, untimed
 
     trusted, busy = _report(), _report(noise="the machine was busy")
     assert compiled_ms(trusted) == 1.0 and compiled_ms(busy) is None
-    assert untimed(Run(trusted, None, "")) == ""
-    assert untimed(Run(trusted, None, ""), Run(busy, None, "")) == (
-        "the compiled call's time is left out, its timings are not reliable: the machine was busy"
-    )
+    assert compiled_times(trusted, trusted) == (1.0, 1.0, "")
+    assert untimed(Run(trusted, None, ""), Run(trusted, None, "")) == ""
+    assert compiled_times(trusted, busy) == (
+        None, None,
+        "the compiled call's time is left out, the timings are not reliable: the machine was busy",
+    )  # fmt: skip
+    for r, one in ((trusted, 0.8), (busy, 0.5)):
+        r.timings.compiled_ms.one_thread_ms = one
+    assert compiled_times(trusted, busy) == (
+        0.8, 0.5,
+        "the compiled call's times are its one-thread costs, the timings are not reliable: "
+        "the machine was busy",
+    )  # fmt: skip
 
 
 # ---- end to end: explain beside a busy loop on every core --------------------------------

@@ -163,8 +163,8 @@ def measure(
     progress: Callable[[str], None] = lambda s: None,
 ) -> Measured:
     """Steady-state time per call of eager and compiled, in milliseconds (steady_state()),
-    then the one-thread cross-check (CPU; `trust` holds the threads the timing runs with
-    and gets the check and what it flags), the device's time (CUDA) and where a compiled
+    then the one-thread cross-check (CPU, one_thread(); `trust` holds the threads the
+    timing runs with and gets the check and what it flags), the device's time (CUDA) and where a compiled
     call's time goes. The profilers go last: a process that has run torch.profiler times
     its later calls slower, and its device time longer (docs/benchmarks.md). `progress`
     is told each phase and block."""
@@ -191,12 +191,14 @@ def measure(
     e, c, rounds = settled((e, c), another)
     noise = noise_reason(torch, e, c, rounds) if spread(e, c) > NOISY else ""
     if trust is not None and trust.threads is not None and not cuda:
-        if trust.threads.used > 1 or trust.threads.oversubscribed:
-            progress("timing: one thread each, the cross-check")
-            trust.one_thread = one_thread(torch, step, model, compiled, args_for)
-            e, c = _with_reference(e, c, trust.one_thread)
-            trust.flags = off_by(e, c, trust.one_thread, trust.threads)
-            noise = "; ".join([*trust.flags, *([noise] if noise else [])])
+        # Every CPU run, about 0.3 s: load that came after the cores were looked at is
+        # caught too, and a run whose figures are not reliable still has a trusted one,
+        # the one-thread cost, for `fix` to set beside another run's.
+        progress("timing: one thread each, the cross-check")
+        trust.one_thread = one_thread(torch, step, model, compiled, args_for)
+        e, c = _with_reference(e, c, trust.one_thread)
+        trust.flags = off_by(e, c, trust.one_thread, trust.threads)
+        noise = "; ".join([*trust.flags, *([noise] if noise else [])])
     busy = None
     if cuda:
         progress("timing: the GPU's own time")

@@ -223,9 +223,9 @@ class Stat:
     iqr: float
     n: int = 0
     min: float | None = None  # the fastest block: the least noisy estimate of the cost
-    # explain on CPU, where timed with several threads or on busy cores: the same call's cost
-    # on one thread (its CPU time per call, or its fastest one-thread block where lower); a
-    # median more than 3x this is flagged (Timings.noise)
+    # explain on CPU: the same call's cost on one thread (its CPU time per call, or its
+    # fastest one-thread block where lower); a median more than 3x this is flagged
+    # (Timings.noise)
     one_thread_ms: float | None = None
 
 

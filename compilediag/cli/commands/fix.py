@@ -314,28 +314,44 @@ def judge(brk: GraphBreak, before: Run, after: Run) -> tuple[str, Evidence | Non
         (b.summary.recompiles, a.summary.recompiles),
         checks[0].max_abs_err or 0.0,
         checks[1].max_abs_err or 0.0,
-        (compiled_ms(b), compiled_ms(a)),
+        compiled_times(b, a)[:2],
         max((c.max_abs_err or 0.0 for c in grads), default=None),
     )
 
 
 def compiled_ms(report: Report) -> float | None:
-    """The compiled call's median, where the run's timings can be trusted (else None: the
-    evidence leaves the time out, and `untimed` says why)."""
+    """The compiled call's median, where the run's timings can be trusted (else None)."""
     t = report.timings
     if t and t.compiled_ms and t.noise:
         return None
     return t.compiled_ms.median if t and t.compiled_ms else None
 
 
-def untimed(*runs: Run) -> str:
-    """Why a kept patch's evidence has no compiled-call time: a run's timings that can't
-    be trusted ("" when every run's can)."""
-    for r in runs:
-        t = r.report.timings if r.report else None
-        if t and t.compiled_ms and t.noise:
-            return f"the compiled call's time is left out, its timings are not reliable: {t.noise}"
-    return ""
+def compiled_times(before: Report, after: Report) -> tuple[float | None, float | None, str]:
+    """The compiled call before and after a patch, from trusted figures only, and what
+    stands in for a median that can't be trusted ("" for none): both medians where both
+    runs' timings can be trusted; else both runs' one-thread costs (the cross-check, a
+    like-for-like pair); else none, and why."""
+    b, a = compiled_ms(before), compiled_ms(after)
+    if b is not None and a is not None:
+        return b, a, ""
+    noise = next((r.timings.noise for r in (before, after) if r.timings and r.timings.noise), "")
+    if not noise:
+        return b, a, ""
+    one = [r.timings.compiled_ms.one_thread_ms if r.timings and r.timings.compiled_ms else None
+           for r in (before, after)]  # fmt: skip
+    why = f"the timings are not reliable: {noise}"
+    if one[0] is not None and one[1] is not None:
+        return one[0], one[1], f"the compiled call's times are its one-thread costs, {why}"
+    return None, None, f"the compiled call's time is left out, {why}"
+
+
+def untimed(before: Run, after: Run) -> str:
+    """What a kept patch's evidence says of the compiled call's time in place of the
+    medians: one-thread costs, or nothing (compiled_times); "" when the medians stand."""
+    if before.report is None or after.report is None:
+        return ""
+    return compiled_times(before.report, after.report)[2]
 
 
 def unified(old: str, new: str, name: str, context: int = 3) -> str:
