@@ -328,8 +328,7 @@ def timing_notes(trust: Trust) -> list[Finding]:
         seen = f" ({th.load.words()})" if th.load else ""
         notes.append(
             Finding(
-                # (a kind of its own belongs in report/vocabulary.py)
-                FindingKind.OTHER,
+                FindingKind.TIMING_THREADS,
                 f"timed with {th.used} thread{'s' * (th.used != 1)}, not torch's "
                 f"{th.default}: the cores were busy{seen}, and a thread that waits on a busy "
                 "core makes every call wait. The compile was torch's own, with its threads.",
@@ -338,5 +337,9 @@ def timing_notes(trust: Trust) -> list[Finding]:
             )
         )
     for flag in trust.flags:
-        notes.append(Finding(FindingKind.OTHER, f"timings not reliable: {flag}.", Severity.WARNING))
+        notes.append(
+            Finding(
+                FindingKind.UNRELIABLE_TIMING, f"timings not reliable: {flag}.", Severity.WARNING
+            )
+        )
     return notes

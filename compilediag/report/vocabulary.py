@@ -75,6 +75,8 @@ class FindingKind(StrEnum):
     DISCARDED_GRAPH = "discarded_graph"  # a graph the backend had, thrown away on a restart
     RANK_VALUES = "rank_values"  # ranks failed the same guards with their own data's values
     OTHER_WORK = "other_work"  # `run`: a training job's evaluation, its steps, its cost
+    TIMING_THREADS = "timing_threads"  # explain timed with fewer threads: the cores were busy
+    UNRELIABLE_TIMING = "unreliable_timing"  # a figure the one-thread cross-check flags
     EVALUATION_GRAPHS = "evaluation_graphs"  # graphs a rank compiled for its evaluation alone
     DAMAGED_TRACE = "damaged_trace"  # unreadable lines, damaged payloads
     # errors
