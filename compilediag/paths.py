@@ -38,10 +38,26 @@ _STDLIB = os.path.dirname(os.__file__).replace("\\", "/") + "/"
 LIBRARY_MARKERS = (*LIBRARY_ROOTS, "/torch/")  # torch from a source checkout too
 
 
+@functools.lru_cache(maxsize=1024)
 def is_own_file(filename: str) -> bool:
-    """A file of compilediag's (the worker that calls the model), through links too."""
+    """A file of compilediag's (the worker that calls the model), through links too, and in
+    a trace recorded by another checkout or install of it: a path whose part after its last
+    `compilediag/` names a file of this package (`.../compilediag/harness/worker.py`)."""
     f = filename.replace("\\", "/")
-    return f.startswith(_OWN_DIRS) or os.path.realpath(f).replace("\\", "/").startswith(_OWN_DIRS)
+    if f.startswith(_OWN_DIRS) or os.path.realpath(f).replace("\\", "/").startswith(_OWN_DIRS):
+        return True
+    _, sep, tail = f.rpartition("/compilediag/")
+    if not sep or not tail.endswith(".py"):
+        return False
+    return tail in FORMER_MODULES or os.path.isfile(os.path.join(_OWN_DIRS[0], tail))
+
+
+# the modules that call the user's code, where they stood before harness/ held them: a trace
+# an older release recorded names them so
+FORMER_MODULES = frozenset(
+    ("worker.py", "worker_torch.py", "runner.py", "measure.py", "spawn.py", "launch.py",
+     "target.py")
+)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=8192)

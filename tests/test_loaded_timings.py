@@ -162,9 +162,9 @@ def _spin(deadline: float) -> None:
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: torch times with one thread")
 def test_explain_beside_a_busy_loop_on_every_core_gives_figures_within_3x_or_flags_them() -> None:
     """The model timed quietly on one thread here first; then explain, run as the user
-    ran it (no OMP_NUM_THREADS), beside a busy process on every core: it times with
-    fewer threads and says so, and each figure is within 3x of the quiet one or flagged
-    with the cause. (aot_eager: eager's ATen threads are what waits on busy cores; the
+    ran it (no OMP_NUM_THREADS), beside a busy process on every core: each figure is
+    within 3x of the quiet one or flagged with the cause and the fix, and the run compiles
+    only what the user's does (the thread count is not changed: Dynamo guards on it). (aot_eager: eager's ATen threads are what waits on busy cores; the
     cost of a C++ compile on two busy cores is no part of the question.)"""
     sample = str(SAMPLES / "clean_mlp.py")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
@@ -194,15 +194,13 @@ def test_explain_beside_a_busy_loop_on_every_core_gives_figures_within_3x_or_fla
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     t = report["timings"]
-    # the busy loops left no core free: the timing ran on one thread, said so
-    assert t["threads_set_by"] == "compilediag" and t["threads"] == 1 < t["threads_default"]
+    # the thread count is never changed (Dynamo guards on it: another count recompiles):
+    # the run compiled what the user's compiles, and the busy cores flag the figures
+    assert t["threads"] == t["threads_default"] and t["threads_set_by"] != "compilediag"
+    assert report["summary"]["recompiles"] == 0, report["recompiles"]
     assert t["load"] >= 1.0 and t["cores"] == os.cpu_count()
-    notes = " ".join(n["message"] + " " + n.get("fix", "") for n in report["notes"])
-    assert f"timed with 1 thread, not torch's {t['threads_default']}" in notes
-    assert "beside this run" in notes and "OMP_NUM_THREADS=N" in notes
     for name in ("eager", "compiled"):
         figure = t[f"{name}_ms"]["median"]
-        assert t[f"{name}_ms"]["one_thread_ms"] > 0  # the cross-check ran
         within = figure <= 3 * quiet[name]
-        flagged = f"{name}'s" in t["noise"] and "one-thread cost" in t["noise"]
+        flagged = "the cores were busy" in t["noise"] and "OMP_NUM_THREADS=" in t["noise"]
         assert within or flagged, (name, figure, quiet[name], t["noise"])

@@ -144,16 +144,18 @@ def batch_sizes(h: History, e: Entry) -> set[int]:
 
 def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     """A batch dim that changed once, from the batch size to a smaller one: the loader's
-    last, partial batch (the data's size is not a multiple of the batch size), in any loop
-    - the user's own, a framework's, the library's - where `DataLoader(..., drop_last=True)`
-    removes it. '' for any other change, for compilediag's own sweep of input sets (their
-    sizes are the user's choice) and under generate()."""
+    last, partial batch (the data's size is not a multiple of the batch size), in the user's
+    own loop or a framework's, where `DataLoader(..., drop_last=True)` removes it. '' for any
+    other change, for compilediag's own sweep of input sets (their sizes are the user's
+    choice), under generate(), and for a frame the library calls itself (its own values)."""
     m = GUARD_SIZE.match(g.guard)
     c = e.caller
     if not m or m["i"] != "0" or int(m["b"]) >= int(m["a"]):
         return ""
     if c.by == CalledBy.HARNESS or any("generate" in f.name for f in e.compile.stack):
         return ""
+    if c.by == CalledBy.LIBRARY:
+        return ""  # a library's own call: its own values (Faster R-CNN's boxes), not a batch
     a, b = int(m["a"]), int(m["b"])
     if batch_sizes(h, e) != {a, b}:
         return ""  # batches of several sizes: not one last batch

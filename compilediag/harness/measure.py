@@ -191,13 +191,9 @@ def measure(
     e, c, rounds = settled((e, c), another)
     noise = noise_reason(torch, e, c, rounds) if spread(e, c) > NOISY else ""
     if trust is not None and trust.threads is not None and not cuda:
-        # Every CPU run, about 0.3 s: load that came after the cores were looked at is
-        # caught too, and a run whose figures are not reliable still has a trusted one,
-        # the one-thread cost, for `fix` to set beside another run's.
-        progress("timing: one thread each, the cross-check")
-        trust.one_thread = one_thread(torch, step, model, compiled, args_for)
-        e, c = _with_reference(e, c, trust.one_thread)
-        trust.flags = off_by(e, c, trust.one_thread, trust.threads)
+        # No one-thread cross-check: a compiled call under another thread count fails
+        # Dynamo's global-state guard and recompiles (the user's findings would change).
+        trust.flags = busy_cores(trust.threads)
         noise = "; ".join([*trust.flags, *([noise] if noise else [])])
     busy = None
     if cuda:
@@ -333,6 +329,22 @@ def _with_reference(eager: Stat, compiled: Stat, one: OneThread) -> tuple[Stat, 
         dataclasses.replace(eager, one_thread_ms=round(one.reference("eager"), 6)),
         dataclasses.replace(compiled, one_thread_ms=round(one.reference("compiled"), 6)),
     )
+
+
+def busy_cores(threads: Threads) -> list[str]:
+    """The figures flagged where torch's threads and the load beside this run were more
+    than the cores: threads that wait on busy cores make a call many times its cost (100x
+    was seen), while its blocks agree with each other; the cause and the fix, in words."""
+    if not threads.oversubscribed or threads.load is None:
+        return []
+    load = threads.load
+    fits = threads.fits or max(1, int(load.cores - load.beside + 0.5))
+    keep = f" ({threads.user_setting}, yours, kept)" if threads.user_setting else ""
+    return [
+        f"the cores were busy ({load.words()}) for {threads.used} threads{keep}: a thread "
+        "that waits on a busy core makes every call wait, so these figures may be many "
+        f"times the calls' cost; set OMP_NUM_THREADS={fits}, or time on a quieter machine"
+    ]
 
 
 def off_by(eager: Stat, compiled: Stat, one: OneThread, threads: Threads) -> list[str]:

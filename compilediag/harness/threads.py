@@ -71,6 +71,7 @@ class Threads:
     oversubscribed: bool  # the threads and the load beside us were more than the cores
     load: Load | None = None
     user_setting: str = ""  # what the user set, in words (`OMP_NUM_THREADS=2`)
+    fits: int = 0  # the threads the cores left free would take (where oversubscribed)
 
     @property
     def changed(self) -> bool:

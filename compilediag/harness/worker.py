@@ -348,14 +348,11 @@ class Worker:
         write_atomic(self.workdir / "threads.json", to_json(trust))
 
     def threads_for_timing(self, torch: Any) -> Threads:
-        """The intra-op threads to time with (threads.decide), set: on CPU, where torch's
-        threads and the load beside this run are more than the cores, as many as the cores
-        left free. A count the user set - OMP_NUM_THREADS, MKL_NUM_THREADS, or
-        torch.set_num_threads in the model file - is kept. Set after the compile, so what
-        torch compiled and found in its caches is the run's own: Inductor's C++ kernels
-        compiled for the machine's core count read the count at run time (a bare
-        `#pragma omp parallel`), as ATen's ops do; the one-thread cross-check catches what
-        they don't."""
+        """The intra-op threads the timing runs with, and whether they and the load beside
+        this run are more than the cores (threads.decide). The count is never changed:
+        Dynamo guards on it (its global state), so a compiled call under another count
+        recompiles - findings, compile time and caches no longer the user's run's. Busy
+        cores flag the figures instead, with the count that would fit."""
         threads = torch.get_num_threads()
         user = user_setting(os.environ)
         if not user and threads != self._threads_at_import:
@@ -365,9 +362,10 @@ class Worker:
             return Threads(threads, threads, "you" if user else "torch", False, None, user)
         self.stage("timing: looking at how busy the cores are")
         chosen = decide(threads, sample(), user)
-        if chosen.changed:
-            torch.set_num_threads(chosen.used)
-        return chosen
+        return Threads(
+            threads, threads, chosen.set_by if not chosen.changed else "torch",
+            chosen.oversubscribed, chosen.load, chosen.user_setting, fits=chosen.used,
+        )  # fmt: skip
 
     def run_cross_check(self, torch: Any, model: Any, call0: Any) -> None:
         if not self.spec.cross_check:
