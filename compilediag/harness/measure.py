@@ -18,7 +18,7 @@ from types import CodeType
 from typing import Any
 
 from compilediag.harness.device_time import Step, device_time
-from compilediag.harness.threads import OneThread, Threads, Trust
+from compilediag.harness.threads import Threads, Trust
 from compilediag.harness.worker_types import (
     FrameTime,
     Measured,
@@ -163,8 +163,8 @@ def measure(
     progress: Callable[[str], None] = lambda s: None,
 ) -> Measured:
     """Steady-state time per call of eager and compiled, in milliseconds (steady_state()),
-    then the one-thread cross-check (CPU, one_thread(); `trust` holds the threads the
-    timing runs with and gets the check and what it flags), the device's time (CUDA) and where a compiled
+    then, on CPU, the flag of busy cores (`trust` holds the threads the timing runs with
+    and the load beside it, and gets what it flags), the device's time (CUDA) and where a compiled
     call's time goes. The profilers go last: a process that has run torch.profiler times
     its later calls slower, and its device time longer (docs/benchmarks.md). `progress`
     is told each phase and block."""
@@ -272,63 +272,6 @@ def _rounds(progress: Callable[[str], None], n: int) -> Callable[[int, int], Non
 
 
 # a figure more than this many times its one-thread cost is never given unflagged
-OFF_BY = 3.0
-ONE_THREAD_S = 0.15  # the cross-check's calls, per variant: about this long
-ONE_THREAD_BLOCKS = 5
-
-
-def one_thread(
-    torch: Any, step: Step, model: Any, compiled: Any, args_for: Callable[[int], list[Any]]
-) -> OneThread:
-    """Eager and compiled with one intra-op thread, a few short blocks each: the wall
-    time per call and the CPU time the calling thread spent per call (with one thread the
-    call's work is that thread's, and a core shared with other processes stretches the
-    wall time, not the CPU time). The thread count is restored after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-
-        def block(fn: Any, calls: int) -> tuple[float, float]:
-            args = args_for(calls)
-            c0, t0 = time.thread_time(), time.perf_counter()
-            for a in args:
-                step(fn, a)
-            t1, c1 = time.perf_counter(), time.thread_time()
-            return (t1 - t0) * 1e3 / calls, (c1 - c0) * 1e3 / calls
-
-        for _ in range(3):  # the first calls on one thread are no steady state
-            block(model, 1)
-            block(compiled, 1)
-        probe = max(block(model, 1)[1], block(compiled, 1)[1], 1e-3)
-        calls = max(1, math.ceil(ONE_THREAD_S * 1e3 / ONE_THREAD_BLOCKS / probe))
-        walls: dict[str, list[float]] = {"eager": [], "compiled": []}
-        cpus: dict[str, list[float]] = {"eager": [], "compiled": []}
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(ONE_THREAD_BLOCKS):
-                for name, fn in (("eager", model), ("compiled", compiled)):
-                    w, c = block(fn, calls)
-                    walls[name].append(w)
-                    cpus[name].append(c)
-        finally:
-            gc.enable()
-    finally:
-        torch.set_num_threads(before)
-    return OneThread(
-        eager_ms=stats(walls["eager"]),
-        compiled_ms=stats(walls["compiled"]),
-        eager_cpu_ms=statistics.median(cpus["eager"]),
-        compiled_cpu_ms=statistics.median(cpus["compiled"]),
-    )
-
-
-def _with_reference(eager: Stat, compiled: Stat, one: OneThread) -> tuple[Stat, Stat]:
-    """The figures with their one-thread cost beside them."""
-    return (
-        dataclasses.replace(eager, one_thread_ms=round(one.reference("eager"), 6)),
-        dataclasses.replace(compiled, one_thread_ms=round(one.reference("compiled"), 6)),
-    )
 
 
 def busy_cores(threads: Threads) -> list[str]:
@@ -344,35 +287,6 @@ def busy_cores(threads: Threads) -> list[str]:
         f"the cores were busy ({load.words()}) for {threads.used} threads{keep}: a thread "
         "that waits on a busy core makes every call wait, so these figures may be many "
         f"times the calls' cost; set OMP_NUM_THREADS={fits}, or time on a quieter machine"
-    ]
-
-
-def off_by(eager: Stat, compiled: Stat, one: OneThread, threads: Threads) -> list[str]:
-    """The figures more than OFF_BY times the same call's one-thread cost, in words with
-    the cause and the fix (one text; [] where none is): threads that wait on busy cores,
-    or (one thread) a call that got only a share of a core."""
-    off = []
-    for name, s in (("eager", eager), ("compiled", compiled)):
-        ref = one.reference(name)
-        if ref > 0 and s.median > OFF_BY * ref:
-            off.append(
-                f"{name}'s {s.median:.3f} ms a call is {s.median / ref:.0f}x its one-thread "
-                f"cost ({ref:.3f} ms)"
-            )
-    if not off:
-        return []
-    load = threads.load
-    seen = f" ({load.words()})" if load is not None else ""
-    if threads.used > 1:
-        free = max(1, int(load.cores - load.beside + 0.5)) if load is not None else 1
-        return [
-            f"{' and '.join(off)}: {threads.used} threads wait on cores other processes "
-            f"hold{seen}; set OMP_NUM_THREADS={min(free, threads.used - 1)}, or time on a "
-            "quieter machine"
-        ]
-    return [
-        f"{' and '.join(off)}: the call got only a share of a core, other processes hold "
-        f"the cores{seen}; time on a quieter machine"
     ]
 
 

@@ -3,12 +3,13 @@
 Threads that wait on a core another process holds are what turns a 0.1 ms call into
 20 ms on a loaded machine (OpenMP's threads spin at each region's barrier until the
 descheduled one runs; the blocks of one run stay alike, so their spread does not show
-it). The worker looks at the cores just before it times, while it sleeps, and times with
-no more threads than the cores others leave free; a count the user chose is kept.
+it). The worker looks at the cores just before it times, while it sleeps; where they are
+oversubscribed, the figures are flagged with the thread count that would fit. The count
+is never changed: Dynamo guards on it, and another count recompiles the user's model.
 
 No torch here: the worker passes in what torch says (its thread count). What the worker
-decided and the one-thread cross-check (measure.one_thread) go back to the CLI as a
-`Trust` in the worker's folder (`threads.json`), beside its result.
+saw goes back to the CLI as a `Trust` in the worker's folder (`threads.json`), beside
+its result.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-from compilediag.report.model import Stat
 
 # the window the cores are watched in before timing, and how often the runnable count is read
 WINDOW_S = 0.25
@@ -79,32 +78,11 @@ class Threads:
 
 
 @dataclass
-class OneThread:
-    """The cross-check: eager and compiled, one thread each, a short block of calls
-    (measure.one_thread): wall time per call and the CPU time the calling thread spent
-    per call (a quiet core's time: a core shared with other processes stretches the wall
-    time, not the CPU time)."""
-
-    eager_ms: Stat
-    compiled_ms: Stat
-    eager_cpu_ms: float
-    compiled_cpu_ms: float
-
-    def reference(self, which: str) -> float:
-        """The one-thread cost of a call of `which` (eager, compiled): its CPU time, or its
-        fastest block where that is lower."""
-        wall: Stat = getattr(self, f"{which}_ms")
-        cpu: float = getattr(self, f"{which}_cpu_ms")
-        return min(cpu, wall.min if wall.min is not None else wall.median)
-
-
-@dataclass
 class Trust:
-    """What stands behind the timings: the threads they ran with and why, the one-thread
-    cross-check, and each figure it flags (its text, also in the timings' noise)."""
+    """What stands behind the timings: the threads they ran with, whether the cores were
+    busy, and what that flags (its text, also in the timings' noise)."""
 
     threads: Threads | None = None
-    one_thread: OneThread | None = None
     flags: list[str] = field(default_factory=list)
 
 
