@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compilediag.report.model import CacheKey, Graph, GraphBreak, Recompile, Report
+from compilediag.harness.threads import SLACK
+from compilediag.report.model import CacheKey, Graph, GraphBreak, Recompile, Report, Timings
 
 if TYPE_CHECKING:
     from compilediag.analysis.history import History
@@ -612,9 +613,11 @@ def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
     if ta and tb and ta.compiled_ms and tb.compiled_ms:
         sa, sb = ta.compiled_ms, tb.compiled_ms
         fastest = (sa.min, sb.min) if sa.min and sb.min else None
-        out.append(
-            _timed("compiled call", sa.median, sb.median, sa.iqr + sb.iqr, tolerance, fastest)
-        )
+        timed = _timed("compiled call", sa.median, sb.median, sa.iqr + sb.iqr, tolerance, fastest)
+        if timed.kind == "changed":
+            timed = _against_eager(timed, ta, tb, tolerance) or timed
+            timed = _busy(timed, ta, tb) or timed
+        out.append(timed)
     ba = ta.breakdown if ta else None
     bb = tb.breakdown if tb else None
     if ba is not None and bb is not None and a.runtime is not None and b.runtime is not None:
@@ -625,6 +628,38 @@ def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
             if abs(y - x) > tolerance * max(ba.call_ms, 1e-9):
                 out.append(Change("changed", f"{name}: {x:.3f} → {y:.3f} ms"))
     return out
+
+
+def _against_eager(timed: Change, ta: Timings, tb: Timings, tolerance: float) -> Change | None:
+    """A compiled call that moved as much as eager did in the same runs is the same: eager
+    ran in each process beside it, on the same machine, so a shift both share is the
+    machine's (its clock, its load, the process's layout), not the compiled code's."""
+    ea, eb, ca, cb = ta.eager_ms, tb.eager_ms, ta.compiled_ms, tb.compiled_ms
+    if not (ea and eb and ca and cb and ea.median > 0 and eb.median > 0 and ca.median > 0):
+        return None
+    ra, rb = ca.median / ea.median, cb.median / eb.median
+    if abs(rb - ra) > tolerance * ra:
+        return None
+    return Change("same", f"{timed.text.split(' (')[0]}, the same against eager (eager "
+                  f"{ea.median:.3f} → {eb.median:.3f} ms in the same runs; compiled/eager "
+                  f"{ra:.2f} → {rb:.2f}, within {tolerance:.0%}: the machine moved both)")  # fmt: skip
+
+
+def _busy(timed: Change, ta: Timings, tb: Timings) -> Change | None:
+    """A change where either run was timed with its cores busy (torch's threads and the
+    load beside the run more than the cores) is not compared: such figures can be many
+    times the calls' cost, and not alike from run to run."""
+    sides = [n for n, t in (("A", ta), ("B", tb)) if _oversubscribed(t)]
+    if not sides:
+        return None
+    which = " and ".join(sides)
+    return Change("note", f"{timed.text.split(' (')[0]}: not compared, {which} timed with "
+                  "the cores busy (see its timing notes); time both on a quiet machine")  # fmt: skip
+
+
+def _oversubscribed(t: Timings) -> bool:
+    return bool(t.cores and t.load is not None and t.threads
+                and t.threads + t.load > t.cores + SLACK)  # fmt: skip
 
 
 def _timed(
