@@ -14,7 +14,14 @@ import pytest
 from compilediag.analysis.build import build_report
 from compilediag.analysis.fold import report_from_traces
 from compilediag.render import render, seconds
-from compilediag.report.model import PER_RANK, Environment, Report, Summary, TargetInfo
+from compilediag.report.model import (
+    PER_RANK,
+    SCHEMA_VERSION,
+    Environment,
+    Report,
+    Summary,
+    TargetInfo,
+)
 from compilediag.report.vocabulary import Source
 from compilediag.trace.parse import parse_path
 from tests.conftest import ROOT, TRACES, run_cli, run_json
@@ -181,7 +188,7 @@ def test_a_saved_schema_3_report_loads_with_per_rank_figures() -> None:
     ]
     table = render(loaded, "table", width=200)
     assert f"compile {seconds(old['compile_time_s'])} in total over 8 ranks" in table
-    assert json.loads(render(loaded, "json"))["schema_version"] == 4
+    assert json.loads(render(loaded, "json"))["schema_version"] == SCHEMA_VERSION
 
 
 def test_one_process_is_judged_and_summed_as_before() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
+from tests.test_run_try_fixes import job_runs, own_median
 
 JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "bounded.py"
 
@@ -29,12 +30,12 @@ def test_the_verdict_names_the_part_the_jobs_clock_finds_largest(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    steps = json.loads(facts.read_text())["steps"][3:8]
-    medians = {k: statistics.median(s[k] for s in steps) for k in ("data", "model", "optimizer")}
+    (run,) = job_runs(facts)
+    medians = {k: own_median(run, k) for k in ("data", "model", "optimizer")}
     assert max(medians, key=medians.__getitem__) == own, medians  # the job's own clock
     verdict = report["runtime"]["bound"]
     assert verdict["part"] == bound, verdict
-    step = statistics.median(s["step"] for s in steps)
+    step = own_median(run, "step")
     assert verdict["share"] == pytest.approx(medians[own] / step, abs=0.2), (verdict, medians)
     path = tmp_path / "report.json"
     path.write_text(proc.stdout)

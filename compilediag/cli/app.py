@@ -354,6 +354,13 @@ def run(
             min=1,
         ),
     ] = None,
+    try_fixes: Annotated[
+        bool,
+        typer.Option(
+            "--try-fixes",
+            help="With --profile-steps: run the job once more per remedy its step calls for that needs no edit of your code (the optimizer's foreach/fused, DataLoader workers, capture_scalar_outputs, CUDA graphs, TF32), each to the window's end, and measure it by the job's own step over the same window: the step and its part before and after, breaks, recompiles, the losses. Your caches are left as they were.",
+        ),
+    ] = False,
     profile_out: Annotated[
         str | None,
         typer.Option(
@@ -386,7 +393,8 @@ def run(
 
     opts = command_module.RunJobOptions(
         command=list(command or []), trace_dir=trace_dir, profile_steps=profile_steps,
-        kernels=kernels, profile_out=profile_out, stop_after=stop_after, gate=_gate(limits=limits, baseline=baseline, junit=junit),
+        kernels=kernels, profile_out=profile_out, stop_after=stop_after, try_fixes=try_fixes,
+        gate=_gate(limits=limits, baseline=baseline, junit=junit),
         out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command_module.run(opts))

@@ -142,12 +142,14 @@ def start(argv: list[str], env: Mapping[str, str], cwd: str | None = None, **io:
 
 
 def launch(
-    argv: list[str], env: Mapping[str, str], cwd: str | None = None, stdout: int | None = None
-) -> Completion:
+    argv: list[str], env: Mapping[str, str], cwd: str | None = None, stdout: int | None = None,
+    stderr: int | None = None,
+) -> Completion:  # fmt: skip
     """Run a user's command to its end; signals sent to compilediag meanwhile go to the
-    job. Its output goes where compilediag's goes (`stdout`: another file descriptor)."""
+    job. Its output goes where compilediag's goes (`stdout`, `stderr`: other file
+    descriptors)."""
     try:
-        child = start(argv, env, cwd, stdout=stdout)
+        child = start(argv, env, cwd, stdout=stdout, stderr=stderr)
     except FileNotFoundError:
         raise UsageError(
             f"{argv[0]}: command not found.",

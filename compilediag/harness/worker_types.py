@@ -217,6 +217,22 @@ class ProcessRuntime:
     cudagraph_skips: int = 0  # graphs run without a CUDA graph (torch's counter)
     cudagraph_skip_reasons: list[str] = field(default_factory=list)  # as torch logged them
     cudagraph_rerecords: int = 0  # CUDA graphs recorded again (torch's tree managers)
+    # run --try-fixes: each step's losses (by step number) and the remedy this run made
+    losses: dict[str, list[float]] = field(default_factory=dict)
+    seed: int | None = None  # torch.initial_seed() (where losses were kept): alike when seeded
+    remedies: list[RemedyMade] = field(default_factory=list)
+
+
+@dataclass
+class RemedyMade:
+    """A change `run --try-fixes` made in a job's process: the remedy, the setting in code,
+    what the job had, and the user's line that made the object changed (0: a setting)."""
+
+    remedy: str
+    what: str
+    was: str = ""
+    file: str = ""
+    line: int = 0
 
 
 @dataclass

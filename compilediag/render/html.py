@@ -39,6 +39,7 @@ from compilediag.render.views import (
     recompiles_by_frame,
     step_text,
     step_words,
+    tried_words,
     unmeasured_words,
     window_notes,
 )
@@ -297,6 +298,7 @@ def _job_words(report: Any) -> dict[str, Any]:
     return {
         "steps": step_words(r),
         "bound": bound_words(r.bound) if r.bound is not None else "",
+        "tried": [(x.kept, tried_words(x)) for x in r.tried],
         "step": step_text(r, b) if r.window and b is not None else "",
         "parts": b.parts() if b is not None else [],
         "unmeasured": unmeasured_words(r) if r.window and b is None else "",

@@ -11,7 +11,7 @@ from compilediag.render import (
     verdict_lines,
     where,
 )
-from compilediag.render.views import bound_words, rank_step_rows, step_text
+from compilediag.render.views import bound_words, rank_step_rows, step_text, tried_words
 from compilediag.report.model import Report
 
 
@@ -121,6 +121,7 @@ def render_markdown(report: Report) -> str:
         b = t.breakdown if t else None
         if job.bound is not None:
             out.append(f"<br>**bound by** {bound_words(job.bound)}")
+        out += [f"<br>**tried** {tried_words(x)}" for x in job.tried]
         if b is not None:
             out.append(f"<br>a step: {step_text(job, b)}")
         out += [f"<br>{label or '…'}: {text}" for label, text in rank_step_rows(job)]

@@ -21,6 +21,7 @@ from compilediag.render.views import (
     rank_step_rows,
     step_text,
     step_words,
+    tried_words,
     unmeasured_words,
     window_notes,
 )
@@ -185,6 +186,9 @@ def runtime_lines(report: Report) -> list:
         rows.append(("steps", Text(step_words(r))))
     if r.bound is not None:
         rows.append(("bound by", Text(bound_words(r.bound), style="bold")))
+    for i, t in enumerate(r.tried):
+        style = "green" if t.kept else "yellow" if "not kept" in t.why else "dim"
+        rows.append(("tried" if i == 0 else "", Text(tried_words(t), style=style)))
     b = report.timings.breakdown if report.timings else None
     if r.window:
         if b is not None:

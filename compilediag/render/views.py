@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 
 from compilediag.paths import where
 from compilediag.render import ms, plural
-from compilediag.report.model import Breakdown, KernelTiming, Recompile, Report, Runtime, StepBound
+from compilediag.report.model import (
+    Breakdown,
+    KernelTiming,
+    Recompile,
+    Report,
+    Runtime,
+    StepBound,
+    Tried,
+)
 from compilediag.trace.formats import guard_pattern
 
 
@@ -92,6 +100,24 @@ def step_words(r: Runtime) -> str:
 def bound_words(b: StepBound) -> str:
     """`data, 58% of the step: the data loader's next batch: ...`"""
     return f"{b.part}, {b.share:.0%} of the step: {b.why}"
+
+
+def tried_words(t: Tried) -> str:
+    """`foreach: AdamW(..., foreach=True) at train.py:52: the step 26 ms → 15.5 ms (1.67×
+    faster), optimizer 19.8 ms → 9.89 ms; losses match exactly over 8 steps: kept`"""
+    file, _, line = t.where.rpartition(":")
+    at = f" at {where(file, int(line))}" if file and line.isdigit() else ""
+    figures = []
+    if t.step_ms is not None and t.step_ms_after is not None:
+        figures.append(f"the step {ms(t.step_ms)} → {ms(t.step_ms_after)}" + (
+            f" ({t.step_ms / t.step_ms_after:.2f}× faster)" if t.step_ms_after < t.step_ms else ""
+        ))  # fmt: skip
+    if t.part and t.part_ms is not None and t.part_ms_after is not None:
+        figures.append(f"{t.part} {ms(t.part_ms)} → {ms(t.part_ms_after)}")
+    if t.graph_breaks != t.graph_breaks_after:
+        figures.append(f"graph breaks {t.graph_breaks} → {t.graph_breaks_after}")
+    measured = ", ".join(figures) + (f"; {t.losses}" if t.losses else "")
+    return f"{t.remedy}: {t.code}{at}: " + (f"{measured}: {t.why}" if measured else t.why)
 
 
 def stopped_words(r: Runtime) -> str:

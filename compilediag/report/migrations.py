@@ -21,6 +21,8 @@ def migrate(data: dict[str, Any], summarise: Summarise) -> dict[str, Any]:
         data = _migrate_v2(data)
     if data.get("schema_version") == 3:
         data = _migrate_v3(data, summarise)
+    if data.get("schema_version") == 4:
+        data = _migrate_v4(data)
     return data
 
 
@@ -55,4 +57,15 @@ def _migrate_v3(data: dict[str, Any], summarise: Summarise) -> dict[str, Any]:
     ranks = data.get("ranks") or []
     if len(ranks) > 1:
         data["summary"] = {**(data.get("summary") or {}), **summarise(ranks)}
+    return data
+
+
+def _migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-4 report as schema 5: its job's verdict and the remedies `run --try-fixes`
+    measured are new (`runtime.bound`, `runtime.tried`); a report without them had none
+    measured (a verdict it was given stays)."""
+    data = {**data, "schema_version": 5}
+    runtime = data.get("runtime")
+    if isinstance(runtime, dict):
+        data["runtime"] = {**runtime, "tried": runtime.get("tried") or []}
     return data

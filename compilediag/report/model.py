@@ -27,7 +27,7 @@ from compilediag.report.vocabulary import (
 # 4: a multi-rank report's summary gives what one rank compiled (the worst rank's figures,
 # their spread over ranks in `per_rank`), no longer sums over ranks; sums are `total_*`.
 # Older reports load through report_migrations.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 VERSION = "0.1.0"  # compilediag's own, as every report names it (`tool.version`)
 
 
@@ -350,6 +350,33 @@ class StepBound:
 
 
 @dataclass
+class Tried:
+    """A remedy `run --try-fixes` made in a run of its own (one remedy a run, no edit of the
+    user's code), measured by the job's step over the same window: the setting in code,
+    where the user's code makes the object it changes, the step and the part it targets
+    before and after (medians), breaks and recompiles before and after, whether the losses
+    of the window's steps matched (None: not compared), and whether it is kept (the step
+    improved beyond the runs' spread and nothing got worse), with why."""
+
+    remedy: str  # foreach, fused, workers, scalars, cudagraphs, tf32
+    code: str  # the change, as the user writes it
+    where: str = ""  # file:line of the object changed ("" for a setting)
+    step_ms: float | None = None
+    step_ms_after: float | None = None
+    part: str = ""  # the part of the step it targets (data, optimizer, eager, ...)
+    part_ms: float | None = None
+    part_ms_after: float | None = None
+    graph_breaks: int = 0
+    graph_breaks_after: int = 0
+    recompiles: int = 0
+    recompiles_after: int = 0
+    loss_match: bool | None = None
+    losses: str = ""  # the losses compared, in words
+    kept: bool = False
+    why: str = ""  # "kept", or why not (or why it was not measured)
+
+
+@dataclass
 class Runtime:
     """What a `compilediag run` job did as it ran: the command, how it ended, and the
     runtime probe's figures (no trace holds them)."""
@@ -407,6 +434,7 @@ class Runtime:
     kernel_step_numbers: list[int] = field(default_factory=list)
     kernel_step_ms: float | None = None
     kernel_steps_held: list[int] = field(default_factory=list)
+    tried: list[Tried] = field(default_factory=list)  # run --try-fixes: each remedy's run
 
 
 @dataclass

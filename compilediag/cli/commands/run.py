@@ -41,6 +41,7 @@ class RunJobOptions:
     kernels: bool = True  # the kernel profile after the window
     profile_out: str | None = None  # the kernel profile as a Chrome trace, here
     stop_after: int | None = None  # end the job after its step N
+    try_fixes: bool = False  # the job once more per remedy, each measured over the window
     gate: GateOptions = field(default_factory=GateOptions)
     out: OutputOptions = field(default_factory=OutputOptions)
 
@@ -71,6 +72,13 @@ def run(opts: RunJobOptions) -> int:
                 hint=f"Stop after the window: --stop-after {last + min(5, last)} keeps the "
                 "kernel profile's steps after it too.",
             )
+    if opts.try_fixes and not opts.profile_steps:
+        raise UsageError(
+            "--try-fixes measures each remedy by the job's steps in the window of "
+            "--profile-steps, and none was given.",
+            hint="Add a window of steps after the compile: compilediag run --try-fixes "
+            "--profile-steps 5-10 -- python train.py",
+        )
     if opts.profile_out:
         from compilediag.fsutil import check_output_file
 
@@ -124,7 +132,14 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     machine = opts.out.format != "table" and not opts.out.output
     done = launch(
         opts.command,
-        job_env(folder, opts.profile_steps, opts.kernels, bool(opts.profile_out), opts.stop_after),
+        job_env(
+            folder,
+            opts.profile_steps,
+            opts.kernels,
+            bool(opts.profile_out),
+            opts.stop_after,
+            losses=opts.try_fixes,
+        ),
         stdout=sys.stderr.fileno() if machine else None,
     )
     say(f"compilediag: the command {done.how()} after {done.wall_s:.1f} s")
@@ -144,6 +159,11 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     report = report_from_files(files, TargetInfo(path=command), run) if files else None
     if report is None or not report.trace or not report.trace.records:
         raise _compiled_nothing(command, done, opts.command, run.processes)
+    if opts.try_fixes and report.runtime is not None and not done.interrupted:
+        from compilediag.cli.commands.try_fixes import Job, try_fixes
+
+        tried = Job(list(opts.command), opts.profile_steps or "", opts.stop_after)
+        report.runtime.tried = try_fixes(tried, report, run, job_env, say)
     report, code = judge(report, rules, opts.gate.junit, None)
     emit(report, opts.out)
     if opts.profile_out:
@@ -338,7 +358,7 @@ def _with_torch_hint(argv: list[str], without: str) -> str:
 
 def job_env(
     folder: Path, profile_steps: str | None, kernels: bool = True, profile_out: bool = False,
-    stop_after: int | None = None,
+    stop_after: int | None = None, losses: bool = False,
 ) -> dict[str, str]:  # fmt: skip
     """The job's environment: the user's, plus the trace folder and the runtime probe's
     bootstrap first on PYTHONPATH (nothing that changes what torch compiles or caches)."""
@@ -347,10 +367,12 @@ def job_env(
     from compilediag.harness.bootstrap._compilediag_runtime import (
         DIR_ENV,
         KERNELS_ENV,
+        LOSSES_ENV,
         PROFILE_OUT_ENV,
         STEPS_ENV,
         STOP_ENV,
     )
+    from compilediag.harness.bootstrap._compilediag_runtime.remedies import REMEDY_ENV
 
     env = dict(os.environ)
     env["TORCH_TRACE"] = str(folder)
@@ -359,6 +381,10 @@ def job_env(
     env.pop(KERNELS_ENV, None)
     env.pop(PROFILE_OUT_ENV, None)
     env.pop(STOP_ENV, None)
+    env.pop(REMEDY_ENV, None)
+    env.pop(LOSSES_ENV, None)
+    if losses:  # --try-fixes: each step's loss kept, to compare with each remedy's run
+        env[LOSSES_ENV] = "1"
     if stop_after:
         env[STOP_ENV] = str(stop_after)
     if profile_steps:

@@ -31,6 +31,7 @@ from .probe import Probe, parse_window
 from .writer import (
     DIR_ENV,
     KERNELS_ENV,
+    LOSSES_ENV,
     PROFILE_OUT_ENV,
     STEPS_ENV,
     STOP_ENV,
@@ -39,6 +40,6 @@ from .writer import (
 )
 
 __all__ = [
-    "DIR_ENV", "KERNELS_ENV", "PROFILE_OUT_ENV", "STEPS_ENV", "STOP_ENV", "Probe", "install",
+    "DIR_ENV", "KERNELS_ENV", "LOSSES_ENV", "PROFILE_OUT_ENV", "STEPS_ENV", "STOP_ENV", "Probe", "install",
     "install_from_env", "parse_window", "write",
 ]  # fmt: skip

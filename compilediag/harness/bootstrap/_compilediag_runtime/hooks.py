@@ -113,6 +113,8 @@ def _watch_step_parts(probe: Probe) -> Any:
     engine = getattr(autograd, engine_name)
 
     def run_backward(*args: Any, **kwargs: Any) -> Any:
+        if probe.losses is not None and args:
+            probe.loss(args[0])
         if not probe.mark("b", True):
             return engine(*args, **kwargs)
         try:

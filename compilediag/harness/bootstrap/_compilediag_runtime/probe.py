@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from . import remedies
 from .kernel_window import KERNEL_STEPS, _KernelWindow
 from .other_work import OtherWork
 from .parts import Mark, Part, StepParts, split_step
@@ -22,12 +23,18 @@ def parse_window(text: str) -> tuple[int, int] | None:
     return a, b
 
 
+MAX_LOSS_STEPS = 500  # run --try-fixes: the steps whose losses are kept
+
+
 class Probe:
     def __init__(
         self, window: tuple[int, int] | None = None, kernels: bool = True,
-        stop_after: int | None = None,
+        stop_after: int | None = None, losses: bool = False,
     ) -> None:  # fmt: skip
         self.window = window
+        # run --try-fixes: each step's losses (what backward was called on, a scalar), kept
+        # as tensors and read at exit (no sync while the job runs), up to MAX_LOSS_STEPS
+        self.losses: dict[int, list[Any]] | None = {} if losses else None
         self.stop_after = stop_after  # end the job after its step N (--stop-after)
         self.profile_kernels = kernels  # the kernels, over the steps after the window
         self.calls: dict[str, int] = {}
@@ -84,6 +91,24 @@ class Probe:
         self.plain_step_s: list[float] = []
         self.plain_steps: list[int] = []  # the step each of them timed
         self.kernels: _KernelWindow | None = None  # torch.profiler over the window
+
+    def loss(self, outputs: Any) -> None:
+        """backward() was called on `outputs`: a scalar's value is the step's loss."""
+        if self.losses is None or self.steps > MAX_LOSS_STEPS:
+            return
+        tensor = outputs[0] if isinstance(outputs, (tuple, list)) and len(outputs) == 1 else outputs
+        numel = getattr(tensor, "numel", None)
+        if numel is not None and numel() == 1:
+            self.losses.setdefault(self.steps, []).append(tensor.detach())
+
+    def _loss_values(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for step, tensors in (self.losses or {}).items():
+            try:
+                out[str(step)] = [float(t) for t in tensors]
+            except Exception:  # noqa: BLE001 - a tensor that can't be read back: left out
+                continue
+        return out
 
     def saw_backend(self, compiler: Any, example_inputs: Any) -> None:
         """Which backend a graph goes to (its registered name where torch keeps one:
@@ -426,6 +451,9 @@ class Probe:
             "cudagraph_skips": skips,
             "cudagraph_skip_reasons": list(dict.fromkeys(self.skip_reasons)),
             "cudagraph_rerecords": rerecords,
+            "losses": self._loss_values(),
+            "seed": _initial_seed() if self.losses is not None else None,
+            "remedies": list(remedies.applied),
         }
 
     def _profiled(self) -> dict[str, Any] | None:
@@ -468,3 +496,12 @@ def _evaluating(module: Any) -> bool:
     if torch is not None and (not torch.is_grad_enabled() or torch.is_inference_mode_enabled()):
         return True
     return module is not None and getattr(module, "training", True) is False
+
+
+def _initial_seed() -> int | None:
+    """torch's initial seed: the job's own where it seeded torch, else one drawn at start."""
+    torch = sys.modules.get("torch")
+    try:
+        return int(torch.initial_seed()) if torch is not None else None
+    except Exception:  # noqa: BLE001
+        return None

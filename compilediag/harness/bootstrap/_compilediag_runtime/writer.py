@@ -9,6 +9,7 @@ import os
 import signal
 from typing import Any
 
+from . import remedies
 from .hooks import install
 from .probe import Probe, parse_window
 
@@ -17,6 +18,7 @@ STEPS_ENV = "COMPILEDIAG_PROFILE_STEPS"
 KERNELS_ENV = "COMPILEDIAG_KERNELS"  # "0": no kernel profile after the window (--no-kernels)
 STOP_ENV = "COMPILEDIAG_STOP_AFTER"  # N: the job ends after its step N (--stop-after)
 PROFILE_OUT_ENV = "COMPILEDIAG_PROFILE_OUT"  # "1": the kernel profile kept as a Chrome trace
+LOSSES_ENV = "COMPILEDIAG_LOSSES"  # "1": each step's loss kept (--try-fixes compares them)
 
 _written = False
 
@@ -50,8 +52,9 @@ def install_from_env() -> None:
     stop = os.environ.get(STOP_ENV, "")
     probe = Probe(
         parse_window(steps) if steps else None, os.environ.get(KERNELS_ENV) != "0",
-        int(stop) if stop.isdigit() else None,
+        int(stop) if stop.isdigit() else None, os.environ.get(LOSSES_ENV) == "1",
     )  # fmt: skip
+    remedies.at_dynamo_import()
     install(probe)
     atexit.register(write, probe, folder)
     _write_on_sigterm(probe, folder)

@@ -1,0 +1,107 @@
+"""`compilediag run --try-fixes`: the job once more per remedy its report calls for, one
+remedy a run (analysis/job_remedies.py picks them; the bootstrap makes each in the job's
+process, no edit of its code), each to the end of the window, measured against the
+unchanged run over the same steps."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from compilediag.analysis.job_remedies import Candidate
+    from compilediag.analysis.runtime import JobRun
+    from compilediag.report.model import Report, Tried
+
+# each remedy's run keeps torch's caches in a folder of its own: the user's stay as their
+# own run left them (a remedy's settings are cache keys of their own)
+CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+# run.py's job environment: (folder, window, kernels, stop after) -> the job's environment
+EnvFor = Callable[..., dict[str, str]]
+
+
+@dataclass
+class Job:
+    """The job as `run` was given it: its command, --profile-steps' window, --stop-after."""
+
+    command: list[str]
+    window: str
+    stop_after: int | None = None
+
+
+def try_fixes(
+    opts: Job, report: Report, run: JobRun, env_for: EnvFor, say: Callable[[str], None]
+) -> list[Tried]:
+    """Each remedy's run, measured; [] where the report calls for none (said by `say`)."""
+    from compilediag.analysis.job_remedies import candidates
+
+    chosen = candidates(report)
+    if not chosen:
+        say("compilediag: --try-fixes: nothing to try (no part of the step a remedy without "
+             "an edit of your code targets: the optimizer, the data loader, .item() breaks, "
+             "a host-bound CUDA step, float32 matmuls without TF32)")  # fmt: skip
+        return []
+    names = ", ".join(c.remedy for c in chosen)
+    say(f"compilediag: --try-fixes: {len(chosen)} run(s) of the job to the window's end, "
+         f"one remedy each: {names}")  # fmt: skip
+    out = []
+    for i, c in enumerate(chosen, 1):
+        say(f"compilediag: [{i}/{len(chosen)}] {c.remedy}: {c.why}")
+        tried, interrupted = _one(opts, report, run, c, env_for)
+        if interrupted:
+            say("compilediag: --try-fixes interrupted: the remedies measured so far are reported")
+            break
+        say(f"compilediag: [{i}/{len(chosen)}] {c.remedy}: {tried.why}")
+        out.append(tried)
+    return out
+
+
+def _one(
+    opts: Job, report: Report, run: JobRun, c: Candidate, env_for: EnvFor
+) -> tuple[Tried, bool]:
+    from compilediag.analysis.fold import report_from_files
+    from compilediag.analysis.job_remedies import measured
+    from compilediag.analysis.runtime import JobRun, read_processes
+    from compilediag.harness.bootstrap._compilediag_runtime import LOSSES_ENV
+    from compilediag.harness.bootstrap._compilediag_runtime.remedies import REMEDY_ENV
+    from compilediag.harness.launch import launch
+    from compilediag.report.model import Runtime, TargetInfo
+    from compilediag.trace.parse import trace_files
+
+    remedy = c.remedy
+    folder = Path(tempfile.mkdtemp(prefix=f"compilediag-try-{remedy}-"))
+    try:
+        window = opts.window
+        last = int(window.split("-")[1]) if "-" in window else None
+        env = env_for(folder, window, kernels=False, stop_after=opts.stop_after or last)
+        env[REMEDY_ENV] = remedy
+        env[LOSSES_ENV] = "1"
+        for var in CACHE_VARS:
+            env[var] = str(folder / "cache" / var.lower())
+        log = folder / "job.log"
+        with open(log, "wb") as f:
+            done = launch(opts.command, env, stdout=f.fileno(), stderr=f.fileno())
+        failure = ""
+        if done.failed and not done.interrupted:
+            failure = f"the job {done.how()} with it: {_last_line(log)}"
+        after_run = JobRun(Runtime(command=list(opts.command)), read_processes(folder))
+        files = trace_files(folder)
+        after = (
+            report_from_files(files, TargetInfo(path=shlex.join(opts.command)), after_run)
+            if files else None
+        )  # fmt: skip
+        return measured(c, report, run, after, after_run, failure), done.interrupted
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _last_line(log: Path) -> str:
+    lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    return lines[-1].strip()[:200] if lines else "(no output)"

@@ -1,0 +1,146 @@
+"""`compilediag run --try-fixes`: one remedy a run, made in the job's own process with no
+edit of its code. $COMPILEDIAG_REMEDY names it:
+
+- `foreach` / `fused`: each optimizer torch.optim makes gets foreach=True (fused=True),
+  where the job left it off (a multi-tensor or one-kernel step instead of a loop over the
+  parameters);
+- `workers`: each DataLoader made with num_workers=0 gets worker processes (one a core,
+  up to 4) kept between epochs, and pinned memory where CUDA is there;
+- `scalars`: torch._dynamo.config.capture_scalar_outputs (a `.item()` stays in the graph);
+- `dynamic_ops`: torch._dynamo.config.capture_dynamic_output_shape_ops (nonzero(), unique()
+  and the like stay in the graph);
+- `cudagraphs`: torch._inductor.config.triton.cudagraphs (CUDA graphs, as
+  mode="reduce-overhead" turns on);
+- `tf32`: torch.set_float32_matmul_precision("high") (float32 matmuls on TF32 tensor cores).
+
+The constructors are patched once torch is imported (sitecustomize.py arms that), the
+settings once torch._dynamo is. What was changed, and at which line of the user's the
+object was made, is in `applied` (the probe writes it with its facts). Standard library
+only; no torch at import."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+from typing import Any
+
+from .torch_state import _user_site
+
+REMEDY_ENV = "COMPILEDIAG_REMEDY"
+REMEDIES = ("foreach", "fused", "workers", "scalars", "dynamic_ops", "cudagraphs", "tf32")
+# remedies.py's settings of torch._dynamo.config
+DYNAMO_SETTINGS = {
+    "scalars": "capture_scalar_outputs",
+    "dynamic_ops": "capture_dynamic_output_shape_ops",
+}
+MAX_WORKERS = 4
+
+# each change made: {"remedy", "what" (the setting, in code), "was", "file", "line"}
+applied: list[dict[str, Any]] = []
+
+
+def chosen() -> str:
+    name = os.environ.get(REMEDY_ENV, "")
+    return name if name in REMEDIES else ""
+
+
+def at_torch_import() -> None:
+    """The constructors' and torch's own settings: right after `import torch`, before the
+    job makes its optimizer or its DataLoader."""
+    name = chosen()
+    torch = sys.modules.get("torch")
+    if not name or torch is None:
+        return
+    if name in ("foreach", "fused"):
+        _optimizers(torch, name)
+    elif name == "workers":
+        _loaders(torch)
+    elif name == "tf32":
+        was = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high")
+        _note(name, 'torch.set_float32_matmul_precision("high")', f'"{was}"', ("", 0))
+
+
+def at_dynamo_import() -> None:
+    """Dynamo's and Inductor's settings, once torch._dynamo is imported (before the job's
+    first compile)."""
+    name = chosen()
+    if name in DYNAMO_SETTINGS:
+        from torch._dynamo import config
+
+        setting = DYNAMO_SETTINGS[name]
+        was = getattr(config, setting)
+        setattr(config, setting, True)
+        _note(name, f"torch._dynamo.config.{setting} = True", str(was), ("", 0))
+    elif name == "cudagraphs":
+        from torch._inductor import config as inductor
+
+        was = inductor.triton.cudagraphs
+        inductor.triton.cudagraphs = True
+        _note(name, "torch._inductor.config.triton.cudagraphs = True", str(was), ("", 0))
+
+
+def _note(remedy: str, what: str, was: str, site: tuple[str, int]) -> None:
+    applied.append({"remedy": remedy, "what": what, "was": was, "file": site[0], "line": site[1]})
+
+
+def _optimizers(torch: Any, name: str) -> None:
+    """Each torch.optim class whose constructor takes `foreach` (`fused`): made with it on."""
+    for cls in vars(torch.optim).values():
+        if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+            continue
+        init = vars(cls).get("__init__")
+        if init is None or name not in inspect.signature(init).parameters:
+            continue
+        setattr(cls, "__init__", _with_setting(init, name))  # noqa: B010
+
+
+def _with_setting(init: Any, name: str) -> Any:
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def made(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:
+            return init(self, *args, **kwargs)  # torch's own error, as without us
+        given = bound.arguments
+        if given.get(name) is not True and given.get("fused") is not True:
+            was = given.get(name, signature.parameters[name].default)
+            given[name] = True
+            if name == "fused" and "foreach" in signature.parameters:
+                given["foreach"] = None  # fused with foreach=True is refused
+            _note(name, f"{type(self).__name__}(..., {name}=True)", repr(was), _user_site())
+        return init(*bound.args, **bound.kwargs)
+
+    return made
+
+
+def _loaders(torch: Any) -> None:
+    from torch.utils.data import DataLoader
+
+    init = DataLoader.__init__
+    signature = inspect.signature(init)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = max(1, min(MAX_WORKERS, cores or 1))
+
+    @functools.wraps(init)
+    def made(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:
+            return init(self, *args, **kwargs)
+        given = bound.arguments
+        if not given.get("num_workers", 0):
+            given["num_workers"] = workers
+            given["persistent_workers"] = True
+            what = f"DataLoader(..., num_workers={workers}, persistent_workers=True"
+            if torch.cuda.is_available() and not given.get("pin_memory"):
+                given["pin_memory"] = True
+                what += ", pin_memory=True"
+            _note("workers", what + ")", "num_workers=0", _user_site())
+        return init(*bound.args, **bound.kwargs)
+
+    setattr(DataLoader, "__init__", made)  # noqa: B010

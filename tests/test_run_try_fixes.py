@@ -1,0 +1,127 @@
+"""`compilediag run --try-fixes` (#51): the job once more per remedy its report calls for, no
+edit of its code, each measured by the job's step over the same window, and checked here
+against the job's own clock (tests/fixtures/run_jobs/bounded.py times its data wait, its
+model and its optimizer, and writes a line a run) and torch's own counts."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "bounded.py"
+WINDOW = "4-8"
+
+
+def job_runs(facts: Path) -> list[dict]:
+    """bounded.py's lines, a run each in the order they ran: its steps (the job's own
+    clock, by step number) and torch's counts at its last step."""
+    runs: dict[int, dict] = {}
+    for line in facts.read_text().splitlines():
+        x = json.loads(line)
+        run = runs.setdefault(x["run"], {"steps": {}})
+        run["steps"][x["n"]] = x
+        run["graph_breaks"] = x["graph_breaks"]
+    return list(runs.values())
+
+
+def own_median(run: dict, part: str, window: str = "4-8") -> float:
+    """The job's own median of `part` over the window's steps (those it logged: a run
+    stopped at the window's end ends inside its last step)."""
+    a, b = map(int, window.split("-"))
+    return statistics.median(s[part] for n, s in run["steps"].items() if a <= n <= b)
+
+
+def _try(tmp_path: Path, bound: str) -> tuple[dict, list[dict], str]:
+    """The report, the job's own lines (the unchanged run first, then each remedy's run in
+    the order tried) and compilediag's stderr."""
+    facts = tmp_path / "facts.jsonl"
+    proc = run_cli(
+        "run", "--try-fixes", "--format", "json", "--profile-steps", WINDOW, "--",
+        sys.executable, str(JOB), env={"JOB_FACTS": str(facts), "JOB_BOUND": bound},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), job_runs(facts), proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("bound", "remedy", "part", "code"),
+    [
+        ("data", "workers", "data", "DataLoader(..., num_workers="),
+        ("optimizer", "foreach", "optimizer", "AdamW(..., foreach=True)"),
+    ],
+)
+def test_the_remedy_for_the_bounding_part_is_measured_and_the_jobs_clock_agrees(
+    tmp_path: Path, bound: str, remedy: str, part: str, code: str
+) -> None:
+    report, runs, stderr = _try(tmp_path, bound)
+    job = report["runtime"]
+    assert job["bound"]["part"] == bound
+    tried = {t["remedy"]: t for t in job["tried"]}
+    assert len(runs) == 1 + len(job["tried"]), "one run of the job a remedy, and the job's own"
+    t = tried[remedy]
+    after = runs[1 + list(tried).index(remedy)]
+    # the job's own clock: the part shrinks by at least 30% with the remedy
+    own = own_median(runs[0], part), own_median(after, part)
+    assert own[1] <= 0.7 * own[0], own
+    # and compilediag's figures say so too, with the line where the job made the object
+    assert t["part"] == part and t["part_ms_after"] <= 0.7 * t["part_ms"], t
+    assert t["kept"] and t["why"] == "kept", t
+    assert t["code"].startswith(code)
+    line = next(i for i, x in enumerate(JOB.read_text().splitlines(), 1)
+                if ("DataLoader(" if remedy == "workers" else "optim.AdamW(") in x)  # fmt: skip
+    assert t["where"] == f"{JOB}:{line}"
+    # the job seeds torch: the losses are compared, and a changed loader order or optimizer
+    # arithmetic would show
+    assert t["loss_match"] is True and "losses match" in t["losses"], t
+    assert t["graph_breaks"] == t["graph_breaks_after"] == after["graph_breaks"] == 0
+    assert f"[1/{len(tried)}]" in stderr and "--try-fixes" in stderr
+    # the table and markdown say what was tried, measured
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    table = " ".join(run_cli("render", str(path)).stdout.split())
+    assert f"tried {list(tried)[0]}: " in table and f"{remedy}: {t['code']}" in table
+    markdown = run_cli("render", str(path), "--format", "markdown").stdout
+    assert "**tried** " in markdown
+
+
+def test_a_break_at_item_goes_with_capture_scalar_outputs_by_torchs_own_count(
+    tmp_path: Path,
+) -> None:
+    """The .item() break's remedy, measured: torch's own count of breaks in that run is
+    the one reported after, and the losses still match."""
+    report, runs, _ = _try(tmp_path, "item")
+    tried = [t["remedy"] for t in report["runtime"]["tried"]]
+    t = report["runtime"]["tried"][tried.index("scalars")]
+    after = runs[1 + tried.index("scalars")]
+    assert runs[0]["graph_breaks"] == len(report["graph_breaks"]) == t["graph_breaks"] >= 1
+    assert after["graph_breaks"] == t["graph_breaks_after"] == 0
+    assert t["code"] == "torch._dynamo.config.capture_scalar_outputs = True" and t["where"] == ""
+    assert t["loss_match"] is True
+    assert t["kept"] == (t["why"] == "kept") and t["why"].startswith(("kept", "not kept: "))
+
+
+def test_try_fixes_needs_a_window_and_says_when_nothing_applies(tmp_path: Path) -> None:
+    proc = run_cli("run", "--try-fixes", "--", sys.executable, str(JOB))
+    assert proc.returncode == 2 and "--profile-steps" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 3
+    # a job whose step no remedy targets: nothing is run again, and stderr says why
+    job = tmp_path / "plain.py"
+    job.write_text(
+        "import torch\n"
+        "f = torch.compile(lambda x: (x * 2).sum(), backend='eager')\n"
+        "for _ in range(10):\n"
+        "    f(torch.ones(8))\n"
+    )
+    proc = run_cli(
+        "run", "--try-fixes", "--profile-steps", "3-5", "--format", "json", "--",
+        sys.executable, str(job),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["runtime"]["tried"] == []
+    assert "nothing to try" in proc.stderr
