@@ -64,10 +64,17 @@ def _eager(report: Report, b: Breakdown) -> Bound | None:
     if not spent:
         return None
     sites = len(report.graph_breaks)
+    # a backend without AOTAutograd (backend="eager") compiles no backward graph: backward
+    # runs whole, and what of it is the break's code is not told apart
+    split = any(g.backward_ms is not None for g in report.graphs)
+    back = f", {ms(backward)} of its backward" if split else (
+        "; its backward is not split (the backend compiles no backward graphs), so not "
+        "counted here"
+    )  # fmt: skip
     return Bound(
         "eager", _share(spent, b), spent,
         f"the eager code graph breaks leave ({sites} site{'s' if sites != 1 else ''}): "
-        f"{ms(b.between_graphs_ms)} in forward, {ms(backward)} of its backward",
+        f"{ms(b.between_graphs_ms)} in forward{back}",
     )  # fmt: skip
 
 
