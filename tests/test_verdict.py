@@ -55,6 +55,16 @@ def test_the_verdict_names_the_part_the_jobs_clock_finds_largest(
     page = tmp_path / "report.html"
     run_cli("render", str(path), "--format", "html", "-o", str(page))
     assert f"<dt>bound by</dt><dd><strong>{bound}, " in page.read_text()
+    # diff names a verdict that moved (B: the same run, bound by another part)
+    other = json.loads(proc.stdout)
+    other["runtime"]["bound"].update(part="host", share=0.9)
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(other))
+    said = json.loads(run_cli("diff", str(path), str(b), "--format", "json").stdout)
+    share = f"{report['runtime']['bound']['share']:.0%}"
+    assert f"bound by {bound} ({share} of the step) → host (90%)" in [
+        t["text"] for t in said["timings"]
+    ], said["timings"]
 
 
 @pytest.mark.gpu

@@ -622,6 +622,10 @@ def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
     bb = tb.breakdown if tb else None
     if ba is not None and bb is not None and a.runtime is not None and b.runtime is not None:
         out.append(_timed("a step", ba.call_ms, bb.call_ms, 0.0, tolerance))
+        va, vb = a.runtime.bound, b.runtime.bound
+        if va is not None and vb is not None and va.part != vb.part:
+            out.append(Change("changed", f"bound by {va.part} ({va.share:.0%} of the step) → "
+                              f"{vb.part} ({vb.share:.0%})"))  # fmt: skip
         pa, pb = dict(ba.parts()), dict(bb.parts())
         for name in dict.fromkeys([*pa, *pb]):
             x, y = pa.get(name, 0.0), pb.get(name, 0.0)
