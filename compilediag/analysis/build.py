@@ -130,6 +130,8 @@ def what_the_worker_measured(report: Report, h: History, measured: WorkerResult)
     """What the worker measured: the calls' timeline, timings (where the time goes), the
     cross-check against torch._dynamo.explain, the steps that failed."""
     report.calls = _calls(measured, h)
+    if measured.tracing is not None and report.compile_time is not None:
+        report.compile_time.tracing = measured.tracing
     report.timings = timings_of(measured)
     if report.timings:
         report.timings.cudagraph_skips = list(
@@ -249,6 +251,8 @@ def make_portable(report: Report, root: str) -> None:
     files += [(g, "file") for g in report.graphs]
     if report.runtime:
         files.append((report.runtime, "step_file"))
+    if report.compile_time and report.compile_time.tracing:
+        files += [(f, "file") for f in report.compile_time.tracing.functions]
     if report.cross_check:
         files += [(x, "file") for x in report.cross_check.explain_sites]
         files += [(d, "file") for d in report.cross_check.disagreements if d.file]

@@ -35,6 +35,7 @@ from compilediag.harness.measure import (
 )
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
+from compilediag.harness.tracing_cost import TracingCost
 from compilediag.harness.worker_torch import (
     cross_check,
     describe_model,
@@ -109,9 +110,17 @@ class Worker:
             # timed.
             torch.set_grad_enabled(self.spec.train)
             step = make_step(torch, self.spec.train)
-            compiled = self.compile_model(torch, model)
-            skips = self.watch_cudagraphs(torch)
-            eager_out, compiled_out, call0 = self.run_calls(torch, step, model, compiled, sets)
+            cost = TracingCost(torch)
+            cost.start()
+            try:
+                compiled = self.compile_model(torch, model)
+                skips = self.watch_cudagraphs(torch)
+                eager_out, compiled_out, call0 = self.run_calls(
+                    torch, step, model, compiled, sets
+                )  # fmt: skip
+            finally:
+                cost.stop()
+            self.result.tracing = cost.summary()
             self.after_calls(torch, eager_out, compiled_out, skips)
             self.keep_outputs(torch, eager_out, compiled_out)
             self.time_calls(torch, step, model, compiled, call0)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from compilediag.advice.remedies import Remedy
 from compilediag.harness.target import Target
-from compilediag.report.model import DeviceTime, Environment, Stat
+from compilediag.report.model import DeviceTime, Environment, Stat, Tracing
 
 
 @dataclass
@@ -297,3 +297,4 @@ class WorkerResult:
     gradient_check: list[OutputCheck] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # what failed without losing the report
     error: WorkerFailure | None = None  # what ended the run
+    tracing: Tracing | None = None  # Dynamo's tracing by function (None: torch can't say)

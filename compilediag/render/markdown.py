@@ -11,7 +11,13 @@ from compilediag.render import (
     verdict_lines,
     where,
 )
-from compilediag.render.views import bound_words, rank_step_rows, step_text, tried_words
+from compilediag.render.views import (
+    bound_words,
+    rank_step_rows,
+    step_text,
+    tracing_words,
+    tried_words,
+)
 from compilediag.report.model import Report
 
 
@@ -136,6 +142,9 @@ def render_markdown(report: Report) -> str:
             + f" · first call {seconds(t.first_call_s)}",
             "",
         ]
+    ct = report.compile_time
+    if ct is not None and ct.tracing is not None and ct.tracing.total_s:
+        out += [f"**Dynamo's tracing** {tracing_words(ct.tracing)}", ""]
     lines = verdict_lines(report)
     if lines:
         out += [f"**{lines[0]}**", ""] + [f"- {ln.strip()}" for ln in lines[1:]] + [""]

@@ -21,6 +21,7 @@ from compilediag.render.views import (
     rank_step_rows,
     step_text,
     step_words,
+    tracing_words,
     tried_words,
     unmeasured_words,
     window_notes,
@@ -295,8 +296,12 @@ def timing_lines(report: Report) -> list:
     ct = report.compile_time
     if ct and ct.total_s:
         rows.insert(1, ("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}")))
+        at = 2
+        if ct.tracing is not None and ct.tracing.total_s:
+            rows.insert(at, ("tracing", Text(tracing_words(ct.tracing))))
+            at += 1
         if ct.caches:
-            rows.insert(2, ("caches", Text(cache_text(ct.caches, report.environment.cold))))
+            rows.insert(at, ("caches", Text(cache_text(ct.caches, report.environment.cold))))
     if t.mutated_inputs:
         rows.append(
             (

@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from compilediag.paths import where
-from compilediag.render import ms, plural
+from compilediag.render import ms, plural, seconds
 from compilediag.report.model import (
     Breakdown,
     KernelTiming,
@@ -15,6 +15,7 @@ from compilediag.report.model import (
     Report,
     Runtime,
     StepBound,
+    Tracing,
     Tried,
 )
 from compilediag.trace.formats import guard_pattern
@@ -100,6 +101,21 @@ def step_words(r: Runtime) -> str:
 def bound_words(b: StepBound) -> str:
     """`data, 58% of the step: the data loader's next batch: ...`"""
     return f"{b.part}, {b.share:.0%} of the step: {b.why}"
+
+
+def tracing_words(t: Tracing, limit: int = 3) -> str:
+    """`1.01 s tracing: table (model.py:6) 0.838 s own, 83% · forward (model.py:28) ...`:
+    the costliest functions Dynamo traced, by their own time (that of the functions they
+    called is theirs)."""
+    shown = [f for f in t.functions if f.share >= 0.01][:limit]
+    if not shown:
+        return f"{seconds(t.total_s)}, none of it in a function of yours above 1%"
+    parts = [
+        f"{f.function} ({where(f.file, f.line)}) {seconds(f.own_s)}"
+        + (f" over {f.calls} traces" if f.calls > 1 else "") + f", {f.share:.0%}"
+        for f in shown
+    ]  # fmt: skip
+    return f"{seconds(t.total_s)}; the most, by their own time: " + " · ".join(parts)
 
 
 def tried_words(t: Tried) -> str:

@@ -502,6 +502,30 @@ class Timings:
 
 
 @dataclass
+class FunctionCost:
+    """A function Dynamo traced (torch's Dynamo profiler): where it is defined, how often it
+    was traced, its own time (without the functions it called) and its time with them, in
+    seconds; its own time as a share of all tracing."""
+
+    function: str
+    file: str
+    line: int
+    calls: int
+    own_s: float
+    total_s: float
+    share: float
+
+
+@dataclass
+class Tracing:
+    """All of Dynamo's tracing (each frame's, summed) and the functions it went to, outside
+    torch, costliest first."""
+
+    total_s: float
+    functions: list[FunctionCost] = field(default_factory=list)
+
+
+@dataclass
 class CompileTime:
     dynamo_s: float = 0.0
     aot_s: float = 0.0
@@ -511,6 +535,7 @@ class CompileTime:
     total_s: float = 0.0
     kernel_compile_s: float = 0.0  # torch's triton_compile_time_us: compiling the generated kernels (Triton on CUDA, C++ on CPU), part of the phases above
     caches: dict[str, int] = field(default_factory=dict)  # e.g. fx_graph_cache_miss: 2
+    tracing: Tracing | None = None  # where Dynamo's tracing went, by function (explain)
 
 
 @dataclass

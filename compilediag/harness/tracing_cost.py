@@ -1,0 +1,89 @@
+"""What Dynamo's tracing cost, function by function: torch's own Dynamo profiler
+(`torch._dynamo.config.dynamo_profiler`, in torch since 2.12), which times each function
+Dynamo traces, inlined ones included, with what it spent in the functions it called.
+
+The profiler writes pstats at the end of each frame's tracing (printed, or a file); here
+that is replaced by keeping its timings, and the setting is put back after. The setting
+is one torch marks compile_ignored: it is in no cache key, and changes nothing compiled.
+Where the installed torch has no such profiler, nothing is measured (`available` False).
+
+Runs in the worker (explain, recompiles); torch is passed in."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from compilediag.report.model import FunctionCost, Tracing
+
+# the functions kept: the costliest by their own time, and any above this share of tracing
+TOP = 8
+MIN_SHARE = 0.02
+
+
+class TracingCost:
+    """Keeps torch's Dynamo profiler's timings while on (`start` ... `stop`)."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.available = False
+        self._states: dict[int, list[Any]] = {}  # each frame's profiler state: itself, timings
+        self._undo: list[Any] = []
+
+    def start(self) -> bool:
+        try:
+            config = self.torch._dynamo.config
+            from torch._dynamo import dynamo_profiler
+        except (AttributeError, ImportError):
+            return False
+        state_cls = getattr(dynamo_profiler, "DynamoProfilerState", None)
+        if not hasattr(config, "dynamo_profiler") or state_cls is None:
+            return False
+        if config.dynamo_profiler:  # the user's own: left as it is, and not read
+            return False
+        dump = state_cls.dump_stats
+        states = self._states
+
+        def keep(state: Any, *args: Any, **kwargs: Any) -> None:
+            states[id(state)] = [state, *state.timings]  # (held: its id stays its own)
+
+        state_cls.dump_stats = keep
+        config.dynamo_profiler = True
+        self._undo = [
+            lambda: setattr(state_cls, "dump_stats", dump),
+            lambda: setattr(config, "dynamo_profiler", False),
+        ]
+        self.available = True
+        return True
+
+    def stop(self) -> None:
+        for undo in self._undo:
+            undo()
+        self._undo = []
+
+    def summary(self) -> Tracing | None:
+        """The functions outside torch, costliest (own time) first; None where unmeasured."""
+        if not self.available:
+            return None
+        timings = [t for ts in self._states.values() for t in ts[1:]]
+        total = sum(t.cumtime_ns for t in timings if t.inline_depth == 0) / 1e9
+        if not timings or total <= 0:
+            return Tracing(0.0, [])
+        torch_dir = os.path.dirname(self.torch.__file__) + os.sep
+        by: dict[tuple[str, int, str], list[float]] = {}
+        for t in timings:
+            if t.filename.startswith(torch_dir) or t.filename.startswith("<"):
+                continue
+            figures = by.setdefault((t.filename, t.firstlineno, t.func_name), [0, 0.0, 0.0])
+            figures[0] += 1
+            figures[1] += t.tottime_ns / 1e9
+            if t.is_primitive_call:  # a recursive call's time is in its outer call's
+                figures[2] += t.cumtime_ns / 1e9
+        costs = [
+            FunctionCost(name, file, line, int(n), round(own, 6), round(cum, 6),
+                         round(own / total, 4))
+            for (file, line, name), (n, own, cum) in by.items()
+        ]  # fmt: skip
+        costs.sort(key=lambda c: -c.own_s)
+        kept = [c for i, c in enumerate(costs) if i < TOP or c.share >= MIN_SHARE]
+        return Tracing(round(total, 6), kept)
