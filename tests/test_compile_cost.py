@@ -4,11 +4,15 @@ own Dynamo profiler, checked by ablation: the helper taken out, compile time com
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, TRACES, run_cli
 
 MODEL = ROOT / "tests" / "fixtures" / "compile_cost" / "helper_blocks.py"
 
@@ -50,3 +54,124 @@ def test_the_helper_is_named_as_the_top_tracing_cost_and_its_ablation_agrees(
     # the table names it under the compile line
     table = " ".join(run_cli("render", str(tmp_path / "helper1.json")).stdout.split())
     assert "tracing " in table and "table (tests/fixtures/compile_cost/helper_blocks.py:" in table
+
+
+@pytest.mark.parametrize(
+    "folder", sorted(TRACES.glob("*/graph_order_diverge")), ids=lambda p: p.parent.name
+)
+def test_a_cache_bypass_is_named_with_the_reason_torch_gave(folder: Path) -> None:
+    """Traces recorded by tests/fixtures/jobs (each torch's own): every cache bypass record
+    counted by its reason, as the record's payload states it (read here with json alone)."""
+    expected: dict[str, dict[str, int]] = {}
+    for log in sorted(folder.glob("*.log")):
+        lines = log.read_text().splitlines()
+        for i, line in enumerate(lines):
+            match = re.search(r'"artifact": {"name": "(\w+)_cache_bypass"', line)
+            if match and i + 1 < len(lines):
+                why = json.loads(lines[i + 1].strip())["cache_bypass_reason"]
+                reasons = expected.setdefault(match.group(1), {})
+                reasons[why] = reasons.get(why, 0) + 1
+    assert expected, "the trace holds no cache bypass"
+    proc = run_cli("report", str(folder), "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    ct = json.loads(proc.stdout)["compile_time"]
+    assert ct["bypasses"] == expected
+    table = " ".join(run_cli("report", str(folder)).stdout.split())
+    (reason,) = expected["aotautograd"]
+    assert f"AOTAutograd: {expected['aotautograd'][reason]} bypass ({reason})" in table
+
+
+def test_a_frame_with_a_graph_break_compiles_alike_with_the_tracing_table() -> None:
+    """torch's own profiler fails on a frame a graph break ends (root_tx None on 2.13-2.15):
+    with compilediag's collector the same graphs compile (torch's CompileCounter), and the
+    frame's tracing is still timed."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    from compilediag.harness.tracing_cost import TracingCost
+
+    if not hasattr(torch._dynamo.config, "dynamo_profiler"):
+        pytest.skip("this torch has no Dynamo profiler")
+
+    def broken(x):
+        x = x * 2
+        print("between", end="\r")
+        return x + 1
+
+    counts = []
+    for profiled in (False, True):
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        cost = TracingCost(torch)
+        if profiled:
+            assert cost.start()
+        try:
+            torch.compile(broken, backend=counter)(torch.ones(3))
+        finally:
+            cost.stop()
+        counts.append((counter.frame_count, counter.op_count))
+        if profiled:
+            tracing = cost.summary()
+            assert tracing is not None and tracing.total_s > 0
+            assert [f.function for f in tracing.functions if f.function == "broken"] == ["broken"]
+    assert counts[0] == counts[1], counts
+    assert not torch._dynamo.config.dynamo_profiler  # put back
+
+
+def test_regional_compilation_is_tried_and_at_least_halves_the_compile(tmp_path: Path) -> None:
+    """explain --try-fixes on the model of twelve blocks: regional compilation (each block
+    compiled, the rest eager) measured in a run of its own, the outputs equal."""
+    out = tmp_path / "fixes.json"
+    proc = run_cli(
+        "explain", str(MODEL), "--backend", "aot_eager", "--no-timings", "--try-fixes",
+        "--format", "json", "-o", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["target"]["repeated"] == {"path": "blocks", "cls": "Block", "count": 12}
+    (fix,) = [f for f in report["verified_fixes"] if f["remedy"] == "regional compilation"]
+    assert fix["verdict"] == "cuts compile time" and fix["outputs_match"] is True, fix
+    assert fix["after"]["compile_s"] <= 0.5 * fix["before"]["compile_s"], fix
+    assert fix["before"]["compile_s"] == report["compile_time"]["total_s"]
+    assert fix["code"].startswith("for block in model.blocks:")
+
+
+def test_the_notes_say_what_cuts_the_compile_and_the_cache_advice_works(tmp_path: Path) -> None:
+    """The notes of a compile: the helper that holds most of tracing (explain), and, for a
+    trace whose kernels were all generated anew (recorded by tests/fixtures/jobs with
+    2.14.1 and 2.15.0), the portable cache; then that advice applied, as a new machine would:
+    the kernels saved after one process's compile load into another's empty cache, and
+    its compile hits the FX graph cache (torch's own counter)."""
+    import torch
+
+    if hasattr(torch._dynamo.config, "dynamo_profiler"):
+        notes = _explain(tmp_path, "1")["notes"]
+        hot = [n["message"] for n in notes if n["kind"] == "compile_cost"]
+        assert any("in table (tests/fixtures/compile_cost/helper_blocks.py:" in n for n in hot)
+    for log in sorted(TRACES.glob("torch-2.1[45]*/clean_mlp.inductor.log")):
+        report = json.loads(run_cli("report", str(log), "--format", "json").stdout)
+        said = [n["message"] for n in report["notes"] if n["kind"] == "compile_cost"]
+        assert any("torch.compiler.save_cache_artifacts()" in n for n in said), (log, said)
+    program = (
+        "import os, sys, torch\n"
+        "from torch._dynamo.utils import counters\n"
+        "saved = sys.argv[1]\n"
+        "if os.path.exists(saved):\n"
+        "    torch.compiler.load_cache_artifacts(open(saved, 'rb').read())\n"
+        "f = torch.compile(lambda x: torch.relu(x) * 2)\n"
+        "f(torch.randn(8))\n"
+        "if not os.path.exists(saved):\n"
+        "    open(saved, 'wb').write(torch.compiler.save_cache_artifacts()[0])\n"
+        "print(counters['inductor']['fxgraph_cache_hit'])\n"
+    )
+    script = tmp_path / "cached.py"
+    script.write_text(program)
+    saved = tmp_path / "artifacts.bin"
+    hits = []
+    for machine in ("first", "fresh"):
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / machine)}
+        proc = subprocess.run([sys.executable, str(script), str(saved)], env=env,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        hits.append(int(proc.stdout.strip().splitlines()[-1]))
+    assert hits == [0, 1], hits

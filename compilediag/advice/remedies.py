@@ -23,8 +23,13 @@ class Remedy:
     config: dict[str, Any] = field(default_factory=dict)
     compile_kwargs: dict[str, Any] = field(default_factory=dict)
     mark_dynamic: list[tuple[int, int]] = field(default_factory=list)  # (arg position, dim)
-    kind: str = "breaks"  # what it is judged on: breaks or recompiles
+    kind: str = "breaks"  # what it is judged on: breaks, recompiles, or compile (time)
+    # regional compilation: the container whose blocks are compiled each, not the model
+    regional: str = ""
 
+
+# a compile this long (seconds) with repeated blocks: regional compilation is worth a run
+REGIONAL_MIN_S = 1.0
 
 # break cause -> (name, config, code)
 BREAK_REMEDIES: dict[str, tuple[str, dict[str, Any], str]] = {
@@ -72,6 +77,16 @@ def remedies_for(report: Report) -> list[Remedy]:
             config={"allow_unspec_int_on_nn_module": True},
             kind="recompiles",
         )
+    blocks = report.target.repeated
+    whole = report.compile_time.total_s if report.compile_time else 0.0
+    if blocks is not None and whole >= REGIONAL_MIN_S:
+        out["regional compilation"] = Remedy(
+            "regional compilation",
+            f"for block in model.{blocks.path}:  # instead of torch.compile(model)\n"
+            "    block.compile()",
+            [f"compile {whole:.2f} s: {blocks.count} {blocks.cls} blocks in one graph"],
+            kind="compile", regional=blocks.path,
+        )  # fmt: skip
     marks = _marks(report)
     if marks:
         names = ", ".join(f"torch._dynamo.mark_dynamic({n}, {d})" for n, _, d in marks)
@@ -99,7 +114,9 @@ def _marks(report: Report) -> list[tuple[str, int, int]]:
 
 
 def combined(remedies: list[Remedy]) -> Remedy | None:
-    """All remedies at once, where there are several (their settings don't conflict)."""
+    """All remedies at once, where there are several (their settings don't conflict);
+    regional compilation, which changes what is compiled, is tried on its own."""
+    remedies = [r for r in remedies if r.kind != "compile"]
     if len(remedies) < 2:
         return None
     r = Remedy("all of the above", "\n".join(x.code for x in remedies), [], kind="all")
@@ -116,6 +133,13 @@ def apply(torch: Any, remedy: Remedy) -> None:
     the one reader of a fix's settings: a "fn:" value is that function, added to the set)."""
     for key, value in config_patch(remedy.config).items():
         setattr(torch._dynamo.config, key, value)
+
+
+def compile_verdict(before: float, after: float, outputs_match: bool | None) -> FixOutcome:
+    """A remedy for compile time: it cuts it by a tenth or more, with the outputs equal."""
+    if outputs_match is False:
+        return FixOutcome.BREAKS_OUTPUTS
+    return FixOutcome.CUTS_COMPILE if after <= 0.9 * before else FixOutcome.NO_EFFECT
 
 
 def verdict(before: int, after: int, outputs_match: bool | None) -> FixOutcome:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from compilediag.analysis.breaks import collect_breaks
+from compilediag.analysis.compile_advice import compile_notes
 from compilediag.analysis.crosscheck import cross_check
 from compilediag.analysis.graphs import (
     collect_graphs,
@@ -40,6 +41,7 @@ from compilediag.report.model import (
     Graph,
     LimitHit,
     Recompile,
+    Repeated,
     Report,
     Summary,
     TargetInfo,
@@ -101,6 +103,8 @@ def build_report(
         report.errors.insert(0, failure)
     if measured.model is not None:
         in_users_words(report, measured.model)
+        report.target.repeated = repeated_blocks(measured.model.modules)
+    report.notes += compile_notes(report)
     if run is not None:
         from compilediag.analysis.runtime import apply_runtime
 
@@ -174,6 +178,26 @@ def summary_of(report: Report, total_breaks: int, measured: WorkerResult) -> Sum
         compile_failures=len(report.compile_failures),
         torch_kernel_count=measured.torch_kernel_count,
     )
+
+
+# a container of this many children of one class is a run of repeated blocks
+MIN_BLOCKS = 4
+
+
+def repeated_blocks(modules: dict[str, str]) -> Repeated | None:
+    """The container with the most children, each of one class (`blocks.0` ... `blocks.11`,
+    Block): the model's repeated blocks; None where there are fewer than MIN_BLOCKS."""
+    children: dict[str, list[str]] = {}
+    for path, cls in modules.items():
+        parent, _, index = path.rpartition(".")
+        if index.isdigit():
+            children.setdefault(parent, []).append(cls)
+    runs = [
+        Repeated(parent, classes[0], len(classes))
+        for parent, classes in children.items()
+        if parent and len(classes) >= MIN_BLOCKS and len(set(classes)) == 1
+    ]  # fmt: skip
+    return max(runs, key=lambda r: r.count) if runs else None
 
 
 def in_users_words(report: Report, model: ModelInfo) -> None:

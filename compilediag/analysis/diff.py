@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from compilediag.analysis.graphs import bypass_reason
 from compilediag.harness.threads import SLACK
 from compilediag.report.model import CacheKey, Graph, GraphBreak, Recompile, Report, Timings
 
@@ -39,7 +40,7 @@ def cache_keys(h: History) -> list[CacheKey]:
                 if not isinstance(data, dict):
                     continue
                 k = CacheKey(c.compile_id, status, str(data.get("key") or ""))
-                k.reason = str(data.get("cache_bypass_reason") or data.get("reason") or "")
+                k.reason = bypass_reason(data) if status == "bypass" else ""
                 for text in data.get("components") or []:
                     # "[hash] name: value"
                     digest, bracket, rest = str(text)[1:].partition("] ")

@@ -283,11 +283,17 @@ def _add_compile_time(total: CompileTime, one: CompileTime | None) -> None:
     if one is None:
         return
     for f in fields(CompileTime):
+        mine = getattr(one, f.name)
         if f.name == "caches":
             for k, n in one.caches.items():
                 total.caches[k] = total.caches.get(k, 0) + n
-        else:
-            setattr(total, f.name, round(getattr(total, f.name) + getattr(one, f.name), 6))
+        elif f.name == "bypasses":
+            for cache, reasons in one.bypasses.items():
+                into = total.bypasses.setdefault(cache, {})
+                for reason, n in reasons.items():
+                    into[reason] = into.get(reason, 0) + n
+        elif isinstance(mine, float):  # (tracing: a model run's, never a trace's)
+            setattr(total, f.name, round(getattr(total, f.name) + mine, 6))
 
 
 def _merge_findings(report: Report, groups: list[tuple[Report, list[int]]]) -> None:

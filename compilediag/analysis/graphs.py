@@ -56,7 +56,20 @@ def compile_time(h: History) -> CompileTime:
         for name in c.artifacts:
             if "_cache_" in name:
                 t.caches[name] = t.caches.get(name, 0) + len(c.artifacts[name])
+            if name.endswith("_cache_bypass"):
+                reasons = t.bypasses.setdefault(name.removesuffix("_cache_bypass"), {})
+                for data in c.json_artifacts(name):
+                    why = bypass_reason(data)
+                    reasons[why] = reasons.get(why, 0) + 1
     return t
+
+
+def bypass_reason(data: object) -> str:
+    """The reason a cache bypass record gives, in torch's words (first line)."""
+    why = ""
+    if isinstance(data, dict):
+        why = str(data.get("cache_bypass_reason") or data.get("reason") or "")
+    return why.strip().splitlines()[0][:200] if why.strip() else "no reason given"
 
 
 def cudagraph_skips(h: History) -> list[str]:

@@ -12,6 +12,7 @@ Runs in the worker (explain, recompiles); torch is passed in."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from compilediag.report.model import FunctionCost, Tracing
@@ -47,10 +48,33 @@ class TracingCost:
         def keep(state: Any, *args: Any, **kwargs: Any) -> None:
             states[id(state)] = [state, *state.timings]  # (held: its id stays its own)
 
+        output_graph = getattr(self.torch._dynamo, "output_graph", None)
+        graph_cls = getattr(output_graph, "OutputGraph", None)
+        stop = getattr(graph_cls, "mark_bytecode_tracing_stop", None)
+        if stop is None:
+            return False
+
+        def tracing_stop(graph: Any) -> Any:
+            """torch's own stop fails where a graph break left no root frame (root_tx None:
+            AttributeError on 2.13-2.15): its root timing is recorded here, and torch's
+            stop runs with the profiler off."""
+            state = getattr(graph, "profiler_state", None)
+            if getattr(graph, "root_tx", True) is not None or state is None:
+                return stop(graph)
+            _record_root(dynamo_profiler, state)
+            keep(state)
+            config.dynamo_profiler = False
+            try:
+                return stop(graph)
+            finally:
+                config.dynamo_profiler = True
+
         state_cls.dump_stats = keep
+        setattr(graph_cls, "mark_bytecode_tracing_stop", tracing_stop)  # noqa: B010
         config.dynamo_profiler = True
         self._undo = [
             lambda: setattr(state_cls, "dump_stats", dump),
+            lambda: setattr(graph_cls, "mark_bytecode_tracing_stop", stop),
             lambda: setattr(config, "dynamo_profiler", False),
         ]
         self.available = True
@@ -87,3 +111,19 @@ class TracingCost:
         costs.sort(key=lambda c: -c.own_s)
         kept = [c for i, c in enumerate(costs) if i < TOP or c.share >= MIN_SHARE]
         return Tracing(round(total, 6), kept)
+
+
+def _record_root(dynamo_profiler: Any, state: Any) -> None:
+    """The root frame's timing, as torch's stop records it, for a frame whose tracing ended
+    with no root translator left."""
+    entry = state.pop()
+    if entry is None:
+        return
+    cumtime = time.time_ns() - entry.start_time_ns
+    state.record_timing(
+        dynamo_profiler.FunctionTraceTiming(
+            func_name=entry.func_name, filename=entry.filename, firstlineno=entry.firstlineno,
+            cumtime_ns=cumtime, tottime_ns=cumtime - entry.child_time_ns, bytecode_count=0,
+            inline_depth=0, is_primitive_call=entry.is_primitive_call,
+        )
+    )  # fmt: skip

@@ -193,6 +193,8 @@ class Worker:
             apply(torch, spec.remedy)
             kwargs.update(spec.remedy.compile_kwargs)
         try:  # torch checks a backend's name here, before anything runs
+            if spec.remedy is not None and spec.remedy.regional:
+                return regional(model, spec.remedy.regional, kwargs)
             return torch.compile(model, **kwargs)
         except torch._dynamo.exc.InvalidBackend:
             # (listing the backends imports every one: 0.25 s a run asked only on a typo)
@@ -385,6 +387,17 @@ class Worker:
 
 
 PROGRESS_S = 0.5  # a timing block's progress line: at most this often
+
+
+def regional(model: Any, path: str, kwargs: dict[str, Any]) -> Any:
+    """--try-fixes' regional compilation: a copy of the model (eager runs the original)
+    whose blocks under `path` are each compiled in place, the rest of it eager."""
+    import copy
+
+    compiled = copy.deepcopy(model)
+    for block in compiled.get_submodule(path):
+        block.compile(**kwargs)
+    return compiled
 
 
 class _Stopped(Exception):

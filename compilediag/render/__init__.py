@@ -20,6 +20,7 @@ from compilediag.report.model import RankSpread, Report, Rule, Summary
 from compilediag.report.ranksets import rank_set
 from compilediag.report.words import cache_text as cache_text  # the renderers' import
 from compilediag.report.words import ms as ms
+from compilediag.report.words import seconds as seconds
 
 __all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
 
@@ -71,12 +72,6 @@ def _not_jupyter() -> Iterator[None]:
         yield
     finally:
         rich.console._is_jupyter = is_jupyter
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def plural(n: int, word: str) -> str:

@@ -103,16 +103,20 @@ def render_markdown(report: Report) -> str:
         out += [
             "### Verified fixes",
             "",
-            "| remedy | verdict | break sites | recompiles | outputs | code |",
-            "|---|---|---|---|---|---|",
+            "| remedy | verdict | break sites | recompiles | compile | outputs | code |",
+            "|---|---|---|---|---|---|---|",
         ]
         for fx in report.verified_fixes:
             a = fx.after
             sites = f"{fx.before.graph_breaks} → {a.graph_breaks}" if a else "-"
             recs = f"{fx.before.recompiles} → {a.recompiles}" if a else "-"
+            took = (
+                f"{fx.before.compile_s:.2f} → {a.compile_s:.2f} s"
+                if a and fx.before.compile_s is not None and a.compile_s is not None else "-"
+            )  # fmt: skip
             match = {True: "match", False: "differ", None: "-"}[fx.outputs_match]
             out.append(
-                f"| {_cell(fx.remedy)} | {fx.verdict} | {sites} | {recs} | {match} | "
+                f"| {_cell(fx.remedy)} | {fx.verdict} | {sites} | {recs} | {took} | {match} | "
                 f"`{_cell(fx.code)}` |"
             )
         out.append("")

@@ -231,7 +231,8 @@ def fix_blocks(report: Report) -> list:
     if not report.verified_fixes:
         return []
     t = new_table()
-    for col in ("remedy", "verdict", "graphs", "break sites", "recompiles", "speedup", "outputs"):
+    for col in ("remedy", "verdict", "graphs", "break sites", "recompiles", "compile", "speedup",
+                "outputs"):  # fmt: skip
         t.add_column(col, justify="left" if col in ("remedy", "verdict") else "right")
 
     def change(a: float | None, b: float | None, fmt: str = "{:g}") -> str:
@@ -241,9 +242,11 @@ def fix_blocks(report: Report) -> list:
 
     for fx in report.verified_fixes:
         b, a = fx.before, fx.after
-        style = {"removes it": "green", "partly": "yellow"}.get(fx.verdict, "red")
+        style = {"removes it": "green", "cuts compile time": "green", "partly": "yellow"}.get(
+            fx.verdict, "red"
+        )  # fmt: skip
         if a is None:
-            t.add_row(fx.remedy, Text(fx.verdict, style=style), "-", "-", "-", "-", "-")
+            t.add_row(fx.remedy, Text(fx.verdict, style=style), "-", "-", "-", "-", "-", "-")
             continue
         match = "-" if fx.outputs_match is None else ("match" if fx.outputs_match else "DIFFER")
         t.add_row(
@@ -252,13 +255,14 @@ def fix_blocks(report: Report) -> list:
             change(b.graphs, a.graphs),
             change(b.graph_breaks, a.graph_breaks),
             change(b.recompiles, a.recompiles),
+            change(b.compile_s, a.compile_s, "{:.2f} s"),
             change(b.speedup, a.speedup, "{:.2f}x"),
             match,
         )
     out: list = [Text("\nVerified fixes (each measured in a run of its own)", style="bold")]
     out.append(Padding(t, (0, 0, 0, 2)))
     for fx in report.verified_fixes:
-        if fx.verdict in ("removes it", "partly"):
+        if fx.verdict in ("removes it", "partly", "cuts compile time"):
             out.append(Text(f"  {fx.remedy}:", style="bold"))
             out.append(Padding(Text(fx.code, style="green"), (0, 0, 0, 4)))
         elif fx.error:

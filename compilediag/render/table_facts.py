@@ -221,7 +221,9 @@ def runtime_lines(report: Report) -> list:
     if ct and ct.total_s:
         rows.append(("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}")))
         if ct.caches:
-            rows.append(("caches", Text(cache_text(ct.caches, report.environment.cold))))
+            rows.append(
+                ("caches", Text(cache_text(ct.caches, report.environment.cold, ct.bypasses)))
+            )
     return [details(rows)]
 
 
@@ -240,17 +242,22 @@ def timing_lines(report: Report) -> list:
     if report.runtime is not None:
         return runtime_lines(report)
     if t is None:
-        return (
-            [
-                Text(
-                    "  not measured: a trace has none (`compilediag run --profile-steps A-B -- COMMAND` "
-                    "times steps)",
-                    style="dim",
-                )
-            ]
-            if report.environment.source == "trace"
-            else []
-        )
+        if report.environment.source != "trace":
+            return []
+        out: list = [
+            Text(
+                "  not measured: a trace has none (`compilediag run --profile-steps A-B -- "
+                "COMMAND` times steps)",
+                style="dim",
+            )
+        ]
+        ct = report.compile_time
+        if ct and ct.total_s:
+            facts: list[Row] = [("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}"))]
+            if ct.caches:
+                facts.append(("caches", Text(cache_text(ct.caches, False, ct.bypasses))))
+            out.append(details(facts))
+        return out
     rows: list[Row] = [("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))]
     if t.eager_ms and t.compiled_ms:
         e, c = t.eager_ms, t.compiled_ms
@@ -301,7 +308,9 @@ def timing_lines(report: Report) -> list:
             rows.insert(at, ("tracing", Text(tracing_words(ct.tracing))))
             at += 1
         if ct.caches:
-            rows.insert(at, ("caches", Text(cache_text(ct.caches, report.environment.cold))))
+            rows.insert(
+                at, ("caches", Text(cache_text(ct.caches, report.environment.cold, ct.bypasses)))
+            )
     if t.mutated_inputs:
         rows.append(
             (

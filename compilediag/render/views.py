@@ -111,11 +111,21 @@ def tracing_words(t: Tracing, limit: int = 3) -> str:
     if not shown:
         return f"{seconds(t.total_s)}, none of it in a function of yours above 1%"
     parts = [
-        f"{f.function} ({where(f.file, f.line)}) {seconds(f.own_s)}"
+        f"{_traced_name(f.function)} ({where(f.file, f.line)}) {seconds(f.own_s)}"
         + (f" over {f.calls} traces" if f.calls > 1 else "") + f", {f.share:.0%}"
         for f in shown
     ]  # fmt: skip
     return f"{seconds(t.total_s)}; the most, by their own time: " + " · ".join(parts)
+
+
+def _traced_name(function: str) -> str:
+    """Dynamo's name for the code after a graph break (`torch_dynamo_resume_in_forward_at_17`)
+    in words: `forward after line 17`."""
+    name, at, line = function.removeprefix(RESUME).rpartition("_at_")
+    return f"{name} after line {line}" if function.startswith(RESUME) and at else function
+
+
+RESUME = "torch_dynamo_resume_in_"
 
 
 def tried_words(t: Tried) -> str:

@@ -58,6 +58,17 @@ class TargetInfo:
     attr: str | None = None
     inputs: list[str] = field(default_factory=list)
     params: list[str] = field(default_factory=list)  # the names forward gives its inputs
+    repeated: Repeated | None = None  # the model's largest run of identical blocks
+
+
+@dataclass
+class Repeated:
+    """Identical blocks the model runs (the children of one container, one class each):
+    regional compilation compiles one block's code instead of the whole model."""
+
+    path: str  # the container, from the model: `blocks`, `transformer.h`
+    cls: str
+    count: int
 
 
 @dataclass
@@ -535,6 +546,9 @@ class CompileTime:
     total_s: float = 0.0
     kernel_compile_s: float = 0.0  # torch's triton_compile_time_us: compiling the generated kernels (Triton on CUDA, C++ on CPU), part of the phases above
     caches: dict[str, int] = field(default_factory=dict)  # e.g. fx_graph_cache_miss: 2
+    # each cache's bypasses by the reason torch gives: {"aotautograd": {"FX graph cache is
+    # not enabled": 10}}
+    bypasses: dict[str, dict[str, int]] = field(default_factory=dict)
     tracing: Tracing | None = None  # where Dynamo's tracing went, by function (explain)
 
 
@@ -668,6 +682,7 @@ class Counts:
     graph_breaks: int = 0  # sites
     recompiles: int = 0
     speedup: float | None = None
+    compile_s: float | None = None  # the compile time (compile_time.total_s)
 
 
 @dataclass

@@ -79,6 +79,7 @@ class FindingKind(StrEnum):
     UNRELIABLE_TIMING = "unreliable_timing"  # a figure the one-thread cross-check flags
     EVALUATION_GRAPHS = "evaluation_graphs"  # graphs a rank compiled for its evaluation alone
     DAMAGED_TRACE = "damaged_trace"  # unreadable lines, damaged payloads
+    COMPILE_COST = "compile_cost"  # what cuts the compile time: a function, blocks, a cache
     # errors
     COMPILE_FAILED = "compile_failed"
     RUN_ERROR = "run_error"  # a step of the run that failed (the cross-check, the timing)
@@ -122,6 +123,7 @@ class FixOutcome(StrEnum):
 
     REMOVES = "removes it"
     PARTLY = "partly"
+    CUTS_COMPILE = "cuts compile time"
     NO_EFFECT = "no effect"
     BREAKS_OUTPUTS = "breaks outputs"
     FAILED = "failed"

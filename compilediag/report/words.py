@@ -17,17 +17,32 @@ def ms(value: float) -> str:
     return f"{value:.2g} ms"
 
 
+def seconds(value: float | None) -> str:
+    """A compile's time: 231 ms, 6.13 s; "-" where there is none."""
+    if value is None:
+        return "-"
+    return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
 CACHE_NAMES = {"fx_graph": "FX graph", "aotautograd": "AOTAutograd"}
 
 
-def cache_text(caches: dict[str, int], cold: bool = False) -> str:
-    """{"fx_graph_cache_hit": 1, ...} -> `FX graph: 1 hit · AOTAutograd: 1 miss`."""
+def cache_text(
+    caches: dict[str, int], cold: bool = False, bypasses: dict[str, dict[str, int]] | None = None
+) -> str:
+    """{"fx_graph_cache_hit": 1, ...} -> `FX graph: 1 hit · AOTAutograd: 10 bypass (FX graph
+    cache is not enabled)`: a bypass with the reasons torch gave (`bypasses`)."""
     parts = []
     for cache, name in CACHE_NAMES.items():
         states = [
             f"{caches[k]} {state}" for state in ("hit", "miss", "bypass")
             if (k := f"{cache}_cache_{state}") in caches
         ]  # fmt: skip
+        reasons = (bypasses or {}).get(cache) or {}
+        if reasons and states:
+            states[-1] += " (" + "; ".join(
+                why + (f": {n}" if len(reasons) > 1 else "") for why, n in reasons.items()
+            ) + ")"  # fmt: skip
         if states:
             parts.append(f"{name}: {', '.join(states)}")
     return " · ".join(parts) + (" (private, empty caches: --cold)" if cold else "")

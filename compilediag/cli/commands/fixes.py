@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from typing import Any
 
-from compilediag.advice.remedies import Remedy, combined, remedies_for, verdict
+from compilediag.advice.remedies import Remedy, combined, compile_verdict, remedies_for, verdict
 from compilediag.errors import DiagError
 from compilediag.harness.worker_types import WorkerSpec
 from compilediag.report.model import Counts, Report, VerifiedFix
@@ -21,7 +21,10 @@ RunModel = Callable[..., Any]  # (spec, timeout, progress=False) -> a ModelRun
 
 def counts(report: Report) -> Counts:
     s = report.summary
-    return Counts(s.graphs, s.unique_graph_breaks, s.recompiles, s.speedup)
+    ct = report.compile_time
+    return Counts(
+        s.graphs, s.unique_graph_breaks, s.recompiles, s.speedup, ct.total_s if ct else None
+    )  # fmt: skip
 
 
 def try_fixes(
@@ -61,6 +64,10 @@ def _run(
     after = counts(done.report)
     t = done.report.timings
     fix.after, fix.outputs_match = after, t.outputs_match if t else None
+    if remedy.kind == "compile":
+        fix.verdict = compile_verdict(before.compile_s or 0.0, after.compile_s or 0.0,
+                                      fix.outputs_match)  # fmt: skip
+        return _failed(fix, done)
     judged = {
         "breaks": (before.graph_breaks, after.graph_breaks),
         "recompiles": (before.recompiles, after.recompiles),
@@ -70,6 +77,10 @@ def _run(
         ),
     }[remedy.kind]
     fix.verdict = verdict(*judged, fix.outputs_match)
+    return _failed(fix, done)
+
+
+def _failed(fix: VerifiedFix, done: Any) -> VerifiedFix:
     if done.failed:
         fix.verdict, fix.error = (
             FixOutcome.FAILED,
