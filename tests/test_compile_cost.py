@@ -175,3 +175,21 @@ def test_the_notes_say_what_cuts_the_compile_and_the_cache_advice_works(tmp_path
         assert proc.returncode == 0, proc.stderr[-2000:]
         hits.append(int(proc.stdout.strip().splitlines()[-1]))
     assert hits == [0, 1], hits
+
+
+@pytest.mark.parametrize(
+    "log", sorted(TRACES.glob("*/clean_mlp.inductor.log")), ids=lambda p: p.parent.name
+)
+def test_each_graphs_compile_is_split_by_phase_and_they_add_up_to_the_compile(log: Path) -> None:
+    """Per graph, the phases torch timed (Dynamo, AOTAutograd, Inductor, codegen, its
+    backward's compile): each graph's add up to its own compile time, and every graph's to
+    the report's phases (traces of each torch, recorded by tests/fixtures/jobs)."""
+    report = json.loads(run_cli("report", str(log), "--format", "json").stdout)
+    ct = report["compile_time"]
+    parts = ("dynamo_s", "aot_s", "inductor_s", "codegen_s", "backward_s")
+    for g in report["graphs"]:
+        own = sum(g["phases"].get(p, 0.0) for p in parts) - g["phases"].get("backward_s", 0.0)
+        assert own == pytest.approx(g["compile_time_s"], abs=1e-5), g
+    for p in parts:
+        summed = sum(g["phases"].get(p, 0.0) for g in report["graphs"])
+        assert summed == pytest.approx(ct[p], abs=1e-4), p

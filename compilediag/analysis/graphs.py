@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compilediag.analysis.history import History
+from compilediag.analysis.history import Entry, History
 from compilediag.report.model import CompileTime, Graph
 
 
@@ -16,43 +16,57 @@ def collect_graphs(h: History) -> list[Graph]:
             ops=e.metrics.graph_op_count,
             compile_time_s=e.metrics.entire_frame_s if e.compile.has_metrics else None,
             discarded=e.compile.discarded_graphs,
+            phases={k: round(v, 6) for k, v in phases(e).items() if v}
+            if e.compile.has_metrics
+            else {},
         )
         for e in h
         if e.graph
     ]
 
 
-def compile_time(h: History) -> CompileTime:
-    """Torch's nested timers, split into disjoint phases that add up to the total.
+# a compile's phases, disjoint (CompileTime's fields, by name)
+PHASES = ("dynamo_s", "aot_s", "inductor_s", "codegen_s", "backward_s", "kernel_compile_s")
 
-    entire_frame ⊇ backend_compile (AOTAutograd + Inductor) ⊇ inductor_compile ⊇ code_gen.
-    A compile with no Dynamo frame (AOTInductor's) states only its duration: AOTAutograd
-    and Inductor together, counted as Inductor's.
-    """
+
+def phases(e: Entry) -> dict[str, float]:
+    """One compile's time split into disjoint phases (kernel_compile_s, compiling the
+    generated kernels, is within the others): torch's nested timers, entire_frame ⊇
+    backend_compile (AOTAutograd + Inductor) ⊇ inductor_compile ⊇ code_gen; its backward's
+    compile, where it had one."""
+    c, m = e.compile, e.metrics
+    entire = m.entire_frame_s
+    backend = min(m.backend_s, entire)
+    inductor = min(m.inductor_s, backend)
+    codegen = min(m.codegen_s, inductor)
+    out = {
+        "dynamo_s": entire - backend, "aot_s": backend - inductor,
+        "inductor_s": inductor - codegen, "codegen_s": codegen, "backward_s": 0.0,
+        "kernel_compile_s": m.kernel_compile_s,
+    }  # fmt: skip
+    if c.bwd_metrics is not None:
+        # no Dynamo in a backward compile: Inductor's time is the whole of it; with
+        # another backend (aot_eager), which states none, its start to its end
+        bwd = c.bwd_metrics
+        out["backward_s"] = max(bwd.entire_frame_s, bwd.inductor_s) or bwd.duration_s
+        out["kernel_compile_s"] += bwd.kernel_compile_s
+    return out
+
+
+def compile_time(h: History) -> CompileTime:
+    """Torch's nested timers, split into disjoint phases that add up to the total (each
+    compile's `phases`). A compile with no Dynamo frame (AOTInductor's) states only its
+    duration: AOTAutograd and Inductor together, counted as Inductor's."""
     t = CompileTime()
     for m in h.outside_metrics:
         t.inductor_s += m.duration_s
         t.total_s += m.duration_s
     for e in h:
-        c, m = e.compile, e.metrics
-        entire = m.entire_frame_s
-        backend = min(m.backend_s, entire)
-        inductor = min(m.inductor_s, backend)
-        codegen = min(m.codegen_s, inductor)
-        t.dynamo_s += entire - backend
-        t.aot_s += backend - inductor
-        t.inductor_s += inductor - codegen
-        t.codegen_s += codegen
-        t.total_s += entire
-        t.kernel_compile_s += m.kernel_compile_s
-        if c.bwd_metrics is not None:
-            # no Dynamo in a backward compile: Inductor's time is the whole of it; with
-            # another backend (aot_eager), which states none, its start to its end
-            bwd = c.bwd_metrics
-            backward = max(bwd.entire_frame_s, bwd.inductor_s) or bwd.duration_s
-            t.backward_s += backward
-            t.total_s += backward
-            t.kernel_compile_s += c.bwd_metrics.kernel_compile_s
+        c = e.compile
+        split = phases(e)
+        for name in PHASES:
+            setattr(t, name, getattr(t, name) + split[name])
+        t.total_s += e.metrics.entire_frame_s + split["backward_s"]
         for name in c.artifacts:
             if "_cache_" in name:
                 t.caches[name] = t.caches.get(name, 0) + len(c.artifacts[name])

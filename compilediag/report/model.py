@@ -212,6 +212,9 @@ class Graph:
     # graphs of this compile the backend was handed before torch restarted it (discarded;
     # their time is in compile_time_s): torch's CompileCounter counts them too
     discarded: int = 0
+    # its compile by phase (CompileTime's names: dynamo_s, aot_s, inductor_s, codegen_s,
+    # backward_s; kernel_compile_s within them), those torch timed
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
