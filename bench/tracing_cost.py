@@ -24,7 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from compilediag.harness.tracing_cost import TracingCost  # noqa: E402
+from compilediag.harness.bootstrap._compilediag_runtime.tracing import TracingCost  # noqa: E402
 
 
 def helper_blocks():

@@ -40,6 +40,15 @@ def test_the_verdict_names_the_part_the_jobs_clock_finds_largest(
     assert max(medians, key=medians.__getitem__) == own, medians  # the job's own clock
     verdict = report["runtime"]["bound"]
     assert verdict["part"] == bound, verdict
+    # the job's compile by function: its model's forward, traced in the job's own process
+    import torch
+
+    if hasattr(torch._dynamo.config, "dynamo_profiler"):
+        tracing = report["compile_time"]["tracing"]
+        forward = JOB.read_text().splitlines().index("    def forward(self, x, y):") + 1
+        assert any(f["line"] == forward and f["function"] == "forward"
+                   for f in tracing["functions"]), tracing  # fmt: skip
+        assert 0 < tracing["total_s"] <= report["compile_time"]["dynamo_s"], tracing
     step = own_median(run, "step")
     if bound == "eager":  # a part of the model's time by the job's clock, and most of it
         assert 0.4 * medians["model"] <= verdict["ms"] <= 1.1 * medians["model"], verdict

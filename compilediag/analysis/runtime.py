@@ -120,6 +120,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     job_totals(job, processes, cudagraph_skips)
     left_out = work_steps(processes)  # steps that held evaluation, on any rank
     first = processes[0] if processes else None
+    if first is not None and first.tracing is not None and report.compile_time is not None:
+        report.compile_time.tracing = first.tracing  # the lowest rank's
     if first is not None:
         job_facts(job, first, left_out)
         step_place(job, report, first)

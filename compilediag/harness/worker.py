@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from compilediag.advice.remedies import apply
 from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, UsageError
 from compilediag.fsutil import write_atomic
+from compilediag.harness.bootstrap._compilediag_runtime.tracing import TracingCost
 from compilediag.harness.measure import (
     changed_inputs,
     compare_outputs,
@@ -35,7 +36,6 @@ from compilediag.harness.measure import (
 )
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
-from compilediag.harness.tracing_cost import TracingCost
 from compilediag.harness.worker_torch import (
     cross_check,
     describe_model,
@@ -54,7 +54,8 @@ from compilediag.harness.worker_types import (
     WorkerResult,
     WorkerSpec,
 )
-from compilediag.report.serial import from_json, to_json
+from compilediag.report.model import Tracing
+from compilediag.report.serial import from_json, from_plain, to_json
 
 
 class Worker:
@@ -120,7 +121,8 @@ class Worker:
                 )  # fmt: skip
             finally:
                 cost.stop()
-            self.result.tracing = cost.summary()
+            summary = cost.summary()
+            self.result.tracing = from_plain(Tracing, summary) if summary is not None else None
             self.after_calls(torch, eager_out, compiled_out, skips)
             self.keep_outputs(torch, eager_out, compiled_out)
             self.time_calls(torch, step, model, compiled, call0)

@@ -220,6 +220,7 @@ class ProcessRuntime:
     # run --try-fixes: each step's losses (by step number) and the remedy this run made
     losses: dict[str, list[float]] = field(default_factory=dict)
     seed: int | None = None  # torch.initial_seed() (where losses were kept): alike when seeded
+    tracing: Tracing | None = None  # Dynamo's tracing by function, in this process
     remedies: list[RemedyMade] = field(default_factory=list)
 
 

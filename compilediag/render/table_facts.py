@@ -217,14 +217,22 @@ def runtime_lines(report: Report) -> list:
         rows.append(("cudagraphs", Text(said, style="yellow")))
         for why in r.cudagraph_skip_reasons:
             rows.append(("", Text(f"skipped: {why}", style="yellow")))
-    ct = report.compile_time
-    if ct and ct.total_s:
-        rows.append(("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}")))
-        if ct.caches:
-            rows.append(
-                ("caches", Text(cache_text(ct.caches, report.environment.cold, ct.bypasses)))
-            )
+    rows += compile_rows(report)
     return [details(rows)]
+
+
+def compile_rows(report: Report) -> list[Row]:
+    """The compile's time by phase, Dynamo's tracing by function, the caches (with their
+    bypasses' reasons): the same rows for explain, run and a trace."""
+    ct = report.compile_time
+    if not ct or not ct.total_s:
+        return []
+    rows: list[Row] = [("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}"))]
+    if ct.tracing is not None and ct.tracing.total_s:
+        rows.append(("tracing", Text(tracing_words(ct.tracing))))
+    if ct.caches:
+        rows.append(("caches", Text(cache_text(ct.caches, report.environment.cold, ct.bypasses))))
+    return rows
 
 
 def compile_phases(ct: CompileTime) -> str:
@@ -251,11 +259,7 @@ def timing_lines(report: Report) -> list:
                 style="dim",
             )
         ]
-        ct = report.compile_time
-        if ct and ct.total_s:
-            facts: list[Row] = [("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}"))]
-            if ct.caches:
-                facts.append(("caches", Text(cache_text(ct.caches, False, ct.bypasses))))
+        if facts := compile_rows(report):
             out.append(details(facts))
         return out
     rows: list[Row] = [("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))]
@@ -300,17 +304,7 @@ def timing_lines(report: Report) -> list:
             f"after {t.warmup} warm-up calls; {t.method}"
         )
         rows.append(("method", Text(method, style="dim")))
-    ct = report.compile_time
-    if ct and ct.total_s:
-        rows.insert(1, ("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}")))
-        at = 2
-        if ct.tracing is not None and ct.tracing.total_s:
-            rows.insert(at, ("tracing", Text(tracing_words(ct.tracing))))
-            at += 1
-        if ct.caches:
-            rows.insert(
-                at, ("caches", Text(cache_text(ct.caches, report.environment.cold, ct.bypasses)))
-            )
+    rows[1:1] = compile_rows(report)
     if t.mutated_inputs:
         rows.append(
             (

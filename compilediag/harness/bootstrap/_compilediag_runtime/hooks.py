@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from .probe import Probe
+from .tracing import TracingCost
 
 
 class _SkipListener(logging.Handler):
@@ -43,6 +44,10 @@ def install(probe: Probe) -> Any:
         return probe.wrap(original(self, gm, example_inputs))
 
     OutputGraph.call_user_compiler = call_user_compiler  # type: ignore[method-assign]
+    import torch
+
+    probe.tracing = TracingCost(torch)  # Dynamo's tracing, by function (torch's profiler)
+    probe.tracing.start()
     undo_entries = _count_entries(probe)
     undo_parts = _watch_step_parts(probe)
     undo_saves = _watch_checkpoints(probe)
@@ -52,6 +57,8 @@ def install(probe: Probe) -> Any:
 
     def undo() -> None:
         OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
+        if probe.tracing is not None:
+            probe.tracing.stop()
         undo_entries()
         undo_parts()
         undo_saves()

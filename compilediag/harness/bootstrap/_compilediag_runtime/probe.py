@@ -12,6 +12,7 @@ from .kernel_window import KERNEL_STEPS, _KernelWindow
 from .other_work import OtherWork
 from .parts import Mark, Part, StepParts, split_step
 from .torch_state import _compile_id, _cudagraph_counts, _frames_compiled, _user_site
+from .tracing import TracingCost
 
 
 def parse_window(text: str) -> tuple[int, int] | None:
@@ -62,6 +63,7 @@ class Probe:
         self.backends: list[str] = []  # the backends graphs were handed to, by name
         self.devices: list[str] = []  # the devices of the graphs' example inputs
         self.other = OtherWork()  # evaluations between the training steps
+        self.tracing: TracingCost | None = None  # Dynamo's tracing by function (hooks.install)
         self._entries: list[str] = []  # the compiled entries under way: Part.ENTRY/EVALUATION
         self._new_window()
 
@@ -451,6 +453,7 @@ class Probe:
             "cudagraph_skips": skips,
             "cudagraph_skip_reasons": list(dict.fromkeys(self.skip_reasons)),
             "cudagraph_rerecords": rerecords,
+            "tracing": self.tracing.summary() if self.tracing is not None else None,
             "losses": self._loss_values(),
             "seed": _initial_seed() if self.losses is not None else None,
             "remedies": list(remedies.applied),

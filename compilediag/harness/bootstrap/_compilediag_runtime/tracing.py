@@ -7,15 +7,15 @@ that is replaced by keeping its timings, and the setting is put back after. The 
 is one torch marks compile_ignored: it is in no cache key, and changes nothing compiled.
 Where the installed torch has no such profiler, nothing is measured (`available` False).
 
-Runs in the worker (explain, recompiles); torch is passed in."""
+Runs in the worker (explain, recompiles) and in each process of a `compilediag run` job
+(the probe); torch is passed in. Standard library only: the summary is plain data, read
+as compilediag.report.model.Tracing."""
 
 from __future__ import annotations
 
 import os
 import time
 from typing import Any
-
-from compilediag.report.model import FunctionCost, Tracing
 
 # the functions kept: the costliest by their own time, and any above this share of tracing
 TOP = 8
@@ -85,18 +85,20 @@ class TracingCost:
             undo()
         self._undo = []
 
-    def summary(self) -> Tracing | None:
-        """The functions outside torch, costliest (own time) first; None where unmeasured."""
+    def summary(self) -> dict[str, Any] | None:
+        """{total_s, functions: [{function, file, line, calls, own_s, total_s, share}]}: the
+        functions outside torch, costliest (own time) first; None where unmeasured."""
         if not self.available:
             return None
         timings = [t for ts in self._states.values() for t in ts[1:]]
         total = sum(t.cumtime_ns for t in timings if t.inline_depth == 0) / 1e9
         if not timings or total <= 0:
-            return Tracing(0.0, [])
-        torch_dir = os.path.dirname(self.torch.__file__) + os.sep
+            return {"total_s": 0.0, "functions": []}
+        # torch's own functions, and this package's (the probe's wrappers), are not the user's
+        skip = (os.path.dirname(self.torch.__file__) + os.sep, os.path.dirname(__file__), "<")
         by: dict[tuple[str, int, str], list[float]] = {}
         for t in timings:
-            if t.filename.startswith(torch_dir) or t.filename.startswith("<"):
+            if t.filename.startswith(skip):
                 continue
             figures = by.setdefault((t.filename, t.firstlineno, t.func_name), [0, 0.0, 0.0])
             figures[0] += 1
@@ -104,13 +106,13 @@ class TracingCost:
             if t.is_primitive_call:  # a recursive call's time is in its outer call's
                 figures[2] += t.cumtime_ns / 1e9
         costs = [
-            FunctionCost(name, file, line, int(n), round(own, 6), round(cum, 6),
-                         round(own / total, 4))
+            {"function": name, "file": file, "line": line, "calls": int(n),
+             "own_s": round(own, 6), "total_s": round(cum, 6), "share": round(own / total, 4)}
             for (file, line, name), (n, own, cum) in by.items()
         ]  # fmt: skip
-        costs.sort(key=lambda c: -c.own_s)
-        kept = [c for i, c in enumerate(costs) if i < TOP or c.share >= MIN_SHARE]
-        return Tracing(round(total, 6), kept)
+        costs.sort(key=lambda c: -c["own_s"])
+        kept = [c for i, c in enumerate(costs) if i < TOP or c["share"] >= MIN_SHARE]
+        return {"total_s": round(total, 6), "functions": kept}
 
 
 def _record_root(dynamo_profiler: Any, state: Any) -> None:
