@@ -13,8 +13,9 @@ from compilediag.report.words import seconds
 # a function this share of tracing, in a tracing this long, is worth a note
 HOT_SHARE = 0.3
 HOT_TRACING_S = 0.5
-# regional compilation: a compile this long, of a model with repeated blocks
-REGIONAL_S = 1.0
+# regional compilation: a compile this long, of a model with repeated blocks (--try-fixes
+# measures it from advice/remedies.REGIONAL_MIN_S on)
+REGIONAL_S = 5.0
 # a compile this much generating and compiling kernels, all of them missed in the cache
 KERNELS_SHARE = 0.5
 
@@ -35,7 +36,7 @@ def _hot_function(report: Report) -> str:
     if tracing is None or tracing.total_s < HOT_TRACING_S or not tracing.functions:
         return ""
     top = tracing.functions[0]
-    if top.share < HOT_SHARE:
+    if top.share < HOT_SHARE or not top.inlined:  # a compiled frame's own code: its graph
         return ""
     times = f", traced {top.calls} times" if top.calls > 1 else ""
     return (

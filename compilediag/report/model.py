@@ -528,6 +528,7 @@ class FunctionCost:
     own_s: float
     total_s: float
     share: float
+    inlined: bool = True  # called from a frame Dynamo compiled (False: such a frame itself)
 
 
 @dataclass

@@ -100,15 +100,18 @@ class TracingCost:
         for t in timings:
             if t.filename.startswith(skip):
                 continue
-            figures = by.setdefault((t.filename, t.firstlineno, t.func_name), [0, 0.0, 0.0])
+            figures = by.setdefault((t.filename, t.firstlineno, t.func_name), [0, 0.0, 0.0, 1])
             figures[0] += 1
             figures[1] += t.tottime_ns / 1e9
             if t.is_primitive_call:  # a recursive call's time is in its outer call's
                 figures[2] += t.cumtime_ns / 1e9
+            if t.inline_depth == 0:  # a frame Dynamo compiled, not one it inlined
+                figures[3] = 0
         costs = [
             {"function": name, "file": file, "line": line, "calls": int(n),
-             "own_s": round(own, 6), "total_s": round(cum, 6), "share": round(own / total, 4)}
-            for (file, line, name), (n, own, cum) in by.items()
+             "own_s": round(own, 6), "total_s": round(cum, 6), "share": round(own / total, 4),
+             "inlined": bool(inlined)}
+            for (file, line, name), (n, own, cum, inlined) in by.items()
         ]  # fmt: skip
         costs.sort(key=lambda c: -c["own_s"])
         kept = [c for i, c in enumerate(costs) if i < TOP or c["share"] >= MIN_SHARE]
