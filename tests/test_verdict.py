@@ -109,3 +109,16 @@ def test_a_launch_bound_cuda_step_is_the_hosts_and_cuda_graphs_shorten_it(tmp_pa
 
     default, replayed = own_median(""), own_median("reduce-overhead")
     assert replayed < default / 1.2, (default, replayed)
+
+
+@pytest.mark.parametrize(("data", "optimizer"), [(5.0, 8.0), (8.0, 5.0)])
+def test_the_parts_advice_comes_larger_part_first(data: float, optimizer: float) -> None:
+    """The optimizer's and the data loader's advice, the part that takes longer first."""
+    from compilediag.analysis.step_advice import step_advice
+    from compilediag.report.model import Breakdown, Runtime
+
+    job = Runtime(optimizer="AdamW", optimizer_options={"foreach": False})
+    b = Breakdown(15.0, 1.0, 0.0, 1.0, 5, data_ms=data, optimizer_ms=optimizer)
+    said = step_advice(job, b, cuda=False)
+    first = "the optimizer step" if optimizer > data else "the data loader"
+    assert said[0].startswith(first) and len(said) >= 2, said

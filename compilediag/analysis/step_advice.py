@@ -17,8 +17,9 @@ FUSED = ("Adam", "AdamW", "SGD", "Adagrad")  # torch's optimizers with fused=Tru
 
 def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
     """What the window's parts say to change, each with its evidence: an optimizer step or
-    a data loader that takes a large share of the step."""
-    out = []
+    a data loader that takes a large share of the step; the larger part's first (what it
+    can save a step is at most its own time, which each says)."""
+    out: list[tuple[float, str]] = []
     step = b.call_ms
     if step and b.optimizer_ms / step >= OPTIMIZER_SHARE and not job.optimizer_options.get("fused"):
         name = job.optimizer or "the optimizer"
@@ -38,10 +39,10 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             if name in FUSED
             else "use foreach=True" + ("" if compiled else " or compile its step")
         )
-        out.append(
+        out.append((b.optimizer_ms, (
             f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({b.optimizer_ms:.3f}"
             f" ms of {step:.3f} ms; {name}, {how}): {fused}."
-        )
+        )))  # fmt: skip
     if step and b.data_ms / step >= DATA_SHARE:
         workers = job.loaders.get("workers", 0)
         said = f"the data loader's next batch takes {b.data_ms / step:.0%} of a step ({b.data_ms:.3f} ms)"
@@ -56,8 +57,8 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
                 f"its {plural_workers(workers)} do not keep up: more workers, prefetch_factor, "
                 "or persistent_workers=True"
             )
-        out.append(f"{said}, waited for in the main process: {fix}.")
-    return out + rest_advice(b)
+        out.append((b.data_ms, f"{said}, waited for in the main process: {fix}."))
+    return [text for _, text in sorted(out, key=lambda x: -x[0])] + rest_advice(b)
 
 
 # what the profiler's names for a step's eager ops are, in words
