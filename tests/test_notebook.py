@@ -246,3 +246,29 @@ def test_print_run_in_jupyter_prints_text_not_html(
     assert "1 graph break at 1 site" in text and "In[3]:12" in text
     assert "<pre" not in text and "<span" not in text
     assert '<p class="env">' in run._repr_html_()  # Jupyter's display: still HTML
+
+
+def test_captures_kernel_window_lists_the_generated_kernels_that_ran() -> None:
+    """capture() of an Inductor training loop: the kernel window after its steps lists the
+    generated (C++) kernels the trace says Inductor made for it, as torch.profiler timed
+    them (compilediag wraps each around its call), beside the library calls."""
+    import torch
+
+    import compilediag
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    compiled = torch.compile(model)
+    with compilediag.capture(profile_steps="3-5") as run:
+        for _ in range(12):
+            loss = (compiled(torch.randn(8, 16)) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    report = run.report()
+    made = {k.name for k in report.kernels if k.kind != "extern"}
+    timed = {k.name for k in report.timings.kernels if k.kind == "generated"}
+    assert made and timed == made, (made, timed)
+    assert all(k.ms > 0 and k.calls >= 1 for k in report.timings.kernels if k.name in made)
+    torch._dynamo.reset()
