@@ -53,3 +53,45 @@ def test_a_stop_before_the_window_ends_is_refused_before_the_run() -> None:
     assert proc.returncode == 2
     assert "--stop-after 6 ends the job before step 8" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_jobs_window_and_kernel_profile_say_when_they_run_on_a_terminal_only(
+    tmp_path: Path,
+) -> None:
+    """Progress of a run's window (#53): on the job's terminal, a line when the window
+    starts, when it is timed, and when the kernel profile is done; nothing when piped."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from compilediag.cli.commands.run import job_env
+
+    job = ROOT / "tests" / "fixtures" / "run_jobs" / "bounded.py"
+    env = job_env(tmp_path / "trace", "3-5")
+    env.update(JOB_BOUND="optimizer", JOB_STEPS="14", PYTHONPATH=os.pathsep.join(
+        [env["PYTHONPATH"], str(job.parent)]))  # fmt: skip
+    main, secondary = pty.openpty()
+    proc = subprocess.run([sys.executable, str(job)], env=env, stderr=secondary,
+                          stdout=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    os.close(secondary)
+    said = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        said += chunk
+    os.close(main)
+    assert proc.returncode == 0
+    lines = [x for x in said.decode(errors="replace").splitlines() if x.startswith("compilediag:")]
+    assert lines == [
+        "compilediag: timing steps 3-5 (--profile-steps)",
+        "compilediag: steps 3-5 timed; profiling the kernels over the next 3",
+        "compilediag: kernel profile done; the job goes on as it is",
+    ], lines
+    piped = subprocess.run([sys.executable, str(job)], env=env, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert piped.returncode == 0 and "compilediag: timing" not in piped.stderr

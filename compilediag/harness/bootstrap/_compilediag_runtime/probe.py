@@ -278,12 +278,14 @@ class Probe:
         if kernels is not None and kernels.steps_left is not None:
             if kernels.steps_left == 0:  # the kernels' steps are over
                 kernels.stop()
+                _say("kernel profile done; the job goes on as it is")
             else:
                 kernels.step(self.steps)
                 return  # not a plain step: the profiler's cost is in it
         if self.timing or self.steps == a:
             if self.steps == a:
                 self._use_cuda_if_initialised()
+                _say(f"timing steps {a}-{b} (--profile-steps)")
             wall, mark = time.perf_counter(), self.clock()
             if self.timing:
                 self.end_step(mark)
@@ -306,8 +308,11 @@ class Probe:
             # torch.profiler, whose cost stays out of the window's parts and plain steps
             if self.profile_kernels:
                 steps = min(b - a + 1, KERNEL_STEPS)
+                _say(f"steps {a}-{b} timed; profiling the kernels over the next {steps}")
                 self.kernels = _KernelWindow(self._cuda is not None, steps)
                 self.kernels.step(self.steps)
+            else:
+                _say(f"steps {a}-{b} timed; the job goes on as it is")
             self._plain_start = None
             return
         self.plain_step(wall)
@@ -508,3 +513,16 @@ def _initial_seed() -> int | None:
         return int(torch.initial_seed()) if torch is not None else None
     except Exception:  # noqa: BLE001
         return None
+
+
+def _say(text: str) -> None:
+    """A progress line on the job's terminal (its stderr a TTY; never when piped), from
+    the lowest rank only."""
+    if os.environ.get("RANK", "0") != "0":
+        return
+    try:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"compilediag: {text}\n")
+            sys.stderr.flush()
+    except (AttributeError, ValueError, OSError):  # a stream replaced or closed by the job
+        pass
