@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from compilediag.paths import short_path, where
@@ -51,27 +49,9 @@ def render(report: Report, fmt: str, width: int | None = None, color: bool = Fal
     fn = getattr(importlib.import_module(r.module), r.function)
     if not r.terminal:
         return fn(report)
-    with _not_jupyter():
-        return fn(report, width=width, color=color)
-
-
-@contextmanager
-def _not_jupyter() -> Iterator[None]:
-    """rich, in a Jupyter kernel, sends what each Console prints to the notebook as an HTML
-    output of its own instead of to the Console's file: `print(run)` in a notebook showed
-    42 HTML fragments, and the text it printed was empty. The terminal view is text, so
-    its Consoles are told that they are not in Jupyter while it renders."""
-    import rich.console
-
-    is_jupyter = getattr(rich.console, "_is_jupyter", None)
-    if is_jupyter is None or not is_jupyter():
-        yield
-        return
-    rich.console._is_jupyter = lambda: False
-    try:
-        yield
-    finally:
-        rich.console._is_jupyter = is_jupyter
+    # (rich, in a Jupyter kernel, sends what a Console prints to the notebook as HTML of its
+    # own: `print(run)` showed 42 fragments. The text views' Consoles say force_jupyter=False.)
+    return fn(report, width=width, color=color)
 
 
 def plural(n: int, word: str) -> str:

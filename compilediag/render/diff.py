@@ -93,7 +93,7 @@ def _table(d: Diff, width: int, color: bool) -> str:
 
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=color, no_color=not color,
-                      highlight=False, soft_wrap=False)  # fmt: skip
+                      highlight=False, soft_wrap=False, force_jupyter=False)  # fmt: skip
     console.print(Text(_run("A", d.a)))
     console.print(Text(_run("B", d.b)))
     style = "bold red" if d.regressed else "bold green"

@@ -24,6 +24,7 @@ def print_items(items: list, width: int | None, color: bool) -> str:
         color_system="auto" if color else None,
         highlight=False,
         soft_wrap=False,
+        force_jupyter=False,  # text into the buffer, even in a Jupyter kernel
     )
     for block in items:
         # rich fits every table and paragraph to the width; crop=False only lets a line
