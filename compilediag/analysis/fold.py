@@ -87,7 +87,7 @@ def load_digests(path: Path) -> list[RankDigest] | None:
 def digest(log: TraceLog, target: TargetInfo, keys: bool = False) -> RankDigest:
     """One rank's trace reduced; `keys`: with its FX-graph cache lookups (for `diff`)."""
     from compilediag.analysis.build import build_report
-    from compilediag.analysis.diff import cache_keys
+    from compilediag.analysis.diff_caches import cache_keys
     from compilediag.analysis.graphs import cudagraph_skips
     from compilediag.analysis.history import build_history
     from compilediag.analysis.ranks import collective_schedule, graph_order

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from compilediag.analysis.diff import CacheMiss, Change, Diff, RunInfo
+from compilediag.analysis.diff_model import CacheMiss, Change, Diff, RunInfo
 
 MARK = {"new": "+", "gone": "-", "moved": "~", "changed": "~", "same": "=", "note": "·"}
 

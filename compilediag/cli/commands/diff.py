@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from compilediag.errors import UsageError
 
 if TYPE_CHECKING:
-    from compilediag.analysis.diff import Side
+    from compilediag.analysis.diff_model import Side
 
 FORMATS = ("table", "json", "markdown", "html")
 
@@ -59,7 +59,7 @@ def run(opts: DiffOptions) -> int:
 def load_side(label: str, path: str) -> Side:
     """A run: a saved report (-o report.json), or a trace (folder or file, every rank's;
     a `run --trace-dir` folder with its job's facts)."""
-    from compilediag.analysis.diff import Side
+    from compilediag.analysis.diff_model import Side
     from compilediag.analysis.fold import fold, read_digests
     from compilediag.analysis.runtime import read_job_run
     from compilediag.cli.commands.report import trace_files_in
