@@ -68,6 +68,22 @@ def expected_breaks(sample: str) -> list[int]:
     return [int(n) for n in re.findall(r"line (\d+)", doc)]
 
 
+def read_terminal(primary: int) -> str:
+    """All that a pseudo-terminal's other side was sent, until it is closed (the caller
+    closed its own copy of that side), as text; the terminal closed after."""
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the other side closed (Linux)
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(primary)
+    return seen.decode(errors="replace")
+
+
 def compilediag_cmd() -> list[str]:
     exe = shutil.which("compilediag")
     return [exe] if exe else [sys.executable, "-m", "compilediag"]

@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from compilediag.cli.app import app
-from tests.conftest import ROOT, compilediag_cmd, run_cli
+from tests.conftest import ROOT, compilediag_cmd, read_terminal, run_cli
 
 runner = CliRunner()
 
@@ -500,18 +500,8 @@ def test_progress_is_shown_on_a_terminal_whatever_the_format(tmp_path: Path) -> 
             stdout=stdout, stderr=secondary, env={**env, "COLUMNS": "100"}, cwd=tmp_path,
         )  # fmt: skip
         os.close(secondary)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
+        text = read_terminal(primary)
         proc.wait(timeout=120)
-    os.close(primary)
-    text = seen.decode(errors="replace")
     assert proc.returncode == 0
     assert json.loads(out.read_text())["summary"]["graphs"] == 1
     assert "compiling and running call 1 with eager" in text

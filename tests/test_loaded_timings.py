@@ -55,6 +55,9 @@ def test_busy_cores_flag_the_figures_with_cause_and_fix() -> None:
     assert "the cores were busy (load 4.0 beside this run on 2 cores" in said
     assert "(OMP_NUM_THREADS=2, yours, kept)" in said and "set OMP_NUM_THREADS=1" in said
     assert busy_cores(Threads(2, 2, "torch", False, load)) == []
+    # one thread already, the load alone filling the cores: fewer threads is no fix
+    (one,) = busy_cores(Threads(1, 1, "you", True, load, "OMP_NUM_THREADS=1", fits=1))
+    assert "set OMP_NUM_THREADS" not in one and one.endswith("time on a quieter machine")
 
 
 def _report(noise: str = "") -> Report:

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import SAMPLES, compilediag_cmd, run_cli
+from tests.conftest import SAMPLES, compilediag_cmd, read_terminal, run_cli
 
 
 def on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str, str]:
@@ -24,19 +24,10 @@ def on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str, str]:
         env={**env, "COLUMNS": "200"}, cwd=cwd,
     )  # fmt: skip
     os.close(secondary)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
+    seen = read_terminal(primary)
     out = proc.stdout.read().decode() if proc.stdout else ""
     proc.wait(timeout=600)
-    os.close(primary)
-    return proc.returncode, out, seen.decode(errors="replace")
+    return proc.returncode, out, seen
 
 
 def test_explain_shows_the_compile_and_each_timing_block_on_a_terminal_and_nothing_piped(

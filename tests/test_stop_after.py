@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import ROOT, run_cli, run_torchrun
+from tests.conftest import ROOT, read_terminal, run_cli, run_torchrun
 
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 
@@ -75,18 +75,9 @@ def test_a_jobs_window_and_kernel_profile_say_when_they_run_on_a_terminal_only(
     proc = subprocess.run([sys.executable, str(job)], env=env, stderr=secondary,
                           stdout=subprocess.DEVNULL, timeout=300)  # fmt: skip
     os.close(secondary)
-    said = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        said += chunk
-    os.close(main)
+    said = read_terminal(main)
     assert proc.returncode == 0
-    lines = [x for x in said.decode(errors="replace").splitlines() if x.startswith("compilediag:")]
+    lines = [x for x in said.splitlines() if x.startswith("compilediag:")]
     assert lines == [
         "compilediag: timing steps 3-5 (--profile-steps)",
         "compilediag: steps 3-5 timed; profiling the kernels over the next 3",

@@ -283,10 +283,15 @@ def busy_cores(threads: Threads) -> list[str]:
     load = threads.load
     fits = threads.fits or max(1, int(load.cores - load.beside + 0.5))
     keep = f" ({threads.user_setting}, yours, kept)" if threads.user_setting else ""
+    fix = (
+        "time on a quieter machine"
+        if threads.used <= fits  # fewer threads would not help: the load alone fills the cores
+        else f"set OMP_NUM_THREADS={fits}, or time on a quieter machine"
+    )
     return [
         f"the cores were busy ({load.words()}) for {threads.used} threads{keep}: a thread "
         "that waits on a busy core makes every call wait, so these figures may be many "
-        f"times the calls' cost; set OMP_NUM_THREADS={fits}, or time on a quieter machine"
+        f"times the calls' cost; {fix}"
     ]
 
 
