@@ -27,7 +27,7 @@ from compilediag.report.model import (
     TraceInfo,
     job_summary,
 )
-from compilediag.report.vocabulary import Finding, Source
+from compilediag.report.vocabulary import Finding, FindingKind, Source
 from compilediag.trace.compiles import TraceLog, unranked
 
 if TYPE_CHECKING:
@@ -339,7 +339,11 @@ def _merge_findings(report: Report, groups: list[tuple[Report, list[int]]]) -> N
     report.compile_failures = once(
         lambda r: r.compile_failures, lambda f: (f.frame, f.fail_type, f.reason)
     )
-    report.notes = list(dict.fromkeys(n for rep, _ in groups for n in rep.notes))
+    # a compile's cost is said once, for the most common group's ranks (the first)
+    report.notes = list(dict.fromkeys(
+        n for i, (rep, _) in enumerate(groups) for n in rep.notes
+        if i == 0 or n.kind != FindingKind.COMPILE_COST
+    ))  # fmt: skip
     report.errors = list(dict.fromkeys(e for rep, _ in groups for e in rep.errors))
 
 
