@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.history import build_history
-from compilediag.analysis.kernels import collect_kernels, ops_from_name
+from compilediag.analysis.kernel_origins import ops_from_name
+from compilediag.analysis.kernels import collect_kernels
 from compilediag.trace.parse import parse_path
 from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
 
@@ -240,7 +241,7 @@ def test_kernel_modules_are_the_modules_torch_records(sample: str) -> None:
     """node_modules reads a node's submodule from the names the Dynamo graph gives its
     parameters; torch's own answer is the node's nn_module_stack. Every node whose module
     has parameters is found, and at torch's module."""
-    from compilediag.analysis.kernels import node_modules
+    from compilediag.analysis.kernel_origins import node_modules
 
     torch_paths, code, model = _torch_module_paths(sample)
     ours = node_modules(code)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.kernels import kernels_of_graph, node_lines
+from compilediag.analysis.kernel_origins import node_lines
+from compilediag.analysis.kernels import kernels_of_graph
 from compilediag.paths import is_library_file
 from compilediag.trace.compiles import CompilationMetrics, CompileId
 from compilediag.trace.formats import (

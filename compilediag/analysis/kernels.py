@@ -14,35 +14,31 @@ under the same source-node comments.
 
 from __future__ import annotations
 
-import functools
-import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from compilediag.analysis.history import History
-from compilediag.paths import Owner, is_library_file, owner_of
+from compilediag.analysis.kernel_origins import (
+    GraphNode,
+    extern_op,
+    graph_nodes,
+    lines_from_ops,
+    mappings_for,
+    node_lines,
+    node_modules,
+    nodes_computing,
+    ops_from_name,
+    provenance_lines,
+    provenance_nodes,
+)
 from compilediag.report.model import Kernel
 from compilediag.report.vocabulary import KernelKind
-from compilediag.trace.compiles import Compile
 from compilediag.trace.formats import (
     AOT_BACKWARD_ID,
     AOT_EXTERN_CALL,
     AOT_KERNEL_DEFINITION,
     ATEN_TARGET,
     EXTERN_CALL,
-    FUSED_INFIX,
-    GRAPH_ATEN_ALIASES,
-    GRAPH_COMMON_OPS,
-    GRAPH_FILE_COMMENT,
-    GRAPH_LAYOUT_OPS,
-    GRAPH_MODULE_SEP,
-    GRAPH_MODULE_STATE,
-    GRAPH_NODE_ASSIGN,
-    GRAPH_NODE_CALL,
-    GRAPH_NODE_OPERATOR,
-    GRAPH_OPERATORS,
     KERNEL_BODY_OPS,
     KERNEL_CALL,
     KERNEL_DEFINITION,
@@ -50,13 +46,8 @@ from compilediag.trace.formats import (
     KERNEL_MOVES,
     KERNEL_REDUCES,
     KERNEL_SOURCE_QUOTE,
-    KERNEL_SUFFIX,
     KERNEL_VALUE,
-    PROVENANCE_KERNEL_TO_POST,
-    PROVENANCE_NODE_MAPPINGS,
-    PROVENANCE_POST_TO_PRE,
     SOURCE_NODES,
-    STACK_FILE_LINE,
     TRITON_KINDS,
 )
 
@@ -73,258 +64,6 @@ class GraphCode:
     compile_id: str
     wrapper: str
     kernels: list[KernelSource]
-
-
-def _assignments(graph_code: str) -> Iterator[tuple[re.Match[str], str, str]]:
-    """Each node assignment of a Dynamo graph under a `# File:` comment: the match, the
-    user's `file:line` it came from, and the graph's line itself."""
-    current = ""
-    for line in graph_code.splitlines():
-        m = GRAPH_FILE_COMMENT.match(line)
-        if m:
-            current = f"{m['file']}:{m['line']}"
-        elif current and (a := GRAPH_NODE_ASSIGN.match(line)):
-            yield a, current, line
-
-
-def node_lines(graph_code: str) -> dict[str, str]:
-    """FX node name -> `file:line` of the user code that produced it."""
-    out: dict[str, str] = {}
-    for a, place, _ in _assignments(graph_code):
-        for name in a["names"].split(","):
-            out.setdefault(name.strip(), place)
-    return out
-
-
-@dataclass(frozen=True)
-class GraphNode:
-    """A Dynamo graph node: what it computes (`relu`, `mul`, `linear`) and its user line."""
-
-    name: str
-    op: str
-    line: str
-
-
-def graph_nodes(graph_code: str) -> list[GraphNode]:
-    """The Dynamo graph's computing nodes in order, each with the user line it came from
-    (a node whose line is torch's own - the inside of a functional collective - names no
-    line of the user's, and is left out)."""
-    out: list[GraphNode] = []
-    for a, place, line in _assignments(graph_code):
-        if owner_of(place.rpartition(":")[0]) == Owner.TORCH:
-            continue
-        call, operator = GRAPH_NODE_CALL.search(line), GRAPH_NODE_OPERATOR.search(line)
-        op = call["fn"] if call else GRAPH_OPERATORS[operator["op"]] if operator else ""
-        if op:
-            out.append(GraphNode(a["names"].split(",")[0].strip(), _op_word(op), place))
-    return out
-
-
-def _op_word(name: str) -> str:
-    """`aten._softmax`, `softmax`, `add_` and `native_layer_norm` as one word each; a
-    backward op as its forward (`_softmax_backward_data`, `nll_loss_forward`)."""
-    name = name.rpartition(".")[2].strip("_").removeprefix("native_")
-    for suffix in ("_backward_data", "_backward", "_forward"):
-        name = name.removesuffix(suffix)
-    return name
-
-
-def lines_from_ops(
-    ops: list[str], nodes: list[GraphNode], claimed: set[str], backward: bool = False
-) -> list[str]:
-    """A generated kernel's user lines where Inductor recorded none (no provenance, and a
-    C++ kernel's call has no source-node comment), from the ops its name holds: for each,
-    the first Dynamo graph node that computes it and that no earlier kernel of the same
-    wrapper took. A backward wrapper runs the graph in reverse, but its kernels follow the
-    forward's order less closely: there, only an op that one line alone computes counts
-    (`gelu`, not one of nine `linear`s). Layout ops are no evidence; ops any line may hold (add, mul, sum...) count
-    only for a kernel whose other ops place nothing. A line that can't be told is left out
-    (tests: every matched line is one Inductor's provenance records give, where they exist)."""
-    order = nodes[::-1] if backward else nodes
-    whole = [op for op in ops if not op.endswith("_")]  # `aten.softmax_`: a split gone wrong
-    words = [w for w in dict.fromkeys(map(_op_word, whole)) if w and w not in GRAPH_LAYOUT_OPS]
-    if backward:  # its kernels' order follows the forward's less closely: one line or none
-        words = [w for w in words if len({n.line for n in order if n.op in _accepted(w)}) == 1]
-    telling = [w for w in words if w not in GRAPH_COMMON_OPS]
-    return _claim(telling, order, claimed) or _claim(words, order, claimed)
-
-
-def _accepted(word: str) -> tuple[str, ...]:
-    return GRAPH_ATEN_ALIASES.get(word, (word,))
-
-
-def _claim(words: list[str], order: list[GraphNode], claimed: set[str]) -> list[str]:
-    lines: list[str] = []
-    for word in words:
-        accepted = _accepted(word)
-        hits = [n for n in order if n.op in accepted]
-        if not hits:
-            continue
-        node = next((n for n in hits if n.name not in claimed), hits[0])
-        claimed.add(node.name)
-        if node.line not in lines:
-            lines.append(node.line)
-    return lines
-
-
-def _computing(names: list[str], op: str, graph: list[GraphNode], claimed: set[str]) -> list[str]:
-    """Of a group of graph nodes, the one that computes `op` (a library call's `aten.addmm`
-    is its group's `linear`, not the layer norm before it): the first that no earlier call
-    took."""
-    word = _op_word(op)
-    accepted = GRAPH_ATEN_ALIASES.get(word, (word,))
-    computing = {n.name for n in graph if n.op in accepted}
-    hits = [n for n in names if n in computing]
-    node = next((n for n in hits if n not in claimed), hits[0] if hits else None)
-    if node is None:
-        return []
-    claimed.add(node)
-    return [node]
-
-
-def node_modules(graph_code: str) -> dict[str, str]:
-    """FX node name -> the submodule whose parameters or buffers it uses (`body.0`), from
-    the Dynamo graph's own names for them."""
-    out: dict[str, str] = {}
-    for line in graph_code.splitlines():
-        a = GRAPH_NODE_ASSIGN.match(line)
-        if not a:
-            continue
-        _, _, rhs = line.partition("=")
-        m = GRAPH_MODULE_STATE.search(rhs)
-        if m:
-            path = ".".join(m["path"].split(GRAPH_MODULE_SEP))
-            for name in a["names"].split(","):
-                out.setdefault(name.strip(), path)
-    return out
-
-
-def provenance_nodes(c: Compile) -> list[dict[str, list[list[str]]]]:
-    """For each of the compile's wrappers: kernel name -> for each call of it, in order,
-    the Dynamo graph nodes it computes (Inductor's provenance node mappings, 2.10+)."""
-    out = []
-    for data in c.json_artifacts(PROVENANCE_NODE_MAPPINGS):
-        if not isinstance(data, dict):
-            continue
-        post_to_pre = data.get(PROVENANCE_POST_TO_PRE) or {}
-        calls: list[tuple[int, str, list[str]]] = []
-        for key, posts in (data.get(PROVENANCE_KERNEL_TO_POST) or {}).items():
-            name, _, index = key.rpartition(":")
-            if "." in name:  # a library call: its own node, not the views folded into it
-                op = extern_op(name).removeprefix("aten.")
-                posts = [p for p in posts if re.fullmatch(rf"{re.escape(op)}(_\d+)?", p)] or posts
-            nodes = dict.fromkeys(p for post in posts for p in post_to_pre.get(post, []))
-            calls.append((int(index) if index.isdigit() else 0, name, list(nodes)))
-        by_name: dict[str, list[list[str]]] = {}
-        for _, name, own in sorted(calls):
-            by_name.setdefault(name, []).append(own)
-        out.append(by_name)
-    return out
-
-
-def _mappings_for(code: str, mappings: list[dict[str, list[list[str]]]]) -> dict:
-    """The node mappings of the wrapper `code` (forward and backward each have their own):
-    the one whose generated kernels it defines."""
-    best, score = {}, 0
-    for m in mappings:
-        n = sum(1 for name in m if "." not in name and f"{name} = " in code)
-        if n > score:
-            best, score = m, n
-    return best
-
-
-@functools.cache
-def known_ops() -> dict[str, str]:
-    """Every op name of the releases compilediag is tested on -> its namespace (`aten`, the
-    collectives' `_c10d_functional`; ATen's where a name is in several): data/ops.txt, made
-    from torch itself by tests/fixtures/make_ops.py; read, not imported from torch."""
-    text = (Path(__file__).resolve().parent.parent / "data" / "ops.txt").read_text()
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        ns, sep, name = line.partition("::")
-        if sep and not line.startswith("#") and out.get(name) != "aten":
-            out[name] = ns
-    return out
-
-
-def ops_from_name(name: str, known: set[str]) -> list[str]:
-    """`cpp_fused_add_native_layer_norm_view_1` -> aten.add, aten.native_layer_norm, aten.view.
-
-    Inductor names a fused kernel after the original ops it holds, joined by `_` (an op
-    whose own name starts with `_` leaves a double underscore: `_log_softmax`). The name is
-    split into op names - the graph's own (`known`) and every op torch has (known_ops) -
-    choosing the split with the fewest ops, ATen's first (`native_layer_norm_backward` is
-    one op, not two); words no op covers stay one op of their own, not one op per word. Each op is
-    named with its namespace (`aten.add`, `_c10d_functional.all_reduce`).
-    """
-    _, sep, body = name.partition(FUSED_INFIX)
-    if not sep or body.isdigit():  # `cpp_fused_0`: the name holds no op
-        return []
-    words = KERNEL_SUFFIX.sub("", body).split("_")
-    namespaces = {**known_ops(), **dict.fromkeys(known, "aten")}
-
-    def op_of(piece: str) -> str | None:
-        for candidate in (piece, piece.lstrip("_")):
-            if candidate in namespaces:
-                return f"{namespaces[candidate]}.{candidate}"
-        return None
-
-    def cost(op: str | None) -> int:
-        """An ATen op 1, another namespace's more (a name ATen splits stays ATen's), a
-        word of no op the most."""
-        return 100 if op is None else 1 if op.startswith("aten.") else 3
-
-    n = len(words)
-    # best[i]: the cheapest split of words[i:], and where the piece that starts at i ends
-    best: list[tuple[int, int]] = [(0, n)] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        options = [
-            (cost(op) + best[j][0], j)
-            for j in range(i + 1, n + 1)
-            if (op := op_of("_".join(words[i:j])))
-        ]
-        options.append((cost(None) + best[i + 1][0], i + 1))
-        best[i] = min(options)
-    ops: list[str] = []
-    unknown: list[str] = []
-    i = 0
-    while i < n:
-        j = best[i][1]
-        piece = "_".join(words[i:j])
-        op = op_of(piece)
-        if op is None:
-            unknown.append(piece)
-        else:
-            if unknown:
-                ops.append("aten." + "_".join(unknown))
-                unknown = []
-            ops.append(op)
-        i = j
-    if unknown:
-        ops.append("aten." + "_".join(unknown))
-    return list(dict.fromkeys(op for op in ops if op != "aten."))
-
-
-def provenance_lines(c: Compile) -> dict[str, list[str]]:
-    """Kernel name -> user `file:line`s, from Inductor's provenance stack traces."""
-    out: dict[str, list[str]] = {}
-    for payload in c.artifacts.get("inductor_provenance_tracking_kernel_stack_traces", []):
-        try:
-            data = json.loads(payload)
-        except ValueError:
-            continue
-        for key, stacks in (data or {}).items():
-            name = key.rsplit(":", 1)[0]
-            lines = out.setdefault(name, [])
-            for stack in stacks:
-                frames = list(STACK_FILE_LINE.finditer(stack))
-                # the innermost of the user's frames; inside a library model, the library's
-                users = [f for f in frames if not is_library_file(f["file"])] or frames
-                if users:
-                    where = f"{users[-1]['file']}:{users[-1]['line']}"
-                    if where not in lines:
-                        lines.append(where)
-    return out
 
 
 def _kind(name: str, backend: str, source: str) -> KernelKind:
@@ -398,16 +137,6 @@ def _generated(name: str, definition: tuple[str, str], compile_id: str) -> Kerne
     return KernelSource(kernel, source, KERNEL_EXT.get(backend, ".txt"))
 
 
-def extern_op(name: str) -> str:
-    """`extern_kernels.addmm` -> aten.addmm; `torch.ops.aten.convolution.default` ->
-    aten.convolution; `torch.ops._c10d_functional.all_reduce_.default` ->
-    _c10d_functional.all_reduce_."""
-    parts = name.removesuffix(".default").split(".")
-    if len(parts) >= 4 and parts[0] == "torch" and parts[1] == "ops":
-        return f"{parts[2]}.{parts[3]}"
-    return "aten." + parts[-1]
-
-
 def kernels_of_graph(
     compile_id: str,
     code: str,
@@ -425,75 +154,114 @@ def kernels_of_graph(
     a call names its whole group; `graph`: the Dynamo graph's nodes (graph_nodes), for the
     lines of a kernel that neither names."""
     defs = _aot_definitions(code) if aot else _definitions(code)
-    found: dict[str, KernelSource] = {}
-    claimed: set[str] = set()  # graph nodes given to a kernel by lines_from_ops
-    backward = bool(AOT_BACKWARD_ID.search(code))
-    pending: re.Match[str] | None = None
-    extern_seen = 0
-    calls_seen: dict[str, int] = {}
-    modules, mapped = modules or {}, mapped or {}
-
-    def lines_of(node_names: list[str]) -> list[str]:
-        return list(dict.fromkeys(nodes[n] for n in node_names if n in nodes))
-
-    def own_nodes(name: str, match: re.Match[str] | None) -> list[str]:
-        """The graph nodes the `calls_seen[name]`-th call of `name` computes."""
-        i = calls_seen.get(name, 0)
-        calls_seen[name] = i + 1
-        if i < len(mapped.get(name, [])):
-            return mapped[name][i]
-        return _split(match["nodes"]) if match else []
-
-    def modules_of(node_names: list[str]) -> list[str]:
-        return list(dict.fromkeys(modules[n] for n in node_names if n in modules))
-
-    for line in code.splitlines():
-        m = SOURCE_NODES.search(line)
-        if m:
-            pending = m
-            continue
-        call = KERNEL_CALL.match(line)
-        if call and call["name"] in defs and not line.lstrip().startswith(call["name"] + " ="):
-            name = call["name"]
-            if name not in found:
-                found[name] = _generated(name, defs[name], compile_id)
-            k = found[name].kernel
-            own = own_nodes(name, pending)
-            if calls_seen[name] == 1:  # a kernel called again computes the same nodes' kind
-                k.modules, k.source_lines = modules_of(own), lines_of(own)
-            if pending is not None and not k.ops:
-                k.ops = _split(pending["aten"])
-            pending = None
-            continue
-        ext = AOT_EXTERN_CALL.search(line) if aot else EXTERN_CALL.match(line)
-        if ext and "assert_" not in line and (not aot or ext["op"] not in AOT_NOT_OPS):
-            extern_seen += 1
-            name = f"aten.{ext['op']}" if aot else ext["name"]
-            own = own_nodes(name, pending)
-            if graph and len(own) > 1 and not mapped.get(name):  # the comment names a group
-                own = _computing(own, extern_op(name), graph, claimed) or own
-            found[f"{name}#{extern_seen}"] = KernelSource(
-                # a library call fuses nothing: it is the one op it names (the
-                # "Original ATen" list above it is its whole node group: views, t, ...)
-                Kernel(name=name, kind=KernelKind.EXTERN, compile_id=compile_id,
-                       ops=[extern_op(name)], source_lines=lines_of(own),
-                       modules=modules_of(own)),
-                "", "",
-            )  # fmt: skip
-            pending = None
+    calls = _Calls(compile_id, defs, nodes, modules or {}, mapped or {}, graph)
+    calls.read(code, aot)
+    found = calls.found
     # kernels defined but never called from call() (rare) still count as generated
     for name, definition in defs.items():
         if name not in found:
             found[name] = _generated(name, definition, compile_id)
+    backward = bool(AOT_BACKWARD_ID.search(code))
     for ks in found.values():
-        k = ks.kernel
-        if not k.ops and k.kind != "extern":
-            k.ops = ops_from_name(k.name, known_ops or set()) or ops_from_body(ks.source)
-        if provenance and provenance.get(k.name) and (not k.source_lines or k.kind != "extern"):
-            k.source_lines = provenance[k.name]
-        elif graph and not k.source_lines and k.kind != "extern":
-            k.source_lines = lines_from_ops(k.ops, graph, claimed, backward)
+        _complete(ks, known_ops or set(), provenance, graph, calls.claimed, backward)
     return list(found.values())
+
+
+@dataclass
+class _Calls:
+    """The wrapper's calls in order: each generated kernel's and library call's own graph
+    nodes, and from them its user lines and submodules."""
+
+    compile_id: str
+    defs: dict[str, tuple[str, str]]
+    nodes: dict[str, str]
+    modules: dict[str, str]
+    mapped: dict[str, list[list[str]]]
+    graph: list[GraphNode] | None
+    found: dict[str, KernelSource] = field(default_factory=dict)
+    claimed: set[str] = field(
+        default_factory=set
+    )  # graph nodes given to a kernel by lines_from_ops
+    calls_seen: dict[str, int] = field(default_factory=dict)
+    extern_seen: int = 0
+
+    def read(self, code: str, aot: bool) -> None:
+        pending: re.Match[str] | None = None
+        for line in code.splitlines():
+            m = SOURCE_NODES.search(line)
+            if m:
+                pending = m
+                continue
+            call = KERNEL_CALL.match(line)
+            if (
+                call
+                and call["name"] in self.defs
+                and not line.lstrip().startswith(call["name"] + " =")
+            ):
+                self.generated_call(call["name"], pending)
+                pending = None
+                continue
+            ext = AOT_EXTERN_CALL.search(line) if aot else EXTERN_CALL.match(line)
+            if ext and "assert_" not in line and (not aot or ext["op"] not in AOT_NOT_OPS):
+                self.library_call(f"aten.{ext['op']}" if aot else ext["name"], pending)
+                pending = None
+
+    def generated_call(self, name: str, pending: re.Match[str] | None) -> None:
+        if name not in self.found:
+            self.found[name] = _generated(name, self.defs[name], self.compile_id)
+        k = self.found[name].kernel
+        own = self.own_nodes(name, pending)
+        if self.calls_seen[name] == 1:  # a kernel called again computes the same nodes' kind
+            k.modules, k.source_lines = self.modules_of(own), self.lines_of(own)
+        if pending is not None and not k.ops:
+            k.ops = _split(pending["aten"])
+
+    def library_call(self, name: str, pending: re.Match[str] | None) -> None:
+        self.extern_seen += 1
+        own = self.own_nodes(name, pending)
+        if self.graph and len(own) > 1 and not self.mapped.get(name):  # the comment names a group
+            own = nodes_computing(own, extern_op(name), self.graph, self.claimed) or own
+        self.found[f"{name}#{self.extern_seen}"] = KernelSource(
+            # a library call fuses nothing: it is the one op it names (the
+            # "Original ATen" list above it is its whole node group: views, t, ...)
+            Kernel(name=name, kind=KernelKind.EXTERN, compile_id=self.compile_id,
+                   ops=[extern_op(name)], source_lines=self.lines_of(own),
+                   modules=self.modules_of(own)),
+            "", "",
+        )  # fmt: skip
+
+    def own_nodes(self, name: str, match: re.Match[str] | None) -> list[str]:
+        """The graph nodes the `calls_seen[name]`-th call of `name` computes."""
+        i = self.calls_seen.get(name, 0)
+        self.calls_seen[name] = i + 1
+        if i < len(self.mapped.get(name, [])):
+            return self.mapped[name][i]
+        return _split(match["nodes"]) if match else []
+
+    def lines_of(self, node_names: list[str]) -> list[str]:
+        return list(dict.fromkeys(self.nodes[n] for n in node_names if n in self.nodes))
+
+    def modules_of(self, node_names: list[str]) -> list[str]:
+        return list(dict.fromkeys(self.modules[n] for n in node_names if n in self.modules))
+
+
+def _complete(
+    ks: KernelSource,
+    known: set[str],
+    provenance: dict[str, list[str]] | None,
+    graph: list[GraphNode] | None,
+    claimed: set[str],
+    backward: bool,
+) -> None:
+    """A kernel's ops where its call named none (from its name, else its body), and its
+    lines from Inductor's provenance, else matched from the graph by its ops."""
+    k = ks.kernel
+    if not k.ops and k.kind != "extern":
+        k.ops = ops_from_name(k.name, known) or ops_from_body(ks.source)
+    if provenance and provenance.get(k.name) and (not k.source_lines or k.kind != "extern"):
+        k.source_lines = provenance[k.name]
+    elif graph and not k.source_lines and k.kind != "extern":
+        k.source_lines = lines_from_ops(k.ops, graph, claimed, backward)
 
 
 def collect_kernels(h: History) -> list[GraphCode]:
@@ -513,7 +281,7 @@ def collect_kernels(h: History) -> list[GraphCode]:
         for code in c.output_code:
             kernels = kernels_of_graph(
                 c.compile_id, code, nodes, known, prov,
-                modules=mods, mapped=_mappings_for(code, mappings), graph=graph,
+                modules=mods, mapped=mappings_for(code, mappings), graph=graph,
             )  # fmt: skip
             graphs.append(GraphCode(c.compile_id, code, kernels))
     return graphs

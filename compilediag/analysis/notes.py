@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from compilediag.analysis.breaks import DDP, DDP_REORDER, user_site
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.kernels import GraphCode, provenance_lines
+from compilediag.analysis.kernel_origins import provenance_lines
+from compilediag.analysis.kernels import GraphCode
 from compilediag.analysis.source import code_at
 from compilediag.harness.threads import Trust
 from compilediag.harness.worker_types import FrameTime, WorkerResult
