@@ -226,6 +226,7 @@ def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) ->
             Rule(f"baseline: {name}", old, now, now <= old, rank=spread.max_rank if spread else "")
         )
 
+    _step(report, base, verdict)
     old_s, now_s = base.summary.speedup, report.summary.speedup
     if old_s and now_s:
         floor = old_s * (1 - tolerance)
@@ -238,6 +239,36 @@ def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) ->
         verdict.rules.append(
             Rule("baseline: speedup", round(floor, 4), round(now_s, 4), now_s >= floor)
         )
+
+
+# a `run` step may grow this much against its baseline's (two runs of one job on one
+# machine differ by 10-20%: bench/results/gpu_try_fixes)
+STEP_TOLERANCE = 0.2
+
+
+def _step(report: Report, base: Report, verdict: Verdict) -> None:
+    """A `run` job's step (the window's median) against the baseline's, with what bounds
+    each: a step longer beyond STEP_TOLERANCE fails; the verdict, where it moved, is said."""
+    now_job, old_job = report.runtime, base.runtime
+    if now_job is None or old_job is None:
+        return
+    old, now = old_job.step_medians.get("step"), now_job.step_medians.get("step")
+    if not old or not now:
+        return
+    nb, ob = now_job.bound, old_job.bound
+    bound = (
+        f"; bound by {ob.part} → {nb.part}" if nb and ob and nb.part != ob.part
+        else f"; bound by {nb.part}" if nb else ""
+    )  # fmt: skip
+    words = f"a step {old:.3f} → {now:.3f} ms{bound}"
+    limit = old * (1 + STEP_TOLERANCE)
+    if now > limit:
+        verdict.regressions.append(f"{words} (tolerance {STEP_TOLERANCE:.0%})")
+    elif now < old * (1 - STEP_TOLERANCE):
+        verdict.improvements.append(words)
+    verdict.rules.append(
+        Rule("baseline: step ms", round(limit, 4), round(now, 4), now <= limit, message=words)
+    )
 
 
 def exit_code(verdict: Verdict) -> int:

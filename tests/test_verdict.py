@@ -64,6 +64,20 @@ def test_the_verdict_names_the_part_the_jobs_clock_finds_largest(
     page = tmp_path / "report.html"
     run_cli("render", str(path), "--format", "html", "-o", str(page))
     assert f"<dt>bound by</dt><dd><strong>{bound}, " in page.read_text()
+    # a baseline holds the step and its verdict: the same run passes against itself; one
+    # whose step is 1.5x and bound by another part fails, saying both
+    from compilediag.gate import Budgets, evaluate
+    from compilediag.report.model import Report
+
+    base = Report.from_dict(json.loads(proc.stdout))
+    assert evaluate(Report.from_dict(json.loads(proc.stdout)), Budgets(baseline=base)).passed
+    slower = json.loads(proc.stdout)
+    slower["runtime"]["step_medians"]["step"] *= 1.5
+    slower["runtime"]["bound"]["part"] = "host"
+    judged = evaluate(Report.from_dict(slower), Budgets(baseline=base))
+    assert not judged.passed
+    (said,) = [r for r in judged.regressions if r.startswith("a step")]
+    assert f"bound by {bound} → host" in said and "(tolerance 20%)" in said, said
     # diff names a verdict that moved (B: the same run, bound by another part)
     other = json.loads(proc.stdout)
     other["runtime"]["bound"].update(part="host", share=0.9)
