@@ -152,7 +152,6 @@ TABLE_MARKER = "one table"
 LONG_MODULES: dict[str, str] = {
     "compilediag/cli/app.py": "not yet split",
     "compilediag/harness/bootstrap/_compilediag_runtime/probe.py": "not yet split",
-    "compilediag/harness/measure.py": "not yet split",
     "compilediag/harness/target.py": "not yet split",
     "compilediag/report/model.py": "not yet split",
 }
@@ -161,7 +160,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "compilediag/analysis/breaks.py:collect_breaks": "not yet split",
     "compilediag/analysis/ranks.py:divergence": "not yet split",
     "compilediag/cli/app.py:run": "not yet split",
-    "compilediag/harness/measure.py:steady_state": "not yet split",
     "compilediag/render/markdown.py:render_markdown": "not yet split",
     "compilediag/render/table.py:blocks": "not yet split",
 }

@@ -1,30 +1,29 @@
 """Measuring in the worker: eager against compiled per call (wall time; the GPU's busy time
 on CUDA), the output check, and the inputs each variant gets (its own copy). Runs in the
-worker process; torch is passed in, never imported at module level."""
+worker process; torch is passed in, never imported at module level. The checks of a call
+(inputs, outputs) are `checks.py`; the profiler's regions and Python frames `profiling.py`."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import gc
-import inspect
 import math
 import os
 import statistics
-import sys
 import time
-from collections.abc import Callable, Iterator
-from types import CodeType
+from collections.abc import Callable
 from typing import Any
 
+from compilediag.harness.checks import (
+    fresh,
+    sync,
+)
 from compilediag.harness.device_time import Step, device_time
+from compilediag.harness.profiling import profile_regions, python_frames
 from compilediag.harness.threads import Threads, Trust
 from compilediag.harness.worker_types import (
     FrameTime,
     Measured,
-    OutputCheck,
-    Profiled,
-    RegionTime,
     WorkerSpec,
 )
 from compilediag.report.model import Stat
@@ -41,113 +40,6 @@ WARMUP_S_CUDA = 1.0
 ROUND_CAP_S = 6.0
 MIN_BLOCKS = 5
 LONG_BLOCK = 4
-
-
-def fresh(obj: Any) -> Any:
-    """A deep copy of a call's inputs (tensors, and objects such as a KV cache); the
-    object itself when it can't be copied."""
-    try:
-        return copy.deepcopy(obj)
-    except Exception:
-        return obj
-
-
-def _leaves(torch: Any, obj: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
-    """Every tensor reachable from an input, with where it sits; objects (a cache) are
-    walked through their attributes, a few levels deep."""
-    if isinstance(obj, torch.Tensor):
-        yield path, obj
-    elif depth > 4:
-        return
-    elif isinstance(obj, (tuple, list)):
-        yield path + ".len", len(obj)
-        for i, o in enumerate(obj):
-            yield from _leaves(torch, o, f"{path}[{i}]", depth + 1)
-    elif isinstance(obj, dict):
-        for k, o in obj.items():
-            yield from _leaves(torch, o, f"{path}[{k!r}]", depth + 1)
-    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-        for k, o in vars(obj).items():
-            yield from _leaves(torch, o, f"{path}.{k}", depth + 1)
-
-
-def changed_inputs(torch: Any, model: Any, before: Any, after: Any) -> list[str]:
-    """The inputs a call changed, by the names forward gives them."""
-    names: list[str] = []
-    try:
-        bound = inspect.signature(model.forward if hasattr(model, "forward") else model)
-        params = list(bound.parameters)
-    except (TypeError, ValueError):
-        params = []
-    (args_b, kwargs_b), (args_a, kwargs_a) = before, after
-    pairs = [(params[i] if i < len(params) else f"args[{i}]", b, a)
-             for i, (b, a) in enumerate(zip(args_b, args_a, strict=False))]  # fmt: skip
-    pairs += [(k, kwargs_b[k], kwargs_a[k]) for k in kwargs_b if k in kwargs_a]
-    for name, b, a in pairs:
-        lb, la = dict(_leaves(torch, b, name)), dict(_leaves(torch, a, name))
-        same = lb.keys() == la.keys() and all(_same(torch, lb[k], la[k]) for k in lb)
-        if not same:
-            names.append(name)
-    return names
-
-
-def _same(torch: Any, a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
-    return bool(a == b)
-
-
-def tensors_of(torch: Any, obj: Any) -> list:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (tuple, list)):
-        return [t for o in obj for t in tensors_of(torch, o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in tensors_of(torch, o)]
-    for attr in ("to_tuple",):  # e.g. transformers' ModelOutput
-        if hasattr(obj, attr):
-            return tensors_of(torch, obj.to_tuple())
-    return []
-
-
-def sync(torch: Any, device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def compare_outputs(torch: Any, eager: Any, compiled: Any) -> OutputCheck:
-    a, b = tensors_of(torch, eager), tensors_of(torch, compiled)
-    if len(a) != len(b):
-        return OutputCheck(0, mismatch=True, note=f"{len(a)} vs {len(b)} output tensors")
-    max_abs = max_rel = 0.0
-    mismatch = False
-    for x, y in zip(a, b, strict=True):
-        if x.shape != y.shape:
-            return OutputCheck(len(a), mismatch=True, note="output shapes differ")
-        if not x.is_floating_point():
-            mismatch |= not torch.equal(x, y)
-            continue
-        atol, rtol = tolerance(str(x.dtype))
-        x, y = x.detach().double(), y.detach().double()
-        # a NaN (or an infinity) where the other has the same is equal; NaN against a
-        # number is not, and its error is NaN
-        diff = (x - y).abs().masked_fill((x == y) | (x.isnan() & y.isnan()), 0)
-        if diff.numel():
-            worst = float(diff.max())
-            max_abs = worst if worst != worst else max(max_abs, worst)  # NaN stays
-            max_rel = max(max_rel, float((diff / x.abs().clamp_min(1e-12)).nan_to_num().max()))
-        mismatch |= not torch.allclose(x, y, atol=atol, rtol=rtol, equal_nan=True)
-    return OutputCheck(len(a), max_abs, max_rel, mismatch)
-
-
-def tolerance(dtype: str) -> tuple[float, float]:
-    if "bfloat16" in dtype:
-        return 1e-1, 5e-2
-    if "float16" in dtype:
-        return 1e-2, 1e-2
-    if "float64" in dtype:
-        return 1e-7, 1e-7
-    return 1e-4, 1e-4
 
 
 def measure(
@@ -332,6 +224,24 @@ def steady_state(
     blocks (between blocks, never inside one). `cap_s`: a round that runs longer ends
     there (after MIN_BLOCKS pairs); the blocks made are the count returned.
     """
+    block = _block_timer(torch, step, args_for, cuda)
+    warmup = _warm_up(block, model, compiled, spec.warmup, cuda)
+    sync(torch, "cuda" if cuda else "cpu")
+    probe = max(block(model, 1), block(compiled, 1), 1e-3)
+    per_block = max(1, math.ceil(BLOCK_MS / probe))
+    repeat = spec.repeat
+    if repeat is None:
+        # about a second of measurement per variant, within [10, 200] blocks
+        repeat = int(min(200, max(10, 1000.0 / (probe * per_block))))
+    eager, comp, per_block = _alternate(block, model, compiled, per_block, repeat, progress, cap_s)
+    return stats(eager), stats(comp), len(eager), per_block, warmup
+
+
+Block = Callable[[Any, int], float]  # (the model or the compiled one, calls) -> ms a call
+
+
+def _block_timer(torch: Any, step: Step, args_for: Callable[[int], list[Any]], cuda: bool) -> Block:
+    """A block of back-to-back calls timed: on CUDA by events, else by the host's clock."""
 
     def block(fn: Any, calls: int) -> float:
         args = args_for(calls)
@@ -348,7 +258,11 @@ def steady_state(
             step(fn, a)
         return (time.perf_counter() - t0) * 1e3 / calls
 
-    warmup = spec.warmup
+    return block
+
+
+def _warm_up(block: Block, model: Any, compiled: Any, warmup: int | None, cuda: bool) -> int:
+    """Untimed calls of each variant, the user's count or by time; the calls made."""
     if warmup is None:
         # Warm up by time, not count: a GPU idle during the compile has dropped its clocks,
         # and it takes a good fraction of a second of work to bring them back.
@@ -361,13 +275,15 @@ def steady_state(
         for _ in range(warmup):
             block(model, 1)
             block(compiled, 1)
-    sync(torch, "cuda" if cuda else "cpu")
-    probe = max(block(model, 1), block(compiled, 1), 1e-3)
-    per_block = max(1, math.ceil(BLOCK_MS / probe))
-    repeat = spec.repeat
-    if repeat is None:
-        # about a second of measurement per variant, within [10, 200] blocks
-        repeat = int(min(200, max(10, 1000.0 / (probe * per_block))))
+    return warmup
+
+
+def _alternate(
+    block: Block, model: Any, compiled: Any, per_block: int, repeat: int,
+    progress: Callable[[int, int], None], cap_s: float | None,
+) -> tuple[list[float], list[float], int]:  # fmt: skip
+    """The timed blocks, eager's and compiled's in turn (which goes first alternating), with
+    the collector off: each variant's ms a call, and the calls per block at the end."""
     eager: list[float] = []
     comp: list[float] = []
     started = time.perf_counter()
@@ -395,140 +311,7 @@ def steady_state(
                     break
     finally:
         gc.enable()
-    return stats(eager), stats(comp), len(eager), per_block, warmup
-
-
-REGION = "Torch-Compiled Region: "
-GRAPH_CALL = "## Call CompiledFxGraph"
-AOT_FORWARD = "CompiledFunction"  # AOTAutograd's forward of a graph that needs a backward
-BACKWARD = "## compilediag backward"  # --train: the step's backward (worker_torch.make_step)
-PROFILE_S = 0.3  # profiled calls: about this long, within [PROFILE_MIN_CALLS, PROFILE_MAX_CALLS]
-PROFILE_MIN_CALLS = 5
-# torch.profiler's events() costs about a millisecond per profiled call of a small model:
-# 2,500 calls of a 0.1 ms model took 11 s to read back, ten times the timing itself
-PROFILE_MAX_CALLS = 100
-
-
-def profile_regions(
-    torch: Any, run: Callable[[Any], Any], args_for: Callable[[int], list[Any]],
-    call_ms: float, cuda: bool,
-) -> Profiled | None:  # fmt: skip
-    """Where a compiled call's time goes, from torch.profiler (CPU activity): each compiled
-    frame's region (`Torch-Compiled Region: 0/0`, nested: the code after a graph break runs
-    as a frame of its own, called from the region before it), its graph, and the time in
-    the region outside its graph and nested regions; with --train, the step's backward
-    (BACKWARD's range: autograd's engine and the backward graphs in it). None where no
-    graph event shows (backends other than Inductor)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    calls = math.ceil(PROFILE_S * 1e3 / max(call_ms, 1e-3))
-    calls = min(PROFILE_MAX_CALLS, max(PROFILE_MIN_CALLS, calls))
-    args = args_for(calls)
-    sync(torch, "cuda" if cuda else "cpu")
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        t0 = time.perf_counter()
-        for a in args:
-            run(a)
-        sync(torch, "cuda" if cuda else "cpu")
-        wall_ms = (time.perf_counter() - t0) * 1e3
-    graph: dict[str, float] = {}
-    gap: dict[str, float] = {}
-    inside = backward = 0.0
-    found_graph = False
-    for e in prof.events():
-        if e.name == BACKWARD:
-            backward += e.cpu_time_total
-        if not e.name.startswith(REGION):
-            continue
-        cid = e.name[len(REGION) :].strip()
-        total = e.cpu_time_total
-        children = e.cpu_children
-        g = _graph_time(e)
-        nested = sum(ch.cpu_time_total for ch in children if ch.name.startswith(REGION))
-        found_graph |= g > 0
-        graph[cid] = graph.get(cid, 0.0) + g
-        gap[cid] = gap.get(cid, 0.0) + max(0.0, total - g - nested)
-        if e.cpu_parent is None or not _inside_region(e):
-            inside += total
-    if not found_graph:
-        return None
-    per = 1e3 * calls  # profiler times are in microseconds
-    return Profiled(
-        calls=calls,
-        call_ms=wall_ms / calls,
-        outside_ms=max(0.0, wall_ms / calls - inside / per - backward / per),
-        regions=[RegionTime(cid, graph[cid] / per, gap[cid] / per) for cid in graph],
-        backward_ms=backward / per,
-    )
-
-
-def _graph_time(region: Any) -> float:
-    """The time (us) a region spent in its graphs: Inductor's graph calls, or AOTAutograd's
-    CompiledFunction around one (its runtime wrapper is the graph's, as the backend returned
-    it), found below the region but not in a region nested in it."""
-    total, todo = 0.0, list(region.cpu_children)
-    while todo:
-        e = todo.pop()
-        if e.name.startswith(REGION):
-            continue
-        if e.name.startswith(GRAPH_CALL) or e.name == AOT_FORWARD:
-            total += e.cpu_time_total
-        else:
-            todo += e.cpu_children
-    return total
-
-
-PY_FRAMES_KEPT = 200
-
-
-def python_frames(
-    run: Callable[[Any], Any], args_for: Callable[[int], list[Any]], call_ms: float
-) -> list[FrameTime]:
-    """Each Python function's time per compiled call, a call of it inside itself counted
-    once, timed by a profile hook (sys.setprofile: torch.profiler's Python tracer records
-    nothing under Python 3.12 on some builds): what a frame torch left to eager mode costs.
-    torch's own functions are left out, the costliest kept; the hook's own cost per Python
-    call is in the figures."""
-    calls = min(PROFILE_MIN_CALLS, max(1, math.ceil(PROFILE_S * 1e3 / max(call_ms, 1e-3))))
-    args = args_for(calls)
-    total: dict[CodeType, float] = {}
-    depth: dict[CodeType, int] = {}
-    started: list[tuple[CodeType, float]] = []
-    clock = time.perf_counter
-
-    def hook(frame: Any, event: str, _: Any) -> None:
-        if event == "call":
-            code = frame.f_code
-            n = depth.get(code, 0)
-            depth[code] = n + 1
-            started.append((code, clock() if n == 0 else -1.0))
-        elif event == "return" and started:
-            code, t0 = started.pop()
-            depth[code] -= 1
-            if t0 >= 0:
-                total[code] = total.get(code, 0.0) + clock() - t0
-
-    sys.setprofile(hook)
-    try:
-        for a in args:
-            run(a)
-    finally:
-        sys.setprofile(None)
-    mine = [(c, t) for c, t in total.items() if "/torch/" not in c.co_filename.replace("\\", "/")]
-    mine.sort(key=lambda ct: -ct[1])
-    return [
-        FrameTime(c.co_filename, c.co_firstlineno, c.co_name, round(t * 1e3 / calls, 6))
-        for c, t in mine[:PY_FRAMES_KEPT]
-    ]
-
-
-def _inside_region(e: Any) -> bool:
-    p = e.cpu_parent
-    while p is not None:
-        if p.name.startswith(REGION):
-            return True
-        p = p.cpu_parent
-    return False
+    return eager, comp, per_block
 
 
 def stats(samples: list[float]) -> Stat:

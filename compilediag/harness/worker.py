@@ -26,14 +26,8 @@ from compilediag.advice.remedies import apply
 from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, UsageError
 from compilediag.fsutil import write_atomic
 from compilediag.harness.bootstrap._compilediag_runtime.tracing import TracingCost
-from compilediag.harness.measure import (
-    changed_inputs,
-    compare_outputs,
-    fresh,
-    measure,
-    sync,
-    tensors_of,
-)
+from compilediag.harness.checks import changed_inputs, compare_outputs, fresh, sync, tensors_of
+from compilediag.harness.measure import measure
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
 from compilediag.harness.worker_torch import (

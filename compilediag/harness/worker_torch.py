@@ -11,11 +11,9 @@ import sys
 import traceback
 from typing import Any
 
-from compilediag.harness.measure import (
-    BACKWARD,
-    Step,
-    tensors_of,
-)
+from compilediag.harness.checks import tensors_of
+from compilediag.harness.device_time import Step
+from compilediag.harness.profiling import BACKWARD
 from compilediag.harness.worker_types import (
     ExplainBreak,
     ExplainResult,

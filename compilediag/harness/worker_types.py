@@ -73,7 +73,7 @@ class Measured:
     device: DeviceTime | None = None  # CUDA: the GPU's time per call
     profiled: Profiled | None = None  # where the compiled call's time goes
     # each Python function's time per compiled call, where torch gave up a frame: what a
-    # frame left to eager mode costs (measure.python_frames)
+    # frame left to eager mode costs (profiling.python_frames)
     python_ms: list[FrameTime] = field(default_factory=list)
     noise: str = ""  # why the figures can't be trusted (measure.noise_reason); "" when they can
 
