@@ -19,11 +19,11 @@ from compilediag.errors import COMPILE_FAILED, UsageError
 from compilediag.gate import Budgets
 from compilediag.harness.target import (
     Target,
-    built_with_defaults,
     check_target_file,
     parse_input_spec,
     split_target,
 )
+from compilediag.harness.target_source import built_with_defaults
 from compilediag.harness.worker_types import ModelInfo, WorkerResult, WorkerSpec
 from compilediag.report.model import Report
 
@@ -176,7 +176,7 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool | Live = True) ->
 
 def with_model_note(report: Report, spec: WorkerSpec, model: ModelInfo | None) -> Report:
     """The report (a new one), with a note first where the model is the file's one class
-    built with its defaults (`target.built_with_defaults`): the findings are about that
+    built with its defaults (`target_source.built_with_defaults`): the findings are about that
     model, which may not be the one the user meant."""
     name = model.name if model else ""
     if not name.endswith(".forward"):
