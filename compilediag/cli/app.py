@@ -1,33 +1,40 @@
 """The command line. Thin: it declares the options and calls the command's module in
-compilediag/cli/commands/. Imports no torch, and nothing heavy at module level (fast --help)."""
+compilediag/cli/commands/ (the options in options.py, typer adjusted in typer_patches.py).
+Imports no torch, and nothing heavy at module level (fast --help)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from compilediag.cli.options import (
-    STEPS_ARE,
     Baseline,
     Format,
     Html,
+    JobCommand,
     Jobs,
     Junit,
+    KernelProfile,
     Output,
+    ProfileOut,
+    ProfileSteps,
     Repeat,
     RunOptions,
     SpeedupTolerance,
+    StopAfter,
     Target,
+    TraceDir,
     TryFixes,
+    TryJobFixes,
     Warmup,
     gate_rules,
     run_options,
 )
+from compilediag.cli.typer_patches import plain_help, plain_strings
 from compilediag.errors import EXIT_CODES_HELP, DiagError
 from compilediag.report.model import VERSION
 
@@ -54,60 +61,8 @@ app = typer.Typer(
 )
 
 
-def _plain_help() -> None:
-    """Typer 0.2x writes a required argument as `{MODEL}` in the usage line and every
-    argument's Python type (`<str>`) in the help: show plain names, as man pages do."""
-    argument = getattr(getattr(typer, "core", None), "TyperArgument", None)
-    if argument is None:
-        return
-    if hasattr(argument, "_usage_display_name"):
-
-        def usage_name(self: typer.core.TyperArgument) -> str:
-            name = str(self.display_name_raw)
-            return (name if self.required else f"[{name}]") + ("..." if self.nargs != 1 else "")
-
-        argument._usage_display_name = usage_name
-    if hasattr(argument, "display_type_rich"):
-        argument.display_type_rich = lambda self, ctx: None
-
-
-_plain_help()
-
-
-_PLAIN: dict[Any, type] = {str: str, str | None: str, bool: bool, bool | None: bool}
-
-
-def _plain_strings() -> None:
-    """typer 0.29 coerces every parameter through a pydantic validator, and importing
-    pydantic is 0.1 s of a 0.3 s `render`. A string option needs no coercion - the command
-    line is strings, and a flag a bool - so those pass through; numbers, lists and paths
-    still go through typer's own."""
-    core = getattr(typer, "core", None)
-    build = getattr(core, "build_runtime_param", None)
-    plain = getattr(sys.modules.get("typer._coercion"), "PassThroughRuntimeParam", None)
-    if build is None or plain is None:
-        return
-
-    def build_runtime_param(descriptor: Any) -> Any:
-        info = descriptor.parameter_info
-        try:
-            kind = _PLAIN.get(descriptor.annotation)
-        except TypeError:  # an unhashable annotation: not a plain one
-            kind = None
-        if (
-            kind is not None
-            and getattr(info, "parser", None) is None
-            and not getattr(descriptor, "is_file", True)
-            and not getattr(descriptor, "is_path", True)
-            and getattr(descriptor, "choices", ()) is None
-        ):
-            return plain(parameter_info=info, annotation=kind)
-        return build(descriptor)
-
-    core.build_runtime_param = build_runtime_param  # type: ignore[union-attr]
-
-
-_plain_strings()
+plain_help()
+plain_strings()
 
 
 def _version(value: bool) -> None:
@@ -314,61 +269,13 @@ def report(
 @app.command(context_settings={"allow_interspersed_args": False})
 @gate_rules("trace")
 def run(
-    command: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="The command to run, after `--`: python train.py ..., torchrun ..., a shell script.",
-            show_default=False,
-            metavar="-- COMMAND...",
-        ),
-    ] = None,
-    trace_dir: Annotated[
-        str | None,
-        typer.Option(
-            "--trace-dir",
-            help="Keep the job's trace in this new or empty folder (`compilediag report DIR` reads it again).",
-            metavar="DIR",
-        ),
-    ] = None,
-    profile_steps: Annotated[
-        str | None,
-        typer.Option(
-            "--profile-steps",
-            help=f"Time steps A to B ({STEPS_ARE}), counted from 1: each step in parts (forward, backward, optimizer, data, the rest), then the kernels over the steps after them. Off by default.",
-            metavar="A-B",
-        ),
-    ] = None,
-    kernels: Annotated[
-        bool,
-        typer.Option(
-            "--kernels/--no-kernels",
-            help="With --profile-steps: profile the kernels over the steps after the window (at most 5). On CUDA, torch.profiler's CUPTI stays loaded after it: the job's later steps ran 1.10-1.12x as long on an H100. --no-kernels leaves the kernel profile out.",
-        ),
-    ] = True,
-    stop_after: Annotated[
-        int | None,
-        typer.Option(
-            "--stop-after",
-            help="End the job after its step N (on every rank), with the report given: a long job's diagnosis in its first steps.",
-            metavar="N",
-            min=1,
-        ),
-    ] = None,
-    try_fixes: Annotated[
-        bool,
-        typer.Option(
-            "--try-fixes",
-            help="With --profile-steps: run the job once more per remedy its step calls for that needs no edit of your code (the optimizer's foreach/fused, DataLoader workers, capture_scalar_outputs, CUDA graphs, TF32), each to the window's end, and measure it by the job's own step over the same window: the step and its part before and after, breaks, recompiles, the losses. Your caches are left as they were.",
-        ),
-    ] = False,
-    profile_out: Annotated[
-        str | None,
-        typer.Option(
-            "--profile-out",
-            help="With --profile-steps: write the kernel profile (the steps after the window) as a Chrome trace, each generated kernel given its graph and the lines of yours it came from. Open it in ui.perfetto.dev.",
-            metavar="FILE",
-        ),
-    ] = None,
+    command: JobCommand = None,
+    trace_dir: TraceDir = None,
+    profile_steps: ProfileSteps = None,
+    kernels: KernelProfile = True,
+    stop_after: StopAfter = None,
+    try_fixes: TryJobFixes = False,
+    profile_out: ProfileOut = None,
     limits: dict[str, object] | None = None,
     baseline: Baseline = None,
     junit: Junit = None,

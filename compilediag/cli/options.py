@@ -168,6 +168,65 @@ Output = Annotated[
 ]
 
 
+# --- `run`'s own options (a job of the user's, not a model) ---------------------------------
+
+JobCommand = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="The command to run, after `--`: python train.py ..., torchrun ..., a shell script.",
+        show_default=False,
+        metavar="-- COMMAND...",
+    ),
+]
+TraceDir = Annotated[
+    str | None,
+    typer.Option(
+        "--trace-dir",
+        help="Keep the job's trace in this new or empty folder (`compilediag report DIR` reads it again).",
+        metavar="DIR",
+    ),
+]
+ProfileSteps = Annotated[
+    str | None,
+    typer.Option(
+        "--profile-steps",
+        help=f"Time steps A to B ({STEPS_ARE}), counted from 1: each step in parts (forward, backward, optimizer, data, the rest), then the kernels over the steps after them. Off by default.",
+        metavar="A-B",
+    ),
+]
+KernelProfile = Annotated[
+    bool,
+    typer.Option(
+        "--kernels/--no-kernels",
+        help="With --profile-steps: profile the kernels over the steps after the window (at most 5). On CUDA, torch.profiler's CUPTI stays loaded after it: the job's later steps ran 1.10-1.12x as long on an H100. --no-kernels leaves the kernel profile out.",
+    ),
+]
+StopAfter = Annotated[
+    int | None,
+    typer.Option(
+        "--stop-after",
+        help="End the job after its step N (on every rank), with the report given: a long job's diagnosis in its first steps.",
+        metavar="N",
+        min=1,
+    ),
+]
+TryJobFixes = Annotated[
+    bool,
+    typer.Option(
+        "--try-fixes",
+        help="With --profile-steps: run the job once more per remedy its step calls for that needs no edit of your code (the optimizer's foreach/fused, DataLoader workers, capture_scalar_outputs, CUDA graphs, TF32), each to the window's end, and measure it by the job's own step over the same window: the step and its part before and after, breaks, recompiles, the losses. Your caches are left as they were.",
+    ),
+]
+ProfileOut = Annotated[
+    str | None,
+    typer.Option(
+        "--profile-out",
+        help="With --profile-steps: write the kernel profile (the steps after the window) as a Chrome trace, each generated kernel given its graph and the lines of yours it came from. Open it in ui.perfetto.dev.",
+        metavar="FILE",
+    ),
+]
+
+
 # --- how to run the model: each option declared once ------------------------------------
 
 
