@@ -120,6 +120,7 @@ class Capture:
 
         from compilediag.analysis.build import build_report
         from compilediag.analysis.runtime import JobRun
+        from compilediag.harness.bootstrap._compilediag_runtime.facts import process_facts
         from compilediag.harness.worker_types import ProcessRuntime
         from compilediag.report.model import Environment, Runtime, TargetInfo
         from compilediag.report.serial import from_plain
@@ -132,7 +133,7 @@ class Capture:
             if file in linecache.cache:  # its source, for the lines the report quotes
                 linecache.cache[cell] = linecache.cache[file]
         log = parse_lines(io.StringIO(renamed(text, cells)), path="<in-process>")
-        process = from_plain(ProcessRuntime, self._probe.facts())
+        process = from_plain(ProcessRuntime, process_facts(self._probe))
         env = Environment(
             source=Source.IN_PROCESS, torch=torch.__version__,
             backend=", ".join(process.backends), device=", ".join(process.devices), mode="",

@@ -1,4 +1,5 @@
-"""The probe: the job's steps, counted and, in the profiling window, split into parts."""
+"""The probe: the job's steps, counted and, in the profiling window, split into parts
+(what it read, as JSON: facts.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import sys
 import time
 from typing import Any
 
-from . import remedies
 from .kernel_window import KERNEL_STEPS, _KernelWindow
 from .other_work import OtherWork
 from .parts import Mark, Part, StepParts, split_step
-from .torch_state import _compile_id, _cudagraph_counts, _frames_compiled, _user_site
+from .torch_state import _compile_id, _frames_compiled, _user_site
 from .tracing import TracingCost
 
 
@@ -412,91 +412,6 @@ class Probe:
         cuda = getattr(torch, "cuda", None)
         self._cuda = cuda if cuda is not None and cuda.is_initialized() else None
 
-    # -- the facts --------------------------------------------------------------------
-
-    def facts(self) -> dict[str, Any]:
-        """What compilediag reads back (worker_types.ProcessRuntime)."""
-        try:  # a window the job ended in: its complete steps
-            self.tally()
-            if self.kernels is not None:
-                self.kernels.stop(ended=True)
-        except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread
-            self._pending = []
-        rank = os.environ.get("RANK")
-        skips, rerecords = _cudagraph_counts()
-        by_optimizer = self.step_optimizer is not None
-        return {
-            "pid": os.getpid(),
-            "rank": int(rank) if rank and rank.isdigit() else None,
-            "argv": list(sys.argv),
-            "calls": dict(self.calls),
-            "first_frame": self.first_frame,
-            "training_frame": self.training_frame,
-            "steps": self.optimizer_steps if by_optimizer else self.steps,
-            "steps_at": "optimizer" if by_optimizer else "entry" if self.by_entry else "frame",
-            "optimizer": self.optimizer_name,
-            "optimizer_options": dict(self.optimizer_options),
-            "skipped_steps": self.skipped_steps,
-            "loaders": dict(self.loaders),
-            **self._kernel_facts(),
-            "window": list(self.window) if self.window else [],
-            "profiled": self._profiled(),
-            "compiled_steps": list(self.compiled_steps),
-            "no_grad_steps": self.no_grad_steps,
-            "eval_steps": self.eval_steps,
-            "plain_step_ms": [round(x * 1e3, 6) for x in self.plain_step_s],
-            "plain_steps": list(self.plain_steps),
-            # a job that steps an optimizer: its evaluations, and the graph calls they made
-            "other_work": self.other.facts() if by_optimizer else [],
-            "evaluation_calls": dict(self.other.calls) if by_optimizer else {},
-            "backends": list(self.backends),
-            "compile_calls": [
-                {**c, "called": key in self.entered} for key, c in self.compile_calls.items()
-            ],
-            "devices": list(self.devices),
-            "wall_s": time.perf_counter() - self.started,
-            "cudagraph_skips": skips,
-            "cudagraph_skip_reasons": list(dict.fromkeys(self.skip_reasons)),
-            "cudagraph_rerecords": rerecords,
-            "tracing": self.tracing.summary() if self.tracing is not None else None,
-            "losses": self._loss_values(),
-            "seed": _initial_seed() if self.losses is not None else None,
-            "remedies": list(remedies.applied),
-        }
-
-    def _profiled(self) -> dict[str, Any] | None:
-        """The window's measured steps: their parts' means (worker_types.Profiled), and
-        each step's own figures."""
-        n = self.measured_steps
-        if not n:
-            return None
-        t, per = self.total, 1e3 / n
-        step, _, backward, optimizer, data, outside, evaluation = t.row()
-        return {
-            "calls": n, "call_ms": step / n, "outside_ms": outside / n,
-            "backward_ms": backward / n, "optimizer_ms": optimizer / n, "data_ms": data / n,
-            "evaluation_ms": evaluation / n,
-            "per_step": self.per_step, "step_numbers": self.step_numbers,
-            "step_regions": self.step_regions,
-            "regions": [
-                {"compile_id": c, "graph_ms": g, "gap_ms": gap, "backward_ms": bg,
-                 "backward_gap_ms": bgap}
-                for c, (g, gap, bg, bgap) in t.regions(per).items()
-            ],
-        }  # fmt: skip
-
-    def _kernel_facts(self) -> dict[str, Any]:
-        k = self.kernels
-        if k is None:
-            return {"kernels_off": not self.profile_kernels}
-        return {
-            "kernels": k.rows, "kernel_steps": k.steps, "kernel_device": k.device,
-            "kernel_step_numbers": list(k.step_numbers), "kernel_step_ms": k.step_ms,
-            "collectives_ms": k.collectives_ms, "collectives_exposed_ms": k.exposed_ms,
-            "rest": k.rest,
-            "kernels_off": not self.profile_kernels,
-        }  # fmt: skip
-
 
 def _evaluating(module: Any) -> bool:
     """A call made under no_grad or inference_mode, or of a module in eval mode."""
@@ -504,15 +419,6 @@ def _evaluating(module: Any) -> bool:
     if torch is not None and (not torch.is_grad_enabled() or torch.is_inference_mode_enabled()):
         return True
     return module is not None and getattr(module, "training", True) is False
-
-
-def _initial_seed() -> int | None:
-    """torch's initial seed: the job's own where it seeded torch, else one drawn at start."""
-    torch = sys.modules.get("torch")
-    try:
-        return int(torch.initial_seed()) if torch is not None else None
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def _say(text: str) -> None:

@@ -10,6 +10,7 @@ import signal
 from typing import Any
 
 from . import remedies
+from .facts import process_facts
 from .hooks import install
 from .probe import Probe, parse_window
 
@@ -28,7 +29,7 @@ def write(probe: Probe, folder: str) -> None:
     if _written or not (probe.calls or probe.compile_calls):
         return
     _written = True
-    facts = probe.facts()
+    facts = process_facts(probe)
     name = f"runtime-{facts['rank'] if facts['rank'] is not None else 'x'}-{facts['pid']}.json"
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, "." + name)

@@ -1,0 +1,111 @@
+"""The probe's facts: what a process of the job did, as the JSON compilediag reads back
+(worker_types.ProcessRuntime; the writer puts it in the job's folder, capture() reads it in
+the process). Standard library only, as the whole package is."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import remedies
+from .torch_state import _cudagraph_counts
+
+if TYPE_CHECKING:
+    from .probe import Probe
+
+
+def process_facts(probe: Probe) -> dict[str, Any]:
+    """What compilediag reads back (worker_types.ProcessRuntime)."""
+    try:  # a window the job ended in: its complete steps
+        probe.tally()
+        if probe.kernels is not None:
+            probe.kernels.stop(ended=True)
+    except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread
+        probe._pending = []
+    rank = os.environ.get("RANK")
+    skips, rerecords = _cudagraph_counts()
+    by_optimizer = probe.step_optimizer is not None
+    return {
+        "pid": os.getpid(),
+        "rank": int(rank) if rank and rank.isdigit() else None,
+        "argv": list(sys.argv),
+        "calls": dict(probe.calls),
+        "first_frame": probe.first_frame,
+        "training_frame": probe.training_frame,
+        "steps": probe.optimizer_steps if by_optimizer else probe.steps,
+        "steps_at": "optimizer" if by_optimizer else "entry" if probe.by_entry else "frame",
+        "optimizer": probe.optimizer_name,
+        "optimizer_options": dict(probe.optimizer_options),
+        "skipped_steps": probe.skipped_steps,
+        "loaders": dict(probe.loaders),
+        **_kernel_facts(probe),
+        "window": list(probe.window) if probe.window else [],
+        "profiled": _profiled(probe),
+        "compiled_steps": list(probe.compiled_steps),
+        "no_grad_steps": probe.no_grad_steps,
+        "eval_steps": probe.eval_steps,
+        "plain_step_ms": [round(x * 1e3, 6) for x in probe.plain_step_s],
+        "plain_steps": list(probe.plain_steps),
+        # a job that steps an optimizer: its evaluations, and the graph calls they made
+        "other_work": probe.other.facts() if by_optimizer else [],
+        "evaluation_calls": dict(probe.other.calls) if by_optimizer else {},
+        "backends": list(probe.backends),
+        "compile_calls": [
+            {**c, "called": key in probe.entered} for key, c in probe.compile_calls.items()
+        ],
+        "devices": list(probe.devices),
+        "wall_s": time.perf_counter() - probe.started,
+        "cudagraph_skips": skips,
+        "cudagraph_skip_reasons": list(dict.fromkeys(probe.skip_reasons)),
+        "cudagraph_rerecords": rerecords,
+        "tracing": probe.tracing.summary() if probe.tracing is not None else None,
+        "losses": probe._loss_values(),
+        "seed": _initial_seed() if probe.losses is not None else None,
+        "remedies": list(remedies.applied),
+    }
+
+
+def _profiled(probe: Probe) -> dict[str, Any] | None:
+    """The window's measured steps: their parts' means (worker_types.Profiled), and
+    each step's own figures."""
+    n = probe.measured_steps
+    if not n:
+        return None
+    t, per = probe.total, 1e3 / n
+    step, _, backward, optimizer, data, outside, evaluation = t.row()
+    return {
+        "calls": n, "call_ms": step / n, "outside_ms": outside / n,
+        "backward_ms": backward / n, "optimizer_ms": optimizer / n, "data_ms": data / n,
+        "evaluation_ms": evaluation / n,
+        "per_step": probe.per_step, "step_numbers": probe.step_numbers,
+        "step_regions": probe.step_regions,
+        "regions": [
+            {"compile_id": c, "graph_ms": g, "gap_ms": gap, "backward_ms": bg,
+             "backward_gap_ms": bgap}
+            for c, (g, gap, bg, bgap) in t.regions(per).items()
+        ],
+    }  # fmt: skip
+
+
+def _kernel_facts(probe: Probe) -> dict[str, Any]:
+    k = probe.kernels
+    if k is None:
+        return {"kernels_off": not probe.profile_kernels}
+    return {
+        "kernels": k.rows, "kernel_steps": k.steps, "kernel_device": k.device,
+        "kernel_step_numbers": list(k.step_numbers), "kernel_step_ms": k.step_ms,
+        "collectives_ms": k.collectives_ms, "collectives_exposed_ms": k.exposed_ms,
+        "rest": k.rest,
+        "kernels_off": not probe.profile_kernels,
+    }  # fmt: skip
+
+
+def _initial_seed() -> int | None:
+    """torch's initial seed: the job's own where it seeded torch, else one drawn at start."""
+    torch = sys.modules.get("torch")
+    try:
+        return int(torch.initial_seed()) if torch is not None else None
+    except Exception:  # noqa: BLE001
+        return None
