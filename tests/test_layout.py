@@ -156,8 +156,6 @@ LONG_MODULES: dict[str, str] = {
 LONG_FUNCTIONS: dict[str, str] = {
     "compilediag/analysis/breaks.py:collect_breaks": "not yet split",
     "compilediag/analysis/ranks.py:divergence": "not yet split",
-    "compilediag/render/markdown.py:render_markdown": "not yet split",
-    "compilediag/render/table.py:blocks": "not yet split",
 }
 
 

@@ -43,6 +43,29 @@ def render_kernels(report: Report, width: int | None = None, color: bool = False
 
 
 def blocks(report: Report, color: bool, width: int | None = None) -> list:
+    out = _title_blocks(report, width)
+    out += failure_blocks(report)
+    out += _graph_break_blocks(report, color)
+    out += recompile_blocks(report)
+    out += _graph_blocks(report)
+    out += kernel_blocks(report, limit=8)
+    out += kernel_time_blocks(report, limit=8)
+    if report.cross_check:
+        out += cross_check_lines(report)
+    out += rank_blocks(report)
+    out += fix_blocks(report)
+    timing = timing_lines(report)
+    if timing:
+        out += [Text("\nJob" if report.runtime else "\nTimings", style="bold"), *timing]
+    for line in verdict_lines(report):
+        style = "bold green" if report.verdict.passed else "bold red"
+        out.append(Text(("\n" if line.startswith("verdict") else "") + line, style=style))
+    return out
+
+
+def _title_blocks(report: Report, width: int | None) -> list:
+    """The target and its headline, then what matters first: ranks that diverge, errors,
+    notes."""
     out: list = []
     title = Text(f"compilediag · {short_path(report.target.path)}", style="bold")
     if report.target.inputs:
@@ -55,8 +78,11 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
         out.append(Text(f"! {err.text}", style="yellow"))
     for note in report.notes:  # headlines: a job that compiled nothing, an export trace, ...
         out.append(Text(f"! {note.text}", style="yellow"))
-    out += failure_blocks(report)
+    return out
 
+
+def _graph_break_blocks(report: Report, color: bool) -> list:
+    out: list = []
     if report.graph_breaks:
         # a site is a line of the user's; a library line under it is a finding of its own
         sites = len({(b.file, b.line) for b in report.graph_breaks})
@@ -80,59 +106,45 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
             )
     elif report.graphs:
         out.append(Text("\nNo graph breaks.", style="green"))
-
-    out += recompile_blocks(report)
-
-    if report.graphs:
-        t = new_table()
-        t.add_column("graph", no_wrap=True)
-        t.add_column("frame")
-        t.add_column("where", no_wrap=True)
-        t.add_column("ops", justify="right")
-        t.add_column("compile", justify="right", no_wrap=True)
-        multi = len(report.ranks) > 1
-        if multi:
-            t.add_column("ranks")
-        with_calls = any(g.calls is not None for g in report.graphs)
-        if with_calls:
-            t.add_column("calls", justify="right", no_wrap=True)
-        timed = any(g.time_ms is not None for g in report.graphs)
-        if timed:
-            t.add_column("a step" if report.runtime else "a call", justify="right", no_wrap=True)
-        backward = any(g.backward_ms is not None for g in report.graphs)
-        if backward:
-            t.add_column("backward", justify="right", no_wrap=True)
-        for g in report.graphs:
-            cells = [shown_id(report, g.compile_id), g.frame, where(g.file, g.line), str(g.ops),
-                     seconds(g.compile_time_s)]  # fmt: skip
-            if multi:
-                cells.append(ranks_of(report, g.ranks))
-            if with_calls:
-                cells.append(str(g.calls) if g.calls is not None else "-")
-            if timed:
-                cells.append(ms(g.time_ms) if g.time_ms is not None else "-")
-            if backward:
-                cells.append(ms(g.backward_ms) if g.backward_ms is not None else "-")
-            t.add_row(*cells)
-        out += [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
-
-    out += kernel_blocks(report, limit=8)
-    out += kernel_time_blocks(report, limit=8)
-
-    if report.cross_check:
-        out += cross_check_lines(report)
-
-    out += rank_blocks(report)
-    out += fix_blocks(report)
-
-    timing = timing_lines(report)
-    if timing:
-        out += [Text("\nJob" if report.runtime else "\nTimings", style="bold"), *timing]
-
-    for line in verdict_lines(report):
-        style = "bold green" if report.verdict.passed else "bold red"
-        out.append(Text(("\n" if line.startswith("verdict") else "") + line, style=style))
     return out
+
+
+def _graph_blocks(report: Report) -> list:
+    """The graphs' table: each graph's frame, place, ops and compile time, and where known
+    its ranks, calls and time."""
+    if not report.graphs:
+        return []
+    t = new_table()
+    t.add_column("graph", no_wrap=True)
+    t.add_column("frame")
+    t.add_column("where", no_wrap=True)
+    t.add_column("ops", justify="right")
+    t.add_column("compile", justify="right", no_wrap=True)
+    multi = len(report.ranks) > 1
+    if multi:
+        t.add_column("ranks")
+    with_calls = any(g.calls is not None for g in report.graphs)
+    if with_calls:
+        t.add_column("calls", justify="right", no_wrap=True)
+    timed = any(g.time_ms is not None for g in report.graphs)
+    if timed:
+        t.add_column("a step" if report.runtime else "a call", justify="right", no_wrap=True)
+    backward = any(g.backward_ms is not None for g in report.graphs)
+    if backward:
+        t.add_column("backward", justify="right", no_wrap=True)
+    for g in report.graphs:
+        cells = [shown_id(report, g.compile_id), g.frame, where(g.file, g.line), str(g.ops),
+                 seconds(g.compile_time_s)]  # fmt: skip
+        if multi:
+            cells.append(ranks_of(report, g.ranks))
+        if with_calls:
+            cells.append(str(g.calls) if g.calls is not None else "-")
+        if timed:
+            cells.append(ms(g.time_ms) if g.time_ms is not None else "-")
+        if backward:
+            cells.append(ms(g.backward_ms) if g.backward_ms is not None else "-")
+        t.add_row(*cells)
+    return [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
 
 
 def diverging_ranks(report: Report) -> str:
