@@ -153,10 +153,7 @@ LONG_MODULES: dict[str, str] = {
     "compilediag/report/model.py": "not yet split",
 }
 # functions over FUNCTION_LINES not yet split, each with why
-LONG_FUNCTIONS: dict[str, str] = {
-    "compilediag/analysis/breaks.py:collect_breaks": "not yet split",
-    "compilediag/analysis/ranks.py:divergence": "not yet split",
-}
+LONG_FUNCTIONS: dict[str, str] = {}
 
 
 def long_modules() -> list[str]:

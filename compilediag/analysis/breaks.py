@@ -195,70 +195,87 @@ def collect_breaks(h: History) -> tuple[list[GraphBreak], int]:
                 lib.file if lib else "",
                 lib.line if lib else 0,
             )
-            if key in sites:
-                gb = sites[key]
-                if c.compile_id not in gb.compile_ids:
-                    gb.compile_ids.append(c.compile_id)
-                    gb.count += 1
-                continue
-            code = site.code or code_at(site.file, site.line)
-            lib_code = ""
-            if lib is not None:
-                lib_code = lib.code or code_at(lib.file, lib.line)
-            fix = fix_for(
-                parsed.gb_id, parsed.reason, parsed.explanation, parsed.hints,
-                code + " " + lib_code, lib.file if lib else None, c.metrics.pytorch_version,
-            )  # fmt: skip
-            cause, suggestion = fix.cause, fix.suggestion
-            framework = None
-            if lib is not None:
-                chain = [f.file for f in parsed.frames if is_library_file(f.file)] + [lib.file]
-                framework = framework_of(*chain)
-            library = installed_package((lib or site).file)
-            if framework is not None and (
-                framework[0] in ALWAYS_FRAMEWORK_ADVICE
-                or (fix.code_edit and not fix.config)
-                or not fix.specific
-            ):
-                suggestion = framework[1]
-            elif library:
-                suggestion = from_your_side(library, fix)
-            sites[key] = GraphBreak(
-                file=site.file,
-                line=site.line,
-                code=code,
-                reason=parsed.reason,
-                gb_id=parsed.gb_id,
-                doc_url=parsed.doc_url,
-                explanation=parsed.explanation,
-                hints=parsed.hints,
-                suggestion=suggestion,
-                cause=cause,
-                library_frame=Site(lib.file, lib.line, lib_code, lib.name) if lib else None,
-                framework=framework[0] if framework else "",
-                library=library,
-                fix_source=fix.source,
-                compile_ids=[c.compile_id],
-                ops_before=c.metrics.graph_op_count,
-                context=context_at(site.file, site.line),
-            )
+            if not _seen_again(sites, key, c.compile_id):
+                sites[key] = _logged_break(c, parsed, site, lib)
     for c, site, reason in restarts(h):
         broken.add((c.compile_id, site.file, site.line))
         key = (site.file, site.line, reason, "", 0)
-        if key in sites:
-            if c.compile_id not in sites[key].compile_ids:
-                sites[key].compile_ids.append(c.compile_id)
-                sites[key].count += 1
-            continue
-        code = code_at(site.file, site.line)
-        cause, suggestion = classify(reason, "", code)
-        sites[key] = GraphBreak(
-            file=site.file, line=site.line, code=code, reason=reason, suggestion=suggestion,
-            cause=cause, compile_ids=[c.compile_id], ops_before=c.metrics.graph_op_count,
-            context=context_at(site.file, site.line),
-        )  # fmt: skip
+        if not _seen_again(sites, key, c.compile_id):
+            sites[key] = _restart_break(c, site, reason)
     ordered = sorted(sites.values(), key=lambda b: (-b.count, -b.ops_before, b.file, b.line))
     return ordered, len(broken)
+
+
+def _seen_again(
+    sites: dict[tuple[str, int, str, str, int], GraphBreak],
+    key: tuple[str, int, str, str, int],
+    compile_id: str,
+) -> bool:
+    """A finding already made: counted once more where this compile is a new one."""
+    gb = sites.get(key)
+    if gb is None:
+        return False
+    if compile_id not in gb.compile_ids:
+        gb.compile_ids.append(compile_id)
+        gb.count += 1
+    return True
+
+
+def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -> GraphBreak:
+    """A break torch logged, with its fix: a framework's own setting where the break is in
+    its code and the fix would edit it, the library's side where it is a library's."""
+    code = site.code or code_at(site.file, site.line)
+    lib_code = ""
+    if lib is not None:
+        lib_code = lib.code or code_at(lib.file, lib.line)
+    fix = fix_for(
+        parsed.gb_id, parsed.reason, parsed.explanation, parsed.hints,
+        code + " " + lib_code, lib.file if lib else None, c.metrics.pytorch_version,
+    )  # fmt: skip
+    cause, suggestion = fix.cause, fix.suggestion
+    framework = None
+    if lib is not None:
+        chain = [f.file for f in parsed.frames if is_library_file(f.file)] + [lib.file]
+        framework = framework_of(*chain)
+    library = installed_package((lib or site).file)
+    if framework is not None and (
+        framework[0] in ALWAYS_FRAMEWORK_ADVICE
+        or (fix.code_edit and not fix.config)
+        or not fix.specific
+    ):
+        suggestion = framework[1]
+    elif library:
+        suggestion = from_your_side(library, fix)
+    return GraphBreak(
+        file=site.file,
+        line=site.line,
+        code=code,
+        reason=parsed.reason,
+        gb_id=parsed.gb_id,
+        doc_url=parsed.doc_url,
+        explanation=parsed.explanation,
+        hints=parsed.hints,
+        suggestion=suggestion,
+        cause=cause,
+        library_frame=Site(lib.file, lib.line, lib_code, lib.name) if lib else None,
+        framework=framework[0] if framework else "",
+        library=library,
+        fix_source=fix.source,
+        compile_ids=[c.compile_id],
+        ops_before=c.metrics.graph_op_count,
+        context=context_at(site.file, site.line),
+    )
+
+
+def _restart_break(c: Entry, site: Site, reason: str) -> GraphBreak:
+    """A break found only by the compile's restart (no break record of its own)."""
+    code = code_at(site.file, site.line)
+    cause, suggestion = classify(reason, "", code)
+    return GraphBreak(
+        file=site.file, line=site.line, code=code, reason=reason, suggestion=suggestion,
+        cause=cause, compile_ids=[c.compile_id], ops_before=c.metrics.graph_op_count,
+        context=context_at(site.file, site.line),
+    )  # fmt: skip
 
 
 # the sentence of the "compiled nothing" note that tells the user to reorder DDP and compile

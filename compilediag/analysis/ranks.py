@@ -55,11 +55,22 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
     """Where ranks differ, the odd ranks named first (in few words, however many ranks)."""
     if len(ranks) < 2:
         return []
+    return [
+        *_counts_differ(ranks),
+        *_on_some_ranks(ranks),
+        *_orders_differ(ranks),
+        *_slow_compiles(ranks),
+    ]
+
+
+def _warning(kind: FindingKind, text: str) -> Finding:
+    return Finding(kind, text, Severity.WARNING)
+
+
+def _counts_differ(ranks: list[RankSummary]) -> list[Finding]:
+    """Break sites, recompiles and graphs counted differently on some ranks (recompiles and
+    graphs only where the ranks' calls did not change alike)."""
     found: list[Finding] = []
-
-    def say(kind: FindingKind, text: str) -> None:
-        found.append(Finding(kind, text, Severity.WARNING))
-
     metrics: list[tuple[str, Callable[[RankSummary], int]]] = [
         ("graph-break sites", lambda r: r.summary.unique_graph_breaks),
     ]
@@ -79,7 +90,15 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
                 for value, members in _by_value(values).items()
                 if value != common
             )
-            say(FindingKind.RANK_COUNTS, f"{name} differ: {odd} (the others: {common})")
+            found.append(
+                _warning(FindingKind.RANK_COUNTS, f"{name} differ: {odd} (the others: {common})")
+            )
+    return found
+
+
+def _on_some_ranks(ranks: list[RankSummary]) -> list[Finding]:
+    """A break site or a recompile's guard that only some ranks have."""
+    found: list[Finding] = []
     # (one rank, several ranks)
     verbs = {
         "break_sites": (FindingKind.RANK_BREAKS, "breaks at", "break at"),
@@ -102,9 +121,18 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
             if len(members) < len(ranks):
                 who = rank_set(ranks, members)
                 verb = one if len(members) == 1 else many
-                say(kind, f"{'' if who.startswith('all but') else 'only '}{who} {verb} {item}")
-    # the divergences that hang a job: collectives in another order, graphs run in another
-    # order, a rank that compiled while the others hit the cache (it arrives late)
+                found.append(
+                    _warning(
+                        kind, f"{'' if who.startswith('all but') else 'only '}{who} {verb} {item}"
+                    )
+                )
+    return found
+
+
+def _orders_differ(ranks: list[RankSummary]) -> list[Finding]:
+    """The divergences that hang a job: collectives in another order, graphs run in another
+    order, a rank that compiled while the others hit the cache (it arrives late)."""
+    found: list[Finding] = []
     sequences: list[tuple[FindingKind, str, Callable[[RankSummary], object]]] = [
         (FindingKind.COLLECTIVES, "collective schedules", lambda r: r.collectives),
         (FindingKind.GRAPH_ORDER, "graph execution order", lambda r: r.graph_order),
@@ -119,7 +147,13 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
             sides = "; ".join(
                 f"{rank_set(ranks, members)}: {_short(value)}" for value, members in ordered
             )
-            say(kind, f"{name} differ: {sides}")
+            found.append(_warning(kind, f"{name} differ: {sides}"))
+    return found
+
+
+def _slow_compiles(ranks: list[RankSummary]) -> list[Finding]:
+    """Ranks whose compile took far from the median rank's (a late rank holds the others)."""
+    found: list[Finding] = []
     times = [r.summary.compile_time_s for r in ranks]
     median = statistics.median(times)
     slow = [
@@ -128,10 +162,12 @@ def divergence(ranks: list[RankSummary]) -> list[Finding]:
     if slow:
         span = sorted(times[i] for i in slow)
         took = f"{span[0]:.1f} s" if len(slow) == 1 else f"{span[0]:.1f}-{span[-1]:.1f} s"
-        say(
-            FindingKind.COMPILE_TIME,
-            f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s"
-            + skew_words(max(span) - median),
+        found.append(
+            _warning(
+                FindingKind.COMPILE_TIME,
+                f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s"
+                + skew_words(max(span) - median),
+            )
         )
     return found
 
