@@ -31,6 +31,7 @@ from compilediag.analysis.notes import (
 from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
 from compilediag.analysis.source import code_at
 from compilediag.analysis.timings import attribute_time, timings_of
+from compilediag.analysis.torch_bugs import torch_bug
 from compilediag.harness.worker_types import ModelInfo, WorkerResult
 from compilediag.paths import is_library_file, portable_path, portable_text
 from compilediag.report.model import (
@@ -319,19 +320,20 @@ def collect_failures(h: History) -> list[CompileFailure]:
         )  # fmt: skip
         if m.fail_user_file:
             file, line = m.fail_user_file, m.fail_user_line
-        out.append(
-            CompileFailure(
-                compile_id=e.compile_id,
-                frame=e.code.shown,
-                file=file,
-                line=line,
-                fail_type=m.fail_type,
-                reason=reason,
-                code=code_at(file, line),
-                fix=compile_failure_fix(reason) or compile_failure_fix(m.fail_type),
-                by="torch.export" if e.export else "torch.compile",
-            )
+        failure = CompileFailure(
+            compile_id=e.compile_id,
+            frame=e.code.shown,
+            file=file,
+            line=line,
+            fail_type=m.fail_type,
+            reason=reason,
+            code=code_at(file, line),
+            fix=compile_failure_fix(reason) or compile_failure_fix(m.fail_type),
+            by="torch.export" if e.export else "torch.compile",
         )
+        # an error inside Dynamo's own code: torch's bug (torch_bugs.py)
+        errors = e.compile.artifacts.get("dynamo_error", [])
+        out.append(torch_bug(failure, e, next(iter(errors), "")) or failure)
     return out
 
 

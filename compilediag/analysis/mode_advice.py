@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from compilediag.analysis.callers import EVALUATION, CalledBy, Caller, shown
 from compilediag.analysis.guards import is_mode_switch, parse_guard, reasons_of
 from compilediag.analysis.history import Entry, History
-from compilediag.paths import installed_package, is_library_file, possessive
+from compilediag.paths import installed_package, is_library_file, library_path, possessive
 from compilediag.trace.compiles import Frame
 from compilediag.trace.formats import (
     GUARDS_AUTOCAST,
@@ -25,7 +25,7 @@ from compilediag.trace.formats import (
 
 SECOND_COMPILE = (
     "A second torch.compile(model) would not help: torch caches graphs on the code object "
-    "(forward's), so it shares these graphs and compiles the same."
+    "({}'s), so it shares these graphs and compiles the same."
 )
 # the user's code that switches a mode: a decorator or `with` (torch.no_grad(),
 # torch.inference_mode(), torch.autocast(...), ...), a module's eval() or train()
@@ -169,7 +169,8 @@ def mode_advice(h: History, e: Entry) -> str:
             "Evaluating with grad on would not remove it: the graphs differ in train()/eval() "
             "as well."
         )
-    said.append(SECOND_COMPILE)
+    # the frame's own function (a resume frame's: the function it resumes)
+    said.append(SECOND_COMPILE.format(e.code.shown.split(" (", 1)[0] or "forward"))
     return " ".join(said)
 
 
@@ -197,7 +198,14 @@ def _graph_item(i: int, g: ModeGraph, differ: list[str]) -> str:
         f = g.switches[0][0]
         lines = " and ".join(f"line {ln} `{code}`" for _, ln, code in g.switches)
         here = g.call is not None and (f.file, f.name) == (g.call.file, g.call.name)
-        place.append(f"switched by {lines}" if here else f"switched in {f.name} by {lines}")
+        if g.loops and installed_package(f.file):
+            # the framework's own lines: named as its, in its file (never the user's to edit)
+            place.append(
+                f"switched by {possessive(_whose(g))} `{f.name}` at {lines} "
+                f"({library_path(f.file) or f.file})"
+            )
+        else:
+            place.append(f"switched by {lines}" if here else f"switched in {f.name} by {lines}")
     return f"{label} ({', '.join(place)})" if place else label
 
 

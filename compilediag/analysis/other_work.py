@@ -11,8 +11,9 @@ import os
 import statistics
 from collections.abc import Iterable
 
+from compilediag.analysis.callers import framework_name
 from compilediag.harness.worker_types import OtherWork, ProcessRuntime, Profiled, RegionTime
-from compilediag.paths import portable_text
+from compilediag.paths import library_path, portable_text, possessive
 from compilediag.report.model import StepWork
 from compilediag.report.vocabulary import Finding, FindingKind
 from compilediag.report.words import ms
@@ -128,9 +129,7 @@ def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> 
         who = f", rank {ranks[0]} alone" if len(ranks) == 1 else ""
         kinds = " and ".join(dict.fromkeys(w.kind for w in works))
         each = "; ".join(
-            f"{short_name(w.function)} ({os.path.basename(w.file)}:{w.line}), {ms(w.ms)} "
-            f"each, {w.calls:g} {CALLS.get(w.kind, 'calls')}"
-            for w in works
+            f"{_named(w)}, {ms(w.ms)} each, {w.calls:g} {CALLS.get(w.kind, 'calls')}" for w in works
         )
         text = f"{kinds} in {len(steps)} step{'s' if len(steps) != 1 else ''} ({_steps(list(steps))}{who}): {each}"
         held = [n for n in steps if n in left_out]
@@ -143,6 +142,15 @@ def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> 
             text += f"; the other ranks waited for it in their collectives: {waits} (the median)"
         notes.append(Finding(FindingKind.OTHER_WORK, text))
     return notes
+
+
+def _named(w: StepWork) -> str:
+    """The work's function and line: a framework's (Lightning's validation loop) named as
+    its, from its package down; the user's own by their file's name."""
+    framework = framework_name(w.file)
+    if framework:
+        return f"{possessive(framework)} `{short_name(w.function)}` ({library_path(w.file) or w.file}:{w.line})"
+    return f"{short_name(w.function)} ({os.path.basename(w.file)}:{w.line})"
 
 
 def _steps(steps: list[int]) -> str:
