@@ -282,3 +282,15 @@ def test_what_torch_wraps_as_internal() -> None:
     for name in python_own - passed - {"MemoryError"}:
         assert is_internal(name), name
     assert is_internal("InternalTorchDynamoError") and not is_internal("BackendCompilerFailed")
+
+
+def test_a_break_inside_lightning_is_lightnings_not_torchs() -> None:
+    """Lightning's folder lightning/pytorch/ holds `torch/` in its name: a break in its code
+    is the library's, never "inside torch itself"; torch's own files still are torch's."""
+    from compilediag.analysis.breaks import framework_of
+
+    site = "/venv/lib/python3.11/site-packages"
+    lightning = f"{site}/lightning/pytorch/core/module.py"
+    assert framework_of(lightning) is None  # an installed library of its own
+    assert framework_of(f"{site}/torch/nn/modules/module.py")[0] == "torch"
+    assert framework_of(lightning, f"{site}/torch/nn/parallel/distributed.py")[0].endswith("(DDP)")

@@ -111,15 +111,21 @@ def framework_of(*files: str) -> tuple[str, str] | None:
     though torch's Module.__call__ and no_grad wrap it)."""
     paths = [f.replace("\\", "/") for f in files]
     for marker, name, advice in FRAMEWORKS:
-        if name in ALWAYS_FRAMEWORK_ADVICE and any(marker in p for p in paths):
+        if name in ALWAYS_FRAMEWORK_ADVICE and any(_under(marker, p) for p in paths):
             return name, advice
     for path in reversed(paths):
         for marker, name, advice in FRAMEWORKS:
-            if marker in path:
+            if _under(marker, path):
                 return name, advice
         if installed_package(path):
             return None  # an installed library of no framework's (torchvision): its own
     return None
+
+
+def _under(marker: str, path: str) -> bool:
+    """`path` is under the folders `marker` names, each a whole folder name
+    (lightning/pytorch/loops/ is not under torch/)."""
+    return path.startswith(marker) or "/" + marker in path
 
 
 def from_your_side(library: str, fix: Fix) -> str:
