@@ -244,3 +244,25 @@ def test_a_dynamic_size_bounded_by_a_comparison_is_said_so_and_torch_where_remov
     assert bounded.failed_guard == "x dim 1 left 2..9, the sizes its dynamic graph covers"
     assert "torch.where" in bounded.suggestion and "mark_dynamic" not in bounded.suggestion
     assert _frame_count(fixed, first, calls) - 1 == 1  # only 4 -> 5 (automatic dynamic) is left
+
+
+def test_what_else_a_call_changed_names_the_field_that_moved() -> None:
+    """also_changed's words for two guard sets of one source (check_tensor and the other
+    value guards, as torch 2.13-2.15 write them in `dynamo_cpp_guards_str`): a 0-d tensor
+    is no `size `, a tensor whose size held says what moved, an identity guard is another
+    object; never `X → X`."""
+    from compilediag.trace.formats import guard_change
+
+    def tensor(size: str, grad: str = "False") -> frozenset[str]:
+        return frozenset({
+            f"TENSOR_MATCH: check_tensor(L['value'], Tensor, DispatchKeySet(CPU), torch.float32, "
+            f"device=None, requires_grad={grad}, size=[{size}], stride=[])"
+        })  # fmt: skip
+
+    assert guard_change(tensor("64, 10"), tensor("40, 10")) == "size 64x10 → size 40x10"
+    assert guard_change(tensor(""), tensor("", "True")) == "requires_grad False → True"
+    assert guard_change(tensor("", "True"), tensor("3")) == "a 0-d tensor → size 3"
+    ids = [frozenset({f"ID_MATCH: ___check_obj_id(L['stage'], {n})"}) for n in (1, 2)]
+    assert guard_change(*ids) == "another object"
+    said = [guard_change(tensor(""), tensor("")), guard_change(*ids)]
+    assert all(" → " not in s or s.split(" → ")[0] != s.split(" → ")[1] for s in said)

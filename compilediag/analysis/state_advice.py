@@ -16,7 +16,7 @@ from compilediag.paths import resolve_file
 from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.formats import (
     GUARD_LOCATION,
-    guard_value,
+    guard_change,
     guard_values,
     is_resume_frame,
     source_name,
@@ -87,7 +87,7 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
         name = source_name(src)
         if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", first):
             continue  # the guard torch named
-        text = f"`{name}` ({guard_value(old[src])} → {guard_value(new[src])})"
+        text = f"`{name}` ({guard_change(old[src], new[src])})"
         chain = name if "." in name else ""
         places = [(e.code.file, e.code.line)] + [
             (resolve_file(m["file"], e.code.file), int(m["line"]))

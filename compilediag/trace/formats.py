@@ -6,7 +6,9 @@ says which torch releases it was seen in; each is pinned by a test on a trace re
 from a real run (tests/test_torch_formats.py). When torch changes a format, this file
 changes, and nothing else should have to.
 
-Imports nothing heavy (no torch): renderers and the gate may use it.
+Imports nothing heavy (no torch): renderers and the gate may use it. It is one table of
+cases, torch's formats one after another, and stays whole: the issue of rooms (#54) moves
+torch's text here, not out.
 """
 
 from __future__ import annotations
@@ -466,14 +468,60 @@ def guard_values(tree: str) -> dict[str, frozenset[str]]:
 
 def guard_value(leaves: frozenset[str]) -> str:
     """The value a source's guards pin, in a few words: `None`, `'x'`, `size 2x16` (`2xany`
-    where the dim is dynamic)."""
+    where the dim is dynamic), `a 0-d tensor`, `length 3`; "" where none says."""
     for leaf in sorted(leaves):
         kind, _, expr = leaf.partition(": ")
         if kind == "NONE_MATCH":
             return "None"
         if kind == "EQUALS_MATCH":
             return expr.split(" == ", 1)[-1]
-        if kind == "TENSOR_MATCH" and (m := re.search(r"size=\[([^\]]*)\]", expr)):
+        if kind == "TENSOR_MATCH" and (m := TENSOR_SIZE.search(expr)):
             dims = [d.strip() for d in m[1].split(",") if d.strip()]
+            if not dims:
+                return "a 0-d tensor"
             return "size " + "x".join("any" if d == "None" else d for d in dims)
+        if kind in ("LENGTH_CHECK", "DICT_LENGTH") and (m := LENGTH.search(expr)):
+            return f"length {m[1]}"
+    return ""
+
+
+TENSOR_SIZE = re.compile(r"size=\[([^\]]*)\]")
+LENGTH = re.compile(r"len\(.*\)\s*==\s*(\d+)")
+# what a tensor's guard pins beside its size (check_tensor's arguments)
+TENSOR_FIELDS = {
+    "dtype": re.compile(r"\b(torch\.\w+)"),
+    "device": re.compile(r"device=([^,)]+)"),
+    "requires_grad": re.compile(r"requires_grad=(\w+)"),
+    "stride": re.compile(r"stride=\[([^\]]*)\]"),
+}
+
+
+def guard_change(old: frozenset[str], new: frozenset[str]) -> str:
+    """What changed between two sets of a source's value guards, in a few words: `size 64 →
+    size 40`, `requires_grad False → True`, `another object` (an identity guard), `another
+    type`; `another value` where none of those says it."""
+    a, b = guard_value(old), guard_value(new)
+    if a != b:
+        return f"{a or 'another value'} → {b or 'another value'}"
+    tensors = [_tensor_fields(x) for x in (old, new)]
+    moved = [
+        f"{k} {tensors[0][k]} → {tensors[1][k]}"
+        for k in TENSOR_FIELDS if tensors[0].get(k) != tensors[1].get(k)
+        and k in tensors[0] and k in tensors[1]
+    ]  # fmt: skip
+    if moved:
+        return "; ".join(moved)
+    kinds = {leaf.partition(": ")[0] for leaf in old ^ new}
+    if "ID_MATCH" in kinds:
+        return "another object"
+    if "TYPE_MATCH" in kinds:
+        return "another type"
     return "another value"
+
+
+def _tensor_fields(leaves: frozenset[str]) -> dict[str, str]:
+    for leaf in leaves:
+        kind, _, expr = leaf.partition(": ")
+        if kind == "TENSOR_MATCH":
+            return {k: m[1].strip() for k, rx in TENSOR_FIELDS.items() if (m := rx.search(expr))}
+    return {}
