@@ -134,6 +134,9 @@ class Capture:
                 linecache.cache[cell] = linecache.cache[file]
         log = parse_lines(io.StringIO(renamed(text, cells)), path="<in-process>")
         process = from_plain(ProcessRuntime, process_facts(self._probe))
+        cells = notebook_cells()  # (a cell Dynamo traced names no file the trace does)
+        for f in process.tracing.functions if process.tracing else []:
+            f.file = cells.get(f.file, f.file)
         env = Environment(
             source=Source.IN_PROCESS, torch=torch.__version__,
             backend=", ".join(process.backends), device=", ".join(process.devices), mode="",

@@ -29,7 +29,7 @@ from compilediag.analysis.step_advice import rest_parts, step_advice
 from compilediag.analysis.timings import breakdown_of
 from compilediag.analysis.verdict import bound_advice, bound_of
 from compilediag.harness.worker_types import ProcessRuntime, Profiled
-from compilediag.paths import portable_text
+from compilediag.paths import portable_path, portable_text
 from compilediag.report.model import (
     RankStep,
     Report,
@@ -121,7 +121,9 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     left_out = work_steps(processes)  # steps that held evaluation, on any rank
     first = processes[0] if processes else None
     if first is not None and first.tracing is not None and report.compile_time is not None:
-        report.compile_time.tracing = first.tracing  # the lowest rank's
+        report.compile_time.tracing = first.tracing  # the lowest rank's, its files portable
+        for f in first.tracing.functions:
+            f.file = portable_path(f.file, os.getcwd())
     if first is not None:
         job_facts(job, first, left_out)
         step_place(job, report, first)
