@@ -512,3 +512,16 @@ def test_imports_and_answers_without_torch() -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_kept_patchs_call_is_slower_only_past_the_run_to_run_spread() -> None:
+    """fix's evidence times the compiled call in two processes: a change within the 20%
+    two runs of one model differ by is not called slower (README's sample once read
+    0.123 -> 0.15 ms "(slower)" for a patch that removed a break)."""
+    from compilediag.advice.patches.results import Evidence
+
+    def said(before: float, after: float) -> str:
+        return Evidence("GB0124", (4, 3), (1, 0), (0, 0), 0.0, 0.0, (before, after)).text()
+
+    assert "(slower)" not in said(0.123, 0.147)
+    assert said(0.1, 0.15).endswith("compiled call 0.1 → 0.15 ms (slower)")
