@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from compilediag.analysis.kernel_times import GEMMS
 from compilediag.analysis.other_work import training_profile, work_steps
 from compilediag.analysis.runtime import JobRun, step_medians
+from compilediag.analysis.step_advice import FUSED
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.report.model import Report, Tried
 from compilediag.report.words import ms
@@ -29,8 +30,6 @@ MIN_GAIN = 0.05
 # (bench/results/gpu_try_fixes); TF32's 10-bit mantissa moves them further
 LOSS_RTOL = 1e-3
 LOSS_RTOL_BY = {"fused": 2e-2, "foreach": 2e-2, "tf32": 5e-2}
-# optimizers whose fused implementation torch has (CPU and CUDA)
-FUSED = ("Adam", "AdamW", "SGD", "Adagrad")
 
 
 @dataclass
