@@ -10,8 +10,9 @@ root. Times, speed-ups, versions and the folder a checkout is in change from run
 and machine to machine: `--check` compares the lines with every number masked and paths
 taken from the repository down, in any order (explain ranks breaks by their measured
 cost), leaves out the lines that measure this machine (explain's Timings section, run's Job
-section and its window's kernels, which of them cost most, a break's cost), and is meant for the torch release that made the samples (each header
-names it).
+section and its window's kernels, which of them cost most, a break's cost, the notes of
+what the compile cost and of busy cores, which follow its caches and load), and is meant for the torch release that
+made the samples (each header names it).
 """
 
 from __future__ import annotations
@@ -57,11 +58,38 @@ def blocks(text: str) -> dict[str, str]:
             for m in BLOCK.finditer(text)}  # fmt: skip
 
 
+# the notes that follow this machine, as its timings do: what a compile cost
+# (analysis/compile_advice.py: its caches, its speed) and cores found busy (its load)
+MACHINE_NOTES = (
+    "generated and compiled kernels", "of its tracing", "identical blocks",
+    "the cores were busy",
+)  # fmt: skip
+
+
+def without_machine_notes(output: str) -> list[str]:
+    """The output's lines, less each note that follows this machine (MACHINE_NOTES): a note
+    is its `! ` line and the lines it wraps onto, up to the next note or a blank line."""
+    out: list[str] = []
+    note: list[str] = []
+    for line in [*output.splitlines(), ""]:
+        if note and (not line or line.startswith("! ")):
+            if not any(m in " ".join(note) for m in MACHINE_NOTES):
+                out += note
+            note = []
+        if line.startswith("! "):
+            note = [line]
+        elif note:
+            note.append(line)
+        else:
+            out.append(line)
+    return out[:-1]  # (the blank line that ended the last note)
+
+
 def comparable(output: str) -> list[str]:
     """The lines that say what was found, numbers masked, in any order (explain ranks the
     breaks by their measured cost); a machine's measurements left out."""
     lines, timing = [], False
-    for line in output.splitlines():
+    for line in without_machine_notes(output):
         if line.startswith(("Timings", "Job")):
             timing = True
         elif line.startswith("Kernels in the window"):  # its rows: this machine's costliest

@@ -94,3 +94,22 @@ def _load_samples():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_notes_of_a_compiles_cost_are_this_machines_and_not_compared() -> None:
+    """A note of what the compile cost follows this machine's caches (a cold cache says the
+    portable cache), one of busy cores its load: left out of the comparison, as timings
+    are; any other note is not."""
+    samples = _load_samples()
+    head = "compilediag · m.py\n1 graph · compile 3.1 s\n"
+    other = "! 2 of 5 generated kernels name no user line: the\nrun had no records.\n"
+    cost = (
+        "! 9.28 s of the 11.29 s compile generated and compiled kernels, and every graph\n"
+        "graph cache: paid again.\ntorch.compiler.save_cache_artifacts() carries them.\n"
+    )
+    tail = "\nGraph breaks (1 site)\n 1. m.py:3\n"
+    plain = head + other + tail
+    assert samples.comparable(head + other + cost + tail) == samples.comparable(plain)
+    assert samples.comparable(head + cost + tail) != samples.comparable(plain)
+    busy = "! timings not reliable: the cores were busy (load 2.0 beside\nthis run).\n"
+    assert samples.comparable(head + other + busy + tail) == samples.comparable(plain)
