@@ -176,7 +176,11 @@ def test_fix_end_to_end(tmp_path: Path) -> None:
     assert "-        scale = y.abs().max().item()" in done.stdout
     assert "+        scale = y.abs().max()" in done.stdout
     assert "GB0124 gone; 2 graphs → 1; outputs equal" in done.stdout
-    assert "compiled call" in done.stdout
+    # the compiled call before and after, or (cores found busy, as a loaded CI's can be) why
+    # its time is left out
+    assert "compiled call" in done.stdout or (
+        "compiled call's time is left out, the timings are not reliable" in done.stderr
+    ), (done.stdout, done.stderr)
     assert model.read_text() == original  # nothing written without --apply
 
     done = cli(*args, "--format", "json", cwd=tmp_path)

@@ -42,10 +42,19 @@ def _strings(obj: object) -> list[str]:
     return [obj] if isinstance(obj, str) else []
 
 
+# notes that follow the machine, not the model: its load (busy cores), what its compile
+# cost (its caches, its speed)
+MACHINE_NOTES = ("unreliable_timing", "timing_threads", "compile_cost")
+
+
 def _findings(report: dict) -> dict:
-    """What a report found, without times and the target's own path."""
+    """What a report found, without times, the notes that follow the machine, and the
+    target's own path."""
     keep = ("graph_breaks", "recompiles", "graphs", "recompile_limit_hits", "notes", "kernels")
     timed = re.compile(r"(_s|_ms|time|compile_s)$")
+    report = {**report, "notes": [
+        n for n in report.get("notes") or [] if n.get("kind") not in MACHINE_NOTES
+    ]}  # fmt: skip
 
     def strip(obj: object) -> object:
         if isinstance(obj, dict):
