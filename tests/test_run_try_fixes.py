@@ -73,7 +73,7 @@ def test_the_remedy_for_the_bounding_part_is_measured_and_the_jobs_clock_agrees(
         assert own[1] <= 0.7 * own[0], own
     # and compilediag's figures say so too, with the line where the job made the object
     assert t["part"] == part and t["part_ms_after"] <= 0.7 * t["part_ms"], t
-    assert t["kept"] and t["why"] == "kept", t
+    assert t["kept"] and t["why"].startswith("kept"), t["why"]
     assert t["code"].startswith(code)
     line = next(i for i, x in enumerate(JOB.read_text().splitlines(), 1)
                 if ("DataLoader(" if remedy == "workers" else "optim.AdamW(") in x)  # fmt: skip

@@ -213,10 +213,14 @@ def _judge(t: Tried, before: list[float], after: list[float], noise: float) -> t
         worse.append("the losses differ")
     if worse:
         return False, f"not kept: {'; '.join(worse)}"
-    # the runs' own spread: their steps' (IQR), or the unchanged job's from run to run
-    spread = max((_spread(before) + _spread(after)) / 2, noise)
-    if t.step_ms - t.step_ms_after <= max(spread, MIN_GAIN * t.step_ms):
+    # the runs' own spread: their steps' (IQR); the job's two unchanged runs are one pair,
+    # too few to say a spread (on a loaded machine one of them may be slowed), so it is said
+    spread = (_spread(before) + _spread(after)) / 2
+    gain = t.step_ms - t.step_ms_after
+    if gain <= max(spread, MIN_GAIN * t.step_ms):
         if spread >= MIN_GAIN * t.step_ms:
             return False, f"not kept: within the runs' spread ({ms(spread)})"
         return False, f"not kept: less than {MIN_GAIN:.0%} faster"
+    if noise > gain:
+        return True, f"kept (the job's two unchanged runs differed by {ms(noise)} a step)"
     return True, "kept"

@@ -492,8 +492,8 @@ TENSOR_FIELDS = {
     "dtype": re.compile(r"\b(torch\.\w+)"),
     "device": re.compile(r"device=([^,)]+)"),
     "requires_grad": re.compile(r"requires_grad=(\w+)"),
-    "stride": re.compile(r"stride=\[([^\]]*)\]"),
 }
+TENSOR_STRIDE = re.compile(r"stride=\[([^\]]*)\]")
 
 
 def guard_change(old: frozenset[str], new: frozenset[str]) -> str:
@@ -511,12 +511,23 @@ def guard_change(old: frozenset[str], new: frozenset[str]) -> str:
     ]  # fmt: skip
     if moved:
         return "; ".join(moved)
+    strides = [_tensor_stride(x) for x in (old, new)]
+    if strides[0] and strides[1] and strides[0] != strides[1]:
+        return "another layout (its strides)"  # (their numbers follow the input's sizes)
     kinds = {leaf.partition(": ")[0] for leaf in old ^ new}
     if "ID_MATCH" in kinds:
         return "another object"
     if "TYPE_MATCH" in kinds:
         return "another type"
     return "another value"
+
+
+def _tensor_stride(leaves: frozenset[str]) -> str:
+    for leaf in leaves:
+        kind, _, expr = leaf.partition(": ")
+        if kind == "TENSOR_MATCH" and (m := TENSOR_STRIDE.search(expr)):
+            return m[1]
+    return ""
 
 
 def _tensor_fields(leaves: frozenset[str]) -> dict[str, str]:
