@@ -266,3 +266,27 @@ def test_what_else_a_call_changed_names_the_field_that_moved() -> None:
     assert guard_change(*ids) == "another object"
     said = [guard_change(tensor(""), tensor("")), guard_change(*ids)]
     assert all(" → " not in s or s.split(" → ")[0] != s.split(" → ")[1] for s in said)
+
+
+def test_what_else_a_call_changed_names_each_value_of_a_dict_it_was_passed() -> None:
+    """A dict's keys and values have guard managers of their own (`KeyManager:`,
+    `ValueManager: GuardManager: source=...`): each value's guards are its own, never the
+    source listed before the dict's (Mask R-CNN's `features` were once told as
+    `images.image_sizes[0]`). The call that recompiles on `x` also changed `feats['a']`,
+    not `feats['b']`; torch's recompiles log agrees on the count."""
+    import torch
+
+    from compilediag.testing import compile_report
+
+    def f(x, feats):
+        return x * 2, [v.sum() for v in feats.values()]  # iterated: a DictGuardManager
+
+    def call(n: int, m: int) -> tuple:
+        return torch.randn(n, 4), {"a": torch.randn(m, 3), "b": torch.randn(5)}
+
+    first, calls = call(2, 3), [call(3, 4)]
+    report = compile_report(f, first, calls=calls)
+    assert len(report.recompiles) == _frame_count(f, first, calls) - 1 == 1
+    (r,) = report.recompiles
+    assert r.failed_guard == "x dim 0 changed 2 → 3"
+    assert r.also_changed == ["`feats['a']` (size 3x3 → size anyx3)"], r.also_changed

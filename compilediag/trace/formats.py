@@ -443,7 +443,11 @@ def float_specialised(reasons: list[str]) -> bool:
 
 # --- the guard tree (`dynamo_cpp_guards_str`) ---------------------------------------------
 
-GUARD_TREE_SOURCE = re.compile(r"\+- GuardManager: source=(?P<src>.+?), accessed_by=")
+# a manager: `GuardManager: source=X, accessed_by=...`, a dict's `DictGuardManager: ...`, and
+# its keys' and values' `KeyManager: GuardManager: source=X, type=...`
+GUARD_TREE_SOURCE = re.compile(
+    r"\+- (?:\w+Manager: )?\w*GuardManager: source=(?P<src>.+?), (?:accessed_by|type)="
+)
 GUARD_TREE_LEAF = re.compile(r"\+- (?P<kind>[A-Z_]+): (?P<expr>.+?)(?:\s+# .*)?$")
 # the leaves that pin a value (what a new call's value can fail)
 VALUE_GUARDS = frozenset(
@@ -457,12 +461,15 @@ def guard_values(tree: str) -> dict[str, frozenset[str]]:
     the guards of a cached graph with those of the graph compiled for the call that
     failed them: a source whose value guards differ changed between the two calls."""
     out: dict[str, set[str]] = {}
-    source = ""
+    held: list[tuple[int, str]] = []  # the managers above a line: (depth, source)
     for line in tree.splitlines():
+        depth = line.find("+- ")
+        while held and held[-1][0] >= depth:
+            held.pop()  # a line at a manager's depth or above is no longer under it
         if m := GUARD_TREE_SOURCE.search(line):
-            source = m["src"]
-        elif (m := GUARD_TREE_LEAF.search(line)) and source and m["kind"] in VALUE_GUARDS:
-            out.setdefault(source, set()).add(f"{m['kind']}: {m['expr'].strip()}")
+            held.append((depth, m["src"]))
+        elif (m := GUARD_TREE_LEAF.search(line)) and held and m["kind"] in VALUE_GUARDS:
+            out.setdefault(held[-1][1], set()).add(f"{m['kind']}: {m['expr'].strip()}")
     return {k: frozenset(v) for k, v in out.items()}
 
 
@@ -523,7 +530,7 @@ def guard_change(old: frozenset[str], new: frozenset[str]) -> str:
 
 
 def _tensor_stride(leaves: frozenset[str]) -> str:
-    for leaf in leaves:
+    for leaf in sorted(leaves):
         kind, _, expr = leaf.partition(": ")
         if kind == "TENSOR_MATCH" and (m := TENSOR_STRIDE.search(expr)):
             return m[1]
@@ -531,7 +538,7 @@ def _tensor_stride(leaves: frozenset[str]) -> str:
 
 
 def _tensor_fields(leaves: frozenset[str]) -> dict[str, str]:
-    for leaf in leaves:
+    for leaf in sorted(leaves):
         kind, _, expr = leaf.partition(": ")
         if kind == "TENSOR_MATCH":
             return {k: m[1].strip() for k, rx in TENSOR_FIELDS.items() if (m := rx.search(expr))}
