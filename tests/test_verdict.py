@@ -41,12 +41,9 @@ def test_the_verdict_names_the_part_the_jobs_clock_finds_largest(
     verdict = report["runtime"]["bound"]
     import torch
 
-    release = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
-    if bound == "eager" and release >= (2, 15):
-        # open (#51): on 2.15 the disabled helper's loop is timed inside the compiled graphs'
-        # part (compute, 89% of the step), not as the eager code between graphs
-        pytest.xfail(f"2.15 times the disabled helper in the graphs' part: {verdict}")
-    assert verdict["part"] == bound, verdict
+    # (torch 2.15 pauses one step of the window some 200 ms: left out as stalled, else its
+    # mean read the graphs' part as 89% of the step, and the verdict said compute)
+    assert verdict["part"] == bound, (verdict, report["runtime"]["window_stalled"])
     # the job's compile by function: its model's forward, traced in the job's own process
     if hasattr(torch._dynamo.config, "dynamo_profiler"):
         tracing = report["compile_time"]["tracing"]

@@ -1,8 +1,9 @@
 """A training job's steps that are not training steps: the evaluation a job runs every few
 steps (on every rank, or on rank 0 alone) and the checkpoint it saves, named by their
-function, their steps and their own cost. Those steps are left out of the training step's figures on every rank (a rank that
-did not evaluate waited for the one that did, in its collectives), and the wait each
-other rank had is said. The probe records each step's figures (Profiled.per_step,
+function, their steps and their own cost; and a step that stalled (many times the others,
+nothing named in it: a garbage collection, a library's lazy start). Those steps are left
+out of the training step's figures on every rank (a rank that did not evaluate waited for
+the one that did, in its collectives), and the wait each other rank had is said. The probe records each step's figures (Profiled.per_step,
 step_regions): the figures here are taken over the steps that remain."""
 
 from __future__ import annotations
@@ -24,6 +25,44 @@ ROW = ("step", "forward", "backward", "optimizer", "data", "the rest", "evaluati
 def work_steps(processes: Iterable[ProcessRuntime]) -> set[int]:
     """The steps in which any process of a training job did other work."""
     return {w.step for p in processes if p.steps_at == "optimizer" for w in p.other_work}
+
+
+# a window's step this many times the median of its other steps, with no compile and no
+# other work in it, stalled (torch 2.15 on CPU: one step of 246 ms among steps of 5 ms, the
+# job's own clock agreeing; the mean over 5 steps read 48 ms and named the wrong part)
+STALL = 3.0
+
+
+def stalled_steps(
+    processes: Iterable[ProcessRuntime], left_out: set[int]
+) -> dict[int, tuple[float, float]]:
+    """The window's steps that stalled on any rank, among those not `left_out` (the probe
+    leaves out a step torch compiled in): each STALL times the median of the rank's other
+    steps; step -> (its ms, the garbage collections' ms in it), the longest rank's. None
+    where as many as half would be: then the steps just differ, and the figures stand."""
+    out: dict[int, tuple[float, float]] = {}
+    for p in processes:
+        prof = p.profiled
+        if prof is None or len(prof.per_step) != len(prof.step_numbers):
+            continue  # an older release's file keeps no step's own figures
+        rows = [
+            (n, r[0])
+            for n, r in zip(prof.step_numbers, prof.per_step, strict=True)
+            if n not in left_out
+        ]
+        if len(rows) < 3:
+            continue
+        slow = {}
+        for n, t in rows:
+            others = statistics.median(x for m, x in rows if m != n)
+            if others > 0 and t > STALL * others:
+                slow[n] = t
+        if 2 * len(slow) >= len(rows):
+            return {}
+        for n, t in slow.items():
+            if t > out.get(n, (0.0, 0.0))[0]:
+                out[n] = (t, p.gc_ms.get(str(n), 0.0))
+    return out
 
 
 def training_profile(p: Profiled, left_out: set[int]) -> Profiled:

@@ -20,6 +20,7 @@ from compilediag.analysis.kernel_times import (
 )
 from compilediag.analysis.other_work import (
     plain_training_ms,
+    stalled_steps,
     step_work,
     training_profile,
     work_notes,
@@ -119,6 +120,10 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     job = run.job
     job_totals(job, processes, cudagraph_skips)
     left_out = work_steps(processes)  # steps that held evaluation, on any rank
+    stalled = stalled_steps(processes, left_out)
+    job.window_stalled = {str(n): round(t, 3) for n, (t, _) in sorted(stalled.items())}
+    job.window_stalled_gc = {str(n): gc for n, (_, gc) in sorted(stalled.items()) if gc}
+    left_out |= set(stalled)
     first = processes[0] if processes else None
     if first is not None and first.tracing is not None and report.compile_time is not None:
         report.compile_time.tracing = first.tracing  # the lowest rank's, its files portable

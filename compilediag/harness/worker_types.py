@@ -202,6 +202,7 @@ class ProcessRuntime:
     window: list[int] = field(default_factory=list)  # [A, B] asked for; [] when off
     profiled: Profiled | None = None  # the complete steps of the window, per step
     compiled_steps: list[int] = field(default_factory=list)  # window steps torch compiled in
+    gc_ms: dict[str, float] = field(default_factory=dict)  # window steps' garbage collections
     no_grad_steps: int = 0  # window steps run with grad mode off
     eval_steps: int = 0  # window steps whose module was in eval mode
     plain_step_ms: list[float] = field(default_factory=list)  # steps near the window, untimed

@@ -322,18 +322,21 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
                 f"(--profile-steps {after}-{after + z - a})",
             )
         )
-    if r.window_left_out:
+    worked = [n for n in r.window_left_out if str(n) not in r.window_stalled]
+    if worked:
         kinds = {"evaluation": "an evaluation", "checkpoint": "a checkpoint's save"}
         held = [
             f"{kinds.get(w.kind, w.kind)} ({w.function.rsplit('<locals>.', 1)[-1]})"
-            for w in r.other_work if set(w.steps) & set(r.window_left_out)
+            for w in r.other_work if set(w.steps) & set(worked)
         ]  # fmt: skip
         notes.append((
             "left out",
-            f"{_steps(r.window_left_out)} held {' and '.join(held) or 'other work'}: not a "
+            f"{_steps(worked)} held {' and '.join(held) or 'other work'}: not a "
             "training step, left out of these figures on every rank (under Notes: its own "
             "cost, and the wait of the ranks that did not run it)",
         ))  # fmt: skip
+    if r.window_stalled:
+        notes.append(("stalled", _stalled(r)))
     if b is not None and r.unprofiled_step_ms:
         cost = b.profiled_call_ms / r.unprofiled_step_ms - 1
         against = (
@@ -341,7 +344,7 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
             f"for {plural(r.unprofiled_steps, 'step')} around it, timed once each (the median)"
         )
         said = f"{cost:+.0%} a step: {against}" if cost > 0.05 else f"none measured: {against}"
-        if r.window_left_out:
+        if worked:
             said += "; evaluation steps left out of both"
         notes.append(("profiling", said))
     if r.kernels_off:
@@ -354,6 +357,32 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
             "on an H100, in one process: bench/cupti_after.py); --no-kernels leaves it out",
         ))  # fmt: skip
     return notes
+
+
+def _stalled(r: Runtime) -> str:
+    """The window's steps that stalled, each against the median of the steps kept, and
+    what of it Python's garbage collector took, where it took most of the pause."""
+    usual = r.step_medians.get("step") or 0.0
+    said, by_gc = [], False
+    for n, t in r.window_stalled.items():
+        text = f"step {n} took {ms(t)}" + (
+            f", {t / usual:.0f}x the median step ({ms(usual)})" if usual else ""
+        )
+        gc = r.window_stalled_gc.get(n, 0.0)
+        if gc >= (t - usual) / 2:
+            text += f", {ms(gc)} of it in Python's garbage collector"
+            by_gc = True
+        said.append(text)
+    them = "it" if len(said) == 1 else "them"
+    why = (
+        "a full collection walks every object the job holds; gc.freeze() once the model "
+        "and data are set up keeps those out of later collections"
+        if by_gc else "a pause (a library's lazy start, the machine)"
+    )  # fmt: skip
+    return (
+        f"{'; '.join(said)}; no compile and no evaluation in {them}: not the "
+        f"training step's cost, left out of these figures on every rank; {why}"
+    )
 
 
 def _steps(steps: list[int]) -> str:

@@ -44,6 +44,7 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "window": list(probe.window) if probe.window else [],
         "profiled": _profiled(probe),
         "compiled_steps": list(probe.compiled_steps),
+        "gc_ms": {str(n): t for n, t in probe.gc_ms.items()},
         "no_grad_steps": probe.no_grad_steps,
         "eval_steps": probe.eval_steps,
         "plain_step_ms": [round(x * 1e3, 6) for x in probe.plain_step_s],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -93,6 +94,10 @@ class Probe:
         self.plain_step_s: list[float] = []
         self.plain_steps: list[int] = []  # the step each of them timed
         self.kernels: _KernelWindow | None = None  # torch.profiler over the window
+        # Python's garbage collections in each measured step (ms, where any ran), timed by
+        # gc.callbacks while the window is open: what a step that stalled spent in them
+        self.gc_ms: dict[int, float] = {}
+        self._gc_s, self._gc_at = 0.0, 0.0
 
     def loss(self, outputs: Any) -> None:
         """backward() was called on `outputs`: a scalar's value is the step's loss."""
@@ -294,6 +299,9 @@ class Probe:
             self.timing = a <= self.steps <= b
             if self.timing:
                 self._step_start, self._marks = mark, []
+                self._gc_s = 0.0
+                if self._gc_seen not in gc.callbacks:
+                    gc.callbacks.append(self._gc_seen)
                 self._compiles_at_start = _frames_compiled()
                 torch = sys.modules.get("torch")
                 by_entry = self.step_optimizer is None
@@ -304,6 +312,8 @@ class Probe:
                 self._plain_start = None
                 return
             self.tally()  # the window is over: its marks are read once
+            if self._gc_seen in gc.callbacks:
+                gc.callbacks.remove(self._gc_seen)
             # then the kernels, over as many steps again (at most KERNEL_STEPS): under
             # torch.profiler, whose cost stays out of the window's parts and plain steps
             if self.profile_kernels:
@@ -373,7 +383,17 @@ class Probe:
             self.compiled_steps.append(self.steps - 1)
         else:
             self._pending.append((self.steps - 1, self._step_start, self._marks, end))
+            if self._gc_s:
+                self.gc_ms[self.steps - 1] = round(self._gc_s * 1e3, 3)
         self._marks = []
+
+    def _gc_seen(self, phase: str, info: dict) -> None:
+        """gc.callbacks: a collection starts or stops (its time added to the step's)."""
+        if phase == "start":
+            self._gc_at = time.perf_counter()
+        elif self._gc_at:
+            self._gc_s += time.perf_counter() - self._gc_at
+            self._gc_at = 0.0
 
     def tally(self) -> None:
         """Split each complete step into its parts (parts.split_step) and add it to the
