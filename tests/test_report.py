@@ -3,6 +3,8 @@ of a real 2-process torchrun job (gloo on CPU)."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import socket
 import subprocess
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, TRACES, run_cli, run_json, trace_sets
+from tests.test_paths import _findings
 from tests.test_trace_truth import versions_with
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -164,3 +167,24 @@ def test_ranks_whose_collective_schedules_differ_diverge(folder: Path) -> None:
     assert "rank 0: ['0/0: all_reduce_, wait_tensor, all_reduce_, wait_tensor']" in coll
     assert "rank 1: ['0/0: all_reduce_, wait_tensor', '1/0: all_reduce_, wait_tensor']" in coll
     assert not any(d["kind"] == "cache_use" for d in report["divergence"])
+
+
+def test_a_gzipped_trace_is_read_as_the_trace_it_holds(tmp_path: Path) -> None:
+    """A rank's file kept gzipped (Mask R-CNN's, recorded with torch 2.14.1) reports as its
+    unpacked file does, with torch's counts from the same run; one cut short is a usage
+    error that names it, never a traceback or click's bare "Aborted!"."""
+    zipped = FIXTURES / "traces" / "torch-2.14.1-cpu" / "maskrcnn.log.gz"
+    counts = json.loads((zipped.parent / "manifest.json").read_text())["maskrcnn"]["torch_counts"]
+    plain = tmp_path / "maskrcnn.log"
+    plain.write_bytes(gzip.decompress(zipped.read_bytes()))
+    (a, pa), (b, pb) = run_json("report", str(zipped)), run_json("report", str(plain))
+    assert pa.returncode == pb.returncode == 0
+    assert a["summary"]["recompiles"] == counts["recompiles_log"]
+    assert _findings(a) == _findings(b)
+    cut = tmp_path / "cut" / "rank_0.log.gz"
+    cut.parent.mkdir()
+    cut.write_bytes(zipped.read_bytes()[:20000])
+    proc = run_cli("report", str(cut.parent))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: {cut} could not be read: ") and "gunzip" in proc.stderr
+    assert "Traceback" not in proc.stderr and "Aborted" not in proc.stderr

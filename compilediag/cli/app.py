@@ -226,8 +226,9 @@ def report(
     trace: Annotated[
         list[str],
         typer.Argument(
-            help="A TORCH_TRACE folder (every rank's file), a trace file, or digests saved "
-            "with --save-digests (on other machines); several fold into one report.",
+            help="A TORCH_TRACE folder (every rank's file), a trace file (gzipped or not), "
+            "or digests saved with --save-digests (on other machines); several fold into "
+            "one report.",
             show_default=False,
             metavar="TRACE",
         ),

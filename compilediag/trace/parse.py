@@ -12,13 +12,15 @@ for the records the analysis uses. Records it does not know are counted, never f
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from compilediag.trace.compiles import (
     CompilationMetrics,
@@ -291,16 +293,35 @@ def parse_path(
     path: str | Path, strict: bool = False, on_bytes: Callable[[int], None] | None = None
 ) -> list[TraceLog]:
     """Parse every trace file under `path`; `on_bytes` hears how much has been read."""
+    from compilediag.errors import UsageError
+
     logs = []
     for f in trace_files(path):
         named = RANK_IN_NAME.search(f.name)
-        with open(f, encoding="utf-8", errors="replace") as fh:
-            lines: Iterable[str] = fh if on_bytes is None else _counting(fh, on_bytes)
-            log = parse_lines(
-                lines, path=str(f), strict=strict, rank=int(named.group(1)) if named else None
-            )
+        try:
+            with open_trace(f) as fh:
+                lines: Iterable[str] = fh if on_bytes is None else _counting(fh, on_bytes)
+                log = parse_lines(
+                    lines, path=str(f), strict=strict, rank=int(named[1]) if named else None
+                )
+        except (OSError, EOFError, zlib.error) as e:  # unreadable, or a gzip cut short
+            raise UsageError(
+                f"{f} could not be read: {e}.",
+                hint="Unpack a gzipped trace (gunzip) to see how far it is whole, or point "
+                "at the folder TORCH_TRACE wrote.",
+            ) from None
         logs.append(log)
     return logs
+
+
+def open_trace(f: Path) -> IO[str]:
+    """A trace file as text: as torch wrote it, or gzipped as jobs keep big ones (read by
+    its first bytes, whatever its name)."""
+    with open(f, "rb") as head:
+        zipped = head.read(2) == b"\x1f\x8b"
+    if zipped:
+        return gzip.open(f, "rt", encoding="utf-8", errors="replace")
+    return open(f, encoding="utf-8", errors="replace")  # noqa: SIM115 - the caller closes it
 
 
 def _counting(lines: Iterable[str], on_bytes: Callable[[int], None]) -> Iterator[str]:
