@@ -440,3 +440,31 @@ def test_a_step_that_stalled_is_named_and_left_out_of_the_steps_figures(
         assert "of it in Python's garbage collector" in text and "gc.freeze()" in text, text
     else:
         assert "garbage collector" not in text and "a pause (a library's lazy start" in text
+
+
+def test_a_step_whose_forward_and_backward_both_grew_is_a_training_step() -> None:
+    """What makes a long step a pause: its excess is the collector's, or lies in one part.
+    A step of a batch four times as long (forward and backward each about 4x, as a bucket
+    of long samples makes them) stays in the figures; the same excess in the data part
+    alone (a lazy start), or spread but taken by the collector, is left out; two such
+    steps of five are both left out."""
+    from compilediag.analysis.other_work import stalled_steps
+    from compilediag.harness.worker_types import ProcessRuntime, Profiled
+
+    def job(step6: list[float], gc_ms: float = 0.0, also: int | None = None) -> dict:
+        usual = [20.0, 6.0, 12.0, 1.0, 0.5, 0.5, 0.0]  # step, forward, backward, optimizer...
+        rows = {n: list(usual) for n in (4, 5, 7, 8)}
+        rows[6] = step6
+        if also is not None:
+            rows[also] = step6
+        profiled = Profiled(calls=5, call_ms=0.0, outside_ms=0.0,
+                            per_step=[rows[n] for n in sorted(rows)], step_numbers=sorted(rows))  # fmt: skip
+        gc = {"6": gc_ms} if gc_ms else {}
+        return stalled_steps([ProcessRuntime(profiled=profiled, gc_ms=gc)], set())
+
+    longer = [80.0, 24.0, 54.0, 1.0, 0.5, 0.5, 0.0]
+    assert job(longer) == {}
+    lazy = [80.0, 6.0, 12.0, 1.0, 60.5, 0.5, 0.0]
+    assert job(lazy) == {6: (80.0, 0.0)}
+    assert job(longer, gc_ms=50.0) == {6: (80.0, 50.0)}
+    assert job(lazy, also=7) == {6: (80.0, 0.0), 7: (80.0, 0.0)}  # two of five

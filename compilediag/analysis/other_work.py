@@ -29,40 +29,51 @@ def work_steps(processes: Iterable[ProcessRuntime]) -> set[int]:
 
 # a window's step this many times the median of its other steps, with no compile and no
 # other work in it, stalled (torch 2.15 on CPU: one step of 246 ms among steps of 5 ms, the
-# job's own clock agreeing; the mean over 5 steps read 48 ms and named the wrong part)
+# job's own clock agreeing; the mean over 5 steps read 48 ms and named the wrong part) -
+# where Python's garbage collector took most of the excess, or one part of the step holds
+# PAUSED of it (a lazy start); a step whose forward and backward both grew (a longer batch)
+# is a training step, and stays
 STALL = 3.0
+PAUSED = 0.8
 
 
 def stalled_steps(
     processes: Iterable[ProcessRuntime], left_out: set[int]
 ) -> dict[int, tuple[float, float]]:
     """The window's steps that stalled on any rank, among those not `left_out` (the probe
-    leaves out a step torch compiled in): each STALL times the median of the rank's other
-    steps; step -> (its ms, the garbage collections' ms in it), the longest rank's. None
-    where as many as half would be: then the steps just differ, and the figures stand."""
+    leaves out a step torch compiled in); step -> (its ms, the garbage collections' ms in
+    it), the longest rank's. None where as many as half would be: then the steps just
+    differ, and the figures stand."""
     out: dict[int, tuple[float, float]] = {}
     for p in processes:
         prof = p.profiled
         if prof is None or len(prof.per_step) != len(prof.step_numbers):
             continue  # an older release's file keeps no step's own figures
-        rows = [
-            (n, r[0])
-            for n, r in zip(prof.step_numbers, prof.per_step, strict=True)
-            if n not in left_out
-        ]
+        rows = {
+            n: r for n, r in zip(prof.step_numbers, prof.per_step, strict=True) if n not in left_out
+        }
         if len(rows) < 3:
             continue
-        slow = {}
-        for n, t in rows:
-            others = statistics.median(x for m, x in rows if m != n)
-            if others > 0 and t > STALL * others:
-                slow[n] = t
+        slow = {n: r[0] for n, r in rows.items() if _paused(n, rows, p.gc_ms.get(str(n), 0.0))}
         if 2 * len(slow) >= len(rows):
             return {}
         for n, t in slow.items():
             if t > out.get(n, (0.0, 0.0))[0]:
                 out[n] = (t, p.gc_ms.get(str(n), 0.0))
     return out
+
+
+def _paused(n: int, rows: dict[int, list[float]], gc_ms: float) -> bool:
+    """Step `n` took STALL times the others' median, and its excess is the collector's or
+    lies in one part."""
+    others = [r for m, r in rows.items() if m != n]
+    usual = [statistics.median(r[i] if i < len(r) else 0.0 for r in others) for i in range(7)]
+    row = rows[n]
+    excess = row[0] - usual[0]
+    if usual[0] <= 0 or row[0] <= STALL * usual[0]:
+        return False
+    parts = [(row[i] if i < len(row) else 0.0) - usual[i] for i in range(1, 7)]
+    return gc_ms >= excess / 2 or max(parts) >= PAUSED * excess
 
 
 def training_profile(p: Profiled, left_out: set[int]) -> Profiled:
