@@ -3,8 +3,9 @@ steps (on every rank, or on rank 0 alone) and the checkpoint it saves, named by 
 function, their steps and their own cost; and a step that stalled (many times the others,
 nothing named in it: a garbage collection, a library's lazy start). Those steps are left
 out of the training step's figures on every rank (a rank that did not evaluate waited for
-the one that did, in its collectives), and the wait each other rank had is said. The probe records each step's figures (Profiled.per_step,
-step_regions): the figures here are taken over the steps that remain."""
+the one that did, in its collectives), and the wait each other rank had is said. The
+probe records each step's figures (Profiled.per_step, step_regions): the figures here are
+taken over the steps that remain."""
 
 from __future__ import annotations
 

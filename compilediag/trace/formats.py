@@ -464,6 +464,8 @@ def guard_values(tree: str) -> dict[str, frozenset[str]]:
     held: list[tuple[int, str]] = []  # the managers above a line: (depth, source)
     for line in tree.splitlines():
         depth = line.find("+- ")
+        if depth < 0:
+            continue  # a header, a blank line, an expression's next line: no node
         while held and held[-1][0] >= depth:
             held.pop()  # a line at a manager's depth or above is no longer under it
         if m := GUARD_TREE_SOURCE.search(line):
