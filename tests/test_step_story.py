@@ -447,7 +447,8 @@ def test_a_step_whose_forward_and_backward_both_grew_is_a_training_step() -> Non
     A step of a batch four times as long (forward and backward each about 4x, as a bucket
     of long samples makes them) stays in the figures; the same excess in the data part
     alone (a lazy start), or spread but taken by the collector, is left out; two such
-    steps of five are both left out."""
+    steps of five are both left out; a step 3 ms over steps of 1 ms is no pause (steps
+    of microseconds vary 3x by themselves)."""
     from compilediag.analysis.other_work import stalled_steps
     from compilediag.harness.worker_types import ProcessRuntime, Profiled
 
@@ -468,3 +469,5 @@ def test_a_step_whose_forward_and_backward_both_grew_is_a_training_step() -> Non
     assert job(lazy) == {6: (80.0, 0.0)}
     assert job(longer, gc_ms=50.0) == {6: (80.0, 50.0)}
     assert job(lazy, also=7) == {6: (80.0, 0.0), 7: (80.0, 0.0)}  # two of five
+    small = [x / 20 for x in lazy]  # the same, in steps of 1 ms: 3 ms over is no pause
+    assert job(small) == {}

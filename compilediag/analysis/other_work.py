@@ -33,8 +33,10 @@ def work_steps(processes: Iterable[ProcessRuntime]) -> set[int]:
 # job's own clock agreeing; the mean over 5 steps read 48 ms and named the wrong part) -
 # where Python's garbage collector took most of the excess, or one part of the step holds
 # PAUSED of it (a lazy start); a step whose forward and backward both grew (a longer batch)
-# is a training step, and stays
+# is a training step, and stays; and a pause is STALL_MS or more (steps of microseconds,
+# a notebook's small function under capture(), vary 3x by themselves)
 STALL = 3.0
+STALL_MS = 5.0
 PAUSED = 0.8
 
 
@@ -71,7 +73,7 @@ def _paused(n: int, rows: dict[int, list[float]], gc_ms: float) -> bool:
     usual = [statistics.median(r[i] if i < len(r) else 0.0 for r in others) for i in range(7)]
     row = rows[n]
     excess = row[0] - usual[0]
-    if usual[0] <= 0 or row[0] <= STALL * usual[0]:
+    if usual[0] <= 0 or row[0] <= STALL * usual[0] or excess < STALL_MS:
         return False
     parts = [(row[i] if i < len(row) else 0.0) - usual[i] for i in range(1, 7)]
     return gc_ms >= excess / 2 or max(parts) >= PAUSED * excess
