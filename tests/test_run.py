@@ -163,7 +163,15 @@ def test_ctrl_c_stops_the_job_and_reports_what_it_compiled(tmp_path: Path) -> No
         pytest.fail("the job never said ready")
     started = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # say where it hung (once, under a loaded CI)
+        proc.kill()
+        out, err = proc.communicate()
+        left = _processes_with(marker)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"no end 60 s after Ctrl-C; the job's processes left: {left}\n{err[-3000:]}")
     assert time.monotonic() - started < 30
     assert proc.returncode == 130, err
     report = json.loads(out)
