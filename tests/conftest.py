@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -248,3 +249,17 @@ LONG_TESTS = (
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.name.split("[")[0] not in LONG_TESTS)  # stable
+
+
+def work_left_out(runtime: dict, step_ms: list[float] | None = None) -> list[int]:
+    """The window's steps left out for the job's other work (an evaluation): those left out
+    as stalled are not among them (a loaded CI's machine pauses a step now and then). With
+    the job's own step times, each stalled step is long by them too: over twice the median
+    of the window's steps kept."""
+    stalled = {int(n) for n in runtime.get("window_stalled") or {}}
+    if step_ms is not None and stalled:
+        a, b = runtime["window"]
+        kept = [step_ms[n - 1] for n in range(a, b + 1) if n not in runtime["window_left_out"]]
+        for n in stalled:
+            assert step_ms[n - 1] > 2 * statistics.median(kept), (n, step_ms, runtime)
+    return [n for n in runtime["window_left_out"] if n not in stalled]
