@@ -426,16 +426,22 @@ def test_a_step_that_stalled_is_named_and_left_out_of_the_steps_figures(
     usual = statistics.median(t for n, t in steps.items() if n != 6)
     assert steps[6] > 5 * usual  # the job's own clock: step 6 stalled
     r = report["runtime"]
-    assert list(r["window_stalled"]) == ["6"] and r["window_left_out"] == [6]
+    # (on a loaded machine another step may stall too, and is said alike)
+    assert "6" in r["window_stalled"] and r["window_left_out"] == sorted(
+        map(int, r["window_stalled"])
+    )
     assert r["window_stalled"]["6"] == pytest.approx(steps[6], rel=0.3), (r, steps)
     b = report["timings"]["breakdown"]
-    assert b["calls"] == 4 and b["call_ms"] == pytest.approx(usual, rel=0.3), (b, steps)
+    assert b["calls"] == 5 - len(r["window_stalled"]) and b["call_ms"] == pytest.approx(
+        usual, rel=0.3
+    ), (b, steps)
     assert statistics.mean(steps.values()) > 2 * b["call_ms"]  # what a mean of all five held
     assert r["bound"]["part"] == "optimizer"
     path = tmp_path / "report.json"
     path.write_text(proc.stdout)
     text = " ".join(run_cli("render", str(path)).stdout.split())
-    assert "stalled step 6 took " in text and "left out of these figures" in text, text
+    assert "stalled step" in text and "step 6 took " in text, text
+    assert "left out of these figures" in text, text
     collected = run["steps"][6]["gc"]
     if by == "gc":
         assert r["window_stalled_gc"]["6"] == pytest.approx(collected, rel=0.2), (r, collected)
