@@ -45,7 +45,7 @@ def stalled_steps(
 ) -> dict[int, tuple[float, float]]:
     """The window's steps that stalled on any rank, among those not `left_out` (the probe
     leaves out a step torch compiled in); step -> (its ms, the garbage collections' ms in
-    it), the longest rank's. None where as many as half would be: then the steps just
+    it where they took most of the pause, else 0), the longest rank's. None where as many as half would be: then the steps just
     differ, and the figures stand."""
     out: dict[int, tuple[float, float]] = {}
     for p in processes:
@@ -57,26 +57,33 @@ def stalled_steps(
         }
         if len(rows) < 3:
             continue
-        slow = {n: r[0] for n, r in rows.items() if _paused(n, rows, p.gc_ms.get(str(n), 0.0))}
+        slow = {}
+        for n, r in rows.items():
+            gc = p.gc_ms.get(str(n), 0.0)
+            by_gc = _paused(n, rows, gc)
+            if by_gc is not None:
+                slow[n] = (r[0], gc if by_gc else 0.0)
         if 2 * len(slow) >= len(rows):
             return {}
-        for n, t in slow.items():
+        for n, (t, gc) in slow.items():
             if t > out.get(n, (0.0, 0.0))[0]:
-                out[n] = (t, p.gc_ms.get(str(n), 0.0))
+                out[n] = (t, gc)
     return out
 
 
-def _paused(n: int, rows: dict[int, list[float]], gc_ms: float) -> bool:
-    """Step `n` took STALL times the others' median, and its excess is the collector's or
-    lies in one part."""
+def _paused(n: int, rows: dict[int, list[float]], gc_ms: float) -> bool | None:
+    """Whether step `n`'s pause was the collector's (None: no pause): it took STALL times
+    the others' median, and its excess is the collector's or lies in one part."""
     others = [r for m, r in rows.items() if m != n]
     usual = [statistics.median(r[i] if i < len(r) else 0.0 for r in others) for i in range(7)]
     row = rows[n]
     excess = row[0] - usual[0]
     if usual[0] <= 0 or row[0] <= STALL * usual[0] or excess < STALL_MS:
-        return False
+        return None
+    if gc_ms >= excess / 2:
+        return True
     parts = [(row[i] if i < len(row) else 0.0) - usual[i] for i in range(1, 7)]
-    return gc_ms >= excess / 2 or max(parts) >= PAUSED * excess
+    return False if max(parts) >= PAUSED * excess else None
 
 
 def training_profile(p: Profiled, left_out: set[int]) -> Profiled:

@@ -361,16 +361,16 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
 
 def _stalled(r: Runtime) -> str:
     """The window's steps that stalled, each against the median of the steps kept, and
-    what of it Python's garbage collector took, where it took most of the pause."""
+    what of it Python's garbage collector took, where it took most of the pause
+    (other_work.stalled_steps decides)."""
     usual = r.step_medians.get("step") or 0.0
     said, by_gc = [], False
     for n, t in r.window_stalled.items():
         text = f"step {n} took {ms(t)}" + (
             f", {t / usual:.0f}x the median step ({ms(usual)})" if usual else ""
         )
-        gc = r.window_stalled_gc.get(n, 0.0)
-        if gc >= (t - usual) / 2:
-            text += f", {ms(gc)} of it in Python's garbage collector"
+        if n in r.window_stalled_gc:  # the collector took most of the pause
+            text += f", {ms(r.window_stalled_gc[n])} of it in Python's garbage collector"
             by_gc = True
         said.append(text)
     them = "it" if len(said) == 1 else "them"

@@ -446,7 +446,8 @@ class Runtime:
     # of those, the steps that stalled (no compile, no other work, many times the others:
     # other_work.stalled_steps): each step's ms, on the rank where it was longest
     window_stalled: dict[str, float] = field(default_factory=dict)
-    window_stalled_gc: dict[str, float] = field(default_factory=dict)  # ... of it in Python's gc
+    # ... of it in Python's gc, where the collector took most of the pause
+    window_stalled_gc: dict[str, float] = field(default_factory=dict)
     # the kernel profile's own steps: their numbers, their mean (start to start, under
     # torch.profiler: what its kernels are set against), and those that held other work
     kernel_step_numbers: list[int] = field(default_factory=list)
