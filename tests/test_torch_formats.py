@@ -9,16 +9,24 @@ from pathlib import Path
 
 import pytest
 
+from compilediag.analysis.guards import guarded_chain
 from compilediag.analysis.kernel_origins import node_lines
 from compilediag.analysis.kernels import kernels_of_graph
 from compilediag.paths import is_library_file
 from compilediag.trace.compiles import CompilationMetrics, CompileId
 from compilediag.trace.formats import (
+    CACHE_CONFIG,
+    CACHE_INPUT,
+    CACHE_RECORDS,
+    GUARD_DICT_CONTAINS,
     GUARD_RANGE,
     GUARD_SIZE,
+    GUARDS_EQUALS_MATCH,
     KERNEL_DEFINITION,
     RESUME,
     SOURCE_NODES,
+    TENSOR_META_DTYPE,
+    TENSOR_META_SHAPE,
     frame_name,
     guard_pattern,
     guard_text,
@@ -191,3 +199,40 @@ def test_metrics_seconds_and_microsecond_layouts_agree(folder: Path) -> None:
         for field in ("entire_frame_s", "backend_s", "inductor_s", "codegen_s"):
             assert getattr(old, field) == pytest.approx(getattr(both, field), abs=1e-6)
         assert both.entire_frame_s > both.backend_s > both.inductor_s > 0
+
+
+@pytest.mark.parametrize("folder", trace_sets("inductor_cache.cold"), ids=lambda p: p.name)
+def test_a_cache_lookups_key_names_its_inputs_metadata_and_settings(folder: Path) -> None:
+    """inductor_cache.cold: every FX-graph cache lookup is one of CACHE_RECORDS' artifacts;
+    its key names each graph input (`example_inputs[i]`, a TensorMetadata with a shape and a
+    dtype) and Inductor's settings (`inductor_config[name]`)."""
+    from compilediag.analysis.diff_caches import cache_keys
+    from compilediag.analysis.history import build_history
+
+    log = _log("inductor_cache.cold", folder)
+    keys = cache_keys(build_history([log]))
+    records = [n for c in log.ordered() for n in CACHE_RECORDS for _ in c.json_artifacts(n)]
+    assert keys and len(keys) == len(records)
+    for key in keys:
+        inputs = {n: v for n, v in key.values.items() if CACHE_INPUT.match(n)}
+        assert inputs, sorted(key.values)[:5]
+        for value in inputs.values():
+            shape, dtype = TENSOR_META_SHAPE.search(value), TENSOR_META_DTYPE.search(value)
+            assert shape and dtype and dtype[1] == "float32", value
+        settings = [CACHE_CONFIG.match(n) for n in key.values]
+        assert sum(m is not None for m in settings) > 10
+
+
+@pytest.mark.parametrize("folder", trace_sets("inductor_cache.cold"), ids=lambda p: p.name)
+def test_a_guard_trees_value_and_class_attribute_guards(folder: Path) -> None:
+    """inductor_cache.cold compiles an nn.Sequential: its guard tree holds the module keys'
+    values (`... == '0'`, without 2.6's padding) and the check that `forward` is the class's."""
+    log = _log("inductor_cache.cold", folder)
+    tree = log.ordered()[0].guards
+    values = [m["v"] for m in GUARDS_EQUALS_MATCH.finditer(tree)]
+    assert values[:2] == ["'0'", "'1'"], values
+    contains = [m for line in tree.splitlines() if (m := GUARD_DICT_CONTAINS.search(line))]
+    assert ("forward", "L['fn']") in [(m["attr"], m["src"]) for m in contains]
+    assert guarded_chain("___check_obj_id(L['self'].config.problem_type, 1)") == (
+        "self.config.problem_type"
+    )

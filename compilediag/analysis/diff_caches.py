@@ -10,15 +10,17 @@ from typing import TYPE_CHECKING
 from compilediag.analysis.diff_model import CacheMiss, Change, Side, graph_place
 from compilediag.analysis.graphs import bypass_reason
 from compilediag.report.model import CacheKey
+from compilediag.trace.formats import (
+    CACHE_CONFIG,
+    CACHE_INPUT,
+    CACHE_RECORDS,
+    TENSOR_META_DTYPE,
+    TENSOR_META_SHAPE,
+)
 
 if TYPE_CHECKING:
     from compilediag.analysis.history import History
 
-CACHE_RECORDS = {
-    "fx_graph_cache_hit": "hit",
-    "fx_graph_cache_miss": "miss",
-    "fx_graph_cache_bypass": "bypass",
-}
 VALUE_CHARS = 400  # a component's value kept (the graph's code: GRAPH_CHARS)
 GRAPH_CHARS = 20_000
 
@@ -143,7 +145,7 @@ def key_differences(a: CacheKey, b: CacheKey, versions: tuple[str, str] | None =
         names.remove("gm")
     only_a = [n for n in names if n not in b.components]
     only_b = [n for n in names if n not in a.components]
-    inputs = [n for n in names if INPUT.match(n) and n not in only_a + only_b]
+    inputs = [n for n in names if CACHE_INPUT.match(n) and n not in only_a + only_b]
     out += input_changes(a, b, inputs)
     for name in names:
         if name in inputs or name in only_a or name in only_b:
@@ -157,7 +159,6 @@ def key_differences(a: CacheKey, b: CacheKey, versions: tuple[str, str] | None =
 
 
 ONE_KEY_SHOWN = 3  # components in one key only, each on its line; more: one line for all
-INPUT = re.compile(r"example_inputs\[(\d+)\]$")
 
 
 def one_key_only(a: CacheKey, b: CacheKey, only_a: list[str], only_b: list[str]) -> list[str]:
@@ -169,7 +170,7 @@ def one_key_only(a: CacheKey, b: CacheKey, only_a: list[str], only_b: list[str])
                 for n in only_b]  # fmt: skip
 
     def named(names: list[str]) -> str:
-        short = [re.sub(r"^inductor_config\[(.+)\]$", r"\1", n) for n in names]
+        short = [CACHE_CONFIG.sub(r"\1", n) for n in names]
         return ", ".join(short[:4]) + (", …" if len(short) > 4 else "")
 
     said = [f"{len(ns)} only in {side}'s key ({named(ns)})"
@@ -182,7 +183,7 @@ def input_changes(a: CacheKey, b: CacheKey, names: list[str]) -> list[str]:
     16] → [16, 16]`."""
     alike: dict[str, list[str]] = {}
     for name in names:
-        m = INPUT.match(name)
+        m = CACHE_INPUT.match(name)
         said = tensor_change(a.values.get(name, ""), b.values.get(name, ""))
         alike.setdefault(said, []).append(m[1] if m else name)
     return [
@@ -191,15 +192,11 @@ def input_changes(a: CacheKey, b: CacheKey, names: list[str]) -> list[str]:
     ]
 
 
-SHAPE = re.compile(r"shape=torch\.Size\((\[[^\]]*\])\)")
-DTYPE = re.compile(r"dtype=torch\.(\w+)")
-
-
 def tensor_change(a: str, b: str) -> str:
     """What differs between two inputs' metadata: `shape [8, 16] → [16, 16]`, `dtype
     float32 → float16`; else the fields that differ (`stride (16, 1) → (1, 8)`)."""
     said = []
-    for pattern, what in ((SHAPE, "shape"), (DTYPE, "dtype")):
+    for pattern, what in ((TENSOR_META_SHAPE, "shape"), (TENSOR_META_DTYPE, "dtype")):
         x, y = pattern.search(a), pattern.search(b)
         if x and y and x[1] != y[1]:
             said.append(f"{what} {x[1]} → {y[1]}")
@@ -234,10 +231,10 @@ def metadata_fields(text: str) -> dict[str, str]:
 
 
 def component_words(name: str) -> str:
-    m = re.match(r"inductor_config\[(.+)\]$", name)
+    m = CACHE_CONFIG.match(name)
     if m:
         return f"Inductor config `{m[1]}`"
-    m = re.match(r"example_inputs\[(\d+)\]$", name)
+    m = CACHE_INPUT.match(name)
     if m:
         return f"input {m[1]}"
     return {
@@ -253,7 +250,7 @@ def value_change(name: str, a: str, b: str) -> str:
     words = component_words(name)
     if name == "gm":
         return f"{words} differs: {_first_difference(a, b)}"
-    if INPUT.match(name):
+    if CACHE_INPUT.match(name):
         return f"{words}: {tensor_change(a, b)}"
     if name == "torch_version" or not (a + b).isprintable():
         return f"{words}: another build" if name == "torch_version" else f"{words} differs"

@@ -23,6 +23,7 @@ from compilediag.trace.formats import (
     GUARD_OBJ_ID,
     GUARD_RANGE,
     GUARD_SIZE,
+    GUARD_STRIDE,
     GUARD_STRING,
     GUARD_TENSOR_META,
     GUARD_TRAINING,
@@ -48,8 +49,6 @@ class Guard:
 # what changed, the cause, the advice
 Words = tuple[str, RecompileCause, str]
 
-# a symbolic stride guard of a dynamic graph
-GUARD_STRIDE = re.compile(r"^(?P<n>[^\s=]+?)\.stride\(\)\[(?P<i>\d+)\] == (?P<v>.+?)\s*$")
 STRIDE_ADVICE = (
     "`{name}` arrives with another memory layout than the graph's: a slice of a longer "
     "tensor (`x[:, -n:]`) or a transpose keeps the longer tensor's strides. Give it one "

@@ -5,14 +5,14 @@ specialisation or torch's automatic dynamic, which attribute chain a guard reads
 
 from __future__ import annotations
 
-import re
-
 from compilediag.analysis.guard_words import Guard, mode_switch, translate
 from compilediag.analysis.history import Entry
 from compilediag.paths import is_library_file
 from compilediag.report.model import GuardChange
 from compilediag.trace.formats import (
+    GUARD_ATTRIBUTE_CHAIN,
     GUARD_CID_PREFIX,
+    GUARD_DICT_CONTAINS,
     GUARD_HINT,
     GUARD_LOCATION,
     GUARD_LOWER_BOUND,
@@ -105,21 +105,11 @@ def became_dynamic(e: Entry) -> bool:
     return "Sym(" in e.compile.output_graph or e.metrics.shape_env_guard_count > 0
 
 
-# the attribute chain a guard reads: `L['self'].config.problem_type`
-# (2.13 writes the local by its name: `self.config.problem_type is None`), at the start of
-# the guard or as the first argument of a check (`___check_obj_id(...)`)
-ATTRIBUTE_CHAIN = re.compile(
-    r"^(?:\w+\()?(?P<src>(?:[LG]\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+|\._modules\['[^']+'\])+)"
-)
-# an attribute read from the class: `not ___dict_contains('problem_type', self.config.__dict__)`
-DICT_CONTAINS = re.compile(r"___dict_contains\('(?P<attr>\w+)', (?P<src>[^()]+?)\.__dict__\)")
-
-
 def guarded_chain(guard: str) -> str:
     """The attribute chain a guard reads, as the user writes it (`self.config.problem_type`);
     '' where it reads no attribute of an object."""
-    m = ATTRIBUTE_CHAIN.match(guard)
-    d = DICT_CONTAINS.search(guard)
+    m = GUARD_ATTRIBUTE_CHAIN.match(guard)
+    d = GUARD_DICT_CONTAINS.search(guard)
     if d:  # the attribute was the class's, and now the instance has its own
         chain = f"{source_name(d['src'])}.{d['attr']}"
     elif m:

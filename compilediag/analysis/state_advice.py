@@ -16,14 +16,12 @@ from compilediag.paths import resolve_file
 from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.formats import (
     GUARD_LOCATION,
+    GUARDS_EQUALS_MATCH,
     guard_change,
     guard_values,
     is_resume_frame,
     source_name,
 )
-
-# a value guard of the recompiled graph: `EQUALS_MATCH: L['self'].config.problem_type == 'x'`
-EQUALS_GUARD = re.compile(r"EQUALS_MATCH: (?P<src>\S+) == (?P<v>.+?)(?:\s+#|$)", re.M)
 
 
 def set_by_model(chain: str, places: list[tuple[str, int]], guards: str) -> tuple[str, str]:
@@ -39,7 +37,7 @@ def set_by_model(chain: str, places: list[tuple[str, int]], guards: str) -> tupl
         return "", ""
     file, hits = found
     now = next(
-        (m["v"] for m in EQUALS_GUARD.finditer(guards) if source_name(m["src"]) == chain), ""
+        (m["v"] for m in GUARDS_EQUALS_MATCH.finditer(guards) if source_name(m["src"]) == chain), ""
     )
     line, value = next(((n, v) for n, v in hits if v == now), hits[0])
     root, _, rest = chain.partition(".")

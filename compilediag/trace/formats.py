@@ -186,6 +186,20 @@ GUARD_TYPE_ID = re.compile(r"___check_type_id\((?P<src>[^,]+),")
 GUARD_LEN = re.compile(r"len\((?P<src>.+)\) == (?P<n>\d+)$")
 GUARD_CONSTANT = re.compile(r"(?P<src>[^=<>!]+?) == (?P<v>-?[\d.]+(?:e-?\d+)?)$")
 GUARD_STRING = re.compile(r"(?P<src>[^=<>!]+?) == (?P<v>'[^']*'|\"[^\"]*\")$")
+# a symbolic stride guard of a dynamic graph: `x.stride()[0] == s1` (2.6-2.15)
+GUARD_STRIDE = re.compile(r"^(?P<n>[^\s=]+?)\.stride\(\)\[(?P<i>\d+)\] == (?P<v>.+?)\s*$")
+# the attribute chain a guard reads: `L['self'].config.problem_type` (2.13 writes the local
+# by its name: `self.config.problem_type is None`), at the start of the guard or as the
+# first argument of a check (`___check_obj_id(...)`)
+GUARD_ATTRIBUTE_CHAIN = re.compile(
+    r"^(?:\w+\()?(?P<src>(?:[LG]\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+|\._modules\['[^']+'\])+)"
+)
+# an attribute read from the class: `not ___dict_contains('problem_type', self.config.__dict__)`
+GUARD_DICT_CONTAINS = re.compile(r"___dict_contains\('(?P<attr>\w+)', (?P<src>[^()]+?)\.__dict__\)")
+# a value guard in a graph's guard tree (artifact dynamo_guards):
+# `EQUALS_MATCH: L['self'].config.problem_type == 'x'` (2.6-2.15; 2.6 pads the line with
+# spaces, later releases may follow the value with `  # the user's code`)
+GUARDS_EQUALS_MATCH = re.compile(r"EQUALS_MATCH: (?P<src>\S+) == (?P<v>.+?)(?:\s+#|\s*$)", re.M)
 
 # --- a mode switch: grad mode, autocast, train()/eval(), inference mode --------------------
 
@@ -251,6 +265,22 @@ def guard_pattern(text: str) -> str:
     """A guard with its numbers blanked: `x == 0` and `x == 1` are the same reason."""
     return re.sub(r"\d+(\.\d+)?", "#", text)
 
+
+# --- the FX graph cache's lookups (artifacts fx_graph_cache_hit, _miss, _bypass) -----------
+
+# the artifact of each lookup, and what the lookup found (2.6-2.15)
+CACHE_RECORDS = {
+    "fx_graph_cache_hit": "hit",
+    "fx_graph_cache_miss": "miss",
+    "fx_graph_cache_bypass": "bypass",
+}
+# a key's components, each `[hash] name: value`; these names are an input's metadata and an
+# Inductor setting
+CACHE_INPUT = re.compile(r"example_inputs\[(\d+)\]$")
+CACHE_CONFIG = re.compile(r"inductor_config\[(.+)\]$")
+# an input's metadata: `TensorMetadata(dtype=torch.float32, shape=torch.Size([8, 16]), ...)`
+TENSOR_META_SHAPE = re.compile(r"shape=torch\.Size\((\[[^\]]*\])\)")
+TENSOR_META_DTYPE = re.compile(r"dtype=torch\.(\w+)")
 
 # --- compile failures ---------------------------------------------------------------------
 
