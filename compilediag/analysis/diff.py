@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from compilediag.analysis.diff_caches import cache_changes
-from compilediag.analysis.diff_model import Change, Diff, RunInfo, Side, graph_place
+from compilediag.analysis.diff_model import Change, ChangeKind, Diff, RunInfo, Side, graph_place
 from compilediag.analysis.diff_timings import timing_changes
 from compilediag.report.model import GraphBreak, Recompile, Report
 
@@ -86,28 +86,28 @@ def break_changes(a: Report, b: Report) -> list[Change]:
         if key in old:
             y = old[key]
             if y.line != x.line:
-                out.append(Change("moved", f"moved: {x.code.strip()} ({x.reason}) from line "
+                out.append(Change(ChangeKind.MOVED, f"moved: {x.code.strip()} ({x.reason}) from line "
                                   f"{y.line} to {x.line}"))  # fmt: skip
             if (y.gb_id or "") != (x.gb_id or ""):
-                out.append(Change("changed", f"{where} {x.code.strip()}: torch's id for it "
+                out.append(Change(ChangeKind.CHANGED, f"{where} {x.code.strip()}: torch's id for it "
                                   f"changed, {y.gb_id or 'none'} → {x.gb_id or 'none'}"
                                   + _release_words(y.gb_id, x.gb_id)))  # fmt: skip
             continue
         same_line = by_code_a.get(key[:2])
         if same_line is not None:  # the same line breaks for another reason now
             out.append(Change(
-                "changed", f"{where} {x.code.strip()}: its reason changed, "
+                ChangeKind.CHANGED, f"{where} {x.code.strip()}: its reason changed, "
                 f"{same_line.reason} ({same_line.gb_id or '-'}) → {x.reason} ({x.gb_id or '-'})"
                 + _release_words(same_line.gb_id, x.gb_id),
             ))  # fmt: skip
             continue
-        out.append(Change("new", f"new break at {where}: {x.code.strip()} ({x.reason}"
+        out.append(Change(ChangeKind.NEW, f"new break at {where}: {x.code.strip()} ({x.reason}"
                           f"{', ' + x.gb_id if x.gb_id else ''})", regression=True,
                           file=x.file, line=x.line))  # fmt: skip
     by_code_b = {(os.path.basename(x.file), x.code.strip()) for x in b.graph_breaks}
     for key, y in old.items():
         if key not in now and key[:2] not in by_code_b:
-            out.append(Change("gone", f"break gone: {os.path.basename(y.file)}:{y.line} "
+            out.append(Change(ChangeKind.GONE, f"break gone: {os.path.basename(y.file)}:{y.line} "
                               f"{y.code.strip()} ({y.reason})"))  # fmt: skip
     return out
 
@@ -123,21 +123,21 @@ def recompile_changes(a: Report, b: Report) -> list[Change]:
     old = {guard_key(r): r for r in a.recompiles}
     now = {guard_key(r): r for r in b.recompiles}
     out = [
-        Change("new", f"new recompile of {r.frame}: {r.failed_guard}", regression=True,
+        Change(ChangeKind.NEW, f"new recompile of {r.frame}: {r.failed_guard}", regression=True,
                file=r.file, line=r.line)
         for k, r in now.items() if k not in old
     ]  # fmt: skip
     out += [
-        Change("gone", f"recompile gone: {r.frame}: {r.failed_guard}")
+        Change(ChangeKind.GONE, f"recompile gone: {r.frame}: {r.failed_guard}")
         for k, r in old.items() if k not in now
     ]  # fmt: skip
     if len(a.recompiles) != len(b.recompiles) and not out:
-        out.append(Change("changed", f"recompiles: {len(a.recompiles)} → {len(b.recompiles)}, "
+        out.append(Change(ChangeKind.CHANGED, f"recompiles: {len(a.recompiles)} → {len(b.recompiles)}, "
                           "for the same guards"))  # fmt: skip
     fails_a = {(f.frame, f.fail_type) for f in a.compile_failures}
     for f in b.compile_failures:
         if (f.frame, f.fail_type) not in fails_a:
-            out.append(Change("new", f"new compile failure in {f.frame}: {f.fail_type}: "
+            out.append(Change(ChangeKind.NEW, f"new compile failure in {f.frame}: {f.fail_type}: "
                               f"{f.reason}", regression=True))  # fmt: skip
     return out
 
@@ -164,23 +164,25 @@ def graph_changes(a: Report, b: Report) -> list[Change]:
     for place, g in now.items():
         where = f"{g.frame} ({place[1]}:{g.line}), compile {place[3] or 0}"
         if place not in old:
-            out.append(Change("new", f"new graph: {where}, {g.ops} ops"))
+            out.append(Change(ChangeKind.NEW, f"new graph: {where}, {g.ops} ops"))
             continue
         h = old[place]
         if h.ops != g.ops:
-            out.append(Change("changed", f"{where}: {h.ops} → {g.ops} ops"))
+            out.append(Change(ChangeKind.CHANGED, f"{where}: {h.ops} → {g.ops} ops"))
         ka, kb = kernels_a.get(graph_place(h), []), kernels_b.get(place, [])
         if len(ka) != len(kb):
-            out.append(Change("changed", f"{where}: {len(ka)} → {len(kb)} kernels"))
+            out.append(Change(ChangeKind.CHANGED, f"{where}: {len(ka)} → {len(kb)} kernels"))
         fallbacks = sorted(set(kb) - set(ka))
         if fallbacks and ka:
-            out.append(Change("changed", f"{where}: new library calls {', '.join(fallbacks)}"))
+            out.append(
+                Change(ChangeKind.CHANGED, f"{where}: new library calls {', '.join(fallbacks)}")
+            )
     for place, h in old.items():
         if place not in now:
-            out.append(Change("gone", f"graph gone: {h.frame} ({place[1]}:{h.line}), compile "
+            out.append(Change(ChangeKind.GONE, f"graph gone: {h.frame} ({place[1]}:{h.line}), compile "
                               f"{place[3] or 0}"))  # fmt: skip
     if len(ga) != len(gb):
-        out.insert(0, Change("changed", f"graphs: {len(ga)} → {len(gb)}"))
+        out.insert(0, Change(ChangeKind.CHANGED, f"graphs: {len(ga)} → {len(gb)}"))
     return out
 
 
@@ -210,6 +212,6 @@ def compile_time_changes(a: Report, b: Report, tolerance: float) -> list[Change]
         for attr, name in PHASES if getattr(ca, attr) or getattr(cb, attr)
     )  # fmt: skip
     worse = ratio > 1 + tolerance and cb.total_s - ca.total_s > 0.5
-    kind = "same" if abs(ratio - 1) <= tolerance else "changed"
+    kind = ChangeKind.SAME if abs(ratio - 1) <= tolerance else ChangeKind.CHANGED
     return [Change(kind, f"{ca.total_s:.2f} → {cb.total_s:.2f} s ({ratio:.2f}×): {phases}",
                    regression=worse)]  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from compilediag.analysis.diff_model import CacheMiss, Change, Side, graph_place
+from compilediag.analysis.diff_model import CacheMiss, Change, ChangeKind, Side, graph_place
 from compilediag.analysis.graphs import bypass_reason
 from compilediag.report.model import CacheKey
 from compilediag.trace.formats import (
@@ -55,11 +55,11 @@ def cache_changes(a: Side, b: Side) -> tuple[list[Change], list[CacheMiss]]:
     ca = a.report.compile_time.caches if a.report.compile_time else {}
     cb = b.report.compile_time.caches if b.report.compile_time else {}
     if ca or cb:
-        out.append(Change("same" if ca == cb else "changed",
+        out.append(Change(ChangeKind.SAME if ca == cb else ChangeKind.CHANGED,
                           f"{cache_text(ca, False) or 'none'} → {cache_text(cb, False) or 'none'}"))  # fmt: skip
     if a.caches is None or b.caches is None:
         if b.caches is None or a.caches is None:
-            out.append(Change("note", "the cache keys' components are in the traces: give "
+            out.append(Change(ChangeKind.NOTE, "the cache keys' components are in the traces: give "
                               "both trace folders to name why a graph missed"))  # fmt: skip
         return out, []
     places_a = {g.compile_id: graph_place(g) for g in a.report.graphs}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from compilediag.report.model import CacheKey, Graph, Report
 
@@ -32,11 +33,22 @@ class RunInfo:
     ranks: int = 1
 
 
+class ChangeKind(StrEnum):
+    """What a difference between A and B is."""
+
+    NEW = "new"  # in B only
+    GONE = "gone"  # in A only
+    MOVED = "moved"  # the same finding at another line
+    CHANGED = "changed"  # past the tolerance (a timing), or another reason
+    SAME = "same"  # within the tolerance or the spread: said, so no one reads it as missing
+    NOTE = "note"  # not compared, and why (a run timed with its cores busy)
+
+
 @dataclass
 class Change:
-    """One difference, in words; `kind` says which: new, gone, moved, changed, same."""
+    """One difference, in words; `kind` says which."""
 
-    kind: str
+    kind: ChangeKind
     text: str
     regression: bool = False
     file: str = ""  # B's site, where the change has one (a new break, a new recompile)

@@ -3,7 +3,7 @@ against the runs' own spread, eager beside it, and whether the cores were busy."
 
 from __future__ import annotations
 
-from compilediag.analysis.diff_model import Change
+from compilediag.analysis.diff_model import Change, ChangeKind
 from compilediag.harness.threads import SLACK
 from compilediag.report.model import Report, Timings
 
@@ -20,7 +20,7 @@ def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
         sa, sb = ta.compiled_ms, tb.compiled_ms
         fastest = (sa.min, sb.min) if sa.min and sb.min else None
         timed = _timed("compiled call", sa.median, sb.median, sa.iqr + sb.iqr, tolerance, fastest)
-        if timed.kind == "changed":
+        if timed.kind == ChangeKind.CHANGED:
             timed = _against_eager(timed, ta, tb, tolerance) or timed
             timed = _busy(timed, ta, tb) or timed
         out.append(timed)
@@ -30,13 +30,13 @@ def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
         out.append(_timed("a step", ba.call_ms, bb.call_ms, 0.0, tolerance))
         va, vb = a.runtime.bound, b.runtime.bound
         if va is not None and vb is not None and va.part != vb.part:
-            out.append(Change("changed", f"bound by {va.part} ({va.share:.0%} of the step) → "
+            out.append(Change(ChangeKind.CHANGED, f"bound by {va.part} ({va.share:.0%} of the step) → "
                               f"{vb.part} ({vb.share:.0%})"))  # fmt: skip
         pa, pb = dict(ba.parts()), dict(bb.parts())
         for name in dict.fromkeys([*pa, *pb]):
             x, y = pa.get(name, 0.0), pb.get(name, 0.0)
             if abs(y - x) > tolerance * max(ba.call_ms, 1e-9):
-                out.append(Change("changed", f"{name}: {x:.3f} → {y:.3f} ms"))
+                out.append(Change(ChangeKind.CHANGED, f"{name}: {x:.3f} → {y:.3f} ms"))
     return out
 
 
@@ -50,7 +50,7 @@ def _against_eager(timed: Change, ta: Timings, tb: Timings, tolerance: float) ->
     ra, rb = ca.median / ea.median, cb.median / eb.median
     if abs(rb - ra) > tolerance * ra:
         return None
-    return Change("same", f"{timed.text.split(' (')[0]}, the same against eager (eager "
+    return Change(ChangeKind.SAME, f"{timed.text.split(' (')[0]}, the same against eager (eager "
                   f"{ea.median:.3f} → {eb.median:.3f} ms in the same runs; compiled/eager "
                   f"{ra:.2f} → {rb:.2f}, within {tolerance:.0%}: the machine moved both)")  # fmt: skip
 
@@ -63,7 +63,7 @@ def _busy(timed: Change, ta: Timings, tb: Timings) -> Change | None:
     if not sides:
         return None
     which = " and ".join(sides)
-    return Change("note", f"{timed.text.split(' (')[0]}: not compared, {which} timed with "
+    return Change(ChangeKind.NOTE, f"{timed.text.split(' (')[0]}: not compared, {which} timed with "
                   "the cores busy (see its timing notes); time both on a quiet machine")  # fmt: skip
 
 
@@ -81,10 +81,12 @@ def _timed(
         why = "within the runs' own spread" if spread >= tolerance * x else (
             f"within {tolerance:.0%}"
         )  # fmt: skip
-        return Change("same", f"{what}: {x:.3f} → {y:.3f} ms, the same ({why})")
+        return Change(ChangeKind.SAME, f"{what}: {x:.3f} → {y:.3f} ms, the same ({why})")
     if fastest is not None and abs(fastest[1] - fastest[0]) <= tolerance * fastest[0]:
         fx, fy = fastest
-        return Change("same", f"{what}: {x:.3f} → {y:.3f} ms, the same (the fastest blocks "
+        return Change(ChangeKind.SAME, f"{what}: {x:.3f} → {y:.3f} ms, the same (the fastest blocks "
                       f"{fx:.3f} → {fy:.3f} ms, within {tolerance:.0%}: the medians moved "
                       "with the machine's load)")  # fmt: skip
-    return Change("changed", f"{what}: {x:.3f} → {y:.3f} ms ({y / x:.2f}×)", regression=y > x)
+    return Change(
+        ChangeKind.CHANGED, f"{what}: {x:.3f} → {y:.3f} ms ({y / x:.2f}×)", regression=y > x
+    )

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import io
 
-from compilediag.analysis.diff_model import CacheMiss, Change, Diff, RunInfo
+from compilediag.analysis.diff_model import CacheMiss, Change, ChangeKind, Diff, RunInfo
 
-MARK = {"new": "+", "gone": "-", "moved": "~", "changed": "~", "same": "=", "note": "·"}
+MARK = {
+    ChangeKind.NEW: "+",
+    ChangeKind.GONE: "-",
+    ChangeKind.MOVED: "~",
+    ChangeKind.CHANGED: "~",
+    ChangeKind.SAME: "=",
+    ChangeKind.NOTE: "·",
+}
 
 
 def github_annotations(d: Diff) -> list[str]:
