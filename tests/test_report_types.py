@@ -10,6 +10,7 @@ from compilediag.analysis.build import build_report
 from compilediag.render import render
 from compilediag.report.model import SCHEMA_VERSION, Report, TargetInfo
 from compilediag.report.vocabulary import (
+    BreakCause,
     CallState,
     FindingKind,
     FixSource,
@@ -31,8 +32,11 @@ def test_vocabularies_are_saved_as_their_text_and_read_back_typed() -> None:
     causes = {r["cause"] for r in data["recompiles"]}
     assert causes and causes <= {c.value for c in RecompileCause}
     assert {b["fix_source"] for b in data["graph_breaks"]} <= {s.value for s in FixSource}
+    breaks = {b["cause"] for b in data["graph_breaks"]}
+    assert {"print", "data_dependent_branch"} <= breaks <= {c.value for c in BreakCause}
     back = Report.from_dict(data)
     assert all(isinstance(r.cause, RecompileCause) for r in back.recompiles)
+    assert all(isinstance(b.cause, BreakCause) for b in back.graph_breaks)
     assert all(isinstance(b.fix_source, FixSource) for b in back.graph_breaks)
     assert back.to_dict() == report.to_dict()
 
@@ -45,6 +49,15 @@ def test_a_value_this_release_does_not_know_keeps_its_text() -> None:
     (r,) = Report.from_dict(data).recompiles
     assert r.cause == "a cause of a newer release"
     assert "a cause of a newer release" in render(Report.from_dict(data), "json")
+
+
+def test_every_break_cause_is_given_by_a_rule_of_the_advice() -> None:
+    """A cause no rule gives is a name nothing can reach (a patch or a remedy keyed on it
+    never runs): each member of BreakCause is named in compilediag/advice's rules."""
+    advice = Path(__file__).parents[1] / "compilediag" / "advice"
+    rules = "".join(p.read_text() for p in advice.glob("*.py") if p.name not in ("remedies.py",))
+    unused = [c.name for c in BreakCause if f"BreakCause.{c.name}" not in rules]
+    assert unused == []
 
 
 def test_enum_values_compare_as_text() -> None:

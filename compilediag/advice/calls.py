@@ -9,6 +9,7 @@ from pathlib import Path
 from compilediag.advice.constant import constant
 from compilediag.advice.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
 from compilediag.advice.python import tensor_to_string
+from compilediag.report.vocabulary import BreakCause
 from compilediag.trace.releases import installed, nonstrict_trace, release
 
 # --- printing, logging, warnings -----------------------------------------------------
@@ -37,7 +38,7 @@ def _keywords(code: str, fn: str) -> list[str]:
     return re.findall(r"(?:^|,)\s*(\w+\s*=\s*[^,=][^,]*)", m.group(1)) if m else []
 
 
-def _reorder(b: Break, fn: str, setting: str, what: str, does: str, effect: str) -> Fix:
+def _reorder(b: Break, fn: str, setting: str, cause: BreakCause, does: str, effect: str) -> Fix:
     """Add `fn` to reorderable_logging_functions; torch reorders a call with keyword
     arguments only before 2.14, and drops them there (2.14+ refuses it: GB0296)."""
     add = (
@@ -48,21 +49,21 @@ def _reorder(b: Break, fn: str, setting: str, what: str, does: str, effect: str)
     keywords = _keywords(b.code, fn)
     if not keywords:
         return fix(
-            b, what, f"{add}: Dynamo then {does}. Or {GUARD}.", f"{effect}; the break is gone",
+            b, cause, f"{add}: Dynamo then {does}. Or {GUARD}.", f"{effect}; the break is gone",
             config=config, code_edit=False,
         )  # fmt: skip
     shown = ", ".join(f"`{k.strip()}`" for k in keywords)
     version = release(b.torch_version or installed())
     if version is None or version >= (2, 14):
         return fix(
-            b, what,
+            b, cause,
             f"torch reorders only calls without keyword arguments: drop {shown} and "
             f"{add[0].lower()}{add[1:]}; or {GUARD}.",
             f"{effect}; the break is gone",
             config=config,
         )  # fmt: skip
     return fix(
-        b, what,
+        b, cause,
         f"{add}: Dynamo then {does}, without its keyword arguments ({shown} is dropped: "
         f"torch before 2.14 does not replay them). Or {GUARD}.",
         f"{effect}, without {shown}; the break is gone",
@@ -80,12 +81,12 @@ def _print_fix(b: Break) -> Fix:
         bad = sorted({t for t in types if t not in REORDERABLE_ARGS})
     if not bad:
         return _reorder(
-            b, "print", "fn:builtins.print", "print", "runs it after the graph",
+            b, "print", "fn:builtins.print", BreakCause.PRINT, "runs it after the graph",
             "the print runs after the graph (with the values it had there)",
         )  # fmt: skip
     what = ", ".join(f"`{t}`" if not t.startswith("a ") else t for t in bad)
     return fix(
-        b, "print",
+        b, BreakCause.PRINT,
         f"print's arguments include {what}, which Dynamo cannot defer (only tensors, "
         "constants and f-strings): print an f-string instead (`print(f\"shape {h.shape}\")`) "
         "and add print to torch._dynamo.config.reorderable_logging_functions, or "
@@ -111,7 +112,7 @@ def _builtin(b: Break) -> Fix:
         return tensor_to_string(b, name)
     if name in CODE_BUILTINS:
         return fix(
-            b, "python_builtin",
+            b, BreakCause.PYTHON_BUILTIN,
             f"`{name}()` cannot be traced: move it out of the compiled function (e.g. run it "
             "once at import or in __init__ and keep the result).",
             MOVES_OUT,
@@ -119,7 +120,7 @@ def _builtin(b: Break) -> Fix:
     shown = f"`{name}`" if name else "this builtin"
     args = f" with arguments {', '.join(types)}" if types else ""
     return fix(
-        b, "builtin",
+        b, BreakCause.BUILTIN,
         f"Dynamo cannot call {shown}{args}: use a torch op or a form Dynamo supports, or "
         "move the call out of the compiled function.",
         MOVES_OUT,
@@ -138,14 +139,14 @@ def _logging(b: Break) -> Fix:
     )
     if not m:
         return fix(
-            b, "logging",
+            b, BreakCause.LOGGING,
             "Add the logger method to torch._dynamo.config.ignore_logging_functions (e.g. "
             f"`logging.Logger.info`), or {GUARD}. {tail}",
             "the log call is skipped while compiled (it does not run); the break is gone",
         )  # fmt: skip
     method = m.group(1)
     return fix(
-        b, "logging",
+        b, BreakCause.LOGGING,
         f"Add logging.Logger.{method} to torch._dynamo.config.ignore_logging_functions "
         f"(`torch._dynamo.config.ignore_logging_functions.add(logging.Logger.{method})`), "
         f"or {GUARD}. {tail}",
@@ -168,7 +169,7 @@ def _is_stdlib(module: str) -> bool:
 
 def _stdlib_call(b: Break, name: str) -> Fix:
     return fix(
-        b, "python_builtin",
+        b, BreakCause.PYTHON_BUILTIN,
         f"`{name}` is a C function of Python's standard library that Dynamo cannot "
         "trace: call it outside the compiled function and pass the result in as an "
         f"input, or {GUARD}.",
@@ -189,12 +190,12 @@ def _skipped(b: Break) -> Fix:
         not builtin and re.search(r"\bwarnings\.warn\(", b.code)
     ):
         return _reorder(
-            b, "warnings.warn", "fn:warnings.warn", "warning",
+            b, "warnings.warn", "fn:warnings.warn", BreakCause.WARNING,
             "issues the warning after the graph", "the warning is issued after the graph",
         )  # fmt: skip
     if "optree" in b.explanation:
         return fix(
-            b, "optree",
+            b, BreakCause.OPTREE,
             "Use torch.utils._pytree (which Dynamo traces) instead of optree's C functions.",
             REMOVES,
         )  # fmt: skip
@@ -208,7 +209,7 @@ def _skipped(b: Break) -> Fix:
         # allow_in_graph, which takes tensors only
         opaque = nonstrict_trace(b.torch_version or installed()) or "torch.compiler.allow_in_graph"
         return fix(
-            b, "unsupported_call",
+            b, BreakCause.UNSUPPORTED_CALL,
             f"`{builtin}` is a C/C++ extension function Dynamo cannot look into: wrap it as a "
             "custom op (torch.library.custom_op, with a fake kernel) so it stays in the graph, "
             f"or, if it only calls torch ops, wrap the call in a function decorated with "
@@ -222,7 +223,7 @@ def _skipped(b: Break) -> Fix:
     if "/torch/" in where or where.startswith(("torch/", "_dynamo/")) or "module: torch" in text:
         if fn in ("disable", "graph_break"):
             return fix(
-                b, "compiler_disable",
+                b, BreakCause.COMPILER_DISABLE,
                 f"Don't call torch._dynamo.{fn}() inside the compiled function: apply "
                 "torch.compiler.disable where the function is defined, outside the model.",
                 REMOVES,
@@ -230,7 +231,7 @@ def _skipped(b: Break) -> Fix:
         shown = f"torch's `{fn}`" if fn else "This torch function"
         extra = " (seed once before calling the model)" if "seed" in fn else ""
         return fix(
-            b, "torch_untraceable",
+            b, BreakCause.TORCH_UNTRACEABLE,
             f"{shown} is not traceable by design: call it outside the compiled "
             f"function{extra}.",
             MOVES_OUT,
@@ -238,7 +239,7 @@ def _skipped(b: Break) -> Fix:
     if fn:
         src = f" ({Path(where).name})" if where else ""
         return fix(
-            b, "skipped_function",
+            b, BreakCause.SKIPPED_FUNCTION,
             f"Dynamo skips `{fn}`{src} on purpose. Call it outside the compiled function; or "
             "let Dynamo trace into it: torch._dynamo.config.dont_skip_tracing = True (for all "
             "skipped files), or the @torch._dynamo.dont_skip_tracing decorator on a function "
@@ -248,7 +249,7 @@ def _skipped(b: Break) -> Fix:
             config={"dont_skip_tracing": True}, code_edit=False,
         )  # fmt: skip
     return fix(
-        b, "skipped_function",
+        b, BreakCause.SKIPPED_FUNCTION,
         "Dynamo does not trace this function: call it outside the compiled function.",
         MOVES_OUT,
     )  # fmt: skip
@@ -264,7 +265,7 @@ def _compiler_disable(b: Break) -> Fix:
     fn = quoted(r"function `<function ([\w.<>]+)", b.explanation)
     shown = f"`{fn.rsplit('.', 1)[-1]}`" if fn else "This function"
     return fix(
-        b, "compiler_disable",
+        b, BreakCause.COMPILER_DISABLE,
         f"{shown} is wrapped in torch.compiler.disable (or torch._dynamo.disable), so Dynamo "
         "stops the graph around it: remove the decorator if the function traces, or call it "
         "outside the compiled model.",
@@ -278,7 +279,7 @@ def _delayed(b: Break) -> Fix:
         return _compiler_disable(b)
     reason = quoted(r"Reason: (.+)$", b.explanation)
     return fix(
-        b, "unsupported_call",
+        b, BreakCause.UNSUPPORTED_CALL,
         f"Dynamo will not trace this call ({reason or 'see the explanation'}): call it outside "
         "the compiled function.",
         MOVES_OUT,

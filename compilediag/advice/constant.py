@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compilediag.advice.model import MOVES_OUT, REMOVES, RULES, Break, Fix, fix, rule
+from compilediag.report.vocabulary import BreakCause
 
 
 @dataclass(frozen=True)
 class Row:
     gb_id: str
     gb_types: tuple[str, ...]
-    cause: str
+    cause: BreakCause
     text: str
     effect: str
     settings: dict[str, Any] = field(default_factory=dict)  # Fix.config
@@ -37,7 +38,7 @@ ROWS = (
     Row(
         "GB0025",
         ("Call to `torch._dynamo.graph_break()`",),
-        "explicit_graph_break",
+        BreakCause.EXPLICIT_GRAPH_BREAK,
         (
             "This break is on purpose: remove the torch._dynamo.graph_break() call (keep it"
             " only if the code after it cannot be compiled)."
@@ -47,7 +48,7 @@ ROWS = (
     Row(
         "GB4636",
         ("Call to `torch._dynamo.step_unsupported()`",),
-        "explicit_graph_break",
+        BreakCause.EXPLICIT_GRAPH_BREAK,
         (
             "Remove the `torch._dynamo.step_unsupported()` call: it is a debugging aid that"
             " stops the graph and skips the rest of the function."
@@ -58,7 +59,7 @@ ROWS = (
     Row(
         "GB0170",
         ("Data-dependent branching",),
-        "data_dependent_branch",
+        BreakCause.DATA_DEPENDENT_BRANCH,
         (
             "Make the branch tensor-valued: compute both sides and pick with "
             "torch.where(cond, a, b), or use torch.cond(pred, true_fn, false_fn, operands) "
@@ -69,7 +70,7 @@ ROWS = (
     Row(
         "GB0109",
         ("Tensor.tolist() with non-integer tensor",),
-        "tolist",
+        BreakCause.TOLIST,
         (
             "Keep the values in the tensor (index it, `h[0]`) instead of calling .tolist();"
             " Dynamo traces .tolist() only on integer tensors (with capture_scalar_outputs "
@@ -80,7 +81,7 @@ ROWS = (
     Row(
         "GB0250",
         ("ndarray.astype(object)",),
-        "numpy",
+        BreakCause.NUMPY,
         (
             "NumPy object arrays have no torch counterpart: keep numbers in tensors inside "
             "the compiled function and build the Python objects outside it."
@@ -90,7 +91,7 @@ ROWS = (
     Row(
         "GB0066",
         ("Graph break under GenericContextWrappingVariable",),
-        "context_manager",
+        BreakCause.CONTEXT_MANAGER,
         (
             "A break inside a `with` block of a context manager Dynamo cannot resume across"
             " makes it run the whole function in eager: fix the break inside the block "
@@ -101,7 +102,7 @@ ROWS = (
     Row(
         "GB7000",
         ("graph break in loop",),
-        "break_in_loop",
+        BreakCause.BREAK_IN_LOOP,
         (
             "A break inside a for/while loop makes Dynamo run the whole function in eager: "
             "fix the break inside the loop (reported with it)."
@@ -111,7 +112,7 @@ ROWS = (
     Row(
         "GB4413",
         ("HOP: Non-nullified side effect",),
-        "hop_side_effect",
+        BreakCause.HOP_SIDE_EFFECT,
         (
             "The higher-order op's function leaves an outer variable changed: restore it "
             "before the function returns, or return the new value instead of mutating."
@@ -121,7 +122,7 @@ ROWS = (
     Row(
         "GB0207",
         ("sort with non-constant keys",),
-        "sort_tensors",
+        BreakCause.SORT_TENSORS,
         (
             "sorted() of tensors needs their values in Python: stack them and sort in torch"
             " (`torch.stack(items).sort().values`)."
@@ -131,14 +132,14 @@ ROWS = (
     Row(
         "GB8977",
         ("Invalid call to __build_class__",),
-        "class_definition",
+        BreakCause.CLASS_DEFINITION,
         ("Define the class at module level, outside the compiled function."),
         REMOVES,
     ),
     Row(
         "GB0092",
         ("Reconstruction failure",),
-        "unreconstructable_output",
+        BreakCause.UNRECONSTRUCTABLE_OUTPUT,
         (
             "The compiled function returns (or keeps across a break) a value Dynamo cannot "
             "rebuild, such as a bound method of an object made inside it: return tensors, "
@@ -149,14 +150,14 @@ ROWS = (
     Row(
         "GB4198",
         ("Attempted to copy.deepcopy a tensor",),
-        "copy_tensor",
+        BreakCause.COPY_TENSOR,
         ("Use `t.clone()` (or `t.detach().clone()`) instead of copy.deepcopy on a tensor."),
         REMOVES,
     ),
     Row(
         "GB9186",
         ("using `torch.autograd.grad` with `torch._dynamo.config.trace_autograd_ops=False`",),
-        "autograd_in_graph",
+        BreakCause.AUTOGRAD_IN_GRAPH,
         (
             "Set torch._dynamo.config.trace_autograd_ops = True so Dynamo traces "
             "torch.autograd.grad into the graph; or call it outside the compiled function."
@@ -168,7 +169,7 @@ ROWS = (
     Row(
         "GB7650",
         ("torch.Generator method",),
-        "generator_rng",
+        BreakCause.GENERATOR_RNG,
         (
             "Dynamo cannot create or use a torch.Generator in compiled code: draw the "
             "random tensor outside (`torch.rand(..., generator=gen)`) and pass it in, or "
@@ -180,7 +181,7 @@ ROWS = (
     Row(
         "GB0091",
         ("Read uninitialized cell",),
-        "closure_cell",
+        BreakCause.CLOSURE_CELL,
         (
             "An inner function reads a variable of the enclosing function before it is "
             "assigned (in eager this raises NameError): assign it before the inner function"
@@ -191,7 +192,7 @@ ROWS = (
     Row(
         "GB0273",
         ("Keyword args passed to exception constructor",),
-        "exception",
+        BreakCause.EXCEPTION,
         (
             "Pass the exception's arguments positionally (`raise MyError(0)`), or set them "
             "as attributes after creating it."
@@ -201,7 +202,7 @@ ROWS = (
     Row(
         "GB0034",
         ("Data-dependent assertion failed (cannot compile partial graph)",),
-        "assert",
+        BreakCause.ASSERT,
         (
             "Replace the assert on tensor data with torch._assert(cond, msg) (checked at "
             "run time in the graph), or remove it."
@@ -211,14 +212,14 @@ ROWS = (
     Row(
         "GB0119",
         ("Uninitialized nn.Module",),
-        "module_init",
+        BreakCause.MODULE_INIT,
         ("Call super().__init__() first in the module's __init__."),
         REMOVES,
     ),
     Row(
         "GB0003",
         ("Attempt to trace generator",),
-        "generator",
+        BreakCause.GENERATOR,
         (
             "Don't compile a generator function: compile a plain function that calls it "
             "(and consumes it, e.g. list(gen(x)))."

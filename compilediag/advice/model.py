@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from compilediag.report.vocabulary import BreakCause
 from compilediag.report.vocabulary import FixSource as Source
 
 # effects, in the words a report shows
@@ -22,7 +23,7 @@ GENERIC_TEXT = "See the explanation and hints above, and the linked page where t
 class Fix:
     """One fix for one break."""
 
-    cause: str  # compilediag's name for the cause: print, logging, item, ...
+    cause: BreakCause
     text: str  # what to change
     effect: str  # what the change does: "removes the break", "the print runs after ..."
     # torch._dynamo.config settings that apply the fix, when it is a config-level one;
@@ -52,7 +53,7 @@ class Fix:
         return config_patch(self.config)
 
 
-GENERIC = Fix("other", GENERIC_TEXT, "unknown", code_edit=True, source=Source.GENERIC)
+GENERIC = Fix(BreakCause.OTHER, GENERIC_TEXT, "unknown", code_edit=True, source=Source.GENERIC)
 
 
 def config_patch(config: Mapping[str, object]) -> dict[str, Any]:
@@ -119,7 +120,7 @@ def rule(gb_id: str, *gb_types: str) -> Callable[[Callable[[Break], Fix]], Calla
     return register
 
 
-def fix(b: Break, cause: str, text: str, effect: str, **kw: Any) -> Fix:
+def fix(b: Break, cause: BreakCause, text: str, effect: str, **kw: Any) -> Fix:
     return Fix(cause, text, effect, gb_id=b.gb_id, **kw)
 
 

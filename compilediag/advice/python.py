@@ -7,6 +7,7 @@ from pathlib import Path
 
 from compilediag.advice.constant import constant
 from compilediag.advice.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
+from compilediag.report.vocabulary import BreakCause
 
 # --- context managers, side effects, higher-order ops ---------------------------------------
 
@@ -17,7 +18,7 @@ def _context(b: Break) -> Fix:
     )
     shown = f"a `{kind}`" if kind else "this"
     return fix(
-        b, "context_manager",
+        b, BreakCause.CONTEXT_MANAGER,
         f"Dynamo cannot enter {shown} context manager: move the `with` block out of the "
         "compiled function (around the call to the model). torch's own ones (no_grad, "
         "autocast, set_grad_enabled) work when they are created inside the compiled function.",
@@ -33,7 +34,7 @@ rule("GB0262", "unsupported contextlib.* API")(_context)
 def _hop_side_effect(b: Break) -> Fix:
     if "checkpoint" in b.text or any("checkpoint" in h for h in b.hints) or not b.explanation:
         return fix(
-            b, "checkpoint_side_effect",
+            b, BreakCause.CHECKPOINT_SIDE_EFFECT,
             "The checkpointed function mutates state from outside it (a list, a dict, an "
             "attribute). If it need not run again when backward recomputes the function, set "
             "torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True; else "
@@ -43,7 +44,7 @@ def _hop_side_effect(b: Break) -> Fix:
             config={"skip_fwd_side_effects_in_bwd_under_checkpoint": True}, code_edit=False,
         )  # fmt: skip
     return fix(
-        b, "hop_side_effect",
+        b, BreakCause.HOP_SIDE_EFFECT,
         "The function given to torch.cond / the higher-order op mutates a variable from "
         "outside it: return the new value from the function instead.",
         REMOVES,
@@ -55,7 +56,7 @@ def _hop_side_effect(b: Break) -> Fix:
 
 def tensor_to_string(b: Break, name: str) -> Fix:
     return fix(
-        b, "tensor_to_string",
+        b, BreakCause.TENSOR_TO_STRING,
         f"`{name}()` of a tensor needs its values in Python: format it outside the "
         f"compiled function, or {GUARD}. To log it, print the tensor itself (print in "
         "reorderable_logging_functions).",
@@ -75,7 +76,7 @@ ITERATORS = ("zip", "map", "enumerate", "filter", "reversed", "dict_items", "dic
 
 def _iterator_input(b: Break, kind: str) -> Fix:
     return fix(
-        b, "iterator_input",
+        b, BreakCause.ITERATOR_INPUT,
         f"An iterator (`{kind}`) made outside the compiled function can't be traced: pass a list "
         "or tuple in (`list(zip(...))`), or build the iterator inside the function.",
         REMOVES,
@@ -90,7 +91,7 @@ def _method(b: Break) -> Fix:
         return _iterator_input(b, cls)
     if method == "data_ptr":
         return fix(
-            b, "data_ptr",
+            b, BreakCause.DATA_PTR,
             f"`{cls}.data_ptr()` (a memory address) cannot be traced: compare storages "
             "outside the compiled function, or drop the check.",
             MOVES_OUT,
@@ -98,7 +99,7 @@ def _method(b: Break) -> Fix:
     where = f" (inside {Path(b.library_file).name})" if b.library_file else ""
     shown = f"`{cls}.{method}`" if method else "this method"
     return fix(
-        b, "unsupported_call",
+        b, BreakCause.UNSUPPORTED_CALL,
         f"Dynamo cannot trace {shown}{where}: avoid it in the compiled function, or call it "
         "outside.",
         MOVES_OUT,
@@ -114,7 +115,7 @@ def _c_special_method(b: Break) -> Fix:
     where = f" (inside {Path(b.library_file).name})" if b.library_file else ""
     shown = f"`{kind}.{method}`" if kind and method else "this object's C method"
     return fix(
-        b, "unsupported_call",
+        b, BreakCause.UNSUPPORTED_CALL,
         f"Dynamo has no model of {shown}{where}, a method written in C: convert the object "
         "to a list, tuple or dict before it reaches the compiled code, or call it outside.",
         MOVES_OUT,
@@ -127,7 +128,7 @@ def _no_iter(b: Break) -> Fix:
     if kind in ITERATORS or re.search(r"\bzip|\bmap|enumerate", b.explanation):
         return _iterator_input(b, kind or "zip")
     return fix(
-        b, "unsupported_call",
+        b, BreakCause.UNSUPPORTED_CALL,
         f"Dynamo cannot iterate over this object{f' (`{kind}`)' if kind else ''}: pass a "
         "list or tuple instead.",
         REMOVES,
@@ -136,7 +137,7 @@ def _no_iter(b: Break) -> Fix:
 
 def _grad_state(b: Break) -> Fix:
     return fix(
-        b, "requires_grad_in_graph",
+        b, BreakCause.REQUIRES_GRAD_IN_GRAPH,
         "Don't change requires_grad inside the compiled function: make the tensor an "
         "nn.Parameter (or a tensor with requires_grad set) outside it and pass it in, or "
         "return `t.detach()`.",
@@ -154,13 +155,13 @@ rule("GB8985", "requires_grad_() intermediate leaked as output")(_grad_state)
 def _backward(b: Break) -> Fix:
     if "trace_autograd_ops" in b.explanation or not b.explanation:
         return fix(
-            b, "autograd_in_graph",
+            b, BreakCause.AUTOGRAD_IN_GRAPH,
             "Set torch._dynamo.config.trace_autograd_ops = True so Dynamo traces backward() "
             "into the graph; or call backward() outside the compiled function.",
             "backward() is traced into the graph; the break is gone",
             config={"trace_autograd_ops": True}, code_edit=False,
         )  # fmt: skip
-    return fix(b, "autograd_in_graph",
+    return fix(b, BreakCause.AUTOGRAD_IN_GRAPH,
                 "Call backward() outside the compiled function (compile the forward and loss).",
                 MOVES_OUT)  # fmt: skip
 
@@ -170,7 +171,7 @@ def _opaque(b: Break) -> Fix:
     if "Generator" in b.code or "Generator" in b.explanation:
         return constant("GB7650", b)
     return fix(
-        b, "created_in_graph",
+        b, BreakCause.CREATED_IN_GRAPH,
         "Create the object before calling the compiled function and pass it in, or keep it "
         "on the module.",
         REMOVES,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compilediag.advice.model import RULES, Fix, Source
+from compilediag.report.vocabulary import BreakCause
 
 # --- torch's registry -----------------------------------------------------------------
 
@@ -167,4 +168,4 @@ def floor_fix(gb_id: str | None, hints: Sequence[str]) -> Fix | None:
         )
     else:
         return None
-    return Fix("other", text, UNCHECKED, source=source, gb_id=gb_id)
+    return Fix(BreakCause.OTHER, text, UNCHECKED, source=source, gb_id=gb_id)

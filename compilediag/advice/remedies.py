@@ -10,7 +10,7 @@ from typing import Any
 
 from compilediag.advice import config_patch
 from compilediag.report.model import Report
-from compilediag.report.vocabulary import FixOutcome
+from compilediag.report.vocabulary import BreakCause, FixOutcome, RecompileCause
 
 
 @dataclass
@@ -32,18 +32,18 @@ class Remedy:
 REGIONAL_MIN_S = 1.0
 
 # break cause -> (name, config, code)
-BREAK_REMEDIES: dict[str, tuple[str, dict[str, Any], str]] = {
-    "item": (
+BREAK_REMEDIES: dict[BreakCause, tuple[str, dict[str, Any], str]] = {
+    BreakCause.ITEM: (
         "capture_scalar_outputs",
         {"capture_scalar_outputs": True},
         "torch._dynamo.config.capture_scalar_outputs = True",
     ),
-    "dynamic_output_shape": (
+    BreakCause.DYNAMIC_OUTPUT_SHAPE: (
         "capture_dynamic_output_shape_ops",
         {"capture_dynamic_output_shape_ops": True},
         "torch._dynamo.config.capture_dynamic_output_shape_ops = True",
     ),
-    "print": (
+    BreakCause.PRINT: (
         "reorderable print",
         {"reorderable_logging_functions": "fn:builtins.print"},
         "torch._dynamo.config.reorderable_logging_functions.add(print)",
@@ -60,20 +60,24 @@ def remedies_for(report: Report) -> list[Remedy]:
             r = out.setdefault(name, Remedy(name, code, [], config=config))
             r.targets.append(f"{b.file}:{b.line} {b.reason}")
     causes = {r.cause for r in report.recompiles}
-    if causes & {"shape", "float", "int"}:
+    if causes & {RecompileCause.SHAPE, RecompileCause.FLOAT, RecompileCause.INT}:
         r = Remedy(
             "dynamic=True",
             "torch.compile(model, dynamic=True)",
-            [x.failed_guard for x in report.recompiles if x.cause in ("shape", "float", "int")],
+            [
+                x.failed_guard
+                for x in report.recompiles
+                if x.cause in (RecompileCause.SHAPE, RecompileCause.FLOAT, RecompileCause.INT)
+            ],
             compile_kwargs={"dynamic": True},
             kind="recompiles",
         )
         out[r.name] = r
-    if "int" in causes:
+    if RecompileCause.INT in causes:
         out["allow_unspec_int_on_nn_module"] = Remedy(
             "allow_unspec_int_on_nn_module",
             "torch._dynamo.config.allow_unspec_int_on_nn_module = True",
-            [x.failed_guard for x in report.recompiles if x.cause == "int"],
+            [x.failed_guard for x in report.recompiles if x.cause == RecompileCause.INT],
             config={"allow_unspec_int_on_nn_module": True},
             kind="recompiles",
         )
@@ -93,7 +97,7 @@ def remedies_for(report: Report) -> list[Remedy]:
         out["mark_dynamic"] = Remedy(
             "mark_dynamic",
             names + "  # on the inputs, before the first call",
-            [x.failed_guard for x in report.recompiles if x.cause == "shape"],
+            [x.failed_guard for x in report.recompiles if x.cause == RecompileCause.SHAPE],
             mark_dynamic=[(i, d) for _, i, d in marks],
             kind="recompiles",
         )

@@ -7,6 +7,7 @@ import sys
 
 from compilediag.advice.constant import constant
 from compilediag.advice.model import MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
+from compilediag.report.vocabulary import BreakCause
 
 # --- data-dependent values and shapes --------------------------------------------------------
 
@@ -15,7 +16,7 @@ CONTROL_FLOW = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b|\brang
 
 def _scalar_fix(b: Break, what: str) -> Fix:
     return fix(
-        b, "item",
+        b, BreakCause.ITEM,
         f"Set torch._dynamo.config.capture_scalar_outputs = True so {what} is traced as a "
         "symbolic scalar; or keep the value a 0-d tensor instead.",
         "the scalar stays in the graph (an unbacked symbol); the break is gone",
@@ -27,7 +28,7 @@ def _scalar_fix(b: Break, what: str) -> Fix:
 def _item(b: Break) -> Fix:
     if CONTROL_FLOW.search(b.code):
         return fix(
-            b, "item_branch",
+            b, BreakCause.ITEM_BRANCH,
             "The .item() value steers Python control flow, so capture_scalar_outputs alone "
             "only moves the break to the branch: keep it a tensor and pick with "
             "torch.where(cond, a, b), or use torch.cond(pred, true_fn, false_fn, operands).",
@@ -43,7 +44,7 @@ def _data_dependent_op(b: Break) -> Fix:
         return _scalar_fix(b, "the tensor -> Python number conversion (.item(), .tolist())")
     if op.startswith("aten.equal"):
         return fix(
-            b, "data_dependent_op",
+            b, BreakCause.DATA_DEPENDENT_OP,
             "torch.equal returns a Python bool from the data: compare as a tensor, "
             "`torch.all(a == b)` (shapes equal), and pick results with torch.where instead of "
             "`if`; or compare outside the compiled function.",
@@ -53,7 +54,7 @@ def _data_dependent_op(b: Break) -> Fix:
         return constant("GB0170", b)
     shown = f"`{op}`" if op else "This operator"
     return fix(
-        b, "data_dependent_op",
+        b, BreakCause.DATA_DEPENDENT_OP,
         f"{shown} returns a Python value computed from tensor data: keep the result a tensor, "
         "or wrap the computation as a custom op (torch.library.custom_op).",
         REMOVES,
@@ -107,7 +108,7 @@ def _no_meta(b: Break, op: str, configured: bool) -> Fix:
         "into GB0037"
     )
     return fix(
-        b, "dynamic_output_shape_no_meta",
+        b, BreakCause.DYNAMIC_OUTPUT_SHAPE_NO_META,
         f"{shown} has no meta kernel for a data-dependent output shape, so Dynamo cannot "
         f"trace it ({why}). Replace it with {alt}, or call it outside the compiled function.",
         REMOVES,
@@ -120,7 +121,7 @@ def _dynamic_shape(b: Break) -> Fix:
     if op and has_dynamic_meta(op) is False:
         return _no_meta(b, op, configured=False)
     return fix(
-        b, "dynamic_output_shape",
+        b, BreakCause.DYNAMIC_OUTPUT_SHAPE,
         "Set torch._dynamo.config.capture_dynamic_output_shape_ops = True so the op is traced "
         "with a data-dependent size; or keep sizes fixed (torch.where(mask, x, 0), masking "
         "instead of indexing).",
@@ -151,7 +152,7 @@ def _numpy_function(b: Break) -> Fix:
     shown = f"np.{name}" if name else "This NumPy function"
     use = f"use {alt} instead" if alt else "use the torch op that does the same"
     return fix(
-        b, "numpy",
+        b, BreakCause.NUMPY,
         f"{shown} has no counterpart in torch._numpy, Dynamo's NumPy: {use} (on the tensor), "
         "or move this step out of the compiled function.",
         REMOVES,
@@ -162,7 +163,7 @@ def ndarray(b: Break) -> Fix:
     name = quoted(r"ndarray\.(\w+)", b.explanation)
     shown = f"`ndarray.{name}`" if name else "This ndarray method"
     return fix(
-        b, "numpy",
+        b, BreakCause.NUMPY,
         f"{shown} is not modelled by torch._numpy, Dynamo's NumPy: do this step with torch "
         "ops on the tensor, or move it out of the compiled function.",
         REMOVES,
@@ -184,7 +185,7 @@ def _fake_kernel_fix(b: Break, raises: bool) -> Fix:
     name = f"{m.group(1)}::{m.group(2)}" if m else "ns::op"
     what = "raises NotImplementedError" if raises else "is missing"
     return fix(
-        b, "missing_fake_kernel",
+        b, BreakCause.MISSING_FAKE_KERNEL,
         f"The fake (meta) kernel of the custom op {name} {what}, so Dynamo cannot know the "
         f"shape of its output: register one, `@torch.library.register_fake(\"{name}\")` "
         "returning empty tensors of the output's shape and dtype (e.g. torch.empty_like(x)). "
@@ -205,7 +206,7 @@ def _fake_raises(b: Break) -> Fix:
     ):
         return _fake_kernel_fix(b, raises=True)
     return fix(
-        b, "fake_tensor",
+        b, BreakCause.FAKE_TENSOR,
         "An op of this line cannot run on fake tensors: if it is a custom op, give it a fake "
         "kernel (torch.library.register_fake); if it is a torch op, move the call out of the "
         "compiled function and report it to PyTorch.",

@@ -11,6 +11,7 @@ from compilediag.analysis.history import Entry, History
 from compilediag.analysis.source import code_at, context_at
 from compilediag.paths import installed_package, is_library_file, possessive
 from compilediag.report.model import GraphBreak, Report, Site
+from compilediag.report.vocabulary import BreakCause
 from compilediag.trace.compiles import Frame
 from compilediag.trace.formats import RESUME, ParsedBreak, parse_break_text
 
@@ -49,7 +50,7 @@ def classify(
     gb_id: str | None = None,
     hints: Sequence[str] = (),
     library_file: str | None = None,
-) -> tuple[str, str]:
+) -> tuple[BreakCause, str]:
     """(cause, suggestion) of a break: `compilediag.advice.fix_for`, by GB id where given,
     else by torch's gb_type (`reason`), its explanation, then the pre-2.8 patterns."""
     fix = fix_for(gb_id, reason, explanation, hints, code, library_file)

@@ -291,7 +291,7 @@ def name_stack_values(g: Guard, co_name: str, co_file: str) -> Guard:
         return g
     name = f"`{assigned[1]}` (line {line}: `{expr}`)" if assigned else f"`{expr}` (line {line})"
     g.words = STACK_VALUE.sub(name, g.words, count=1)
-    if g.cause in ("float", "int") and (made := TO_PYTHON.search(expr)):
+    if g.cause in (RecompileCause.FLOAT, RecompileCause.INT) and (made := TO_PYTHON.search(expr)):
         call = made[0] if made[0].startswith(".") else made[0] + "…)"
         g.suggestion = (
             f"Line {line} turns a tensor into a Python number (`{call}`), and each new value "

@@ -9,6 +9,7 @@ from compilediag.analysis.guard_words import Guard, mode_switch, translate
 from compilediag.analysis.history import Entry
 from compilediag.paths import is_library_file
 from compilediag.report.model import GuardChange
+from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.formats import (
     GUARD_ATTRIBUTE_CHAIN,
     GUARD_CID_PREFIX,
@@ -43,7 +44,7 @@ def parse_guard(reason: str) -> Guard:
     if frames:
         file, line = frames[-1]["file"], int(frames[-1]["line"])
     words, cause, suggestion = translate(guard)
-    if hint_m and cause == "int":
+    if hint_m and cause == RecompileCause.INT:
         suggestion = hint_m["hint"].strip()
     g = Guard(guard, words, cause, suggestion, file, line, hint_m["hint"].strip() if hint_m else "")
     innermost = list(STACK_FILE_LINE.finditer(stack))[-1:]

@@ -16,6 +16,7 @@ from compilediag.analysis.runtime import JobRun, step_medians
 from compilediag.analysis.step_advice import FUSED
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.report.model import Report, Tried
+from compilediag.report.vocabulary import BreakCause
 from compilediag.report.words import ms
 
 # a part this share of the step is worth a run of its own
@@ -69,11 +70,11 @@ def candidates(report: Report, cuda: bool = False) -> list[Candidate]:
         why = f"the data loader's next batch takes {share('data'):.0%} of the step, in the main process"
         out.append((share("data"), Candidate("workers", "data", why)))
     causes = {b.cause for b in report.graph_breaks}
-    if "item" in causes:
+    if BreakCause.ITEM in causes:
         out.append((share("forward"), Candidate(
             "scalars", "forward", "a graph break at .item() splits the forward"
         )))  # fmt: skip
-    if "dynamic_output_shape" in causes:
+    if BreakCause.DYNAMIC_OUTPUT_SHAPE in causes:
         out.append((share("forward"), Candidate(
             "dynamic_ops", "forward", "a graph break at an op whose output shape depends on data"
         )))  # fmt: skip

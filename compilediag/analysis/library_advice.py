@@ -8,6 +8,7 @@ from compilediag.analysis.callers import CalledBy
 from compilediag.analysis.guard_words import Guard, guard_head
 from compilediag.analysis.history import Entry
 from compilediag.paths import Owner, possessive
+from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.formats import GUARD_LOWER_BOUND, GUARD_RANGE, GUARD_SIZE
 
 
@@ -84,9 +85,13 @@ def library_recompile_advice(package: str, g: Guard, e: Entry, dynamic: bool = F
     own, subject = possessive(package), guard_subject(g)
     head = f"This frame is {own} own code, called from inside {package}: "
     generating = any("generate" in f.name for f in e.compile.stack)
-    if g.cause in ("shape", "bounded") and under_training_loop(e):
+    if g.cause in (RecompileCause.SHAPE, RecompileCause.BOUNDED) and under_training_loop(e):
         return size_advice(g, dynamic, e.caller.loop)
-    if package == "transformers" and g.cause in ("shape", "bounded") and generating:
+    if (
+        package == "transformers"
+        and g.cause in (RecompileCause.SHAPE, RecompileCause.BOUNDED)
+        and generating
+    ):
         return (
             head + f"{subject} grows with the generated sequence. For shapes that stay the same "
             "from token to token (what Inductor's CUDA graphs need), give generate() a static "
@@ -95,13 +100,13 @@ def library_recompile_advice(package: str, g: Guard, e: Entry, dynamic: bool = F
             "the same between calls, and compile the model's forward rather than generate(). "
             "Or compile with dynamic=True, so the length is dynamic from the first compile."
         )
-    if g.cause in ("shape", "float", "int"):
+    if g.cause in (RecompileCause.SHAPE, RecompileCause.FLOAT, RecompileCause.INT):
         return (
             head + f"{subject} is a value of {own}, not one you pass, so it can't be "
             "marked. Compile with dynamic=True (sizes start dynamic), or let torch make it "
             "dynamic on this recompile (automatic dynamic: one more compile of this frame)."
         )
-    if g.cause == "object":
+    if g.cause == RecompileCause.OBJECT:
         return (
             head + f"{package} passes it a new object each time, so each call compiles "
             "again until the recompile limit, then runs in eager mode. Compile the module "

@@ -83,7 +83,9 @@ def loaders_last_batch(c: Case) -> str:
 
 
 def training_loop_batches(c: Case) -> str:
-    if c.guard.cause in ("shape", "bounded") and under_training_loop(c.entry):
+    if c.guard.cause in (RecompileCause.SHAPE, RecompileCause.BOUNDED) and under_training_loop(
+        c.entry
+    ):
         return size_advice(c.guard, c.dynamic, c.entry.caller.loop)
     return ""
 

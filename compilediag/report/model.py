@@ -13,6 +13,7 @@ from typing import Any
 
 from compilediag.report.vocabulary import (
     Bound,
+    BreakCause,
     CallState,
     Finding,
     FixOutcome,
@@ -101,7 +102,7 @@ class GraphBreak:
     hints: list[str] = field(default_factory=list)
     count: int = 1
     suggestion: str = ""
-    cause: str = ""  # the fix rule's name for it: print, logging, data_dependent_branch, ...
+    cause: BreakCause = BreakCause.OTHER  # what the break is, by our rules
     library_frame: Site | None = None  # where it broke, when inside a library the user called
     framework: str = ""  # the framework that library frame belongs to (DDP, logging, ...)
     library: str = ""  # the package whose line broke (torchvision, transformers); '' if yours

@@ -32,6 +32,64 @@ class RecompileCause(StrEnum):
     OTHER = "other"
 
 
+class BreakCause(StrEnum):
+    """What a graph break is, by compilediag's rules (advice/); `fix` rewrites some of them
+    (advice/patches: CONSTRUCTS), `run --try-fixes` tries a setting for others."""
+
+    ASSERT = "assert"  # an assert on a value Dynamo cannot know
+    AUTOGRAD_IN_GRAPH = "autograd_in_graph"  # backward() or torch.autograd inside the graph
+    BREAK_IN_LOOP = "break_in_loop"  # a break inside a loop
+    BUILTIN = "builtin"  # a builtin operator Dynamo cannot call
+    CHECKPOINT_SIDE_EFFECT = (
+        "checkpoint_side_effect"  # a side effect inside an activation-checkpointed function
+    )
+    CLASS_DEFINITION = "class_definition"  # a class defined in the compiled function
+    CLOSURE_CELL = "closure_cell"  # a closure's cell written
+    COMPILER_DISABLE = "compiler_disable"  # a function under torch.compiler.disable
+    CONTEXT_MANAGER = "context_manager"  # a context manager Dynamo cannot enter
+    COPY_TENSOR = "copy_tensor"  # copy.copy / deepcopy of a tensor
+    CREATED_IN_GRAPH = "created_in_graph"  # an object made inside the graph
+    DATA_DEPENDENT_BRANCH = "data_dependent_branch"  # an `if` on a tensor's value
+    DATA_DEPENDENT_OP = (
+        "data_dependent_op"  # an op whose Python result depends on the data (torch.equal)
+    )
+    DATA_PTR = "data_ptr"  # .data_ptr()
+    DYNAMIC_OUTPUT_SHAPE = (
+        "dynamic_output_shape"  # an output whose shape depends on the data (nonzero)
+    )
+    DYNAMIC_OUTPUT_SHAPE_NO_META = (
+        "dynamic_output_shape_no_meta"  # the same, where the op has no meta kernel
+    )
+    EXCEPTION = "exception"  # an exception raised or handled
+    EXPLICIT_GRAPH_BREAK = "explicit_graph_break"  # torch._dynamo.graph_break() and its kin
+    FAKE_TENSOR = "fake_tensor"  # an op that cannot run on fake tensors
+    GENERATOR = "generator"  # a Python generator
+    GENERATOR_RNG = "generator_rng"  # a torch.Generator's state
+    HOP_SIDE_EFFECT = (
+        "hop_side_effect"  # a side effect inside torch.cond or another higher-order op
+    )
+    ITEM = "item"  # .item() and other tensor-to-number reads
+    ITEM_BRANCH = "item_branch"  # an .item() value steering Python control flow
+    ITERATOR_INPUT = "iterator_input"  # an iterator made outside the graph
+    LOGGING = "logging"  # a logger's call
+    MISSING_FAKE_KERNEL = "missing_fake_kernel"  # a custom op's missing or wrong fake kernel
+    MODULE_INIT = "module_init"  # a module built inside the compiled function
+    NUMPY = "numpy"  # a NumPy call torch._numpy does not model
+    OPTREE = "optree"  # optree's C functions
+    PRINT = "print"  # print()
+    PYTHON_BUILTIN = "python_builtin"  # a Python C function Dynamo cannot trace
+    REQUIRES_GRAD_IN_GRAPH = "requires_grad_in_graph"  # requires_grad changed inside the graph
+    SKIPPED_FUNCTION = "skipped_function"  # a function Dynamo skips on purpose
+    SORT_TENSORS = "sort_tensors"  # sorted() over tensors
+    TENSOR_TO_STRING = "tensor_to_string"  # str()/format() of a tensor
+    TOLIST = "tolist"  # .tolist()
+    TORCH_UNTRACEABLE = "torch_untraceable"  # a torch function not traceable by design
+    UNRECONSTRUCTABLE_OUTPUT = "unreconstructable_output"  # an output Dynamo cannot rebuild
+    UNSUPPORTED_CALL = "unsupported_call"  # a call Dynamo cannot trace
+    WARNING = "warning"  # warnings.warn()
+    OTHER = "other"  # no rule of ours: torch's hints, or the generic advice
+
+
 class FixSource(StrEnum):
     COMPILEDIAG = "compilediag"  # our own fix for the cause
     TORCH_REGISTRY = "torch registry"  # torch's graph-break registry's hints

@@ -26,6 +26,7 @@ from compilediag.advice.patches.numpy_twin import numpy_twin
 from compilediag.advice.patches.results import BreakFix, Evidence, FixResult, RecompileFix
 from compilediag.advice.patches.sort_stacked import sort_stacked
 from compilediag.advice.patches.where_branch import where_branch
+from compilediag.report.vocabulary import BreakCause
 
 __all__ = [
     "CONSTRUCTS", "BreakFix", "Evidence", "FixResult", "NoPatch", "Patch", "RecompileFix",
@@ -33,24 +34,24 @@ __all__ = [
 ]  # fmt: skip
 
 # cause -> the construct that rewrites it
-CONSTRUCTS: dict[str, Callable[[Site, str], Patch]] = {
-    "print": guard_call,
-    "logging": guard_call,
-    "warning": guard_call,
-    "item": keep_tensor,
-    "tolist": keep_tensor,
-    "item_branch": where_branch,
-    "data_dependent_branch": where_branch,
-    "data_dependent_op": where_branch,
-    "dynamic_output_shape": count_nonzero,
-    "numpy": numpy_twin,
-    "sort_tensors": sort_stacked,
-    "copy_tensor": clone_copy,
-    "class_definition": hoist_class,
+CONSTRUCTS: dict[BreakCause, Callable[[Site, str], Patch]] = {
+    BreakCause.PRINT: guard_call,
+    BreakCause.LOGGING: guard_call,
+    BreakCause.WARNING: guard_call,
+    BreakCause.ITEM: keep_tensor,
+    BreakCause.TOLIST: keep_tensor,
+    BreakCause.ITEM_BRANCH: where_branch,
+    BreakCause.DATA_DEPENDENT_BRANCH: where_branch,
+    BreakCause.DATA_DEPENDENT_OP: where_branch,
+    BreakCause.DYNAMIC_OUTPUT_SHAPE: count_nonzero,
+    BreakCause.NUMPY: numpy_twin,
+    BreakCause.SORT_TENSORS: sort_stacked,
+    BreakCause.COPY_TENSOR: clone_copy,
+    BreakCause.CLASS_DEFINITION: hoist_class,
 }
 
 
-def propose(source: str, line: int, cause: str, path: str = "the file") -> Patch | NoPatch:
+def propose(source: str, line: int, cause: BreakCause, path: str = "the file") -> Patch | NoPatch:
     """A rewrite of the file for the break at `line`, or why there is none. A file that
     does not parse raises UsageError (its line)."""
     site = Site(source, line, path)
