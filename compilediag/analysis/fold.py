@@ -27,7 +27,7 @@ from compilediag.report.model import (
     TraceInfo,
     job_summary,
 )
-from compilediag.report.vocabulary import Finding, FindingKind, Source
+from compilediag.report.vocabulary import Finding, FindingKind, Source, StepsAt
 from compilediag.trace.compiles import TraceLog, unranked
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ def training_ranks(
     from compilediag.analysis.other_work import evaluation_graphs, short_name
     from compilediag.analysis.ranks import without_evaluation
 
-    by_rank = {p.rank: p for p in (run.processes if run else []) if p.steps_at == "optimizer"}
+    by_rank = {p.rank: p for p in (run.processes if run else []) if p.steps_at == StepsAt.OPTIMIZER}
     compared, notes = [], []
     for r, own in zip(ranks, owners, strict=True):
         p = by_rank.get(r.rank)

@@ -38,7 +38,7 @@ from compilediag.report.model import (
     Timings,
 )
 from compilediag.report.serial import from_json, to_json
-from compilediag.report.vocabulary import Finding, FindingKind, Severity
+from compilediag.report.vocabulary import Finding, FindingKind, Severity, StepsAt
 from compilediag.report.words import ms
 from compilediag.trace.compiles import id_of
 from compilediag.trace.formats import WRAPPER_FRAME
@@ -175,7 +175,7 @@ def job_totals(
 def job_facts(job: Runtime, first: ProcessRuntime, left_out: set[int]) -> None:
     """The lowest rank's steps, optimizer, loader, window and kernel profile."""
     job.steps, job.window = first.steps, list(first.window)
-    job.steps_at = first.steps_at
+    job.steps_at = StepsAt(first.steps_at)
     job.optimizer, job.optimizer_options = first.optimizer, dict(first.optimizer_options)
     job.skipped_steps = first.skipped_steps
     job.loaders = dict(first.loaders)
@@ -198,7 +198,7 @@ def step_place(job: Runtime, report: Report, first: ProcessRuntime) -> None:
     wrapper, what torch.compile was given, at its call."""
     prefix = _prefix(report, first)
     frame = first.first_frame
-    if first.steps_at == "optimizer" and first.training_frame is not None:
+    if first.steps_at == StepsAt.OPTIMIZER and first.training_frame is not None:
         frame = first.training_frame  # not a sanity check's validation_step, run first
     step_graph = next((g for g in report.graphs if g.compile_id == f"{prefix}{frame}/0"), None)
     if step_graph is not None:
@@ -226,10 +226,10 @@ def window_figures(report: Report, job: Runtime, first: ProcessRuntime, left_out
         r.compile_id = prefix + r.compile_id
     a, b = first.window
     unit = {
-        "optimizer": f"steps {a}-{b} of {first.optimizer} (from the end of one "
+        StepsAt.OPTIMIZER: f"steps {a}-{b} of {first.optimizer} (from the end of one "
         "optimizer step to the end of the next)",
-        "entry": f"calls {a}-{b} of the first compiled entry",
-    }.get(first.steps_at, f"calls {a}-{b} of its first frame")
+        StepsAt.ENTRY: f"calls {a}-{b} of the first compiled entry",
+    }.get(StepsAt(first.steps_at), f"calls {a}-{b} of its first frame")
     report.timings = Timings(
         method=f"{unit}, each part timed (by CUDA events on CUDA); a step torch "
         "compiled in, or that held an evaluation on any rank, is left out"

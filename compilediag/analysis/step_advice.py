@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.report.model import Breakdown, RestPart, Runtime
+from compilediag.report.vocabulary import RestKind
 from compilediag.report.words import ms
 
 # a part of the step this large is worth a line of advice
@@ -86,24 +87,24 @@ def rest_parts(p: ProcessRuntime) -> list[RestPart]:
     ]
 
 
-def _rest_kind(name: str, probed: str = "eager") -> tuple[str, str]:
+def _rest_kind(name: str, probed: str = RestKind.EAGER) -> tuple[RestKind, str]:
     """An op of the rest's kind (sync, to_device, copy, eager), and what it is in words;
     `probed`: the probe's kind (to_device: the op copied host memory to the device)."""
-    if probed == "to_device":
-        return "to_device", (
+    if probed == RestKind.TO_DEVICE:
+        return RestKind.TO_DEVICE, (
             "the data's copy to the device (.to(device) of a batch): the loader's work, "
             "not an op to compile"
         )
     if name.startswith(SYNCS):
         if name.startswith("aten::"):
-            return "sync", (
+            return RestKind.SYNC, (
                 "a tensor's value read in Python (.item(), float(), int(), bool(), .tolist()): "
                 "on CUDA, a wait for the device"
             )
-        return "sync", "a wait for the device (torch.cuda.synchronize)"
+        return RestKind.SYNC, "a wait for the device (torch.cuda.synchronize)"
     if name.startswith(COPIES):
-        return "copy", "a copy or cast outside the graphs (.to(), .float(), .contiguous())"
-    return "eager", "an eager op outside the compiled graphs (the loss, a metric)"
+        return RestKind.COPY, "a copy or cast outside the graphs (.to(), .float(), .contiguous())"
+    return RestKind.EAGER, "an eager op outside the compiled graphs (the loss, a metric)"
 
 
 def rest_advice(b: Breakdown) -> list[str]:
@@ -115,8 +116,8 @@ def rest_advice(b: Breakdown) -> list[str]:
     region on CPU), and nothing is advised. The data's copies to the device get the data
     advice."""
     step = b.call_ms
-    copies = [r for r in b.rest if r.kind == "to_device"]
-    eager = [r for r in b.rest if r.kind in ("copy", "eager")]
+    copies = [r for r in b.rest if r.kind == RestKind.TO_DEVICE]
+    eager = [r for r in b.rest if r.kind in (RestKind.COPY, RestKind.EAGER)]
     out: list[str] = []
     moved, spent = sum(r.ms for r in copies), sum(r.ms for r in eager)
     held = b.rest_holds(moved + spent)

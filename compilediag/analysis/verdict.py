@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from compilediag.report.model import Breakdown, Report, Runtime
 from compilediag.report.model import StepBound as Bound
-from compilediag.report.vocabulary import RecompileCause
+from compilediag.report.vocabulary import RecompileCause, RestKind
 from compilediag.report.words import ms
 
 # recompiles for another mode (grad mode, training): one graph each, none a CUDA graph's blocker
@@ -161,7 +161,7 @@ def bound_advice(report: Report, job: Runtime) -> list[str]:
             "changing dims dynamic or pad to a few sizes"
         )
     t = report.timings
-    reads = [r for r in (t.breakdown.rest if t and t.breakdown else []) if r.kind == "sync"]
+    reads = [r for r in (t.breakdown.rest if t and t.breakdown else []) if r.kind == RestKind.SYNC]
     if reads:
         blockers.append(
             f"its waits for the device each step ({', '.join(r.name for r in reads[:2])}: "

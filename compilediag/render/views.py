@@ -18,6 +18,7 @@ from compilediag.report.model import (
     Tracing,
     Tried,
 )
+from compilediag.report.vocabulary import RestKind, StepsAt
 from compilediag.trace.formats import guard_pattern
 
 
@@ -84,7 +85,7 @@ def _kind(r: Recompile) -> tuple[str, str, tuple[int, ...]]:
 def step_words(r: Runtime) -> str:
     """What a step is: `12 calls of forward (train.py:26), compiled or eager`."""
     place = f"{r.step_frame} ({where(r.step_file, r.step_line)})"
-    if r.steps_at == "optimizer":
+    if r.steps_at == StepsAt.OPTIMIZER:
         skipped = (
             f" ({r.skipped_steps} skipped by GradScaler: inf or NaN gradients)"
             if r.skipped_steps else ""
@@ -93,7 +94,7 @@ def step_words(r: Runtime) -> str:
             f"{plural(r.steps, 'step')} of {r.optimizer}{skipped}{stopped_words(r)}; the model: "
             f"the compiled {place}"
         )
-    if r.steps_at == "entry":
+    if r.steps_at == StepsAt.ENTRY:
         return f"{r.steps} calls of the compiled {place}, compiled or eager{stopped_words(r)}"
     return f"{r.steps} calls of {place}'s graphs"
 
@@ -185,9 +186,9 @@ def rest_named(b: Breakdown) -> str:
     """` (of it: eager ops outside graphs 3.1 ms: aten::mm 2 ms, aten::tanh 0.9 ms); 1 value
     read or wait for the device a step (aten::item: 0.02 ms on the host)`: what the kernel
     profile's steps named of the rest; '' where it named nothing."""
-    syncs = [r for r in b.rest if r.kind == "sync"]
-    moved = [r for r in b.rest if r.kind == "to_device"]
-    eager = [r for r in b.rest if r.kind not in ("sync", "to_device")]
+    syncs = [r for r in b.rest if r.kind == RestKind.SYNC]
+    moved = [r for r in b.rest if r.kind == RestKind.TO_DEVICE]
+    eager = [r for r in b.rest if r.kind not in (RestKind.SYNC, RestKind.TO_DEVICE)]
     named = []
     if moved:
         named.append(
@@ -272,7 +273,7 @@ def unmeasured_words(r: Runtime) -> str:
             f"not measured: torch compiled during every step of the window (--profile-steps "
             f"{a}-{z})"
         )
-    if r.steps_at == "optimizer" and a == 1 == z:
+    if r.steps_at == StepsAt.OPTIMIZER and a == 1 == z:
         return "not measured: step 1 ended before the steps were known to be the optimizer's"
     return f"not measured: the job made fewer than {z + 1} steps (--profile-steps {a}-{z})"
 
@@ -280,11 +281,15 @@ def unmeasured_words(r: Runtime) -> str:
 def steps_made(r: Runtime) -> str:
     """`32 steps of SGD` / `12 steps (calls of the compiled forward)`: how many steps the job
     made, and what they were, in a few words."""
-    if r.steps_at == "optimizer":
+    if r.steps_at == StepsAt.OPTIMIZER:
         return f"{plural(r.steps, 'step')} of {r.optimizer}" if r.optimizer else (
             f"{plural(r.steps, 'optimizer step')}"
         )  # fmt: skip
-    what = f"the compiled {r.step_frame}" if r.steps_at == "entry" else f"{r.step_frame}'s graphs"
+    what = (
+        f"the compiled {r.step_frame}"
+        if r.steps_at == StepsAt.ENTRY
+        else f"{r.step_frame}'s graphs"
+    )
     return (
         f"{plural(r.steps, 'step')} (calls of {what})" if r.step_frame else plural(r.steps, "step")
     )

@@ -20,7 +20,9 @@ from compilediag.report.vocabulary import (
     FixSource,
     KernelKind,
     RecompileCause,
+    RestKind,
     Source,
+    StepsAt,
 )
 
 # 2: timings.device became timings.device_ms; `runtime`, `rank_groups` and each finding's
@@ -263,8 +265,7 @@ class RestPart:
     device), a copy."""
 
     name: str  # torch.profiler's: aten::_local_scalar_dense, aten::mm, cudaDeviceSynchronize
-    kind: str  # sync (a value read, a wait for the device), to_device (the data's copy to the
-    # device), copy, eager (any other op)
+    kind: RestKind
     what: str  # in words
     calls: float  # a step
     ms: float  # a step (on CUDA the CPU's time: the wait in a sync included)
@@ -409,7 +410,7 @@ class Runtime:
     # compiled or eagerly; "frame": of the first compiled frame's graphs, where the entry
     # could not be seen
     steps: int = 0
-    steps_at: str = "entry"  # "optimizer": steps of `optimizer` (its class)
+    steps_at: StepsAt = StepsAt.ENTRY
     optimizer: str = ""
     optimizer_options: dict[str, bool] = field(default_factory=dict)  # its foreach / fused
     skipped_steps: int = 0  # of its steps, GradScaler skipped (inf or NaN gradients)

@@ -113,6 +113,23 @@ class KernelKind(StrEnum):
     OTHER = "other"
 
 
+class StepsAt(StrEnum):
+    """What a `run` job's steps were counted at."""
+
+    OPTIMIZER = "optimizer"  # its optimizer's steps (its class), where it made one
+    ENTRY = "entry"  # calls of what torch.compile returned, compiled or eager
+    FRAME = "frame"  # the first compiled frame's graphs, where the entry could not be seen
+
+
+class RestKind(StrEnum):
+    """An op a `run` step ran outside its parts and outside the compiled graphs."""
+
+    SYNC = "sync"  # a value read in Python (.item(); on CUDA a wait for the device)
+    TO_DEVICE = "to_device"  # the data's copy to the device
+    COPY = "copy"  # a copy or cast
+    EAGER = "eager"  # any other op: the loss or a metric computed eagerly
+
+
 class Bound(StrEnum):
     CPU = "CPU-bound"
     GPU = "GPU-bound"
