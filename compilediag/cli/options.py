@@ -198,7 +198,7 @@ KernelProfile = Annotated[
     bool,
     typer.Option(
         "--kernels/--no-kernels",
-        help="With --profile-steps: profile the kernels over the steps after the window (at most 5). On CUDA, torch.profiler's CUPTI stays loaded after it: the job's later steps ran 1.10-1.12x as long on an H100. --no-kernels leaves the kernel profile out.",
+        help="With --profile-steps: profile the kernels over the steps after the window (at most 5). On CUDA, torch.profiler's CUPTI stays loaded after it and slows the job's later steps (docs/usage.md says by how much). --no-kernels leaves the kernel profile out.",
     ),
 ]
 StopAfter = Annotated[
