@@ -231,11 +231,11 @@ def _skipped(b: Break) -> Fix:
         shown = f"torch's `{fn}`" if fn else "This torch function"
         extra = " (seed once before calling the model)" if "seed" in fn else ""
         return fix(
-            b, BreakCause.TORCH_UNTRACEABLE,
-            f"{shown} is not traceable by design: call it outside the compiled "
-            f"function{extra}.",
+            b,
+            BreakCause.TORCH_UNTRACEABLE,
+            f"{shown} is not traceable by design: call it outside the compiled function{extra}.",
             MOVES_OUT,
-        )  # fmt: skip
+        )
     if fn:
         src = f" ({Path(where).name})" if where else ""
         return fix(

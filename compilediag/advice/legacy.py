@@ -50,7 +50,7 @@ LEGACY: list[tuple[re.Pattern[str], str]] = [
             r"|builtin_function_or_method|non-torch function"
         ),
         "GB0007",
-    ),  # fmt: skip
+    ),
     (re.compile(r"[Uu]nsupported (function|method|builtin)|call_function"), "GB0156"),
 ]
 

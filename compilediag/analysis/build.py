@@ -197,7 +197,7 @@ def repeated_blocks(modules: dict[str, str]) -> Repeated | None:
         Repeated(parent, classes[0], len(classes))
         for parent, classes in children.items()
         if parent and len(classes) >= MIN_BLOCKS and len(set(classes)) == 1
-    ]  # fmt: skip
+    ]
     return max(runs, key=lambda r: r.count) if runs else None
 
 

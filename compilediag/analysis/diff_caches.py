@@ -72,9 +72,7 @@ def cache_changes(a: Side, b: Side) -> tuple[list[Change], list[CacheMiss]]:
         place = _cache_place(k, places_a, one_a)
         looked_up.setdefault((*place, lookup_part(k)), k)
         looked_up.setdefault((*place, "any"), k)
-    trained = {
-        _cache_place(k, places_b, one_b) for k in b.caches if lookup_part(k) == "backward"
-    }  # fmt: skip
+    trained = {_cache_place(k, places_b, one_b) for k in b.caches if lookup_part(k) == "backward"}
     versions = (a.report.environment.torch, b.report.environment.torch)
     misses = []
     for k in b.caches:

@@ -74,9 +74,8 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
         return []
     old, new = guard_values(before[-1].compile.guards), guard_values(e.compile.guards)
     changed = [
-        src for src in old
-        if src in new and old[src] != new[src] and src.startswith(("L[", "G["))
-    ]  # fmt: skip
+        src for src in old if src in new and old[src] != new[src] and src.startswith(("L[", "G["))
+    ]
     first = f"{g.guard} {g.words}"
     out = []
     for src in changed:

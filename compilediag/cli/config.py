@@ -50,7 +50,7 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
         f.metadata["config"][0]: f.metadata["config"][1:]
         for f in fields(RunOptions)
         if f.metadata["config"]
-    },  # fmt: skip
+    },
     "shapes": ((str,), 'a string like "2x16,4x16"'),
     "baseline": ((str,), "a path string"),
     **{r.key: ((int, float) if r.kind is float else (r.kind,), r.words) for r in GATE_RULES},

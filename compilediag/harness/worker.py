@@ -110,9 +110,7 @@ class Worker:
             try:
                 compiled = self.compile_model(torch, model)
                 skips = self.watch_cudagraphs(torch)
-                eager_out, compiled_out, call0 = self.run_calls(
-                    torch, step, model, compiled, sets
-                )  # fmt: skip
+                eager_out, compiled_out, call0 = self.run_calls(torch, step, model, compiled, sets)
             finally:
                 cost.stop()
             summary = cost.summary()

@@ -256,7 +256,7 @@ def fix_blocks(report: Report) -> list:
         b, a = fx.before, fx.after
         style = {"removes it": "green", "cuts compile time": "green", "partly": "yellow"}.get(
             fx.verdict, "red"
-        )  # fmt: skip
+        )
         if a is None:
             t.add_row(fx.remedy, Text(fx.verdict, style=style), "-", "-", "-", "-", "-", "-")
             continue

@@ -545,9 +545,9 @@ def guard_change(old: frozenset[str], new: frozenset[str]) -> str:
     tensors = [_tensor_fields(x) for x in (old, new)]
     moved = [
         f"{k} {tensors[0][k]} → {tensors[1][k]}"
-        for k in TENSOR_FIELDS if tensors[0].get(k) != tensors[1].get(k)
-        and k in tensors[0] and k in tensors[1]
-    ]  # fmt: skip
+        for k in TENSOR_FIELDS
+        if tensors[0].get(k) != tensors[1].get(k) and k in tensors[0] and k in tensors[1]
+    ]
     if moved:
         return "; ".join(moved)
     strides = [_tensor_stride(x) for x in (old, new)]

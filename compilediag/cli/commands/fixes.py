@@ -24,7 +24,7 @@ def counts(report: Report) -> Counts:
     ct = report.compile_time
     return Counts(
         s.graphs, s.unique_graph_breaks, s.recompiles, s.speedup, ct.total_s if ct else None
-    )  # fmt: skip
+    )
 
 
 def try_fixes(

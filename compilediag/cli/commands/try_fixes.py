@@ -70,7 +70,7 @@ def try_fixes(
             break
         tried = measured(
             c, control.report, control.run, after.report, after.run, after.failure, noise
-        )  # fmt: skip
+        )
         say(f"compilediag: [{i}/{n}] {c.remedy}: {tried.why}")
         out.append(tried)
     return out
