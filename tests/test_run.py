@@ -6,6 +6,7 @@ user's own sitecustomize, and a command that never imports torch."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -147,6 +148,18 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
+def _state(pid: int) -> str:
+    """A process's state and what the kernel has it wait in, from /proc."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        state = next(ln for ln in status.splitlines() if ln.startswith("State:"))
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+        threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
+        return f"{state.split(None, 1)[1]}, waits in {wchan or '-'}, {threads} threads"
+    except (OSError, StopIteration):
+        return "gone"
+
+
 def test_ctrl_c_stops_the_job_and_reports_what_it_compiled(tmp_path: Path) -> None:
     marker = f"--marker-{uuid.uuid4().hex}"  # the job ignores it; /proc shows it
     kept = tmp_path / "trace"
@@ -154,7 +167,8 @@ def test_ctrl_c_stops_the_job_and_reports_what_it_compiled(tmp_path: Path) -> No
         [*compilediag_cmd(), "run", "--trace-dir", str(kept), "--format", "json", "--",
          sys.executable, str(TRAIN), marker],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "JOB_WAIT": "120", "NO_COLOR": "1"}, cwd=ROOT,
+        env={**os.environ, "JOB_WAIT": "120", "NO_COLOR": "1", "PYTHONFAULTHANDLER": "1"},
+        cwd=ROOT,
     )  # fmt: skip
     assert proc.stderr is not None
     for line in proc.stderr:  # the job's stdout comes on stderr with --format json
@@ -162,17 +176,26 @@ def test_ctrl_c_stops_the_job_and_reports_what_it_compiled(tmp_path: Path) -> No
             break
     else:
         pytest.fail("the job never said ready")
+    job = _processes_with(marker)
     started = time.monotonic()
     proc.send_signal(signal.SIGINT)
     try:
         out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:  # say where it hung (once, under a loaded CI)
-        proc.kill()
-        out, err = proc.communicate()
-        left = _processes_with(marker)
-        for pid in left:
+    except subprocess.TimeoutExpired:  # say where it hung (twice, under a loaded CI)
+        states = {pid: _state(pid) for pid in [proc.pid, *job, *_processes_with(marker)]}
+        # each process still there prints its Python stacks (faulthandler) and ends
+        for pid in [*_processes_with(marker), proc.pid]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        for pid in _processes_with(marker):
             os.kill(pid, signal.SIGKILL)
-        pytest.fail(f"no end 60 s after Ctrl-C; the job's processes left: {left}\n{err[-3000:]}")
+        pytest.fail(f"no end 60 s after Ctrl-C; compilediag and the job then: {states}\n"
+                    f"{err[-6000:]}")  # fmt: skip
     assert time.monotonic() - started < 30
     assert proc.returncode == 130, err
     report = json.loads(out)

@@ -101,7 +101,10 @@ class Child:
         previous = {s: signal.signal(s, forward) for s in FORWARDED} if forward_signals else {}
         timed_out = False
         try:
-            if timeout is None and poll is None:
+            # blocked in waitpid, a signal another thread takes is handled only once the
+            # child ends: a child waiting for that signal would never end. Polled instead
+            # wherever signals are forwarded.
+            if timeout is None and poll is None and not forward_signals:
                 rc: int | None = self.proc.wait()
             else:
                 deadline = None if timeout is None else time.monotonic() + timeout
