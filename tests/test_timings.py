@@ -176,7 +176,14 @@ def test_time_lost_to_each_break_is_what_its_eager_code_costs() -> None:
     # `alone` is its fastest block (another test's load only slows a block down); the
     # report's figure is a median share, which the same load may inflate
     assert 0.6 * alone <= costly["time_lost_ms"] <= 3 * alone, (costly["time_lost_ms"], alone)
-    assert cheap["time_lost_ms"] < 0.25 * alone
+    # the break that leaves nothing eager costs the switch between graphs: a small part of
+    # the function's time, or (where another test's load inflates that switch, 0.13 ms
+    # against a 0.31 ms function once in CI) under half of what the other break gives
+    assert cheap["time_lost_ms"] < max(0.25 * alone, 0.5 * costly["time_lost_ms"]), (
+        cheap["time_lost_ms"],
+        costly["time_lost_ms"],
+        alone,
+    )
     t = report["timings"]
     b = t["breakdown"]
     parts = b["in_graphs_ms"] + b["between_graphs_ms"] + b["outside_ms"]
