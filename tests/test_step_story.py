@@ -329,6 +329,22 @@ def test_a_rank_that_compiles_longer_is_named_with_the_others_wait(gpt_ddp) -> N
     assert len(found) == 1 and found[0].startswith("rank 2 compiled for"), found
     assert "the other ranks wait 400.0 s for it at their first collective" in found[0]
     assert "67% of torch.distributed's default 10-minute timeout" in found[0]
+    assert "graphs rank 1 did not" not in found[0]  # it compiled the same graphs
+
+    # the same graphs, the others' FX-graph cache hit every one and its missed: the cache
+    # it lacked is named
+    n = len(slow.graphs)
+    assert n and [g.place for g in slow.graphs] == [g.place for g in ranks[1].graphs]
+    for r in ranks:
+        r.caches = {"fx_graph_cache_hit": n}
+    slow.caches = {"fx_graph_cache_miss": n}
+    (found,) = [
+        f.message for f in divergence([*ranks[1:], ranks[1], slow]) if f.kind == "compile_time"
+    ]
+    assert found.endswith(
+        f"; rank 2's FX-graph cache missed {n} time{'s' if n > 1 else ''}, rank 1's 0 "
+        f"(rank 1 hit {n}: entries its cache had and rank 2's did not)"
+    ), found
 
 
 @pytest.mark.gpus

@@ -7,6 +7,7 @@ same inputs in this process without a compile, the test asks it."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -21,6 +22,12 @@ JOBS = ROOT / "tests" / "fixtures" / "jobs"
 def trace(version: str, name: str) -> str:
     path = TRACES / version / name
     return str(path if path.is_dir() else path.with_name(name + ".log"))
+
+
+def expected_breaks_in(job: Path) -> int:
+    """The one break line a job's docstring names ("... at line 29 ...")."""
+    (line,) = re.findall(r"line (\d+)", job.read_text().split('"""')[1])
+    return int(line)
 
 
 def versions_with(name: str) -> list[str]:
@@ -246,3 +253,58 @@ def test_a_library_models_findings_are_the_librarys(version: str) -> None:
     assert "site-packages" not in text and not compilediag_files(text)
     sites = {(b["library_frame"] or {}).get("file", "") for b in report["graph_breaks"]}
     assert sites and all(s.startswith("torchvision/") for s in sites), sites
+
+
+def _records(path: Path, kind: str) -> int:
+    """How many records of this kind torch wrote to one rank's trace file (its envelopes,
+    read without compilediag)."""
+    count = 0
+    with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as fh:
+        text = fh.read()
+    for line in text.splitlines():
+        start = line.find("{")
+        if start < 0:
+            continue
+        try:
+            envelope = json.loads(line[start:])
+        except ValueError:
+            continue  # a payload line
+        name = envelope.get("artifact", {}).get("name") if "artifact" in envelope else None
+        count += kind in envelope or name == kind
+    return count
+
+
+@pytest.mark.parametrize("version", versions_with("compile_skew"))
+def test_a_rank_that_compiled_longer_names_what_it_compiled_and_its_cache_misses(
+    version: str,
+) -> None:
+    """tests/fixtures/jobs/compile_skew.py: rank 1 alone breaks at its print and recompiles
+    for four more batch sizes, and starts with an empty cache where the others start warm.
+    The finding on its compile time names the graphs it compiled that a rank of the
+    median's time did not, with their seconds, and its FX-graph cache misses beside that
+    rank's hits; the counts are those of torch's own records in each rank's file."""
+    folder = Path(trace(version, "compile_skew"))
+    files = {int(re.search(r"_rank_(\d+)_", p.name)[1]): p for p in folder.glob("*.log*")}
+    graphs = {rank: _records(p, "dynamo_output_graph") for rank, p in files.items()}
+    misses = {rank: _records(p, "fx_graph_cache_miss") for rank, p in files.items()}
+    assert graphs[0] == graphs[2] and graphs[1] > graphs[0], graphs
+
+    report, _ = run_json("report", str(folder))
+    (found,) = [d["message"] for d in report["divergence"] if d["kind"] == "compile_time"]
+    ranks = {r["rank"]: r for r in report["ranks"]}
+    times = {rank: r["summary"]["compile_time_s"] for rank, r in ranks.items()}
+    typical = min((0, 2), key=lambda r: abs(times[r] - sorted(times.values())[1]))
+    extra = graphs[1] - graphs[typical]
+    assert found.startswith("rank 1 compiled for"), found
+    assert f"rank 1 compiled {extra} graphs rank {typical} did not" in found, found
+    print_line = expected_breaks_in(JOBS / "compile_skew.py")
+    assert f"forward, after line {print_line} (compile_skew.py:" in found, found
+    own = ranks[1]["graphs"][-extra:]
+    seconds = sum(g["compile_s"] for g in own)
+    assert f"({seconds:.1f} s: " in found, found
+    hits = _records(files[typical], "fx_graph_cache_hit")
+    assert hits and misses[typical] == 0  # the job: ranks 0 and 2 start warm, rank 1 cold
+    assert found.endswith(
+        f"; its FX-graph cache missed {misses[1]} times, rank {typical}'s 0 "
+        f"(rank {typical} hit {hits})"
+    ), found

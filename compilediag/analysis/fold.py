@@ -19,6 +19,7 @@ from compilediag.report.model import (
     CacheKey,
     CompileTime,
     Environment,
+    RankGraph,
     RankGroup,
     RankSummary,
     Report,
@@ -110,6 +111,14 @@ def digest(log: TraceLog, target: TargetInfo, keys: bool = False) -> RankDigest:
         collectives=collective_schedule(h),
         graph_order=graph_order(h),
         caches=dict(r.compile_time.caches) if r.compile_time else {},
+        graphs=[
+            RankGraph(
+                g.compile_id,
+                f"{g.frame} ({os.path.basename(g.file)}:{g.line})",
+                round(g.compile_time_s or 0.0, 3),
+            )
+            for g in r.graphs
+        ],
     )
     skips = cudagraph_skips(h)
     d = RankDigest(r, summary, versions, log.records, skips)

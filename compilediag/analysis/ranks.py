@@ -162,14 +162,71 @@ def _slow_compiles(ranks: list[RankSummary]) -> list[Finding]:
     if slow:
         span = sorted(times[i] for i in slow)
         took = f"{span[0]:.1f} s" if len(slow) == 1 else f"{span[0]:.1f}-{span[-1]:.1f} s"
+        slowest = max(slow, key=lambda i: times[i])
+        steady = [i for i in range(len(ranks)) if i not in slow]
+        typical = min(steady, key=lambda i: abs(times[i] - median)) if steady else None
         found.append(
             _warning(
                 FindingKind.COMPILE_TIME,
                 f"{rank_set(ranks, slow)} compiled for {took}, the median rank {median:.1f} s"
-                + skew_words(max(span) - median),
+                + skew_words(max(span) - median)
+                + (
+                    _compiled_more(ranks[slowest], ranks[typical], len(slow) > 1)
+                    if typical is not None and times[slowest] > median
+                    else ""
+                ),
             )
         )
     return found
+
+
+GRAPHS_NAMED = 3  # places of the slow rank's own graphs named; the rest counted
+
+
+def _compiled_more(slow: RankSummary, typical: RankSummary, several: bool) -> str:
+    """What the slow rank compiled that a rank of the median's time did not (graphs, by
+    place, the costliest places first: their compile ids may differ), and its FX-graph
+    cache misses beside that rank's; '' where neither differs."""
+    who, other = _label(slow), _label(typical)
+    said = []
+    extra = Counter(g.place for g in slow.graphs) - Counter(g.place for g in typical.graphs)
+    if extra:
+        left = dict(extra)
+        by_place: dict[str, list[float]] = {}
+        for g in reversed(slow.graphs):  # the last compiles at a place: the other's lacked
+            if left.get(g.place, 0) > 0:
+                left[g.place] -= 1
+                by_place.setdefault(g.place, []).append(g.compile_s)
+        count = sum(len(s) for s in by_place.values())
+        seconds = sum(sum(s) for s in by_place.values())
+        places = sorted(by_place.items(), key=lambda kv: -sum(kv[1]))
+        named = ", ".join(
+            f"{f'{len(s)}× ' if len(s) > 1 else ''}{place} {sum(s):.1f} s"
+            for place, s in places[:GRAPHS_NAMED]
+        )
+        if len(places) > GRAPHS_NAMED:
+            named += f" and {len(places) - GRAPHS_NAMED} places more"
+        said.append(
+            f"{'the slowest, ' if several else ''}{who} compiled {count} "
+            f"graph{'s' if count > 1 else ''} {other} did not ({seconds:.1f} s: {named})"
+        )
+    misses = slow.caches.get("fx_graph_cache_miss", 0)
+    theirs = typical.caches.get("fx_graph_cache_miss", 0)
+    if misses > theirs:
+        hits = typical.caches.get("fx_graph_cache_hit", 0)
+        whose = "its" if said else f"{'the slowest, ' if several else ''}{who}'s"
+        # where both compiled the same graphs and the other hit: its cache held what this
+        # one's lacked
+        why = "" if extra else f": entries its cache had and {who}'s did not"
+        said.append(
+            f"{whose} FX-graph cache missed {misses} time{'s' if misses > 1 else ''}, "
+            f"{other}'s {theirs}" + (f" ({other} hit {hits}{why})" if hits else "")
+        )
+    return "".join(f"; {s}" for s in said)
+
+
+def _label(r: RankSummary) -> str:
+    return r.label or f"rank {r.rank}"
 
 
 def without_evaluation(
@@ -203,6 +260,7 @@ def without_evaluation(
         r, summary=summary,
         recompile_reasons=sorted({f"{x.frame}: {x.failed_guard}" for x in kept}),
         changed=r.changed if kept else [],
+        graphs=[g for g in r.graphs if g.compile_id not in ids],
     )  # fmt: skip
     said = ", ".join(sorted(unranked(x) for x in ids))
     seconds = sum(g.compile_time_s or 0.0 for g in own.graphs if g.compile_id in ids)

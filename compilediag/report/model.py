@@ -658,6 +658,16 @@ class CacheKey:
 
 
 @dataclass
+class RankGraph:
+    """A graph one rank compiled: by its place, which ranks that compiled alike share (their
+    compile ids can differ), and what its compile took on that rank."""
+
+    compile_id: str
+    place: str  # "forward (model.py:12)", or a resumed frame's "forward, after line 14 (...)"
+    compile_s: float = 0.0
+
+
+@dataclass
 class RankSummary:
     """One rank of a distributed job (one trace file)."""
 
@@ -674,6 +684,7 @@ class RankSummary:
     collectives: list[str] = field(default_factory=list)
     graph_order: list[str] = field(default_factory=list)  # graph_execution, when recorded
     caches: dict[str, int] = field(default_factory=dict)  # FX-graph cache hits, misses
+    graphs: list[RankGraph] = field(default_factory=list)  # in compile order
 
 
 @dataclass
