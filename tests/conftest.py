@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,17 @@ def work_left_out(runtime: dict, step_ms: list[float] | None = None) -> list[int
         for n in stalled:
             assert step_ms[n - 1] > 2 * statistics.median(kept), (n, step_ms, runtime)
     return [n for n in runtime["window_left_out"] if n not in stalled]
+
+
+def measured_twice(check: Callable[[], None]) -> None:
+    """A check of a timing against another clock, under another test's load (CI runs two
+    workers on two cores: a figure 4x its quiet value has been seen): where it fails, the
+    whole measurement is made again once, and that one must pass. A wrong figure is wrong
+    both times; the first failure is kept in the second's message."""
+    try:
+        check()
+    except AssertionError as first:
+        try:
+            check()
+        except AssertionError as second:
+            raise AssertionError(f"{second} (the first measurement failed too: {first})") from None

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.conftest import SAMPLES, assert_timings_consistent, run_json
+from tests.conftest import SAMPLES, assert_timings_consistent, measured_twice, run_json
 
 SAMPLES_WITH_INPUTS = sorted(
     p.name
@@ -141,7 +141,8 @@ def test_time_lost_to_each_break_is_what_its_eager_code_costs() -> None:
     """sample_models/costly_break.py: the break at line 31 leaves a torch.compiler.disable'd
     function to eager mode, the one at line 33 nothing. The time the report gives each break
     is set beside that function timed on its own here (torch.utils.benchmark.Timer), and the
-    parts of a call add up to the measured call."""
+    parts of a call add up to the measured call. Measured again once where a figure is out
+    of its bounds (conftest.measured_twice): CI's load put the costly break at 4x."""
     import os
     import subprocess
     import sys
@@ -150,50 +151,54 @@ def test_time_lost_to_each_break_is_what_its_eager_code_costs() -> None:
     # One thread in both processes: under a parallel test run on two cores, two-thread ops
     # wait on a core another test holds (seen: 300x slower), which measures the machine.
     one = {"OMP_NUM_THREADS": "1"}
-    report, proc = run_json("explain", "sample_models/costly_break.py", "--device", "cpu",
-                            timeout=900, env=one)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert_timings_consistent(report, "inductor")
-    # timed alone in a fresh process: this one may hold another test's torch state
-    script = (
-        "import importlib.util, torch\n"
-        "from torch.utils.benchmark import Timer\n"
-        f"spec = importlib.util.spec_from_file_location('cb', {str(SAMPLES / 'costly_break.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-        "model, (x,) = m.get_model(), m.get_inputs()\n"
-        "with torch.no_grad():\n"
-        "    h = torch.relu(model.fc1(x))\n"
-        "    t = Timer('f(h)', globals={'f': m.postprocess, 'h': h},\n"
-        "              num_threads=torch.get_num_threads())\n"
-        "    print(min(t.blocked_autorange(min_run_time=1.0).times) * 1e3)\n"
-    )
-    proc2 = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                           timeout=300, env={**os.environ, **one})  # fmt: skip
-    assert proc2.returncode == 0, proc2.stderr
-    alone = float(proc2.stdout.strip().splitlines()[-1])
-    costly, cheap = report["graph_breaks"]  # ranked by what they cost
-    assert (costly["line"], cheap["line"]) == (31, 33)
-    # `alone` is its fastest block (another test's load only slows a block down); the
-    # report's figure is a median share, which the same load may inflate
-    assert 0.6 * alone <= costly["time_lost_ms"] <= 3 * alone, (costly["time_lost_ms"], alone)
-    # the break that leaves nothing eager costs the switch between graphs: a small part of
-    # the function's time, or (where another test's load inflates that switch, 0.13 ms
-    # against a 0.31 ms function once in CI) under half of what the other break gives
-    assert cheap["time_lost_ms"] < max(0.25 * alone, 0.5 * costly["time_lost_ms"]), (
-        cheap["time_lost_ms"],
-        costly["time_lost_ms"],
-        alone,
-    )
-    t = report["timings"]
-    b = t["breakdown"]
-    parts = b["in_graphs_ms"] + b["between_graphs_ms"] + b["outside_ms"]
-    assert parts == pytest.approx(t["compiled_ms"]["median"], rel=0.15)
-    graphs = report["graphs"]
-    assert len(graphs) == 3 and all(g["time_ms"] > 0 for g in graphs)
-    # the frames that resume forward after a break still compute the model's own layers
-    mms = [k for k in report["kernels"] if k["ops"] == ["aten.addmm"]]
-    assert [k["modules"] for k in mms] == [["fc1 (Linear)"], ["fc2 (Linear)"], ["fc3 (Linear)"]]
-    assert sum(g["time_ms"] + g["eager_ms"] for g in graphs) <= parts * 1.01
+
+    def check() -> None:
+        report, proc = run_json("explain", "sample_models/costly_break.py", "--device", "cpu",
+                                timeout=900, env=one)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert_timings_consistent(report, "inductor")
+        # timed alone in a fresh process: this one may hold another test's torch state
+        script = (
+            "import importlib.util, torch\n"
+            "from torch.utils.benchmark import Timer\n"
+            f"spec = importlib.util.spec_from_file_location('cb', {str(SAMPLES / 'costly_break.py')!r})\n"
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+            "model, (x,) = m.get_model(), m.get_inputs()\n"
+            "with torch.no_grad():\n"
+            "    h = torch.relu(model.fc1(x))\n"
+            "    t = Timer('f(h)', globals={'f': m.postprocess, 'h': h},\n"
+            "              num_threads=torch.get_num_threads())\n"
+            "    print(min(t.blocked_autorange(min_run_time=1.0).times) * 1e3)\n"
+        )
+        proc2 = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                               timeout=300, env={**os.environ, **one})  # fmt: skip
+        assert proc2.returncode == 0, proc2.stderr
+        alone = float(proc2.stdout.strip().splitlines()[-1])
+        costly, cheap = report["graph_breaks"]  # ranked by what they cost
+        assert (costly["line"], cheap["line"]) == (31, 33)
+        # `alone` is its fastest block (another test's load only slows a block down); the
+        # report's figure is a median share, which the same load may inflate
+        assert 0.6 * alone <= costly["time_lost_ms"] <= 3 * alone, (costly["time_lost_ms"], alone)
+        # the break that leaves nothing eager costs the switch between graphs: a small part of
+        # the function's time, or (where another test's load inflates that switch, 0.13 ms
+        # against a 0.31 ms function once in CI) under half of what the other break gives
+        assert cheap["time_lost_ms"] < max(0.25 * alone, 0.5 * costly["time_lost_ms"]), (
+            cheap["time_lost_ms"],
+            costly["time_lost_ms"],
+            alone,
+        )
+        t = report["timings"]
+        b = t["breakdown"]
+        parts = b["in_graphs_ms"] + b["between_graphs_ms"] + b["outside_ms"]
+        assert parts == pytest.approx(t["compiled_ms"]["median"], rel=0.15)
+        graphs = report["graphs"]
+        assert len(graphs) == 3 and all(g["time_ms"] > 0 for g in graphs)
+        # the frames that resume forward after a break still compute the model's own layers
+        mms = [k for k in report["kernels"] if k["ops"] == ["aten.addmm"]]
+        assert [k["modules"] for k in mms] == [["fc1 (Linear)"], ["fc2 (Linear)"], ["fc3 (Linear)"]]
+        assert sum(g["time_ms"] + g["eager_ms"] for g in graphs) <= parts * 1.01
+
+    measured_twice(check)
 
 
 @pytest.mark.gpu
