@@ -40,9 +40,7 @@ class BreakCause(StrEnum):
     AUTOGRAD_IN_GRAPH = "autograd_in_graph"  # backward() or torch.autograd inside the graph
     BREAK_IN_LOOP = "break_in_loop"  # a break inside a loop
     BUILTIN = "builtin"  # a builtin operator Dynamo cannot call
-    CHECKPOINT_SIDE_EFFECT = (
-        "checkpoint_side_effect"  # a side effect inside an activation-checkpointed function
-    )
+    CHECKPOINT_SIDE_EFFECT = "checkpoint_side_effect"  # a side effect in a checkpointed function
     CLASS_DEFINITION = "class_definition"  # a class defined in the compiled function
     CLOSURE_CELL = "closure_cell"  # a closure's cell written
     COMPILER_DISABLE = "compiler_disable"  # a function under torch.compiler.disable
@@ -50,24 +48,16 @@ class BreakCause(StrEnum):
     COPY_TENSOR = "copy_tensor"  # copy.copy / deepcopy of a tensor
     CREATED_IN_GRAPH = "created_in_graph"  # an object made inside the graph
     DATA_DEPENDENT_BRANCH = "data_dependent_branch"  # an `if` on a tensor's value
-    DATA_DEPENDENT_OP = (
-        "data_dependent_op"  # an op whose Python result depends on the data (torch.equal)
-    )
+    DATA_DEPENDENT_OP = "data_dependent_op"  # a Python result from the data (torch.equal)
     DATA_PTR = "data_ptr"  # .data_ptr()
-    DYNAMIC_OUTPUT_SHAPE = (
-        "dynamic_output_shape"  # an output whose shape depends on the data (nonzero)
-    )
-    DYNAMIC_OUTPUT_SHAPE_NO_META = (
-        "dynamic_output_shape_no_meta"  # the same, where the op has no meta kernel
-    )
+    DYNAMIC_OUTPUT_SHAPE = "dynamic_output_shape"  # a shape from the data (nonzero)
+    DYNAMIC_OUTPUT_SHAPE_NO_META = "dynamic_output_shape_no_meta"  # the same, no meta kernel
     EXCEPTION = "exception"  # an exception raised or handled
     EXPLICIT_GRAPH_BREAK = "explicit_graph_break"  # torch._dynamo.graph_break() and its kin
     FAKE_TENSOR = "fake_tensor"  # an op that cannot run on fake tensors
     GENERATOR = "generator"  # a Python generator
     GENERATOR_RNG = "generator_rng"  # a torch.Generator's state
-    HOP_SIDE_EFFECT = (
-        "hop_side_effect"  # a side effect inside torch.cond or another higher-order op
-    )
+    HOP_SIDE_EFFECT = "hop_side_effect"  # a side effect in torch.cond or another higher-order op
     ITEM = "item"  # .item() and other tensor-to-number reads
     ITEM_BRANCH = "item_branch"  # an .item() value steering Python control flow
     ITERATOR_INPUT = "iterator_input"  # an iterator made outside the graph
