@@ -45,8 +45,8 @@ def stalled_steps(
 ) -> dict[int, tuple[float, float]]:
     """The window's steps that stalled on any rank, among those not `left_out` (the probe
     leaves out a step torch compiled in); step -> (its ms, the garbage collections' ms in
-    it where they took most of the pause, else 0), the longest rank's. None where as many as half would be: then the steps just
-    differ, and the figures stand."""
+    it where they took most of the pause, else 0), the longest rank's. {} where as many as
+    half would be: then the steps just differ, and the figures stand."""
     out: dict[int, tuple[float, float]] = {}
     for p in processes:
         prof = p.profiled

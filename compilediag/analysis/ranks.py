@@ -269,7 +269,7 @@ def without_evaluation(
     also = "; ".join(sorted({f"{x.frame}: {x.failed_guard}" for x in dropped}))
     note = Finding(
         FindingKind.EVALUATION_GRAPHS,
-        f"{r.label or f'rank {r.rank}'}'s {work} runs graph{'s' if len(ids) > 1 else ''} "
+        f"{_label(r)}'s {work} runs graph{'s' if len(ids) > 1 else ''} "
         f"{said} that no training step calls"
         + (f", and recompiled for it ({also})" if also else "")
         + ": left out of the comparison of ranks (not a divergence; their training steps "

@@ -229,7 +229,7 @@ def window_figures(report: Report, job: Runtime, first: ProcessRuntime, left_out
         StepsAt.OPTIMIZER: f"steps {a}-{b} of {first.optimizer} (from the end of one "
         "optimizer step to the end of the next)",
         StepsAt.ENTRY: f"calls {a}-{b} of the first compiled entry",
-    }.get(StepsAt(first.steps_at), f"calls {a}-{b} of its first frame")
+    }.get(job.steps_at, f"calls {a}-{b} of its first frame")  # job_facts set it
     report.timings = Timings(
         method=f"{unit}, each part timed (by CUDA events on CUDA); a step torch "
         "compiled in, or that held an evaluation on any rank, is left out"
