@@ -94,7 +94,7 @@ def test_a_budget_every_rank_meets_passes_however_many_ranks(
     counts = " ".join(table.splitlines()[2:4])
     assert "each of 1024 ranks: 2 graphs" in counts
     assert f"compile {seconds(own.compile_time_s)} a rank" in counts
-    assert f"compile {seconds(1024 * own.compile_time_s)} in total over 1024 ranks" in counts
+    assert f"{seconds(1024 * own.compile_time_s)} of compile work over 1024 ranks, side by side" in counts
 
 
 def test_a_budget_one_rank_breaks_fails_naming_that_rank() -> None:
@@ -187,7 +187,7 @@ def test_a_saved_schema_3_report_loads_with_per_rank_figures() -> None:
         (r["name"], r["value"], "") for r in data["verdict"]["rules"]
     ]
     table = render(loaded, "table", width=200)
-    assert f"compile {seconds(old['compile_time_s'])} in total over 8 ranks" in table
+    assert f"{seconds(old['compile_time_s'])} of compile work over 8 ranks, side by side" in table
     assert json.loads(render(loaded, "json"))["schema_version"] == SCHEMA_VERSION
 
 

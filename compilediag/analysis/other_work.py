@@ -146,6 +146,7 @@ def step_work(processes: list[ProcessRuntime], left_out: set[int]) -> list[StepW
                 ms=round(statistics.median(w.ms for w in timed), 6),
                 calls=statistics.median(w.calls for w in seen),
                 waited_ms=_waits(processes, ranks, set(steps), left_out),
+                compiled=all(w.compiled for w in seen),
             )
         )  # fmt: skip
     return out
@@ -188,9 +189,7 @@ def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> 
     for (steps, ranks), works in groups.items():
         who = f", rank {ranks[0]} alone" if len(ranks) == 1 else ""
         kinds = " and ".join(dict.fromkeys(w.kind for w in works))
-        each = "; ".join(
-            f"{_named(w)}, {ms(w.ms)} each, {w.calls:g} {CALLS.get(w.kind, 'calls')}" for w in works
-        )
+        each = "; ".join(f"{_named(w)}, {ms(w.ms)} each, {_calls(w)}" for w in works)
         text = f"{kinds} in {len(steps)} step{'s' if len(steps) != 1 else ''} ({_steps(list(steps))}{who}): {each}"
         held = [n for n in steps if n in left_out]
         if held and window:
@@ -202,6 +201,13 @@ def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> 
             text += f"; the other ranks waited for it in their collectives: {waits} (the median)"
         notes.append(Finding(FindingKind.OTHER_WORK, text))
     return notes
+
+
+def _calls(w: StepWork) -> str:
+    """`16 calls of the compiled model`; an evaluation that made none ran uncompiled."""
+    if w.kind == "evaluation" and not w.calls:
+        return "the model uncompiled (no call of the compiled model)"
+    return f"{w.calls:g} {CALLS.get(w.kind, 'calls')}"
 
 
 def _named(w: StepWork) -> str:

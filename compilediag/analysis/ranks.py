@@ -252,9 +252,13 @@ def without_evaluation(
 
     dropped = [x for x in own.recompiles if for_evaluation(x.compile_id)]
     kept = [x for x in own.recompiles if not for_evaluation(x.compile_id)]
+    seconds = sum(g.compile_time_s or 0.0 for g in own.graphs if g.compile_id in ids)
+    # its compile time as its training steps made it: the evaluation's graphs' seconds
+    # are the evaluation's cost (said in the note), not a skew between ranks
     summary = dataclasses.replace(
         r.summary, graphs=r.summary.graphs - len(ids),
         recompiles=max(0, r.summary.recompiles - len(dropped)),
+        compile_time_s=max(0.0, r.summary.compile_time_s - seconds),
     )  # fmt: skip
     adjusted = dataclasses.replace(
         r, summary=summary,
@@ -263,17 +267,20 @@ def without_evaluation(
         graphs=[g for g in r.graphs if g.compile_id not in ids],
     )  # fmt: skip
     said = ", ".join(sorted(unranked(x) for x in ids))
-    seconds = sum(g.compile_time_s or 0.0 for g in own.graphs if g.compile_id in ids)
     if seconds:
-        said += f" (compiled in {seconds:.2f} s)"
+        said += f" (compiled in {seconds:.2f} s, which the other ranks wait for at their first collective after it)"
     also = "; ".join(sorted({f"{x.frame}: {x.failed_guard}" for x in dropped}))
+    # which came first: an evaluation graph that is its frame's first compile made the
+    # training graph the recompile, else the training graph's made the evaluation's
+    first = any((cid := id_of(x)) is not None and cid.frame_compile == 0 for x in ids)
+    how = "and its training graph recompiled after it" if first else "and recompiled for it"
     note = Finding(
         FindingKind.EVALUATION_GRAPHS,
         f"{_label(r)}'s {work} runs graph{'s' if len(ids) > 1 else ''} "
         f"{said} that no training step calls"
-        + (f", and recompiled for it ({also})" if also else "")
-        + ": left out of the comparison of ranks (not a divergence; their training steps "
-        "compiled alike)",
+        + (f", {how} ({also})" if also else "")
+        + ": left out of the comparison of ranks, their graphs and their compile time (not "
+        "a divergence; their training steps compiled alike)",
     )  # fmt: skip
     return adjusted, note
 

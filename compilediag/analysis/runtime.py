@@ -29,9 +29,11 @@ from compilediag.analysis.other_work import (
 from compilediag.analysis.step_advice import rest_parts, step_advice
 from compilediag.analysis.timings import breakdown_of
 from compilediag.analysis.verdict import bound_advice, bound_of
+from compilediag.analysis.waits import Waits, collective_waits, longer_line, loop_lines
 from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_path, portable_text
 from compilediag.report.model import (
+    Breakdown,
     RankStep,
     Report,
     Runtime,
@@ -132,9 +134,13 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     if first is not None:
         job_facts(job, first, left_out)
         step_place(job, report, first)
+        waits = collective_waits(processes)
         if first.profiled is not None:
             window_figures(report, job, first, left_out)
-        job.rank_steps = rank_steps(processes, left_out)
+            if report.timings is not None and report.timings.breakdown is not None:
+                _set_wait(report.timings.breakdown, first, waits)
+        job.loop = loop_lines(first)
+        job.rank_steps = rank_steps(processes, left_out, waits)
         report.divergence += stragglers(job.rank_steps)
     job.other_work = step_work(processes, left_out)
     report.notes += work_notes(job.other_work, job.window, job.window_left_out)
@@ -274,9 +280,13 @@ def step_medians(p: Profiled) -> dict[str, float]:
     } if p.per_step else {}  # fmt: skip
 
 
-def rank_steps(processes: list[ProcessRuntime], left_out: set[int]) -> list[RankStep]:
-    """Each rank's window, where several ranks measured one: over its training steps."""
+def rank_steps(
+    processes: list[ProcessRuntime], left_out: set[int], waits: Waits | None = None
+) -> list[RankStep]:
+    """Each rank's window, where several ranks measured one: over its training steps, its
+    collectives split into wait and transfer (`waits`), its loop's lines."""
     out = []
+    waits = waits or Waits()
     for p in processes:
         if p.rank is None or p.profiled is None:
             continue
@@ -284,10 +294,21 @@ def rank_steps(processes: list[ProcessRuntime], left_out: set[int]) -> list[Rank
         b = breakdown_of(profiled)
         b.communication_ms = communication_ms(p)
         b.communication_exposed_ms = exposed_ms(p)
+        _set_wait(b, p, waits)
         plain_ms = plain_training_ms(p, left_out)
         plain = round(statistics.median(plain_ms), 6) if plain_ms else None
-        out.append(RankStep(p.rank, b, plain, step_medians(profiled)))
+        out.append(
+            RankStep(p.rank, b, plain, step_medians(profiled), p.kernel_step_ms,
+                     waits.waits_for.get(p.rank), loop_lines(p))
+        )  # fmt: skip
     return out if len(out) > 1 else []
+
+
+def _set_wait(b: Breakdown, p: ProcessRuntime, waits: Waits) -> None:
+    """The rank's wait for the last rank, a step, from its share of its collectives."""
+    share = waits.wait_share.get(p.rank) if p.rank is not None else None
+    if share is not None and b.communication_ms is not None:
+        b.communication_wait_ms = round(b.communication_ms * share, 6)
 
 
 # a straggler: the other ranks wait for it in their collectives longer than it waits, and
@@ -297,8 +318,12 @@ STRAGGLER_SHARE = 0.3
 
 
 def stragglers(steps: list[RankStep]) -> list[Finding]:
-    """The rank the others wait for: its collectives the shortest (the others' waits for it
-    are in theirs), by a margin, and the part of its step that is longer than theirs."""
+    """The rank the others wait for. Where each call's wait is known (waits.py): the rank
+    the others arrived before, their wait for it a margin of their step, what of its step
+    and which line of its loop take longer than theirs. Else (a file that kept no call's
+    time): its collectives the shortest by a margin, and one part of its step longer."""
+    if sum(s.breakdown.communication_wait_ms is not None for s in steps) >= 2:
+        return _waited_for(steps)
     known = [s for s in steps if s.breakdown.communication_ms is not None]
     if len(known) < 2:
         return []
@@ -327,6 +352,59 @@ def stragglers(steps: list[RankStep]) -> list[Finding]:
             "branch on the rank, logging or checkpointing on one rank",
         )
     ]  # fmt: skip
+
+
+def _waited_for(steps: list[RankStep]) -> list[Finding]:
+    waited = Counter(s.waits_for for s in steps if s.waits_for is not None)
+    if not waited:
+        return []
+    rank = waited.most_common(1)[0][0]
+    slow = next((s for s in steps if s.rank == rank), None)
+    others = [s for s in steps if s.waits_for == rank]
+    if slow is None or not others:
+        return []
+    wait = statistics.median(s.breakdown.communication_wait_ms or 0.0 for s in others)
+    whole = statistics.median(s.breakdown.communication_ms or 0.0 for s in others)
+    basis = [s.kernel_step_ms for s in others if s.kernel_step_ms]
+    step = statistics.median(basis or [s.breakdown.call_ms for s in others])
+    if wait < STRAGGLER_SHARE * step:
+        return []
+    who = _ranks_words([s.rank for s in others], len(steps) - 1)
+    mine = _typical(slow)
+    theirs = {n: statistics.median(_typical(s).get(n, 0.0) for s in others) for n in mine}
+    longer = max(mine, key=lambda n: mine[n] - theirs[n])
+    its = "the rest of its step" if longer == "the rest" else f"its {longer}"
+    text = (
+        f"rank {rank} is a straggler: {who} wait{'s' if len(others) == 1 else ''} for it in "
+        f"{'its' if len(others) == 1 else 'their'} collectives {ms(wait)} a step (median, of "
+        f"{ms(whole)} of collectives over the kernel profile's steps of {ms(step)}; the rest is "
+        f"the transfer), it {ms(slow.breakdown.communication_wait_ms or 0.0)}; {its} takes "
+        f"{ms(mine[longer])}, {'rank ' + str(others[0].rank) + chr(39) + 's' if len(others) == 1 else 'theirs'} "
+        f"{ms(theirs[longer])}"
+    )
+    fix = f"find what makes {its} longer on rank {rank}"
+    line = longer_line(slow.loop, [s.loop for s in others])
+    if line is not None:
+        x, median = line
+        what = f"{x.calls} ({x.file}:{x.line})" if x.calls else f"{x.file}:{x.line}"
+        code = f" `{x.source}`" if x.source else ""
+        text += f"; of it, {what}{code} takes {ms(x.ms)} a step on rank {rank}, {ms(median)} on the others"
+        fix = f"make {x.calls or 'that line'} on rank {rank} as fast as on the others"
+    return [
+        Finding(
+            FindingKind.STRAGGLER, text, Severity.WARNING,
+            fix=fix + " (its own input files or data path, a branch on the rank, logging or "
+            "checkpointing on one rank): the others wait for it at every collective",
+        )
+    ]  # fmt: skip
+
+
+def _ranks_words(ranks: list[int], of: int) -> str:
+    if len(ranks) == of and of > 1:
+        return "the other ranks"
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
 
 
 def _typical(s: RankStep) -> dict[str, float]:

@@ -2,7 +2,8 @@
 measured parts and, on CUDA, the kernels' busy time over the kernel profile's own steps.
 
 Candidates (each a share of the step): the data loader's next batch; the optimizer step;
-the eager code graph breaks leave (forward and its backward); the exposed collectives; on
+the eager code graph breaks leave (forward and its backward); the exposed collectives'
+transfers, and apart from them the wait for the rank the others wait for; on
 CPU the compiled graphs' own work; on CUDA the device (its kernels fill the step) or the
 host (the device idle most of the step: Python and launches set the pace); and a training
 job's evaluation where it holds most of the job's time. The largest is the verdict."""
@@ -25,7 +26,7 @@ def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | 
     if not step:
         return None
     candidates = [
-        _data(job, b), _optimizer(job, b), _eager(report, b), _communication(b),
+        _data(job, b), _optimizer(job, b), _eager(report, b), *_communication(job, b),
         _device_or_host(report, job, b) if cuda else _compute(report, b), _evaluation(job, b),
     ]  # fmt: skip
     found = [c for c in candidates if c is not None and c.share > 0]
@@ -78,14 +79,43 @@ def _eager(report: Report, b: Breakdown) -> Bound | None:
     )  # fmt: skip
 
 
-def _communication(b: Breakdown) -> Bound | None:
+def _communication(job: Runtime, b: Breakdown) -> list[Bound | None]:
+    """The collectives' exposed time (no compute beside it), a share of the kernel
+    profile's step it was measured over (not the window's: the profiler stretches its
+    steps). Where each call's wait is known (waits.py), split: the transfer is
+    communication, the wait for the last rank is waiting for that rank."""
     exposed = b.communication_exposed_ms
     if not exposed:
-        return None
-    return Bound(
-        "communication", _share(exposed, b), exposed,
-        f"collectives with no compute beside them: {ms(exposed)} a step exposed",
-    )  # fmt: skip
+        return [None]
+    basis = job.kernel_step_ms or b.call_ms
+    over = f"of the kernel profile's step of {ms(basis)}"
+    if b.communication_wait_ms is None:
+        share = min(1.0, exposed / basis)
+        return [Bound(
+            "communication", round(share, 4), round(share * b.call_ms, 6),
+            f"collectives with no compute beside them: {ms(exposed)} a step exposed, "
+            f"{share:.0%} {over} (waits for other ranks included)",
+        )]  # fmt: skip
+    whole = b.communication_ms or exposed
+    wait = min(b.communication_wait_ms, exposed)  # the wait is exposed first: nothing to do
+    transfer = max(0.0, min(exposed - wait, whole - b.communication_wait_ms))
+    found: list[Bound | None] = []
+    if transfer:
+        share = min(1.0, transfer / basis)
+        found.append(Bound(
+            "communication", round(share, 4), round(share * b.call_ms, 6),
+            f"collectives' transfers with no compute beside them: {ms(transfer)} a step, "
+            f"{share:.0%} {over} (their waits for other ranks apart)",
+        ))  # fmt: skip
+    waiting = next((s for s in job.rank_steps if s.rank == job.window_rank), None)
+    if wait and waiting is not None and waiting.waits_for is not None:
+        share = min(1.0, wait / basis)
+        found.append(Bound(
+            "waiting", round(share, 4), round(share * b.call_ms, 6),
+            f"waiting for rank {waiting.waits_for} in the collectives: {ms(wait)} a step, "
+            f"{share:.0%} {over}; what rank {waiting.waits_for} does longer is under Ranks",
+        ))  # fmt: skip
+    return found
 
 
 def _compute(report: Report, b: Breakdown) -> Bound | None:
@@ -126,8 +156,12 @@ def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
 
 def _evaluation(job: Runtime, b: Breakdown) -> Bound | None:
     """A training job's evaluation, where it holds more of the job's time than any part
-    of its training steps: its time over the job against the training steps'."""
-    spent = sum(w.ms * len(w.steps) for w in job.other_work if w.kind == "evaluation")
+    of its training steps: its time over the job against the training steps'. One whose
+    every occurrence compiled is left out: its time is the compile's (said with the
+    compile), not a cost every evaluation pays."""
+    spent = sum(
+        w.ms * len(w.steps) for w in job.other_work if w.kind == "evaluation" and not w.compiled
+    )
     if not spent or not job.steps:
         return None
     training = b.call_ms * job.steps

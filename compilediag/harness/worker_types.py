@@ -162,6 +162,19 @@ class OtherWork:
 
 
 @dataclass
+class LoopLine:
+    """A line of the training loop and what it spent over the kernel profile's steps, from
+    samples of the stack (the probe's loop_work): the loop's file and line, the function
+    the loop runs in, the function the line called ('' for its own Python or torch's)."""
+
+    file: str = ""
+    line: int = 0
+    loop: str = ""
+    calls: str = ""
+    ms: float = 0.0  # over all the kernel profile's steps
+
+
+@dataclass
 class CompileCall:
     """A torch.compile call a job's process made: on what, from which line, and whether
     the object it returned was ever called."""
@@ -211,6 +224,9 @@ class ProcessRuntime:
     evaluation_calls: dict[str, int] = field(default_factory=dict)  # their graph calls, by id
     kernel_step_numbers: list[int] = field(default_factory=list)  # the kernel profile's steps
     kernel_step_ms: float | None = None  # their mean, start to start, under torch.profiler
+    # over the kernel steps: each collective call in the order it started, [name, us]
+    collective_calls: list[list[str | float]] = field(default_factory=list)
+    loop_lines: list[LoopLine] = field(default_factory=list)  # the loop's lines, sampled
     backends: list[str] = field(default_factory=list)  # the backends' names (`inductor`)
     compile_calls: list[CompileCall] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)  # the graphs' input devices (`cuda`)

@@ -80,7 +80,7 @@ def headline(report: Report) -> str:
 def _rank_counts(s: Summary, ranks: int) -> list[str]:
     """What one rank compiled, not the sum over ranks that compiled side by side:
     `each of 64 ranks: 4 graphs · ... · compile 7.90 s a rank (max 8.10 s, rank 17) ·
-    compile 505.60 s in total over 64 ranks`, with ranges where ranks differ (the summary's
+    505.60 s of compile work over 64 ranks, side by side`, with ranges where ranks differ (the summary's
     spreads over the ranks)."""
 
     def spread(name: str) -> RankSpread:
@@ -103,7 +103,10 @@ def _rank_counts(s: Summary, ranks: int) -> list[str]:
         f"(max {seconds(time.max)}, {time.max_rank or 'rank ?'})"
     )
     if s.total_compile_time_s is not None:
-        counts.append(f"compile {seconds(s.total_compile_time_s)} in total over {ranks} ranks")
+        # side by side: what holds the job is the slowest rank (said above), not the sum
+        counts.append(
+            f"{seconds(s.total_compile_time_s)} of compile work over {ranks} ranks, side by side"
+        )
     return counts
 
 

@@ -179,7 +179,11 @@ def step_text(r: Runtime, b: Breakdown) -> str:
         return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
     inside = {"forward": f" ({split})", "the rest": rest_named(b)}
     said = [f"{name} {ms(v)}{inside.get(name, '')}" for name, v in parts]
-    return f"{ms(b.call_ms)}: {' · '.join(said)}{collectives_words(b, r)} ({window})"
+    mine = next((s for s in r.rank_steps if s.rank == r.window_rank), None)
+    waits_for = mine.waits_for if mine is not None else None
+    return (
+        f"{ms(b.call_ms)}: {' · '.join(said)}{collectives_words(b, r, None, waits_for)} ({window})"
+    )
 
 
 def rest_named(b: Breakdown) -> str:
@@ -218,21 +222,37 @@ def rest_named(b: Breakdown) -> str:
     return said
 
 
-def collectives_words(b: Breakdown, r: Runtime | None = None) -> str:
+def collectives_words(
+    b: Breakdown, r: Runtime | None = None, step_ms: float | None = None,
+    waits_for: int | None = None,
+) -> str:  # fmt: skip
     """`; collectives 2.1 ms beside them (...)`: not a part (their stream or thread runs
     alongside the parts), said after them, with the kernel profile's steps they were
-    taken over (not the window's)."""
+    taken over (not the window's; `step_ms`: that rank's kernel step), split into the wait
+    for the rank that arrived last (`waits_for`) and the transfer where each call's wait
+    is known."""
     if b.communication_ms is None:
         return ""
     over = ""
-    if r is not None and r.kernel_step_ms:
-        over = f" over the kernel profile's {kernel_steps_words(r)} of {ms(r.kernel_step_ms)}"
+    step_ms = step_ms or (r.kernel_step_ms if r is not None else None)
+    if r is not None and step_ms:
+        over = f" over the kernel profile's {kernel_steps_words(r)} of {ms(step_ms)}"
     exposed = ""
     if b.communication_exposed_ms is not None:
-        exposed = f" ({ms(b.communication_exposed_ms)} of it exposed: no compute beside it)"
+        exposed = f"; {ms(b.communication_exposed_ms)} of it exposed: no compute beside it"
+    if b.communication_wait_ms is None:
+        return (
+            f"; collectives {ms(b.communication_ms)} a step beside them ({exposed[2:]}){over}, "
+            "waits for other ranks included"
+        ) if exposed else (
+            f"; collectives {ms(b.communication_ms)} a step beside them{over}, waits for other "
+            "ranks included"
+        )  # fmt: skip
+    whom = f"rank {waits_for}" if waits_for is not None else "the last rank"
+    transfer = max(0.0, b.communication_ms - b.communication_wait_ms)
     return (
-        f"; collectives {ms(b.communication_ms)} a step beside them{exposed}{over}, waits for "
-        "other ranks included"
+        f"; collectives {ms(b.communication_ms)} a step beside them{over} ({ms(b.communication_wait_ms)} "
+        f"waiting for {whom}, {ms(transfer)} the transfer{exposed})"
     )
 
 
@@ -257,7 +277,8 @@ def rank_step_rows(r: Runtime) -> list[tuple[str, str]]:
     for s in ordered[:RANKS_SHOWN]:
         b = s.breakdown
         parts = " · ".join(f"{name} {ms(v)}" for name, v in b.parts())
-        rows.append((f"rank {s.rank}", f"{ms(b.call_ms)}: {parts}{collectives_words(b, r)}"))
+        said = collectives_words(b, r, s.kernel_step_ms, s.waits_for)
+        rows.append((f"rank {s.rank}", f"{ms(b.call_ms)}: {parts}{said}"))
     rest = ordered[RANKS_SHOWN:]
     if rest:
         steps = sorted(s.breakdown.call_ms for s in rest)

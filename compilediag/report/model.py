@@ -295,6 +295,10 @@ class Breakdown:
     # ... of it, exposed: the time no compute ran beside a collective (the step waits on it;
     # the rest overlaps compute); None where not measured
     communication_exposed_ms: float | None = None
+    # ... of it, the wait for the rank that arrived last (each call's time beyond the same
+    # call's on that rank, which waited for nobody); the rest is the transfer. None: one
+    # rank, or a file that kept no call's own time
+    communication_wait_ms: float | None = None
     # run: what the rest holds that the kernel profile named (over its steps, after the
     # window): eager ops outside any graph and reads of a tensor's value; the rest's
     # other time is Python (logging, the loop's own code)
@@ -332,6 +336,22 @@ class RankStep:
     # the median over the window's steps of the step and of each part (one slow step, a
     # pause or a log written once, moves a mean, not these)
     medians: dict[str, float] = field(default_factory=dict)
+    kernel_step_ms: float | None = None  # the kernel profile's step, its collectives' basis
+    waits_for: int | None = None  # the rank that arrived last at most of its collectives
+    loop: list[LoopLine] = field(default_factory=list)  # its loop's lines, a step
+
+
+@dataclass
+class LoopLine:
+    """A line of the training loop and what it spent a step, over the kernel profile's
+    steps (sampled stacks): where host work a profiler names only by its ops is the user's."""
+
+    file: str
+    line: int
+    ms: float  # a step
+    loop: str = ""  # the function the loop runs in
+    calls: str = ""  # the function the line called ('' for its own Python, or torch's)
+    source: str = ""  # the line's text
 
 
 @dataclass
@@ -351,6 +371,7 @@ class StepWork:
     # the ranks that did not run it and waited for it (in their collectives), the median of
     # their extra time in the window's steps that held it: {"1": 120.5}
     waited_ms: dict[str, float] = field(default_factory=dict)
+    compiled: bool = False  # torch compiled during every occurrence: `ms` is mostly the compile
 
 
 @dataclass
@@ -429,6 +450,7 @@ class Runtime:
     unprofiled_step_ms: float | None = None
     unprofiled_steps: int = 0
     rank_steps: list[RankStep] = field(default_factory=list)  # several ranks: each one's window
+    loop: list[LoopLine] = field(default_factory=list)  # the loop's lines (window rank's)
     # the window's median step and median parts (window_rank's); the breakdown is the mean
     step_medians: dict[str, float] = field(default_factory=dict)
     # the kernel profile after the window: its steps (0: none), the GPU's name (CUDA), and

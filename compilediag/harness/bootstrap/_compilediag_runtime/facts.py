@@ -98,6 +98,8 @@ def _kernel_facts(probe: Probe) -> dict[str, Any]:
         "kernels": k.rows, "kernel_steps": k.steps, "kernel_device": k.device,
         "kernel_step_numbers": list(k.step_numbers), "kernel_step_ms": k.step_ms,
         "collectives_ms": k.collectives_ms, "collectives_exposed_ms": k.exposed_ms,
+        "collective_calls": k.collective_calls,
+        "loop_lines": k.loop.facts() if k.loop is not None else [],
         "rest": k.rest,
         "kernels_off": not probe.profile_kernels,
     }  # fmt: skip

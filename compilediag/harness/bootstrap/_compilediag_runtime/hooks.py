@@ -131,6 +131,7 @@ def _watch_step_parts(probe: Probe) -> Any:
 
     setattr(autograd, engine_name, run_backward)
     undo.append(lambda: setattr(autograd, engine_name, engine))
+    undo.append(_watch_modes(probe, torch.nn.Module))
 
     try:
         from torch.utils.data import dataloader
@@ -155,6 +156,25 @@ def _watch_step_parts(probe: Probe) -> Any:
     setattr(loader_iter, "__next__", timed_next)  # noqa: B010
     undo.append(lambda: setattr(loader_iter, "__next__", next_batch))
     return lambda: [u() for u in undo]
+
+
+def _watch_modes(probe: Probe, module_class: Any) -> Any:
+    """Module.train (eval() calls it): a module put in eval mode and back, the span of an
+    evaluation however it runs. Returns the undo."""
+    train = module_class.train
+
+    def switched_train(self: Any, mode: bool = True) -> Any:
+        was = getattr(self, "training", True)
+        probe._switching += 1
+        try:
+            return train(self, mode)
+        finally:
+            probe._switching -= 1
+            if not probe._switching:
+                probe.mode_switched(self, bool(was), bool(mode))
+
+    module_class.train = switched_train
+    return lambda: setattr(module_class, "train", train)
 
 
 def _watch_skipped_steps(probe: Probe, tracing: Any) -> list[Any]:

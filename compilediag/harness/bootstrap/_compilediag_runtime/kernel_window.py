@@ -20,6 +20,7 @@ EVALUATION_MARK = "## compilediag evaluation"  # an evaluation's call: left out 
 # (torch.cuda.synchronize: the runtime's calls are on the thread's system id)
 DEVICE_WAITS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
 REST_OPS = 8  # the costliest of them kept
+MAX_COLLECTIVE_CALLS = 4096  # each collective call's own time, in order, kept up to this
 
 
 class _KernelWindow:
@@ -32,7 +33,7 @@ class _KernelWindow:
     kernels on CUDA, gloo's operations on CPU (each on its own stream or thread, the wait
     for the other ranks in its time)."""
 
-    def __init__(self, cuda: bool, steps: int) -> None:
+    def __init__(self, cuda: bool, steps: int, loop: Any = None) -> None:
         from torch.profiler import ProfilerActivity, profile
 
         self.cuda = cuda
@@ -45,6 +46,11 @@ class _KernelWindow:
         self._starts: list[float] = []  # their starts (perf_counter)
         self.step_ms: float | None = None  # their mean, start to start: the same steps
         self._evaluation: Any = None  # the record_function range of an evaluation's call
+        self._evaluating = 0  # evaluation calls under way (one inside another's span)
+        # each collective call in the order they started: [name, its time (us)], on this
+        # rank; set beside the other ranks' same call, what it waited for them
+        self.collective_calls: list[list[Any]] = []
+        self.loop = loop  # loop_work.LoopWork over the same steps, or None
         self.device = ""  # the GPU's name
         if cuda:
             import torch
@@ -61,6 +67,8 @@ class _KernelWindow:
         self._prof: Any = profile(activities=activities, record_shapes=True, with_flops=True)
         self._wrap_generated()
         self._prof.start()
+        if self.loop is not None:
+            self.loop.start()
 
     def step(self, number: int) -> None:
         """The job's step `number` begins."""
@@ -78,10 +86,11 @@ class _KernelWindow:
         step's (OtherWork names it, with its own time)."""
         from torch.autograd.profiler import record_function
 
+        self._evaluating = max(0, self._evaluating + (1 if starts else -1))
         if starts and self._evaluation is None:
             self._evaluation = record_function(EVALUATION_MARK)
             self._evaluation.__enter__()
-        elif not starts and self._evaluation is not None:
+        elif not starts and self._evaluation is not None and not self._evaluating:
             self._evaluation.__exit__(None, None, None)
             self._evaluation = None
 
@@ -150,6 +159,9 @@ class _KernelWindow:
         if self.steps_left is None:  # stopped already
             return
         self.steps_left = None
+        if self.loop is not None:
+            self.loop.stop()
+        self._evaluating = 0
         self.evaluation(False)
         if self.cuda:
             import torch
@@ -185,6 +197,7 @@ class _KernelWindow:
 
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
+        calls: list[tuple[float, str, float]] = []  # each collective call: start, name, us
         compute: list[tuple[float, float]] = []  # the kernels' (CUDA) or the step's ops' (CPU)
         rest: dict[tuple[str, str, str], dict[str, Any]] = {}
         launched_by, flops_to = _launched(events)
@@ -209,6 +222,7 @@ class _KernelWindow:
                 if e.name.startswith(COLLECTIVE_KERNELS):
                     kind = "communication"
                     spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
+                    calls.append((e.time_range.start, e.name, e.time_range.elapsed_us()))
                 call = _library_call(launched if launched is not e else None)
                 if call is not None and kind == "device":  # a library call's kernel
                     # its FLOPs to its longest kernel (the GEMM, not a memset or a scaling)
@@ -232,6 +246,7 @@ class _KernelWindow:
                 add(e.name, "eager", e.cpu_time_total, table=rest)  # (on its own thread id)
             elif e.name.startswith("gloo:"):  # a collective on gloo's threads, its wait in it
                 spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
+                calls.append((e.time_range.start, e.name, e.time_range.elapsed_us()))
                 add(e.name, "communication", e.cpu_time_total)
             elif e.name.startswith("cpp_fused"):
                 add(e.name, "generated", e.cpu_time_total)
@@ -243,7 +258,10 @@ class _KernelWindow:
             row["bytes"] = self._bytes.get(row["name"], 0)
             if row["name"] in spans:  # gloo runs a step's collectives on several threads
                 row["ms"] = _covered(spans[row["name"]]) / 1e3
-        collectives = [x for calls in spans.values() for x in calls]
+        self.collective_calls = [
+            [name, round(us, 3)] for _, name, us in sorted(calls)[:MAX_COLLECTIVE_CALLS]
+        ]
+        collectives = [x for ranges in spans.values() for x in ranges]
         self.collectives_ms = _covered(collectives) / 1e3
         beside = _covered(collectives) + _covered(compute) - _covered(collectives + compute)
         self.exposed_ms = max(0.0, self.collectives_ms - beside / 1e3)

@@ -32,17 +32,18 @@ class OtherWork:
         if self.training_code is None:
             self.training_code = {code for code, _ in _stack()}
 
-    def work_call(self, kind: str, step: int) -> None:
+    def work_call(self, kind: str, step: int, call: bool = True) -> None:
         """A call of other work (`kind`: an evaluation's call of the compiled model, a
-        checkpoint's torch.save) starts in `step`."""
+        checkpoint's torch.save) starts in `step`; not a `call`: the model put in eval mode
+        (an evaluation that may never call the compiled model)."""
         self._open.append(kind)
         now = time.perf_counter()
         last = self.occurrences[-1] if self.occurrences else None
         if last is not None and last["step"] == step and last["kind"] == kind:
-            last["calls"] += 1
+            last["calls"] += call
         elif len(self.occurrences) < MAX_KEPT:
             self.occurrences.append(
-                {"kind": kind, "step": step, "calls": 1, "start": now, "end": now,
+                {"kind": kind, "step": step, "calls": int(call), "start": now, "end": now,
                  "stack": _stack(), "frames": _frames_compiled(), "compiled": False}
             )  # fmt: skip
 
@@ -76,22 +77,24 @@ class OtherWork:
 
     def facts(self) -> list[dict[str, Any]]:
         """Each occurrence, named: its function (the outermost frame of its stack that no
-        training call has, one whose name says evaluation where there is one), the
-        function's file and line, its calls, its host time from its first call's start to
+        training call has, one whose name says evaluation where there is one; a checkpoint's:
+        the function that saved it), the function's file and line (a checkpoint's: the
+        torch.save line), its calls, its host time from its first call's start to
         its last call's end (ms), and whether torch compiled during it."""
         out = []
         for o in self.occurrences:
+            line = 0
             if o["kind"] == "evaluation":
                 code = _name_frame(o["stack"], self.training_code or set())
-            else:  # a checkpoint: the function that saved it
-                code = o["stack"][-1][0] if o["stack"] else None
+            else:  # a checkpoint: the function that saved it, at its torch.save line
+                code, line = o["stack"][-1] if o["stack"] else (None, 0)
             name = getattr(code, "co_qualname", None) or getattr(code, "co_name", "")
             out.append(
                 {"kind": o["kind"], "step": o["step"], "calls": o["calls"],
                  "ms": round((o["end"] - o["start"]) * 1e3, 6), "compiled": o["compiled"],
                  "function": name,
                  "file": getattr(code, "co_filename", ""),
-                 "line": getattr(code, "co_firstlineno", 0)}
+                 "line": line or getattr(code, "co_firstlineno", 0)}
             )  # fmt: skip
         return out
 

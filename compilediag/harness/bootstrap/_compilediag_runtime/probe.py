@@ -6,10 +6,12 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
 import time
 from typing import Any
 
 from .kernel_window import KERNEL_STEPS, _KernelWindow
+from .loop_work import LoopWork
 from .other_work import OtherWork
 from .parts import Mark, Part, StepParts, split_step
 from .torch_state import _compile_id, _frames_compiled, _user_site
@@ -66,6 +68,9 @@ class Probe:
         self.other = OtherWork()  # evaluations between the training steps
         self.tracing: TracingCost | None = None  # Dynamo's tracing by function (hooks.install)
         self._entries: list[str] = []  # the compiled entries under way: Part.ENTRY/EVALUATION
+        self.training_modules: set[int] = set()  # the modules training calls ran, by id
+        self._switching = 0  # Module.train calls under way (it calls itself on each child)
+        self._evaluation_module: int | None = None  # the module whose eval() opened one
         self._new_window()
 
     def _new_window(self) -> None:
@@ -173,6 +178,8 @@ class Probe:
                     self.kernels.evaluation(True)
             else:
                 self.other.training_call()
+                if module is not None:
+                    self.training_modules.add(id(module))
             self.mark(part, True)
 
     def compiled_object(self, key: int, what: str) -> None:
@@ -194,6 +201,31 @@ class Probe:
                 if self.kernels is not None:
                     self.kernels.evaluation(False)
 
+    def mode_switched(self, module: Any, was: bool, training: bool) -> None:
+        """`module.train(training)` (or eval()) was called, its mode `was` before: outside
+        compiled code and the optimizer, a module a training call ran (or one holding it)
+        put in eval mode starts an evaluation, however it then runs (compiled or not: a
+        Trainer's evaluate() with the uncompiled model, Lightning's validation loop), and
+        back in training mode ends it."""
+        if self._depth or self._optimizing or was == training:
+            return
+        opened = self._evaluation_module
+        if not training and opened is None and _holds(module, self.training_modules):
+            self._evaluation_module = id(module)
+            self._evaluation_switch(True)
+        elif training and opened is not None and _holds(module, {opened, *self.training_modules}):
+            self._evaluation_module = None
+            self._evaluation_switch(False)
+
+    def _evaluation_switch(self, starts: bool) -> None:
+        if starts:
+            self.other.work_call("evaluation", self.steps, call=False)
+        else:
+            self.other.work_ended()
+        if self.kernels is not None:
+            self.kernels.evaluation(starts)
+        self.mark(Part.EVALUATION, starts)
+
     def checkpoint(self, starts: bool) -> bool:
         """torch.save starts or ends: outside compiled code and the optimizer, a checkpoint
         (True: its end is to be told)."""
@@ -208,6 +240,10 @@ class Probe:
 
     def optimizer_enter(self) -> None:
         self._optimizing += 1
+        if self._optimizing == 1 and self._evaluation_module is not None:
+            # a module trained in eval mode (frozen normalisation): no evaluation after all
+            self._evaluation_module = None
+            self._evaluation_switch(False)
         if self._optimizing == 1:
             self.mark("o", True)
             if self.kernels is not None and self.kernels.steps_left is not None:
@@ -319,7 +355,11 @@ class Probe:
             if self.profile_kernels:
                 steps = min(b - a + 1, KERNEL_STEPS)
                 _say(f"steps {a}-{b} timed; profiling the kernels over the next {steps}")
-                self.kernels = _KernelWindow(self._cuda is not None, steps)
+                loop = LoopWork(
+                    threading.get_ident(), lambda: self.other.training_code,
+                    lambda: self.other.evaluating,
+                )  # fmt: skip
+                self.kernels = _KernelWindow(self._cuda is not None, steps, loop)
                 self.kernels.step(self.steps)
             else:
                 _say(f"steps {a}-{b} timed; the job goes on as it is")
@@ -431,6 +471,12 @@ class Probe:
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
         self._cuda = cuda if cuda is not None and cuda.is_initialized() else None
+
+
+def _holds(module: Any, ids: set[int]) -> bool:
+    """`module` is one of `ids` or holds one (its compiled wrapper, its DDP: the same model)."""
+    modules = getattr(module, "modules", None)
+    return bool(ids) and modules is not None and any(id(m) in ids for m in modules())
 
 
 def _evaluating(module: Any) -> bool:
