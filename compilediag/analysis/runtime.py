@@ -34,6 +34,7 @@ from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_path, portable_text
 from compilediag.report.model import (
     Breakdown,
+    LoopLine,
     RankStep,
     Report,
     Runtime,
@@ -383,12 +384,15 @@ def _waited_for(steps: list[RankStep]) -> list[Finding]:
         f"{ms(theirs[longer])}"
     )
     fix = f"find what makes {its} longer on rank {rank}"
-    line = longer_line(slow.loop, [s.loop for s in others])
-    if line is not None:
-        x, median = line
+    x, theirs_line = _slow_line(slow, others, longer)
+    if x is not None:
         what = f"{x.calls} ({x.file}:{x.line})" if x.calls else f"{x.file}:{x.line}"
         code = f" `{x.source}`" if x.source else ""
-        text += f"; of it, {what}{code} takes {ms(x.ms)} a step on rank {rank}, {ms(median)} on the others"
+        text += f"; of it, {what}{code} takes {ms(x.ms)} a step on rank {rank}" + (
+            f", {ms(theirs_line)} on the others" if theirs_line is not None else
+            " (its loop's stack, sampled over the kernel profile's steps; the others' same "
+            "line holds their wait where it waits for the device)"
+        )  # fmt: skip
         fix = f"make {x.calls or 'that line'} on rank {rank} as fast as on the others"
     return [
         Finding(
@@ -397,6 +401,23 @@ def _waited_for(steps: list[RankStep]) -> list[Finding]:
             "checkpointing on one rank): the others wait for it at every collective",
         )
     ]  # fmt: skip
+
+
+def _slow_line(
+    slow: RankStep, others: list[RankStep], longer: str
+) -> tuple[LoopLine | None, float | None]:
+    """The slow rank's line that makes it slow, and the others' time at it where that
+    compares: where the rest of its step is what is longer, its costliest line that calls
+    a function of the user's or a library's (the model's call, backward and the optimizer
+    call torch); the others' time at it is not given, as a line that reads the device
+    (a batch's .to(device)) holds their wait for this rank. Else the line longest beyond
+    the others'."""
+    if longer in ("the rest", "data"):
+        called = [x for x in slow.loop if x.calls]
+        if called:
+            return max(called, key=lambda x: x.ms), None
+    found = longer_line(slow.loop, [s.loop for s in others])
+    return (found[0], found[1]) if found is not None else (None, None)
 
 
 def _ranks_words(ranks: list[int], of: int) -> str:

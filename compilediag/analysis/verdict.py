@@ -139,6 +139,12 @@ def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
     if t is None or not t.kernels or not step:
         return None
     busy = sum(k.ms for k in t.kernels if k.kind != "communication")
+    # the device idle while a collective waits for another rank is that wait's, not the
+    # host's (a share of the kernel profile's step, set against the window's)
+    waited = 0.0
+    if b.communication_wait_ms and b.communication_exposed_ms and job.kernel_step_ms:
+        exposed_wait = min(b.communication_wait_ms, b.communication_exposed_ms)
+        waited = step * min(1.0, exposed_wait / job.kernel_step_ms)
     if busy >= DEVICE_BUSY * step:
         top = max(t.kernels, key=lambda k: k.lost_ms)
         return Bound(
@@ -146,11 +152,12 @@ def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
             f"the device: its kernels run {ms(busy)} of a {ms(step)} step; the one losing most "
             f"against the peak: {top.name}",
         )  # fmt: skip
-    idle = 1 - busy / step
+    idle = max(0.0, 1 - (busy + waited) / step)
+    apart = f", {ms(waited)} waiting for another rank apart" if waited else ""
     return Bound(
-        "host", idle, step - busy,
+        "host", round(idle, 4), max(0.0, step - busy - waited),
         f"the host: the device is idle {idle:.0%} of the step (its kernels run {ms(busy)} of "
-        f"{ms(step)}): Python and kernel launches set the pace",
+        f"{ms(step)}{apart}): Python and kernel launches set the pace",
     )  # fmt: skip
 
 

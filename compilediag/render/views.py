@@ -369,9 +369,18 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
             f"the window's steps took {ms(b.profiled_call_ms)} against {ms(r.unprofiled_step_ms)} "
             f"for {plural(r.unprofiled_steps, 'step')} around it, timed once each (the median)"
         )
-        said = f"{cost:+.0%} a step: {against}" if cost > 0.05 else f"none measured: {against}"
+        said = (
+            f"the window's own timing {cost:+.0%} a step: {against}" if cost > 0.05
+            else f"the window's own timing, none measured: {against}"
+        )  # fmt: skip
         if worked:
             said += "; evaluation steps left out of both"
+        if r.kernel_step_ms and r.kernel_step_ms > 1.05 * r.unprofiled_step_ms:
+            said += (
+                f"; the kernel profile's steps took {ms(r.kernel_step_ms)}, "
+                f"{r.kernel_step_ms / r.unprofiled_step_ms:.2g}x those steps: torch.profiler's "
+                "own cost, so its figures are set against its own steps"
+            )
         notes.append(("profiling", said))
     if r.kernels_off:
         notes.append(("kernels", "not profiled (--no-kernels)"))

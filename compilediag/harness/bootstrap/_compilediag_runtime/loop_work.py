@@ -13,7 +13,10 @@ import time
 from typing import Any
 
 SAMPLE_S = 0.001  # between two samples
-MAX_GAP_S = 0.02  # a longer gap (the sampler starved) gives its moment no more than this
+# a longer gap gives its moment no more than this: a sampler starved of the GIL by the
+# loop's own Python gives that Python the time it held the GIL (capped at 20 ms, a GPU
+# job's straggling batch read 31% short)
+MAX_GAP_S = 0.5
 KEPT = 12  # the lines kept, the costliest first
 
 

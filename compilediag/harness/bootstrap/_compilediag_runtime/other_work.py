@@ -40,6 +40,8 @@ class OtherWork:
         now = time.perf_counter()
         last = self.occurrences[-1] if self.occurrences else None
         if last is not None and last["step"] == step and last["kind"] == kind:
+            if call and not last["calls"]:  # named by its first call of the compiled model
+                last["stack"] = _stack()
             last["calls"] += call
         elif len(self.occurrences) < MAX_KEPT:
             self.occurrences.append(

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Waiting is not work (#58) on GPUs: the nanoGPT-style DDP job (tests/fixtures/run_jobs/
+# gpt_ddp.py) under `compilediag run -- torchrun` over NCCL, one rank per GPU, Inductor,
+# window 10-20: (a) rank 0 evaluates at iteration 0 (its evaluation graph compiles first)
+# and every 15 iterations, with a checkpoint; (b) no evaluation, rank 1's get_batch built
+# token by token in Python (a straggler). Each report's table, JSON and
+# `report --fail-on-divergence` exit; each rank's own clocks (JOB_FACTS); the traces kept.
+# TREE: the compilediag tree to run (default .); the jobs are always this tree's.
+# Run on the device machine's 4-GPU kind from the repository root: writes under $OUT.
+set -u
+OUT=${OUT:-bench/results/gpu_waits}
+TREE=${TREE:-.}
+NAME=${NAME:-after}
+JOBS=$PWD/tests/fixtures/run_jobs
+mkdir -p "$OUT" /tmp/w/$NAME
+N=$(python3 -c "import torch; print(torch.cuda.device_count())")
+nvidia-smi --query-gpu=name --format=csv,noheader > /tmp/w/$NAME/device.txt
+python3 -c "import torch; print(torch.__version__, torch.cuda.nccl.version())" >> /tmp/w/$NAME/device.txt
+job() {  # LABEL [ENV=VALUE ...]
+  local label=$1; shift
+  local d=/tmp/w/$NAME/$label
+  mkdir -p $d/facts
+  (cd "$TREE" && env "$@" JOB_FACTS=$d/facts JOB_BACKEND=inductor JOB_ITERS=32 COLUMNS=130 \
+    PYTHONPATH=.:$JOBS python3 -m compilediag run --profile-steps 10-20 --trace-dir $d/trace \
+    --format json -o $d/report.json -- python3 -m torch.distributed.run --nproc-per-node "$N" \
+    $JOBS/gpt_ddp.py > $d/run.log 2>&1; echo "run exit $?" >> $d/run.log
+   COLUMNS=130 PYTHONPATH=. python3 -m compilediag report $d/trace --fail-on-divergence > $d/report.txt 2>&1
+   echo "report --fail-on-divergence exit $?" >> $d/report.txt)
+}
+job eval JOB_EVAL_EVERY=15 JOB_CHECKPOINT=1
+job straggler JOB_SLOW_RANK=1 JOB_EVAL_RANK=-1
+tar czf "$OUT/$NAME.tgz" -C /tmp/w $NAME
+tail -3 /tmp/w/$NAME/*/report.txt
