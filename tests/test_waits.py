@@ -28,6 +28,7 @@ from tests.conftest import ROOT, measured_twice, run_cli, run_json, run_torchrun
 CUDA_TRACES = ROOT / "tests" / "fixtures" / "traces" / "torch-2.11.0-cuda"
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 JOB = JOBS / "gpt_ddp.py"
+RECORDED_JOB = CUDA_TRACES / "nccl_gpt_eval" / "job_facts" / "gpt_ddp.py"  # the job as it ran
 
 
 def _line_of(path: Path, text: str) -> int:
@@ -72,7 +73,9 @@ def test_nccl_ranks_wait_for_the_slow_rank_not_for_the_network(nccl_straggler) -
     for rank, s in steps.items():
         b = s["breakdown"]
         if rank == 1:
-            assert s["waits_for"] is None and b["communication_wait_ms"] < 0.1 * b["communication_ms"]
+            assert (
+                s["waits_for"] is None and b["communication_wait_ms"] < 0.1 * b["communication_ms"]
+            )
         else:
             assert s["waits_for"] == 1, s
             assert b["communication_wait_ms"] > 0.9 * b["communication_ms"], s
@@ -89,7 +92,7 @@ def test_nccl_straggler_is_named_at_its_loops_line(nccl_straggler) -> None:
     35% of the job's own clock for get_batch over the same steps (the kernel profile's)."""
     report, own = nccl_straggler
     (found,) = [d for d in report["divergence"] if d["kind"] == "straggler"]
-    line = _line_of(JOB, 'X, Y = get_batch("train")')
+    line = _line_of(RECORDED_JOB, 'X, Y = get_batch("train")')
     assert f"get_batch ({JOB}:{line})" in found["message"] or (
         f"get_batch (tests/fixtures/run_jobs/gpt_ddp.py:{line})" in found["message"]
     ), found["message"]
@@ -122,7 +125,7 @@ def test_nccl_rank_zeros_evaluation_passes_the_divergence_gate() -> None:
     work = {w["kind"]: w for w in report["runtime"]["other_work"]}
     assert work["evaluation"]["steps"] == own[0]["eval_at"]
     # the checkpoint at its torch.save line, not the file's first
-    assert work["checkpoint"]["line"] == _line_of(JOB, "torch.save(checkpoint")
+    assert work["checkpoint"]["line"] == _line_of(RECORDED_JOB, "torch.save(checkpoint")
     _no_figure_past_its_step(report)
 
 

@@ -136,11 +136,11 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job_facts(job, first, left_out)
         step_place(job, report, first)
         waits = collective_waits(processes)
+        job.loop = loop_lines(first)
         if first.profiled is not None:
             window_figures(report, job, first, left_out)
             if report.timings is not None and report.timings.breakdown is not None:
                 _set_wait(report.timings.breakdown, first, waits)
-        job.loop = loop_lines(first)
         job.rank_steps = rank_steps(processes, left_out, waits)
         report.divergence += stragglers(job.rank_steps)
     job.other_work = step_work(processes, left_out)
@@ -368,12 +368,15 @@ def _waited_for(steps: list[RankStep]) -> list[Finding]:
     whole = statistics.median(s.breakdown.communication_ms or 0.0 for s in others)
     basis = [s.kernel_step_ms for s in others if s.kernel_step_ms]
     step = statistics.median(basis or [s.breakdown.call_ms for s in others])
-    if wait < STRAGGLER_SHARE * step:
-        return []
-    who = _ranks_words([s.rank for s in others], len(steps) - 1)
     mine = _typical(slow)
     theirs = {n: statistics.median(_typical(s).get(n, 0.0) for s in others) for n in mine}
     longer = max(mine, key=lambda n: mine[n] - theirs[n])
+    # the wait a margin of their step, and one part of its step longer by a margin of the
+    # window's step (ranks of a loaded machine wait for each other by turns)
+    window = statistics.median(s.breakdown.call_ms for s in others)
+    if wait < STRAGGLER_SHARE * step or mine[longer] - theirs[longer] < STRAGGLER_SHARE * window:
+        return []
+    who = _ranks_words([s.rank for s in others], len(steps) - 1)
     its = "the rest of its step" if longer == "the rest" else f"its {longer}"
     text = (
         f"rank {rank} is a straggler: {who} wait{'s' if len(others) == 1 else ''} for it in "
@@ -393,7 +396,10 @@ def _waited_for(steps: list[RankStep]) -> list[Finding]:
             " (its loop's stack, sampled over the kernel profile's steps; the others' same "
             "line holds their wait where it waits for the device)"
         )  # fmt: skip
-        fix = f"make {x.calls or 'that line'} on rank {rank} as fast as on the others"
+        fix = (
+            f"make {x.calls} on rank {rank} as fast as on the others" if x.calls
+            else f"{fix} (at {x.file}:{x.line})"
+        )  # fmt: skip
     return [
         Finding(
             FindingKind.STRAGGLER, text, Severity.WARNING,

@@ -6,7 +6,7 @@ rest's ops in words."""
 from __future__ import annotations
 
 from compilediag.harness.worker_types import ProcessRuntime
-from compilediag.report.model import Breakdown, RestPart, Runtime
+from compilediag.report.model import Breakdown, LoopLine, RestPart, Runtime
 from compilediag.report.vocabulary import RestKind
 from compilediag.report.words import ms
 
@@ -59,7 +59,40 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
                 "or persistent_workers=True"
             )
         out.append((b.data_ms, f"{said}, waited for in the main process: {fix}."))
-    return [text for _, text in sorted(out, key=lambda x: -x[0])] + rest_advice(b)
+    ordered = [text for _, text in sorted(out, key=lambda x: -x[0])]
+    return ordered + loop_advice(job) + rest_advice(b, explained=_loop_work_ms(job))
+
+
+LOOP_SHARE = 0.1  # a function the loop calls this share of the kernel profile's step: advised
+
+
+def _loop_functions(job: Runtime) -> list[LoopLine]:
+    """The loop's lines that call a function of the user's or a library's (not torch's:
+    the model's call, backward, the optimizer's step) and take LOOP_SHARE of the kernel
+    profile's step: host work the loop does itself, at the user's line."""
+    step = job.kernel_step_ms or 0.0
+    return [x for x in job.loop if x.calls and step and x.ms >= LOOP_SHARE * step]
+
+
+def _loop_work_ms(job: Runtime) -> float:
+    return sum(x.ms for x in _loop_functions(job))
+
+
+def loop_advice(job: Runtime) -> list[str]:
+    """Host work at the loop's own line: its function, where, its share of the step; the
+    advice for work that prepares data (most of what a loop calls beside the model)."""
+    out = []
+    for x in _loop_functions(job):
+        step = job.kernel_step_ms or 1.0
+        out.append(
+            f"{x.calls} ({x.file}:{x.line}) takes {x.ms / step:.0%} of a step ({ms(x.ms)} of "
+            f"the kernel profile's {ms(step)}, from samples of the loop's stack): work the loop "
+            "does itself, outside the model. Where it prepares a batch: index with a list or "
+            "a numpy array (ix.tolist()) rather than one 0-d tensor at a time, or make it a "
+            "Dataset's __getitem__ served by a DataLoader with workers (num_workers=N, "
+            "pin_memory=True), so batches are made while the step runs."
+        )
+    return out
 
 
 # what the profiler's names for a step's eager ops are, in words
@@ -95,6 +128,12 @@ def _rest_kind(name: str, probed: str = RestKind.EAGER) -> tuple[RestKind, str]:
             "the data's copy to the device (.to(device) of a batch): the loader's work, "
             "not an op to compile"
         )
+    if probed == RestKind.HOST_READ:
+        return RestKind.HOST_READ, (
+            "a host tensor's value read in Python (a CPU tensor's .item(), int(), indexing "
+            "with a 0-d tensor): no wait for the device; Python's own cost, where the loop "
+            "reads values one at a time"
+        )
     if name.startswith(SYNCS):
         if name.startswith("aten::"):
             return RestKind.SYNC, (
@@ -107,14 +146,16 @@ def _rest_kind(name: str, probed: str = RestKind.EAGER) -> tuple[RestKind, str]:
     return RestKind.EAGER, "an eager op outside the compiled graphs (the loss, a metric)"
 
 
-def rest_advice(b: Breakdown) -> list[str]:
+def rest_advice(b: Breakdown, explained: float = 0.0) -> list[str]:
     """Eager ops outside the graphs that take REST_SHARE of a step. (Not the reads of a
     value: on CUDA such a read's time is a wait for work the device does anyway, and what
     it costs is the device idle after it, which the profile does not measure.) The job's
     clock is the reference: where the profiler read more for them than the window's clock
     gives the whole rest, the profiler made that time (it inflates what follows a compiled
     region on CPU), and nothing is advised. The data's copies to the device get the data
-    advice."""
+    advice. `explained`: the time a step spends in functions the loop calls itself
+    (loop_advice): where that holds the eager ops' time, they are those functions' own, and
+    are not advised into the compiled forward."""
     step = b.call_ms
     copies = [r for r in b.rest if r.kind == RestKind.TO_DEVICE]
     eager = [r for r in b.rest if r.kind in (RestKind.COPY, RestKind.EAGER)]
@@ -133,7 +174,7 @@ def rest_advice(b: Breakdown) -> list[str]:
         )
     if not held:  # the profiler's reading, not the step's: as rest_named says
         return out
-    if not step or spent / step < REST_SHARE:
+    if not step or spent / step < REST_SHARE or explained >= spent:
         return out
     top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
     return out + [

@@ -44,8 +44,8 @@ def collective_waits(processes: list[ProcessRuntime]) -> Waits:
     out = Waits()
     if len(ranks) < 2:
         return out
-    spent: Counter[int] = Counter()  # each rank's time in the calls set side by side
-    waited: Counter[int] = Counter()
+    spent: dict[int, float] = dict.fromkeys(ranks, 0.0)  # its time in the calls set side by side
+    waited: dict[int, float] = dict.fromkeys(ranks, 0.0)
     behind: dict[int, Counter[int]] = {r: Counter() for r in ranks}  # whom each waited for
     names = set.intersection(*(set(calls) for calls in ranks.values()))
     for name in sorted(names):

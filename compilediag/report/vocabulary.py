@@ -115,6 +115,7 @@ class RestKind(StrEnum):
     """An op a `run` step ran outside its parts and outside the compiled graphs."""
 
     SYNC = "sync"  # a value read in Python (.item(); on CUDA a wait for the device)
+    HOST_READ = "host_read"  # on CUDA, a value read of a host tensor: no wait for the device
     TO_DEVICE = "to_device"  # the data's copy to the device
     COPY = "copy"  # a copy or cast
     EAGER = "eager"  # any other op: the loss or a metric computed eagerly

@@ -20,6 +20,9 @@ EVALUATION_MARK = "## compilediag evaluation"  # an evaluation's call: left out 
 # (torch.cuda.synchronize: the runtime's calls are on the thread's system id)
 DEVICE_WAITS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
 REST_OPS = 8  # the costliest of them kept
+# a tensor's value read in Python: on CUDA a wait for the device where the tensor is there
+# (a `Memcpy DtoH` under it), else a read of host memory that waits for nothing
+VALUE_READS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
 MAX_COLLECTIVE_CALLS = 4096  # each collective call's own time, in order, kept up to this
 
 
@@ -240,8 +243,7 @@ class _KernelWindow:
             if not self.cuda and e.cpu_parent is None and e.thread in steps_threads:
                 compute.append((e.time_range.start, e.time_range.end))
             if top and e.thread in steps_threads and e.name.startswith("aten::"):
-                kind = "to_device" if self.cuda and _to_device(e) else "eager"
-                add(e.name, kind, e.cpu_time_total, table=rest)
+                add(e.name, _top_kind(e, self.cuda), e.cpu_time_total, table=rest)
             elif top and e.name.startswith(DEVICE_WAITS):
                 add(e.name, "eager", e.cpu_time_total, table=rest)  # (on its own thread id)
             elif e.name.startswith("gloo:"):  # a collective on gloo's threads, its wait in it
@@ -258,15 +260,23 @@ class _KernelWindow:
             row["bytes"] = self._bytes.get(row["name"], 0)
             if row["name"] in spans:  # gloo runs a step's collectives on several threads
                 row["ms"] = _covered(spans[row["name"]]) / 1e3
+        self._collectives(spans, calls, compute)
+        self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
+        return sorted(rows.values(), key=lambda r: -r["ms"])
+
+    def _collectives(
+        self, spans: dict[str, list[tuple[float, float]]], calls: list[tuple[float, str, float]],
+        compute: list[tuple[float, float]],
+    ) -> None:  # fmt: skip
+        """The collectives' time (calls that overlap, once), the part of it no compute ran
+        beside, and each call's own time in the order they started."""
         self.collective_calls = [
-            [name, round(us, 3)] for _, name, us in sorted(calls)[:MAX_COLLECTIVE_CALLS]
+            [n, round(us, 3)] for _, n, us in sorted(calls)[:MAX_COLLECTIVE_CALLS]
         ]
         collectives = [x for ranges in spans.values() for x in ranges]
         self.collectives_ms = _covered(collectives) / 1e3
         beside = _covered(collectives) + _covered(compute) - _covered(collectives + compute)
         self.exposed_ms = max(0.0, self.collectives_ms - beside / 1e3)
-        self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
-        return sorted(rows.values(), key=lambda r: -r["ms"])
 
 
 def _cutoffs(events: Any, marks: list[float], ended: bool) -> tuple[float, float]:
@@ -357,12 +367,23 @@ def _library_call(op: Any) -> Any:
     return op if _in_graph(op) else None
 
 
-def _to_device(op: Any) -> bool:
-    """An op that copied host memory to the device (a `Memcpy HtoD` under it)."""
+def _top_kind(e: Any, cuda: bool) -> str:
+    """An op the step ran at its top: on CUDA, a copy to the device, or a value read of a
+    host tensor (no wait for the device); else eager."""
+    if cuda and _copies(e, "HtoD"):
+        return "to_device"
+    if cuda and e.name.startswith(VALUE_READS) and not _copies(e, "DtoH"):
+        return "host_read"
+    return "eager"
+
+
+def _copies(op: Any, way: str) -> bool:
+    """An op that copied memory `way` (HtoD: host to device; DtoH: back; a `Memcpy HtoD`
+    under it)."""
     todo = [op]
     while todo:
         e = todo.pop()
-        if any("HtoD" in k.name for k in getattr(e, "kernels", None) or []):
+        if any(way in k.name for k in getattr(e, "kernels", None) or []):
             return True
         todo += list(getattr(e, "cpu_children", None) or [])
     return False

@@ -14,7 +14,7 @@ from .kernel_window import KERNEL_STEPS, _KernelWindow
 from .loop_work import LoopWork
 from .other_work import OtherWork
 from .parts import Mark, Part, StepParts, split_step
-from .torch_state import _compile_id, _frames_compiled, _user_site
+from .torch_state import _compile_id, _evaluating, _frames_compiled, _holds, _user_site
 from .tracing import TracingCost
 
 
@@ -235,6 +235,8 @@ class Probe:
             self.other.work_call("checkpoint", self.steps)
         else:
             self.other.work_ended()
+        if self.kernels is not None:  # its copies to the host are no step's kernels
+            self.kernels.evaluation(starts)
         self.mark(Part.CHECKPOINT, starts)
         return True
 
@@ -471,20 +473,6 @@ class Probe:
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
         self._cuda = cuda if cuda is not None and cuda.is_initialized() else None
-
-
-def _holds(module: Any, ids: set[int]) -> bool:
-    """`module` is one of `ids` or holds one (its compiled wrapper, its DDP: the same model)."""
-    modules = getattr(module, "modules", None)
-    return bool(ids) and modules is not None and any(id(m) in ids for m in modules())
-
-
-def _evaluating(module: Any) -> bool:
-    """A call made under no_grad or inference_mode, or of a module in eval mode."""
-    torch = sys.modules.get("torch")
-    if torch is not None and (not torch.is_grad_enabled() or torch.is_inference_mode_enabled()):
-        return True
-    return module is not None and getattr(module, "training", True) is False
 
 
 def _say(text: str) -> None:

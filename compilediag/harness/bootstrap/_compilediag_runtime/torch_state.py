@@ -63,3 +63,17 @@ def _user_site() -> tuple[str, int]:
     while frame is not None and frame.f_code.co_filename.startswith(skip):
         frame = frame.f_back
     return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("", 0)
+
+
+def _holds(module: Any, ids: set[int]) -> bool:
+    """`module` is one of `ids` or holds one (its compiled wrapper, its DDP: the same model)."""
+    modules = getattr(module, "modules", None)
+    return bool(ids) and modules is not None and any(id(m) in ids for m in modules())
+
+
+def _evaluating(module: Any) -> bool:
+    """A call made under no_grad or inference_mode, or of a module in eval mode."""
+    torch = sys.modules.get("torch")
+    if torch is not None and (not torch.is_grad_enabled() or torch.is_inference_mode_enabled()):
+        return True
+    return module is not None and getattr(module, "training", True) is False
