@@ -6,7 +6,8 @@ the eager code graph breaks leave (forward and its backward); the exposed collec
 transfers, and apart from them the wait for the rank the others wait for; on
 CPU the compiled graphs' own work; on CUDA the device (its kernels fill the step) or the
 host (the device idle most of the step: Python and launches set the pace); and a training
-job's evaluation where it holds most of the job's time. The largest is the verdict."""
+job's evaluation where it holds most of the job's time. The largest is the verdict, where
+it holds a fifth of the step or more; else the verdict is "none", with the largest parts."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from compilediag.report.words import ms
 # recompiles for another mode (grad mode, training): one graph each, none a CUDA graph's blocker
 MODES = (RecompileCause.TRAINING, RecompileCause.GLOBAL)
 DEVICE_BUSY = 0.5  # kernels this share of the kernel profile's step: the device bounds it
+REAL_SHARE = 0.2  # a verdict names a part of at least this share of the step; else "none"
 
 
 def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | None:
@@ -29,8 +31,19 @@ def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | 
         _data(job, b), _optimizer(job, b), _eager(report, b), *_communication(job, b),
         _device_or_host(report, job, b) if cuda else _compute(report, b), _evaluation(job, b),
     ]  # fmt: skip
-    found = [c for c in candidates if c is not None and c.share > 0]
-    return max(found, key=lambda c: c.share) if found else None
+    found = sorted((c for c in candidates if c is not None and c.share > 0), key=lambda c: -c.share)
+    if not found or found[0].share >= REAL_SHARE:
+        return found[0] if found else None
+    largest = ", ".join(f"{c.part} {c.share:.0%}" for c in found[:3])
+    unseen = (
+        "; the kernel profile (off: --no-kernels) would tell the device's share from the host's"
+        if job.kernels_off and cuda else ""
+    )  # fmt: skip
+    return Bound(
+        "none", found[0].share, found[0].ms,
+        f"no part holds a real share of the step (a fifth or more); the largest: {largest}"
+        + unseen,
+    )  # fmt: skip
 
 
 def _data(job: Runtime, b: Breakdown) -> Bound | None:

@@ -85,7 +85,7 @@ def loop_lines(p: ProcessRuntime) -> list[LoopLine]:
         out.append(
             LoopLine(
                 portable_path(x.file, os.getcwd()), x.line, round(per, 3), x.loop, x.calls,
-                linecache.getline(x.file, x.line).strip(),
+                x.source or linecache.getline(x.file, x.line).strip(),
             )
         )  # fmt: skip
     return out[:LOOP_LINES]

@@ -172,6 +172,7 @@ class LoopLine:
     loop: str = ""
     calls: str = ""
     ms: float = 0.0  # over all the kernel profile's steps
+    source: str = ""  # the line's text, as the job's process read it
 
 
 @dataclass

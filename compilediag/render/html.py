@@ -35,6 +35,7 @@ from compilediag.render.step_picture import step_picture
 from compilediag.render.views import (
     bound_words,
     kernel_achieved,
+    rank_glance,
     rank_step_rows,
     recompiles_by_frame,
     step_text,
@@ -305,6 +306,7 @@ def _job_words(report: Any) -> dict[str, Any]:
         "notes": window_notes(r, b) if r.window else [],
         "ranks": rank_step_rows(r),
         "picture": step_picture(report) if r.window and b is not None else "",
+        "glance": [x.strip() for x in rank_glance(report)],
     }
 
 

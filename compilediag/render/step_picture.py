@@ -1,9 +1,10 @@
 """The HTML report's picture of a `compilediag run` step: each rank's step as one stacked bar
 of its parts (forward, backward, optimizer, data, evaluation where every step held one,
 the rest), over the same steps as the numbers beside it; under each, the time its
-collectives ran (over the kernel profile's steps, a wait for the other ranks in it); each
-evaluation on a row of its own. One scale for every bar. Inline SVG: no script, no
-network."""
+collectives ran, measured over the kernel profile's steps (a wait for the other ranks in
+it) and drawn as the same share of the window's step (the profiler stretches its steps: a
+bar of their milliseconds would run past the step's); each evaluation on a row of its
+own. One scale for every bar. Inline SVG: no script, no network."""
 
 from __future__ import annotations
 
@@ -44,9 +45,21 @@ def step_picture(report: Report) -> Markup:
     rows = rows_of(report)
     if not rows:
         return Markup("")
+    r = report.runtime
+    assert r is not None
+    kernel_step = {f"rank {s.rank}": s.kernel_step_ms for s in r.rank_steps}
+    kernel_step.setdefault(rows[0][0], r.kernel_step_ms)
+
+    def collectives(label: str, b: Breakdown) -> float:
+        """Its collectives as the same share of the window's step as of the kernel
+        profile's step they were measured over."""
+        basis = kernel_step.get(label) or r.kernel_step_ms
+        share = (b.communication_ms or 0.0) / basis if basis else 0.0
+        return min(1.0, share) * b.call_ms if basis else (b.communication_ms or 0.0)
+
     scale = max(
-        max(b.call_ms, b.communication_ms or 0.0) if b is not None else other
-        for _, b, other in rows
+        max(b.call_ms, collectives(label, b)) if b is not None else other
+        for label, b, other in rows
     )
     if scale <= 0:
         return Markup("")
@@ -64,13 +77,16 @@ def step_picture(report: Report) -> Markup:
             x += value * px
         if b is not None and b.communication_ms:
             out.append(_rect(label, "collectives", b.communication_ms, LABEL, y + BAR + 1,
-                             b.communication_ms * px, WAIT))  # fmt: skip
+                             collectives(label, b) * px, WAIT))  # fmt: skip
     height = len(rows) * ROW
     shown = list(dict.fromkeys(part for part in _parts_drawn(out)))
     legend = " · ".join(f'<tspan fill="{COLOURS[n]}">■</tspan> {escape(n)}' for n in shown)
     note = f"the whole width: {ms(scale)}"
     if "collectives" in shown:
-        note = "collectives: over the kernel profile's steps, beside the parts · " + note
+        note = (
+            "collectives: their share of the kernel profile's steps, drawn as that share of "
+            "the step, beside the parts · " + note
+        )
     return Markup(
         f'<svg class="steps" xmlns="http://www.w3.org/2000/svg" width="{LABEL + WIDTH}" '
         f'height="{height + 34}" data-scale-ms="{scale:.6f}" data-px="{WIDTH}" role="img" '

@@ -28,6 +28,7 @@ from compilediag.render.table_facts import (
 )
 from compilediag.render.table_parts import Row, details, new_table, print_items
 from compilediag.render.table_recompiles import recompile_blocks, timeline_block
+from compilediag.render.views import rank_glance
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
 
@@ -71,6 +72,9 @@ def _title_blocks(report: Report, width: int | None) -> list:
     if report.target.inputs:
         title.append(f"  inputs: {' | '.join(report.target.inputs)}", style="dim")
     out += [title, *_headline(report, width)]
+    out += [
+        Text(line, style="bold" if i == 0 else "") for i, line in enumerate(rank_glance(report))
+    ]
 
     if report.divergence:  # what matters most in a distributed job, first
         out.append(Text(f"! {diverging_ranks(report)}", style="bold red"))

@@ -6,6 +6,7 @@ a log line: named at the user's line, where torch.profiler sees only the ops the
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 import threading
@@ -69,9 +70,10 @@ class LoopWork:
         the function the line called ('' where the line's own Python ran), ms in all."""
         rows = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:KEPT]
         return [
-            {"file": f, "line": n, "loop": loop, "calls": callee, "ms": round(s * 1e3, 3)}
+            {"file": f, "line": n, "loop": loop, "calls": callee, "ms": round(s * 1e3, 3),
+             "source": linecache.getline(f, n).strip()}
             for (f, n, loop, callee), s in rows
-        ]
+        ]  # fmt: skip
 
 
 def _loop_line(frame: Any, codes: Any, skip: tuple[str, ...]) -> tuple[str, int, str, str] | None:
