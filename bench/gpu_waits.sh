@@ -24,6 +24,7 @@ job() {  # LABEL [ENV=VALUE ...]
     PYTHONPATH=.:$JOBS python3 -m compilediag run --profile-steps 10-20 --trace-dir $d/trace \
     --format json -o $d/report.json -- python3 -m torch.distributed.run --nproc-per-node "$N" \
     $JOBS/gpt_ddp.py > $d/run.log 2>&1; echo "run exit $?" >> $d/run.log
+   cp $JOBS/gpt_ddp.py $d/
    COLUMNS=130 PYTHONPATH=. python3 -m compilediag report $d/trace --fail-on-divergence > $d/report.txt 2>&1
    echo "report --fail-on-divergence exit $?" >> $d/report.txt)
 }

@@ -33,6 +33,7 @@ from compilediag.analysis.waits import Waits, collective_waits, longer_line, loo
 from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_path, portable_text
 from compilediag.report.model import (
+    LOOP_TORCH,
     Breakdown,
     LoopLine,
     RankStep,
@@ -389,15 +390,14 @@ def _waited_for(steps: list[RankStep]) -> list[Finding]:
     fix = f"find what makes {its} longer on rank {rank}"
     x, theirs_line = _slow_line(slow, others, longer)
     if x is not None:
-        what = f"{x.calls} ({x.file}:{x.line})" if x.calls else f"{x.file}:{x.line}"
         code = f" `{x.source}`" if x.source else ""
-        text += f"; of it, {what}{code} takes {ms(x.ms)} a step on rank {rank}" + (
+        text += f"; of it, {x.named}{code} takes {ms(x.ms)} a step on rank {rank}" + (
             f", {ms(theirs_line)} on the others" if theirs_line is not None else
-            " (its loop's stack, sampled over the kernel profile's steps; the others' same "
+            " (by Python's profiler on its loop over the kernel profile's steps; the others' same "
             "line holds their wait where it waits for the device)"
         )  # fmt: skip
         fix = (
-            f"make {x.calls} on rank {rank} as fast as on the others" if x.calls
+            f"make {x.named} on rank {rank} as fast as on the others" if x.own_work
             else f"{fix} (at {x.file}:{x.line})"
         )  # fmt: skip
     return [
@@ -419,7 +419,8 @@ def _slow_line(
     (a batch's .to(device)) holds their wait for this rank. Else the line longest beyond
     the others'."""
     if longer in ("the rest", "data"):
-        called = [x for x in slow.loop if x.calls]
+        told = any(x.calls == LOOP_TORCH for x in slow.loop)  # else '' was torch's too
+        called = [x for x in slow.loop if x.own_work and (x.calls or told)]
         if called:
             return max(called, key=lambda x: x.ms), None
     found = longer_line(slow.loop, [s.loop for s in others])

@@ -6,7 +6,7 @@ rest's ops in words."""
 from __future__ import annotations
 
 from compilediag.harness.worker_types import ProcessRuntime
-from compilediag.report.model import Breakdown, LoopLine, RestPart, Runtime
+from compilediag.report.model import LOOP_TORCH, Breakdown, LoopLine, RestPart, Runtime
 from compilediag.report.vocabulary import RestKind
 from compilediag.report.words import ms
 
@@ -66,27 +66,32 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
 LOOP_SHARE = 0.1  # a function the loop calls this share of the kernel profile's step: advised
 
 
-def _loop_functions(job: Runtime) -> list[LoopLine]:
-    """The loop's lines that call a function of the user's or a library's (not torch's:
-    the model's call, backward, the optimizer's step) and take LOOP_SHARE of the kernel
-    profile's step: host work the loop does itself, at the user's line."""
+def loop_work_lines(job: Runtime) -> list[LoopLine]:
+    """The loop's lines that do its own work (a function of the user's or a library's, or
+    its own Python; not torch's: the model's call, backward, the optimizer's step) and
+    take LOOP_SHARE of the kernel profile's step: host work at the user's line. (A file
+    that did not tell the loop's own Python from a call of torch: its function calls.)"""
     step = job.kernel_step_ms or 0.0
-    return [x for x in job.loop if x.calls and step and x.ms >= LOOP_SHARE * step]
+    told = any(x.calls == LOOP_TORCH for x in job.loop)
+    return [
+        x for x in job.loop
+        if x.own_work and (x.calls or told) and step and x.ms >= LOOP_SHARE * step
+    ]  # fmt: skip
 
 
 def _loop_work_ms(job: Runtime) -> float:
-    return sum(x.ms for x in _loop_functions(job))
+    return sum(x.ms for x in loop_work_lines(job))
 
 
 def loop_advice(job: Runtime) -> list[str]:
     """Host work at the loop's own line: its function, where, its share of the step; the
     advice for work that prepares data (most of what a loop calls beside the model)."""
     out = []
-    for x in _loop_functions(job):
+    for x in loop_work_lines(job):
         step = job.kernel_step_ms or 1.0
         out.append(
-            f"{x.calls} ({x.file}:{x.line}) takes {x.ms / step:.0%} of a step ({ms(x.ms)} of "
-            f"the kernel profile's {ms(step)}, from samples of the loop's stack): work the loop "
+            f"{x.named} takes {x.ms / step:.0%} of a step ({ms(x.ms)} of "
+            f"the kernel profile's {ms(step)}, timed by Python's profiler on the loop): work the loop "
             "does itself, outside the model. Where it prepares a batch: index with a list or "
             "a numpy array (ix.tolist()) rather than one 0-d tensor at a time, or make it a "
             "Dataset's __getitem__ served by a DataLoader with workers (num_workers=N, "

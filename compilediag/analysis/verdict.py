@@ -11,7 +11,8 @@ it holds a fifth of the step or more; else the verdict is "none", with the large
 
 from __future__ import annotations
 
-from compilediag.report.model import Breakdown, Report, Runtime
+from compilediag.analysis.step_advice import loop_work_lines
+from compilediag.report.model import Breakdown, LoopLine, Report, Runtime
 from compilediag.report.model import StepBound as Bound
 from compilediag.report.vocabulary import RecompileCause, RestKind
 from compilediag.report.words import ms
@@ -29,6 +30,7 @@ def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | 
         return None
     candidates = [
         _data(job, b), _optimizer(job, b), _eager(report, b), *_communication(job, b),
+        _loop(job, b),
         _device_or_host(report, job, b) if cuda else _compute(report, b), _evaluation(job, b),
     ]  # fmt: skip
     found = sorted((c for c in candidates if c is not None and c.share > 0), key=lambda c: -c.share)
@@ -131,6 +133,40 @@ def _communication(job: Runtime, b: Breakdown) -> list[Bound | None]:
     return found
 
 
+def _exposed_wait_share(job: Runtime, b: Breakdown) -> float:
+    """The share of the kernel profile's step this rank waited for another with no compute
+    beside it (the host shows it at its first read of the device: a batch's .to(device))."""
+    if not (b.communication_wait_ms and b.communication_exposed_ms and job.kernel_step_ms):
+        return 0.0
+    return min(1.0, min(b.communication_wait_ms, b.communication_exposed_ms) / job.kernel_step_ms)
+
+
+def _loop_share(job: Runtime, b: Breakdown, every: bool = False) -> tuple[LoopLine | None, float]:
+    """The loop's costliest line of its own work, and the share of the kernel profile's
+    step it takes (`every`: all such lines take), less the wait for other ranks it may
+    hold."""
+    lines = loop_work_lines(job)
+    if not lines or not job.kernel_step_ms:
+        return None, 0.0
+    top = max(lines, key=lambda x: x.ms)
+    spent = sum(x.ms for x in lines) if every else top.ms
+    share = spent / job.kernel_step_ms - _exposed_wait_share(job, b)
+    return top, max(0.0, min(1.0, share))
+
+
+def _loop(job: Runtime, b: Breakdown) -> Bound | None:
+    """Host work the loop does itself, at its line (loop_work_lines: from samples of its
+    stack over the kernel profile's steps)."""
+    top, share = _loop_share(job, b)
+    if top is None or not share:
+        return None
+    return Bound(
+        "loop", round(share, 4), round(share * b.call_ms, 6),
+        f"the loop's own work: {top.named} takes {ms(top.ms)} a step of the kernel "
+        f"profile's {ms(job.kernel_step_ms or 0.0)} (timed by Python's profiler on the loop)",
+    )  # fmt: skip
+
+
 def _compute(report: Report, b: Breakdown) -> Bound | None:
     """On CPU: the compiled graphs' own work, forward and backward."""
     spent = b.in_graphs_ms + sum(g.backward_ms or 0.0 for g in report.graphs)
@@ -154,10 +190,9 @@ def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
     busy = sum(k.ms for k in t.kernels if k.kind != "communication")
     # the device idle while a collective waits for another rank is that wait's, not the
     # host's (a share of the kernel profile's step, set against the window's)
-    waited = 0.0
-    if b.communication_wait_ms and b.communication_exposed_ms and job.kernel_step_ms:
-        exposed_wait = min(b.communication_wait_ms, b.communication_exposed_ms)
-        waited = step * min(1.0, exposed_wait / job.kernel_step_ms)
+    waited = step * _exposed_wait_share(job, b)
+    _, loop = _loop_share(job, b, every=True)  # the loop's own work: a candidate of its own
+    waited += step * loop
     if busy >= DEVICE_BUSY * step:
         top = max(t.kernels, key=lambda k: k.lost_ms)
         return Bound(
@@ -166,7 +201,9 @@ def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
             f"against the peak: {top.name}",
         )  # fmt: skip
     idle = max(0.0, 1 - (busy + waited) / step)
-    apart = f", {ms(waited)} waiting for another rank apart" if waited else ""
+    apart = (
+        f", {ms(waited)} waiting for another rank or in the loop's own work apart" if waited else ""
+    )
     return Bound(
         "host", round(idle, 4), max(0.0, step - busy - waited),
         f"the host: the device is idle {idle:.0%} of the step (its kernels run {ms(busy)} of "

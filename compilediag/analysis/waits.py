@@ -5,7 +5,7 @@ for nobody): that time is the transfer, and each rank's time beyond it is its wa
 last rank. The rank a rank waits for is the one that arrived last at most of its calls.
 
 And the loop's lines: what each rank's training loop spent a step at each of its lines
-(the probe's samples of the stack over the kernel profile's steps), so that the work a
+(Python's profiler on the loop over the kernel profile's steps), so that the work a
 slow rank does longer is named at the user's line."""
 
 from __future__ import annotations

@@ -163,9 +163,10 @@ class OtherWork:
 
 @dataclass
 class LoopLine:
-    """A line of the training loop and what it spent over the kernel profile's steps, from
-    samples of the stack (the probe's loop_work): the loop's file and line, the function
-    the loop runs in, the function the line called ('' for its own Python or torch's)."""
+    """A line of the training loop and what it spent over the kernel profile's steps,
+    timed by Python's profiler (the probe's loop_work): the loop's file and line, the
+    function the loop runs in, the function the line called ('' for its own Python,
+    '<torch>' for torch's)."""
 
     file: str = ""
     line: int = 0

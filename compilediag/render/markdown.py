@@ -15,6 +15,7 @@ from compilediag.render import (
 )
 from compilediag.render.views import (
     bound_words,
+    rank_glance,
     rank_step_rows,
     step_text,
     tracing_words,
@@ -30,6 +31,9 @@ def _cell(text: str) -> str:
 def render_markdown(report: Report) -> str:
     out = [f"## compilediag: `{short_path(report.target.path)}`", ""]
     out += [line + "  " for line in headline(report).splitlines()] + [""]
+    glance = rank_glance(report)
+    if glance:  # a multi-rank run's first screen
+        out += [f"**{glance[0]}**", "", *(f"- {x.strip()}" for x in glance[1:]), ""]
     for section in SECTIONS:
         out += section(report)
     return "\n".join(out).rstrip() + "\n"

@@ -531,9 +531,9 @@ def _glance_row(group: list, slow: int | None) -> str:
     elif group[0].breakdown.communication_wait_ms is not None:
         said += f"; waits for nobody ({ms(whole[-1])} of collectives a step, the transfer)"
     if group[0].rank == slow and group[0].loop:
-        line = max((x for x in group[0].loop if x.calls), key=lambda x: x.ms, default=None)
+        line = max((x for x in group[0].loop if x.own_work), key=lambda x: x.ms, default=None)
         if line is not None:
-            said += f"; the others wait for it: {line.calls} ({line.file}:{line.line}) takes {ms(line.ms)} a step"
+            said += f"; the others wait for it: {line.named} takes {ms(line.ms)} a step"
     return said
 
 

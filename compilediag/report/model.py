@@ -344,14 +344,35 @@ class RankStep:
 @dataclass
 class LoopLine:
     """A line of the training loop and what it spent a step, over the kernel profile's
-    steps (sampled stacks): where host work a profiler names only by its ops is the user's."""
+    steps (Python's profiler on the loop): where host work a profiler names only by its ops
+    is the user's."""
 
     file: str
     line: int
     ms: float  # a step
     loop: str = ""  # the function the loop runs in
-    calls: str = ""  # the function the line called ('' for its own Python, or torch's)
+    # the function the line called: '' for the loop's own Python, LOOP_TORCH for torch's
+    # (the model's call, backward, the optimizer's step; '' too in files before it)
+    calls: str = ""
     source: str = ""  # the line's text
+
+    @property
+    def own_work(self) -> bool:
+        """Work the loop does itself: a function of the user's or a library's it calls, or
+        its own Python; not torch's (the model, backward, the optimizer)."""
+        return self.calls != LOOP_TORCH
+
+    @property
+    def named(self) -> str:
+        """`get_batch (train.py:57)`, `train.py:57 (the loop's own Python)`."""
+        if self.calls and self.calls != LOOP_TORCH:
+            return f"{self.calls} ({self.file}:{self.line})"
+        if not self.calls:
+            return f"{self.file}:{self.line} (the loop's own Python)"
+        return f"{self.file}:{self.line}"
+
+
+LOOP_TORCH = "<torch>"  # the probe's word for a loop line that called torch (loop_work.py)
 
 
 @dataclass

@@ -89,6 +89,8 @@ class _KernelWindow:
         step's (OtherWork names it, with its own time)."""
         from torch.autograd.profiler import record_function
 
+        if self.loop is not None and (starts or self._evaluating):
+            self.loop.pause(starts)
         self._evaluating = max(0, self._evaluating + (1 if starts else -1))
         if starts and self._evaluation is None:
             self._evaluation = record_function(EVALUATION_MARK)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import threading
 import time
 from typing import Any
 
@@ -357,10 +356,7 @@ class Probe:
             if self.profile_kernels:
                 steps = min(b - a + 1, KERNEL_STEPS)
                 _say(f"steps {a}-{b} timed; profiling the kernels over the next {steps}")
-                loop = LoopWork(
-                    threading.get_ident(), lambda: self.other.training_code,
-                    lambda: self.other.evaluating,
-                )  # fmt: skip
+                loop = LoopWork(lambda: self.other.training_code)
                 self.kernels = _KernelWindow(self._cuda is not None, steps, loop)
                 self.kernels.step(self.steps)
             else:
