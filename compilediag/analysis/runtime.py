@@ -139,9 +139,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         waits = collective_waits(processes)
         job.loop = loop_lines(first)
         if first.profiled is not None:
-            window_figures(report, job, first, left_out)
-            if report.timings is not None and report.timings.breakdown is not None:
-                _set_wait(report.timings.breakdown, first, waits)
+            window_figures(report, job, first, left_out, waits)
         job.rank_steps = rank_steps(processes, left_out, waits)
         report.divergence += stragglers(job.rank_steps)
     job.other_work = step_work(processes, left_out)
@@ -219,9 +217,13 @@ def step_place(job: Runtime, report: Report, first: ProcessRuntime) -> None:
         job.step_line = called.line
 
 
-def window_figures(report: Report, job: Runtime, first: ProcessRuntime, left_out: set[int]) -> None:
+def window_figures(
+    report: Report, job: Runtime, first: ProcessRuntime, left_out: set[int],
+    waits: Waits | None = None,
+) -> None:  # fmt: skip
     """The window's training steps in parts, given to the breaks as their cost, with the
-    kernel profile's figures and the advice they make."""
+    kernel profile's figures (its collectives split into wait and transfer: `waits`) and
+    the advice they make."""
     from compilediag.analysis.timings import attribute_time
 
     assert first.profiled is not None
@@ -247,6 +249,7 @@ def window_figures(report: Report, job: Runtime, first: ProcessRuntime, left_out
     if breakdown is not None:
         breakdown.communication_ms = communication_ms(first)
         breakdown.communication_exposed_ms = exposed_ms(first)
+        _set_wait(breakdown, first, waits or Waits())
         breakdown.rest = rest_parts(first)
         report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
         kernel_timings(report, first, breakdown)

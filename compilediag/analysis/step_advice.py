@@ -60,7 +60,7 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             )
         out.append((b.data_ms, f"{said}, waited for in the main process: {fix}."))
     ordered = [text for _, text in sorted(out, key=lambda x: -x[0])]
-    return ordered + loop_advice(job) + rest_advice(b, explained=_loop_work_ms(job))
+    return ordered + loop_advice(job, b) + rest_advice(b, explained=_loop_work_ms(job))
 
 
 LOOP_SHARE = 0.1  # a function the loop calls this share of the kernel profile's step: advised
@@ -83,12 +83,17 @@ def _loop_work_ms(job: Runtime) -> float:
     return sum(x.ms for x in loop_work_lines(job))
 
 
-def loop_advice(job: Runtime) -> list[str]:
+def loop_advice(job: Runtime, b: Breakdown) -> list[str]:
     """Host work at the loop's own line: its function, where, its share of the step; the
-    advice for work that prepares data (most of what a loop calls beside the model)."""
+    advice for work that prepares data (most of what a loop calls beside the model). A
+    line that holds no more than the rank's wait for another rank is not advised: the host
+    shows that wait at its first read of the device (a batch's .to(device))."""
     out = []
+    waited = min(b.communication_wait_ms or 0.0, b.communication_exposed_ms or 0.0)
+    step = job.kernel_step_ms or 1.0
     for x in loop_work_lines(job):
-        step = job.kernel_step_ms or 1.0
+        if x.ms - waited < LOOP_SHARE * step:
+            continue
         out.append(
             f"{x.named} takes {x.ms / step:.0%} of a step ({ms(x.ms)} of "
             f"the kernel profile's {ms(step)}, timed by Python's profiler on the loop): work the loop "
@@ -167,7 +172,9 @@ def rest_advice(b: Breakdown, explained: float = 0.0) -> list[str]:
     out: list[str] = []
     moved, spent = sum(r.ms for r in copies), sum(r.ms for r in eager)
     held = b.rest_holds(moved + spent)
-    if step and moved / step >= REST_SHARE:
+    # a copy that reads the device's queue holds the rank's wait for another rank there
+    waited = min(b.communication_wait_ms or 0.0, b.communication_exposed_ms or 0.0)
+    if step and (moved - waited) / step >= REST_SHARE:
         # a copy from pageable memory makes the host wait for the device's queued work: its
         # host time is real even where the clock's rest can't hold it, and the fix the same
         said = f"{moved / step:.0%} of a step" if held else "host time that waits for the device"
