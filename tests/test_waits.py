@@ -129,6 +129,13 @@ def test_nccl_rank_zeros_evaluation_passes_the_divergence_gate() -> None:
     assert "which the other ranks wait for at their first collective" in note["message"]
     work = {w["kind"]: w for w in report["runtime"]["other_work"]}
     assert work["evaluation"]["steps"] == own[0]["eval_at"]
+    # rank 0's 0/0 is its evaluation's graph, the other ranks' 0/0 their training graph:
+    # two rows (before: one, "all 4 ranks")
+    rows = {(g["compile_id"].split(":")[-1], g["evaluation"]): g["ranks"] for g in report["graphs"]}
+    positions = {r["rank"]: i for i, r in enumerate(report["ranks"])}
+    assert rows[("0/0", True)] == [positions[0]]
+    assert rows[("0/0", False)] == sorted(positions[r] for r in (1, 2, 3))
+    assert rows[("0/1", False)] == [positions[0]]
     # the checkpoint at its torch.save line, not the file's first
     assert work["checkpoint"]["line"] == _line_of(RECORDED_JOB, "torch.save(checkpoint")
     _no_figure_past_its_step(report)

@@ -240,6 +240,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     report.compile_time = ctime if ctime.total_s or any(r.summary.graphs for r in ranks) else None
     # groups, largest first: the findings of the most common behaviour lead
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    _mark_evaluation_graphs(ranks, reps, ordered, run)
     _merge_findings(report, [(reps[k], members) for k, members in ordered])
     report.rank_groups = [_group(ranks, members) for _, members in ordered]
     # what one rank compiled (the worst rank's figures, their spread), not sums over ranks
@@ -248,6 +249,27 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     report.divergence = divergence(compared)
     report.notes += notes + same_guards_other_values(compared)
     return _finish(report, ignored, run, skips)
+
+
+def _mark_evaluation_graphs(
+    ranks: list[RankSummary],
+    reps: dict[str, Report],
+    ordered: list[tuple[str, list[int]]],
+    run: JobRun | None,
+) -> None:
+    """A group's graphs that only its ranks' evaluation calls (run's probe counted them)
+    are marked: a graph of the same id on another rank can be its training graph (rank 0
+    evaluated first, so its 0/0 is the evaluation's), and the two are not one row."""
+    from compilediag.analysis.other_work import evaluation_graphs
+
+    if run is None:
+        return
+    by_rank = {p.rank: p for p in run.processes if p.steps_at == StepsAt.OPTIMIZER}
+    for key, members in ordered:
+        p = by_rank.get(ranks[members[0]].rank)
+        ids = evaluation_graphs(p) if p is not None else set()
+        for g in reps[key].graphs:
+            g.evaluation = unranked(g.compile_id) in ids
 
 
 def training_ranks(
@@ -339,7 +361,8 @@ def _merge_findings(report: Report, groups: list[tuple[Report, list[int]]]) -> N
         lambda r: r.recompiles, lambda x: (x.frame, x.failed_guard, unranked(x.compile_id))
     )
     report.graphs = merged(
-        lambda r: r.graphs, lambda g: (g.frame, g.file, g.line, g.ops, unranked(g.compile_id))
+        lambda r: r.graphs,
+        lambda g: (g.frame, g.file, g.line, g.ops, unranked(g.compile_id), g.evaluation),
     )
     report.kernels = once(lambda r: r.kernels, lambda k: (k.name, unranked(k.compile_id)))
     report.recompile_limit_hits = once(

@@ -129,7 +129,7 @@ def _graphs(report: Report) -> list[str]:
     ]
     for g in report.graphs:
         out.append(
-            f"| {g.compile_id} | {g.frame} | `{where(g.file, g.line)}` | {g.ops} | {seconds(g.compile_time_s)} |"
+            f"| {g.compile_id} | {g.frame}{' (evaluation)' if g.evaluation else ''} | `{where(g.file, g.line)}` | {g.ops} | {seconds(g.compile_time_s)} |"
             + (f" {g.calls if g.calls is not None else '-'} |" if calls else "")
         )
     return out + [""]

@@ -140,7 +140,7 @@ def _graph_blocks(report: Report) -> list:
         cells = [shown_id(report, g.compile_id), g.frame, where(g.file, g.line), str(g.ops),
                  seconds(g.compile_time_s)]  # fmt: skip
         if multi:
-            cells.append(ranks_of(report, g.ranks))
+            cells.append(ranks_of(report, g.ranks) + (", evaluation" if g.evaluation else ""))
         if with_calls:
             cells.append(str(g.calls) if g.calls is not None else "-")
         if timed:

@@ -218,6 +218,9 @@ class Graph:
     # its compile by phase (CompileTime's names: dynamo_s, aot_s, inductor_s, codegen_s,
     # backward_s; kernel_compile_s within them), those torch timed
     phases: dict[str, float] = field(default_factory=dict)
+    # `run` of several ranks: only its ranks' evaluation calls it (the same id on another
+    # rank can be that rank's training graph: a row of its own)
+    evaluation: bool = False
 
 
 @dataclass
