@@ -205,17 +205,24 @@ def test_self_contained(any_report: Report) -> None:
 
 def test_sections_in_order(limit: Report, ranks: Report) -> None:
     html = render_html(limit)
-    order = ["verdict", "summary", "notes", "graph-breaks", "recompiles", "limit-hits",
-             "calls", "graphs", "compile-time", "timings"]  # fmt: skip
+    # the summary, then the timings (a run's job: its verdict and step), then the gate (#58)
+    order = ["summary", "timings", "verdict", "notes", "graph-breaks", "recompiles",
+             "limit-hits", "calls", "graphs", "compile-time"]  # fmt: skip
     at = [html.index(f'id="{s}"') for s in order]
     assert at == sorted(at)
     html = render_html(ranks)
-    at = [html.index(f'id="{s}"') for s in ("verdict", "graph-breaks", "recompiles", "ranks")]
+    at = [
+        html.index(f'id="{s}"')
+        for s in ("summary", "verdict", "graph-breaks", "recompiles", "ranks")
+    ]
     assert at == sorted(at)
     assert 'id="kernels"' not in html and 'id="verified-fixes"' not in html
 
 
-def test_gate_comes_first(traced: Report) -> None:
+def test_the_gate_follows_the_summary(traced: Report) -> None:
+    """The page opens with the summary (and a run's job); the gate, so named, after them
+    (#58: before, a box titled "Verdict" that held the gate's "NO GATE" came first). The
+    badge in the header still says PASS or FAIL."""
     data = traced.to_dict()
     data["verdict"] = {
         "passed": False,
@@ -225,7 +232,8 @@ def test_gate_comes_first(traced: Report) -> None:
     }
     html = render_html(Report.from_dict(data))
     first = html.index('id="verdict"')
-    assert first < html.index('id="summary"')
+    assert html.index('id="summary"') < first and "<h2>Gate" in html and "<h2>Verdict" not in html
+    assert html.index("verdict-badge fail") < html.index('id="summary"')
     for text in (
         "FAIL",
         "max_graph_breaks",

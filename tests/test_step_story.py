@@ -272,15 +272,19 @@ def test_two_nodes_fold_into_one_report_with_both_windows(tmp_path: Path) -> Non
 def test_the_html_draws_each_ranks_step_as_the_json_gives_it(gpt_ddp, browser) -> None:  # noqa: F811
     """Each rank's step as one stacked bar of its parts, the collectives under it, the
     evaluation on a row of its own, one scale: in Debian's chromium, each bar's drawn width
-    is its figure in the JSON."""
+    is its figure in the JSON; the collectives' their share of the kernel profile's step
+    they were measured over, drawn as that share of the step (#58: before, their
+    milliseconds of the profiler's longer steps ran past the step's bars)."""
     report, _, trace = gpt_ddp
     page_file = trace.parent / "report.html"
     assert run_cli("report", str(trace), "--html", str(page_file)).returncode == 0
     r = report["runtime"]
-    expected = {("rank 0", n): v for n, v in parts_of(report["timings"]["breakdown"])}
+    b0 = report["timings"]["breakdown"]
+    expected = {("rank 0", n): v for n, v in parts_of(b0, r["kernel_step_ms"])}
     for s in r["rank_steps"]:
         if s["rank"] != r["window_rank"]:
-            expected.update({(f"rank {s['rank']}", n): v for n, v in parts_of(s["breakdown"])})
+            own = parts_of(s["breakdown"], s["kernel_step_ms"] or r["kernel_step_ms"])
+            expected.update({(f"rank {s['rank']}", n): v for n, v in own})
     for work in r["other_work"]:
         expected[(f"{work['kind']}, rank 0", work["kind"])] = work["ms"]
     context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -297,17 +301,25 @@ def test_the_html_draws_each_ranks_step_as_the_json_gives_it(gpt_ddp, browser) -
         assert set(drawn) == {k for k, v in expected.items() if v > 0}
         for key, width in drawn.items():
             assert width == pytest.approx(expected[key] * px_per_ms, abs=0.6), key
+        for row in {k[0] for k in drawn if k[1] == "collectives"}:
+            step = sum(
+                w for (name, part), w in drawn.items() if name == row and part != "collectives"
+            )
+            assert drawn[(row, "collectives")] <= step + 0.6, row
     finally:
         context.close()
 
 
-def parts_of(b: dict) -> list[tuple[str, float]]:
-    """A breakdown's parts as Breakdown.parts() names them, and its collectives."""
+def parts_of(b: dict, kernel_step_ms: float | None) -> list[tuple[str, float]]:
+    """A breakdown's parts as Breakdown.parts() names them, and its collectives as drawn:
+    their share of the kernel profile's step (`kernel_step_ms`), of the window's step."""
+    comm = b["communication_ms"] or 0.0
+    drawn = min(1.0, comm / kernel_step_ms) * b["call_ms"] if kernel_step_ms else comm
     parts = [
         ("forward", b["in_graphs_ms"] + b["between_graphs_ms"]), ("backward", b["backward_ms"]),
         ("optimizer", b["optimizer_ms"]), ("data", b["data_ms"]),
         ("evaluation", b["evaluation_ms"]), ("the rest", b["outside_ms"]),
-        ("collectives", b["communication_ms"] or 0.0),
+        ("collectives", drawn),
     ]  # fmt: skip
     return parts
 

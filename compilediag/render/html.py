@@ -31,11 +31,11 @@ from markupsafe import Markup, escape
 from compilediag.paths import library_path, user_base
 from compilediag.render import kernel_count_note, ms, plural
 from compilediag.render import seconds as render_seconds
+from compilediag.render.glance import rank_glance
 from compilediag.render.step_picture import step_picture
 from compilediag.render.views import (
     bound_words,
     kernel_achieved,
-    rank_glance,
     rank_step_rows,
     recompiles_by_frame,
     step_text,

@@ -13,9 +13,9 @@ from compilediag.render import (
     verdict_lines,
     where,
 )
+from compilediag.render.glance import rank_glance
 from compilediag.render.views import (
     bound_words,
-    rank_glance,
     rank_step_rows,
     step_text,
     tracing_words,

@@ -20,6 +20,7 @@ from compilediag.render import (
     where,
     wrap_items,
 )
+from compilediag.render.glance import rank_glance
 from compilediag.render.table_facts import (
     cross_check_lines,
     kernel_blocks,
@@ -28,7 +29,6 @@ from compilediag.render.table_facts import (
 )
 from compilediag.render.table_parts import Row, details, new_table, print_items
 from compilediag.render.table_recompiles import recompile_blocks, timeline_block
-from compilediag.render.views import rank_glance
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
 
