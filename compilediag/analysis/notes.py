@@ -40,6 +40,8 @@ def no_provenance(h: History, code: list[GraphCode], source: Source) -> list[Fin
     if len(unplaced) < len(generated):
         some = f"{len(unplaced)} of {len(generated)} generated kernels name no user line (the "
         some += "others' were matched by the ops they hold)"
+    elif len(generated) == 1:
+        some = "The generated kernel names no user line"
     else:
         some = f"The {len(generated)} generated kernels name no user line"
     return [

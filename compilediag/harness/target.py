@@ -207,7 +207,11 @@ def _needing_arguments(module: Any) -> str:
 
     named = []
     for c in vars(module).values():
-        if inspect.isclass(c) and issubclass(c, torch.nn.Module) and c.__module__ == module.__name__:
+        if (
+            inspect.isclass(c)
+            and issubclass(c, torch.nn.Module)
+            and c.__module__ == module.__name__
+        ):
             try:
                 params = inspect.signature(c).parameters.values()
             except (TypeError, ValueError):
