@@ -56,3 +56,91 @@ def test_the_readme_says_to_use_the_venvs_python() -> None:
     readme = (ROOT / "README.md").read_text()
     setup = readme.split("## Set-up: two commands", 1)[1].split("\n## ", 1)[0]
     assert ". .venv/bin/activate" in setup and ".venv/bin/python train.py" in setup
+
+
+NORM = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        print("h norm", float(h.norm()))
+        return self.b(h * 2)
+
+
+def get_model():
+    torch.manual_seed(0)
+    return Net()
+
+
+def get_input_sets():
+    return [(torch.randn(4, 16) * (i + 1),) for i in range(8)]
+"""
+
+
+def test_a_python_numbers_new_values_are_said_as_this_run_saw_them(tmp_path: Path) -> None:
+    """`print(float(h.norm()))` over 8 calls: torch recompiles once, then its automatic
+    dynamic lets later values reuse the graph (torch's recompiles log counts 1). Before: "each
+    new value compiles this frame again", a prediction the run's own count contradicts; now
+    the advice says what this run did, with that count. The breaking line's value is named
+    as the user wrote it, never `___stack0`."""
+    model = tmp_path / "norm.py"
+    model.write_text(NORM)
+    proc = run_cli("recompiles", str(model), "--backend", "eager", "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout[proc.stdout.index("{") :])
+    (r,) = report["recompiles"]
+    assert [c["compiled"] for c in report["calls"]].count(True) == 2  # the first, and one more
+    assert "recompiled this frame once, and torch then made it dynamic" in r["suggestion"]
+    assert "each new value compiles" not in r["suggestion"]
+    said = [{k: v for k, v in x.items() if k != "reasons"} for x in report["recompiles"]]
+    assert "___stack" not in json.dumps(said)  # (torch's own text, `reasons`, is kept)
+    # torch's own count, in a process of its own
+    program = tmp_path / "count.py"
+    program.write_text(
+        "import sys, torch\nsys.path.insert(0, sys.argv[1])\nimport norm\n"
+        "from torch._dynamo.utils import counters\n"
+        "m = torch.compile(norm.get_model(), backend='eager')\n"
+        "for (x,) in norm.get_input_sets(): m(x)\n"
+        "print('recompiles', sum(1 for k in counters['recompiles']) if counters['recompiles'] else 0,"
+        " torch._dynamo.utils.counters['stats']['unique_graphs'])\n"
+    )
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(program), str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    graphs = int(out.stdout.strip().splitlines()[-1].split()[-1])
+    assert graphs == len(report["graphs"]), (out.stdout, report["graphs"])
+
+
+def test_what_else_a_call_changed_names_the_users_value_not_torchs(tmp_path: Path) -> None:
+    """Two numbers read on one line after a break, both changing: the second recompile's
+    "this call also changed ..." named the breaking line's value `___stack3` (torch's
+    internal name); now the line's own words, in the JSON and the table (where, before,
+    that recompile's fix was not shown at all)."""
+    model = tmp_path / "two.py"
+    model.write_text(
+        NORM.replace("def forward(self, x):", "def forward(self, x, n):")
+        .replace('print("h norm", float(h.norm()))', 'print("h", float(h.norm()), int(n.sum()))')
+        .replace(
+            "return [(torch.randn(4, 16) * (i + 1),) for i in range(8)]",
+            "return [(torch.randn(4, 16), torch.full((2,), i)) for i in range(1, 4)]",
+        )
+    )
+    proc = run_cli("recompiles", str(model), "--backend", "eager", "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout[proc.stdout.index("{") :])
+    said = [{k: v for k, v in x.items() if k != "reasons"} for x in report["recompiles"]]
+    assert any("this call also changed" in x["suggestion"] for x in said), said
+    assert "___stack" not in json.dumps(said), said
+    table = run_cli("recompiles", str(model), "--backend", "eager", env={"COLUMNS": "200"}).stdout
+    assert "___stack" not in table and "this call also changed `print(" in table, table

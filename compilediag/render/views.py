@@ -19,6 +19,7 @@ from compilediag.report.model import (
     Tried,
 )
 from compilediag.report.vocabulary import RestKind, StepsAt
+from compilediag.report.words import ALSO_CHANGED as ALSO
 from compilediag.trace.formats import guard_pattern
 
 
@@ -78,9 +79,14 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
                 run.fix = top
                 advised[top] = distinct.get(top, first.compile_id)
             for fix, cid in list(distinct.items())[1:]:
-                if fix not in advised:
-                    run.more.append((cid, fix))
-                    advised[fix] = cid
+                core, _, tail = fix.partition(ALSO)
+                if fix in advised:
+                    continue
+                if tail and core in {x.partition(ALSO)[0] for x in advised}:
+                    # the same fix, and what else this call changed: said as such
+                    fix = f"as for {advised[next(x for x in advised if x.partition(ALSO)[0] == core)]} above;{ALSO}{tail}"
+                run.more.append((cid, fix))
+                advised[fix] = cid
         fixes = {r.suggestion for r in f.items}
         f.common_fix = fixes.pop() if len(fixes) == 1 and len(f.items) > 1 else ""
         f.limit_hit = (f.frame, f.file, f.line) in hits
