@@ -144,3 +144,24 @@ def test_what_else_a_call_changed_names_the_users_value_not_torchs(tmp_path: Pat
     assert "___stack" not in json.dumps(said), said
     table = run_cli("recompiles", str(model), "--backend", "eager", env={"COLUMNS": "200"}).stdout
     assert "___stack" not in table and "this call also changed `print(" in table, table
+
+
+def test_fix_says_why_a_patch_is_untimed_once_and_short() -> None:
+    """`compilediag fix` on a busy machine: before, a ~450-character line for each kept
+    patch on stderr, ahead of the report's header, the same reason each time. Now its first
+    words once, then "as above" (the report holds the reason whole)."""
+    from compilediag.cli.commands.fix import _once
+
+    why = (
+        "the compiled call's time is left out, the timings are not reliable: the cores were "
+        "busy (load 2.0 beside this run on 2 cores: 2.0 cores busy, 2 tasks running or "
+        "waiting) for 2 threads: a thread that waits on a busy core makes every call wait; "
+        "the machine was busy (load 3.2 on 2 cores); eager's blocks spread (IQR 60%)"
+    )
+    told: set[str] = set()
+    first, second = _once(why, told), _once(why, told)
+    assert (
+        first
+        == "the compiled call's time is left out, the timings are not reliable: the cores were busy"
+    )
+    assert second.endswith("not reliable: as above") and len(second) < 100
