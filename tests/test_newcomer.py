@@ -165,3 +165,29 @@ def test_fix_says_why_a_patch_is_untimed_once_and_short() -> None:
         == "the compiled call's time is left out, the timings are not reliable: the cores were busy"
     )
     assert second.endswith("not reliable: as above") and len(second) < 100
+
+
+def test_a_job_that_compiled_nothing_still_has_its_steps_measured(tmp_path: Path) -> None:
+    """torch.compile(DDP(model)) on 2 gloo ranks: nothing compiles (torch's CompileCounter:
+    0 frames), AdamW steps 40 times. Before: no step breakdown, and the false reason "no
+    process of the job loaded compilediag's bootstrap" (it was loaded on both ranks). Now the
+    steps are measured, as the job's clock has them."""
+    import statistics
+
+    from tests.conftest import run_torchrun
+
+    facts = tmp_path / "facts"
+    proc = run_torchrun(JOBS / "ddp_uncompiled.py", facts, "--profile-steps", "5-15", timeout=600)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    own = {r: json.loads((facts / f"rank{r}.json").read_text()) for r in (0, 1)}
+    assert own[0]["graphs"] == own[1]["graphs"] == 0 and report["graphs"] == []
+    runtime = report["runtime"]
+    assert runtime["steps"] == len(own[0]["step_ms"]) == 40 and runtime["steps_at"] == "optimizer"
+    b = report["timings"]["breakdown"]
+    theirs = statistics.median(own[0]["step_ms"][4:15])
+    assert 0.5 * theirs <= b["call_ms"] <= 2 * theirs, (b["call_ms"], own[0]["step_ms"])
+    path = tmp_path / "report.json"
+    path.write_text(proc.stdout)
+    table = run_cli("render", str(path)).stdout
+    assert "bootstrap" not in table and "a step " in table, table
