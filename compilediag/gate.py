@@ -41,7 +41,9 @@ class GateRule:
     @property
     def words(self) -> str:
         """The value a config key takes, for its error message."""
-        return {bool: "true or false", int: "a whole number"}.get(self.kind, "a number like 1.2")
+        return {bool: "true or false", int: "a whole number, 0 or more"}.get(
+            self.kind, "a number like 1.2, 0 or more"
+        )
 
 
 # what one process compiled, in words, for a multi-rank report's worst rank: Summary field ->

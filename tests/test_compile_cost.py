@@ -194,3 +194,44 @@ def test_each_graphs_compile_is_split_by_phase_and_they_add_up_to_the_compile(lo
     for p in parts:
         summed = sum(g["phases"].get(p, 0.0) for g in report["graphs"])
         assert summed == pytest.approx(ct[p], abs=1e-4), p
+
+
+def test_a_block_that_holds_the_models_compute_is_never_advised_out_of_the_compile(
+    tmp_path: Path,
+) -> None:
+    """A transformer of 48 blocks compiled whole: the blocks' forward holds the most of
+    Dynamo's tracing. Before: "keep it out of the graph with @torch.compiler.disable", which
+    throws away the compile of the model's compute; now: keep it compiled, with what cuts
+    tracing (a block compiled once, the caches). The helper of helper_blocks.py, whose
+    code makes no graph node, is still advised out."""
+    import torch
+
+    if not hasattr(torch._dynamo.config, "dynamo_profiler"):
+        pytest.skip("this torch has no Dynamo profiler")
+    model = ROOT / "tests" / "fixtures" / "compile_cost" / "deep_blocks.py"
+    out = tmp_path / "deep.json"
+    proc = run_cli(
+        "explain", str(model), "--backend", "eager", "--no-timings", "--format", "json",
+        "-o", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    top = report["compile_time"]["tracing"]["functions"][0]
+    lines = model.read_text().splitlines()
+    assert (top["function"], top["line"], top["calls"]) == (
+        "forward",
+        lines.index("    def forward(self, x):") + 1,
+        48,
+    )
+    (hot,) = [
+        n["message"]
+        for n in report["notes"]
+        if n["kind"] == "compile_cost" and "of its tracing" in n["message"]
+    ]
+    assert "in forward (tests/fixtures/compile_cost/deep_blocks.py:" in hot
+    assert "torch.compiler.disable" not in hot and "keep it compiled" in hot, hot
+    helper = _explain(tmp_path, "1")["notes"]
+    (said,) = [
+        n["message"] for n in helper if n["kind"] == "compile_cost" and "in table (" in n["message"]
+    ]
+    assert "@torch.compiler.disable" in said

@@ -120,6 +120,15 @@ class M(torch.nn.Module):
 def get_inputs():
     return (torch.randn(2, 4),)
 """
+NEEDS_ARGUMENTS = """\
+import torch
+class Net(torch.nn.Module):
+    def __init__(self, vocab, dim, dropout=0.1):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, dim)
+    def forward(self, x):
+        return self.emb(x)
+"""
 SIGNALLED = """\
 import os, signal, torch
 class M(torch.nn.Module):
@@ -154,6 +163,9 @@ FAULTS: dict[str, Fault] = {
     ),
     "no model in the file": Fault("import torch\nx = 1\n", [], 2, "no model found", ":ATTR"),
     "several candidate models": Fault(TWO_MODELS, [], 2, "Found 2: A, B", "Name one with"),
+    "a model class that needs constructor arguments": Fault(
+        NEEDS_ARGUMENTS, [], 2, "Net(vocab, dim) needs constructor arguments", "def get_model()"
+    ),
     "the model's constructor raises": Fault(
         CONSTRUCTOR_RAISES, [], 3, "weights file missing", "eager mode first"
     ),

@@ -105,7 +105,7 @@ def build_report(
     if measured.model is not None:
         in_users_words(report, measured.model)
         report.target.repeated = repeated_blocks(measured.model.modules)
-    report.notes += compile_notes(report)
+    report.notes += compile_notes(report, h)
     if run is not None:
         from compilediag.analysis.runtime import apply_runtime
 

@@ -5,10 +5,12 @@ cache carries to the next machine. Each a note with its figures and the change t
 
 from __future__ import annotations
 
+from compilediag.analysis.history import History
 from compilediag.paths import where
 from compilediag.report.model import Report
 from compilediag.report.vocabulary import Finding, FindingKind, Severity
 from compilediag.report.words import seconds
+from compilediag.trace.formats import GRAPH_FILE_COMMENT
 
 # a function this share of tracing, in a tracing this long, is worth a note
 HOT_SHARE = 0.3
@@ -20,18 +22,34 @@ REGIONAL_S = 5.0
 KERNELS_SHARE = 0.5
 
 
-def compile_notes(report: Report) -> list[Finding]:
+def compile_notes(report: Report, h: History | None = None) -> list[Finding]:
     ct = report.compile_time
     if ct is None or not ct.total_s:
         return []
+    compute = graph_functions(h) if h is not None else set()
     return [
         Finding(FindingKind.COMPILE_COST, text, Severity.NOTE)
-        for text in (_hot_function(report), _regional(report), _portable_cache(report))
+        for text in (_hot_function(report, compute), _regional(report), _portable_cache(report))
         if text
     ]
 
 
-def _hot_function(report: Report) -> str:
+def graph_functions(h: History) -> set[tuple[str, str]]:
+    """(file, function name) of every function whose code made a node of a compiled graph
+    (the graphs' `# File: ... in forward` comments): where the model's compute is."""
+    out = set()
+    for e in h:
+        for line in e.compile.output_graph.splitlines():
+            m = GRAPH_FILE_COMMENT.match(line)
+            if m:
+                out.add((m["file"], m["fn"].strip()))
+    return out
+
+
+def _hot_function(report: Report, compute: set[tuple[str, str]]) -> str:
+    """A function that holds most of the tracing. Its compile is never advised away where
+    it makes graph nodes (a transformer block's forward: the model's compute): tracing is
+    paid once a process, and regional compilation or the caches cut it."""
     tracing = report.compile_time.tracing if report.compile_time else None
     if tracing is None or tracing.total_s < HOT_TRACING_S or not tracing.functions:
         return ""
@@ -39,10 +57,20 @@ def _hot_function(report: Report) -> str:
     if top.share < HOT_SHARE or not top.inlined:  # a compiled frame's own code: its graph
         return ""
     times = f", traced {top.calls} times" if top.calls > 1 else ""
-    return (
+    said = (
         f"Dynamo spent {top.share:.0%} of its tracing ({seconds(top.own_s)} of "
         f"{seconds(tracing.total_s)}) in {top.function} ({where(top.file, top.line)}){times}: "
         "it traces Python one bytecode at a time, every iteration of a loop included. "
+    )
+    if (top.file, top.function.rsplit(".", 1)[-1]) in compute:
+        return said + (
+            "Its code is in the compiled graphs (the model's compute): keep it compiled. "
+            "Tracing is paid once a process: compiling each repeated block instead of the "
+            "whole model (`block.compile()` for each) traces one block's code once, and "
+            "torch's caches (on by default; torch.compiler.save_cache_artifacts() carries "
+            "them to a new machine) skip the rest of the compile."
+        )
+    return said + (
         "Where its result does not depend on the inputs, compute it once outside the "
         "compiled code; else keep it out of the graph with @torch.compiler.disable (it "
         "then runs eagerly, a graph break at its call)."

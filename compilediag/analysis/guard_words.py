@@ -273,29 +273,45 @@ def guard_head(words: str) -> str:
 
 
 STACK_VALUE = re.compile(r"`?___stack(\d+)`?")
+# where a Python number's new values recompile: said by recompiles.values_count, from the
+# run's own recompiles of that frame (torch's automatic dynamic stops them after the first)
+NEW_VALUES = "{new values}"
 TO_PYTHON = re.compile(r"\.(item|tolist)\(\)|\b(float|int|bool)\(")
+
+
+def stack_value(co_name: str, co_file: str) -> tuple[str, int, str] | None:
+    """The value a resume frame's breaking line made (`___stack0`), as the user wrote it:
+    (`scale` (line 12: `float(h.norm())`), its line, the expression); None outside a
+    resume frame or where the line is not found."""
+    resume = RESUME.match(co_name)
+    if not resume:
+        return None
+    line = int(resume["line"])
+    code = code_at(co_file, line).strip()
+    assigned = re.match(r"(\w+)\s*=(?!=)\s*(.+)", code)
+    expr = assigned[2] if assigned else code
+    if not expr:
+        return None
+    name = f"`{assigned[1]}` (line {line}: `{expr}`)" if assigned else f"`{expr}` (line {line})"
+    return name, line, expr
 
 
 def name_stack_values(g: Guard, co_name: str, co_file: str) -> Guard:
     """After a graph break the rest of the function runs as a frame of its own, and the
     value the breaking line made reaches it as `___stack0`: name it as the user wrote it,
     the variable the line assigns (`scale`) or the expression, with the line."""
-    resume = RESUME.match(co_name)
-    if not resume or not STACK_VALUE.search(g.words):
+    if not STACK_VALUE.search(g.words):
         return g
-    line = int(resume["line"])
-    code = code_at(co_file, line).strip()
-    assigned = re.match(r"(\w+)\s*=(?!=)\s*(.+)", code)
-    expr = assigned[2] if assigned else code
-    if not expr:
+    named = stack_value(co_name, co_file)
+    if named is None:
         return g
-    name = f"`{assigned[1]}` (line {line}: `{expr}`)" if assigned else f"`{expr}` (line {line})"
+    name, line, expr = named
     g.words = STACK_VALUE.sub(name, g.words, count=1)
     if g.cause in (RecompileCause.FLOAT, RecompileCause.INT) and (made := TO_PYTHON.search(expr)):
         call = made[0] if made[0].startswith(".") else made[0] + "…)"
         g.suggestion = (
-            f"Line {line} turns a tensor into a Python number (`{call}`), and each new value "
-            f"compiles this frame again: keep it a 0-d tensor (drop `{call}`), or set "
+            f"Line {line} turns a tensor into a Python number (`{call}`), which torch guards "
+            f"on{NEW_VALUES}: keep it a 0-d tensor (drop `{call}`), or set "
             "torch._dynamo.config.capture_scalar_outputs = True, which also keeps the graph "
             f"whole at line {line}."
         )

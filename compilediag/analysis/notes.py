@@ -37,12 +37,17 @@ def no_provenance(h: History, code: list[GraphCode], source: Source) -> list[Fin
         return []
     if any(provenance_lines(e.compile) for e in h):  # records there (torch logs empty ones)
         return []
-    some = f"{len(unplaced)} of {len(generated)}" if len(unplaced) < len(generated) else "The"
+    if len(unplaced) < len(generated):
+        some = f"{len(unplaced)} of {len(generated)} generated kernels name no user line (the "
+        some += "others' were matched by the ops they hold)"
+    elif len(generated) == 1:
+        some = "The generated kernel names no user line"
+    else:
+        some = f"The {len(generated)} generated kernels name no user line"
     return [
         Finding(
             FindingKind.NO_PROVENANCE,
-            f"{some} generated kernels name no user line (the others' were matched by the ops "
-            "they hold): the run had no Inductor provenance records. INDUCTOR_PROVENANCE=1 "
+            f"{some}: the run had no Inductor provenance records. INDUCTOR_PROVENANCE=1 "
             + (
                 "in the environment before torch is imported"
                 if source == Source.IN_PROCESS

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from compilediag.analysis.guard_words import guard_head, name_stack_values
+from compilediag.analysis.guard_words import NEW_VALUES, guard_head, name_stack_values
 from compilediag.analysis.guards import (
     became_dynamic,
     deciding_guard,
@@ -24,6 +24,8 @@ from compilediag.analysis.source import code_at
 from compilediag.analysis.state_advice import also_changed
 from compilediag.report.model import LimitHit, Recompile
 from compilediag.report.vocabulary import RecompileCause
+from compilediag.report.words import ALSO_CHANGED
+from compilediag.trace.compiles import id_of
 from compilediag.trace.formats import (
     RECOMPILE_LIMIT,
     RECOMPILE_LIMIT_VALUE,
@@ -48,7 +50,35 @@ def collect_recompiles(h: History) -> list[Recompile]:
         # (a graph of another mode is no cached graph this call could have used)
         also = [] if is_mode_switch(case.guards) else also_changed(h, e, case.guard)
         out.append(recompile(case, reasons, advise(case) + also_said(also), also))
-    return out
+    return values_count(out)
+
+
+def values_count(found: list[Recompile]) -> list[Recompile]:
+    """What new values of a Python number did in this run, in each advice that speaks of
+    them (guard_words.NEW_VALUES): its recompiles of the frame, counted. After one change
+    torch's automatic dynamic makes the value dynamic, and later values reuse that graph,
+    unless torch baked it in (then each value compiles again, up to the recompile limit)."""
+
+    def key(r: Recompile) -> tuple[object, str]:  # the frame (by torch's id) and the value
+        cid = id_of(r.compile_id)
+        return (cid.frame if cid else r.frame, r.failed_guard.split(" changed", 1)[0])
+
+    count: dict[tuple[object, str], int] = {}
+    for r in found:
+        count[key(r)] = count.get(key(r), 0) + 1
+    for r in found:
+        if NEW_VALUES not in r.suggestion:
+            continue
+        n = count[key(r)]
+        said = (
+            ": in this run its new value recompiled this frame once, and torch then made it "
+            "dynamic (automatic dynamic), so later values reused that graph"
+            if n == 1
+            else f": in this run its new values recompiled this frame {n} times (each value "
+            "baked in, up to the recompile limit)"
+        )
+        r.suggestion = r.suggestion.replace(NEW_VALUES, said)
+    return found
 
 
 def frame_dims(h: History, e: Entry) -> list[tuple[str, str]]:
@@ -72,11 +102,7 @@ def case_of(h: History, e: Entry, reasons: list[str], dims: list[tuple[str, str]
 def also_said(also: list[str]) -> str:
     if not also:
         return ""
-    return (
-        " torch names only the first guard that failed; this call also changed "
-        + "; ".join(also)
-        + ". A fix has to cover each of them."
-    )
+    return ALSO_CHANGED + "; ".join(also) + ". A fix has to cover each of them."
 
 
 def recompile(case: Case, reasons: list[str], suggestion: str, also: list[str]) -> Recompile:

@@ -117,8 +117,12 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     from compilediag.analysis.breaks import framework_wrapped
 
     # a process that called torch.compile but never ran a graph wrote its file too (what
-    # it compiled, for "compiled nothing"): the figures are those of processes that ran one
-    processes = [p for p in run.processes if p.calls]
+    # it compiled, for "compiled nothing"): the figures are those of processes that ran one,
+    # or that stepped an optimizer (its steps are measured whether or not a graph ran:
+    # torch.compile(DDP(model)) that broke inside DDP's code and compiled nothing)
+    processes = [
+        p for p in run.processes if p.calls or (p.steps_at == StepsAt.OPTIMIZER and p.steps)
+    ]
     if processes:  # none: the probe never ran (python -I or -S, a Python without site)
         graph_calls(report, processes)
     job = run.job

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from compilediag.analysis.guard_words import Guard
+from compilediag.analysis.guard_words import STACK_VALUE, Guard, stack_value
 from compilediag.analysis.guards import guarded_chain
 from compilediag.analysis.history import Entry, FrameCode, History
 from compilediag.analysis.source import assignments_in_function, code_at
@@ -84,7 +84,12 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
         name = source_name(src)
         if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", first):
             continue  # the guard torch named
-        text = f"`{name}` ({guard_change(old[src], new[src])})"
+        if STACK_VALUE.fullmatch(name):  # the value a breaking line made: the user's words
+            named = stack_value(e.code.name, e.code.file)
+            shown = named[0] if named else "the value the line before the break made"
+        else:
+            shown = f"`{name}`"
+        text = f"{shown} ({guard_change(old[src], new[src])})"
         chain = name if "." in name else ""
         places = [(e.code.file, e.code.line)] + [
             (resolve_file(m["file"], e.code.file), int(m["line"]))

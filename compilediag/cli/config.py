@@ -57,12 +57,17 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
+_LIMITS = {r.key for r in GATE_RULES if r.kind is not bool}  # budgets and floors: 0 or more
+
+
 def _check_type(key: str, value: object, pyproject: Path) -> None:
     kinds, words = _KINDS[key]
     # TOML booleans are ints to Python: a count or a speed-up must not be `true`
     ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
     if key == "inputs" and isinstance(value, list):
         ok = all(isinstance(v, str) for v in value)
+    if key in _LIMITS and ok and not isinstance(value, bool) and value < 0:  # type: ignore[operator]
+        ok = False
     if not ok:
         raise UsageError(
             f"[tool.compilediag] {key} = {value!r} in {pyproject} is not {words}.",

@@ -287,8 +287,10 @@ def gate_option(rule: GateRule) -> Any:
     if rule.kind is bool:
         return Annotated[bool, typer.Option(rule.option, help="Gate: " + rule.help)]
     metavar = "N" if rule.kind is int else "X"
+    # a budget or a floor below 0 judges nothing a run can have: refused, as a usage error
     return Annotated[
-        rule.kind | None, typer.Option(rule.option, help="Gate: " + rule.help, metavar=metavar)
+        rule.kind | None,
+        typer.Option(rule.option, help="Gate: " + rule.help, metavar=metavar, min=0),
     ]
 
 

@@ -191,10 +191,40 @@ def find_model(module: Any, attr: str | None, path: str) -> Any:
     if len(classes) == 1:
         return classes[0]()
     found = f" Found {len(classes)}: " + ", ".join(c.__name__ for c in classes) if classes else ""
+    if not classes:
+        found = _needing_arguments(module)
     raise UsageError(
         f"no model found in {path}.{found}",
         hint=run_instead(path, "add get_model() and get_inputs()")
         or f"Looked for {MODEL_LOOKUP}. Name one with {path}:ATTR.",
+    )
+
+
+def _needing_arguments(module: Any) -> str:
+    """` Model(vocab, dim) needs arguments: add get_model() that builds it.` for the file's
+    own nn.Module classes that can't be made without arguments; '' where there are none."""
+    import torch
+
+    named = []
+    for c in vars(module).values():
+        if (
+            inspect.isclass(c)
+            and issubclass(c, torch.nn.Module)
+            and c.__module__ == module.__name__
+        ):
+            try:
+                params = inspect.signature(c).parameters.values()
+            except (TypeError, ValueError):
+                continue
+            needed = [q.name for q in params if q.default is q.empty
+                      and q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD)]  # fmt: skip
+            if needed:
+                named.append(f"{c.__name__}({', '.join(needed)})")
+    if not named:
+        return ""
+    return (
+        f" {', '.join(named)} need{'s' if len(named) == 1 else ''} constructor arguments: add "
+        "`def get_model(): return ...` that builds it with them."
     )
 
 

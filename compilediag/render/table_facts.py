@@ -202,6 +202,11 @@ def runtime_lines(report: Report) -> list:
         rows.extend(
             ("advice" if i == 0 else "", Text(n, style="green")) for i, n in enumerate(notes)
         )
+    elif not r.processes and not report.graphs and report.compile_time:
+        rows.append(("calls", Text(
+            "none: torch compiled no graph in this job, and no process stepped an optimizer "
+            "(the breaks above say why nothing compiled)", style="dim",
+        )))  # fmt: skip
     elif not r.processes:
         rows.append(("calls", Text(
             "not counted: no process of the job loaded compilediag's bootstrap (a Python "

@@ -27,6 +27,14 @@ def then_words(first: Recompile, rest: list[Recompile]) -> str:
     return "; ".join(dict.fromkeys(said))
 
 
+def distinct_fix_of(run: GuardRun) -> str:
+    """` 0/2`: the recompile the run's first fix is for, where the run gives several."""
+    if not run.more:
+        return ""
+    first = next((r.compile_id for r in run.items if r.suggestion == run.fix), "")
+    return f" {first.split(':')[-1]}" if first else ""
+
+
 def recompile_blocks(report: Report) -> list:
     out: list = []
     if report.recompiles:
@@ -65,10 +73,13 @@ def recompile_blocks(report: Report) -> list:
                     ),
                 )
             )
+        mine = distinct_fix_of(run)
         if run.as_for:
             rows.append(("fix", Text(f"as for {run.as_for} above", style="green")))
         elif run.fix:
-            rows.append(("fix", Text(run.fix, style="green")))
+            rows.append((f"fix{mine}", Text(run.fix, style="green")))
+        for cid, fix in run.more:  # another cause in the same run: its own fix, never hidden
+            rows.append((f"fix {shown_id(report, cid)}", Text(fix, style="green")))
         out.append(details(rows))
     for hit in report.recompile_limit_hits:
         out.append(

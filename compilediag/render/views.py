@@ -19,6 +19,7 @@ from compilediag.report.model import (
     Tried,
 )
 from compilediag.report.vocabulary import RestKind, StepsAt
+from compilediag.report.words import ALSO_CHANGED as ALSO
 from compilediag.trace.formats import guard_pattern
 
 
@@ -30,6 +31,9 @@ class GuardRun:
     items: list[Recompile]
     fix: str = ""  # its fix, where not already given above
     as_for: str = ""  # the compile id whose fix it shares (given above), else ''
+    # the other distinct fixes of its recompiles, (compile id, fix), the costliest first
+    # (a size guard on `ids` dim 1, then on dim 0: mark_dynamic, then drop_last=True)
+    more: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -59,14 +63,30 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
     ]
     advised: dict[str, str] = {}  # a fix already given -> the recompile it was given for
     hits = {(h.frame, h.file, h.line) for h in report.recompile_limit_hits}
+    cost = {g.compile_id: g.compile_time_s or 0.0 for g in report.graphs}
     for f in frames:
         for run in f.runs:
+            # each distinct fix once, the costliest recompile's first
+            distinct: dict[str, str] = {}
+            for r in sorted(run.items, key=lambda r: -cost.get(r.compile_id, 0.0)):
+                if r.suggestion:
+                    distinct.setdefault(r.suggestion, r.compile_id)
             first = run.items[0]
-            if first.suggestion in advised:  # the same fix for each resume frame: said once
-                run.as_for = advised[first.suggestion]
-            elif first.suggestion:
-                run.fix = first.suggestion
-                advised[first.suggestion] = first.compile_id
+            top = next(iter(distinct), first.suggestion)
+            if top in advised:  # the same fix for each resume frame: said once
+                run.as_for = advised[top]
+            elif top:
+                run.fix = top
+                advised[top] = distinct.get(top, first.compile_id)
+            for fix, cid in list(distinct.items())[1:]:
+                core, _, tail = fix.partition(ALSO)
+                if fix in advised:
+                    continue
+                if tail and core in {x.partition(ALSO)[0] for x in advised}:
+                    # the same fix, and what else this call changed: said as such
+                    fix = f"as for {advised[next(x for x in advised if x.partition(ALSO)[0] == core)]} above;{ALSO}{tail}"
+                run.more.append((cid, fix))
+                advised[fix] = cid
         fixes = {r.suggestion for r in f.items}
         f.common_fix = fixes.pop() if len(fixes) == 1 and len(f.items) > 1 else ""
         f.limit_hit = (f.frame, f.file, f.line) in hits

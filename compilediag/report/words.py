@@ -3,6 +3,10 @@ a cache's hits and misses."""
 
 from __future__ import annotations
 
+# where a recompile's advice goes on to what else its call changed (analysis/recompiles'
+# also_said); a renderer that gives one fix for several recompiles says only that part again
+ALSO_CHANGED = " torch names only the first guard that failed; this call also changed "
+
 
 def ms(value: float) -> str:
     """A per-call time: 0.214 ms, 1.52 ms, 12.3 ms; below a microsecond, its own digits

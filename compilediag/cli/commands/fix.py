@@ -164,6 +164,7 @@ def find_fixes(
         # from the last line up: a patch never moves the lines of the breaks still to come
         ordered = sorted(before.report.graph_breaks, key=lambda b: -b.line)
         tried = sum(not refusal(b, path) for b in ordered)  # at most this many runs
+        told: set[str] = set()  # why a patch's call was not timed, said once
         for brk in ordered:
             item = BreakFix(
                 brk.file, brk.line, brk.code, brk.cause, brk.gb_id or "", brk.reason,
@@ -203,7 +204,8 @@ def find_fixes(
             item.diff = unified(source, getattr(alone, "text", found.text), shown(path), 2)
             live.say(f"  line {brk.line} ({brk.cause}): kept: {evidence.text()}")
             if why := untimed(current, after):
-                say(f"line {brk.line}: {why}")
+                said = _once(why, told)
+                say(f"line {brk.line}: {said}")
             text, current = found.text, after
         result.diff = unified(source, text, shown(path)) if text != source else ""
         result.breaks.sort(key=lambda b: b.line)
@@ -344,6 +346,20 @@ def compiled_times(before: Report, after: Report) -> tuple[float | None, float |
     if one[0] is not None and one[1] is not None:
         return one[0], one[1], f"the compiled call's times are its one-thread costs, {why}"
     return None, None, f"the compiled call's time is left out, {why}"
+
+
+def _once(why: str, told: set[str]) -> str:
+    """Why a kept patch's compiled call is not timed, in short: the reason's first words
+    (`the cores were busy`), then `as above` for the next patch - the reason is the
+    machine's, the same for each, and the report's timings hold it whole."""
+    head, sep, reason = why.partition(": ")
+    if not sep:
+        return why
+    short = reason.split("; ")[0].split(" (")[0]
+    if short in told:
+        return f"{head}: as above"
+    told.add(short)
+    return f"{head}: {short}"
 
 
 def untimed(before: Run, after: Run) -> str:

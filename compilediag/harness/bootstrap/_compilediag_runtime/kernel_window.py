@@ -3,7 +3,11 @@ kernel's calls and time, the collectives, and the eager ops a step runs outside 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 KERNEL_STEPS = 5  # the steps after the window whose kernels are profiled, at most
@@ -69,7 +73,8 @@ class _KernelWindow:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         self._prof: Any = profile(activities=activities, record_shapes=True, with_flops=True)
         self._wrap_generated()
-        self._prof.start()
+        with _quiet():
+            self._prof.start()
         if self.loop is not None:
             self.loop.start()
 
@@ -179,7 +184,8 @@ class _KernelWindow:
             del self.step_numbers[self.steps :]
         if len(bounds) > 1:
             self.step_ms = round((bounds[-1] - bounds[0]) * 1e3 / (len(bounds) - 1), 6)
-        self._prof.stop()
+        with _quiet():
+            self._prof.stop()
         for undo in reversed(self._undo):
             undo()
         self.rows = self._read(self._prof.events(), ended)
@@ -279,6 +285,38 @@ class _KernelWindow:
         self.collectives_ms = _covered(collectives) / 1e3
         beside = _covered(collectives) + _covered(compute) - _covered(collectives + compute)
         self.exposed_ms = max(0.0, self.collectives_ms - beside / 1e3)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The job's stdout and stderr, at the file descriptors, sent nowhere while torch's
+    profiler starts or stops: its C++ side prints `USDT: ... profiler_start` lines there,
+    which are compilediag's noise in the job's own output (a few milliseconds; the job's
+    Python streams are flushed first, and are its own again after)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+    saved: list[tuple[int, int]] = []
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        yield
+        return
+    try:
+        for fd in (1, 2):
+            try:
+                saved.append((fd, os.dup(fd)))
+                os.dup2(null, fd)
+            except OSError:
+                continue
+        yield
+    finally:
+        for fd, copy in saved:
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(null)
 
 
 def _cutoffs(events: Any, marks: list[float], ended: bool) -> tuple[float, float]:
