@@ -248,7 +248,20 @@ LONG_TESTS = (
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full", action="store_true",
+        help="the whole suite: the tests marked `full` too (end-to-end runs of models, jobs "
+        "and Inductor; about 25 minutes on 2 cores, where the default takes under 10)",
+    )  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--full"):
+        skip = pytest.mark.skip(reason="the whole suite's: pytest --full")
+        for item in items:
+            if item.get_closest_marker("full"):
+                item.add_marker(skip)
     items.sort(key=lambda item: item.name.split("[")[0] not in LONG_TESTS)  # stable
 
 

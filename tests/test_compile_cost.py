@@ -14,6 +14,9 @@ import pytest
 
 from tests.conftest import ROOT, TRACES, run_cli
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 MODEL = ROOT / "tests" / "fixtures" / "compile_cost" / "helper_blocks.py"
 
 

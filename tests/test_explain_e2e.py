@@ -257,6 +257,9 @@ README_EXAMPLE = """
 import torch
 from torch import nn
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 
 class Net(nn.Module):
     def __init__(self) -> None:

@@ -289,6 +289,9 @@ GUARDED_ROOT = """\
 import torch
 from torch import nn
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 
 class Scaled(nn.Module):
     def __init__(self):

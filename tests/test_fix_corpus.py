@@ -21,6 +21,9 @@ from compilediag.cli.config import Config
 from compilediag.cli.options import RunOptions
 from tests.conftest import ROOT, SAMPLES
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 BREAKS = SAMPLES / "breaks"
 
 # (file, line) -> (code-level?, why). Code-level: a source edit in the user's file can

@@ -73,6 +73,9 @@ import torch
 from torch_counts import backend, facts_path, write_facts
 from transformers import BertConfig, BertForSequenceClassification
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 torch.manual_seed(0)
 config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
                     num_attention_heads=2, intermediate_size=64, num_labels=3)

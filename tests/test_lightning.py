@@ -215,6 +215,9 @@ INJECTED = """\
 import torch
 from torch._dynamo.variables.builtin import BuiltinVariable
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 real = BuiltinVariable.call_function
 
 

@@ -94,7 +94,10 @@ def test_a_budget_every_rank_meets_passes_however_many_ranks(
     counts = " ".join(table.splitlines()[2:4])
     assert "each of 1024 ranks: 2 graphs" in counts
     assert f"compile {seconds(own.compile_time_s)} a rank" in counts
-    assert f"{seconds(1024 * own.compile_time_s)} of compile work over 1024 ranks, side by side" in counts
+    assert (
+        f"{seconds(1024 * own.compile_time_s)} of compile work over 1024 ranks, side by side"
+        in counts
+    )
 
 
 def test_a_budget_one_rank_breaks_fails_naming_that_rank() -> None:

@@ -15,6 +15,9 @@ from compilediag.render.views import RANKS_SHOWN, rank_step_rows
 from compilediag.report.model import Breakdown, RankStep, Runtime
 from tests.conftest import ROOT, run_cli, run_torchrun
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 JOB = JOBS / "ddp_train.py"
 WINDOW = (4, 8)

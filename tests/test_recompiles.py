@@ -22,6 +22,9 @@ from tests.conftest import (
     trace_sets,
 )
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 
 @pytest.mark.parametrize(
     ("guard", "words", "cause"),

@@ -14,6 +14,9 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "bounded.py"
 WINDOW = "4-8"
 

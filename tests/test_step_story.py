@@ -31,6 +31,9 @@ from compilediag.analysis.step_advice import SYNCS
 from tests.conftest import ROOT, compilediag_cmd, run_cli, run_torchrun, work_left_out
 from tests.test_html import browser  # noqa: F401 - the fixture: Debian's chromium
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 
 

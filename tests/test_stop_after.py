@@ -8,7 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, read_terminal, run_cli, run_torchrun
+
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
 
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 

@@ -312,6 +312,9 @@ TRAIN_MODEL = """
 import torch
 from torch import nn
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 
 def get_model():
     torch.manual_seed(0)

@@ -17,6 +17,9 @@ import pytest
 
 from tests.conftest import ROOT, run_torchrun
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "trainer_padded.py"
 
 

@@ -15,6 +15,9 @@ from tests.conftest import (
     torch_recompiles,
 )
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 
 def _patch(torch, config: dict):
     values = {

@@ -462,6 +462,9 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch_counts import backend, facts_path, per_frame, write_facts
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 
 class Net(nn.Module):
     def __init__(self):

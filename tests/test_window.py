@@ -9,7 +9,12 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, run_cli
+
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
 
 STRESS = ROOT / "tests" / "fixtures" / "run_jobs" / "stress_loop.py"
 
