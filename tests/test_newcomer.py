@@ -98,7 +98,7 @@ def test_a_python_numbers_new_values_are_said_as_this_run_saw_them(tmp_path: Pat
     report = json.loads(proc.stdout[proc.stdout.index("{") :])
     (r,) = report["recompiles"]
     assert [c["compiled"] for c in report["calls"]].count(True) == 2  # the first, and one more
-    assert "recompiled this frame once, and torch then made it dynamic" in r["suggestion"]
+    assert "in this run, one recompile for a new value" in r["suggestion"]
     assert "each new value compiles" not in r["suggestion"]
     said = [{k: v for k, v in x.items() if k != "reasons"} for x in report["recompiles"]]
     assert "___stack" not in json.dumps(said)  # (torch's own text, `reasons`, is kept)

@@ -71,11 +71,11 @@ def values_count(found: list[Recompile]) -> list[Recompile]:
             continue
         n = count[key(r)]
         said = (
-            ": in this run its new value recompiled this frame once, and torch then made it "
-            "dynamic (automatic dynamic), so later values reused that graph"
+            ": in this run, one recompile for a new value (after it torch's automatic dynamic "
+            "makes the value dynamic, unless an op needs it as a Python number)"
             if n == 1
-            else f": in this run its new values recompiled this frame {n} times (each value "
-            "baked in, up to the recompile limit)"
+            else f": in this run, {n} recompiles for its new values (each baked in, up to the "
+            "recompile limit)"
         )
         r.suggestion = r.suggestion.replace(NEW_VALUES, said)
     return found
