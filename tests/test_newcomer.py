@@ -191,3 +191,49 @@ def test_a_job_that_compiled_nothing_still_has_its_steps_measured(tmp_path: Path
     path.write_text(proc.stdout)
     table = run_cli("render", str(path)).stdout
     assert "bootstrap" not in table and "a step " in table, table
+
+
+SWITCH = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(16, 16), nn.BatchNorm1d(16), nn.ReLU())
+        self.b = nn.Sequential(nn.Linear(16, 16), nn.BatchNorm1d(16))
+
+    def forward(self, x):
+        h = self.a(x)
+        print("between")
+        return self.b(h)
+
+
+model = Net()
+
+
+def get_input_sets():
+    x = torch.randn(8, 16)
+    model.train()
+    yield (x,)
+    model.eval()
+    yield (x,)
+"""
+
+
+def test_an_explanation_is_said_once_then_referred_to(tmp_path: Path) -> None:
+    """Two frames (a print between them) each recompile for eval mode: before, the table
+    printed the ~120-word mode-switch explanation for each; now once, and the second says
+    "as for 0/1 above" with what is its own. The JSON keeps each recompile's whole fix."""
+    model = tmp_path / "switch.py"
+    model.write_text(SWITCH)
+    table = run_cli("recompiles", str(model), "--backend", "eager", env={"COLUMNS": "200"}).stdout
+    block = table.split("Recompiles (2)", 1)[1]
+    assert block.count("Expected: one graph per mode") == 1, block
+    assert "fix as for 0/1 above; a second torch.compile(model)" in " ".join(block.split()), block
+    proc = run_cli("recompiles", str(model), "--backend", "eager", "--format", "json")
+    report = json.loads(proc.stdout[proc.stdout.index("{") :])
+    assert all(
+        r["suggestion"].startswith("Expected: one graph per mode") for r in report["recompiles"]
+    )

@@ -4,6 +4,7 @@ each frame's runs of one kind of failed guard, and a fix said once ("as for 0/1 
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 
 from compilediag.paths import where
@@ -64,6 +65,7 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
     advised: dict[str, str] = {}  # a fix already given -> the recompile it was given for
     hits = {(h.frame, h.file, h.line) for h in report.recompile_limit_hits}
     cost = {g.compile_id: g.compile_time_s or 0.0 for g in report.graphs}
+    sentences: dict[str, str] = {}  # a sentence of a fix given above -> its compile id
     for f in frames:
         for run in f.runs:
             # each distinct fix once, the costliest recompile's first
@@ -76,7 +78,7 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
             if top in advised:  # the same fix for each resume frame: said once
                 run.as_for = advised[top]
             elif top:
-                run.fix = top
+                run.fix = _unsaid(top, sentences, distinct.get(top, first.compile_id))
                 advised[top] = distinct.get(top, first.compile_id)
             for fix, cid in list(distinct.items())[1:]:
                 core, _, tail = fix.partition(ALSO)
@@ -91,6 +93,28 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
         f.common_fix = fixes.pop() if len(fixes) == 1 and len(f.items) > 1 else ""
         f.limit_hit = (f.frame, f.file, f.line) in hits
     return frames
+
+
+SENTENCE = re.compile(r"(?<=[.:])\s+(?=[A-Z(`])")
+
+
+def _unsaid(fix: str, said: dict[str, str], cid: str) -> str:
+    """A fix without the sentences an earlier fix gave whole (an explanation of 120 words
+    said for each frame that switched modes): `as for 0/1 above; ` and what is its own.
+    `said` is added to."""
+    parts = SENTENCE.split(fix)
+    earlier = [said[x] for x in parts if x in said and said[x] != cid]
+    own = [x for x in parts if x not in said or said[x] == cid]
+    for x in parts:
+        said.setdefault(x, cid)
+    if not earlier or not own:
+        return fix
+    rest = " ".join(own)
+    return f"as for {shown_id_of(earlier[0])} above; {rest[:1].lower()}{rest[1:]}"
+
+
+def shown_id_of(cid: str) -> str:
+    return cid.rpartition(":")[2] or cid
 
 
 def _kind(r: Recompile) -> tuple[str, str, tuple[int, ...]]:
