@@ -17,6 +17,9 @@ from tests.conftest import (
     shared_json,
 )
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 BREAKING = {
     "print_break.py": "print",
     "data_branch.py": "data_dependent_branch",
@@ -256,9 +259,6 @@ def test_explain_compiles_once_on_the_first_inputs() -> None:
 README_EXAMPLE = """
 import torch
 from torch import nn
-
-# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
-pytestmark = pytest.mark.full
 
 
 class Net(nn.Module):

@@ -17,6 +17,9 @@ from compilediag.advice.patches import NoPatch, Patch, propose
 from compilediag.errors import UsageError
 from tests.conftest import SAMPLES
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 HEAD = "import torch\n\n\n"
 
 
@@ -288,9 +291,6 @@ def test_a_patched_copy_that_fails_is_not_kept_and_the_run_goes_on(tmp_path: Pat
 GUARDED_ROOT = """\
 import torch
 from torch import nn
-
-# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
-pytestmark = pytest.mark.full
 
 
 class Scaled(nn.Module):

@@ -15,6 +15,9 @@ from compilediag.analysis.kernels import collect_kernels
 from compilediag.trace.parse import parse_path
 from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 DEFINITION = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)
 
 
@@ -466,9 +469,6 @@ def _train_step_pairs(tmp_path: Path, device: str) -> list[tuple[str, list[str],
 FIX = """\
 import torch
 from torch import nn
-
-# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
-pytestmark = pytest.mark.full
 
 
 class Net(nn.Module):

@@ -21,6 +21,9 @@ import pytest
 from tests.conftest import ROOT, SAMPLES, TRACES, compilediag_files, run_json
 from tests.test_paths import _findings, _strings
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 GENERATE = SAMPLES / "library" / "gpt2_generate.py"
 MACHINE = ("/site-packages/", "/dist-packages/", "/lib/python3.")
 
@@ -182,9 +185,6 @@ import json, sys, torch
 sys.path.insert(0, sys.argv[1])
 import torch_counts
 from transformers import GPT2Config, GPT2LMHeadModel
-
-# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
-pytestmark = pytest.mark.full
 torch.manual_seed(0)
 config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=32,
                     bos_token_id=1, eos_token_id=2)

@@ -14,6 +14,9 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 JOB = """\
 import os
 import sys
@@ -72,9 +75,6 @@ sys.path.insert(0, {jobs!r})
 import torch
 from torch_counts import backend, facts_path, write_facts
 from transformers import BertConfig, BertForSequenceClassification
-
-# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
-pytestmark = pytest.mark.full
 
 torch.manual_seed(0)
 config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,

@@ -28,6 +28,9 @@ import pytest
 
 from tests.conftest import ROOT, run_cli, work_left_out
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "lit_train.py"
 WINDOW = (5, 9)
 
@@ -214,9 +217,6 @@ def test_a_lightning_job_that_torch_fails_on(tmp_path: Path) -> None:
 INJECTED = """\
 import torch
 from torch._dynamo.variables.builtin import BuiltinVariable
-
-# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
-pytestmark = pytest.mark.full
 
 real = BuiltinVariable.call_function
 

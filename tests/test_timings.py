@@ -14,6 +14,9 @@ import pytest
 
 from tests.conftest import SAMPLES, assert_timings_consistent, measured_twice, run_json
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 SAMPLES_WITH_INPUTS = sorted(
     p.name
     for p in SAMPLES.glob("*.py")
@@ -311,9 +314,6 @@ def test_a_frame_left_to_eager_says_what_it_costs(tmp_path) -> None:
 TRAIN_MODEL = """
 import torch
 from torch import nn
-
-# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
-pytestmark = pytest.mark.full
 
 
 def get_model():

@@ -26,6 +26,9 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 JOBS = str(ROOT / "tests" / "fixtures" / "run_jobs")
 PACKAGES = ROOT / "tests" / "fixtures" / "frameworks"
 
@@ -461,9 +464,6 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch_counts import backend, facts_path, per_frame, write_facts
-
-# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
-pytestmark = pytest.mark.full
 
 
 class Net(nn.Module):
