@@ -539,3 +539,53 @@ def test_every_recorded_kernels_ops_are_aten_ops() -> None:
                             missing.add((path.name, k.kernel.name, op))
     assert seen > 400  # the recordings hold that many: the walk read them
     assert not missing, sorted(missing)[:20]
+
+
+ANY_LINE = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(32)
+
+    def forward(self, x):
+        h = self.ln(x + 1.0)
+        bad = torch.isinf(h).any()
+        return h * 2, bad
+
+
+torch.manual_seed(0)
+with torch.no_grad():
+    torch.compile(Net())(torch.randn(8, 32))
+"""
+
+
+@pytest.mark.slow
+def test_a_kernels_lines_name_each_op_it_holds(tmp_path: Path) -> None:
+    """A layer norm's C++ kernel that also holds `.any()` from a line of its own: before, the
+    kernel read `from L11` (the layer norm's) alone; a common op (`any`) counted only where
+    no telling op placed the kernel. Now the line that alone computes it is named too, and
+    every matched line is one Inductor's provenance records give (recorded now, private
+    caches)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "model.py").write_text(ANY_LINE)
+    env = {**os.environ, "INDUCTOR_PROVENANCE": "1", "TORCH_TRACE": str(tmp_path / "trace"),
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    subprocess.run([sys.executable, "model.py"], cwd=tmp_path, env=env, check=True, timeout=600)
+    pairs = _lines_with_and_without_provenance(parse_path(tmp_path / "trace"))
+    _check_matched_lines(pairs, share=0.5)
+    lines = ANY_LINE.splitlines()
+    norm = lines.index("        h = self.ln(x + 1.0)") + 1
+    any_line = lines.index("        bad = torch.isinf(h).any()") + 1
+    fused = [(n, r, m) for n, r, m in pairs if "any" in n and "layer_norm" in n]
+    if not fused:
+        pytest.skip(f"this torch's Inductor did not fuse the two: {[n for n, _, _ in pairs]}")
+    for name, recorded, matched in fused:
+        placed = {int(x.rpartition(":")[2]) for x in matched}
+        assert {norm, any_line} <= placed, (name, recorded, matched)
