@@ -98,8 +98,7 @@ def lines_from_ops(
     wrapper took. A backward wrapper runs the graph in reverse, but its kernels follow the
     forward's order less closely: there, only an op that one line alone computes counts
     (`gelu`, not one of nine `linear`s). Layout ops are no evidence; ops any line may hold (add, mul, sum...) count
-    for a kernel whose other ops place nothing, and beside them where one line alone
-    computes that op in the graph. A line that can't be told is left out
+    only for a kernel whose other ops place nothing. A line that can't be told is left out
     (tests: every matched line is one Inductor's provenance records give, where they exist)."""
     order = nodes[::-1] if backward else nodes
     whole = [op for op in ops if not op.endswith("_")]  # `aten.softmax_`: a split gone wrong
@@ -107,16 +106,7 @@ def lines_from_ops(
     if backward:  # its kernels' order follows the forward's less closely: one line or none
         words = [w for w in words if len({n.line for n in order if n.op in _accepted(w)}) == 1]
     telling = [w for w in words if w not in GRAPH_COMMON_OPS]
-    lines = _claim(telling, order, claimed)
-    if not lines:
-        return _claim(words, order, claimed)
-    # a common op that one line alone computes is that line's, beside the telling ones (a
-    # layer norm's kernel that also holds `.any()` from a line of its own: its line too)
-    single = [
-        w for w in words
-        if w in GRAPH_COMMON_OPS and len({n.line for n in order if n.op in _accepted(w)}) == 1
-    ]  # fmt: skip
-    return lines + [x for x in _claim(single, order, claimed) if x not in lines]
+    return _claim(telling, order, claimed) or _claim(words, order, claimed)
 
 
 def _accepted(word: str) -> tuple[str, ...]:

@@ -4,11 +4,11 @@ each frame's runs of one kind of failed guard, and a fix said once ("as for 0/1 
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import dataclass, field
 
 from compilediag.paths import where
 from compilediag.render import ms, plural, seconds
+from compilediag.render.said_once import unsaid
 from compilediag.report.model import (
     Breakdown,
     KernelTiming,
@@ -32,7 +32,7 @@ class GuardRun:
     items: list[Recompile]
     fix: str = ""  # its fix, where not already given above
     as_for: str = ""  # the compile id whose fix it shares (given above), else ''
-    # the other distinct fixes of its recompiles, (compile id, fix), the costliest first
+    # the other distinct fixes of its recompiles, (compile id, fix), in their order
     # (a size guard on `ids` dim 1, then on dim 0: mark_dynamic, then drop_last=True)
     more: list[tuple[str, str]] = field(default_factory=list)
 
@@ -64,13 +64,12 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
     ]
     advised: dict[str, str] = {}  # a fix already given -> the recompile it was given for
     hits = {(h.frame, h.file, h.line) for h in report.recompile_limit_hits}
-    cost = {g.compile_id: g.compile_time_s or 0.0 for g in report.graphs}
     sentences: dict[str, str] = {}  # a sentence of a fix given above -> its compile id
     for f in frames:
         for run in f.runs:
-            # each distinct fix once, the costliest recompile's first
+            # each distinct fix once, in the order of its recompiles
             distinct: dict[str, str] = {}
-            for r in sorted(run.items, key=lambda r: -cost.get(r.compile_id, 0.0)):
+            for r in run.items:  # in torch's order (a compile time varies run to run)
                 if r.suggestion:
                     distinct.setdefault(r.suggestion, r.compile_id)
             first = run.items[0]
@@ -78,7 +77,7 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
             if top in advised:  # the same fix for each resume frame: said once
                 run.as_for = advised[top]
             elif top:
-                run.fix = _unsaid(top, sentences, distinct.get(top, first.compile_id))
+                run.fix = unsaid(top, sentences, distinct.get(top, first.compile_id))
                 advised[top] = distinct.get(top, first.compile_id)
             for fix, cid in list(distinct.items())[1:]:
                 core, _, tail = fix.partition(ALSO)
@@ -93,28 +92,6 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
         f.common_fix = fixes.pop() if len(fixes) == 1 and len(f.items) > 1 else ""
         f.limit_hit = (f.frame, f.file, f.line) in hits
     return frames
-
-
-SENTENCE = re.compile(r"(?<=[.:])\s+(?=[A-Z(`])")
-
-
-def _unsaid(fix: str, said: dict[str, str], cid: str) -> str:
-    """A fix without the sentences an earlier fix gave whole (an explanation of 120 words
-    said for each frame that switched modes): `as for 0/1 above; ` and what is its own.
-    `said` is added to."""
-    parts = SENTENCE.split(fix)
-    earlier = [said[x] for x in parts if x in said and said[x] != cid]
-    own = [x for x in parts if x not in said or said[x] == cid]
-    for x in parts:
-        said.setdefault(x, cid)
-    if not earlier or not own:
-        return fix
-    rest = " ".join(own)
-    return f"as for {shown_id_of(earlier[0])} above; {rest[:1].lower()}{rest[1:]}"
-
-
-def shown_id_of(cid: str) -> str:
-    return cid.rpartition(":")[2] or cid
 
 
 def _kind(r: Recompile) -> tuple[str, str, tuple[int, ...]]:
