@@ -20,6 +20,9 @@ import pytest
 
 from tests.conftest import ROOT, compilediag_cmd, compilediag_files, run_cli, run_torchrun
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 TRAIN = JOBS / "train_loop.py"
 BREAK_LINE = next(

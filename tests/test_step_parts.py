@@ -14,6 +14,9 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 
+# the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
+pytestmark = pytest.mark.full
+
 JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "step_parts.py"
 WINDOW = (4, 10)
 PARTS = ("in_graphs_ms", "between_graphs_ms", "backward_ms", "optimizer_ms", "data_ms",
