@@ -94,9 +94,8 @@ def test_nccl_straggler_is_named_at_its_loops_line(nccl_straggler) -> None:
     report, own = nccl_straggler
     (found,) = [d for d in report["divergence"] if d["kind"] == "straggler"]
     line = _line_of(RECORDED_JOB, 'X, Y = get_batch("train")')
-    assert f"get_batch ({JOB}:{line})" in found["message"] or (
-        f"get_batch (tests/fixtures/run_jobs/gpt_ddp.py:{line})" in found["message"]
-    ), found["message"]
+    # the recording's paths are those of the machine that made it: the file's name and line
+    assert re.search(rf"get_batch \([^ ]*gpt_ddp\.py:{line}\)", found["message"]), found["message"]
     slow = next(s for s in report["runtime"]["rank_steps"] if s["rank"] == 1)
     sampled = next(x for x in slow["loop"] if x["calls"] == "get_batch")
     kernel_steps = report["runtime"]["kernel_step_numbers"]
