@@ -171,7 +171,10 @@ def _watch_modes(probe: Probe, module_class: Any) -> Any:
         finally:
             probe._switching -= 1
             if not probe._switching:
-                probe.mode_switched(self, bool(was), bool(mode))
+                try:
+                    probe.mode_switched(self, bool(was), bool(mode))
+                except Exception:  # noqa: BLE001 - the probe never breaks the job's train()
+                    pass
 
     module_class.train = switched_train
     return lambda: setattr(module_class, "train", train)
