@@ -89,7 +89,7 @@ def loop_advice(job: Runtime, b: Breakdown) -> list[str]:
     line that holds no more than the rank's wait for another rank is not advised: the host
     shows that wait at its first read of the device (a batch's .to(device))."""
     out = []
-    waited = min(b.communication_wait_ms or 0.0, b.communication_exposed_ms or 0.0)
+    waited = b.exposed_wait_ms
     step = job.kernel_step_ms or 1.0
     for x in loop_work_lines(job):
         if x.ms - waited < LOOP_SHARE * step:
@@ -173,7 +173,7 @@ def rest_advice(b: Breakdown, explained: float = 0.0) -> list[str]:
     moved, spent = sum(r.ms for r in copies), sum(r.ms for r in eager)
     held = b.rest_holds(moved + spent)
     # a copy that reads the device's queue holds the rank's wait for another rank there
-    waited = min(b.communication_wait_ms or 0.0, b.communication_exposed_ms or 0.0)
+    waited = b.exposed_wait_ms
     if step and (moved - waited) / step >= REST_SHARE:
         # a copy from pageable memory makes the host wait for the device's queued work: its
         # host time is real even where the clock's rest can't hold it, and the fix the same

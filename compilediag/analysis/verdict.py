@@ -11,6 +11,8 @@ it holds a fifth of the step or more; else the verdict is "none", with the large
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compilediag.analysis.step_advice import loop_work_lines
 from compilediag.report.model import Breakdown, LoopLine, Report, Runtime
 from compilediag.report.model import StepBound as Bound
@@ -105,40 +107,44 @@ def _communication(job: Runtime, b: Breakdown) -> list[Bound | None]:
     basis = job.kernel_step_ms or b.call_ms
     over = f"of the kernel profile's step of {ms(basis)}"
     if b.communication_wait_ms is None:
-        share = min(1.0, exposed / basis)
-        return [Bound(
-            "communication", round(share, 4), round(share * b.call_ms, 6),
+        return [_of_profile("communication", exposed, basis, b, lambda share: (
             f"collectives with no compute beside them: {ms(exposed)} a step exposed, "
-            f"{share:.0%} {over} (waits for other ranks included)",
-        )]  # fmt: skip
+            f"{share:.0%} {over} (waits for other ranks included)"
+        ))]  # fmt: skip
     whole = b.communication_ms or exposed
-    wait = min(b.communication_wait_ms, exposed)  # the wait is exposed first: nothing to do
+    wait = b.exposed_wait_ms
     transfer = max(0.0, min(exposed - wait, whole - b.communication_wait_ms))
     found: list[Bound | None] = []
     if transfer:
-        share = min(1.0, transfer / basis)
-        found.append(Bound(
-            "communication", round(share, 4), round(share * b.call_ms, 6),
+        found.append(_of_profile("communication", transfer, basis, b, lambda share: (
             f"collectives' transfers with no compute beside them: {ms(transfer)} a step, "
-            f"{share:.0%} {over} (their waits for other ranks apart)",
-        ))  # fmt: skip
+            f"{share:.0%} {over} (their waits for other ranks apart)"
+        )))  # fmt: skip
     waiting = next((s for s in job.rank_steps if s.rank == job.window_rank), None)
     if wait and waiting is not None and waiting.waits_for is not None:
-        share = min(1.0, wait / basis)
-        found.append(Bound(
-            "waiting", round(share, 4), round(share * b.call_ms, 6),
-            f"waiting for rank {waiting.waits_for} in the collectives: {ms(wait)} a step, "
-            f"{share:.0%} {over}; what rank {waiting.waits_for} does longer is under Ranks",
-        ))  # fmt: skip
+        rank = waiting.waits_for
+        found.append(_of_profile("waiting", wait, basis, b, lambda share: (
+            f"waiting for rank {rank} in the collectives: {ms(wait)} a step, {share:.0%} "
+            f"{over}; what rank {rank} does longer is under Ranks"
+        )))  # fmt: skip
     return found
+
+
+def _of_profile(
+    part: str, spent: float, basis: float, b: Breakdown, why: Callable[[float], str]
+) -> Bound:
+    """A part measured over the kernel profile's steps (`spent` ms of its `basis` ms step):
+    its share of that step, and as much of the window's step."""
+    share = min(1.0, spent / basis)
+    return Bound(part, round(share, 4), round(share * b.call_ms, 6), why(share))
 
 
 def _exposed_wait_share(job: Runtime, b: Breakdown) -> float:
     """The share of the kernel profile's step this rank waited for another with no compute
     beside it (the host shows it at its first read of the device: a batch's .to(device))."""
-    if not (b.communication_wait_ms and b.communication_exposed_ms and job.kernel_step_ms):
+    if not job.kernel_step_ms:
         return 0.0
-    return min(1.0, min(b.communication_wait_ms, b.communication_exposed_ms) / job.kernel_step_ms)
+    return min(1.0, b.exposed_wait_ms / job.kernel_step_ms)
 
 
 def _loop_share(job: Runtime, b: Breakdown, every: bool = False) -> tuple[LoopLine | None, float]:

@@ -320,6 +320,12 @@ class Breakdown:
         ]
         return [(n, v) for n, v in parts if v or n == "forward"] + [("the rest", self.outside_ms)]
 
+    @property
+    def exposed_wait_ms(self) -> float:
+        """Of the collectives' time, the wait for another rank with no compute beside it (the
+        wait is exposed first: a rank that waits has nothing to run); 0 where not known."""
+        return min(self.communication_wait_ms or 0.0, self.communication_exposed_ms or 0.0)
+
     def rest_holds(self, profiled_ms: float) -> bool:
         """Whether ops the kernel profile timed in the rest (`profiled_ms` a step) fit in
         the rest the job's clock measured, within 25% and 0.05 ms (the two are taken over
