@@ -1,15 +1,17 @@
 """`compilediag run --try-fixes`: which remedies a job's report calls for (each made with no
-edit of the user's code, in a run of its own: harness/bootstrap/_compilediag_runtime/
-remedies.py makes it), and each one's run measured against the unchanged run's: the
-step and the part the remedy targets over the same window (medians), breaks and
-recompiles, and the losses of the window's steps. A remedy is kept only where the step
-improved beyond the two runs' spread and nothing got worse."""
+edit of the user's code, in runs of its own: harness/bootstrap/_compilediag_runtime/
+remedies.py makes it), what each can move given the verdict, and each one's runs measured
+against the unchanged runs alternated with them: the step's effect over the pairs with its
+95% interval (trials.py), the part the remedy targets over the same window (medians),
+breaks and recompiles, and the losses of the window's steps. A remedy is kept only where
+the whole interval is at least 5% faster and nothing got worse."""
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
 
+from compilediag.analysis import trials
 from compilediag.analysis.kernel_times import GEMMS
 from compilediag.analysis.other_work import training_profile, work_steps
 from compilediag.analysis.runtime import JobRun, step_medians
@@ -41,6 +43,7 @@ class Candidate:
     remedy: str
     part: str
     why: str
+    expected: str = ""  # what it can move, given the verdict (expected())
 
 
 def candidates(report: Report, cuda: bool = False) -> list[Candidate]:
@@ -84,57 +87,126 @@ def candidates(report: Report, cuda: bool = False) -> list[Candidate]:
     t = report.timings
     if t is not None and any(k.peak_unit == "fp32" and k.op.startswith(GEMMS) for k in t.kernels):
         out.append((0.0, Candidate("tf32", "", "float32 matmuls run without TF32")))
-    return [c for _, c in sorted(out, key=lambda x: -x[0])]
+    chosen = [c for _, c in sorted(out, key=lambda x: -x[0])]
+    for c in chosen:
+        c.expected = expected(c, report)
+    return chosen
+
+
+def expected(c: Candidate, report: Report) -> str:
+    """What the remedy can move, given the verdict, in words: the part it targets and its
+    share of the step (the most it can take off), or why it cannot shorten this step."""
+    job = report.runtime
+    bound = job.bound if job is not None else None
+    medians = job.step_medians if job is not None else {}
+    step = medians.get("step") or 0.0
+    if c.remedy == "tf32":
+        if bound is not None and bound.part != "device":
+            return (f"cannot shorten a step bound by {bound.part}: faster float32 matmuls "
+                    "shorten the device's work, which this step does not wait on")  # fmt: skip
+        return "can shorten the device's float32 matmuls"
+    if c.remedy.startswith("cudagraphs"):
+        if bound is not None and bound.part == "device":
+            return "cannot shorten a device-bound step: CUDA graphs cut the host's launches"
+        return "can cut the host's kernel launches, which pace this step"
+    share = (medians.get(c.part) or 0.0) / step if step else 0.0
+    if share < MIN_GAIN:
+        return f"cannot shorten the step by {MIN_GAIN:.0%}: its part, {c.part}, holds {share:.0%}"
+    return f"can shorten the {c.part}: at most {share:.0%} of the step"
 
 
 @dataclass
-class Noise:
-    """The unchanged job's own run-to-run differences: its run under `run` against its
-    unchanged run beside the remedies' (same window, same stop): the step's medians and
-    the window's losses (the largest difference, a share of the mean loss; None where
-    not compared)."""
+class Runs:
+    """A remedy's runs beside the unchanged ones: each pair's (before, after) facts, the
+    first run's reports (breaks, recompiles), and the job's error where a run with the
+    remedy failed (its error and torch's hint)."""
 
-    step_ms: float = 0.0
-    loss: float | None = None
-
-
-def noise_of(main: JobRun, control: JobRun) -> Noise:
-    a, b = _median(_window(main, "")[0]), _median(_window(control, "")[0])
-    step = abs(a - b) if a is not None and b is not None else 0.0
-    return Noise(step, _loss_gap(main, control)[0])
+    pairs: list[tuple[JobRun, JobRun]]
+    before: Report
+    after: Report | None
+    failure: str = ""
+    hint: str = ""
 
 
-def measured(
-    c: Candidate, before: Report, before_run: JobRun, after: Report | None, after_run: JobRun,
-    failure: str = "", noise: Noise | None = None,
-) -> Tried:  # fmt: skip
-    """One remedy's run against the unchanged one's (`before`: the job's run beside the
-    remedies', alike in all but the remedy), over the same window."""
-    noise = noise or Noise()
-    made = [m for p in after_run.processes for m in p.remedies if m.remedy == c.remedy]
-    code = made[0].what if made else c.remedy
-    where = next((f"{m.file}:{m.line}" for m in made if m.file), "")
-    tried = Tried(c.remedy, code, where, part=c.part)
-    tried.graph_breaks = len(before.graph_breaks)
-    tried.recompiles = len(before.recompiles)
-    b_steps, b_part = _window(before_run, c.part)
-    tried.step_ms, tried.part_ms = _median(b_steps), _median(b_part)
-    if failure:
-        tried.why = failure
+def loss_noise(baseline: list[JobRun]) -> float | None:
+    """The unchanged job's own run-to-run difference of the window's losses (its first two
+    runs; None where not compared)."""
+    return _loss_gap(baseline[0], baseline[1])[0] if len(baseline) >= 2 else None
+
+
+def measured(c: Candidate, runs: Runs, noise: float | None = None) -> Tried:
+    """One remedy's runs against the unchanged ones beside them, over the same window (its
+    later half where the remedy's effect was still settling): the step's effect over the
+    pairs with its interval, the part it targets, and breaks, recompiles and losses of the
+    first pair."""
+    tried = Tried(c.remedy, c.remedy, "", part=c.part, expected=c.expected)
+    tried.remedies = c.remedy.split("+")
+    tried.graph_breaks = len(runs.before.graph_breaks)
+    tried.recompiles = len(runs.before.recompiles)
+    before = [_window(b, c.part) for b, _ in runs.pairs]
+    _figures(tried, before, after=False)
+    made = [m for _, a in runs.pairs[:1] for p in a.processes for m in p.remedies]
+    tried.code = "; ".join(dict.fromkeys(m.what for m in made)) or c.remedy
+    tried.where = next((f"{m.file}:{m.line}" for m in made if m.file), "")
+    if not tried.where and c.remedy.startswith("cudagraphs") and runs.pairs:
+        tried.where = _compiled_at(runs.pairs[0][1])  # mode="reduce-overhead" goes there
+    if runs.failure:
+        tried.error, tried.hint = runs.failure, runs.hint
+        tried.why = f"not kept: the job failed with it: {runs.failure}"
         return tried
     if not made:
         tried.why = "not made: the job made no object it applies to (or imported torch otherwise)"
         return tried
-    if after is None:
+    if runs.after is None:
         tried.why = "its run wrote no trace"
         return tried
-    tried.graph_breaks_after = len(after.graph_breaks)
-    tried.recompiles_after = len(after.recompiles)
-    a_steps, a_part = _window(after_run, c.part)
-    tried.step_ms_after, tried.part_ms_after = _median(a_steps), _median(a_part)
-    tried.loss_match, tried.losses = _losses(before_run, after_run, c.remedy, noise.loss)
-    tried.kept, tried.why = _judge(tried, b_steps, a_steps, noise.step_ms)
+    tried.graph_breaks_after = len(runs.after.graph_breaks)
+    tried.recompiles_after = len(runs.after.recompiles)
+    after = [_window(a, c.part) for _, a in runs.pairs]
+    tried.settling = _settling(before, after)
+    if tried.settling:  # judged on the window's later half
+        before = [(s[len(s) // 2 :], p[len(p) // 2 :]) for s, p in before]
+        after = [(s[len(s) // 2 :], p[len(p) // 2 :]) for s, p in after]
+        _figures(tried, before, after=False)
+    _figures(tried, after, after=True)
+    tried.loss_match, tried.losses = _losses(runs.pairs[0][0], runs.pairs[0][1], c.remedy, noise)
+    tried.kept, tried.why = _judge(tried, [s for s, _ in before], [s for s, _ in after])
     return tried
+
+
+Window = tuple[list[float], list[float]]  # a run's window: each step's time, its part's
+
+
+def _figures(tried: Tried, runs: list[Window], after: bool) -> None:
+    """The step and the part over the runs: each run's window mean, their median."""
+    step = _median([m for m in (_mean(s) for s, _ in runs) if m is not None])
+    part = _median([m for m in (_mean(p) for _, p in runs) if m is not None])
+    if after:
+        tried.step_ms_after, tried.part_ms_after = step, part
+    else:
+        tried.step_ms, tried.part_ms = step, part
+
+
+def _settling(before: list[Window], after: list[Window]) -> str:
+    """Where the remedy's runs' step still changed across the window (beside the unchanged
+    runs' own change), in words; "" where it had settled (or the window is too short)."""
+    drift = trials.settling([s for s, _ in before], [s for s, _ in after])
+    if drift is None or abs(drift - 1) <= 1 - trials.SETTLING:
+        return ""
+    late = [h for h in (trials.halves(s) for s, _ in after) if h is not None]
+    return (
+        f"still settling across the window: its runs' later half ran "
+        f"{ms(statistics.median(h[1] for h in late))} a step against "
+        f"{ms(statistics.median(h[0] for h in late))} in the earlier; judged on the later "
+        "half (a later --profile-steps window measures its steady state)"
+    )
+
+
+def _compiled_at(run: JobRun) -> str:
+    """file:line of the job's first torch.compile call whose result was called."""
+    p = _first(run)
+    called = next((c for c in p.compile_calls if c.called and c.file), None) if p else None
+    return f"{called.file}:{called.line}" if called else ""
 
 
 def _window(run: JobRun, part: str) -> tuple[list[float], list[float]]:
@@ -148,19 +220,23 @@ def _window(run: JobRun, part: str) -> tuple[list[float], list[float]]:
     return steps, [row[column] if column < len(row) else 0.0 for row in profiled.per_step]
 
 
+def window_mean(run: JobRun) -> float | None:
+    """The lowest rank's step over the window: its steps' total over their count (a step
+    that waits for a batch every other step counts at the rate it runs; a median would
+    take the faster half)."""
+    return _mean(_window(run, "")[0])
+
+
 def _first(run: JobRun) -> ProcessRuntime | None:
     return next((p for p in run.processes if p.calls), None)
 
 
+def _mean(xs: list[float]) -> float | None:
+    return round(statistics.fmean(xs), 6) if xs else None
+
+
 def _median(xs: list[float]) -> float | None:
     return round(statistics.median(xs), 6) if xs else None
-
-
-def _spread(xs: list[float]) -> float:
-    if len(xs) < 4:
-        return 0.0
-    q = statistics.quantiles(xs, n=4)
-    return q[2] - q[0]
 
 
 def _loss_gap(a_run: JobRun, b_run: JobRun) -> tuple[float | None, int, str]:
@@ -200,11 +276,9 @@ def _losses(
     return False, f"losses differ over {steps} steps (by up to {gap:.1%} of the mean{own})"
 
 
-def _judge(t: Tried, before: list[float], after: list[float], noise: float) -> tuple[bool, str]:
-    """Kept, or why not: the step improved beyond the runs' spread (and by MIN_GAIN), and
-    no more breaks or recompiles, and no loss that differs."""
-    if t.step_ms is None or t.step_ms_after is None:
-        return False, "not kept: no window step measured in one of the runs"
+def _judge(t: Tried, before: list[list[float]], after: list[list[float]]) -> tuple[bool, str]:
+    """Kept, or why not: no more breaks or recompiles, no loss that differs, and the whole
+    95% interval of the step's effect at least 5% faster (trials.KEEP_AT)."""
     worse = []
     if t.graph_breaks_after > t.graph_breaks:
         worse.append(f"graph breaks {t.graph_breaks} → {t.graph_breaks_after}")
@@ -212,16 +286,24 @@ def _judge(t: Tried, before: list[float], after: list[float], noise: float) -> t
         worse.append(f"recompiles {t.recompiles} → {t.recompiles_after}")
     if t.loss_match is False:
         worse.append("the losses differ")
+    pairs = [(b, a) for b, a in zip(map(_mean, before), map(_mean, after), strict=True)
+             if b is not None and a is not None]  # fmt: skip
+    e = trials.effect(pairs)
+    if e is None:
+        return False, "not kept: no window step measured in one of the runs"
+    t.ratio, t.ratio_low, t.ratio_high, t.pairs = (
+        round(e.ratio, 4),
+        round(e.low, 4),
+        round(e.high, 4),
+        e.pairs,
+    )
     if worse:
         return False, f"not kept: {'; '.join(worse)}"
-    # the runs' own spread: their steps' (IQR); the job's two unchanged runs are one pair,
-    # too few to say a spread (on a loaded machine one of them may be slowed), so it is said
-    spread = (_spread(before) + _spread(after)) / 2
-    gain = t.step_ms - t.step_ms_after
-    if gain <= max(spread, MIN_GAIN * t.step_ms):
-        if spread >= MIN_GAIN * t.step_ms:
-            return False, f"not kept: within the runs' spread ({ms(spread)})"
-        return False, f"not kept: less than {MIN_GAIN:.0%} faster"
-    if noise > gain:
-        return True, f"kept (the job's two unchanged runs differed by {ms(noise)} a step)"
-    return True, "kept"
+    if e.kept:
+        return True, f"kept: {e.words()} over {e.pairs} pairs of runs"
+    if e.low > 1 / trials.KEEP_AT:
+        return False, f"not kept: slower, {e.words()} over {e.pairs} pairs of runs"
+    return False, (
+        f"not kept: no measurable effect ({e.plus_minus()}: {e.words()} over {e.pairs} pairs "
+        f"of runs; kept where the whole interval is at least {1 - trials.KEEP_AT:.0%} faster)"
+    )

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from compilediag.cli.options import (
+    ApplyKept,
     Baseline,
+    Budget,
     Format,
     Html,
     JobCommand,
@@ -276,6 +278,8 @@ def run(
     kernels: KernelProfile = True,
     stop_after: StopAfter = None,
     try_fixes: TryJobFixes = False,
+    budget: Budget = 600.0,
+    apply: ApplyKept = False,
     profile_out: ProfileOut = None,
     limits: dict[str, object] | None = None,
     baseline: Baseline = None,
@@ -302,7 +306,7 @@ def run(
     opts = command_module.RunJobOptions(
         command=list(command or []), trace_dir=trace_dir, profile_steps=profile_steps,
         kernels=kernels, profile_out=profile_out, stop_after=stop_after, try_fixes=try_fixes,
-        gate=_gate(limits=limits, baseline=baseline, junit=junit),
+        budget_s=budget, apply=apply, gate=_gate(limits=limits, baseline=baseline, junit=junit),
         out=_out(format, output, html),
     )  # fmt: skip
     _call(lambda: command_module.run(opts))

@@ -214,7 +214,23 @@ TryJobFixes = Annotated[
     bool,
     typer.Option(
         "--try-fixes",
-        help="With --profile-steps: run the job once more per remedy its step calls for that needs no edit of your code (the optimizer's foreach/fused, DataLoader workers, capture_scalar_outputs, CUDA graphs, TF32), each to the window's end, and measure it by the job's own step over the same window: the step and its part before and after, breaks, recompiles, the losses. Your caches are left as they were.",
+        help="With --profile-steps: run the job again as it is and with each remedy its step calls for that needs no edit of your code (the optimizer's foreach/fused, DataLoader workers, capture_scalar_outputs, CUDA graphs, TF32), each to the window's end, alternated round by round, and measure each by the job's own step over the same window: its effect with a 95% interval, the part it targets, breaks, recompiles, the losses. Kept only where the whole interval is at least 5% faster; the kept ones are measured together. Your caches are left as they were.",
+    ),
+]
+Budget = Annotated[
+    float,
+    typer.Option(
+        "--budget",
+        help="With --try-fixes: the seconds its alternated runs may take; at least 3 rounds are run whatever it says, more until each remedy's interval settles (at most 8).",
+        metavar="SECONDS",
+        min=0,
+    ),
+]
+ApplyKept = Annotated[
+    bool,
+    typer.Option(
+        "--apply",
+        help="With --try-fixes: write the kept remedies into your code where the object is made (an optimizer's fused=True, a DataLoader's workers, mode=\"reduce-overhead\" at torch.compile, TF32 after the imports), then run the edited job to verify it. Your files are left unchanged where nothing was kept.",
     ),
 ]
 ProfileOut = Annotated[

@@ -171,3 +171,36 @@ def decide(threads: int, load: Load, user: str) -> Threads:
     free = max(1, int(load.cores - load.beside + 0.5))
     used = min(threads, free)
     return Threads(used, threads, "compilediag" if used != threads else "torch", over, load)
+
+
+class Beside:
+    """What other processes kept busy on this process's cores while it waited for a child
+    (a job run: its processes' CPU time, reaped, is this process's children's), in cores.
+    `start()` before the child, `cores()` after it has been waited for."""
+
+    def __init__(self) -> None:
+        self._cores = own_cores()
+        self._at: tuple[tuple[float, float] | None, float] | None = None
+
+    def start(self) -> None:
+        self._at = (_cpu_jiffies(self._cores), _own_and_children())
+
+    def cores(self) -> float | None:
+        """Core-equivalents others kept busy since `start` (None where /proc is not read)."""
+        if self._at is None:
+            return None
+        (start, mine0), end, mine1 = self._at, _cpu_jiffies(self._cores), _own_and_children()
+        if start is None or end is None or end[1] <= start[1]:
+            return None
+        tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        others = max(0.0, end[0] - start[0] - (mine1 - mine0) * tick)
+        return round(min(1.0, others / (end[1] - start[1])) * len(self._cores), 2)
+
+    @property
+    def of(self) -> int:
+        return len(self._cores)
+
+
+def _own_and_children() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system

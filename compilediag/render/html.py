@@ -41,6 +41,7 @@ from compilediag.render.views import (
     step_text,
     step_words,
     tried_words,
+    try_baseline_words,
     unmeasured_words,
     window_notes,
 )
@@ -299,7 +300,8 @@ def _job_words(report: Any) -> dict[str, Any]:
     return {
         "steps": step_words(r),
         "bound": bound_words(r.bound) if r.bound is not None else "",
-        "tried": [(x.kept, tried_words(x)) for x in r.tried],
+        "tried": ([(True, try_baseline_words(r.try_baseline))] if r.try_baseline else [])
+        + [(x.kept, tried_words(x)) for x in r.tried],
         "step": step_text(r, b) if r.window and b is not None else "",
         "parts": b.parts() if b is not None else [],
         "unmeasured": unmeasured_words(r) if r.window and b is None else "",

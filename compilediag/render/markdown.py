@@ -20,6 +20,7 @@ from compilediag.render.views import (
     step_text,
     tracing_words,
     tried_words,
+    try_baseline_words,
 )
 from compilediag.report.model import Report
 
@@ -173,6 +174,8 @@ def _job(report: Report) -> list[str]:
     b = t.breakdown if t else None
     if job.bound is not None:
         out.append(f"<br>**bound by** {bound_words(job.bound)}")
+    if job.try_baseline is not None:
+        out.append(f"<br>**tried** {try_baseline_words(job.try_baseline)}")
     out += [f"<br>**tried** {tried_words(x)}" for x in job.tried]
     if b is not None:
         out.append(f"<br>a step: {step_text(job, b)}")

@@ -23,6 +23,7 @@ from compilediag.render.views import (
     step_words,
     tracing_words,
     tried_words,
+    try_baseline_words,
     unmeasured_words,
     window_notes,
 )
@@ -187,9 +188,12 @@ def runtime_lines(report: Report) -> list:
         rows.append(("steps", Text(step_words(r))))
     if r.bound is not None:
         rows.append(("bound by", Text(bound_words(r.bound), style="bold")))
+    if r.try_baseline is not None:
+        rows.append(("tried", Text(try_baseline_words(r.try_baseline))))
     for i, t in enumerate(r.tried):
         style = "green" if t.kept else "yellow" if "not kept" in t.why else "dim"
-        rows.append(("tried" if i == 0 else "", Text(tried_words(t), style=style)))
+        label = "tried" if i == 0 and r.try_baseline is None else ""
+        rows.append((label, Text(tried_words(t), style=style)))
     b = report.timings.breakdown if report.timings else None
     if r.window:
         if b is not None:

@@ -418,14 +418,16 @@ class StepBound:
 
 @dataclass
 class Tried:
-    """A remedy `run --try-fixes` made in a run of its own (one remedy a run, no edit of the
-    user's code), measured by the job's step over the same window: the setting in code,
-    where the user's code makes the object it changes, the step and the part it targets
-    before and after (medians), breaks and recompiles before and after, whether the losses
-    of the window's steps matched (None: not compared), and whether it is kept (the step
-    improved beyond the runs' spread and nothing got worse), with why."""
+    """A remedy `run --try-fixes` made in runs of its own (no edit of the user's code),
+    alternated with the job's unchanged runs and measured by the job's step over the same
+    window: the setting in code, where the user's code makes the object it changes, the
+    step and the part it targets before and after (each run's window mean, the median over
+    the runs), the effect on the step (after/before, a ratio of the windows) with its 95%
+    interval over the pairs of runs, breaks and recompiles before and after, whether the losses of the
+    window's steps matched (None: not compared), and whether it is kept (the whole interval
+    at least 5% faster, and nothing got worse), with why."""
 
-    remedy: str  # foreach, fused, workers, scalars, cudagraphs, tf32
+    remedy: str  # foreach, fused, workers, scalars, cudagraphs, tf32; "all kept": together
     code: str  # the change, as the user writes it
     where: str = ""  # file:line of the object changed ("" for a setting)
     step_ms: float | None = None
@@ -441,6 +443,30 @@ class Tried:
     losses: str = ""  # the losses compared, in words
     kept: bool = False
     why: str = ""  # "kept", or why not (or why it was not measured)
+    ratio: float | None = None  # the step after / before (under 1: faster)
+    ratio_low: float | None = None  # its 95% interval (bootstrap over the pairs of runs)
+    ratio_high: float | None = None
+    pairs: int = 0  # the alternated pairs of runs (the unchanged job's, this remedy's)
+    expected: str = ""  # what it can move, given the verdict, in words (before measuring)
+    settling: str = ""  # its effect still changing across the window, in words ("" settled)
+    error: str = ""  # the job's own error, where a run with it failed
+    hint: str = ""  # torch's hint beside that error
+    remedies: list[str] = field(default_factory=list)  # "all kept": the remedies made at once
+
+
+@dataclass
+class TryBaseline:
+    """`run --try-fixes`' unchanged runs of the job, the one baseline every remedy is
+    measured against: their step (the median of each run's window mean), how far the
+    runs' own windows spread (max - min, a share of it), what ran beside them, and why
+    the runs stopped where they did."""
+
+    step_ms: float
+    runs: int
+    spread: float  # (max - min) / median of the runs' window means
+    load: str = ""  # other processes busy on the job's cores during the runs, in words
+    budget_s: float = 0.0  # --budget
+    stopped: str = ""  # "settled", or "the budget ran out" (more pairs would narrow it)
 
 
 @dataclass
@@ -507,7 +533,8 @@ class Runtime:
     kernel_step_numbers: list[int] = field(default_factory=list)
     kernel_step_ms: float | None = None
     kernel_steps_held: list[int] = field(default_factory=list)
-    tried: list[Tried] = field(default_factory=list)  # run --try-fixes: each remedy's run
+    tried: list[Tried] = field(default_factory=list)  # run --try-fixes: each remedy's runs
+    try_baseline: TryBaseline | None = None  # run --try-fixes: the unchanged runs
 
 
 @dataclass
@@ -757,6 +784,10 @@ class Counts:
     recompiles: int = 0
     speedup: float | None = None
     compile_s: float | None = None  # the compile time (compile_time.total_s)
+    # --try-fixes' compile remedies: the compile with empty caches, as a new machine or a CI
+    # runner has it, and again with the caches that run filled
+    compile_s_cold: float | None = None
+    compile_s_warm: float | None = None
 
 
 @dataclass

@@ -64,6 +64,8 @@ def run(opts: FixOptions) -> int:
             f"unknown --format {opts.out.format!r} for fix.", hint="Use table or json."
         )
     check_outputs(replace(opts.out, format="table"))
+    if (opts.run.target or "").endswith(".json"):
+        return _apply_report(opts)
     spec = make_spec(
         opts.run, load_config(), "inductor", timings=True, repeat=opts.repeat, warmup=opts.warmup
     )
@@ -408,3 +410,25 @@ def emit(result: FixResult, out: OutputOptions) -> None:
         wrote(out.output, f"the fixes, {out.format}")
         return
     sys.stdout.write(render_fix(result, out.format))
+
+
+def _apply_report(opts: FixOptions) -> int:
+    """`fix --apply REPORT.json`: the remedies a saved `run --try-fixes` report kept,
+    written into the job's code and verified by running the edited job (without --apply:
+    what would be written, nothing run)."""
+    from compilediag.cli.commands.apply_kept import applied_text, apply_kept, dry_run
+    from compilediag.cli.commands.common import load_report
+    from compilediag.cli.commands.run import job_env
+
+    report = load_report(opts.run.target or "", "the report")
+    if report.runtime is None or not report.runtime.tried:
+        raise UsageError(
+            f"{opts.run.target} holds no remedies measured by --try-fixes.",
+            hint="Make one with: compilediag run --try-fixes --profile-steps 5-10 "
+            "--format json -o report.json -- python train.py",
+        )
+    if not opts.apply:
+        sys.stdout.write(dry_run(report) + "\n")
+        return 0
+    sys.stdout.write(applied_text(apply_kept(report, job_env, say)) + "\n")
+    return 0

@@ -41,7 +41,9 @@ class RunJobOptions:
     kernels: bool = True  # the kernel profile after the window
     profile_out: str | None = None  # the kernel profile as a Chrome trace, here
     stop_after: int | None = None  # end the job after its step N
-    try_fixes: bool = False  # the job once more per remedy, each measured over the window
+    try_fixes: bool = False  # the job again per remedy, alternated, measured over the window
+    budget_s: float = 600.0  # --try-fixes' alternated runs: the seconds they may take
+    apply: bool = False  # --try-fixes: write the kept remedies into the job's code
     gate: GateOptions = field(default_factory=GateOptions)
     out: OutputOptions = field(default_factory=OutputOptions)
 
@@ -78,6 +80,12 @@ def run(opts: RunJobOptions) -> int:
             "--profile-steps, and none was given.",
             hint="Add a window of steps after the compile: compilediag run --try-fixes "
             "--profile-steps 5-10 -- python train.py",
+        )
+    if opts.apply and not opts.try_fixes:
+        raise UsageError(
+            "--apply writes the remedies --try-fixes kept, and --try-fixes was not given.",
+            hint="compilediag run --try-fixes --apply --profile-steps 5-10 -- python train.py "
+            "(or compilediag fix --apply REPORT.json with a report saved by --try-fixes)",
         )
     if opts.profile_out:
         from compilediag.fsutil import check_output_file
@@ -162,8 +170,14 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     if opts.try_fixes and report.runtime is not None and not done.interrupted:
         from compilediag.cli.commands.try_fixes import Job, try_fixes
 
-        tried = Job(list(opts.command), opts.profile_steps or "", opts.stop_after)
-        report.runtime.tried = try_fixes(tried, report, run, job_env, say)
+        tried = Job(list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s)
+        report.runtime.tried, report.runtime.try_baseline = try_fixes(
+            tried, report, run, job_env, say
+        )
+        if opts.apply:
+            from compilediag.cli.commands.apply_kept import applied_text, apply_kept
+
+            say(applied_text(apply_kept(report, job_env, say)))
     report, code = judge(report, rules, opts.gate.junit, None)
     emit(report, opts.out)
     if opts.profile_out:

@@ -1,88 +1,265 @@
-"""`compilediag run --try-fixes`: the job once more as it is, then once per remedy its report
-calls for, one remedy a run (analysis/job_remedies.py picks them; the bootstrap makes each
-in the job's process, no edit of its code), each to the end of the window. Each remedy's
-run is measured against the unchanged one's over the same steps; the unchanged one against
-the job's first run gives the job's own run-to-run spread (its step, its losses)."""
+"""`compilediag run --try-fixes`: the job again as it is and once per remedy its report
+calls for (analysis/job_remedies.py picks them; the bootstrap makes each in the job's
+process, no edit of its code), each to the end of the window, alternated round by round
+(the unchanged job, then each remedy; the next round the other way round), at least
+trials.MIN_PAIRS rounds and more until each remedy's interval settles or --budget runs
+out. The remedies kept are then measured together, alternated with the job as it is
+again. A remedy whose run fails is reported with the job's error and torch's hint; CUDA
+graphs that fail on an overwritten output are tried again with a step marked at each call
+and the outputs cloned."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
+import statistics
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from compilediag.analysis.job_remedies import Candidate, Runs
     from compilediag.analysis.runtime import JobRun
-    from compilediag.report.model import Report, Tried
+    from compilediag.report.model import Report, Tried, TryBaseline
 
 # each remedy's run keeps torch's caches in a folder of its own: the user's stay as their
 # own run left them (a remedy's settings are cache keys of their own)
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
-
+BUDGET_S = 600.0  # --budget's default
+# others kept this many of the job's cores busy during its runs: said, and every pair run
+LOADED = 0.5
+# torch's words when a CUDA graph's output was overwritten by a later replay
+OVERWRITTEN = "overwritten by a subsequent run"
 
 # run.py's job environment: (folder, window, kernels, stop after) -> the job's environment
 EnvFor = Callable[..., dict[str, str]]
+Say = Callable[[str], None]
 
 
 @dataclass
 class Job:
-    """The job as `run` was given it: its command, --profile-steps' window, --stop-after."""
+    """The job as `run` was given it: its command, --profile-steps' window, --stop-after,
+    and --budget (seconds the alternated runs may take)."""
 
     command: list[str]
     window: str
     stop_after: int | None = None
+    budget_s: float = BUDGET_S
+
+
+@dataclass
+class Launched:
+    """One run of the job for --try-fixes: its report and facts, or why it failed (the
+    job's error and torch's hint, from its output), and what ran beside it (cores)."""
+
+    report: Report | None
+    run: JobRun
+    failure: str = ""
+    hint: str = ""
+    beside: float | None = None
+    overwritten: bool = False  # a CUDA graph's output read after a later replay
+
+
+@dataclass
+class Trial:
+    """A remedy (one, or the kept ones joined by "+") and its runs so far, each paired
+    with the unchanged run of the same round."""
+
+    candidate: Candidate
+    pairs: list[tuple[Launched, Launched]]
+    failed: Launched | None = None
+    settled: bool = False
 
 
 def try_fixes(
-    opts: Job, report: Report, run: JobRun, env_for: EnvFor, say: Callable[[str], None]
-) -> list[Tried]:
-    """Each remedy's run, measured; [] where the report calls for none (said by `say`)."""
-    from compilediag.analysis.job_remedies import candidates, measured, noise_of
+    opts: Job, report: Report, run: JobRun, env_for: EnvFor, say: Say
+) -> tuple[list[Tried], TryBaseline | None]:
+    """Each remedy's runs, measured, and the unchanged runs they were measured against;
+    ([], None) where the report calls for none (said by `say`)."""
+    from compilediag.analysis.job_remedies import candidates
 
     chosen = candidates(report, cuda=any("cuda" in p.devices for p in run.processes))
     if not chosen:
         say("compilediag: --try-fixes: nothing to try (no part of the step a remedy without "
              "an edit of your code targets: the optimizer, the data loader, .item() breaks, "
              "a host-bound CUDA step, float32 matmuls without TF32)")  # fmt: skip
-        return []
+        return [], None
     names = ", ".join(c.remedy for c in chosen)
-    say(f"compilediag: --try-fixes: {len(chosen) + 1} runs of the job to the window's end: "
-        f"as it is (the baseline, and its run-to-run spread), then one remedy each: {names}")  # fmt: skip
-    n = len(chosen)
-    say(f"compilediag: [0/{n}] the job as it is")
-    control, interrupted = _launch(opts, None, env_for)
-    if interrupted:
-        return []
-    if control.failure or control.report is None:
-        say(f"compilediag: --try-fixes: the job as it is did not run to the window's end again "
-            f"({control.failure or 'no trace'}): nothing measured")  # fmt: skip
-        return []
-    noise = noise_of(run, control.run)
-    out = []
-    for i, c in enumerate(chosen, 1):
-        say(f"compilediag: [{i}/{n}] {c.remedy}: {c.why}")
-        after, interrupted = _launch(opts, c.remedy, env_for)
-        if interrupted:
-            say("compilediag: --try-fixes interrupted: the remedies measured so far are reported")
+    say(f"compilediag: --try-fixes: the job as it is and with each remedy ({names}), to the "
+        f"window's end, alternated: at least 3 rounds, more until each remedy's effect "
+        f"settles or --budget {opts.budget_s:g} s runs out")  # fmt: skip
+    for c in chosen:
+        say(f"compilediag:   {c.remedy}: {c.why}; it {c.expected}")
+    clock = _Clock(opts.budget_s)
+    trials, baseline = _alternate(opts, [Trial(c, []) for c in chosen], env_for, say, clock)
+    if not baseline:
+        return [], None
+    out = [_measured(t, baseline) for t in trials]
+    kept = [t for t in out if t.kept]
+    if len(kept) >= 2 and not clock.out:
+        together = _together(report, kept)
+        say(f"compilediag: --try-fixes: the {len(kept)} kept remedies together, alternated "
+            "with the job as it is again")  # fmt: skip
+        more, again = _alternate(opts, [Trial(together, [])], env_for, say, clock)
+        if again:
+            out.insert(0, _measured(more[0], again))
+            baseline += again
+    return out, _baseline(baseline, opts.budget_s, clock)
+
+
+class _Clock:
+    """--budget: the time the alternated runs may take (a round is not started that the
+    last one's length says would end past it)."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s, self.start, self.out = budget_s, time.monotonic(), False
+
+    def room_for(self, round_s: float) -> bool:
+        if time.monotonic() - self.start + round_s > self.budget_s:
+            self.out = True
+        return not self.out
+
+
+def _alternate(
+    opts: Job, trials: list[Trial], env_for: EnvFor, say: Say, clock: _Clock
+) -> tuple[list[Trial], list[Launched]]:
+    """Rounds of the unchanged job and each unsettled remedy, in alternating order, until
+    every remedy settles (trials.py), trials.MAX_PAIRS, or the budget; ([], []) where the
+    job as it is did not run to the window's end."""
+    from compilediag.analysis import trials as stats
+
+    baseline: list[Launched] = []
+    n = 0
+    while n < stats.MAX_PAIRS:
+        active = [t for t in trials if not t.settled and t.failed is None]
+        if not active or (n >= stats.MIN_PAIRS and not clock.room_for(_round_s(clock, n))):
             break
-        tried = measured(
-            c, control.report, control.run, after.report, after.run, after.failure, noise
-        )
-        say(f"compilediag: [{i}/{n}] {c.remedy}: {tried.why}")
-        out.append(tried)
-    return out
+        order: list[Trial | None] = [None, *active] if n % 2 == 0 else [*active[::-1], None]
+        made: dict[int, Launched] = {}
+        for t in order:
+            name = t.candidate.remedy if t else "the job as it is"
+            say(f"compilediag: round {n + 1}: {name}")
+            launched, interrupted = _launch(opts, t.candidate.remedy if t else None, env_for)
+            if interrupted:
+                say("compilediag: --try-fixes interrupted: the rounds run so far are reported")
+                return trials, baseline if n else []
+            made[id(t)] = launched
+        control = made[id(None)]
+        if control.failure or control.report is None:
+            say(f"compilediag: --try-fixes: the job as it is did not run to the window's end "
+                f"again ({control.failure or 'no trace'}): nothing measured")  # fmt: skip
+            return trials, []
+        baseline.append(control)
+        for t in active:
+            _add(t, control, made[id(t)], trials, say)
+        n += 1
+        if n >= stats.MIN_PAIRS:
+            _settle(active, baseline, say)
+    return trials, baseline
 
 
-@dataclass
-class Launched:
-    """One run of the job for --try-fixes: its report and facts, or why it failed."""
+def _round_s(clock: _Clock, rounds: int) -> float:
+    return (time.monotonic() - clock.start) / max(rounds, 1)
 
-    report: Report | None
-    run: JobRun
-    failure: str = ""
+
+def _add(t: Trial, control: Launched, after: Launched, trials: list[Trial], say: Say) -> None:
+    """A remedy's run of this round: paired with the unchanged one, or its failure kept
+    (CUDA graphs failing on an overwritten output: tried again, marked and cloned)."""
+    from compilediag.analysis.job_remedies import Candidate
+
+    if not (after.failure or after.report is None):
+        t.pairs.append((control, after))
+        return
+    t.failed = after
+    say(f"compilediag:   {t.candidate.remedy} failed: {after.failure or 'no trace'}")
+    if t.candidate.remedy == "cudagraphs" and after.overwritten:
+        c = t.candidate
+        marked = Candidate("cudagraphs_marked", c.part, c.why, c.expected)
+        trials.append(Trial(marked, []))
+        say("compilediag:   trying it again with torch.compiler.cudagraph_mark_step_begin() "
+            "before each call of the compiled model, its outputs cloned")  # fmt: skip
+
+
+def _settle(active: list[Trial], baseline: list[Launched], say: Say) -> None:
+    """Each remedy whose interval will not change its decision is done; where others kept
+    the job's cores busy, every pair is run (up to trials.MAX_PAIRS)."""
+    from compilediag.analysis.job_remedies import measured
+
+    loaded = any((x.beside or 0.0) >= LOADED for x in baseline)
+    for t in active:
+        if not t.pairs or t.failed is not None:
+            continue
+        tried = measured(t.candidate, _runs(t), None)
+        if tried.ratio is None:
+            t.settled = True
+            continue
+        from compilediag.analysis.trials import Effect
+
+        e = Effect(tried.ratio, tried.ratio_low or 0.0, tried.ratio_high or 0.0, tried.pairs)
+        t.settled = e.settled and not (loaded and not e.kept)
+        say(f"compilediag:   {t.candidate.remedy}: {e.words()} after {e.pairs} rounds"
+            + ("" if t.settled else ", not settled: another round"))  # fmt: skip
+
+
+def _runs(t: Trial) -> Runs:
+    from compilediag.analysis.job_remedies import Runs
+
+    failed = t.failed
+    first = t.pairs[0] if t.pairs else None
+    before = first[0].report if first else None
+    return Runs(
+        [(b.run, a.run) for b, a in t.pairs],
+        before,  # type: ignore[arg-type]
+        first[1].report if first else None,
+        failed.failure if failed else "",
+        failed.hint if failed else "",
+    )
+
+
+def _measured(t: Trial, baseline: list[Launched]) -> Tried:
+    from compilediag.analysis.job_remedies import Runs, loss_noise, measured
+
+    runs = _runs(t)
+    if not t.pairs:  # failed at its first run: its facts beside the first unchanged run
+        made = t.failed.run if t.failed else baseline[0].run
+        runs = Runs([(baseline[0].run, made)], baseline[0].report, None,  # type: ignore[arg-type]
+                    runs.failure, runs.hint)  # fmt: skip
+    return measured(t.candidate, runs, loss_noise([x.run for x in baseline]))
+
+
+def _together(report: Report, kept: list[Tried]) -> Candidate:
+    from compilediag.analysis.job_remedies import Candidate, expected
+
+    names = [t.remedy for t in kept]
+    c = Candidate("+".join(names), "", "the kept remedies, together")
+    c.expected = expected(c, report)
+    return c
+
+
+def _baseline(runs: list[Launched], budget_s: float, clock: _Clock) -> TryBaseline:
+    from compilediag.analysis import trials
+    from compilediag.analysis.job_remedies import window_mean
+    from compilediag.report.model import TryBaseline
+
+    means = [m for m in (window_mean(x.run) for x in runs) if m is not None]
+    beside = [x.beside for x in runs if x.beside is not None]
+    load = ""
+    if beside and max(beside) >= LOADED:
+        load = (f"other processes kept up to {max(beside):.1f} of the job's cores busy during "
+                "its runs: each remedy was run every round, and its interval is the wider "
+                "for it")  # fmt: skip
+    return TryBaseline(
+        step_ms=round(statistics.median(means), 6) if means else 0.0,
+        runs=len(runs),
+        spread=round(trials.spread(means), 4),
+        load=load,
+        budget_s=budget_s,
+        stopped="the budget ran out: more rounds would narrow the intervals" if clock.out else "",
+    )
 
 
 def _launch(opts: Job, remedy: str | None, env_for: EnvFor) -> tuple[Launched, bool]:
@@ -93,10 +270,11 @@ def _launch(opts: Job, remedy: str | None, env_for: EnvFor) -> tuple[Launched, b
     from compilediag.harness.bootstrap._compilediag_runtime import LOSSES_ENV
     from compilediag.harness.bootstrap._compilediag_runtime.remedies import REMEDY_ENV
     from compilediag.harness.launch import launch
+    from compilediag.harness.threads import Beside
     from compilediag.report.model import Runtime, TargetInfo
     from compilediag.trace.parse import trace_files
 
-    folder = Path(tempfile.mkdtemp(prefix=f"compilediag-try-{remedy or 'unchanged'}-"))
+    folder = Path(tempfile.mkdtemp(prefix="compilediag-try-"))
     try:
         window = opts.window
         last = int(window.split("-")[1]) if "-" in window else None
@@ -107,22 +285,46 @@ def _launch(opts: Job, remedy: str | None, env_for: EnvFor) -> tuple[Launched, b
         for var in CACHE_VARS:
             env[var] = str(folder / "cache" / var.lower())
         log = folder / "job.log"
+        beside = Beside()
+        beside.start()
         with open(log, "wb") as f:
             done = launch(opts.command, env, stdout=f.fileno(), stderr=f.fileno())
-        failure = ""
+        out = Launched(None, JobRun(Runtime(command=list(opts.command)), []), beside=beside.cores())
         if done.failed and not done.interrupted:
-            failure = f"the job {done.how()} with it: {_last_line(log)}"
-        run = JobRun(Runtime(command=list(opts.command)), read_processes(folder))
+            text = log.read_text(errors="replace")
+            error, out.hint = job_error(text)
+            out.failure = f"the job {done.how()}: {error}"
+            out.overwritten = OVERWRITTEN in text
+        out.run = JobRun(Runtime(command=list(opts.command)), read_processes(folder))
         files = trace_files(folder)
-        report = (
-            report_from_files(files, TargetInfo(path=shlex.join(opts.command)), run)
-            if files else None
-        )  # fmt: skip
-        return Launched(report, run, failure), done.interrupted
+        if files:
+            out.report = report_from_files(
+                files, TargetInfo(path=shlex.join(opts.command)), out.run
+            )
+        return out, done.interrupted
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _last_line(log: Path) -> str:
-    lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
-    return lines[-1].strip()[:200] if lines else "(no output)"
+# where torch's message turns to what to do about it
+_HINT = re.compile(r"(?:^|(?<=[.:]\s))((?:To prevent|Consider|Try|You can|HINT:|Hint:)\s.*)", re.S)
+
+
+def job_error(text: str) -> tuple[str, str]:
+    """The job's own error from its output, and torch's hint in it: the last exception
+    line (`RuntimeError: ...`, continued up to the next blank line), cut before the hint;
+    else the last line of output."""
+    lines = text.splitlines()
+    at = max((i for i, x in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*:", x)),
+             default=None)  # fmt: skip
+    if at is None:
+        last = [x for x in lines if x.strip()]
+        return (last[-1].strip()[:300] if last else "(no output)"), ""
+    end = next((i for i in range(at + 1, len(lines)) if not lines[i].strip()), len(lines))
+    message = " ".join(x.strip() for x in lines[at:end])
+    hint = ""
+    m = _HINT.search(message)
+    if m:
+        hint, message = m.group(1).strip(), message[: m.start(1)].strip()
+    message = re.sub(r"\s*Stack trace:.*", "", message)
+    return message[:300], hint[:300]

@@ -8,6 +8,7 @@ import logging
 import sys
 from typing import Any
 
+from . import remedies
 from .probe import Probe
 from .tracing import TracingCost
 
@@ -222,11 +223,13 @@ def _count_entries(probe: Probe) -> Any:
         module_call = module_class.__call__
 
         def optimized_module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            outermost = _marked_step(probe)
             probe.entry(id(self), getattr(self, "_orig_mod", None))
             try:
-                return module_call(self, *args, **kwargs)
+                out = module_call(self, *args, **kwargs)
             finally:
                 probe.exit_entry()
+            return remedies.after_call(sys.modules["torch"], out) if outermost else out
 
         module_class.__call__ = optimized_module_call
         undo.append(lambda: setattr(module_class, "__call__", module_call))
@@ -280,15 +283,26 @@ def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
 
     @functools.wraps(compiled)
     def entry(*args: Any, **kwargs: Any) -> Any:
+        outermost = optimizer is None and _marked_step(probe)
         probe.entry(id(entry), module)
         if optimizer is not None:  # a compiled optimizer.step: its hooks ran only as traced
             probe.compiled_optimizers.add(id(optimizer))
             probe.optimizer_enter()
         try:
-            return compiled(*args, **kwargs)
+            out = compiled(*args, **kwargs)
         finally:
             if optimizer is not None:
                 probe.optimizer_exit(optimizer)
             probe.exit_entry()
+        return remedies.after_call(sys.modules["torch"], out) if outermost else out
 
     return entry
+
+
+def _marked_step(probe: Probe) -> bool:
+    """--try-fixes' `cudagraphs_marked`: a new CUDA-graph step begins at each outermost call
+    of a compiled entry (True: this call's outputs are to be cloned)."""
+    if probe._depth or not remedies.marked():
+        return False
+    remedies.before_call(sys.modules["torch"])
+    return True

@@ -1,5 +1,6 @@
-"""`compilediag run --try-fixes`: one remedy a run, made in the job's own process with no
-edit of its code. $COMPILEDIAG_REMEDY names it:
+"""`compilediag run --try-fixes`: the remedies of a run, made in the job's own process with
+no edit of its code. $COMPILEDIAG_REMEDY names them (one, or several joined by "+": the kept
+ones measured together):
 
 - `foreach` / `fused`: each optimizer torch.optim makes gets foreach=True (fused=True),
   where the job left it off (a multi-tensor or one-kernel step instead of a loop over the
@@ -11,6 +12,10 @@ edit of its code. $COMPILEDIAG_REMEDY names it:
   and the like stay in the graph);
 - `cudagraphs`: torch._inductor.config.triton.cudagraphs (CUDA graphs, as
   mode="reduce-overhead" turns on);
+- `cudagraphs_marked`: the same, with torch.compiler.cudagraph_mark_step_begin() before
+  each call of what torch.compile returned and its tensor outputs cloned (a loop that calls
+  the model several times a step, gradient accumulation, keeps an output a later replay
+  overwrites: torch's own hint for it);
 - `tf32`: torch.set_float32_matmul_precision("high") (float32 matmuls on TF32 tensor cores).
 
 The constructors are patched once torch is imported (sitecustomize.py arms that), the
@@ -29,7 +34,12 @@ from typing import Any
 from .torch_state import _user_site
 
 REMEDY_ENV = "COMPILEDIAG_REMEDY"
-REMEDIES = ("foreach", "fused", "workers", "scalars", "dynamic_ops", "cudagraphs", "tf32")
+REMEDIES = (
+    "foreach", "fused", "workers", "scalars", "dynamic_ops", "cudagraphs", "cudagraphs_marked",
+    "tf32",
+)  # fmt: skip
+# the remedies of one run, joined
+JOIN = "+"
 # remedies.py's settings of torch._dynamo.config
 DYNAMO_SETTINGS = {
     "scalars": "capture_scalar_outputs",
@@ -41,45 +51,69 @@ MAX_WORKERS = 4
 applied: list[dict[str, Any]] = []
 
 
-def chosen() -> str:
-    name = os.environ.get(REMEDY_ENV, "")
-    return name if name in REMEDIES else ""
+def chosen() -> list[str]:
+    """The remedies this run makes, in the order named (unknown names left out)."""
+    names = os.environ.get(REMEDY_ENV, "").split(JOIN)
+    return [n for n in names if n in REMEDIES]
 
 
 def at_torch_import() -> None:
     """The constructors' and torch's own settings: right after `import torch`, before the
     job makes its optimizer or its DataLoader."""
-    name = chosen()
     torch = sys.modules.get("torch")
-    if not name or torch is None:
+    if torch is None:
         return
-    if name in ("foreach", "fused"):
-        _optimizers(torch, name)
-    elif name == "workers":
-        _loaders(torch)
-    elif name == "tf32":
-        was = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("high")
-        _note(name, 'torch.set_float32_matmul_precision("high")', f'"{was}"', ("", 0))
+    for name in chosen():
+        if name in ("foreach", "fused"):
+            _optimizers(torch, name)
+        elif name == "workers":
+            _loaders(torch)
+        elif name == "tf32":
+            was = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("high")
+            _note(name, 'torch.set_float32_matmul_precision("high")', f'"{was}"', ("", 0))
 
 
 def at_dynamo_import() -> None:
     """Dynamo's and Inductor's settings, once torch._dynamo is imported (before the job's
     first compile)."""
-    name = chosen()
-    if name in DYNAMO_SETTINGS:
-        from torch._dynamo import config
+    for name in chosen():
+        if name in DYNAMO_SETTINGS:
+            from torch._dynamo import config
 
-        setting = DYNAMO_SETTINGS[name]
-        was = getattr(config, setting)
-        setattr(config, setting, True)
-        _note(name, f"torch._dynamo.config.{setting} = True", str(was), ("", 0))
-    elif name == "cudagraphs":
-        from torch._inductor import config as inductor
+            setting = DYNAMO_SETTINGS[name]
+            was = getattr(config, setting)
+            setattr(config, setting, True)
+            _note(name, f"torch._dynamo.config.{setting} = True", str(was), ("", 0))
+        elif name in ("cudagraphs", "cudagraphs_marked"):
+            from torch._inductor import config as inductor
 
-        was = inductor.triton.cudagraphs
-        inductor.triton.cudagraphs = True
-        _note(name, "torch._inductor.config.triton.cudagraphs = True", str(was), ("", 0))
+            was = inductor.triton.cudagraphs
+            inductor.triton.cudagraphs = True
+            what = "torch._inductor.config.triton.cudagraphs = True"
+            if name == "cudagraphs_marked":
+                what += (
+                    "; torch.compiler.cudagraph_mark_step_begin() before each call of the "
+                    "compiled model, its outputs cloned"
+                )
+            _note(name, what, str(was), ("", 0))
+
+
+def marked() -> bool:
+    """Each call of what torch.compile returned is a step of its own for CUDA graphs
+    (hooks.py calls `before_call` and `after_call` around the outermost one)."""
+    return "cudagraphs_marked" in chosen()
+
+
+def before_call(torch: Any) -> None:
+    torch.compiler.cudagraph_mark_step_begin()
+
+
+def after_call(torch: Any, out: Any) -> Any:
+    """The call's tensor outputs cloned: a later replay overwrites the graph's own."""
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, out)
 
 
 def _note(remedy: str, what: str, was: str, site: tuple[str, int]) -> None:
