@@ -37,7 +37,8 @@ def run_worker(
     on_stage: Callable[[str], None] = lambda s: None,
 ) -> WorkerRun:
     (work / "spec.json").write_text(to_json(spec))
-    child = take_early(work, spec.cold) or spawn(work, spec.cold)
+    early = take_early(work, spec.cold) if not spec.cache else None
+    child = early or spawn(work, spec.cold, cache=spec.cache)
     try:
         done = child.wait(timeout, poll=_stages(work / "status", on_stage))
     except BaseException:

@@ -81,9 +81,10 @@ def workdir() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def spawn(work: Path, cold: bool, early: bool = False) -> Child:
+def spawn(work: Path, cold: bool, early: bool = False, cache: str = "") -> Child:
     """Start `python -m compilediag.harness.worker WORK`, traced into WORK/trace, its output going
-    to WORK/worker.log. An early worker waits on its stdin for the spec."""
+    to WORK/worker.log. An early worker waits on its stdin for the spec. `cache`: torch's
+    caches in that folder (--try-fixes' cold and warm compiles)."""
     (work / "trace").mkdir(exist_ok=True)
     env = dict(os.environ)
     env["TORCH_TRACE"] = str(work / "trace")
@@ -92,10 +93,10 @@ def spawn(work: Path, cold: bool, early: bool = False) -> Child:
     # the one they get (Inductor's provenance level and the temp folder both change what
     # torch compiles or finds; kernels are mapped to lines from the trace instead). A cold
     # compile (--cold) gets private, empty caches that go away with the run.
-    if cold:
-        cache = work / "cold-cache"
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
-        env["TRITON_CACHE_DIR"] = str(cache / "triton")
+    if cold or cache:
+        folder = Path(cache) if cache else work / "cold-cache"
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
+        env["TRITON_CACHE_DIR"] = str(folder / "triton")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     argv = [sys.executable, "-m", "compilediag.harness.worker", str(work)]
     with open(work / "worker.log", "wb") as log:

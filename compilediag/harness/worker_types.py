@@ -27,6 +27,9 @@ class WorkerSpec:
     remedy: Remedy | None = None  # --try-fixes: apply this before compiling
     sweep: bool = False  # every input set (recompiles); else the first only (explain)
     cold: bool = False  # compile with private, empty caches (a first run's compile time)
+    # --try-fixes' compile remedies: torch's caches in this folder, empty the first time (a
+    # cold compile), then warm for a run after it; "" the user's (or --cold's)
+    cache: str = ""
     repeat: int | None = None  # timed blocks per variant
     warmup: int | None = None  # untimed calls per variant
     # `compilediag fix`: seed torch's, Python's and NumPy's RNGs before the model is loaded

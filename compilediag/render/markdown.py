@@ -16,6 +16,7 @@ from compilediag.render import (
 from compilediag.render.glance import rank_glance
 from compilediag.render.views import (
     bound_words,
+    cold_warm_words,
     rank_step_rows,
     step_text,
     tracing_words,
@@ -158,6 +159,7 @@ def _verified_fixes(report: Report) -> list[str]:
             f"| {_cell(fx.remedy)} | {fx.verdict} | {sites} | {recs} | {took} | {match} | "
             f"`{_cell(fx.code)}` |"
         )
+    out += [f"\n{fx.remedy}: {w}" for fx in report.verified_fixes if (w := cold_warm_words(fx))]
     return out + [""]
 
 
