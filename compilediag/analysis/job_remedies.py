@@ -291,12 +291,9 @@ def _judge(t: Tried, before: list[list[float]], after: list[list[float]]) -> tup
     e = trials.effect(pairs)
     if e is None:
         return False, "not kept: no window step measured in one of the runs"
-    t.ratio, t.ratio_low, t.ratio_high, t.pairs = (
-        round(e.ratio, 4),
-        round(e.low, 4),
-        round(e.high, 4),
-        e.pairs,
-    )
+    t.ratio, t.pairs = round(e.ratio, 4), e.pairs
+    if e.pairs >= 2:
+        t.ratio_low, t.ratio_high = round(e.low, 4), round(e.high, 4)
     if worse:
         return False, f"not kept: {'; '.join(worse)}"
     if e.kept:

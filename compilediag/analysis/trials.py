@@ -1,13 +1,18 @@
 """Alternated runs (`run --try-fixes`): a remedy's effect on the job's step as a ratio of
 each run's window (its steps' mean: a step that waits for a batch every other step counts
 at its real rate), the remedy's run over the unchanged run beside it, with a 95%
-interval by bootstrap over the pairs; when to stop adding pairs; whether the effect was
-still settling across the window. No torch, no runs: figures in, figures out."""
+interval over the pairs; when to stop adding pairs; whether the effect was still settling
+across the window. No torch, no runs: figures in, figures out.
+
+The interval is Student's t over the pairs' log ratios, not a bootstrap: three pairs
+resampled can give no wider interval than their smallest and largest ratio, which holds
+the true ratio only three times in four (all three fall on one side of it one time in
+four), so a remedy with no effect would be kept far more often than one time in twenty
+(tests/test_remedies_bet.py counts both)."""
 
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from dataclasses import dataclass
 
@@ -20,7 +25,9 @@ SETTLED_WIDTH = 0.10
 # a remedy whose runs' later half of the window ran this much faster or slower (against its
 # earlier half, beside the unchanged runs' own) is still settling
 SETTLING = 0.85
-BOOTSTRAP = 4000
+# Student's t, two-sided 95%, by degrees of freedom (pairs - 1); past the table: 2.0
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+       9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}  # fmt: skip
 
 
 @dataclass
@@ -41,12 +48,16 @@ class Effect:
     def settled(self) -> bool:
         """More pairs would not change the decision: kept, out of reach of KEEP_AT, or
         narrow."""
+        if self.low <= 0:
+            return False
         return self.kept or self.low > KEEP_AT or self.high / self.low - 1 <= SETTLED_WIDTH
 
     def words(self) -> str:
         """`1.86× faster [1.70-2.03×]` (`0.98× [0.91-1.06×]` for no effect)."""
-        low, high = 1 / self.high, 1 / self.low
         speed = 1 / self.ratio
+        if self.low <= 0 or math.isinf(self.high):
+            return f"{speed:.2f}× (one pair of runs: no interval)"
+        low, high = 1 / self.high, 1 / self.low
         how = " faster" if speed >= 1 else " (slower)"
         return f"{speed:.2f}×{how} [{low:.2f}-{high:.2f}×]"
 
@@ -55,18 +66,20 @@ class Effect:
         return f"±{(self.high - self.low) / 2:.0%}"
 
 
-def effect(pairs: list[tuple[float, float]], seed: int = 0) -> Effect | None:
-    """The effect of `pairs` (before, after) of window medians; None without a pair. The
-    interval resamples the pairs (the same seed each time: a report made again says the
-    same)."""
+def effect(pairs: list[tuple[float, float]]) -> Effect | None:
+    """The effect of `pairs` (before, after) of window steps: the geometric mean of the
+    pairs' ratios, and its 95% interval (Student's t over their logs; a single pair has
+    none: its interval is everything). None without a pair."""
     logs = [math.log(b / a) for a, b in pairs if a > 0 and b > 0]
     if not logs:
         return None
-    rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(BOOTSTRAP))
-    low = means[int(0.025 * BOOTSTRAP)]
-    high = means[min(BOOTSTRAP - 1, int(0.975 * BOOTSTRAP))]
-    return Effect(math.exp(statistics.fmean(logs)), math.exp(low), math.exp(high), len(logs))
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return Effect(math.exp(mean), 0.0, math.inf, 1)
+    df = len(logs) - 1
+    t = T95.get(df) or next((v for k, v in sorted(T95.items()) if k >= df), 2.0)
+    half = t * statistics.stdev(logs) / math.sqrt(len(logs))
+    return Effect(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
 
 
 def spread(medians: list[float]) -> float:

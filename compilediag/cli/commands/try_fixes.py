@@ -10,6 +10,7 @@ and the outputs cloned."""
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import shutil
@@ -199,7 +200,7 @@ def _settle(active: list[Trial], baseline: list[Launched], say: Say) -> None:
             continue
         from compilediag.analysis.trials import Effect
 
-        e = Effect(tried.ratio, tried.ratio_low or 0.0, tried.ratio_high or 0.0, tried.pairs)
+        e = Effect(tried.ratio, tried.ratio_low or 0.0, tried.ratio_high or math.inf, tried.pairs)
         t.settled = e.settled and not (loaded and not e.kept)
         say(f"compilediag:   {t.candidate.remedy}: {e.words()} after {e.pairs} rounds"
             + ("" if t.settled else ", not settled: another round"))  # fmt: skip
@@ -307,17 +308,19 @@ def _launch(opts: Job, remedy: str | None, env_for: EnvFor) -> tuple[Launched, b
 
 
 # where torch's message turns to what to do about it
-_HINT = re.compile(r"(?:^|(?<=[.:]\s))((?:To prevent|Consider|Try|You can|HINT:|Hint:)\s.*)", re.S)
+_HINT = re.compile(r"(?:^|(?<=\s))(To prevent|Hint:|HINT:|Consider)\s")
+# an exception's line: its (dotted) name, a colon, its message
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*: \S")
 
 
 def job_error(text: str) -> tuple[str, str]:
-    """The job's own error from its output, and torch's hint in it: the last exception
-    line (`RuntimeError: ...`, continued up to the next blank line), cut before the hint;
-    else the last line of output."""
+    """The job's own error from its output, and torch's hint in it: the exception line
+    after the last traceback (`RuntimeError: ...`, continued up to the next blank line),
+    cut before the hint, its stack trace left out; else the last line of output."""
     lines = text.splitlines()
-    at = max((i for i, x in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*:", x)),
-             default=None)  # fmt: skip
-    if at is None:
+    start = max((i for i, x in enumerate(lines) if x.startswith("Traceback")), default=-1)
+    at = next((i for i in range(start + 1, len(lines)) if _RAISED.match(lines[i])), None)
+    if start < 0 or at is None:
         last = [x for x in lines if x.strip()]
         return (last[-1].strip()[:300] if last else "(no output)"), ""
     end = next((i for i in range(at + 1, len(lines)) if not lines[i].strip()), len(lines))
@@ -325,6 +328,6 @@ def job_error(text: str) -> tuple[str, str]:
     hint = ""
     m = _HINT.search(message)
     if m:
-        hint, message = m.group(1).strip(), message[: m.start(1)].strip()
+        hint, message = message[m.start() :].strip(), message[: m.start()].strip()
     message = re.sub(r"\s*Stack trace:.*", "", message)
     return message[:300], hint[:300]

@@ -1,0 +1,253 @@
+"""Remedies you can bet on (#59): `run --try-fixes` alternates the job as it is with each
+remedy, gives each remedy's effect with a 95% interval and keeps it only where the whole
+interval is at least 5% faster; `--apply` writes what was kept into the job's code and runs
+it. The end-to-end tests are checked against the job's own clock (bounded.py writes a line
+a step, with the remedies made in its run) and against torch's own run of the edited file."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compilediag.advice.patches.base import Refused
+from compilediag.advice.patches.kept import SETTINGS, after_imports, at_call, keywords_of
+from compilediag.analysis import trials
+from compilediag.cli.commands.try_fixes import job_error
+from tests.conftest import ROOT, run_cli
+
+JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
+WINDOW = "4-8"
+
+
+def _pairs(ratio: float, noise: float, n: int, seed: int) -> list[tuple[float, float]]:
+    """n pairs (before, after) of a step near 40 ms: after = before * ratio, each run off by
+    up to `noise` (a share) of its own."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        before = 40.0 * (1 + rng.uniform(-noise, noise))
+        out.append((before, 40.0 * ratio * (1 + rng.uniform(-noise, noise))))
+    return out
+
+
+def test_the_interval_holds_the_truth_and_keeps_no_remedy_without_an_effect() -> None:
+    """Drawn 400 times each, three pairs: under 30% noise a remedy with no effect is kept
+    at most one time in twenty, and the interval holds the true ratio at least 90 times in
+    a hundred; a 2x gain under 10% noise is kept every time, its interval excluding 1."""
+    none = [trials.effect(_pairs(1.0, 0.3, 3, seed)) for seed in range(400)]
+    assert sum(e.kept for e in none if e) <= 0.05 * 400
+    assert sum(e.low <= 1 <= e.high for e in none if e) >= 0.9 * 400
+    real = [trials.effect(_pairs(0.5, 0.1, 3, seed)) for seed in range(400)]
+    assert all(e and e.kept and e.high < 1 for e in real)
+    assert sum(e.low <= 0.5 <= e.high for e in real if e) >= 0.9 * 400
+    e = real[0]
+    assert e is not None and e.words().startswith(f"{1 / e.ratio:.2f}× faster [")
+    # the interval is the pairs' own: the geometric mean of their ratios lies inside it
+    ratios = [b / a for a, b in _pairs(0.5, 0.1, 3, 0)]
+    assert e.low <= math.exp(statistics.fmean(map(math.log, ratios))) <= e.high
+    one = trials.effect(_pairs(0.5, 0.1, 1, 0))
+    assert one is not None and not one.kept and "no interval" in one.words()
+
+
+def test_more_pairs_narrow_the_interval_and_settle_it() -> None:
+    few = trials.effect(_pairs(0.9, 0.08, 3, 1))
+    many = trials.effect(_pairs(0.9, 0.08, 8, 1))
+    assert few is not None and many is not None
+    assert many.high / many.low < few.high / few.low
+    # a narrow interval is settled, whatever it says; a wide one across KEEP_AT is not
+    assert trials.Effect(0.97, 0.94, 1.0, 3).settled
+    assert not trials.Effect(0.9, 0.7, 1.1, 3).settled
+
+
+def test_a_remedy_still_settling_is_told_from_one_that_settled() -> None:
+    """Runs whose later half of the window ran a third faster than the earlier (a loader's
+    workers filling their prefetch), beside unchanged runs that did not change."""
+    flat = [[40.0, 41.0, 39.0, 40.0, 40.5, 39.5]] * 3
+    settling = [[30.0, 31.0, 29.0, 20.0, 19.0, 21.0]] * 3
+    drift = trials.settling(flat, settling)
+    assert drift is not None and drift < trials.SETTLING
+    assert trials.settling(flat, flat) == pytest.approx(1.0, abs=0.05)
+    assert trials.settling([[40.0, 40.0]], [[30.0, 20.0]]) is None  # too few steps to say
+
+
+def test_the_jobs_error_and_torchs_hint_are_read_from_its_output(tmp_path: Path) -> None:
+    """torch's own error, made by a real run (fullgraph over a print): the exception's line
+    as the error, its hints apart, the traceback's frames left out."""
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import torch\n"
+        "@torch.compile(fullgraph=True, backend='eager')\n"
+        "def f(x):\n"
+        "    print('hi')\n"
+        "    return x + 1\n"
+        "f(torch.ones(2))\n"
+    )
+    out = subprocess.run([sys.executable, str(job)], capture_output=True, text=True)
+    assert out.returncode != 0
+    error, hint = job_error(out.stdout + out.stderr)
+    raised = next(x for x in out.stderr.splitlines() if x.startswith("torch._dynamo.exc."))
+    assert error.startswith(raised.split(":")[0] + ":") and "File " not in error
+    assert hint.startswith("Hint:") and "reorderable_logging_functions" in hint
+    assert "Hint" not in error
+    assert job_error("no traceback here\nthe last line\n") == ("the last line", "")
+
+
+def test_kept_remedies_are_written_where_the_objects_are_made() -> None:
+    """Each edit on bounded.py, then Python's own parse of the result: the keywords on the
+    right call, the one they replace gone, the setting after the imports; a line that holds
+    no such call is refused."""
+    path = JOBS / "bounded.py"
+    source = path.read_text()
+    lines = source.splitlines()
+    loader = next(i for i, x in enumerate(lines, 1) if "DataLoader(Decoded()" in x)
+    optim = next(i for i, x in enumerate(lines, 1) if "opt = optim(" in x)
+    text = at_call(source, str(path), loader, "DataLoader",
+                   keywords_of("DataLoader(..., num_workers=2, persistent_workers=True)"))  # fmt: skip
+    text = at_call(text, str(path), optim, "optim", keywords_of("AdamW(..., fused=True)"))
+    text = after_imports(text, str(path), SETTINGS["tf32"])
+    assert after_imports(text, str(path), SETTINGS["tf32"]) == text  # said once
+    calls = {
+        ast.unparse(n.func): {k.arg: ast.unparse(k.value) for k in n.keywords}
+        for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)
+    }  # fmt: skip
+    assert calls["DataLoader"] == {
+        "batch_size": "16", "num_workers": "2", "persistent_workers": "True"
+    }  # fmt: skip
+    assert calls["optim"] == {"lr": "0.001", "fused": "True"}  # foreach=False replaced
+    assert 'torch.set_float32_matmul_precision("high")' in text.splitlines()
+    assert text.count("\n") == source.count("\n") + 1
+    with pytest.raises(Refused, match="no call of DataLoader"):
+        at_call(source, str(path), optim, "DataLoader", {"num_workers": "2"})
+
+
+def _copy_job(tmp_path: Path) -> Path:
+    for name in ("bounded.py", "torch_counts.py"):
+        shutil.copyfile(JOBS / name, tmp_path / name)
+    return tmp_path / "bounded.py"
+
+
+def _runs(facts: Path) -> list[dict]:
+    """bounded.py's runs in the order they ran: the remedies made and each step's times."""
+    runs: dict[int, dict] = {}
+    for line in facts.read_text().splitlines():
+        x = json.loads(line)
+        runs.setdefault(x["run"], {"remedy": x["remedy"], "steps": {}})["steps"][x["n"]] = x
+    return list(runs.values())
+
+
+def _own_mean(run: dict, window: str = WINDOW) -> float:
+    a, b = map(int, window.split("-"))
+    return statistics.fmean(s["step"] for n, s in run["steps"].items() if a <= n <= b)
+
+
+@pytest.mark.full
+def test_a_remedy_with_no_effect_beside_a_busy_core_is_not_kept_and_apply_leaves_the_code(
+    tmp_path: Path,
+) -> None:
+    """RMSprop over four large tensors with foreach=False: the verdict is the optimizer, the
+    remedy foreach=True, which cannot change a loop of four full passes over memory. Run
+    beside a busy loop on one core: the load is said, the remedy not kept, its interval
+    given, and --apply leaves the file as it was."""
+    job = _copy_job(tmp_path)
+    before = job.read_bytes()
+    facts = tmp_path / "facts.jsonl"
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        proc = run_cli(
+            "run", "--try-fixes", "--apply", "--budget", "0", "--format", "json",
+            "--profile-steps", WINDOW, "--", sys.executable, str(job), cwd=tmp_path, timeout=900,
+            env={"JOB_FACTS": str(facts), "JOB_BOUND": "large", "JOB_OPTIM": "RMSprop"},
+        )  # fmt: skip
+    finally:
+        busy.kill()
+    assert proc.returncode == 0, proc.stderr
+    job_facts = json.loads(proc.stdout)["runtime"]
+    assert job_facts["bound"]["part"] == "optimizer"
+    (t,) = job_facts["tried"]
+    assert t["remedy"] == "foreach" and not t["kept"], t
+    assert t["why"].startswith("not kept: no measurable effect (±"), t["why"]
+    assert t["pairs"] == 3 and t["ratio_low"] <= t["ratio"] <= t["ratio_high"]
+    assert t["ratio_high"] > trials.KEEP_AT
+    base = job_facts["try_baseline"]
+    assert base["runs"] == 3 and "busy" in base["load"], base
+    # the job's own clock: the runs alternated, three of each, and no 5% gain across them
+    runs = _runs(facts)[1:]
+    assert [r["remedy"] for r in runs] == ["", "foreach", "foreach", "", "", "foreach"]
+    own = [_own_mean(r) for r in runs]
+    ratios = [own[1] / own[0], own[2] / own[3], own[5] / own[4]]
+    assert not all(r <= trials.KEEP_AT for r in ratios), ratios
+    assert job.read_bytes() == before and not (tmp_path / "bounded.py.orig").exists()
+    assert "no remedy was kept: your code is unchanged" in proc.stderr
+
+
+@pytest.mark.full
+def test_a_remedy_that_helps_is_kept_applied_and_the_edited_job_is_faster(tmp_path: Path) -> None:
+    """The slow __getitem__ with num_workers=0: workers kept, the interval excluding no
+    effect, the job's own clock agreeing pair by pair; --apply writes the DataLoader's line
+    (the original kept as .orig) and verifies it; the edited script, run alone, is faster
+    than the original by its own clock."""
+    job = _copy_job(tmp_path)
+    original = job.read_text()
+    facts = tmp_path / "facts.jsonl"
+    proc = run_cli(
+        "run", "--try-fixes", "--apply", "--budget", "0", "--format", "json", "-o",
+        str(tmp_path / "report.json"), "--profile-steps", WINDOW, "--", sys.executable, str(job),
+        cwd=tmp_path, timeout=900, env={"JOB_FACTS": str(facts), "JOB_BOUND": "data"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    (t,) = report["runtime"]["tried"]
+    assert t["remedy"] == "workers" and t["kept"] and t["ratio_high"] <= trials.KEEP_AT, t
+    assert t["why"].startswith("kept: ") and "over 3 pairs of runs" in t["why"]
+    runs = _runs(facts)[1:]
+    pairs = [(runs[0], runs[1]), (runs[3], runs[2]), (runs[4], runs[5])]
+    assert all(a["remedy"] == "" and b["remedy"] == "workers" for a, b in pairs)
+    assert all(_own_mean(b) < _own_mean(a) for a, b in pairs)
+    # written where the DataLoader is made, the original beside it, and verified
+    assert (tmp_path / "bounded.py.orig").read_text() == original
+    edited = job.read_text()
+    changed = [(a, b) for a, b in zip(original.splitlines(), edited.splitlines(), strict=True)
+               if a != b]  # fmt: skip
+    assert len(changed) == 1 and "DataLoader(Decoded()" in changed[0][0]
+    assert "num_workers=" in changed[0][1] and "persistent_workers=True" in changed[0][1]
+    assert "--apply: verified: the edited job ran steps 4-8" in proc.stderr
+    # the edited script alone against the original, by the job's own clock, alternated
+    alone = tmp_path / "alone.jsonl"
+    shutil.copyfile(tmp_path / "bounded.py.orig", tmp_path / "original.py")
+    for _ in range(2):
+        for script in ("original.py", "bounded.py"):
+            subprocess.run([sys.executable, script], cwd=tmp_path, check=True, timeout=300,
+                           env=_env(alone))  # fmt: skip
+    own = [_own_mean(r) for r in _runs(alone)]
+    assert own[1] < 0.9 * own[0] and own[3] < 0.9 * own[2], own
+    # fix REPORT.json without --apply: what it would write, nothing written
+    dry = run_cli("fix", str(tmp_path / "report.json"), cwd=tmp_path)
+    assert dry.returncode == 0 and "--apply would write DataLoader(" in dry.stdout
+
+
+def _env(facts: Path) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "JOB_FACTS": str(facts), "JOB_BOUND": "data", "OMP_NUM_THREADS": "1"}
+
+
+def test_apply_needs_try_fixes_and_fix_needs_a_try_fixes_report(tmp_path: Path) -> None:
+    proc = run_cli("run", "--apply", "--profile-steps", "3-5", "--", sys.executable, "x.py")
+    assert proc.returncode == 2 and "--try-fixes was not given" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    # a report with no --try-fixes runs: a recorded trace's
+    trace = next((ROOT / "tests" / "fixtures" / "traces").glob("torch-2.1*/clean_mlp.inductor.log"))
+    plain = tmp_path / "r.json"
+    plain.write_text(run_cli("report", str(trace), "--format", "json").stdout)
+    proc = run_cli("fix", str(plain), "--apply")
+    assert proc.returncode == 2 and "holds no remedies measured by --try-fixes" in proc.stderr
+    assert "Traceback" not in proc.stderr
