@@ -251,3 +251,74 @@ def test_apply_needs_try_fixes_and_fix_needs_a_try_fixes_report(tmp_path: Path) 
     proc = run_cli("fix", str(plain), "--apply")
     assert proc.returncode == 2 and "holds no remedies measured by --try-fixes" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _cuda() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+
+
+@pytest.mark.gpu
+def test_a_launch_bound_loops_cuda_graphs_gain_is_within_a_fifth_of_its_own_clock(
+    tmp_path: Path,
+) -> None:
+    """mlp_launch.py by its own clock, alternated three times: torch.compile's default
+    against mode="reduce-overhead" (steps 20-30, the median); then --try-fixes on it: the
+    CUDA-graph remedy kept, its gain within 20% of the job's own."""
+    _cuda()
+    job = JOBS / "mlp_launch.py"
+    own = []
+    for i in range(3):
+        steps = []
+        for mode in ("", "reduce-overhead"):
+            facts = tmp_path / f"own{i}{mode}.json"
+            subprocess.run([sys.executable, str(job)], check=True, timeout=600,
+                           env=_gpu_env(facts, JOB_MODE=mode))  # fmt: skip
+            steps.append(statistics.median(json.loads(facts.read_text())["step_ms"][20:31]))
+        own.append(steps[0] / steps[1])
+    own_gain = math.exp(statistics.fmean(map(math.log, own)))
+    proc = run_cli(
+        "run", "--try-fixes", "--budget", "0", "--format", "json", "--profile-steps", "20-30",
+        "--", sys.executable, str(job), env={"JOB_FACTS": str(tmp_path / "t.json")}, timeout=1200,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (t,) = [t for t in json.loads(proc.stdout)["runtime"]["tried"] if t["remedy"] == "cudagraphs"]
+    assert t["kept"] and t["loss_match"] is True, t
+    assert abs(1 / t["ratio"] - own_gain) <= 0.2 * own_gain, (t["ratio"], own)
+
+
+@pytest.mark.gpu
+def test_cuda_graphs_that_break_gradient_accumulation_are_reported_and_tried_again(
+    tmp_path: Path,
+) -> None:
+    """mlp_launch.py with four micro-batches a step: mode="reduce-overhead" by hand fails
+    (torch's error); under --try-fixes the same failure is reported with torch's hint and
+    not kept, and the remedy tried again with a marked step, cloned outputs and gradients of
+    their own runs, its losses those of the job as it is."""
+    _cuda()
+    job = JOBS / "mlp_launch.py"
+    by_hand = subprocess.run(
+        [sys.executable, str(job)], capture_output=True, text=True, timeout=600,
+        env=_gpu_env(tmp_path / "h.json", JOB_MODE="reduce-overhead", JOB_ACCUM="4",
+                     JOB_STEPS="30"),
+    )  # fmt: skip
+    assert by_hand.returncode != 0 and "overwritten by a subsequent run" in by_hand.stderr
+    proc = run_cli(
+        "run", "--try-fixes", "--budget", "0", "--format", "json", "--profile-steps", "12-22",
+        "--", sys.executable, str(job), timeout=1200,
+        env={"JOB_FACTS": str(tmp_path / "t.json"), "JOB_ACCUM": "4", "JOB_STEPS": "30"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    tried = {t["remedy"]: t for t in json.loads(proc.stdout)["runtime"]["tried"]}
+    failed, again = tried["cudagraphs"], tried["cudagraphs_marked"]
+    assert not failed["kept"] and "overwritten by a subsequent run" in failed["error"]
+    assert "cudagraph_mark_step_begin" in failed["hint"]
+    assert not again["error"] and again["pairs"] >= 3 and again["loss_match"] is True, again
+
+
+def _gpu_env(facts: Path, **more: str) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "JOB_FACTS": str(facts), "PYTHONPATH": str(JOBS), **more}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from compilediag.analysis.step_advice import loop_work_lines
 from compilediag.report.model import Breakdown, LoopLine, Report, Runtime
 from compilediag.report.model import StepBound as Bound
-from compilediag.report.vocabulary import RecompileCause, RestKind
+from compilediag.report.vocabulary import RecompileCause, RestKind, StepsAt
 from compilediag.report.words import ms
 
 # recompiles for another mode (grad mode, training): one graph each, none a CUDA graph's blocker
@@ -234,6 +234,15 @@ def _evaluation(job: Runtime, b: Breakdown) -> Bound | None:
     )  # fmt: skip
 
 
+def _calls_a_step(report: Report, job: Runtime) -> int:
+    """How many times a step calls the model: its training graphs' calls over the optimizer's
+    steps, the most (1 where steps are counted at the calls themselves)."""
+    if job.steps_at != StepsAt.OPTIMIZER or not job.steps:
+        return 1
+    calls = [g.calls for g in report.graphs if g.calls and not g.evaluation]
+    return round(max(calls) / job.steps) if calls else 1
+
+
 def _share(part_ms: float, b: Breakdown) -> float:
     return round(min(1.0, part_ms / b.call_ms), 4) if b.call_ms else 0.0
 
@@ -266,6 +275,16 @@ def bound_advice(report: Report, job: Runtime) -> list[str]:
         )
     if job.cudagraph_skips:
         blockers.append(f"torch ran {job.cudagraph_skips} graph(s) without a CUDA graph (below)")
+    micro = _calls_a_step(report, job)
+    if micro >= 2:
+        blockers.append(
+            f"its {micro} calls of the model a step (gradient accumulation): each CUDA-graph "
+            "replay overwrites the outputs of the call before it, and the gradients autograd "
+            "kept from its backward: give each parameter a .grad of its own before the first "
+            "micro-step (p.grad = torch.zeros_like(p), then opt.zero_grad(set_to_none=False)), "
+            "call torch.compiler.cudagraph_mark_step_begin() before each micro-step's call, and "
+            "clone an output you keep past it"
+        )
     said = (
         f"the device is idle {b.share:.0%} of the step, waiting for the host to launch its "
         f"kernels: CUDA graphs launch them all at once - torch.compile(model, "

@@ -30,9 +30,11 @@ if TYPE_CHECKING:
 
 # written by hand: what CUDA graphs need where the job keeps an output past the next call
 MARK_STEP = (
-    "call torch.compiler.cudagraph_mark_step_begin() before each call of the compiled model "
-    "and clone the outputs you keep past it (not written: where your loop calls the model "
-    "is yours to choose)"
+    "give each parameter a .grad of its own before the first micro-step (p.grad = "
+    "torch.zeros_like(p), then opt.zero_grad(set_to_none=False)), call "
+    "torch.compiler.cudagraph_mark_step_begin() before each call of the compiled model and "
+    "clone the outputs you keep past it (not written: where your loop does these is yours "
+    "to choose)"
 )
 
 

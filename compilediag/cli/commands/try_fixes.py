@@ -101,7 +101,7 @@ def try_fixes(
         return [], None
     out = [_measured(t, baseline) for t in trials]
     kept = [t for t in out if t.kept]
-    if len(kept) >= 2 and not clock.out:
+    if len(kept) >= 2:  # (the lead figure: its 3 rounds are run whatever the budget)
         together = _together(report, kept)
         say(f"compilediag: --try-fixes: the {len(kept)} kept remedies together, alternated "
             "with the job as it is again")  # fmt: skip
@@ -129,15 +129,20 @@ def _alternate(
     opts: Job, trials: list[Trial], env_for: EnvFor, say: Say, clock: _Clock
 ) -> tuple[list[Trial], list[Launched]]:
     """Rounds of the unchanged job and each unsettled remedy, in alternating order, until
-    every remedy settles (trials.py), trials.MAX_PAIRS, or the budget; ([], []) where the
-    job as it is did not run to the window's end."""
+    every remedy settles (trials.py), has trials.MAX_PAIRS pairs, or the budget runs out
+    (each remedy gets trials.MIN_PAIRS pairs whatever it says: one tried again after a
+    failure too); ([], []) where the job as it is did not run to the window's end."""
     from compilediag.analysis import trials as stats
 
     baseline: list[Launched] = []
     n = 0
-    while n < stats.MAX_PAIRS:
-        active = [t for t in trials if not t.settled and t.failed is None]
-        if not active or (n >= stats.MIN_PAIRS and not clock.room_for(_round_s(clock, n))):
+    while True:
+        active = [
+            t for t in trials
+            if not t.settled and t.failed is None and len(t.pairs) < stats.MAX_PAIRS
+        ]  # fmt: skip
+        short = any(len(t.pairs) < stats.MIN_PAIRS for t in active)
+        if not active or (not short and not clock.room_for(_round_s(clock, n))):
             break
         order: list[Trial | None] = [None, *active] if n % 2 == 0 else [*active[::-1], None]
         made: dict[int, Launched] = {}
@@ -158,8 +163,7 @@ def _alternate(
         for t in active:
             _add(t, control, made[id(t)], trials, say)
         n += 1
-        if n >= stats.MIN_PAIRS:
-            _settle(active, baseline, say)
+        _settle([t for t in active if len(t.pairs) >= stats.MIN_PAIRS], baseline, say)
     return trials, baseline
 
 

@@ -223,7 +223,7 @@ def _count_entries(probe: Probe) -> Any:
         module_call = module_class.__call__
 
         def optimized_module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            outermost = _marked_step(probe)
+            outermost = _marked_step(probe, getattr(self, "_orig_mod", None))
             probe.entry(id(self), getattr(self, "_orig_mod", None))
             try:
                 out = module_call(self, *args, **kwargs)
@@ -283,7 +283,7 @@ def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
 
     @functools.wraps(compiled)
     def entry(*args: Any, **kwargs: Any) -> Any:
-        outermost = optimizer is None and _marked_step(probe)
+        outermost = optimizer is None and _marked_step(probe, module)
         probe.entry(id(entry), module)
         if optimizer is not None:  # a compiled optimizer.step: its hooks ran only as traced
             probe.compiled_optimizers.add(id(optimizer))
@@ -299,10 +299,11 @@ def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
     return entry
 
 
-def _marked_step(probe: Probe) -> bool:
+def _marked_step(probe: Probe, module: Any) -> bool:
     """--try-fixes' `cudagraphs_marked`: a new CUDA-graph step begins at each outermost call
-    of a compiled entry (True: this call's outputs are to be cloned)."""
+    of a compiled entry, `module`'s gradients its own (True: this call's outputs are to be
+    cloned)."""
     if probe._depth or not remedies.marked():
         return False
-    remedies.before_call(sys.modules["torch"])
+    remedies.before_call(sys.modules["torch"], module)
     return True

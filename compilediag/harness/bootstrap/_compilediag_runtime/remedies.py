@@ -13,9 +13,10 @@ ones measured together):
 - `cudagraphs`: torch._inductor.config.triton.cudagraphs (CUDA graphs, as
   mode="reduce-overhead" turns on);
 - `cudagraphs_marked`: the same, with torch.compiler.cudagraph_mark_step_begin() before
-  each call of what torch.compile returned and its tensor outputs cloned (a loop that calls
-  the model several times a step, gradient accumulation, keeps an output a later replay
-  overwrites: torch's own hint for it);
+  each call of what torch.compile returned, its tensor outputs cloned, and its module's
+  parameters given gradients of their own (a loop that calls the model several times a
+  step, gradient accumulation, keeps an output, or a gradient, that a later replay
+  overwrites);
 - `tf32`: torch.set_float32_matmul_precision("high") (float32 matmuls on TF32 tensor cores).
 
 The constructors are patched once torch is imported (sitecustomize.py arms that), the
@@ -94,7 +95,7 @@ def at_dynamo_import() -> None:
             if name == "cudagraphs_marked":
                 what += (
                     "; torch.compiler.cudagraph_mark_step_begin() before each call of the "
-                    "compiled model, its outputs cloned"
+                    "compiled model, its outputs cloned, its parameters' gradients their own"
                 )
             _note(name, what, str(was), ("", 0))
 
@@ -105,8 +106,15 @@ def marked() -> bool:
     return "cudagraphs_marked" in chosen()
 
 
-def before_call(torch: Any) -> None:
+def before_call(torch: Any, module: Any) -> None:
+    """A new CUDA-graph step, and each of the module's parameters given a gradient of its
+    own where it has none: autograd otherwise keeps a backward's output as the .grad (the
+    CUDA graph's memory, which the next micro-step's replay overwrites before autograd adds
+    to it: gradient accumulation's failure)."""
     torch.compiler.cudagraph_mark_step_begin()
+    for p in module.parameters() if hasattr(module, "parameters") else ():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
 
 
 def after_call(torch: Any, out: Any) -> Any:
