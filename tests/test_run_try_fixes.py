@@ -47,13 +47,15 @@ def own_median(run: dict, part: str, window: str = "4-8") -> float:
     return statistics.median(s[part] for n, s in run["steps"].items() if a <= n <= b)
 
 
-def _try(tmp_path: Path, bound: str) -> tuple[dict, list[dict], str]:
-    """The report, the job's own lines (its run under `run`, its unchanged run beside the
-    remedies', then each remedy's run in the order tried) and compilediag's stderr."""
+def _try(tmp_path: Path, bound: str, budget: int = 0) -> tuple[dict, list[dict], str]:
+    """The report, the job's own lines (its run under `run`, then the rounds of --try-fixes'
+    runs in the order they ran) and compilediag's stderr. `budget`: --budget (0: three
+    rounds)."""
     facts = tmp_path / "facts.jsonl"
     proc = run_cli(
-        "run", "--try-fixes", "--budget", "0", "--format", "json", "--profile-steps", WINDOW, "--",
-        sys.executable, str(JOB), env={"JOB_FACTS": str(facts), "JOB_BOUND": bound},
+        "run", "--try-fixes", "--budget", str(budget), "--format", "json", "--profile-steps",
+        WINDOW, "--", sys.executable, str(JOB), timeout=900,
+        env={"JOB_FACTS": str(facts), "JOB_BOUND": bound},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout), job_runs(facts), proc.stderr
@@ -69,13 +71,22 @@ def _try(tmp_path: Path, bound: str) -> tuple[dict, list[dict], str]:
 def test_the_remedy_for_the_bounding_part_is_measured_and_the_jobs_clock_agrees(
     tmp_path: Path, bound: str, remedy: str, part: str, code: str
 ) -> None:
-    report, runs, stderr = _try(tmp_path, bound)
+    # two remedies for the optimizer: more rounds where this machine's noise leaves three
+    # too few to settle (a run of the job as it is took 28 ms a step, the next ones 45-48)
+    report, runs, stderr = _try(tmp_path, bound, budget=240 if bound == "optimizer" else 0)
     job = report["runtime"]
     assert job["bound"]["part"] == bound
     tried = {t["remedy"]: t for t in job["tried"]}
-    rounds = max(t["pairs"] for t in tried.values())
-    assert job["try_baseline"]["runs"] == rounds >= 3
-    assert len(runs) == 1 + rounds * (1 + len(tried)), "the job's run, then rounds of them all"
+    singles = [t for t in tried.values() if len(t["remedies"]) == 1]
+    together = [t for t in tried.values() if len(t["remedies"]) > 1]
+    rounds = max(t["pairs"] for t in singles)
+    again = together[0]["pairs"] if together else 0
+    assert rounds >= 3 and job["try_baseline"]["runs"] == rounds + again
+    # the job's run, rounds of the job as it is and each remedy, then of the kept together
+    assert len(runs) == 1 + rounds * (1 + len(singles)) + 2 * again
+    if together:  # listed first, made of the kept ones
+        assert job["tried"][0] is not None and len(job["tried"][0]["remedies"]) > 1
+        assert set(together[0]["remedies"]) == {t["remedy"] for t in singles if t["kept"]}
     t = tried[remedy]
     after = first_with(runs, remedy)
     # the job's own clock: the part shrinks by at least 30% with the remedy, against both

@@ -5,8 +5,8 @@ process, no edit of its code), each to the end of the window, alternated round b
 trials.MIN_PAIRS rounds and more until each remedy's interval settles or --budget runs
 out. The remedies kept are then measured together, alternated with the job as it is
 again. A remedy whose run fails is reported with the job's error and torch's hint; CUDA
-graphs that fail on an overwritten output are tried again with a step marked at each call
-and the outputs cloned."""
+graphs that fail on an overwritten output are tried again with a step marked at each call,
+the outputs cloned and the gradients the parameters' own."""
 
 from __future__ import annotations
 
@@ -186,7 +186,8 @@ def _add(t: Trial, control: Launched, after: Launched, trials: list[Trial], say:
         marked = Candidate("cudagraphs_marked", c.part, c.why, c.expected)
         trials.append(Trial(marked, []))
         say("compilediag:   trying it again with torch.compiler.cudagraph_mark_step_begin() "
-            "before each call of the compiled model, its outputs cloned")  # fmt: skip
+            "before each call of the compiled model, its outputs cloned, its parameters' "
+            "gradients their own")  # fmt: skip
 
 
 def _settle(active: list[Trial], baseline: list[Launched], say: Say) -> None:
