@@ -100,7 +100,7 @@ def test_the_remedy_for_the_bounding_part_is_measured_and_the_jobs_clock_agrees(
     assert t["ratio_high"] <= 0.95 and t["expected"].startswith(f"can shorten the {part}")
     assert t["code"].startswith(code)
     line = next(i for i, x in enumerate(JOB.read_text().splitlines(), 1)
-                if ("DataLoader(" if remedy == "workers" else "optim.AdamW(") in x)  # fmt: skip
+                if ("DataLoader(" if remedy == "workers" else "opt = optim(") in x)  # fmt: skip
     assert t["where"] == f"{JOB}:{line}"
     # the job seeds torch: the losses are compared, and a changed loader order or optimizer
     # arithmetic would show
