@@ -186,7 +186,7 @@ def _rule(name: str, limit: float, value: float) -> Rule:
 def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) -> None:
     """Add a rule per regression kind; list regressions and improvements in words. Sites
     and recompiles are matched across runs as `compilediag diff` matches them."""
-    from compilediag.analysis.diff import guard_key, site_key
+    from compilediag.analysis.diff.compare import guard_key, site_key
 
     now_sites = {site_key(b): b for b in report.graph_breaks}
     old_sites = {site_key(b): b for b in base.graph_breaks}

@@ -119,7 +119,7 @@ class Capture:
         import torch
 
         from compilediag.analysis.build import build_report
-        from compilediag.analysis.runtime import JobRun
+        from compilediag.analysis.step.runtime import JobRun
         from compilediag.harness.bootstrap._compilediag_runtime.facts import process_facts
         from compilediag.harness.worker_types import ProcessRuntime
         from compilediag.report.model import Environment, Runtime, TargetInfo

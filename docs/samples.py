@@ -59,7 +59,7 @@ def blocks(text: str) -> dict[str, str]:
 
 
 # the notes that follow this machine, as its timings do: what a compile cost
-# (analysis/compile_advice.py: its caches, its speed) and cores found busy (its load)
+# (analysis/compile/time_advice.py: its caches, its speed) and cores found busy (its load)
 MACHINE_NOTES = (
     "generated and compiled kernels", "of its tracing", "identical blocks",
     "the cores were busy",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.breaks import classify, collect_breaks, user_site
+from compilediag.analysis.compile.breaks import classify, collect_breaks, user_site
 from compilediag.analysis.history import build_history, history_of
 from compilediag.report.model import Site
 from compilediag.trace.compiles import CompileId, LoggedBreak
@@ -147,7 +147,7 @@ def test_breaks_recorded_only_as_restarts_are_breaks() -> None:
 def test_a_break_belongs_to_the_framework_it_is_in() -> None:
     """The library frames of real breaks, outermost first (paths from a run of
     transformers' generate() under torch.compile, torch 2.13, and of a DDP job)."""
-    from compilediag.analysis.breaks import DDP, framework_of
+    from compilediag.analysis.compile.breaks import DDP, framework_of
 
     site = ".venv/lib/python3.11/site-packages/"
     generate = [

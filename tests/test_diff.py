@@ -261,7 +261,7 @@ def test_a_torch_upgrades_cache_section_is_bounded() -> None:
 
 
 def _lookup(path: Path, n: int = 0):
-    from compilediag.analysis.diff_caches import cache_keys
+    from compilediag.analysis.diff.caches import cache_keys
     from compilediag.analysis.history import build_history
     from compilediag.trace.parse import parse_path
 
@@ -271,7 +271,7 @@ def _lookup(path: Path, n: int = 0):
 def test_once_the_graphs_code_differs_its_first_line_is_the_one_cause() -> None:
     """Real keys: a forward's against a backward's (what B's backward was compared with
     before), whose graphs, inputs and settings all differ."""
-    from compilediag.analysis.diff_caches import key_differences
+    from compilediag.analysis.diff.caches import key_differences
 
     forward, backward = (_lookup(T13 / "clean_mlp_train.inductor.log", n) for n in (0, 1))
     (said,) = key_differences(forward, backward)
@@ -284,7 +284,7 @@ def test_inputs_that_changed_alike_are_one_line_and_lists_only_their_changes() -
     static inputs grown by one."""
     import copy
 
-    from compilediag.analysis.diff_caches import key_differences
+    from compilediag.analysis.diff.caches import key_differences
 
     a = _lookup(T13 / "clean_mlp_train.inductor.log")
     b = copy.deepcopy(a)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.advice.patches import NoPatch, Patch, propose
 from compilediag.errors import UsageError
+from compilediag.fixes.patches import NoPatch, Patch, propose
 from tests.conftest import SAMPLES
 
 # the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.advice.patches import FixResult
 from compilediag.cli.commands.common import make_spec
 from compilediag.cli.commands.fix import find_fixes, sha256
 from compilediag.cli.config import Config
 from compilediag.cli.options import RunOptions
+from compilediag.fixes.patches import FixResult
 from tests.conftest import ROOT, SAMPLES
 
 # the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)

@@ -1,4 +1,4 @@
-"""compilediag.advice against torch itself.
+"""compilediag.fixes against torch itself.
 
 Each sample of sample_models/breaks (one break cause each, after PyTorch's own graph-break
 tests) is compiled in this process with the eager backend and checked against torch's own
@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from compilediag.advice import GENERIC, Fix, fix_for, join_hints, registry, table
-from compilediag.analysis.breaks import classify
+from compilediag.analysis.compile.breaks import classify
+from compilediag.fixes import GENERIC, Fix, fix_for, join_hints, registry, table
 from compilediag.report.model import GraphBreak
 from compilediag.trace.releases import release
 from tests.conftest import ROOT, SAMPLES
@@ -518,7 +518,7 @@ def test_a_kept_patchs_call_is_slower_only_past_the_run_to_run_spread() -> None:
     """fix's evidence times the compiled call in two processes: a change within the 20%
     two runs of one model differ by is not called slower (README's sample once read
     0.123 -> 0.15 ms "(slower)" for a patch that removed a break)."""
-    from compilediag.advice.patches.results import Evidence
+    from compilediag.fixes.patches.results import Evidence
 
     def said(before: float, after: float) -> str:
         return Evidence("GB0124", (4, 3), (1, 0), (0, 0), 0.0, 0.0, (before, after)).text()

@@ -306,7 +306,7 @@ def test_the_mark_dynamic_remedy_reads_the_guard_as_data_not_its_words() -> None
     """--try-fixes' mark_dynamic comes from each size guard's `change` (source, dim, old,
     new: torch's guard, parsed once), so rewording the failed guard changes nothing; the
     change is torch's sizes (2 -> 4 on the recorded batch sweep)."""
-    from compilediag.advice.remedies import remedies_for
+    from compilediag.fixes.remedies import remedies_for
     from compilediag.harness.worker_types import ModelInfo
 
     # the worker's account of the model: forward's parameter names (torch says `args[0]`)

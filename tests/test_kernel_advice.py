@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.kernel_times import FAR, kernel_advice
+from compilediag.analysis.step.kernel_times import FAR, kernel_advice
 from compilediag.report.model import Report
 from compilediag.report.serial import from_json
 from compilediag.report.vocabulary import KernelKind
@@ -97,7 +97,7 @@ def test_a_float32_gemm_is_set_against_the_float32_peak_and_tf32_advised() -> No
     """The recorded H200 report with its costliest GEMM made a float32 one on the FFMA units
     (as an H100's float32 MLP ran, "0% of H100's peak" against the bf16 tensor cores'): the
     TF32 setting is advised with its time; as recorded (bf16), nothing is."""
-    from compilediag.analysis.kernel_times import tf32_advice, unit_of
+    from compilediag.analysis.step.kernel_times import tf32_advice, unit_of
 
     report = from_json(Report, LARGE.read_text())
     assert tf32_advice(report) == []

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from compilediag.analysis.compile.kernel_origins import ops_from_name
+from compilediag.analysis.compile.kernels import collect_kernels
 from compilediag.analysis.history import build_history
-from compilediag.analysis.kernel_origins import ops_from_name
-from compilediag.analysis.kernels import collect_kernels
 from compilediag.trace.parse import parse_path
 from tests.conftest import SAMPLES, fixture_trace, run_cli, run_json, trace_sets
 
@@ -244,7 +244,7 @@ def test_kernel_modules_are_the_modules_torch_records(sample: str) -> None:
     """node_modules reads a node's submodule from the names the Dynamo graph gives its
     parameters; torch's own answer is the node's nn_module_stack. Every node whose module
     has parameters is found, and at torch's module."""
-    from compilediag.analysis.kernel_origins import node_modules
+    from compilediag.analysis.compile.kernel_origins import node_modules
 
     torch_paths, code, model = _torch_module_paths(sample)
     ours = node_modules(code)
@@ -321,7 +321,7 @@ def test_a_kernel_that_only_moves_data_is_not_called_its_ops(tmp_path: Path) -> 
 @pytest.mark.parametrize("folder", trace_sets(), ids=lambda p: p.name)
 def test_every_recorded_kernel_computes_what_its_name_says(folder: Path) -> None:
     """Kernels of the recorded traces each compute (none is a mere copy) and name ops."""
-    from compilediag.analysis.kernels import all_kernels
+    from compilediag.analysis.compile.kernels import all_kernels
 
     for path in sorted(folder.rglob("*.log")):
         for graph in all_kernels(build_history(parse_path(path))):
@@ -334,7 +334,7 @@ def test_a_cached_kernels_lines_point_at_this_runs_file() -> None:
     """Inductor's cache hands back a kernel with the source lines of the compile that filled
     it, perhaps run from another checkout: the report points them at the file this run
     compiled (same folder and name), and leaves lines of other files alone."""
-    from compilediag.analysis.kernels import relocated
+    from compilediag.analysis.compile.kernels import relocated
     from compilediag.report.model import Kernel
 
     history = build_history(parse_path(fixture_trace("graph_breaks.eager")))
@@ -520,8 +520,8 @@ def test_every_recorded_kernels_ops_are_aten_ops() -> None:
     `aten.`, `aten.log`, `aten.softmax`; `mul_sgn` as one op; `all_reduce` as aten's
     `all` and `reduce`)."""
     torch = pytest.importorskip("torch")
+    from compilediag.analysis.compile.kernels import all_kernels
     from compilediag.analysis.history import build_history
-    from compilediag.analysis.kernels import all_kernels
 
     seen, missing = 0, set()
     for folder in trace_sets():

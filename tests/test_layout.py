@@ -18,7 +18,7 @@ STAGES = {
     "compilediag.errors": 0, "compilediag.paths": 0, "compilediag.fsutil": 0,
     "compilediag.report": 1,
     "compilediag.trace": 2,
-    "compilediag.advice": 3,
+    "compilediag.fixes": 3,
     "compilediag.harness": 4,
     "compilediag.analysis": 5,
     "compilediag.render": 6, "compilediag.gate": 6,
@@ -191,3 +191,36 @@ def test_no_function_runs_over_80_lines() -> None:
     found = long_functions()
     assert sorted(set(found) - set(LONG_FUNCTIONS)) == []
     assert sorted(set(LONG_FUNCTIONS) - set(found)) == [], "split: take it off LONG_FUNCTIONS"
+
+
+# The house by question (#61): a folder's name answers "what is in here", and none holds
+# more than about a dozen modules (a flat room of 34 modules hid which ones answer a
+# question); each package, rooms inside a stage too, says what it owns, and the design's
+# map names each of analysis/'s rooms.
+MAX_MODULES = 14
+
+
+def test_no_folder_holds_more_than_about_a_dozen_modules() -> None:
+    crowded = {
+        d.relative_to(ROOT).as_posix(): n
+        for d in [PACKAGE, *(p.parent for p in PACKAGE.rglob("*/__init__.py"))]
+        if (n := len([p for p in d.glob("*.py") if p.name != "__init__.py"])) > MAX_MODULES
+    }
+    assert crowded == {}
+
+
+def test_each_room_says_what_it_owns_and_the_map_names_analysis_rooms() -> None:
+    design = (ROOT / "docs" / "design.md").read_text()
+    for init in PACKAGE.rglob("*/__init__.py"):
+        if "bootstrap" in init.parts:
+            continue  # the job's bootstrap: standard library only, said in its modules
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc) > 80, f"{init.parent.relative_to(ROOT)}/__init__.py says nothing"
+    for room in (PACKAGE / "analysis").glob("*/__init__.py"):
+        assert f"{room.parent.name}/" in design, (
+            f"docs/design.md's map lacks analysis/{room.parent.name}/"
+        )
+    # "advice" names one thing: what a finding says to do, decided in analysis/; the
+    # catalogue of fixes is fixes/
+    assert not (PACKAGE / "advice").exists()
+    assert not [p for p in PACKAGE.rglob("*_advice.py") if "analysis" not in p.parts]

@@ -78,7 +78,7 @@ def _report(noise: str = "") -> Report:
 
 
 def test_the_report_says_what_compilediag_changed_and_how_to_override() -> None:
-    from compilediag.analysis.timings import with_trust
+    from compilediag.analysis.compile.timings import with_trust
 
     load = Load(cores=2, busy=2.0, runnable=4, loadavg=4.0)
     report = with_trust(_report(), Trust(Threads(1, 2, "compilediag", True, load)))

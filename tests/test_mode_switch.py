@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.guard_words import mode_switch, translate
+from compilediag.analysis.recompiles.guard_words import mode_switch, translate
 from tests.conftest import ROOT, run_cli
 
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"

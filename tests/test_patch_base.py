@@ -1,4 +1,4 @@
-"""The patch families' shared base (advice/patches/base.py): names read as written, calls
+"""The patch families' shared base (fixes/patches/base.py): names read as written, calls
 found outermost first, and the registry that sends each cause to its family."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from compilediag.advice.patches import CONSTRUCTS, NoPatch, propose
-from compilediag.advice.patches.base import calls, dotted
+from compilediag.fixes.patches import CONSTRUCTS, NoPatch, propose
+from compilediag.fixes.patches.base import calls, dotted
 
 
 def test_dotted_reads_names_and_attributes_only() -> None:
@@ -32,7 +32,7 @@ def test_calls_are_found_outermost_first() -> None:
 def test_each_family_is_a_module_of_its_own_and_other_causes_get_why_not() -> None:
     modules = {cause: construct.__module__ for cause, construct in CONSTRUCTS.items()}
     for cause, module in modules.items():
-        assert module == f"compilediag.advice.patches.{CONSTRUCTS[cause].__name__}", cause
+        assert module == f"compilediag.fixes.patches.{CONSTRUCTS[cause].__name__}", cause
     p = propose("import torch\n\n\ndef f(x):\n    return x\n", 5, "generator_rng")
     assert isinstance(p, NoPatch)
     assert p.why == "no code rewrite is known for this cause (generator_rng)"

@@ -1,9 +1,9 @@
-"""`clone_copy` (advice/patches/clone_copy.py): copy.deepcopy of a tensor becomes
+"""`clone_copy` (fixes/patches/clone_copy.py): copy.deepcopy of a tensor becomes
 `.detach().clone()`."""
 
 from __future__ import annotations
 
-from compilediag.advice.patches import NoPatch, Patch, propose
+from compilediag.fixes.patches import NoPatch, Patch, propose
 
 HEAD = "import copy\n\nimport torch\n\n\n"
 

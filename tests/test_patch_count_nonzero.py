@@ -1,9 +1,9 @@
-"""`count_nonzero` (advice/patches/count_nonzero.py): nonzero() used only for its number
+"""`count_nonzero` (fixes/patches/count_nonzero.py): nonzero() used only for its number
 of rows becomes `torch.count_nonzero`; refused where the indices themselves are used."""
 
 from __future__ import annotations
 
-from compilediag.advice.patches import NoPatch, Patch, propose
+from compilediag.fixes.patches import NoPatch, Patch, propose
 
 HEAD = "import torch\n\n\n"
 

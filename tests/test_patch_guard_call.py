@@ -1,9 +1,9 @@
-"""`guard_call` (advice/patches/guard_call.py): a print, a log call or a warning run in
+"""`guard_call` (fixes/patches/guard_call.py): a print, a log call or a warning run in
 eager mode only; refused where skipping it under compile would skip more than output."""
 
 from __future__ import annotations
 
-from compilediag.advice.patches import NoPatch, Patch, propose
+from compilediag.fixes.patches import NoPatch, Patch, propose
 
 LOG = """\
 import logging

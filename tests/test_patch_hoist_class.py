@@ -1,9 +1,9 @@
-"""`hoist_class` (advice/patches/hoist_class.py): a class statement in forward is defined
+"""`hoist_class` (fixes/patches/hoist_class.py): a class statement in forward is defined
 once at module level; refused where it reads forward's locals."""
 
 from __future__ import annotations
 
-from compilediag.advice.patches import NoPatch, Patch, propose
+from compilediag.fixes.patches import NoPatch, Patch, propose
 
 BEFORE = """\
 import torch

@@ -1,9 +1,9 @@
-"""`keep_tensor` (advice/patches/keep_tensor.py): `.item()`, `float(t)` and `.tolist()`
+"""`keep_tensor` (fixes/patches/keep_tensor.py): `.item()`, `float(t)` and `.tolist()`
 whose value only meets tensors kept a tensor; refused where the number is used as one."""
 
 from __future__ import annotations
 
-from compilediag.advice.patches import NoPatch, Patch, propose
+from compilediag.fixes.patches import NoPatch, Patch, propose
 
 HEAD = "import torch\n\n\n"
 

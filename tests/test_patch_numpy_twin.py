@@ -1,9 +1,9 @@
-"""`numpy_twin` (advice/patches/numpy_twin.py): NumPy on a tensor's copy becomes the torch
+"""`numpy_twin` (fixes/patches/numpy_twin.py): NumPy on a tensor's copy becomes the torch
 function with the same result; only exact twins and arguments."""
 
 from __future__ import annotations
 
-from compilediag.advice.patches import NoPatch, Patch, propose
+from compilediag.fixes.patches import NoPatch, Patch, propose
 
 HEAD = "import numpy as np\nimport torch\n\n\n"
 

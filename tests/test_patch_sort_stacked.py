@@ -1,9 +1,9 @@
-"""`sort_stacked` (advice/patches/sort_stacked.py): sorted() of 0-d tensors written out
+"""`sort_stacked` (fixes/patches/sort_stacked.py): sorted() of 0-d tensors written out
 becomes a stable torch.sort of them stacked."""
 
 from __future__ import annotations
 
-from compilediag.advice.patches import NoPatch, Patch, propose
+from compilediag.fixes.patches import NoPatch, Patch, propose
 
 HEAD = "import torch\n\n\n"
 

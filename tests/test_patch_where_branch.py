@@ -1,9 +1,9 @@
-"""`where_branch` (advice/patches/where_branch.py): an `if` on a tensor whose branches are
+"""`where_branch` (fixes/patches/where_branch.py): an `if` on a tensor whose branches are
 tensors becomes one `torch.where`; refused where both sides could differ from one."""
 
 from __future__ import annotations
 
-from compilediag.advice.patches import NoPatch, Patch, propose
+from compilediag.fixes.patches import NoPatch, Patch, propose
 
 HEAD = "import torch\n\n\n"
 ASSIGN = (

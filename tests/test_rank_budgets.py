@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.build import build_report
-from compilediag.analysis.fold import report_from_traces
+from compilediag.analysis.ranks.fold import report_from_traces
 from compilediag.render import render, seconds
 from compilediag.report.model import (
     PER_RANK,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.guard_words import translate
 from compilediag.analysis.history import build_history
-from compilediag.analysis.recompiles import collect_recompiles
+from compilediag.analysis.recompiles.guard_words import translate
+from compilediag.analysis.recompiles.recompiles import collect_recompiles
 from compilediag.trace.parse import parse_path
 from tests.conftest import (
     fixture_trace,

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.advice.patches.base import Refused
-from compilediag.advice.patches.kept import SETTINGS, after_imports, at_call, keywords_of
-from compilediag.analysis import trials
+from compilediag.analysis.step import trials
 from compilediag.cli.commands.try_fixes import job_error
+from compilediag.fixes.patches.base import Refused
+from compilediag.fixes.patches.kept import SETTINGS, after_imports, at_call, keywords_of
 from tests.conftest import ROOT, run_cli
 
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"

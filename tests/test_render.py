@@ -175,7 +175,7 @@ def test_a_multi_rank_headline_gives_what_a_rank_compiled_not_sums() -> None:
     import re
     import statistics
 
-    from compilediag.analysis.fold import report_from_traces
+    from compilediag.analysis.ranks.fold import report_from_traces
 
     for name in ("collectives_extra", "graph_order_diverge"):
         folder = TRACES / "torch-2.13.0-cpu" / name

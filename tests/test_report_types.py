@@ -91,7 +91,7 @@ def test_a_saved_schema_2_report_loads_its_notes_and_divergence_as_findings() ->
 
 def test_findings_say_what_they_are_about() -> None:
     """The same trace now: each divergence and note typed by what it is about."""
-    from compilediag.analysis.fold import report_from_traces
+    from compilediag.analysis.ranks.fold import report_from_traces
 
     folder = fixture_trace("collectives_diverge").with_suffix("")
     logs = [log for f in sorted(folder.iterdir()) for log in parse_path(f)]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.step_advice import SYNCS
+from compilediag.analysis.step.advice import SYNCS
 from tests.conftest import ROOT, compilediag_cmd, run_cli, run_torchrun, work_left_out
 from tests.test_html import browser  # noqa: F401 - the fixture: Debian's chromium
 
@@ -331,7 +331,7 @@ def test_a_rank_that_compiles_longer_is_named_with_the_others_wait(gpt_ddp) -> N
     """The job's rank summaries, with one more rank whose compile took 400 s (a cache the
     others hit and it missed): the others wait for it at their first collective, and that
     is near torch.distributed's 10-minute timeout."""
-    from compilediag.analysis.ranks import divergence
+    from compilediag.analysis.ranks.ranks import divergence
     from compilediag.report.model import RankSummary
     from compilediag.report.serial import from_plain
 
@@ -488,7 +488,7 @@ def test_a_step_whose_forward_and_backward_both_grew_is_a_training_step() -> Non
     alone (a lazy start), or spread but taken by the collector, is left out; two such
     steps of five are both left out; a step 3 ms over steps of 1 ms is no pause (steps
     of microseconds vary 3x by themselves)."""
-    from compilediag.analysis.other_work import stalled_steps
+    from compilediag.analysis.step.other_work import stalled_steps
     from compilediag.harness.worker_types import ProcessRuntime, Profiled
 
     def job(step6: list[float], gc_ms: float = 0.0, also: int | None = None) -> dict:

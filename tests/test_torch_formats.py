@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.analysis.guards import guarded_chain
-from compilediag.analysis.kernel_origins import node_lines
-from compilediag.analysis.kernels import kernels_of_graph
+from compilediag.analysis.compile.kernel_origins import node_lines
+from compilediag.analysis.compile.kernels import kernels_of_graph
+from compilediag.analysis.recompiles.guards import guarded_chain
 from compilediag.paths import is_library_file
 from compilediag.trace.compiles import CompilationMetrics, CompileId
 from compilediag.trace.formats import (
@@ -96,8 +96,8 @@ def test_recompile_reason_is_a_size_guard_with_its_source(folder: Path) -> None:
 def test_a_dynamic_size_bounded_by_a_branch_is_a_range_guard(folder: Path) -> None:
     """tests/fixtures/jobs/bounded_dim.py: the third compile's guard on the dynamic graph
     is a range whose upper bound is the branch's constant less one."""
-    from compilediag.analysis.guard_words import translate
-    from compilediag.analysis.guards import parse_guard
+    from compilediag.analysis.recompiles.guard_words import translate
+    from compilediag.analysis.recompiles.guards import parse_guard
 
     log = _log("bounded_dim", folder)
     texts = [parse_guard(r).guard for c in log.ordered() for r in c.recompile_reasons]
@@ -206,7 +206,7 @@ def test_a_cache_lookups_key_names_its_inputs_metadata_and_settings(folder: Path
     """inductor_cache.cold: every FX-graph cache lookup is one of CACHE_RECORDS' artifacts;
     its key names each graph input (`example_inputs[i]`, a TensorMetadata with a shape and a
     dtype) and Inductor's settings (`inductor_config[name]`)."""
-    from compilediag.analysis.diff_caches import cache_keys
+    from compilediag.analysis.diff.caches import cache_keys
     from compilediag.analysis.history import build_history
 
     log = _log("inductor_cache.cold", folder)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compilediag.advice import fix_for, registry, table
 from compilediag.analysis.notes import untested_torch
+from compilediag.fixes import fix_for, registry, table
 from compilediag.report.model import Environment
 from compilediag.trace.releases import (
     NEWEST_TESTED,
@@ -258,7 +258,7 @@ VIEWS = {"aten.view", "aten._unsafe_view", "aten.reshape"}  # 2.15 writes _unsaf
 
 def _findings(path: Path) -> dict:
     """What a report finds, without what a release may word or number differently."""
-    from compilediag.analysis.fold import report_from_traces
+    from compilediag.analysis.ranks.fold import report_from_traces
     from compilediag.report.model import TargetInfo
     from compilediag.trace.parse import parse_path
 

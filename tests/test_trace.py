@@ -82,7 +82,7 @@ def test_backward_compile_time_is_counted() -> None:
     bwd_compilation_metrics, outside the frame's own compile time."""
     import json
 
-    from compilediag.analysis.graphs import compile_time
+    from compilediag.analysis.compile.graphs import compile_time
     from compilediag.analysis.history import build_history
 
     path = fixture_trace("clean_mlp_train.inductor")

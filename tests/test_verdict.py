@@ -130,7 +130,7 @@ def test_a_launch_bound_cuda_step_is_the_hosts_and_cuda_graphs_shorten_it(tmp_pa
 @pytest.mark.parametrize(("data", "optimizer"), [(5.0, 8.0), (8.0, 5.0)])
 def test_the_parts_advice_comes_larger_part_first(data: float, optimizer: float) -> None:
     """The optimizer's and the data loader's advice, the part that takes longer first."""
-    from compilediag.analysis.step_advice import step_advice
+    from compilediag.analysis.step.advice import step_advice
     from compilediag.report.model import Breakdown, Runtime
 
     job = Runtime(optimizer="AdamW", optimizer_options={"foreach": False})

@@ -268,9 +268,9 @@ def test_a_skew_from_rank_zeros_evaluation_graph_is_no_divergence() -> None:
     the gate (as on main before #58); its evaluation's graph left out, nothing is."""
     import dataclasses
 
-    from compilediag.analysis.fold import digest_files, training_ranks
-    from compilediag.analysis.ranks import divergence
-    from compilediag.analysis.runtime import read_job_run
+    from compilediag.analysis.ranks.fold import digest_files, training_ranks
+    from compilediag.analysis.ranks.ranks import divergence
+    from compilediag.analysis.step.runtime import read_job_run
     from compilediag.report.model import TargetInfo
     from compilediag.trace.compiles import id_of
     from compilediag.trace.parse import trace_files

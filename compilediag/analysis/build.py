@@ -7,16 +7,18 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from compilediag.analysis.breaks import collect_breaks
-from compilediag.analysis.compile_advice import compile_notes
-from compilediag.analysis.crosscheck import cross_check
-from compilediag.analysis.graphs import (
+from compilediag.analysis.compile.breaks import collect_breaks
+from compilediag.analysis.compile.crosscheck import cross_check
+from compilediag.analysis.compile.graphs import (
     collect_graphs,
     compile_time,
     cudagraph_skips,
 )
+from compilediag.analysis.compile.kernels import GraphCode, all_kernels, generated, relocated
+from compilediag.analysis.compile.time_advice import compile_notes
+from compilediag.analysis.compile.timings import attribute_time, timings_of
+from compilediag.analysis.compile.torch_bugs import torch_bug
 from compilediag.analysis.history import History, build_history
-from compilediag.analysis.kernels import GraphCode, all_kernels, generated, relocated
 from compilediag.analysis.notes import (
     ahead_of_time,
     cache_gaps,
@@ -28,10 +30,8 @@ from compilediag.analysis.notes import (
     speedup_notes,
     untested_torch,
 )
-from compilediag.analysis.recompiles import collect_limit_hits, collect_recompiles
+from compilediag.analysis.recompiles.recompiles import collect_limit_hits, collect_recompiles
 from compilediag.analysis.source import code_at
-from compilediag.analysis.timings import attribute_time, timings_of
-from compilediag.analysis.torch_bugs import torch_bug
 from compilediag.harness.worker_types import ModelInfo, WorkerResult
 from compilediag.paths import is_library_file, portable_path, portable_text
 from compilediag.report.model import (
@@ -59,7 +59,7 @@ from compilediag.trace.formats import (
 )
 
 if TYPE_CHECKING:
-    from compilediag.analysis.runtime import JobRun
+    from compilediag.analysis.step.runtime import JobRun
 
 EXPORT_FAILURE_ID = "export"  # the compile id of a failed (non-strict) export: it has none
 
@@ -107,7 +107,7 @@ def build_report(
         report.target.repeated = repeated_blocks(measured.model.modules)
     report.notes += compile_notes(report, h)
     if run is not None:
-        from compilediag.analysis.runtime import apply_runtime
+        from compilediag.analysis.step.runtime import apply_runtime
 
         apply_runtime(report, run, cudagraph_skips(h))
     make_portable(report, os.getcwd())

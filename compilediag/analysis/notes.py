@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from compilediag.analysis.breaks import DDP, DDP_REORDER, user_site
+from compilediag.analysis.compile.breaks import DDP, DDP_REORDER, user_site
+from compilediag.analysis.compile.kernel_origins import provenance_lines
+from compilediag.analysis.compile.kernels import GraphCode
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.kernel_origins import provenance_lines
-from compilediag.analysis.kernels import GraphCode
 from compilediag.analysis.source import code_at
 from compilediag.harness.threads import Trust
 from compilediag.harness.worker_types import FrameTime, WorkerResult

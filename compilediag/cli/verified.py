@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compilediag.advice.patches import FixResult
+from compilediag.fixes.patches import FixResult
 from compilediag.harness.worker_types import WorkerSpec
 from compilediag.report.model import VERSION
 from compilediag.report.serial import from_plain, to_plain

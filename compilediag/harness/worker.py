@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from compilediag.advice.remedies import apply
 from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, UsageError
+from compilediag.fixes.remedies import apply
 from compilediag.fsutil import write_atomic
 from compilediag.harness.bootstrap._compilediag_runtime.tracing import TracingCost
 from compilediag.harness.checks import changed_inputs, compare_outputs, fresh, sync, tensors_of

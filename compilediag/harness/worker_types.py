@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compilediag.advice.remedies import Remedy
+from compilediag.fixes.remedies import Remedy
 from compilediag.harness.target import Target
 from compilediag.report.model import DeviceTime, Environment, Stat, Tracing
 

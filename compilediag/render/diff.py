@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from compilediag.analysis.diff_model import CacheMiss, Change, ChangeKind, Diff, RunInfo
+from compilediag.analysis.diff.model import CacheMiss, Change, ChangeKind, Diff, RunInfo
 
 MARK = {
     ChangeKind.NEW: "+",

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from compilediag.analysis.kernels import GraphCode
+from compilediag.analysis.compile.kernels import GraphCode
 from compilediag.errors import UsageError
 from compilediag.fsutil import public_dir, write_atomic
 from compilediag.paths import short_path

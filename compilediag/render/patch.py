@@ -7,7 +7,7 @@ import dataclasses
 import json
 import textwrap
 
-from compilediag.advice.patches import BreakFix, FixResult, RecompileFix
+from compilediag.fixes.patches import BreakFix, FixResult, RecompileFix
 
 
 def render_fix(result: FixResult, fmt: str = "table") -> str:

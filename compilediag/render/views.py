@@ -491,7 +491,7 @@ def _steps(steps: list[int]) -> str:
 KERNEL_KINDS = {"generated": "generated", "library": "library call", "device": "CUDA kernel"}
 
 
-# the precision a report keeps a kernel's GB/s and TFLOP/s in (analysis/kernel_times.py rounds
+# the precision a report keeps a kernel's GB/s and TFLOP/s in (analysis/step/kernel_times.py rounds
 # them to it); a rate is set only where the kernel moved bytes or did FLOPs, so a 0 there is
 # a positive rate below it
 RATE_PRECISION = 0.001

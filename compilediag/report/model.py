@@ -406,7 +406,7 @@ class StepWork:
 
 @dataclass
 class StepBound:
-    """What bounds a `compilediag run` step (analysis/verdict.py): the part (data, optimizer,
+    """What bounds a `compilediag run` step (analysis/step/verdict.py): the part (data, optimizer,
     eager, communication, compute, device, host, evaluation), its share of the step, its
     time a step, and why, in words."""
 

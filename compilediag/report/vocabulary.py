@@ -33,8 +33,8 @@ class RecompileCause(StrEnum):
 
 
 class BreakCause(StrEnum):
-    """What a graph break is, by compilediag's rules (advice/); `fix` rewrites some of them
-    (advice/patches: CONSTRUCTS), `run --try-fixes` tries a setting for others."""
+    """What a graph break is, by compilediag's rules (fixes/); `fix` rewrites some of them
+    (fixes/patches: CONSTRUCTS), `run --try-fixes` tries a setting for others."""
 
     ASSERT = "assert"  # an assert on a value Dynamo cannot know
     AUTOGRAD_IN_GRAPH = "autograd_in_graph"  # backward() or torch.autograd inside the graph

@@ -1,5 +1,5 @@
 """`run --try-fixes --apply` and `fix --apply REPORT.json`: the remedies --try-fixes kept,
-written into the job's code (advice/patches/kept.py makes each edit), each file's original
+written into the job's code (fixes/patches/kept.py makes each edit), each file's original
 kept as FILE.orig, then the edited job run once to the window's end to verify it: its
 step against the unchanged runs' (a job that fails edited gets its files back). Where the
 kept remedies were measured together and kept, they are written together; where together
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compilediag.advice.patches.base import Refused
-from compilediag.advice.patches.kept import (
+from compilediag.fixes.patches.base import Refused
+from compilediag.fixes.patches.kept import (
     COMPILE_MODE,
     SETTINGS,
     after_imports,
@@ -150,7 +150,7 @@ def _verify(
 ) -> str:
     """The edited job once to the window's end: its step against the unchanged runs';
     a job that fails edited gets its files back."""
-    from compilediag.analysis.job_remedies import window_mean
+    from compilediag.analysis.step.remedies import window_mean
     from compilediag.cli.commands.try_fixes import Job, _launch
 
     a, z = runtime.window[:2] if len(runtime.window) >= 2 else (0, 0)

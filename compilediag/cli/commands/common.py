@@ -28,7 +28,7 @@ from compilediag.harness.worker_types import ModelInfo, WorkerResult, WorkerSpec
 from compilediag.report.model import Report
 
 if TYPE_CHECKING:  # the analysis is imported only by the commands that run it
-    from compilediag.analysis.kernels import GraphCode
+    from compilediag.analysis.compile.kernels import GraphCode
 
 __all__ = ["show_progress", "stage_text"]  # (report.py takes them from here)
 
@@ -149,9 +149,9 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool | Live = True) ->
     """Run the worker with a live line on stderr (a terminal's: cli/progress.py; a `Live`
     given is used, under its label), then build the Report from its trace."""
     from compilediag.analysis.build import build_report
+    from compilediag.analysis.compile.kernels import all_kernels
+    from compilediag.analysis.compile.timings import with_trust
     from compilediag.analysis.history import build_history
-    from compilediag.analysis.kernels import all_kernels
-    from compilediag.analysis.timings import with_trust
     from compilediag.harness.runner import run_worker
     from compilediag.harness.spawn import workdir
     from compilediag.report.model import TargetInfo

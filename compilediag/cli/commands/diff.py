@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from compilediag.errors import UsageError
 
 if TYPE_CHECKING:
-    from compilediag.analysis.diff_model import Side
+    from compilediag.analysis.diff.model import Side
 
 FORMATS = ("table", "json", "markdown", "html")
 
@@ -27,7 +27,7 @@ class DiffOptions:
 
 
 def run(opts: DiffOptions) -> int:
-    from compilediag.analysis.diff import diff
+    from compilediag.analysis.diff.compare import diff
     from compilediag.cli.commands.common import color, width, wrote
     from compilediag.render.diff import render_diff
 
@@ -59,9 +59,9 @@ def run(opts: DiffOptions) -> int:
 def load_side(label: str, path: str) -> Side:
     """A run: a saved report (-o report.json), or a trace (folder or file, every rank's;
     a `run --trace-dir` folder with its job's facts)."""
-    from compilediag.analysis.diff_model import Side
-    from compilediag.analysis.fold import fold, read_digests
-    from compilediag.analysis.runtime import read_job_run
+    from compilediag.analysis.diff.model import Side
+    from compilediag.analysis.ranks.fold import fold, read_digests
+    from compilediag.analysis.step.runtime import read_job_run
     from compilediag.cli.commands.report import trace_files_in
     from compilediag.report.model import Report, TargetInfo
 

@@ -56,7 +56,7 @@ def title(report: Report) -> str:
     from rich.text import Text
 
     from compilediag.render import short_path
-    from compilediag.render.table_parts import print_items
+    from compilediag.render.table.parts import print_items
 
     line = Text(f"compilediag · {short_path(report.target.path)}", style="bold")
     if report.target.inputs:

@@ -1,5 +1,5 @@
 """`compilediag fix`: for each graph break whose construct compilediag knows, a minimal
-source edit (advice/patches.py), applied to a scratch copy of the model file, run as
+source edit (fixes/patches.py), applied to a scratch copy of the model file, run as
 `explain` runs it, and kept only when torch's own counts say the break is gone with no new
 one, and the eager and compiled outputs equal the original's on the same inputs (the same
 seed; with --train the parameters' gradients too). The compiled call is timed before and
@@ -19,7 +19,13 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from compilediag.advice.patches import (
+from compilediag.cli import verified
+from compilediag.cli.commands.common import OutputOptions, check_outputs, make_spec, wrote
+from compilediag.cli.config import load_config
+from compilediag.cli.options import RunOptions
+from compilediag.cli.progress import Live
+from compilediag.errors import COMPILE_FAILED, DiagError, UsageError
+from compilediag.fixes.patches import (
     BreakFix,
     Evidence,
     FixResult,
@@ -28,12 +34,6 @@ from compilediag.advice.patches import (
     parse,
     propose,
 )
-from compilediag.cli import verified
-from compilediag.cli.commands.common import OutputOptions, check_outputs, make_spec, wrote
-from compilediag.cli.config import load_config
-from compilediag.cli.options import RunOptions
-from compilediag.cli.progress import Live
-from compilediag.errors import COMPILE_FAILED, DiagError, UsageError
 from compilediag.harness.worker_types import WorkerResult, WorkerSpec
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.vocabulary import RecompileCause

@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from compilediag.advice.remedies import Remedy, combined, compile_verdict, remedies_for, verdict
 from compilediag.errors import DiagError
+from compilediag.fixes.remedies import Remedy, combined, compile_verdict, remedies_for, verdict
 from compilediag.harness.worker_types import WorkerSpec
 from compilediag.report.model import Counts, Report, VerifiedFix
 from compilediag.report.vocabulary import FixOutcome

@@ -20,8 +20,8 @@ from compilediag.cli.config import load_config
 from compilediag.errors import UsageError
 
 if TYPE_CHECKING:
-    from compilediag.analysis.fold import RankDigest
-    from compilediag.analysis.runtime import JobRun
+    from compilediag.analysis.ranks.fold import RankDigest
+    from compilediag.analysis.step.runtime import JobRun
     from compilediag.report.model import Report, TargetInfo
 
 # a trace has no timings and no outputs: the gate rules of a trace run (gate.rules_for)
@@ -37,8 +37,8 @@ class ReportOptions:
 
 
 def run(opts: ReportOptions) -> int:
-    from compilediag.analysis.fold import save_digests
-    from compilediag.analysis.runtime import read_job_runs
+    from compilediag.analysis.ranks.fold import save_digests
+    from compilediag.analysis.step.runtime import read_job_runs
     from compilediag.fsutil import check_output_file
     from compilediag.report.model import TargetInfo
 
@@ -90,7 +90,7 @@ def read_traces(
 ) -> Report:
     """The report on every trace file under `paths` (each rank's) and every digest file
     among them, with a progress bar for big inputs."""
-    from compilediag.analysis.fold import report_from_files
+    from compilediag.analysis.ranks.fold import report_from_files
 
     files = [f for path in paths for f in trace_files_in(path)]
     total = sum(f.stat().st_size for f in files)

@@ -125,8 +125,8 @@ def bad_window(given: str, example: str) -> str:
 
 
 def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> int:
-    from compilediag.analysis.fold import report_from_files
-    from compilediag.analysis.runtime import JobRun, read_processes, save_job
+    from compilediag.analysis.ranks.fold import report_from_files
+    from compilediag.analysis.step.runtime import JobRun, read_processes, save_job
     from compilediag.cli.commands.common import judge
     from compilediag.harness.launch import launch
     from compilediag.render.views import window_missed
@@ -376,7 +376,7 @@ def job_env(
 ) -> dict[str, str]:  # fmt: skip
     """The job's environment: the user's, plus the trace folder and the runtime probe's
     bootstrap first on PYTHONPATH (nothing that changes what torch compiles or caches)."""
-    from compilediag.analysis.runtime import RUNTIME_FOLDER
+    from compilediag.analysis.step.runtime import RUNTIME_FOLDER
     from compilediag.harness import bootstrap
     from compilediag.harness.bootstrap._compilediag_runtime import (
         DIR_ENV,
@@ -436,7 +436,7 @@ def write_profile(folder: Path, report: Report, path: str) -> None:
     """--profile-out: the kernel profile as one Chrome trace, kernels given their lines."""
     import json
 
-    from compilediag.analysis.runtime import kernel_trace
+    from compilediag.analysis.step.runtime import kernel_trace
     from compilediag.fsutil import write_output_file
 
     trace = kernel_trace(folder, report)

@@ -1,5 +1,5 @@
 """`compilediag run --try-fixes`: the job again as it is and once per remedy its report
-calls for (analysis/job_remedies.py picks them; the bootstrap makes each in the job's
+calls for (analysis/step/remedies.py picks them; the bootstrap makes each in the job's
 process, no edit of its code), each to the end of the window, alternated round by round
 (the unchanged job, then each remedy; the next round the other way round), at least
 trials.MIN_PAIRS rounds and more until each remedy's interval settles or --budget runs
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from compilediag.analysis.job_remedies import Candidate, Runs
-    from compilediag.analysis.runtime import JobRun
+    from compilediag.analysis.step.remedies import Candidate, Runs
+    from compilediag.analysis.step.runtime import JobRun
     from compilediag.report.model import Report, Tried, TryBaseline
 
 # each remedy's run keeps torch's caches in a folder of its own: the user's stay as their
@@ -81,7 +81,7 @@ def try_fixes(
 ) -> tuple[list[Tried], TryBaseline | None]:
     """Each remedy's runs, measured, and the unchanged runs they were measured against;
     ([], None) where the report calls for none (said by `say`)."""
-    from compilediag.analysis.job_remedies import candidates
+    from compilediag.analysis.step.remedies import candidates
 
     chosen = candidates(report, cuda=any("cuda" in p.devices for p in run.processes))
     if not chosen:
@@ -132,7 +132,7 @@ def _alternate(
     every remedy settles (trials.py), has trials.MAX_PAIRS pairs, or the budget runs out
     (each remedy gets trials.MIN_PAIRS pairs whatever it says: one tried again after a
     failure too); ([], []) where the job as it is did not run to the window's end."""
-    from compilediag.analysis import trials as stats
+    from compilediag.analysis.step import trials as stats
 
     baseline: list[Launched] = []
     n = 0
@@ -174,7 +174,7 @@ def _round_s(clock: _Clock, rounds: int) -> float:
 def _add(t: Trial, control: Launched, after: Launched, trials: list[Trial], say: Say) -> None:
     """A remedy's run of this round: paired with the unchanged one, or its failure kept
     (CUDA graphs failing on an overwritten output: tried again, marked and cloned)."""
-    from compilediag.analysis.job_remedies import Candidate
+    from compilediag.analysis.step.remedies import Candidate
 
     if not (after.failure or after.report is None):
         t.pairs.append((control, after))
@@ -193,7 +193,7 @@ def _add(t: Trial, control: Launched, after: Launched, trials: list[Trial], say:
 def _settle(active: list[Trial], baseline: list[Launched], say: Say) -> None:
     """Each remedy whose interval will not change its decision is done; where others kept
     the job's cores busy, every pair is run (up to trials.MAX_PAIRS)."""
-    from compilediag.analysis.job_remedies import measured
+    from compilediag.analysis.step.remedies import measured
 
     loaded = any((x.beside or 0.0) >= LOADED for x in baseline)
     for t in active:
@@ -203,7 +203,7 @@ def _settle(active: list[Trial], baseline: list[Launched], say: Say) -> None:
         if tried.ratio is None:
             t.settled = True
             continue
-        from compilediag.analysis.trials import Effect
+        from compilediag.analysis.step.trials import Effect
 
         e = Effect(tried.ratio, tried.ratio_low or 0.0, tried.ratio_high or math.inf, tried.pairs)
         t.settled = e.settled and not (loaded and not e.kept)
@@ -212,7 +212,7 @@ def _settle(active: list[Trial], baseline: list[Launched], say: Say) -> None:
 
 
 def _runs(t: Trial) -> Runs:
-    from compilediag.analysis.job_remedies import Runs
+    from compilediag.analysis.step.remedies import Runs
 
     failed = t.failed
     first = t.pairs[0] if t.pairs else None
@@ -227,7 +227,7 @@ def _runs(t: Trial) -> Runs:
 
 
 def _measured(t: Trial, baseline: list[Launched]) -> Tried:
-    from compilediag.analysis.job_remedies import Runs, loss_noise, measured
+    from compilediag.analysis.step.remedies import Runs, loss_noise, measured
 
     runs = _runs(t)
     if not t.pairs:  # failed at its first run: its facts beside the first unchanged run
@@ -238,7 +238,7 @@ def _measured(t: Trial, baseline: list[Launched]) -> Tried:
 
 
 def _together(report: Report, kept: list[Tried]) -> Candidate:
-    from compilediag.analysis.job_remedies import Candidate, expected
+    from compilediag.analysis.step.remedies import Candidate, expected
 
     names = [t.remedy for t in kept]
     c = Candidate("+".join(names), "", "the kept remedies, together")
@@ -247,8 +247,8 @@ def _together(report: Report, kept: list[Tried]) -> Candidate:
 
 
 def _baseline(runs: list[Launched], budget_s: float, clock: _Clock) -> TryBaseline:
-    from compilediag.analysis import trials
-    from compilediag.analysis.job_remedies import window_mean
+    from compilediag.analysis.step import trials
+    from compilediag.analysis.step.remedies import window_mean
     from compilediag.report.model import TryBaseline
 
     means = [m for m in (window_mean(x.run) for x in runs) if m is not None]
@@ -271,8 +271,8 @@ def _baseline(runs: list[Launched], budget_s: float, clock: _Clock) -> TryBaseli
 def _launch(opts: Job, remedy: str | None, env_for: EnvFor) -> tuple[Launched, bool]:
     """The job to the window's end with `remedy` made (None: as it is), its output kept
     aside; and whether it was interrupted."""
-    from compilediag.analysis.fold import report_from_files
-    from compilediag.analysis.runtime import JobRun, read_processes
+    from compilediag.analysis.ranks.fold import report_from_files
+    from compilediag.analysis.step.runtime import JobRun, read_processes
     from compilediag.harness.bootstrap._compilediag_runtime import LOSSES_ENV
     from compilediag.harness.bootstrap._compilediag_runtime.remedies import REMEDY_ENV
     from compilediag.harness.launch import launch

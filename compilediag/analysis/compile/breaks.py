@@ -1,0 +1,346 @@
+"""Graph breaks: parse torch's break text, find the user's line, classify, advise, de-duplicate."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+
+from compilediag.analysis.history import Entry, History
+from compilediag.analysis.source import code_at, context_at
+from compilediag.fixes import Fix, fix_for
+from compilediag.paths import installed_package, is_library_file, possessive
+from compilediag.report.model import GraphBreak, Report, Site
+from compilediag.report.vocabulary import BreakCause
+from compilediag.trace.compiles import Frame
+from compilediag.trace.formats import RESUME, ParsedBreak, parse_break_text
+
+
+def user_site(parsed: ParsedBreak, outer: Sequence[Frame] = ()) -> tuple[Site, Site | None]:
+    """The user's own line, and the library frame beneath it when the break is in a library.
+
+    `outer`: the stack that called the compiled frame (dynamo_start's). A break whose frames
+    are all library code (a compiled DDP wrapper: torch 2.6 shows only DDP's frames) belongs
+    to the user's line that called into it."""
+    frames = parsed.frames or ([parsed.location] if parsed.location else [])
+    if not frames:
+        return Site("<unknown>", 0), None
+    inner = frames[-1]
+    if not is_library_file(inner.file):
+        return inner, None
+    mine = [f for f in frames if not is_library_file(f.file)]
+    if not mine:
+        mine = [Site(f.file, f.line, f.code, f.name) for f in outer if not is_library_file(f.file)]
+    return (mine[-1], inner) if mine else (inner, None)
+
+
+# --- causes and advice ----------------------------------------------------------------
+
+# Causes and fixes live in compilediag.fixes: a fix for every gb_type of torch's registry
+# (torch's hints as the floor, compilediag's own fix on top). Its LEGACY patterns (pattern
+# over reason + explanation + code, GB id of the fix) read the break texts of torch before
+# 2.8, which have no GB id; first match wins.
+
+
+def classify(
+    reason: str,
+    explanation: str,
+    code: str,
+    *,
+    gb_id: str | None = None,
+    hints: Sequence[str] = (),
+    library_file: str | None = None,
+) -> tuple[BreakCause, str]:
+    """(cause, suggestion) of a break: `compilediag.fixes.fix_for`, by GB id where given,
+    else by torch's gb_type (`reason`), its explanation, then the pre-2.8 patterns."""
+    fix = fix_for(gb_id, reason, explanation, hints, code, library_file)
+    return fix.cause, fix.suggestion
+
+
+# --- de-duplication -------------------------------------------------------------------
+
+
+# Code the user calls but does not own: a break inside it is theirs to avoid, not to fix
+# inside. Matched on the path from the package down; the advice fits the framework.
+DDP = "torch.nn.parallel (DDP)"
+FRAMEWORKS: list[tuple[str, str, str]] = [
+    (
+        "torch/nn/parallel/",
+        DDP,
+        "Dynamo broke inside DistributedDataParallel's own code. Compile the module, then "
+        "wrap it (`DDP(torch.compile(model))`), or compile each block; torch's DDP notes "
+        "describe how DDP and torch.compile work together.",
+    ),
+    (
+        "torch/",
+        "torch",
+        "The break is inside torch itself, under your call: check the call's arguments, or "
+        "keep that call outside the compiled function.",
+    ),
+    (
+        "logging/",
+        "logging",
+        "Dynamo does not trace the logging module: move the call out of forward, guard it "
+        "with `if not torch.compiler.is_compiling():`, or add the logger method to "
+        "torch._dynamo.config.ignore_logging_functions.",
+    ),
+    (
+        "contextlib.py",
+        "contextlib",
+        "A context manager Dynamo cannot trace: move the `with` block out of forward, or use "
+        "one Dynamo supports (torch.no_grad, torch.autocast, ...).",
+    ),
+    (
+        "transformers/",
+        "transformers",
+        "The break is inside transformers' own code: look for a config option that avoids "
+        "that path (e.g. attn_implementation, use_cache, output_attentions), or compile the "
+        "inner model rather than its wrapper.",
+    ),
+]
+
+
+# frameworks whose own code the user calls but must not edit: their advice wins over a fix
+# that edits the line torch broke on (for DDP, always: the fix is how the model is wrapped)
+ALWAYS_FRAMEWORK_ADVICE = {DDP}
+
+
+def framework_of(*files: str) -> tuple[str, str] | None:
+    """The framework of a break's library frames, outermost first: DDP's wherever its
+    wrapper stands (a contextlib frame inside DDP's forward is DDP's), else the framework of
+    the innermost frame that is in one (a break in transformers' generate() is transformers',
+    though torch's Module.__call__ and no_grad wrap it)."""
+    paths = [f.replace("\\", "/") for f in files]
+    for marker, name, advice in FRAMEWORKS:
+        if name in ALWAYS_FRAMEWORK_ADVICE and any(_under(marker, p) for p in paths):
+            return name, advice
+    for path in reversed(paths):
+        for marker, name, advice in FRAMEWORKS:
+            if _under(marker, path):
+                return name, advice
+        if installed_package(path):
+            return None  # an installed library of no framework's (torchvision): its own
+    return None
+
+
+def _under(marker: str, path: str) -> bool:
+    """`path` is under the folders `marker` names, each a whole folder name
+    (lightning/pytorch/loops/ is not under torch/)."""
+    return path.startswith(marker) or "/" + marker in path
+
+
+def from_your_side(library: str, fix: Fix) -> str:
+    """Advice for a break on a line of an installed library's code, which the user does not
+    edit: a setting applies from their side; a code change does not, so they work around
+    the library's code, and learn what would remove the break inside it."""
+
+    def lower(text: str) -> str:
+        return text[:1].lower() + text[1:]
+
+    own = possessive(library)
+    if fix.config:
+        return f"The line is {own} code, but a setting removes the break: " + lower(fix.suggestion)
+    inside = f" Inside {library}, this would remove it: {lower(fix.text)}" if fix.specific else ""
+    return (
+        f"The line is {own} own code, which you don't edit. From your side: compile the parts "
+        "of the model that run without breaks (`model.part = torch.compile(model.part)`) "
+        f"instead of the whole model, or leave the call into {library} uncompiled "
+        f"(`torch.compiler.disable`); the rest still compiles.{inside}"
+    )
+
+
+def restarts(h: History) -> list[tuple[Entry, Site, str]]:
+    """Breaks of a trace that logs no break artifact (older layouts): every resume frame
+    Dynamo made (`torch_dynamo_resume_in_f_at_9`) stands for a break at that line, and the
+    compile that broke there may say why in its `restart_reasons`."""
+    if any(e.compile.graph_breaks for e in h):
+        return []
+    out = []
+    for k in h:
+        r = RESUME.match(k.metrics.co_name)
+        if not r or k.id.frame_compile:  # one break per resume frame, not per recompile
+            continue
+        line, file = int(r["line"]), k.metrics.co_filename
+        # the compile that broke: a frame of the same function that starts before the line
+        broke = [
+            e for e in h
+            if e.metrics.co_filename == file and e.id.frame_compile == 0
+            and (e.metrics.co_name == r["fn"] or _resumes(e.metrics.co_name, r["fn"], line))
+        ]  # fmt: skip
+        c = broke[-1] if broke else k
+        reasons = c.metrics.restart_reasons or [
+            "graph break (this trace records only the function torch resumed after it)"
+        ]
+        out.append((c, Site(file, line), reasons[0].strip().strip("'\"")))
+    return out
+
+
+def _resumes(co_name: str, fn: str, before: int) -> bool:
+    m = RESUME.match(co_name)
+    return m is not None and m["fn"] == fn and int(m["line"]) < before
+
+
+def collect_breaks(h: History) -> tuple[list[GraphBreak], int]:
+    """Every finding once, and how many times a graph was broken.
+
+    A finding is a user site and the library site under it (each library site its own
+    finding), with its reason. Its `count` is the number of compiles it happened in: torch
+    logs a break again on the restart of the same compile (another attempt), and each
+    outer frame may report it; those are one. The total counts (compile, user site) pairs.
+    """
+    sites: dict[tuple[str, int, str, str, int], GraphBreak] = {}
+    broken: set[tuple[str, str, int]] = set()
+    for c in h:
+        for logged in c.compile.graph_breaks:
+            parsed = parse_break_text(logged.text)
+            site, lib = user_site(parsed, c.compile.stack)
+            broken.add((c.compile_id, site.file, site.line))
+            key = (
+                site.file,
+                site.line,
+                parsed.reason,
+                lib.file if lib else "",
+                lib.line if lib else 0,
+            )
+            if not _seen_again(sites, key, c.compile_id):
+                sites[key] = _logged_break(c, parsed, site, lib)
+    for c, site, reason in restarts(h):
+        broken.add((c.compile_id, site.file, site.line))
+        key = (site.file, site.line, reason, "", 0)
+        if not _seen_again(sites, key, c.compile_id):
+            sites[key] = _restart_break(c, site, reason)
+    ordered = sorted(sites.values(), key=lambda b: (-b.count, -b.ops_before, b.file, b.line))
+    return ordered, len(broken)
+
+
+def _seen_again(
+    sites: dict[tuple[str, int, str, str, int], GraphBreak],
+    key: tuple[str, int, str, str, int],
+    compile_id: str,
+) -> bool:
+    """A finding already made: counted once more where this compile is a new one."""
+    gb = sites.get(key)
+    if gb is None:
+        return False
+    if compile_id not in gb.compile_ids:
+        gb.compile_ids.append(compile_id)
+        gb.count += 1
+    return True
+
+
+def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -> GraphBreak:
+    """A break torch logged, with its fix: a framework's own setting where the break is in
+    its code and the fix would edit it, the library's side where it is a library's."""
+    code = site.code or code_at(site.file, site.line)
+    lib_code = ""
+    if lib is not None:
+        lib_code = lib.code or code_at(lib.file, lib.line)
+    fix = fix_for(
+        parsed.gb_id, parsed.reason, parsed.explanation, parsed.hints,
+        code + " " + lib_code, lib.file if lib else None, c.metrics.pytorch_version,
+    )  # fmt: skip
+    cause, suggestion = fix.cause, fix.suggestion
+    framework = None
+    if lib is not None:
+        chain = [f.file for f in parsed.frames if is_library_file(f.file)] + [lib.file]
+        framework = framework_of(*chain)
+    library = installed_package((lib or site).file)
+    if framework is not None and (
+        framework[0] in ALWAYS_FRAMEWORK_ADVICE
+        or (fix.code_edit and not fix.config)
+        or not fix.specific
+    ):
+        suggestion = framework[1]
+    elif library:
+        suggestion = from_your_side(library, fix)
+    return GraphBreak(
+        file=site.file,
+        line=site.line,
+        code=code,
+        reason=parsed.reason,
+        gb_id=parsed.gb_id,
+        doc_url=parsed.doc_url,
+        explanation=parsed.explanation,
+        hints=parsed.hints,
+        suggestion=suggestion,
+        cause=cause,
+        library_frame=Site(lib.file, lib.line, lib_code, lib.name) if lib else None,
+        framework=framework[0] if framework else "",
+        library=library,
+        fix_source=fix.source,
+        compile_ids=[c.compile_id],
+        ops_before=c.metrics.graph_op_count,
+        context=context_at(site.file, site.line),
+    )
+
+
+def _restart_break(c: Entry, site: Site, reason: str) -> GraphBreak:
+    """A break found only by the compile's restart (no break record of its own)."""
+    code = code_at(site.file, site.line)
+    cause, suggestion = classify(reason, "", code)
+    return GraphBreak(
+        file=site.file, line=site.line, code=code, reason=reason, suggestion=suggestion,
+        cause=cause, compile_ids=[c.compile_id], ops_before=c.metrics.graph_op_count,
+        context=context_at(site.file, site.line),
+    )  # fmt: skip
+
+
+# the sentence of the "compiled nothing" note that tells the user to reorder DDP and compile
+DDP_REORDER = (
+    "Compile the module, then wrap it (DDP(torch.compile(model))), or compile each block; "
+    "see torch's notes on DDP with torch.compile."
+)
+# a wrapper torch.compile was given that a framework, not the user, put around the model
+WRAPPERS = ("DistributedDataParallel", "FullyShardedDataParallel")
+# each framework's own setting that compiles the model's blocks instead of its wrapper
+# (the Trainer hands torch_compile to accelerate, which reads the same variable)
+FRAMEWORK_SETTINGS = {
+    "accelerate": (
+        "accelerate's own setting compiles the model's repeated blocks instead of the "
+        "wrapper: ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION=1 in the environment (or "
+        "TorchDynamoPlugin(use_regional_compilation=True))."
+    ),
+}
+
+
+def framework_wrapped(report: Report, calls: list[tuple[str, str, int]]) -> None:
+    """Breaks inside DDP's code where a framework compiled the DDP-wrapped model
+    (`calls`: each torch.compile call of the job, as (what, file, line)): the order is the
+    framework's choice, not a line of the user's, so the advice says whose choice it is,
+    what the breaks cost a step where the window measured it, and the framework's setting
+    where it has one - not `DDP(torch.compile(model))`."""
+    owned = [(w, f, n) for w, f, n in calls if w in WRAPPERS and installed_package(f)]
+    if not owned:
+        return
+    what, file, line = owned[0]
+    package = installed_package(file)
+    chose = (
+        f"{package} wrapped the model in {what} and compiled the wrapper "
+        f"({package}/{os.path.basename(file)}:{line}): the order is {possessive(package)} "
+        "choice, not a line of yours."
+    )
+    setting = FRAMEWORK_SETTINGS.get(package, "")
+    for i, n in enumerate(report.notes):  # "compiled nothing" under DDP
+        if DDP_REORDER in n.message:
+            report.notes[i] = replace(
+                n, message=n.message.replace(DDP_REORDER, f"{chose} {setting}".strip())
+            )
+    breaks = [b for b in report.graph_breaks if b.framework == DDP]
+    breakdown = report.timings.breakdown if report.timings else None
+    step = breakdown.call_ms if breakdown else None
+    for b in breaks:
+        if b.time_lost_ms is not None:
+            share = f" ({b.time_lost_ms / step:.0%} of the step)" if step else ""
+            cost = f"Measured, it costs {b.time_lost_ms:.3f} ms a step{share}."
+        elif breakdown is not None:
+            cost = (
+                "In the profiled steps no time between graphs is its: that code runs before "
+                f"and after the compiled graph, within the rest of the step "
+                f"({breakdown.outside_ms:.3f} ms of {breakdown.call_ms:.3f} ms)."
+            )
+        else:
+            cost = "--profile-steps A-B measures what it costs a step."
+        b.suggestion = (
+            f"{chose} The break is in {what}'s own code, which runs eagerly either way. "
+            f"{cost} {setting}"
+        ).strip()

@@ -1,0 +1,226 @@
+"""The advice for one recompile: advisors asked in order, the first answer wins. The most
+specific cause comes first (the model sets the guarded value itself, a mode switch, the
+loader's last batch, a library's own frame, a framework's training loop, state forward
+changes); then what
+torch did about the value (baked it in, made it dynamic); last, the advice for the guard
+itself (a local after a graph break, every dim that changes, the user's call that passed
+the tensor, and the words `translate` gave it). Whose input a value is comes from
+`Entry.caller`, decided once on the whole stack."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from compilediag.analysis.history import Entry, History
+from compilediag.analysis.recompiles.guard_words import Guard, sizes_0_1
+from compilediag.analysis.recompiles.guards import is_mode_switch
+from compilediag.analysis.recompiles.library_advice import (
+    inner_library_frame,
+    library_recompile_advice,
+    size_advice,
+    under_training_loop,
+)
+from compilediag.analysis.recompiles.mode_advice import mode_advice
+from compilediag.analysis.recompiles.passed_inputs import (
+    POSITIONAL,
+    SPREAD_ITEM,
+    argument_at,
+    last_batch,
+    markable,
+    where,
+)
+from compilediag.analysis.recompiles.state_advice import mutation_advice, state_advice
+from compilediag.analysis.source import code_at
+from compilediag.paths import Owner
+from compilediag.report.vocabulary import RecompileCause
+from compilediag.trace.formats import GUARD_SIZE, is_resume_frame, source_name
+
+
+@dataclass
+class Case:
+    """One recompile, as the advisors read it."""
+
+    history: History
+    entry: Entry
+    guard: Guard  # the failed guard that says why (`guards.deciding_guard`)
+    guards: list[Guard]  # one per cached graph
+    dims: list[tuple[str, str]]  # every size guard that failed in the frame: (input, dim)
+    baked_in: bool  # a float torch tried to make dynamic and then baked in
+    dynamic: bool  # the new graph is dynamic: later values reuse it
+
+
+Advisor = Callable[[Case], str]  # the advice, or '' where it has none
+
+
+def advise(case: Case) -> str:
+    """The recompile's advice: the first answer of `ADVISORS`, most specific first."""
+    return first_answer(ADVISORS, case)
+
+
+def first_answer(advisors: list[Advisor], case: Case) -> str:
+    return next((said for advisor in advisors if (said := advisor(case))), "")
+
+
+# --- what the call around the guard says ---------------------------------------------------
+
+
+def model_sets_it(c: Case) -> str:
+    return mutation_advice(c.guard, c.entry.code, c.entry.compile.guards)
+
+
+def one_graph_per_mode(c: Case) -> str:
+    return mode_advice(c.history, c.entry) if is_mode_switch(c.guards) else ""
+
+
+def library_frame(c: Case) -> str:
+    package = inner_library_frame(c.entry)
+    return library_recompile_advice(package, c.guard, c.entry, c.dynamic) if package else ""
+
+
+def loaders_last_batch(c: Case) -> str:
+    return last_batch(c.history, c.entry, c.guard, c.dynamic)
+
+
+def training_loop_batches(c: Case) -> str:
+    if c.guard.cause in (RecompileCause.SHAPE, RecompileCause.BOUNDED) and under_training_loop(
+        c.entry
+    ):
+        return size_advice(c.guard, c.dynamic, c.entry.caller.loop)
+    return ""
+
+
+def python_state(c: Case) -> str:
+    return state_advice(c.guard, c.entry.code.name, code_at(c.guard.file, c.guard.line))
+
+
+# --- what torch did about the value --------------------------------------------------------
+
+
+def float_baked_in(c: Case) -> str:
+    if c.guard.cause != RecompileCause.FLOAT or not c.baked_in:
+        return ""
+    return (
+        "torch tried to make it dynamic, but an op in the graph needs it as a Python "
+        "number: torch restarted that compile and baked the value in, so every new "
+        "value compiles again, up to the recompile limit (dynamic=True does the same). "
+        + c.guard.suggestion.split(", or compile with dynamic=True")[0]
+        + " where the op takes a tensor, or keep it to a few values."
+    )
+
+
+def already_dynamic(c: Case) -> str:
+    """torch's automatic dynamic made the new graph dynamic: the guard's own advice only
+    saves this one recompile."""
+    if c.guard.cause not in ("shape", "float") or not c.dynamic:
+        return ""
+    said = first_answer(GUARD_ADVISORS, c)
+    return (
+        "torch already made it dynamic on this recompile (automatic dynamic), so later "
+        "values reuse this graph. To skip this recompile too: " + said[:1].lower() + said[1:]
+    )
+
+
+# --- the advice for the guard itself -------------------------------------------------------
+
+
+def local_after_break(c: Case) -> str:
+    # the code after a graph break runs as its own function whose inputs are forward's
+    # locals: the user can't mark those
+    if c.guard.cause != "shape" or not is_resume_frame(c.entry.code.name):
+        return ""
+    return (
+        "The changed tensor is a local of forward here (after a graph break, the rest "
+        "of forward runs as its own function, with forward's locals as inputs), so it "
+        "can't be marked: mark the model input it is computed from dynamic before the "
+        "first call (torch._dynamo.mark_dynamic(input, dim)), or compile with "
+        "dynamic=True. Removing the graph break above removes this frame."
+    )
+
+
+def every_dim(c: Case) -> str:
+    # one piece of advice that covers every dim that changes (batch, sequence length, ...)
+    if c.guard.cause != "shape" or len(c.dims) <= 1 or is_resume_frame(c.entry.code.name):
+        return ""
+    marks = "; ".join(f"torch._dynamo.mark_dynamic({n}, {d})" for n, d in c.dims)
+    return (
+        f"{len(c.dims)} dims of this frame's inputs change across calls: mark each "
+        f"dynamic before the first call: {marks}; or compile with dynamic=True."
+    )
+
+
+def at_the_call(c: Case) -> str:
+    if c.guard.cause != RecompileCause.SHAPE or len(c.dims) > 1:
+        return ""
+    return user_call(c.entry, c.guard)
+
+
+def translated(c: Case) -> str:
+    # the advice `translate` gave the guard's text (or torch's hint, for an int)
+    return c.guard.suggestion
+
+
+GUARD_ADVISORS: list[Advisor] = [local_after_break, every_dim, at_the_call, translated]
+ADVISORS: list[Advisor] = [
+    model_sets_it,
+    one_graph_per_mode,
+    loaders_last_batch,
+    library_frame,
+    training_loop_batches,
+    python_state,
+    float_baked_in,
+    already_dynamic,
+    *GUARD_ADVISORS,
+]
+
+
+def user_call(e: Entry, g: Guard) -> str:
+    """A size guard on an input the user passes (`Entry.caller`: the user's line, or
+    compilediag's worker with the inputs the user's file made): the advice at the user's
+    call that passed it (`mark_dynamic(input, 0)` at the line that calls the model; a
+    library's model called directly, `model(**batch)`, too, with padding to a few lengths
+    for a sequence dim). '' where the call or the argument is not found for the user's own
+    function (the guard's own words then say it)."""
+    m = GUARD_SIZE.match(g.guard)
+    caller = e.caller
+    if not m or not caller.passes_inputs or is_resume_frame(e.code.name):
+        return ""
+    param, dim, a, b = source_name(m["n"]), m["i"], int(m["a"]), int(m["b"])
+    library = e.code.owner == Owner.LIBRARY  # a library's model the user called directly
+    positional = POSITIONAL.match(param)
+    who = f"The model's argument {int(positional['i']) + 1}" if positional else f"`{param}`"
+    site = caller.frame
+    arg = argument_at(site, e, param) if site else ""
+    spread = bool(SPREAD_ITEM.match(arg))  # `model(**batch)`: `batch["input_ids"]`
+    if site and arg == param and markable(arg):
+        text = (
+            f"`{param}` is an input you pass at the call, {where(site)}: mark it dynamic "
+            f"there, before the call: `torch._dynamo.mark_dynamic({arg}, {dim})`"
+        )
+    elif site and arg and markable(arg) and not spread:
+        text = (
+            f"{who} is `{arg}` at the call, {where(site)}: mark it dynamic there, before the "
+            f"call: `torch._dynamo.mark_dynamic({arg}, {dim})`"
+        )
+    elif library and param.isidentifier():
+        at = (
+            f"at the call, {where(site)}" + (f" (`{arg}` there)" if spread else "")
+            if site
+            else "(your model file's get_inputs() or get_input_sets() makes it)"
+        )
+        arg = param
+        text = (
+            f"`{param}` is an input you pass {at}: mark its dim {dim} dynamic before the call, "
+            f"where you make it: `torch._dynamo.mark_dynamic({param}, {dim})`"
+        )
+    else:
+        return ""
+    if library and dim != "0":
+        text += (
+            "; or pad it to a few lengths (the tokenizer's or the collator's "
+            "`pad_to_multiple_of=8`), so that few sizes compile"
+        )
+    text += "; or compile with dynamic=True."
+    if {a, b} & {0, 1}:
+        text += sizes_0_1(arg, dim)
+    return text

@@ -1,0 +1,262 @@
+"""A recompile for a mode no graph of the frame had (grad on or off, train() or eval(),
+autocast, inference mode): expected, one graph per mode. Which modes the frame's graphs
+were made in, where each was called and which lines switched it, and what compiles
+fewer - nothing to change where a framework's loop (its validation loop) switches the mode
+and calls the model (`Entry.caller`)."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import re
+from dataclasses import dataclass, field
+
+from compilediag.analysis.callers import EVALUATION, CalledBy, Caller, shown
+from compilediag.analysis.history import Entry, History
+from compilediag.analysis.recompiles.guards import is_mode_switch, parse_guard, reasons_of
+from compilediag.paths import installed_package, is_library_file, library_path, possessive
+from compilediag.trace.compiles import Frame
+from compilediag.trace.formats import (
+    GUARDS_AUTOCAST,
+    GUARDS_GRAD_MODE,
+    GUARDS_TRAINING,
+    RECOMPILE_LIMIT,
+)
+
+SECOND_COMPILE = (
+    "A second torch.compile(model) would not help: torch caches graphs on the code object "
+    "({}'s), so it shares these graphs and compiles the same."
+)
+# the user's code that switches a mode: a decorator or `with` (torch.no_grad(),
+# torch.inference_mode(), torch.autocast(...), ...), a module's eval() or train()
+MODE_CODE = re.compile(
+    r"\b(?:no_grad|inference_mode|enable_grad|set_grad_enabled|autocast)\b|\.eval\(\)|\.train\("
+)
+MODULE_MODE_CODE = re.compile(r"\.eval\(\)|\.train\(")
+EVALUATING = re.compile(r"no_grad|inference_mode|\.eval\(\)|\.train\(\s*False")
+DEF = re.compile(r"(?:async\s+)?def\s")
+
+
+def graph_mode(e: Entry) -> dict[str, str]:
+    """The mode a compile's graph was made in, as its own guards state it (2.11+)."""
+    guards, mode = e.compile.guards, {}
+    if m := GUARDS_GRAD_MODE.search(guards):
+        mode["grad"] = "grad on" if m["v"] == "true" else "grad off"
+    if m := GUARDS_AUTOCAST.search(guards):
+        mode["autocast"] = "autocast" if "true" in m["v"] else "no autocast"
+    flags = {m["v"] for m in GUARDS_TRAINING.finditer(guards)}
+    if flags:
+        mode["training"] = {"True": "train()", "False": "eval()"}.get(
+            flags.pop() if len(flags) == 1 else "", "train() and eval() modules"
+        )
+    return mode
+
+
+def caller_frames(e: Entry) -> list[Frame]:
+    """The user's frames that led to the compiled frame, outermost first, up to the call of
+    the compiled model or function (the frames inside it are the compiled code's own)."""
+    stack = e.compile.stack
+    into = next((i for i, f in enumerate(stack) if "torch/_dynamo/" in f.file), len(stack))
+    return [f for f in stack[:into] if not is_library_file(f.file)]
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+def switching_lines(f: Frame) -> list[tuple[int, str]]:
+    """The lines above a call, in its function, that set a mode: the blocks around it
+    (`with torch.no_grad():`), the function's decorators (`@torch.no_grad()`), and the
+    statements before the call in those blocks that put a module in a mode (`model.eval()`).
+    At module level, only the blocks around it."""
+    lines = linecache.getlines(f.file)
+    if not lines or not 0 < f.line <= len(lines):
+        return []
+    found: list[tuple[int, str]] = []
+    level = _indent(lines[f.line - 1])
+    for n in range(f.line - 1, 0, -1):
+        text = lines[n - 1].split("#", 1)[0].rstrip()
+        if not text.strip():
+            continue
+        code, indent = text.strip(), _indent(text)
+        if indent < level and code.endswith(":"):  # a block around the call
+            level = indent
+            if DEF.match(code):
+                k = n - 1
+                while k >= 1 and lines[k - 1].strip().startswith("@"):
+                    if MODE_CODE.search(lines[k - 1]):
+                        found.append((k, lines[k - 1].strip()))
+                    k -= 1
+                break
+            if code.startswith(("with ", "async with ")) and MODE_CODE.search(code):
+                found.append((n, code))
+        elif indent <= level and f.name != "<module>" and MODULE_MODE_CODE.search(code):
+            found.append((n, code))  # before the call in a block around it, not a branch beside it
+        if level == 0:
+            break
+    return sorted(found)
+
+
+@dataclass
+class ModeGraph:
+    """One graph of a frame that ran in several modes: its mode, and where it was called."""
+
+    mode: dict[str, str]
+    call: Frame | None  # the line that called the compiled model, where the stack has it
+    switches: list[tuple[Frame, int, str]]  # the lines that set its mode (frame, line, code)
+    # who called it: a framework's loop (or the library) calls the model, and switches its
+    # mode, with no line of the user's in between
+    caller: Caller = field(default_factory=Caller)
+
+    @property
+    def loops(self) -> bool:
+        """A framework's loop or the library made the call, not a line of the user's."""
+        return self.caller.by in (CalledBy.FRAMEWORK, CalledBy.LIBRARY) and self.call is not None
+
+    def evaluating(self, differ: list[str]) -> bool:
+        """The evaluation graph: grad off or eval() where the graphs differ in it, or called
+        under a line that says so (`@torch.no_grad()`, `model.eval()`)."""
+        said = " ".join(self.mode.get(k, "") for k in differ)
+        return (
+            "grad off" in said
+            or "eval()" in said
+            or any(EVALUATING.search(code) for _, _, code in self.switches)
+        )
+
+
+def mode_graph(e: Entry) -> ModeGraph:
+    c = e.caller
+    if c.by in (CalledBy.FRAMEWORK, CalledBy.LIBRARY) and c.frame is not None:
+        # a framework's loop called the model: the lines of its own that switched the mode
+        loop = [f for f in c.through if installed_package(f.file)]
+        return ModeGraph(graph_mode(e), c.frame, _innermost_switches(loop), c)
+    callers = caller_frames(e)
+    return ModeGraph(graph_mode(e), callers[-1] if callers else None, _innermost_switches(callers))
+
+
+def _innermost_switches(frames: list[Frame]) -> list[tuple[Frame, int, str]]:
+    """The lines that set a mode in the innermost of `frames` (outermost first) that has any."""
+    for f in reversed(frames):
+        if switches := [(f, n, code) for n, code in switching_lines(f)]:
+            return switches
+    return []
+
+
+def mode_advice(h: History, e: Entry) -> str:
+    """A recompile for a mode no graph of the frame had: expected, one graph per mode; how
+    many compiles the frame's modes cost (its first compile and each mode switch of the
+    report), where each mode's graph was called and which lines switched it, and what
+    compiles fewer. The same text for each frame called the same way, so it is said once."""
+    graphs = frame_graphs(h, e)
+    n = len(graphs)
+    differ = [
+        kind
+        for kind in ("grad", "training", "autocast")
+        if len({g.mode.get(kind, "") for g in graphs}) > 1
+    ]
+    said = [
+        f"Expected: one graph per mode. This frame ran in {n} modes and torch compiles it once "
+        f"for each: {n} compiles; later calls reuse their mode's graph, so switching back and "
+        "forth compiles nothing more."
+    ]
+    if differ or any(g.call for g in graphs):
+        items = [_graph_item(i, g, differ) for i, g in enumerate(graphs)]
+        said.append("Its graphs: " + "; ".join(items) + ".")
+    fewer = _compile_fewer(graphs, differ)
+    said.append(fewer)
+    if {"grad", "training"} <= set(differ) and not fewer.startswith("Nothing to change"):
+        said.append(
+            "Evaluating with grad on would not remove it: the graphs differ in train()/eval() "
+            "as well."
+        )
+    # the frame's own function (a resume frame's: the function it resumes)
+    said.append(SECOND_COMPILE.format(e.code.shown.split(" (", 1)[0] or "forward"))
+    return " ".join(said)
+
+
+def frame_graphs(h: History, e: Entry) -> list[ModeGraph]:
+    """The graphs of the frame's modes: its first compile's and each mode switch's (a
+    compile refused at the recompile limit made none)."""
+    frame = [k for k in h.frame_of(e) if not RECOMPILE_LIMIT.search(k.metrics.fail_reason)]
+    return [mode_graph(k) for k in frame[:1]] + [
+        mode_graph(k) for k in frame[1:] if is_mode_switch([parse_guard(r) for r in reasons_of(k)])
+    ]
+
+
+def _graph_item(i: int, g: ModeGraph, differ: list[str]) -> str:
+    """One graph in words: its mode where the graphs differ, where it was called, and the
+    lines that switched it."""
+    label = ", ".join(g.mode[k] for k in differ if k in g.mode) or f"mode {i + 1}"
+    place = []
+    if g.loops and g.call:
+        place.append(f"called by {possessive(_whose(g))} {shown(g.call)}")
+    elif g.call:
+        place.append(f"called at {os.path.basename(g.call.file)}:{g.call.line}")
+        if g.call.name and g.call.name != "<module>":
+            place[-1] += f" in {g.call.name}"
+    if g.switches:
+        f = g.switches[0][0]
+        lines = " and ".join(f"line {ln} `{code}`" for _, ln, code in g.switches)
+        here = g.call is not None and (f.file, f.name) == (g.call.file, g.call.name)
+        if g.loops and installed_package(f.file):
+            # the framework's own lines: named as its, in its file (never the user's to edit)
+            place.append(
+                f"switched by {possessive(_whose(g))} `{f.name}` at {lines} "
+                f"({library_path(f.file) or f.file})"
+            )
+        else:
+            place.append(f"switched by {lines}" if here else f"switched in {f.name} by {lines}")
+    return f"{label} ({', '.join(place)})" if place else label
+
+
+def _whose(g: ModeGraph) -> str:
+    return g.caller.framework or g.caller.package
+
+
+def _framework_loops(graphs: list[ModeGraph], differ: list[str]) -> str:
+    """Where the graphs the user would run uncompiled (evaluation's, else every mode's) are
+    all called by a framework's loop (or the library), with no line of the user's in
+    between: nothing to change, and the loop named. '' where a line of the user's calls
+    one of them."""
+    evaluation = [g for g in graphs if g.evaluating(differ)]
+    moved = evaluation if evaluation and len(evaluation) < len(graphs) else graphs
+    if not moved or not all(g.loops for g in moved):
+        return ""
+    g = moved[0]
+    loop = g.caller.evaluation_loop() if evaluation and moved is evaluation else g.call
+    whose = _whose(g)
+    named = loop is not None and EVALUATION.search(f"{loop.name} {os.path.basename(loop.file)}")
+    what = "validation loop" if moved is evaluation and named else "loop"
+    at = f" ({shown(loop)})" if loop else ""
+    return (
+        f"Nothing to change: one graph per mode is expected here. {possessive(whose)} "
+        f"{what}{at} switches the mode and calls the model, not a line of yours; each "
+        "mode compiles once, and later calls reuse its graph."
+    )
+
+
+def _compile_fewer(graphs: list[ModeGraph], differ: list[str]) -> str:
+    """What compiles fewer: evaluation run uncompiled (at its calls, where the stack names
+    them) when some graphs are evaluation's, else the rarer mode's calls; nothing, where
+    those calls are a framework's loop's."""
+    if said := _framework_loops(graphs, differ):
+        return said
+    evaluation = [g for g in graphs if g.evaluating(differ)]
+    if not evaluation or len(evaluation) >= len(graphs):
+        return (
+            "To compile fewer, run the calls of the rarer mode uncompiled: call the module you "
+            "passed to torch.compile there, or wrap them in "
+            '`with torch.compiler.set_stance("force_eager"):`.'
+        )
+    calls = dict.fromkeys(
+        f"{os.path.basename(c.file)}:{c.line}" + (f" (in {c.name})" if c.name != "<module>" else "")
+        for c in (g.call for g in evaluation)
+        if c
+    )
+    in_ = f"at {' and '.join(calls)}, " if calls else ""
+    return (
+        f"To compile it for training only, run evaluation uncompiled: {in_}call the module "
+        "you passed to torch.compile rather than the compiled one, or wrap the calls in "
+        '`with torch.compiler.set_stance("force_eager"):`; evaluation then runs in eager '
+        "mode."
+    )

@@ -1,0 +1,206 @@
+"""A recompiling frame's input, where the user passes it: what the user's call passes for
+it (`x` of `criterion(model(x), y)`, `batch["input_ids"]` of `model(**batch)`), and the
+advice on a batch that came in smaller once - the loader's last, partial batch - for
+whoever called the frame (the user's line, a framework's loop, the library)."""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+import re
+
+from compilediag.analysis.callers import CalledBy, Caller, shown
+from compilediag.analysis.history import Entry, History
+from compilediag.analysis.recompiles.guard_words import Guard, sizes_0_1
+from compilediag.analysis.recompiles.guards import parse_guard, reasons_of
+from compilediag.paths import possessive
+from compilediag.trace.compiles import Frame
+from compilediag.trace.formats import GUARD_SIZE, source_name
+
+# a positional input of a `*args` wrapper (torch's `inner`, a library's decorator)
+POSITIONAL = re.compile(r"^args\[(?P<i>\d+)\]$")
+# an item of a dict spread into the call's keywords: `batch["input_ids"]` of `model(**batch)`
+SPREAD_ITEM = re.compile(r'^\w+\["\w+"\]$')
+# what can be marked where it is passed: a name, an item or attribute of one
+MARKABLE = re.compile(r"^[A-Za-z_][\w.]*(?:\[(?:'[^']*'|\"[^\"]*\"|\d+)\])*$")
+# calls on the user's line that are not the model's: torch's functions, a tensor's methods
+NOT_THE_MODEL = re.compile(
+    r"^(?:torch|nn|F|np|numpy|math)\.|\.(?:to|cuda|cpu|float|half|bfloat16|long|int|view|"
+    r"reshape|contiguous|clone|detach|unsqueeze|squeeze|permute|transpose|flatten|item|"
+    r"numpy|sum|mean|backward|step|zero_grad|append|extend|get|items|keys|values)$"
+)
+
+
+def _parsed(path: str) -> ast.Module | None:
+    if not path or path.startswith("<") and path != "<string>":
+        return None
+    try:
+        return ast.parse("".join(linecache.getlines(path)))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _compiled_names(tree: ast.Module) -> set[str]:
+    """The names the file binds to what torch.compile returned (`compiled = torch.compile(
+    model)`, `self.net = torch.compile(...)`): its last part."""
+    names = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func).endswith("compile")
+        ):
+            for t in node.targets:
+                names.add(ast.unparse(t).rsplit(".", 1)[-1])
+    return names
+
+
+def model_call(site: Frame) -> ast.Call | None:
+    """The call on the user's line that called the compiled model: the one of a name bound
+    to torch.compile's result, else the innermost call that is not torch's function or a
+    tensor's method (`model(x)` of `criterion(model(x.to(dev)), y)`)."""
+    tree = _parsed(site.file)
+    if tree is None:
+        return None
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and n.lineno <= site.line <= (n.end_lineno or n.lineno)
+    ]
+    names = _compiled_names(tree)
+    named = [c for c in calls if ast.unparse(c.func).rsplit(".", 1)[-1] in names]
+    if named:
+        return named[-1]
+    rest = [c for c in calls if not NOT_THE_MODEL.search(ast.unparse(c.func))]
+    # the innermost: ast.walk goes outside in, and a nested call starts no earlier
+    return max(rest, key=lambda c: (c.lineno, c.col_offset), default=None)
+
+
+def _parameters(e: Entry) -> list[str]:
+    """The positional parameters of the compiled frame's function, `self` left out."""
+    tree = _parsed(e.code.file)
+    fn = next(
+        (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+         and n.lineno == e.code.line),
+        None,
+    ) if tree else None  # fmt: skip
+    if fn is None:
+        return []
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    return params[1:] if params and params[0] == "self" else params
+
+
+def argument_at(site: Frame, e: Entry, param: str) -> str:
+    """What the user's call at `site` passes for the frame's input `param` (its name in the
+    guard: `x`, `args[0]` of a wrapper, `input_ids` of `**kwargs`), as written: `images`,
+    `batch["input_ids"]` for `model(**batch)`; '' where it can't be told."""
+    call = model_call(site)
+    if call is None:
+        return ""
+    positional = POSITIONAL.match(param)
+    index = int(positional["i"]) if positional else -1
+    if not positional:
+        for kw in call.keywords:
+            if kw.arg == param:
+                return ast.unparse(kw.value)
+        params = _parameters(e)
+        index = params.index(param) if param in params else -1
+    if 0 <= index < len(call.args):
+        if not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+            return ast.unparse(call.args[index])
+        return ""
+    if not positional and param.isidentifier():
+        spread = [kw.value for kw in call.keywords if kw.arg is None]
+        if len(spread) == 1 and isinstance(spread[0], ast.Name):
+            return f'{spread[0].id}["{param}"]'
+    return ""
+
+
+def markable(arg: str) -> bool:
+    return bool(MARKABLE.match(arg))
+
+
+def where(f: Frame) -> str:
+    """The user's line as the advice names it: `train.py:12 (in validate)`."""
+    into = f" (in {f.name})" if f.name else ""
+    return f"{os.path.basename(f.file)}:{f.line}{into}"
+
+
+# --- the loader's last batch -------------------------------------------------------------
+
+
+def batch_sizes(h: History, e: Entry) -> set[int]:
+    """Every size dim 0 of the frame's inputs had in its failed size guards, over all its
+    recompiles: a loader's last batch gives two (the batch size and the smaller rest)."""
+    sizes: set[int] = set()
+    for k in h.frame_of(e):
+        for r in reasons_of(k):
+            m = GUARD_SIZE.match(parse_guard(r).guard)
+            if m and m["i"] == "0":
+                sizes |= {int(m["a"]), int(m["b"])}
+    return sizes
+
+
+def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
+    """A batch dim that changed once, from the batch size to a smaller one: the loader's
+    last, partial batch (the data's size is not a multiple of the batch size), in the user's
+    own loop or a framework's, where `DataLoader(..., drop_last=True)` removes it. '' for any
+    other change, for compilediag's own sweep of input sets (their sizes are the user's
+    choice), under generate(), and for a frame the library calls itself (its own values)."""
+    m = GUARD_SIZE.match(g.guard)
+    c = e.caller
+    if not m or m["i"] != "0" or int(m["b"]) >= int(m["a"]):
+        return ""
+    if c.by == CalledBy.HARNESS or any("generate" in f.name for f in e.compile.stack):
+        return ""
+    if c.by == CalledBy.LIBRARY:
+        return ""  # a library's own call: its own values (Faster R-CNN's boxes), not a batch
+    a, b = int(m["a"]), int(m["b"])
+    if batch_sizes(h, e) != {a, b}:
+        return ""  # batches of several sizes: not one last batch
+    name = source_name(m["n"])
+    said = [f"A smaller batch ({a} → {b}) reached the model {_from(c)}: "]
+    arg = ""
+    if c.by == CalledBy.FRAMEWORK:
+        said.append(
+            f"the last, partial batch of the DataLoader you give {c.framework}, most likely (the "
+            "data's size is not a multiple of the batch size). `drop_last=True` on that loader "
+            "(`DataLoader(..., drop_last=True)`) removes the recompile; or compile with "
+            "dynamic=True, so the batch dim is dynamic from the first compile."
+        )
+    else:
+        if c.by == CalledBy.USER and c.frame is not None:
+            arg = argument_at(c.frame, e, name)
+        mark = (
+            f"`torch._dynamo.mark_dynamic({arg}, 0)`"
+            if arg and markable(arg)
+            else "`torch._dynamo.mark_dynamic(batch, 0)` on the batch you pass"
+        )
+        said.append(
+            "the loader's last, partial batch, most likely (the data's size is not a multiple "
+            "of the batch size). `drop_last=True` on that loader (`DataLoader(..., "
+            "drop_last=True)`), or padding the last batch, removes the recompile; or mark the "
+            f"batch dim dynamic before the call: {mark}."
+        )
+    text = "".join(said)
+    if dynamic:
+        text += (
+            " torch made the batch dim dynamic on this recompile (automatic dynamic), so later "
+            "sizes reuse this graph: either fix saves this one compile."
+        )
+    if b in (0, 1):
+        text += sizes_0_1(arg or name, "0")
+    return text
+
+
+def _from(c: Caller) -> str:
+    """Where the batch came from, in words: `at train.py:12 (in validate)`, `from minifit's
+    loop (`training_epoch`, minifit/loops.py:9)`."""
+    if c.by == CalledBy.USER and c.frame is not None:
+        return f"at {where(c.frame)}"
+    if c.by == CalledBy.FRAMEWORK and c.frame is not None:
+        return f"from {possessive(c.framework)} loop ({shown(c.frame)})"
+    if c.by == CalledBy.LIBRARY and c.frame is not None:
+        return f"through {possessive(c.package)} own call ({shown(c.frame)})"
+    return "this time"

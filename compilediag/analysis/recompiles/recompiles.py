@@ -1,0 +1,168 @@
+"""Recompilations: which frame compiled again, the failed guard in words, and the fix
+(torch's reasons read in `guards`, put in words in `guard_words`, advised in
+`recompile_advice`); the cache-limit post-mortem."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from compilediag.analysis.history import Entry, History
+from compilediag.analysis.recompiles.advice import Case, advise
+from compilediag.analysis.recompiles.guard_words import NEW_VALUES, guard_head, name_stack_values
+from compilediag.analysis.recompiles.guards import (
+    became_dynamic,
+    deciding_guard,
+    is_mode_switch,
+    parse_guard,
+    reasons_of,
+    shape_dims,
+    size_change,
+    specialised,
+)
+from compilediag.analysis.recompiles.state_advice import also_changed
+from compilediag.analysis.source import code_at
+from compilediag.report.model import LimitHit, Recompile
+from compilediag.report.vocabulary import RecompileCause
+from compilediag.report.words import ALSO_CHANGED
+from compilediag.trace.compiles import id_of
+from compilediag.trace.formats import (
+    RECOMPILE_LIMIT,
+    RECOMPILE_LIMIT_VALUE,
+    float_specialised,
+    frame_name,
+    guard_pattern,
+    guard_text,
+)
+
+
+def collect_recompiles(h: History) -> list[Recompile]:
+    out = []
+    dims_of: dict[object, list[tuple[str, str]]] = {}
+    for e in h:
+        reasons = reasons_of(e)
+        if not reasons:
+            continue
+        key = e.id.frame_key
+        if key not in dims_of:
+            dims_of[key] = frame_dims(h, e)
+        case = case_of(h, e, reasons, dims_of[key])
+        # (a graph of another mode is no cached graph this call could have used)
+        also = [] if is_mode_switch(case.guards) else also_changed(h, e, case.guard)
+        out.append(recompile(case, reasons, advise(case) + also_said(also), also))
+    return values_count(out)
+
+
+def values_count(found: list[Recompile]) -> list[Recompile]:
+    """What new values of a Python number did in this run, in each advice that speaks of
+    them (guard_words.NEW_VALUES): its recompiles of the frame, counted. After one change
+    torch's automatic dynamic makes the value dynamic, and later values reuse that graph,
+    unless torch baked it in (then each value compiles again, up to the recompile limit)."""
+
+    def key(r: Recompile) -> tuple[object, str]:  # the frame (by torch's id) and the value
+        cid = id_of(r.compile_id)
+        return (cid.frame if cid else r.frame, r.failed_guard.split(" changed", 1)[0])
+
+    count: dict[tuple[object, str], int] = {}
+    for r in found:
+        count[key(r)] = count.get(key(r), 0) + 1
+    for r in found:
+        if NEW_VALUES not in r.suggestion:
+            continue
+        n = count[key(r)]
+        said = (
+            ": in this run, one recompile for a new value (after it torch's automatic dynamic "
+            "makes the value dynamic, unless an op needs it as a Python number)"
+            if n == 1
+            else f": in this run, {n} recompiles for its new values (each baked in, up to the "
+            "recompile limit)"
+        )
+        r.suggestion = r.suggestion.replace(NEW_VALUES, said)
+    return found
+
+
+def frame_dims(h: History, e: Entry) -> list[tuple[str, str]]:
+    """Every size guard that failed in the frame, over all its recompiles: the advice
+    covers every dim at once."""
+    return shape_dims([parse_guard(r) for k in h.frame_of(e) for r in reasons_of(k)])
+
+
+def case_of(h: History, e: Entry, reasons: list[str], dims: list[tuple[str, str]]) -> Case:
+    """The recompile as the advisors read it: its guards, the one that says why, and what
+    torch made of the value (dynamic, or a float baked in after all)."""
+    guards = [name_stack_values(parse_guard(r), e.code.name, e.code.file) for r in reasons]
+    g = deciding_guard(guards, e.code.file)
+    baked_in = g.cause == RecompileCause.FLOAT and any(
+        float_specialised(k.metrics.restart_reasons) for k in h.frame_of(e)
+    )
+    dynamic = became_dynamic(e) and not specialised(guards) and not baked_in
+    return Case(h, e, g, guards, dims, baked_in, dynamic)
+
+
+def also_said(also: list[str]) -> str:
+    if not also:
+        return ""
+    return ALSO_CHANGED + "; ".join(also) + ". A fix has to cover each of them."
+
+
+def recompile(case: Case, reasons: list[str], suggestion: str, also: list[str]) -> Recompile:
+    e, g = case.entry, case.guard
+    file, line = e.place
+    return Recompile(
+        hit_limit=bool(RECOMPILE_LIMIT.search(e.metrics.fail_reason)),
+        frame=e.code.shown,
+        file=file,
+        line=line,
+        compile_id=e.compile_id,
+        reasons=[guard_text(r) for r in reasons],
+        failed_guard=g.words,
+        failed_guards=[x.words for x in case.guards],
+        cause=g.cause,
+        guard_file=g.file,
+        guard_line=g.line,
+        guard_code=code_at(g.file, g.line),
+        automatic_dynamic=case.dynamic,
+        suggestion=suggestion,
+        change=size_change(g.guard),
+        also_changed=also,
+    )
+
+
+def collect_limit_hits(h: History, recompiles: list[Recompile]) -> list[LimitHit]:
+    hits = []
+    for e in h:
+        reason = e.metrics.fail_reason
+        if not RECOMPILE_LIMIT.search(reason):
+            continue
+        limit = RECOMPILE_LIMIT_VALUE.search(reason)
+        frame = {k.compile_id for k in h.frame_of(e)}
+        same = [r for r in recompiles if r.compile_id in frame]
+        hits.append(
+            LimitHit(
+                frame=frame_name(e.code.name),
+                file=e.code.file,
+                line=e.code.line,
+                limit=int(limit.group(1)) if limit else 0,
+                compiles=len([r for r in same if r.compile_id != e.compile_id]) + 1,
+                distinct_reasons=_distinct(r.failed_guard for r in same),
+                compile_id=e.compile_id,
+            )
+        )
+    return hits
+
+
+def _distinct(reasons: Iterable[str]) -> list[str]:
+    """One line per kind of reason: `x == 0`, `x == 1`, ... are one reason seen N times."""
+    groups: dict[str, list[str]] = {}
+    for r in reasons:
+        groups.setdefault(guard_pattern(r), []).append(r)
+    return [
+        g[0] if len(g) == 1 else f"{g[0]} (and {len(g) - 1} more like it)" for g in groups.values()
+    ]
+
+
+def changed_subjects(r: Recompile) -> list[str]:
+    """What the recompiling call changed, without values: the failed guard's subject and
+    each of `also_changed`'s."""
+    also = [m[1] for a in r.also_changed if (m := re.match(r"`([^`]+)`", a))]
+    return [guard_head(r.failed_guard), *also]

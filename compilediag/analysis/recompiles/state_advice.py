@@ -1,0 +1,130 @@
+"""Recompiles of state the model changes itself: an attribute forward sets on its first
+call (the line that sets it, and the statement that sets it before the first call), a
+container it grows each call, a value that crosses a graph break as a new object; and
+what else the recompiling call changed beyond the guard torch names."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from compilediag.analysis.history import Entry, FrameCode, History
+from compilediag.analysis.recompiles.guard_words import STACK_VALUE, Guard, stack_value
+from compilediag.analysis.recompiles.guards import guarded_chain
+from compilediag.analysis.source import assignments_in_function, code_at
+from compilediag.paths import resolve_file
+from compilediag.report.vocabulary import RecompileCause
+from compilediag.trace.formats import (
+    GUARD_LOCATION,
+    GUARDS_EQUALS_MATCH,
+    guard_change,
+    guard_values,
+    is_resume_frame,
+    source_name,
+)
+
+
+def set_by_model(chain: str, places: list[tuple[str, int]], guards: str) -> tuple[str, str]:
+    """Where the model assigns `chain` (searched in the functions holding `places`, in
+    order): the line, in words, and the statement that sets it before the first call, to
+    the value the recompiled graph found (`guards`: that graph's tree, where it states the
+    value); ('', '') where no such line is found."""
+    found = next(
+        ((f, hits) for f, n in places if f and (hits := assignments_in_function(f, n, chain))),
+        None,
+    )
+    if found is None:
+        return "", ""
+    file, hits = found
+    now = next(
+        (m["v"] for m in GUARDS_EQUALS_MATCH.finditer(guards) if source_name(m["src"]) == chain), ""
+    )
+    line, value = next(((n, v) for n, v in hits if v == now), hits[0])
+    root, _, rest = chain.partition(".")
+    owner = "model" if root == "self" else root
+    return (
+        f"{os.path.basename(file)}:{line}: `{code_at(file, line)}`",
+        f"{owner}.{rest} = {now or value}",
+    )
+
+
+def mutation_advice(g: Guard, code: FrameCode, guards: str = "") -> str:
+    """A guard on an attribute that the model assigns (forward setting
+    `self.config.problem_type` on its first call: searched in the function that installed
+    the guard, then in the compiled frame's): the line that sets it, and the fix that
+    removes the recompile - set it before the first call. '' for anything else."""
+    chain = guarded_chain(g.guard)
+    where, fix = set_by_model(chain, [g.at, (code.file, code.line)], guards) if chain else ("", "")
+    if not where:
+        return ""
+    return (
+        f"The model sets `{chain}` itself ({where}), so the next call finds a value the "
+        f"graph was not compiled for and compiles again. Set it before the first call "
+        f"(`{fix}`) and this recompile is gone."
+    )
+
+
+def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
+    """What else the call that recompiled changed, beyond the first failed guard torch
+    names: the sources whose value guards differ between the cached graph's guard tree
+    and the new graph's (each in words, with the fix where the model sets it itself)."""
+    frame = h.frame_of(e)
+    before = [k for k in frame[: frame.index(e)] if k.compile.guards]
+    if not before or not e.compile.guards:
+        return []
+    old, new = guard_values(before[-1].compile.guards), guard_values(e.compile.guards)
+    changed = [
+        src for src in old if src in new and old[src] != new[src] and src.startswith(("L[", "G["))
+    ]
+    first = f"{g.guard} {g.words}"
+    out = []
+    for src in changed:
+        if any(src != o and src.startswith(o) for o in changed):
+            continue  # inside a changed object: said by its owner
+        name = source_name(src)
+        if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", first):
+            continue  # the guard torch named
+        if STACK_VALUE.fullmatch(name):  # the value a breaking line made: the user's words
+            named = stack_value(e.code.name, e.code.file)
+            shown = named[0] if named else "the value the line before the break made"
+        else:
+            shown = f"`{name}`"
+        text = f"{shown} ({guard_change(old[src], new[src])})"
+        chain = name if "." in name else ""
+        places = [(e.code.file, e.code.line)] + [
+            (resolve_file(m["file"], e.code.file), int(m["line"]))
+            for leaf in e.compile.guards.splitlines()
+            if src in leaf and (m := GUARD_LOCATION.search(leaf))
+        ]
+        where, fix = set_by_model(chain, places[1:] + places[:1], e.compile.guards)
+        if where:
+            text += f": the model sets it itself ({where}); set it before the first call (`{fix}`)"
+        out.append(text)
+    return out
+
+
+# a line that grows a container: `self.stats.append(x)`, `.extend(`, `.insert(`, `+= [`
+GROWS = re.compile(r"\.(?:append|extend|insert)\(|\+=\s*\[")
+
+
+def state_advice(g: Guard, co_name: str, code: str) -> str:
+    """Forward changing Python state on every call: a container it grows (the length
+    guard fails each call, until the recompile limit), or, after a graph break, the value
+    that crosses the break as a new Python object each call. '' for anything else."""
+    if g.cause == RecompileCause.LENGTH and code and GROWS.search(code):
+        where = f"line {g.line}: `{code}`"
+        return (
+            f"forward changes Python state on every call ({where}): the container grows, "
+            "so each call fails the length guard and compiles again, until the recompile "
+            "limit. Keep per-step statistics outside forward (return the value and collect it "
+            "in the training loop), or keep them in a tensor buffer updated in place "
+            "(`self.register_buffer(...)`, then `.copy_()` or `+=`); the recompile is then gone."
+        )
+    if g.cause == RecompileCause.OBJECT and is_resume_frame(co_name) and "was freed" in g.words:
+        return (
+            f"After the graph break at line {g.line}, the value that line computes crosses "
+            "into this frame as a new Python object on every call, so this frame's graph is "
+            "dropped and compiled again each call. Remove the break (keep the value a "
+            "tensor) and this frame, with its recompiles, goes away."
+        )
+    return ""

@@ -1,0 +1,295 @@
+"""What bounds a `compilediag run` step: the one part that holds most of it, from the window's
+measured parts and, on CUDA, the kernels' busy time over the kernel profile's own steps.
+
+Candidates (each a share of the step): the data loader's next batch; the optimizer step;
+the eager code graph breaks leave (forward and its backward); the exposed collectives'
+transfers, and apart from them the wait for the rank the others wait for; on
+CPU the compiled graphs' own work; on CUDA the device (its kernels fill the step) or the
+host (the device idle most of the step: Python and launches set the pace); and a training
+job's evaluation where it holds most of the job's time. The largest is the verdict, where
+it holds a fifth of the step or more; else the verdict is "none", with the largest parts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compilediag.analysis.step.advice import loop_work_lines
+from compilediag.report.model import Breakdown, LoopLine, Report, Runtime
+from compilediag.report.model import StepBound as Bound
+from compilediag.report.vocabulary import RecompileCause, RestKind, StepsAt
+from compilediag.report.words import ms
+
+# recompiles for another mode (grad mode, training): one graph each, none a CUDA graph's blocker
+MODES = (RecompileCause.TRAINING, RecompileCause.GLOBAL)
+DEVICE_BUSY = 0.5  # kernels this share of the kernel profile's step: the device bounds it
+REAL_SHARE = 0.2  # a verdict names a part of at least this share of the step; else "none"
+
+
+def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | None:
+    """The verdict, or None where the window measured no step."""
+    step = b.call_ms
+    if not step:
+        return None
+    candidates = [
+        _data(job, b), _optimizer(job, b), _eager(report, b), *_communication(job, b),
+        _loop(job, b),
+        _device_or_host(report, job, b) if cuda else _compute(report, b), _evaluation(job, b),
+    ]  # fmt: skip
+    found = sorted((c for c in candidates if c is not None and c.share > 0), key=lambda c: -c.share)
+    if not found or found[0].share >= REAL_SHARE:
+        return found[0] if found else None
+    largest = ", ".join(f"{c.part} {c.share:.0%}" for c in found[:3])
+    unseen = (
+        "; the kernel profile (off: --no-kernels) would tell the device's share from the host's"
+        if job.kernels_off and cuda else ""
+    )  # fmt: skip
+    return Bound(
+        "none", found[0].share, found[0].ms,
+        f"no part holds a real share of the step (a fifth or more); the largest: {largest}"
+        + unseen,
+    )  # fmt: skip
+
+
+def _data(job: Runtime, b: Breakdown) -> Bound | None:
+    if not b.data_ms:
+        return None
+    workers = job.loaders.get("workers", 0)
+    how = "in the main process (num_workers=0)" if not workers else f"with {workers} workers"
+    return Bound(
+        "data", _share(b.data_ms, b), b.data_ms,
+        f"the data loader's next batch: the step waits {ms(b.data_ms)} for it, loaded {how}",
+    )  # fmt: skip
+
+
+def _optimizer(job: Runtime, b: Breakdown) -> Bound | None:
+    if not b.optimizer_ms:
+        return None
+    opts = job.optimizer_options
+    how = (
+        "fused" if opts.get("fused") else "a loop over the parameters (foreach=False)"
+        if opts.get("foreach") is False else "foreach" if opts.get("foreach")
+        else "torch's default implementation"
+    )  # fmt: skip
+    return Bound(
+        "optimizer", _share(b.optimizer_ms, b), b.optimizer_ms,
+        f"the optimizer step: {job.optimizer or 'the optimizer'}, {how}, {ms(b.optimizer_ms)}",
+    )  # fmt: skip
+
+
+def _eager(report: Report, b: Breakdown) -> Bound | None:
+    backward = sum(g.backward_eager_ms or 0.0 for g in report.graphs)
+    spent = b.between_graphs_ms + backward
+    if not spent:
+        return None
+    sites = len(report.graph_breaks)
+    # a backend without AOTAutograd (backend="eager") compiles no backward graph: backward
+    # runs whole, and what of it is the break's code is not told apart
+    split = any(g.backward_ms is not None for g in report.graphs)
+    back = f", {ms(backward)} of its backward" if split else (
+        "; its backward is not split (the backend compiles no backward graphs), so not "
+        "counted here"
+    )  # fmt: skip
+    return Bound(
+        "eager", _share(spent, b), spent,
+        f"the eager code graph breaks leave ({sites} site{'s' if sites != 1 else ''}): "
+        f"{ms(b.between_graphs_ms)} in forward{back}",
+    )  # fmt: skip
+
+
+def _communication(job: Runtime, b: Breakdown) -> list[Bound | None]:
+    """The collectives' exposed time (no compute beside it), a share of the kernel
+    profile's step it was measured over (not the window's: the profiler stretches its
+    steps). Where each call's wait is known (waits.py), split: the transfer is
+    communication, the wait for the last rank is waiting for that rank."""
+    exposed = b.communication_exposed_ms
+    if not exposed:
+        return [None]
+    basis = job.kernel_step_ms or b.call_ms
+    over = f"of the kernel profile's step of {ms(basis)}"
+    if b.communication_wait_ms is None:
+        return [_of_profile("communication", exposed, basis, b, lambda share: (
+            f"collectives with no compute beside them: {ms(exposed)} a step exposed, "
+            f"{share:.0%} {over} (waits for other ranks included)"
+        ))]  # fmt: skip
+    whole = b.communication_ms or exposed
+    wait = b.exposed_wait_ms
+    transfer = max(0.0, min(exposed - wait, whole - b.communication_wait_ms))
+    found: list[Bound | None] = []
+    if transfer:
+        found.append(_of_profile("communication", transfer, basis, b, lambda share: (
+            f"collectives' transfers with no compute beside them: {ms(transfer)} a step, "
+            f"{share:.0%} {over} (their waits for other ranks apart)"
+        )))  # fmt: skip
+    waiting = next((s for s in job.rank_steps if s.rank == job.window_rank), None)
+    if wait and waiting is not None and waiting.waits_for is not None:
+        rank = waiting.waits_for
+        found.append(_of_profile("waiting", wait, basis, b, lambda share: (
+            f"waiting for rank {rank} in the collectives: {ms(wait)} a step, {share:.0%} "
+            f"{over}; what rank {rank} does longer is under Ranks"
+        )))  # fmt: skip
+    return found
+
+
+def _of_profile(
+    part: str, spent: float, basis: float, b: Breakdown, why: Callable[[float], str]
+) -> Bound:
+    """A part measured over the kernel profile's steps (`spent` ms of its `basis` ms step):
+    its share of that step, and as much of the window's step."""
+    share = min(1.0, spent / basis)
+    return Bound(part, round(share, 4), round(share * b.call_ms, 6), why(share))
+
+
+def _exposed_wait_share(job: Runtime, b: Breakdown) -> float:
+    """The share of the kernel profile's step this rank waited for another with no compute
+    beside it (the host shows it at its first read of the device: a batch's .to(device))."""
+    if not job.kernel_step_ms:
+        return 0.0
+    return min(1.0, b.exposed_wait_ms / job.kernel_step_ms)
+
+
+def _loop_share(job: Runtime, b: Breakdown, every: bool = False) -> tuple[LoopLine | None, float]:
+    """The loop's costliest line of its own work, and the share of the kernel profile's
+    step it takes (`every`: all such lines take), less the wait for other ranks it may
+    hold."""
+    lines = loop_work_lines(job)
+    if not lines or not job.kernel_step_ms:
+        return None, 0.0
+    top = max(lines, key=lambda x: x.ms)
+    spent = sum(x.ms for x in lines) if every else top.ms
+    share = spent / job.kernel_step_ms - _exposed_wait_share(job, b)
+    return top, max(0.0, min(1.0, share))
+
+
+def _loop(job: Runtime, b: Breakdown) -> Bound | None:
+    """Host work the loop does itself, at its line (loop_work_lines: from samples of its
+    stack over the kernel profile's steps)."""
+    top, share = _loop_share(job, b)
+    if top is None or not share:
+        return None
+    return Bound(
+        "loop", round(share, 4), round(share * b.call_ms, 6),
+        f"the loop's own work: {top.named} takes {ms(top.ms)} a step of the kernel "
+        f"profile's {ms(job.kernel_step_ms or 0.0)} (timed by Python's profiler on the loop)",
+    )  # fmt: skip
+
+
+def _compute(report: Report, b: Breakdown) -> Bound | None:
+    """On CPU: the compiled graphs' own work, forward and backward."""
+    spent = b.in_graphs_ms + sum(g.backward_ms or 0.0 for g in report.graphs)
+    if not spent:
+        return None
+    return Bound(
+        "compute", _share(spent, b), spent,
+        f"the compiled graphs' own work: {ms(spent)} a step (forward and backward graphs)",
+    )  # fmt: skip
+
+
+def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
+    """On CUDA: the kernels' busy time a step (the device's own time, which torch.profiler
+    does not stretch) against the step the job's clock measured in the window (the kernel
+    profile's own steps are stretched by the profiler's host-side work: an H100 step of
+    2.5 ms took 5 ms under it)."""
+    t = report.timings
+    step = b.call_ms
+    if t is None or not t.kernels or not step:
+        return None
+    busy = sum(k.ms for k in t.kernels if k.kind != "communication")
+    # the device idle while a collective waits for another rank is that wait's, not the
+    # host's (a share of the kernel profile's step, set against the window's)
+    waited = step * _exposed_wait_share(job, b)
+    _, loop = _loop_share(job, b, every=True)  # the loop's own work: a candidate of its own
+    waited += step * loop
+    if busy >= DEVICE_BUSY * step:
+        top = max(t.kernels, key=lambda k: k.lost_ms)
+        return Bound(
+            "device", min(1.0, busy / step), busy,
+            f"the device: its kernels run {ms(busy)} of a {ms(step)} step; the one losing most "
+            f"against the peak: {top.name}",
+        )  # fmt: skip
+    idle = max(0.0, 1 - (busy + waited) / step)
+    apart = (
+        f", {ms(waited)} waiting for another rank or in the loop's own work apart" if waited else ""
+    )
+    return Bound(
+        "host", round(idle, 4), max(0.0, step - busy - waited),
+        f"the host: the device is idle {idle:.0%} of the step (its kernels run {ms(busy)} of "
+        f"{ms(step)}{apart}): Python and kernel launches set the pace",
+    )  # fmt: skip
+
+
+def _evaluation(job: Runtime, b: Breakdown) -> Bound | None:
+    """A training job's evaluation, where it holds more of the job's time than any part
+    of its training steps: its time over the job against the training steps'. One whose
+    every occurrence compiled is left out: its time is the compile's (said with the
+    compile), not a cost every evaluation pays."""
+    spent = sum(
+        w.ms * len(w.steps) for w in job.other_work if w.kind == "evaluation" and not w.compiled
+    )
+    if not spent or not job.steps:
+        return None
+    training = b.call_ms * job.steps
+    return Bound(
+        "evaluation", spent / (spent + training), spent / job.steps,
+        f"evaluation: {ms(spent)} over the job against {ms(training)} of training steps",
+    )  # fmt: skip
+
+
+def _calls_a_step(report: Report, job: Runtime) -> int:
+    """How many times a step calls the model: its training graphs' calls over the optimizer's
+    steps, the most (1 where steps are counted at the calls themselves)."""
+    if job.steps_at != StepsAt.OPTIMIZER or not job.steps:
+        return 1
+    calls = [g.calls for g in report.graphs if g.calls and not g.evaluation]
+    return round(max(calls) / job.steps) if calls else 1
+
+
+def _share(part_ms: float, b: Breakdown) -> float:
+    return round(min(1.0, part_ms / b.call_ms), 4) if b.call_ms else 0.0
+
+
+def bound_advice(report: Report, job: Runtime) -> list[str]:
+    """What the verdict says to do first, where no part's own advice says it: a host-bound
+    CUDA step gets CUDA graphs, with what stands in their way in this job."""
+    b = job.bound
+    if b is None or b.part != "host":
+        return []
+    blockers = []
+    if report.graph_breaks:
+        n = len(report.graph_breaks)
+        blockers.append(
+            f"the {n} graph break site{'s' if n != 1 else ''} (each splits the step into "
+            "separate CUDA graphs, with eager code between them): remove them first"
+        )
+    shapes = [r for r in report.recompiles if r.cause not in MODES]
+    if shapes:
+        blockers.append(
+            "its recompiles (each shape or value records a CUDA graph of its own): mark the "
+            "changing dims dynamic or pad to a few sizes"
+        )
+    t = report.timings
+    reads = [r for r in (t.breakdown.rest if t and t.breakdown else []) if r.kind == RestKind.SYNC]
+    if reads:
+        blockers.append(
+            f"its waits for the device each step ({', '.join(r.name for r in reads[:2])}: "
+            ".item(), float(), torch.cuda.synchronize()): read values every N steps"
+        )
+    if job.cudagraph_skips:
+        blockers.append(f"torch ran {job.cudagraph_skips} graph(s) without a CUDA graph (below)")
+    micro = _calls_a_step(report, job)
+    if micro >= 2:
+        blockers.append(
+            f"its {micro} calls of the model a step (gradient accumulation): each CUDA-graph "
+            "replay overwrites the outputs of the call before it, and the gradients autograd "
+            "kept from its backward: give each parameter a .grad of its own before the first "
+            "micro-step (p.grad = torch.zeros_like(p), then opt.zero_grad(set_to_none=False)), "
+            "call torch.compiler.cudagraph_mark_step_begin() before each micro-step's call, and "
+            "clone an output you keep past it"
+        )
+    said = (
+        f"the device is idle {b.share:.0%} of the step, waiting for the host to launch its "
+        f"kernels: CUDA graphs launch them all at once - torch.compile(model, "
+        'mode="reduce-overhead")'
+    )
+    if blockers:
+        said += "; in this job, first: " + "; ".join(blockers)
+    return [said + "."]

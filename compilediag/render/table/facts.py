@@ -1,0 +1,335 @@
+"""The terminal view's facts: kernels, the cross-check, a job's run time, compile time
+and timings."""
+
+from __future__ import annotations
+
+from rich.padding import Padding
+from rich.text import Text
+
+from compilediag.render import (
+    cache_text,
+    ms,
+    plural,
+    seconds,
+    where,
+)
+from compilediag.render.table.parts import Row, details
+from compilediag.render.views import (
+    bound_words,
+    kernel_steps_words,
+    kernel_timing_words,
+    rank_step_rows,
+    step_text,
+    step_words,
+    tracing_words,
+    tried_words,
+    try_baseline_words,
+    unmeasured_words,
+    window_notes,
+)
+from compilediag.report.model import Breakdown, CompileTime, Report, Runtime
+
+KIND_LABELS = {
+    "persistent_reduction": "persistent",
+    "extern": "library",
+    "copy": "copy (moves data, computes nothing)",
+}
+
+
+def kernel_name(name: str) -> str:
+    """A CUDA kernel's C++ name without its template arguments and parameters (`void
+    at::native::vectorized_elementwise_kernel<4, ...>(...)` -> `at::native::vectorized_
+    elementwise_kernel`): the JSON and HTML keep the whole."""
+    short = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    cut = min((i for i in (short.find("<"), short.find("(", 1)) if i > 0), default=len(short))
+    return short[:cut]
+
+
+def kernel_time_blocks(report: Report, limit: int | None) -> list:
+    """`run --profile-steps`: the window's kernels, most time lost against the device's
+    peak first, each with its time a step, what it achieved, the library call that
+    launched it (its op and input shapes, a line of their own) and its lines."""
+    t = report.timings
+    if t is None or not t.kernels:
+        return []
+    shown = t.kernels if limit is None else t.kernels[:limit]
+    total = sum(k.ms for k in t.kernels)
+    title = f"\nKernels in the window ({plural(len(t.kernels), 'kernel')}, {ms(total)} a step"
+    title += kernel_steps_said(report.runtime, t.breakdown)
+    title += "; against " + t.peak if t.peak else ""
+    rows: list = [Text(title + ")", style="bold")]
+    target = report.target.path
+    for k in shown:
+        line = Text(kernel_name(k.name), style="bold")
+        line.append("  " + " · ".join(kernel_timing_words(k, t.peak)))
+        rows.append(Padding(line, (0, 0, 0, 2)))
+        call = " ".join(part for part in (k.op, k.shapes) if part)  # a library call's
+        if call:
+            rows.append(Padding(Text(call, style="dim"), (0, 0, 0, 6)))
+        if k.source_lines:
+            lines = "from " + compact_lines(k.source_lines, target)
+            rows.append(Padding(Text(lines, style="dim"), (0, 0, 0, 6)))
+    if len(shown) < len(t.kernels):
+        rows.append(Text(f"  … {len(t.kernels) - len(shown)} more: `--format json` or "
+                         "`--html FILE` lists all", style="dim"))  # fmt: skip
+    return rows
+
+
+def kernel_steps_said(r: Runtime | None, b: Breakdown | None) -> str:
+    """` of 70 ms: steps 10-14, under torch.profiler, step 13 held an evaluation`: what the
+    kernels are set against, their own steps (the window's where an older report lacks them)."""
+    if r is not None and r.kernel_step_ms:
+        said = f" of {ms(r.kernel_step_ms)}: {kernel_steps_words(r)}, under torch.profiler"
+        if r.kernel_steps_held:
+            said += (
+                f"; {'steps' if len(r.kernel_steps_held) > 1 else 'step'} "
+                f"{', '.join(map(str, r.kernel_steps_held))} held an evaluation (its calls left "
+                "out here; a rank that waited for it has the wait in its collectives)"
+            )
+        return said
+    return f" of {ms(b.call_ms)}" if b is not None and b.call_ms else ""
+
+
+def kernel_blocks(report: Report, limit: int | None) -> list:
+    gen = [k for k in report.kernels if k.kind != "extern"]
+    ext = [k for k in report.kernels if k.kind == "extern"]
+    if not report.kernels:
+        return []
+    title = (
+        f"\nKernels ({plural(len(gen), 'generated kernel')}, {plural(len(ext), 'library call')})"
+    )
+    several = len({k.compile_id for k in report.kernels}) > 1
+    shown = report.kernels if limit is None else (gen[:limit] + ext[: max(0, limit - len(gen))])
+    target = report.target.path
+    # One kernel a line, not a table: a kernel name cut or folded can't be looked up, and
+    # at 80 columns a table has no room for the name beside the rest. Wrapping only
+    # happens at spaces, after the name.
+    rows: list[Text] = []
+    for k in shown:
+        line = Text(k.name.removeprefix("torch.ops.").removesuffix(".default"), style="bold")
+        facts = [KIND_LABELS.get(k.kind, k.kind)]
+        if several:
+            facts.insert(0, f"graph {k.compile_id}")
+        if k.source_lines:
+            facts.append("from " + compact_lines(k.source_lines, target))
+        if k.modules:
+            facts.append("in " + ", ".join(k.modules))
+        line.append("  " + " · ".join(facts))
+        if k.ops:
+            ops = ", ".join(o.removeprefix("aten.") for o in k.ops)
+            line.append(
+                "\n    " + (f"lays out data for {ops}" if k.kind == "copy" else ops), style="dim"
+            )
+        rows.append(line)
+    # what the count counts against torch's generated_kernel_count is the HTML report's
+    # and docs/usage.md's to say: a paragraph on every run is noise here
+    out: list = [Text(title, style="bold")]
+    out += [Padding(r, (0, 0, 0, 2)) for r in rows]
+    if len(shown) < len(report.kernels):
+        more = len(report.kernels) - len(shown)
+        where = {  # a trace has no model to dump, nor has a capture() block
+            "trace": "`--format json` or `--html FILE` lists all",
+            "in-process": "the report's `kernels` list all",
+        }.get(report.environment.source, "`compilediag dump-kernels` lists all")
+        out.append(Text(f"  ... {more} more: {where}", style="dim"))
+    return out
+
+
+def compact_lines(places: list[str], target: str = "") -> str:
+    """[`/a/model.py:28`, `/a/model.py:24`] -> `L24,28` for the model file itself, else
+    `other.py:24,28` (the table has no room for folders)."""
+    by_file: dict[str, list[int]] = {}
+    for place in places:
+        path, _, line = place.rpartition(":")
+        key = "L" if path == target else path.rsplit("/", 1)[-1] + ":"
+        by_file.setdefault(key, []).append(int(line) if line.isdigit() else 0)
+    return " ".join(f"{f}{','.join(map(str, sorted(set(ls))))}" for f, ls in by_file.items())
+
+
+def cross_check_lines(report: Report) -> list:
+    cc = report.cross_check
+    assert cc is not None
+    if cc.error:
+        return [Text(f"\nCross-check: torch._dynamo.explain failed: {cc.error}", style="yellow")]
+    if cc.agree:
+        return [
+            Text(
+                f"\nCross-check: torch._dynamo.explain agrees "
+                f"({plural(cc.explain_graph_breaks, 'break')}, same sites).",
+                style="green",
+            )
+        ]
+    lines: list = [
+        Text(
+            f"\nCross-check: torch._dynamo.explain differs ({len(cc.disagreements)})",
+            style="bold yellow",
+        )
+    ]
+    for d in cc.disagreements:
+        who = "only in the trace" if d.seen_by == "trace" else "only in explain"
+        lines.append(Text(f"  {where(d.file or '?', d.line or 0)} {who}: {d.reason}"))
+        lines.append(details([("", Text(d.believe, style="dim"))]))
+    return lines
+
+
+def runtime_lines(report: Report) -> list:
+    """`compilediag run`: how the job ended, its steps, and where a step's time went."""
+    r = report.runtime
+    assert r is not None
+    ended = "was interrupted" if r.interrupted else (
+        f"was ended by {r.signal}" if r.signal else f"exited with status {r.exit_code}"
+    )  # fmt: skip
+    rows: list[Row] = [
+        ("job", Text(f"{' '.join(r.command)}: {ended} after {seconds(r.wall_s)}" if r.command
+                     else f"the capture() block ran for {seconds(r.wall_s)}",
+                     style="" if r.exit_code == 0 else "yellow")),
+    ]  # fmt: skip
+    if r.step_frame:
+        rows.append(("steps", Text(step_words(r))))
+    if r.bound is not None:
+        rows.append(("bound by", Text(bound_words(r.bound), style="bold")))
+    if r.try_baseline is not None:
+        rows.append(("tried", Text(try_baseline_words(r.try_baseline))))
+    for i, t in enumerate(r.tried):
+        style = "green" if t.kept else "yellow" if "not kept" in t.why else "dim"
+        label = "tried" if i == 0 and r.try_baseline is None else ""
+        rows.append((label, Text(tried_words(t), style=style)))
+    b = report.timings.breakdown if report.timings else None
+    if r.window:
+        if b is not None:
+            rows.append(("a step", Text(step_text(r, b))))
+        else:
+            rows.append(("a step", Text(unmeasured_words(r), style="dim")))
+        rows.extend((label, Text(text)) for label, text in rank_step_rows(r))
+        rows.extend((label, Text(text, style="yellow")) for label, text in window_notes(r, b))
+        notes = report.timings.notes if report.timings else []
+        rows.extend(
+            ("advice" if i == 0 else "", Text(n, style="green")) for i, n in enumerate(notes)
+        )
+    elif not r.processes and not report.graphs and report.compile_time:
+        rows.append(("calls", Text(
+            "none: torch compiled no graph in this job, and no process stepped an optimizer "
+            "(the breaks above say why nothing compiled)", style="dim",
+        )))  # fmt: skip
+    elif not r.processes:
+        rows.append(("calls", Text(
+            "not counted: no process of the job loaded compilediag's bootstrap (a Python "
+            "started with -S or -I does not)", style="dim",
+        )))  # fmt: skip
+    else:
+        rows.append(("a step", Text("not timed: pass --profile-steps A-B", style="dim")))
+    if r.cudagraph_skips or r.cudagraph_skip_reasons or r.cudagraph_rerecords:
+        said = f"{plural(r.cudagraph_skips, 'graph')} ran without a CUDA graph" + (
+            f"; {plural(r.cudagraph_rerecords, 'CUDA graph')} recorded again"
+            if r.cudagraph_rerecords else ""
+        )  # fmt: skip
+        rows.append(("cudagraphs", Text(said, style="yellow")))
+        for why in r.cudagraph_skip_reasons:
+            rows.append(("", Text(f"skipped: {why}", style="yellow")))
+    rows += compile_rows(report)
+    return [details(rows)]
+
+
+def compile_rows(report: Report) -> list[Row]:
+    """The compile's time by phase, Dynamo's tracing by function, the caches (with their
+    bypasses' reasons): the same rows for explain, run and a trace."""
+    ct = report.compile_time
+    if not ct or not ct.total_s:
+        return []
+    rows: list[Row] = [("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}"))]
+    if ct.tracing is not None and ct.tracing.total_s:
+        rows.append(("tracing", Text(tracing_words(ct.tracing))))
+    if ct.caches:
+        rows.append(("caches", Text(cache_text(ct.caches, report.environment.cold, ct.bypasses))))
+    return rows
+
+
+def compile_phases(ct: CompileTime) -> str:
+    phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)} · inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
+    if ct.backward_s:
+        phases += f" · backward {seconds(ct.backward_s)}"
+    if ct.kernel_compile_s:
+        # across the phases (forward and backward): its own clause, not the last phase's
+        phases += f"; {seconds(ct.kernel_compile_s)} of it compiling kernels"
+    return phases
+
+
+def timing_lines(report: Report) -> list:
+    t = report.timings
+    if report.runtime is not None:
+        return runtime_lines(report)
+    if t is None:
+        if report.environment.source != "trace":
+            return []
+        out: list = [
+            Text(
+                "  not measured: a trace has none (`compilediag run --profile-steps A-B -- "
+                "COMMAND` times steps)",
+                style="dim",
+            )
+        ]
+        if facts := compile_rows(report):
+            out.append(details(facts))
+        return out
+    rows: list[Row] = [("first call", Text(f"{seconds(t.first_call_s)} (compile + run)"))]
+    if t.eager_ms and t.compiled_ms:
+        e, c = t.eager_ms, t.compiled_ms
+        for label, s in (("eager", e), ("compiled", c)):
+            fastest = f", min {ms(s.min)}" if s.min is not None else ""
+            rows.append((label, Text(f"{ms(s.median)} a call (IQR {ms(s.iqr)}{fastest})")))
+        if t.noise:
+            rows.append(("speedup", Text(f"{t.speedup:.2f}x, not reliable: {t.noise}",
+                                         style="yellow")))  # fmt: skip
+        else:
+            rows.append(("speedup", Text(f"{t.speedup:.2f}x", style="bold")))
+        if t.device_ms:
+            d = t.device_ms
+            rows.append(
+                (
+                    "GPU time",
+                    Text(
+                        f"eager {d.eager_ms:.3f} ms · compiled {d.compiled_ms:.3f} ms a call "
+                        f"({d.eager_ms / d.compiled_ms:.2f}x); compiled is {t.bound}"
+                    ),
+                )
+            )
+        if t.breakdown:
+            b = t.breakdown
+            rows.append(
+                (
+                    "where",
+                    Text(
+                        f"a compiled {'step' if b.backward_ms else 'call'}, {ms(b.call_ms)}: "
+                        f"graphs {ms(b.in_graphs_ms)} · Python between them "
+                        f"{ms(b.between_graphs_ms)}"
+                        + (f" · backward {ms(b.backward_ms)}" if b.backward_ms else "")
+                        + f" · outside compiled code {ms(b.outside_ms)} (torch.profiler's "
+                        f"shares of {b.calls} calls)"
+                    ),
+                )
+            )
+        method = (
+            f"median of {t.repeat} interleaved blocks of {t.calls_per_block} calls, "
+            f"after {t.warmup} warm-up calls; {t.method}"
+        )
+        rows.append(("method", Text(method, style="dim")))
+    rows[1:1] = compile_rows(report)
+    if t.mutated_inputs:
+        rows.append(
+            (
+                "inputs",
+                Text(
+                    f"the model changes {', '.join(t.mutated_inputs)} in place: eager and "
+                    "compiled each ran on a fresh copy of the inputs"
+                ),
+            )
+        )
+    for skip in t.cudagraph_skips:
+        rows.append(("cudagraphs", Text(f"skipped: {skip}", style="yellow")))
+    for i, note in enumerate(t.notes):  # one label for all the reasons
+        rows.append(("why slow?" if i == 0 else "", Text(note, style="yellow")))
+    if t.outputs_match is not None:
+        verdict = "match eager" if t.outputs_match else "DIFFER from eager"
+        style = "green" if t.outputs_match else "bold red"
+        rows.append(("outputs", Text(f"{verdict} (max abs err {t.max_abs_err:.2e})", style=style)))
+    return [details(rows)]

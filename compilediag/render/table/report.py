@@ -1,0 +1,341 @@
+"""The terminal view (rich). Colour only when asked; width pinned by the caller."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.padding import Padding
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from compilediag.render import (
+    headline,
+    ms,
+    plural,
+    ranks_of,
+    seconds,
+    short_path,
+    shown_id,
+    verdict_lines,
+    where,
+    wrap_items,
+)
+from compilediag.render.glance import rank_glance
+from compilediag.render.table.facts import (
+    cross_check_lines,
+    kernel_blocks,
+    kernel_time_blocks,
+    timing_lines,
+)
+from compilediag.render.table.parts import Row, details, new_table, print_items
+from compilediag.render.table.recompiles import recompile_blocks, timeline_block
+from compilediag.render.views import cold_warm_words
+from compilediag.report.model import GraphBreak, Report
+from compilediag.report.ranksets import rank_set
+
+
+def render_table(report: Report, width: int | None = None, color: bool = False) -> str:
+    return print_items(blocks(report, color, width), width, color)
+
+
+def render_kernels(report: Report, width: int | None = None, color: bool = False) -> str:
+    return print_items(
+        [*_headline(report, width), *kernel_blocks(report, limit=None)], width, color
+    )
+
+
+def blocks(report: Report, color: bool, width: int | None = None) -> list:
+    out = _title_blocks(report, width)
+    out += failure_blocks(report)
+    out += _graph_break_blocks(report, color)
+    out += recompile_blocks(report)
+    out += _graph_blocks(report)
+    out += kernel_blocks(report, limit=8)
+    out += kernel_time_blocks(report, limit=8)
+    if report.cross_check:
+        out += cross_check_lines(report)
+    out += rank_blocks(report)
+    out += fix_blocks(report)
+    timing = timing_lines(report)
+    if timing:
+        out += [Text("\nJob" if report.runtime else "\nTimings", style="bold"), *timing]
+    for line in verdict_lines(report):
+        style = "bold green" if report.verdict.passed else "bold red"
+        out.append(Text(("\n" if line.startswith("verdict") else "") + line, style=style))
+    return out
+
+
+def _title_blocks(report: Report, width: int | None) -> list:
+    """The target and its headline, then what matters first: ranks that diverge, errors,
+    notes."""
+    out: list = []
+    title = Text(f"compilediag · {short_path(report.target.path)}", style="bold")
+    if report.target.inputs:
+        title.append(f"  inputs: {' | '.join(report.target.inputs)}", style="dim")
+    out += [title, *_headline(report, width)]
+    out += [
+        Text(line, style="bold" if i == 0 else "") for i, line in enumerate(rank_glance(report))
+    ]
+
+    if report.divergence:  # what matters most in a distributed job, first
+        out.append(Text(f"! {diverging_ranks(report)}", style="bold red"))
+    for err in report.errors:
+        out.append(Text(f"! {err.text}", style="yellow"))
+    for note in report.notes:  # headlines: a job that compiled nothing, an export trace, ...
+        out.append(Text(f"! {note.text}", style="yellow"))
+    return out
+
+
+def _graph_break_blocks(report: Report, color: bool) -> list:
+    out: list = []
+    if report.graph_breaks:
+        # a site is a line of the user's; a library line under it is a finding of its own
+        sites = len({(b.file, b.line) for b in report.graph_breaks})
+        findings = len(report.graph_breaks)
+        counted = plural(sites, "site")
+        if findings != sites:
+            counted = f"{findings} findings at {counted}"
+        out.append(Text(f"\nGraph breaks ({counted}, most costly first)", style="bold"))
+        first: dict[tuple[str, str], int] = {}  # a cause explained once, then referred to
+        for i, gb in enumerate(report.graph_breaks, 1):
+            seen = first.setdefault((gb.reason, gb.suggestion), i)
+            out.append(
+                _break_block(
+                    i,
+                    gb,
+                    color,
+                    same_as=seen if seen != i else None,
+                    step=bool(report.runtime),
+                    ranks=ranks_of(report, gb.ranks),
+                )
+            )
+    elif report.graphs:
+        out.append(Text("\nNo graph breaks.", style="green"))
+    return out
+
+
+def _graph_blocks(report: Report) -> list:
+    """The graphs' table: each graph's frame, place, ops and compile time, and where known
+    its ranks, calls and time."""
+    if not report.graphs:
+        return []
+    t = new_table()
+    t.add_column("graph", no_wrap=True)
+    t.add_column("frame")
+    t.add_column("where", no_wrap=True)
+    t.add_column("ops", justify="right")
+    t.add_column("compile", justify="right", no_wrap=True)
+    multi = len(report.ranks) > 1
+    if multi:
+        t.add_column("ranks")
+    with_calls = any(g.calls is not None for g in report.graphs)
+    if with_calls:
+        t.add_column("calls", justify="right", no_wrap=True)
+    timed = any(g.time_ms is not None for g in report.graphs)
+    if timed:
+        t.add_column("a step" if report.runtime else "a call", justify="right", no_wrap=True)
+    backward = any(g.backward_ms is not None for g in report.graphs)
+    if backward:
+        t.add_column("backward", justify="right", no_wrap=True)
+    for g in report.graphs:
+        cells = [shown_id(report, g.compile_id), g.frame, where(g.file, g.line), str(g.ops),
+                 seconds(g.compile_time_s)]  # fmt: skip
+        if multi:
+            cells.append(ranks_of(report, g.ranks) + (", evaluation" if g.evaluation else ""))
+        if with_calls:
+            cells.append(str(g.calls) if g.calls is not None else "-")
+        if timed:
+            cells.append(ms(g.time_ms) if g.time_ms is not None else "-")
+        if backward:
+            cells.append(ms(g.backward_ms) if g.backward_ms is not None else "-")
+        t.add_row(*cells)
+    return [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
+
+
+def diverging_ranks(report: Report) -> str:
+    """The ranks that compiled unlike the rest, in a line for the top of the report."""
+    odd = [i for g in report.rank_groups[1:] for i in g.ranks]
+    if not odd:
+        return f"ranks diverge: {report.divergence[0].text}"
+    others = len(report.ranks) - len(odd)
+    return (
+        f"ranks diverge: {rank_set(report.ranks, odd)} compiled unlike the other "
+        f"{plural(others, 'rank')}; what differs is under Ranks diverge"
+    )
+
+
+def _headline(report: Report, width: int | None) -> list[Text]:
+    env, counts = headline(report).split("\n")
+    lines = [env, *wrap_items(counts.split(" · "), width or 100)]
+    return [Text(line) for line in lines]
+
+
+def _break_block(
+    i: int, gb: GraphBreak, color: bool, same_as: int | None = None, step: bool = False,
+    ranks: str = "",
+) -> Group:  # fmt: skip
+    """`step`: costs are per step of a `compilediag run` job, not per call of the model;
+    `ranks`: the ranks that have it, in a multi-rank report."""
+    head = Text(f"{i:>2}. ", style="bold")
+    head.append(where(gb.file, gb.line), style="bold cyan")
+    if gb.count > 1:
+        head.append(f"  ×{gb.count}", style="bold")
+    if gb.library and not gb.library_frame:
+        head.append(f"  in {gb.library}", style="dim")
+    if ranks:
+        head.append(f"  {ranks}", style="dim")
+    rows: list[Row] = []
+    if gb.code:
+        code = (
+            Syntax(gb.code, "python", theme="ansi_dark", background_color="default")
+            if color
+            else Text(gb.code)
+        )
+        rows.append(("", code))
+    rows.append(("reason", Text(gb.reason, style="bold")))
+    if gb.time_lost_ms is not None:
+        per, whole = ("a step", "the step") if step else ("a call", "the compiled call")
+        share = f" ({gb.time_lost_share:.0%} of {whole})" if gb.time_lost_share else ""
+        backward = (
+            f": {ms(gb.time_lost_ms - gb.backward_lost_ms)} forward, {ms(gb.backward_lost_ms)} "
+            "its backward"
+            if gb.backward_lost_ms is not None
+            else ""
+        )
+        rows.append(("costs", Text(f"{ms(gb.time_lost_ms)} {per} in eager code{share}{backward}")))
+    if gb.library_frame:
+        lf = gb.library_frame
+        rows.append(("inside", Text(f"{where(lf.file, lf.line)}: {lf.code}")))
+    if same_as is not None:
+        rows.append(("fix", Text(f"as for {same_as} above", style="green")))
+    else:
+        if gb.explanation:
+            rows.append(("why", Text(gb.explanation)))
+        if gb.suggestion:
+            rows.append(("fix", Text(gb.suggestion, style="green")))
+        if gb.fix_source != "compilediag":  # torch's own hints, where the fix isn't ours
+            for hint in gb.hints:
+                if hint not in gb.suggestion:
+                    rows.append(("hint", Text(hint, style="dim")))
+        if gb.gb_id:
+            rows.append(("docs", Text(gb.gb_id, style="dim")))
+    out: list[Text | Padding] = [head, details(rows)]
+    if gb.gb_id and gb.doc_url:
+        # on a line of its own and never folded: a URL broken across lines can't be opened
+        out.append(Text(" " * 11 + gb.doc_url, style="dim", no_wrap=True, overflow="ignore"))
+    return Group(*out)
+
+
+def failure_blocks(report: Report) -> list:
+    if not report.compile_failures:
+        return []
+    what = " and ".join(dict.fromkeys(f.by for f in report.compile_failures))
+    out: list = [Text(f"\n{what} failed ({len(report.compile_failures)})", style="bold red")]
+    for f in report.compile_failures:
+        out.append(Text(f"  {f.compile_id}  {f.frame} at {where(f.file, f.line)}", style="bold"))
+        rows: list[Row] = []
+        if f.code:
+            rows.append(("", Text(f.code)))
+        rows.append(("failed", Text(f"{f.fail_type}: {f.reason}", style="red")))
+        if f.fix:
+            rows.append(("fix", Text(f.fix, style="green")))
+        out.append(details(rows))
+    return out
+
+
+def fix_blocks(report: Report) -> list:
+    """--try-fixes: each remedy, measured in a run of its own."""
+    if not report.verified_fixes:
+        return []
+    t = new_table()
+    for col in ("remedy", "verdict", "graphs", "break sites", "recompiles", "compile", "speedup",
+                "outputs"):  # fmt: skip
+        t.add_column(col, justify="left" if col in ("remedy", "verdict") else "right")
+
+    def change(a: float | None, b: float | None, fmt: str = "{:g}") -> str:
+        if a is None or b is None:
+            return "-"
+        return fmt.format(a) if a == b else f"{fmt.format(a)} → {fmt.format(b)}"
+
+    for fx in report.verified_fixes:
+        b, a = fx.before, fx.after
+        style = {"removes it": "green", "cuts compile time": "green", "partly": "yellow"}.get(
+            fx.verdict, "red"
+        )
+        if a is None:
+            t.add_row(fx.remedy, Text(fx.verdict, style=style), "-", "-", "-", "-", "-", "-")
+            continue
+        match = "-" if fx.outputs_match is None else ("match" if fx.outputs_match else "DIFFER")
+        t.add_row(
+            fx.remedy,
+            Text(fx.verdict, style=style),
+            change(b.graphs, a.graphs),
+            change(b.graph_breaks, a.graph_breaks),
+            change(b.recompiles, a.recompiles),
+            # (a compile remedy's: with empty caches, as the line under the table says)
+            change(b.compile_s_cold or b.compile_s, a.compile_s_cold or a.compile_s, "{:.2f} s"),
+            change(b.speedup, a.speedup, "{:.2f}x"),
+            match,
+        )
+    out: list = [Text("\nVerified fixes (each measured in a run of its own)", style="bold")]
+    out.append(Padding(t, (0, 0, 0, 2)))
+    for fx in report.verified_fixes:
+        if cold_warm := cold_warm_words(fx):
+            out.append(Text(f"  {fx.remedy}: {cold_warm}"))
+        if fx.verdict in ("removes it", "partly", "cuts compile time"):
+            out.append(Text(f"  {fx.remedy}:", style="bold"))
+            out.append(Padding(Text(fx.code, style="green"), (0, 0, 0, 4)))
+        elif fx.error:
+            out.append(Text(f"  {fx.remedy}: {fx.error}", style="red"))
+    return out
+
+
+def rank_blocks(report: Report) -> list:
+    """One row for each group of ranks that compiled alike, not one for each rank."""
+    if not report.ranks:
+        return []
+    t = new_table()
+    for col in ("ranks", "graphs", "break sites", "recompiles", "compile", "slowest"):
+        t.add_column(col, justify="left" if col in ("ranks", "slowest") else "right")
+    for g in report.rank_groups:
+        s = g.summary
+        median = " (median)" if len(g.ranks) > 1 else ""
+        slowest = f"{seconds(g.compile_max_s)}, {g.slowest}" if len(g.ranks) > 1 else ""
+        t.add_row(
+            rank_set(report.ranks, g.ranks),
+            str(s.graphs),
+            str(s.unique_graph_breaks),
+            str(s.recompiles),
+            seconds(s.compile_time_s) + median,
+            slowest,
+        )
+    groups = len(report.rank_groups)
+    title = f"\nRanks ({len(report.ranks)}" + (
+        f", {plural(groups, 'group')} that compiled alike)" if groups < len(report.ranks) else ")"
+    )
+    out: list = [Text(title, style="bold"), Padding(t, (0, 0, 0, 2))]
+    if report.divergence:
+        out.append(Text(f"\nRanks diverge ({len(report.divergence)})", style="bold red"))
+        # a grid, so a long divergence wraps under its own text, not under the "!"
+        grid = Table.grid(padding=(0, 1))
+        for d in report.divergence:
+            grid.add_row(Text("!", style="red"), Text(d.text, style="red"))
+        out.append(Padding(grid, (0, 0, 0, 2)))
+    else:
+        out.append(Text("  All ranks compiled alike.", style="green"))
+    return out
+
+
+def render_recompiles(report: Report, width: int | None = None, color: bool = False) -> str:
+    items: list = [
+        Text(f"compilediag recompiles · {short_path(report.target.path)}", style="bold"),
+        *_headline(report, width),
+    ]
+    items += timeline_block(report)
+    items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
+    for note in report.notes:
+        items.append(Text(f"! {note.text}", style="yellow"))
+    items += fix_blocks(report)
+    for line in verdict_lines(report):
+        items.append(Text(("\n" if line.startswith("verdict") else "") + line, style="bold"))
+    return print_items(items, width, color)
