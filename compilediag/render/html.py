@@ -33,6 +33,7 @@ from compilediag.render import kernel_count_note, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.glance import rank_glance
 from compilediag.render.step_picture import step_picture
+from compilediag.render.tried import tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
     kernel_achieved,
@@ -40,8 +41,6 @@ from compilediag.render.views import (
     recompiles_by_frame,
     step_text,
     step_words,
-    tried_words,
-    try_baseline_words,
     unmeasured_words,
     window_notes,
 )

@@ -14,14 +14,12 @@ from compilediag.render import (
     where,
 )
 from compilediag.render.glance import rank_glance
+from compilediag.render.tried import cold_warm_words, tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
-    cold_warm_words,
     rank_step_rows,
     step_text,
     tracing_words,
-    tried_words,
-    try_baseline_words,
 )
 from compilediag.report.model import Report
 

@@ -14,6 +14,7 @@ from compilediag.render import (
     where,
 )
 from compilediag.render.table.parts import Row, details
+from compilediag.render.tried import tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
     kernel_steps_words,
@@ -22,8 +23,6 @@ from compilediag.render.views import (
     step_text,
     step_words,
     tracing_words,
-    tried_words,
-    try_baseline_words,
     unmeasured_words,
     window_notes,
 )

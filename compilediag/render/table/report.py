@@ -29,7 +29,7 @@ from compilediag.render.table.facts import (
 )
 from compilediag.render.table.parts import Row, details, new_table, print_items
 from compilediag.render.table.recompiles import recompile_blocks, timeline_block
-from compilediag.render.views import cold_warm_words
+from compilediag.render.tried import cold_warm_words
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
 

@@ -1,0 +1,66 @@
+"""The remedies tried, in words, as every renderer shows them: `run --try-fixes`' runs
+(each remedy's effect with its interval, the one baseline) and a compile remedy's compile
+cold and warm (explain's --try-fixes)."""
+
+from __future__ import annotations
+
+from compilediag.paths import where
+from compilediag.render import ms, seconds
+from compilediag.report.model import Tried, TryBaseline, VerifiedFix
+
+
+def tried_words(t: Tried) -> str:
+    """`fused: AdamW(..., fused=True) at train.py:52 (it can shorten the optimizer: at most 47%
+    of the step): the step 26 ms → 15.5 ms, optimizer 19.8 ms → 9.89 ms; losses match exactly
+    over 8 steps: kept: 1.67× faster [1.58-1.77×] over 3 pairs of runs`"""
+    file, _, line = t.where.rpartition(":")
+    at = f" at {where(file, int(line))}" if file and line.isdigit() else ""
+    name = "all kept, together" if len(t.remedies) > 1 else t.remedy
+    figures = []
+    if t.step_ms is not None and t.step_ms_after is not None:
+        figures.append(f"the step {ms(t.step_ms)} → {ms(t.step_ms_after)}")
+    if t.part and t.part_ms is not None and t.part_ms_after is not None:
+        figures.append(f"{t.part} {ms(t.part_ms)} → {ms(t.part_ms_after)}")
+    if t.graph_breaks != t.graph_breaks_after:
+        figures.append(f"graph breaks {t.graph_breaks} → {t.graph_breaks_after}")
+    measured = ", ".join(figures) + (f"; {t.losses}" if t.losses else "")
+    expected = f" (it {t.expected})" if t.expected else ""
+    text = f"{name}: {t.code}{at}{expected}: " + (f"{measured}: {t.why}" if measured else t.why)
+    if t.hint:
+        text += f"; torch's hint: {t.hint}"
+    return text + (f"; {t.settling}" if t.settling else "")
+
+
+def cold_warm_words(fx: VerifiedFix) -> str:
+    """A compile remedy's compile, cold and warm: `compile with empty caches 13.6 s → 2.01 s,
+    warm 2.62 s → 1.51 s: the gain is in the cold compile (a new machine, a CI runner)`;
+    "" where not measured."""
+    b, a = fx.before, fx.after
+    if a is None or None in (
+        b.compile_s_cold,
+        a.compile_s_cold,
+        b.compile_s_warm,
+        a.compile_s_warm,
+    ):
+        return ""
+    cold = (b.compile_s_cold or 0.0) - (a.compile_s_cold or 0.0)
+    warm = (b.compile_s_warm or 0.0) - (a.compile_s_warm or 0.0)
+    where = (
+        "the gain is in the cold compile (a new machine, a CI runner)" if cold > warm
+        else "the gain is in the warm compile (a run after one that filled the caches)"
+    )  # fmt: skip
+    return (
+        f"compile with empty caches {seconds(b.compile_s_cold or 0.0)} → "
+        f"{seconds(a.compile_s_cold or 0.0)}, warm {seconds(b.compile_s_warm or 0.0)} → "
+        f"{seconds(a.compile_s_warm or 0.0)}: {where}"
+    )
+
+
+def try_baseline_words(b: TryBaseline) -> str:
+    """`the job as it is: 43.7 ms a step, 4 runs alternated with the remedies' (their
+    windows within 6% of each other)`, and what ran beside them."""
+    text = (
+        f"the job as it is: {ms(b.step_ms)} a step, {b.runs} runs alternated with the remedies' "
+        f"(their windows within {b.spread:.0%} of each other)"
+    )
+    return "; ".join(x for x in (text, b.load, b.stopped) if x)
