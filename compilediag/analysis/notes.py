@@ -12,7 +12,6 @@ from compilediag.analysis.compile.kernel_origins import provenance_lines
 from compilediag.analysis.compile.kernels import GraphCode
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.source import code_at
-from compilediag.harness.threads import Trust
 from compilediag.harness.worker_types import FrameTime, WorkerResult
 from compilediag.report.model import Environment, Graph, GraphBreak, Report, TraceInfo
 from compilediag.report.vocabulary import Finding, FindingKind, Severity, Source
@@ -320,32 +319,6 @@ def trace_notes(info: TraceInfo) -> list[Finding]:
                 "(its md5 is not the one torch wrote): the trace was cut or altered after it "
                 "was written.",
                 Severity.WARNING,
-            )
-        )
-    return notes
-
-
-def timing_notes(trust: Trust) -> list[Finding]:
-    """What compilediag changed for the timing (fewer threads for busy cores), and each
-    figure the one-thread cross-check flags (its cause and fix)."""
-    notes = []
-    th = trust.threads
-    if th is not None and th.set_by == "compilediag":
-        seen = f" ({th.load.words()})" if th.load else ""
-        notes.append(
-            Finding(
-                FindingKind.TIMING_THREADS,
-                f"timed with {th.used} thread{'s' * (th.used != 1)}, not torch's "
-                f"{th.default}: the cores were busy{seen}, and a thread that waits on a busy "
-                "core makes every call wait. The compile was torch's own, with its threads.",
-                fix="set OMP_NUM_THREADS=N to time with N threads: compilediag never "
-                "changes a count you set.",
-            )
-        )
-    for flag in trust.flags:
-        notes.append(
-            Finding(
-                FindingKind.UNRELIABLE_TIMING, f"timings not reliable: {flag}.", Severity.WARNING
             )
         )
     return notes

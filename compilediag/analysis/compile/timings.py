@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from compilediag.harness.worker_types import Profiled, WorkerResult
 from compilediag.report.model import Breakdown, Report, Timings
-from compilediag.report.vocabulary import Bound
+from compilediag.report.vocabulary import Bound, Finding, FindingKind, Severity
 
 if TYPE_CHECKING:
     from compilediag.harness.threads import Trust
@@ -104,8 +104,7 @@ def with_trust(report: Report, trust: Trust | None) -> Report:
     """The report (a new one) with what stands behind its timings: the threads they ran
     with, who chose them and the load beside the run (Timings), and a note where
     compilediag changed the count or the one-thread cross-check flags a figure
-    (notes.timing_notes)."""
-    from compilediag.analysis.notes import timing_notes
+    (timing_notes)."""
 
     t = report.timings
     if trust is None or trust.threads is None or t is None or t.eager_ms is None:
@@ -129,3 +128,29 @@ def trusted_speedup(report: Report) -> tuple[float | None, str]:
     if t is not None and t.noise:
         return None, t.noise
     return report.summary.speedup, ""
+
+
+def timing_notes(trust: Trust) -> list[Finding]:
+    """What compilediag changed for the timing (fewer threads for busy cores), and each
+    figure the one-thread cross-check flags (its cause and fix)."""
+    notes = []
+    th = trust.threads
+    if th is not None and th.set_by == "compilediag":
+        seen = f" ({th.load.words()})" if th.load else ""
+        notes.append(
+            Finding(
+                FindingKind.TIMING_THREADS,
+                f"timed with {th.used} thread{'s' * (th.used != 1)}, not torch's "
+                f"{th.default}: the cores were busy{seen}, and a thread that waits on a busy "
+                "core makes every call wait. The compile was torch's own, with its threads.",
+                fix="set OMP_NUM_THREADS=N to time with N threads: compilediag never "
+                "changes a count you set.",
+            )
+        )
+    for flag in trust.flags:
+        notes.append(
+            Finding(
+                FindingKind.UNRELIABLE_TIMING, f"timings not reliable: {flag}.", Severity.WARNING
+            )
+        )
+    return notes
