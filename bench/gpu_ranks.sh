@@ -39,6 +39,6 @@ run ddp_straggler ddp_train.py JOB_SLOW_RANK=1
 run ddp_diverge ddp_train.py JOB_DIVERGE_RANK=1
 run fsdp fsdp_train.py
 cat "$OUT/wall.txt"
-python3 -m pytest -q -m gpus -p no:cacheprovider --basetemp "$OUT/pytest" tests/test_rank_steps.py > "$OUT/pytest_gpus.log" 2>&1
+python3 -m pytest -q -m gpus -p no:cacheprovider --basetemp "$OUT/pytest" tests/analysis/ranks/test_rank_steps.py > "$OUT/pytest_gpus.log" 2>&1
 for d in "$OUT"/*/; do (cd "$d" && tar czf ../"$(basename "$d")".tgz . && cd .. && rm -rf "$d"); done
 tail -3 "$OUT/pytest_gpus.log"

@@ -23,7 +23,7 @@ echo "report --fail-on-divergence exit $?" >> "$OUT/gpt_report.txt"
 python3 -m compilediag report /tmp/gpt_trace --format json > /tmp/gpt.json 2>/dev/null
 JOB_FACTS=/tmp/facts1/facts.json JOB_BACKEND=inductor python3 -m compilediag run --profile-steps 10-20 \
   -- python3 $JOBS/trainer_eval.py > "$OUT/trainer_eval.txt" 2>&1
-python3 -m pytest -q -m "gpu or gpus" -p no:cacheprovider -n 0 tests/test_step_story.py \
-  tests/test_rank_steps.py tests/test_step_parts.py > "$OUT/pytest_gpu.log" 2>&1
+python3 -m pytest -q -m "gpu or gpus" -p no:cacheprovider -n 0 tests/analysis/step/test_step_story.py \
+  tests/analysis/ranks/test_rank_steps.py tests/analysis/step/test_step_parts.py > "$OUT/pytest_gpu.log" 2>&1
 tail -5 "$OUT/pytest_gpu.log"
 tar czf "$OUT/facts.tgz" -C /tmp gpt.json facts facts1 && ls -la "$OUT"

@@ -19,6 +19,6 @@ for mode in default reduce-overhead; do
 done
 JOB_FACTS=/tmp/f JOB_BACKEND=inductor JOB_CHECKPOINT=1 python3 -m compilediag run --profile-steps 5-9 -- \
   python3 -m torch.distributed.run --nproc-per-node 2 $JOBS/gpt_ddp.py > "$OUT/gpt.txt" 2>&1
-python3 -m pytest -q -m "gpu or gpus" -p no:cacheprovider -n 0 tests/test_verdict.py \
-  tests/test_step_story.py > "$OUT/pytest_gpu.log" 2>&1
+python3 -m pytest -q -m "gpu or gpus" -p no:cacheprovider -n 0 tests/analysis/step/test_verdict.py \
+  tests/analysis/step/test_step_story.py > "$OUT/pytest_gpu.log" 2>&1
 tail -3 "$OUT/pytest_gpu.log"; cat "$OUT/mlp_modes.txt"

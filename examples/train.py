@@ -4,7 +4,7 @@ diagnose it as it runs with
     compilediag run -- python examples/train.py
     compilediag run --profile-steps 3-7 -- python examples/train.py --epochs 1
 
-What compilediag finds in it, and torch agrees (tests/test_run.py):
+What compilediag finds in it, and torch agrees (tests/cli/test_run.py):
 - a graph break at line 28 (a data-dependent check that fails fast on NaNs);
 - a recompile in the last batch of each epoch: 1000 samples in batches of 64 leave 40.
 """

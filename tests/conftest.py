@@ -108,7 +108,7 @@ def run_torchrun(
     """`compilediag run --format json OPTIONS -- python -m torch.distributed.run` with 2
     CPU ranks on a free port; each rank writes torch's own counts under `facts`; `env`:
     more of the job's environment."""
-    from tests.test_report import free_port
+    from tests.report.test_report import free_port
 
     facts.mkdir(exist_ok=True)
     return run_cli(

@@ -9,7 +9,7 @@ builtin operator`); torch ships the list of them, with hints, as
 `torch/_dynamo/graph_break_registry.json`. `fix_for()` answers a break with a `Fix`:
 
 1. compilediag's own fix for that GB id (`RULES`), where there is one: a specific change,
-   checked against torch (the config-level ones by applying them, tests/test_fixes.py);
+   checked against torch (the config-level ones by applying them, tests/fixes/test_fixes.py);
 2. else torch's own hints for the break (the registry's, or the ones in the break text):
    the floor, for every gb_type in the registry;
 3. else, for a break text of torch before 2.8 (no id, no hints), the patterns of

@@ -3,7 +3,7 @@
 Torch's structured trace is JSON in an envelope, but much of what matters is free text
 inside it: break reasons, guard failures, generated code, frame names. Each format below
 says which torch releases it was seen in; each is pinned by a test on a trace recorded
-from a real run (tests/test_torch_formats.py). When torch changes a format, this file
+from a real run (tests/trace/test_torch_formats.py). When torch changes a format, this file
 changes, and nothing else should have to.
 
 Imports nothing heavy (no torch): renderers and the gate may use it. It is one table of

@@ -200,7 +200,7 @@ def known_ops() -> dict[str, str]:
     """Every op name of the releases compilediag is tested on -> its namespace (`aten`, the
     collectives' `_c10d_functional`; ATen's where a name is in several): data/ops.txt, made
     from torch itself by tests/fixtures/make_ops.py; read, not imported from torch."""
-    text = (Path(__file__).resolve().parent.parent / "data" / "ops.txt").read_text()
+    text = (Path(__file__).resolve().parents[2] / "data" / "ops.txt").read_text()
     out: dict[str, str] = {}
     for line in text.splitlines():
         ns, sep, name = line.partition("::")

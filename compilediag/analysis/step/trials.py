@@ -8,7 +8,7 @@ The interval is Student's t over the pairs' log ratios, not a bootstrap: three p
 resampled can give no wider interval than their smallest and largest ratio, which holds
 the true ratio only three times in four (all three fall on one side of it one time in
 four), so a remedy with no effect would be kept far more often than one time in twenty
-(tests/test_remedies_bet.py counts both)."""
+(tests/analysis/step/test_remedies_bet.py counts both)."""
 
 from __future__ import annotations
 

@@ -274,7 +274,7 @@ def _findings(path: Path) -> dict:
     }
 
 
-# recordings made to differ between releases (tests/test_diff.py reads them as a pair)
+# recordings made to differ between releases (tests/analysis/diff/test_diff.py reads them as a pair)
 DIFFER = {"release_changes.log"}
 NEWER = [
     (folder, p.name)

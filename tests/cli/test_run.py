@@ -31,7 +31,7 @@ BREAK_LINE = next(
 
 
 # docs/usage.md's fault table, `run`'s rows: the exit code, and the test that shows it
-# (here, or in tests/test_messages.py)
+# (here, or in tests/cli/test_messages.py)
 RUN_FAULTS = {
     "run: no command after `--`": (2, "test_bad_input_is_refused_before_the_job_runs"),
     "run: a command that is not found": (2, "test_bad_input_is_refused_before_the_job_runs"),

@@ -29,7 +29,7 @@ import pytest
 
 from compilediag.analysis.step.advice import SYNCS
 from tests.conftest import ROOT, compilediag_cmd, run_cli, run_torchrun, work_left_out
-from tests.test_html import browser  # noqa: F401 - the fixture: Debian's chromium
+from tests.render.test_html import browser  # noqa: F401 - the fixture: Debian's chromium
 
 # the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
 pytestmark = pytest.mark.full
@@ -214,7 +214,7 @@ def test_two_nodes_fold_into_one_report_with_both_windows(tmp_path: Path) -> Non
     """Two torchrun "nodes" on one host (a c10d rendezvous on localhost, one rank each, gloo),
     each under its own `compilediag run --trace-dir`: `report NODE_A NODE_B` folds the ranks
     and keeps each rank's runtime facts (before: only with one folder; two dropped them)."""
-    from tests.test_report import free_port
+    from tests.report.test_report import free_port
 
     port, facts = free_port(), tmp_path / "facts"
     facts.mkdir()
@@ -441,7 +441,7 @@ def test_a_step_that_stalled_is_named_and_left_out_of_the_steps_figures(
     figures are the other steps' (before, their mean held it and the verdict named the
     part the pause fell in; torch 2.15 on CPU collects so by itself). The collector's
     share is said, by the job's own timing of gc.collect(), with what keeps it short."""
-    from tests.test_run_try_fixes import job_runs
+    from tests.analysis.step.test_run_try_fixes import job_runs
 
     facts = tmp_path / "facts.jsonl"
     proc = run_cli(

@@ -15,9 +15,9 @@ import pytest
 
 from tests.conftest import ROOT, TRACES, run_cli, run_json, trace_sets
 from tests.test_paths import _findings
-from tests.test_trace_truth import versions_with
+from tests.trace.test_trace_truth import versions_with
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def traced(cmd: list[str], trace: Path) -> None:

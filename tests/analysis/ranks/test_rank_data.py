@@ -1,7 +1,7 @@
 """Ranks that only saw different data are not divergent (#36): the same guard failing
 with each rank's own values is one note with each rank's values; `--fail-on-divergence`
 exits 0 on such a job (and 1 on one whose ranks compile different frames, in
-tests/test_run.py). Checked against torch's own counts in each rank
+tests/cli/test_run.py). Checked against torch's own counts in each rank
 (tests/fixtures/run_jobs/ranks_own_data.py)."""
 
 from __future__ import annotations

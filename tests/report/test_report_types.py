@@ -4,7 +4,6 @@ ids read as torch's ids."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from compilediag.analysis.build import build_report
 from compilediag.render import render
@@ -19,7 +18,7 @@ from compilediag.report.vocabulary import (
 )
 from compilediag.trace.compiles import CompileId, id_of, unranked
 from compilediag.trace.parse import parse_path
-from tests.conftest import fixture_trace
+from tests.conftest import ROOT, fixture_trace
 
 
 def test_vocabularies_are_saved_as_their_text_and_read_back_typed() -> None:
@@ -51,11 +50,11 @@ def test_a_value_this_release_does_not_know_keeps_its_text() -> None:
     assert "a cause of a newer release" in render(Report.from_dict(data), "json")
 
 
-def test_every_break_cause_is_given_by_a_rule_of_the_advice() -> None:
+def test_every_break_cause_is_given_by_a_rule_of_the_fixes() -> None:
     """A cause no rule gives is a name nothing can reach (a patch or a remedy keyed on it
-    never runs): each member of BreakCause is named in compilediag/advice's rules."""
-    advice = Path(__file__).parents[1] / "compilediag" / "advice"
-    rules = "".join(p.read_text() for p in advice.glob("*.py") if p.name not in ("remedies.py",))
+    never runs): each member of BreakCause is named in compilediag/fixes' rules."""
+    fixes = ROOT / "compilediag" / "fixes"
+    rules = "".join(p.read_text() for p in fixes.glob("*.py") if p.name not in ("remedies.py",))
     unused = [c.name for c in BreakCause if f"BreakCause.{c.name}" not in rules]
     assert unused == []
 
@@ -77,7 +76,7 @@ def test_compile_ids_are_read_as_torchs() -> None:
 def test_a_saved_schema_2_report_loads_its_notes_and_divergence_as_findings() -> None:
     """`compilediag report` of collectives_diverge (torch 2.13 trace), saved as JSON by
     compilediag at db36776 (schema 2: notes and divergence were text)."""
-    saved = Path(__file__).parent / "fixtures/reports/schema2_collectives_diverge.json"
+    saved = ROOT / "tests" / "fixtures/reports/schema2_collectives_diverge.json"
     data = json.loads(saved.read_text())
     assert data["schema_version"] == 2 and isinstance(data["divergence"][0], str)
     report = Report.from_dict(data)

@@ -140,8 +140,8 @@ def test_dump_kernels_refuses_bad_out_before_running(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_explain_shows_kernel_count() -> None:
+    from tests.cli.test_explain_e2e import clean_run
     from tests.conftest import shared_json
-    from tests.test_explain_e2e import clean_run
 
     report, proc = shared_json(*clean_run("transformer_block.py"))
     assert proc.returncode == 0, proc.stderr

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.analysis.step.test_run_try_fixes import job_runs, own_median
 from tests.conftest import ROOT, run_cli
-from tests.test_run_try_fixes import job_runs, own_median
 
 JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "bounded.py"
 
