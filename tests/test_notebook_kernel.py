@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+# the whole suite's (`pytest --full`): end-to-end runs, tens of seconds each on 2 cores
+pytestmark = pytest.mark.full
+
 MODEL = """\
 class Net(nn.Module):
     def __init__(self) -> None:

@@ -52,6 +52,7 @@ def test_ci_snippet_renders_only_files_it_made() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.full  # (100 s on 2 cores: the whole suite's)
 def test_readme_samples_are_what_the_commands_print() -> None:
     """docs/samples.py made the README's sample outputs from real runs; run again, they say
     the same (numbers masked, the machine's timings left out) under the torch that made them."""

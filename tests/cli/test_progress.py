@@ -10,7 +10,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SAMPLES, compilediag_cmd, read_terminal, run_cli
+
+# the whole suite's (`pytest --full`): end-to-end runs, tens of seconds each on 2 cores
+pytestmark = pytest.mark.full
 
 
 def on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str, str]:

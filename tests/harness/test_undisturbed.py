@@ -17,6 +17,9 @@ MODEL = """\
 import torch
 from torch import nn
 
+# the whole suite's (`pytest --full`): end-to-end runs, tens of seconds each on 2 cores
+pytestmark = pytest.mark.full
+
 
 class Net(nn.Module):
     def __init__(self):

@@ -16,6 +16,9 @@ import pytest
 from tests.analysis.step.test_run_try_fixes import job_runs, own_median
 from tests.conftest import ROOT, run_cli
 
+# the whole suite's (`pytest --full`): end-to-end runs, tens of seconds each on 2 cores
+pytestmark = pytest.mark.full
+
 JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "bounded.py"
 
 
