@@ -322,3 +322,36 @@ def _gpu_env(facts: Path, **more: str) -> dict[str, str]:
     import os
 
     return {**os.environ, "JOB_FACTS": str(facts), "PYTHONPATH": str(JOBS), **more}
+
+
+REPORTS = ROOT / "tests" / "fixtures" / "reports"
+
+
+@pytest.mark.parametrize(
+    ("name", "micro"),
+    [("try_fixes_accum_h200_torch2.11.json", 4), ("try_fixes_launch_h200_torch2.11.json", 1)],
+)
+def test_cuda_graph_advice_names_what_gradient_accumulation_needs(name: str, micro: int) -> None:
+    """`run --try-fixes` reports recorded on an H200 (torch 2.11, bench/gpu_remedies.sh): the
+    host-bound loop with four micro-batches a step gets CUDA graphs' advice with what its
+    loop needs (gradients of its own, a marked step, cloned outputs); the same loop without
+    accumulation gets none of it. Its graphs' calls over its optimizer's steps say how many."""
+    from compilediag.analysis.step.verdict import bound_advice
+    from compilediag.report.model import Report
+
+    report = Report.from_dict(json.loads((REPORTS / name).read_text()))
+    assert report.runtime is not None and report.runtime.bound is not None
+    assert report.runtime.bound.part == "host"
+    calls = max(g.calls or 0 for g in report.graphs) / report.runtime.steps
+    assert round(calls) == micro
+    (said,) = bound_advice(report, report.runtime)
+    assert 'mode="reduce-overhead"' in said
+    needs = f"its {micro} calls of the model a step (gradient accumulation)"
+    assert (needs in said) == (micro > 1), said
+    if micro > 1:
+        assert "cudagraph_mark_step_begin()" in said and "zeros_like" in said
+    # the failure --try-fixes met there, and the remedy it tried after it
+    tried = {t.remedy: t for t in report.runtime.tried}
+    if micro > 1:
+        assert "overwritten by a subsequent run" in tried["cudagraphs"].error
+        assert tried["cudagraphs_marked"].loss_match is True
