@@ -102,3 +102,24 @@ def test_findings_say_what_they_are_about() -> None:
     assert all(k.source_lines for k in report.kernels if k.kind != "extern")
     assert [n.kind for n in report.notes] == [FindingKind.COMPILE_COST]
     assert "save_cache_artifacts" in report.notes[0].message
+
+
+def test_every_saved_report_round_trips_through_the_types_by_section() -> None:
+    """The Report's types live in sections (report/compile.py, step.py, ranks.py) and
+    report.model re-exports them: each saved report of this schema reads back and writes
+    the same JSON, key for key; older ones still read."""
+    import json
+
+    from compilediag.report.model import SCHEMA_VERSION, Report
+
+    saved = sorted((ROOT / "tests" / "fixtures" / "reports").glob("*.json"))
+    current = 0
+    for path in saved:
+        data = json.loads(path.read_text())
+        report = Report.from_dict(json.loads(path.read_text()))
+        if data["schema_version"] == SCHEMA_VERSION:
+            current += 1
+            assert json.dumps(report.to_dict(), sort_keys=True) == json.dumps(
+                data, sort_keys=True
+            ), path
+    assert current >= 2 and len(saved) > current
