@@ -97,16 +97,23 @@ def lines_from_ops(
     the first Dynamo graph node that computes it and that no earlier kernel of the same
     wrapper took. A backward wrapper runs the graph in reverse, but its kernels follow the
     forward's order less closely: there, only an op that one line alone computes counts
-    (`gelu`, not one of nine `linear`s). Layout ops are no evidence; ops any line may hold (add, mul, sum...) count
+    (`gelu`, not one of nine `linear`s). Layout ops are no evidence; ops any line may hold
+    (add, mul, sum...) count in a forward kernel where one line alone computes them, else
     only for a kernel whose other ops place nothing. A line that can't be told is left out
     (tests: every matched line is one Inductor's provenance records give, where they exist)."""
     order = nodes[::-1] if backward else nodes
     whole = [op for op in ops if not op.endswith("_")]  # `aten.softmax_`: a split gone wrong
     words = [w for w in dict.fromkeys(map(_op_word, whole)) if w and w not in GRAPH_LAYOUT_OPS]
     if backward:  # its kernels' order follows the forward's less closely: one line or none
-        words = [w for w in words if len({n.line for n in order if n.op in _accepted(w)}) == 1]
+        words = [w for w in words if _one_line(w, order)]
     telling = [w for w in words if w not in GRAPH_COMMON_OPS]
+    if not backward:  # a common op one line alone computes (`any` of a layer norm's kernel)
+        telling += [w for w in words if w in GRAPH_COMMON_OPS and _one_line(w, order)]
     return _claim(telling, order, claimed) or _claim(words, order, claimed)
+
+
+def _one_line(word: str, order: list[GraphNode]) -> bool:
+    return len({n.line for n in order if n.op in _accepted(word)}) == 1
 
 
 def _accepted(word: str) -> tuple[str, ...]:

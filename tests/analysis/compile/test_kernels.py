@@ -443,6 +443,47 @@ def test_a_training_steps_kernel_lines_without_provenance_are_torchs(tmp_path: P
     _check_matched_lines(_train_step_pairs(tmp_path, "cpu"), share=0.5)
 
 
+ANY_STEP = """\
+import torch
+from torch import nn
+
+
+class Gate(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x):
+        h = self.ln(x) + x
+        bad = torch.isnan(h).any()
+        return torch.where(bad, torch.zeros_like(h), h)
+
+
+model = torch.compile(Gate())
+model(torch.randn(4, 6, 32))
+"""
+
+
+@pytest.mark.slow
+def test_a_common_op_one_line_alone_computes_places_its_kernel_there_too(tmp_path: Path) -> None:
+    """#62: a forward kernel that fuses a layer norm, an add and the only `.any()` of the
+    forward gets the `.any()` line too (it once got the layer norm's alone); every line
+    matched is one Inductor's provenance records give."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "gate.py").write_text(ANY_STEP)
+    env = {**os.environ, "INDUCTOR_PROVENANCE": "1", "TORCH_TRACE": str(tmp_path / "trace"),
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    subprocess.run([sys.executable, "gate.py"], cwd=tmp_path, env=env, check=True, timeout=600)
+    pairs = _lines_with_and_without_provenance(parse_path(tmp_path / "trace"))
+    _check_matched_lines(pairs, share=1.0)
+    line = next(i for i, x in enumerate(ANY_STEP.splitlines(), 1) if ".any()" in x)
+    with_any = [m for name, _, m in pairs if "_any_" in name]
+    assert with_any and all(any(x.endswith(f":{line}") for x in m) for m in with_any), pairs
+
+
 @pytest.mark.gpu
 def test_triton_kernel_lines_without_provenance_are_torchs(tmp_path: Path) -> None:
     """On CUDA: Triton kernels' calls carry Inductor's source-node comments; with them and
