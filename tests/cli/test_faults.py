@@ -296,7 +296,7 @@ def test_readme_fault_table_lists_every_fault() -> None:
     expected.update({"Ctrl-C during the run": 130, "disk full while writing the report": 2,
                      "dump-kernels --out that is a file or not writable": 2,
                      "Ctrl-C while gcc builds a kernel": 130})  # fmt: skip
-    from tests import test_messages, test_run  # `run`'s faults: with its other behaviour
+    from tests.cli import test_messages, test_run  # `run`'s faults: with its other behaviour
 
     expected.update({name: code for name, (code, _) in test_run.RUN_FAULTS.items()})
     assert all(

@@ -13,12 +13,12 @@ import pytest
 
 from tests.conftest import run_json
 
+# the whole suite's (`pytest --full`): end-to-end runs, tens of seconds each on 2 cores
+pytestmark = pytest.mark.full
+
 MODEL = """\
 import torch
 from torch import nn
-
-# the whole suite's (`pytest --full`): end-to-end runs, tens of seconds each on 2 cores
-pytestmark = pytest.mark.full
 
 
 class Net(nn.Module):

@@ -46,7 +46,7 @@ def test_timings_are_consistent(sample: str) -> None:
 
 
 def test_every_sample_is_timed() -> None:
-    from tests import test_explain_e2e
+    from tests.cli import test_explain_e2e
 
     elsewhere = set(test_explain_e2e.BREAKING) | set(test_explain_e2e.CLEAN)
     elsewhere |= {s for s, _ in CHANGES_INPUTS} | {"costly_break.py"}
