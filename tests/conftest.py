@@ -245,6 +245,10 @@ LONG_TESTS = (
     "test_reorderable_print_removes_a_print_of_a_string",
     "test_baseline_end_to_end",
     "test_dynamic_true_removes_shape_recompiles",
+    # --try-fixes' alternated rounds: minutes each
+    "test_the_remedy_for_the_bounding_part_is_measured_and_the_jobs_clock_agrees",
+    "test_a_remedy_that_helps_is_kept_applied_and_the_edited_job_is_faster",
+    "test_regional_compilations_compile_is_measured_cold_and_warm",
 )
 
 

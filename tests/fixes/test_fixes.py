@@ -498,7 +498,7 @@ def test_texts_of_torch_before_2_8(reason: str, code: str, cause: str, config: d
 def test_imports_and_answers_without_torch() -> None:
     script = (
         "import sys; sys.modules['torch'] = None\n"
-        "from compilediag import advice as fixes\n"
+        "from compilediag import fixes\n"
         "assert fixes.registry() == {}\n"
         "f = fixes.fix_for('GB0059', 'Failed to trace builtin operator', "
         '"Dynamo does not know how to trace builtin operator `print` with argument types '
