@@ -339,6 +339,10 @@ def fix(
     the original's on the same inputs (with --train, the gradients too). Prints each
     patch as a unified diff with its evidence; --apply writes them (refused when the file
     changed since the run).
+
+    Given REPORT.json, a report `run --try-fixes --format json` saved, it shows the
+    remedies that run kept as edits of your code; --apply writes them (each file's
+    original kept as FILE.orig) and runs the edited job to verify them.
     """
     from compilediag.cli.commands import fix as command
 
