@@ -196,10 +196,6 @@ class Beside:
         others = max(0.0, end[0] - start[0] - (mine1 - mine0) * tick)
         return round(min(1.0, others / (end[1] - start[1])) * len(self._cores), 2)
 
-    @property
-    def of(self) -> int:
-        return len(self._cores)
-
 
 def _own_and_children() -> float:
     t = os.times()

@@ -100,6 +100,8 @@ def expected(c: Candidate, report: Report) -> str:
     bound = job.bound if job is not None else None
     medians = job.step_medians if job is not None else {}
     step = medians.get("step") or 0.0
+    if "+" in c.remedy:  # the kept ones together: each has said what it moves
+        return "can shorten what each of them shortened alone, at once"
     if c.remedy == "tf32":
         if bound is not None and bound.part != "device":
             return (f"cannot shorten a step bound by {bound.part}: faster float32 matmuls "

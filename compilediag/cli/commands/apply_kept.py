@@ -151,14 +151,14 @@ def _verify(
     """The edited job once to the window's end: its step against the unchanged runs';
     a job that fails edited gets its files back."""
     from compilediag.analysis.step.remedies import window_mean
-    from compilediag.cli.commands.try_fixes import Job, _launch
+    from compilediag.cli.commands.try_fixes import Job, launch_job
 
     a, z = runtime.window[:2] if len(runtime.window) >= 2 else (0, 0)
     if not z:
         return "not verified: the report holds no window of steps to run the edited job to"
     say(f"compilediag: --apply: running the edited job to step {z} to verify it")
     job = Job(list(runtime.command), f"{a}-{z}", runtime.stop_after)
-    launched, interrupted = _launch(job, None, env_for)
+    launched, interrupted = launch_job(job, None, env_for)
     if interrupted:
         return "not verified: interrupted"
     if launched.failure:

@@ -149,7 +149,7 @@ def _alternate(
         for t in order:
             name = t.candidate.remedy if t else "the job as it is"
             say(f"compilediag: round {n + 1}: {name}")
-            launched, interrupted = _launch(opts, t.candidate.remedy if t else None, env_for)
+            launched, interrupted = launch_job(opts, t.candidate.remedy if t else None, env_for)
             if interrupted:
                 say("compilediag: --try-fixes interrupted: the rounds run so far are reported")
                 return trials, baseline if n else []
@@ -268,7 +268,7 @@ def _baseline(runs: list[Launched], budget_s: float, clock: _Clock) -> TryBaseli
     )
 
 
-def _launch(opts: Job, remedy: str | None, env_for: EnvFor) -> tuple[Launched, bool]:
+def launch_job(opts: Job, remedy: str | None, env_for: EnvFor) -> tuple[Launched, bool]:
     """The job to the window's end with `remedy` made (None: as it is), its output kept
     aside; and whether it was interrupted."""
     from compilediag.analysis.ranks.fold import report_from_files

@@ -355,3 +355,22 @@ def test_cuda_graph_advice_names_what_gradient_accumulation_needs(name: str, mic
     if micro > 1:
         assert "overwritten by a subsequent run" in tried["cudagraphs"].error
         assert tried["cudagraphs_marked"].loss_match is True
+
+
+def test_each_remedy_says_what_it_can_move_given_the_verdict() -> None:
+    """On the H200's host-bound MLP (torch 2.11): CUDA graphs can move the step, TF32 cannot,
+    the optimizer's remedy no more than the optimizer's share, and the kept ones together
+    say so as a set (not a part of their own)."""
+    from compilediag.analysis.step.remedies import Candidate, candidates, expected
+    from compilediag.report.model import Report
+
+    report = Report.from_dict(
+        json.loads((REPORTS / "try_fixes_launch_h200_torch2.11.json").read_text())
+    )
+    said = {c.remedy: c.expected for c in candidates(report, cuda=True)}
+    assert said["cudagraphs"].startswith("can cut the host's kernel launches")
+    assert said["tf32"].startswith("cannot shorten a step bound by host")
+    share = report.runtime.step_medians["optimizer"] / report.runtime.step_medians["step"]
+    assert said["fused"] == f"can shorten the optimizer: at most {share:.0%} of the step"
+    together = expected(Candidate("cudagraphs+fused", "", "the kept remedies, together"), report)
+    assert together == "can shorten what each of them shortened alone, at once"
