@@ -41,6 +41,9 @@ spread (min-max) are reported, and ratios are taken between medians of the same 
    perf_counter) of the same steps, median, in the plain run and in the profiled run
    (target: within 5%); and what the report states about the window's cost. `--device
    cuda` trains on the GPU (each step ending in the loss's .item()).
+10. The numerics check where outputs match (no search runs): `explain --no-timings` against
+   `explain --no-timings --no-numerics` on the models of figure 1, alternating (the check
+   adds one eager call of a float64 copy of the model; target: within the runs' spread).
 """
 
 from __future__ import annotations
@@ -441,10 +444,24 @@ def figure_ranks(runs: int) -> list[str]:
     return lines
 
 
+def figure_numerics(models: list[str], runs: int) -> list[str]:
+    """Figure 10: explain with its numerics check against explain without it."""
+    out = ["| variant | median | spread | ratio to --no-numerics |", "|---|---:|---|---:|"]
+    for model in models:
+        base = [*CLI, "explain", model, "--no-timings", "--format", "json"]
+        times = alternate(
+            {f"explain --no-numerics · {model}": ([*base, "--no-numerics"], {}),
+             f"explain · {model}": (base, {})}, runs,
+        )  # fmt: skip
+        ref = statistics.median(next(iter(times.values())))
+        out += [row(k, v, ref) for k, v in times.items()]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--figures", default="1,2,3,4,5,6,7,8,9")
+    ap.add_argument("--figures", default="1,2,3,4,5,6,7,8,9,10")
     ap.add_argument("--frames", type=int, default=70, help="frames of the big trace (~50 MB)")
     ap.add_argument("--device", default="cpu", help="figure 9's device (cpu, cuda)")
     args = ap.parse_args()
@@ -490,9 +507,12 @@ def main() -> None:
     if 9 in wanted:
         sections.append(("9. The profiling window's step against the same steps unprofiled "
                          "(target: within 5%)", figure_window(args.runs, args.device)))  # fmt: skip
+    if 10 in wanted:
+        sections.append(("10. The numerics check where outputs match (target: within the spread)",
+                         figure_numerics(models, args.runs)))  # fmt: skip
     results = ROOT / "bench" / "RESULTS.md"
     kept = {}  # figures not run this time keep their last result, said so in the header
-    if wanted != {1, 2, 3, 4, 5, 6, 7, 8, 9} and results.exists():
+    if wanted != set(range(1, 11)) and results.exists():
         for part in results.read_text().split("\n## ")[1:]:
             title, _, body = part.partition("\n")
             if int(title.split(".")[0]) not in wanted:

@@ -50,10 +50,30 @@ def test_speedup_and_output_rules() -> None:
         max_abs_err=0.0,
     )
     r.summary.speedup = 2.0
-    assert evaluate(r, Budgets(min_speedup=2.0, check_outputs=True)).passed
+    assert evaluate(r, Budgets(min_speedup=2.0, fail_on_mismatch=True)).passed
     assert not evaluate(r, Budgets(min_speedup=2.01)).passed
     r.timings.outputs_match = False
-    assert not evaluate(r, Budgets(check_outputs=True)).passed
+    assert not evaluate(r, Budgets(fail_on_mismatch=True)).passed
+
+
+@pytest.mark.parametrize(
+    ("verdict", "passed"),
+    [("match", True), ("compiled_closer", True), ("random_only", True), ("differ", False)],
+)
+def test_a_mismatch_that_is_random_numbers_or_eagers_rounding_passes(
+    verdict: str, passed: bool
+) -> None:
+    """The gate reads the numerics' verdict where there is one (the dtype table's outputs_match
+    says DIFFER for each of these but the first)."""
+    from compilediag.report.numerics import Numerics, OutputCloseness
+
+    r = breaks_report()
+    r.timings = Timings(outputs_match=verdict == "match", max_abs_err=0.5)
+    r.numerics = Numerics(verdict, outputs=[OutputCloseness("out[0]", "float32", [2], 0.5)])
+    v = evaluate(r, Budgets(fail_on_mismatch=True))
+    assert v.passed is passed
+    (rule,) = [x for x in v.rules if x.name == "fail-on-mismatch"]
+    assert rule.value == 0.5
 
 
 def test_baseline_line_shift_passes_new_break_fails_removed_break_improves() -> None:

@@ -16,7 +16,9 @@ from compilediag.analysis.compile.graphs import (
 )
 from compilediag.analysis.compile.kernels import GraphCode, all_kernels, generated, relocated
 from compilediag.analysis.compile.time_advice import compile_notes
+from compilediag.analysis.compile.numerics import numerics_of
 from compilediag.analysis.compile.timings import attribute_time, timings_of
+from compilediag.report.numerics import PASSING
 from compilediag.analysis.compile.torch_bugs import torch_bug
 from compilediag.analysis.history import History, build_history
 from compilediag.analysis.notes import (
@@ -146,6 +148,9 @@ def what_the_worker_measured(report: Report, h: History, measured: WorkerResult)
             attribute_time(report, measured.timings.profiled)
     if measured.explain is not None:
         report.cross_check = cross_check(report.graph_breaks, measured.explain)
+    report.numerics = numerics_of(measured.numerics, report.kernels)
+    if report.numerics is not None and report.timings is not None:
+        report.timings.outputs_match = report.numerics.verdict in PASSING
     report.errors = [Finding(FindingKind.RUN_ERROR, e, Severity.ERROR) for e in measured.errors]
 
 

@@ -24,7 +24,9 @@ from compilediag.cli.options import (
     Output,
     ProfileOut,
     ProfileSteps,
+    Numerics,
     Repeat,
+    ReproDir,
     RunOptions,
     SpeedupTolerance,
     StopAfter,
@@ -141,6 +143,8 @@ def explain(
     ] = True,
     repeat: Repeat = None,
     warmup: Warmup = None,
+    numerics: Numerics = True,
+    repro_dir: ReproDir = "compilediag_repro",
     format: Format = "table",
     output: Output = None,
     html: Html = None,
@@ -174,6 +178,7 @@ def explain(
         out=_out(format, output, html),
         fixes=_fixes(try_fixes, jobs),
         cross_check=cross_check, timings=timings, repeat=repeat, warmup=warmup,
+        repro_dir=repro_dir if numerics else None,
     )  # fmt: skip
     _call(lambda: command.run(opts))
 
@@ -195,6 +200,8 @@ def recompiles(
     junit: Junit = None,
     try_fixes: TryFixes = False,
     jobs: Jobs = None,
+    numerics: Numerics = True,
+    repro_dir: ReproDir = "compilediag_repro",
     format: Format = "table",
     output: Output = None,
     html: Html = None,
@@ -217,7 +224,7 @@ def recompiles(
     opts = command.RecompilesOptions(
         run=run or RunOptions(),
         shapes=shapes, gate=_gate(limits=limits, junit=junit), out=_out(format, output, html),
-        fixes=_fixes(try_fixes, jobs),
+        fixes=_fixes(try_fixes, jobs), repro_dir=repro_dir if numerics else None,
     )  # fmt: skip
     _call(lambda: command.run(opts))
 

@@ -11,7 +11,7 @@
     max_graph_breaks = 0
     max_recompiles = 1
     min_speedup = 1.1
-    check_outputs = true
+    fail_on_mismatch = true
     baseline = "compilediag-baseline.json"
 
 Command-line options win over the file. The keys are declared with what they set: a run
@@ -45,6 +45,8 @@ class Config:
 
 # what each key holds, in words for the error message: a run option's and a gate rule's as
 # their declarations say
+# a gate rule's key before it was renamed, still taken
+FORMER_KEYS = {r.former: r.key for r in GATE_RULES if r.former}
 _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     **{
         f.metadata["config"][0]: f.metadata["config"][1:]
@@ -94,6 +96,7 @@ def load_config(start: Path | None = None) -> Config:
     table = data.get("tool", {}).get("compilediag")
     if not table:
         return Config()
+    table = {FORMER_KEYS.get(k, k): v for k, v in table.items()}
     known = set(_KINDS)
     unknown = sorted(set(table) - known)
     if unknown:

@@ -154,6 +154,24 @@ Html = Annotated[
         metavar="FILE",
     ),
 ]
+Numerics = Annotated[
+    bool,
+    typer.Option(
+        "--numerics/--no-numerics",
+        help="Judge compiled's outputs against eager and a float64 reference, and where they "
+        "depart, find the stage and op (--no-numerics: the plain comparison only; skips "
+        "the model's float64 copy).",
+    ),
+]
+ReproDir = Annotated[
+    str,
+    typer.Option(
+        "--repro-dir",
+        help="Where compiled outputs depart from eager: write repro_<graph>.py (a script that "
+        "runs alone and shows the difference) and its inputs here.",
+        metavar="DIR",
+    ),
+]
 Format = Annotated[
     str,
     typer.Option(
@@ -301,12 +319,12 @@ def run_options(
 def gate_option(rule: GateRule) -> Any:
     """A gate rule's option, as its declaration says (gate.GATE_RULES)."""
     if rule.kind is bool:
-        return Annotated[bool, typer.Option(rule.option, help="Gate: " + rule.help)]
+        return Annotated[bool, typer.Option(*rule.options, help="Gate: " + rule.help)]
     metavar = "N" if rule.kind is int else "X"
     # a budget or a floor below 0 judges nothing a run can have: refused, as a usage error
     return Annotated[
         rule.kind | None,
-        typer.Option(rule.option, help="Gate: " + rule.help, metavar=metavar, min=0),
+        typer.Option(*rule.options, help="Gate: " + rule.help, metavar=metavar, min=0),
     ]
 
 

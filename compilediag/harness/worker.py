@@ -28,6 +28,7 @@ from compilediag.fsutil import write_atomic
 from compilediag.harness.bootstrap._compilediag_runtime.tracing import TracingCost
 from compilediag.harness.checks import changed_inputs, compare_outputs, fresh, sync, tensors_of
 from compilediag.harness.measure import measure
+from compilediag.harness.numerics.diagnose import numerics
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
 from compilediag.harness.worker_torch import (
@@ -119,6 +120,7 @@ class Worker:
             self.keep_outputs(torch, eager_out, compiled_out)
             self.time_calls(torch, step, model, compiled, call0)
             self.run_cross_check(torch, model, call0)
+            self.check_numerics(torch, model, call0, eager_out, compiled_out)
         except _Stopped as stopped:
             return stopped.code
         self.stage("done")
@@ -378,6 +380,26 @@ class Worker:
         self.stage("cross-checking with torch._dynamo.explain")
         stop_trace()  # explain's own compile must not show up as findings of this run
         self.result.explain = cross_check(torch, model, fresh(call0))
+
+
+    def check_numerics(
+        self, torch: Any, model: Any, call0: Any, eager_out: Any, compiled_out: Any
+    ) -> None:
+        """The first call's outputs against a float64 reference, and where compiled departs,
+        why (after everything else: its compiles are its own, out of the run's trace)."""
+        spec = self.spec
+        if not spec.numerics or call0 is None:
+            return
+        self.stage("comparing outputs with eager and float64")
+        stop_trace()
+        try:
+            self.result.numerics = numerics(
+                torch, model, call0, eager_out, compiled_out, make_step(torch, False),
+                spec.backend, self.result.environment.device,  # type: ignore[union-attr]
+                spec.target.path, spec.repro_dir, self.stage,
+            )  # fmt: skip
+        except Exception as e:  # the report stays whole
+            self.result.errors.append(f"numerics check failed: {type(e).__name__}: {e}")
 
 
 PROGRESS_S = 0.5  # a timing block's progress line: at most this often

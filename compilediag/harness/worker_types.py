@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from compilediag.fixes.remedies import Remedy
 from compilediag.harness.target import Target
 from compilediag.report.model import DeviceTime, Environment, Stat, Tracing
+from compilediag.report.numerics import Numerics
 
 
 @dataclass
@@ -40,6 +41,11 @@ class WorkerSpec:
     search_path: list[str] = field(default_factory=list)
     save_outputs: str | None = None
     compare_outputs: str | None = None
+    # explain, recompiles: judge the first call's outputs against a float64 reference, and
+    # where compiled departs from eager, search for the cause (harness/numerics/); a
+    # repro is written in `repro_dir`
+    numerics: bool = False
+    repro_dir: str = ""
 
 
 @dataclass
@@ -307,6 +313,7 @@ class WorkerResult:
     calls: list[CallRecord] = field(default_factory=list)
     first_call_s: float | None = None
     output_check: OutputCheck | None = None
+    numerics: Numerics | None = None  # spec.numerics: the outputs against float64, and why
     timings: Measured | None = None
     explain: ExplainResult | None = None
     mutated_inputs: list[str] = field(default_factory=list)  # inputs the model changes in place

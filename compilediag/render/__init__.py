@@ -74,6 +74,8 @@ def headline(report: Report) -> str:
         )
     multi = len(report.ranks) > 1
     counts = _rank_counts(report.summary, len(report.ranks)) if multi else _counts(report.summary)
+    if report.numerics is not None and report.numerics.verdict == "differ":
+        counts.append("outputs DIFFER from eager")
     return " · ".join(parts) + "\n" + " · ".join(counts)
 
 
@@ -153,9 +155,11 @@ def kernel_count_note(s: Summary) -> str:
 
 def rule_text(r: Rule) -> str:
     """A rule's value against its limit, in the units the report shows them in."""
-    if r.name == "check-outputs":
+    if r.name == "fail-on-mismatch":
+        said = {"random_only": "outputs differ by random numbers only",
+                "compiled_closer": "compiled is the nearer to float64"}.get(r.message)  # fmt: skip
         if r.passed:
-            return "outputs match eager"
+            return said or "outputs match eager"
         return "outputs differ from eager" + (
             f" (max abs err {r.value:.2e})" if r.value == r.value else ""  # NaN: not compared
         )

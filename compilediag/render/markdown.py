@@ -198,6 +198,17 @@ def _timings(report: Report) -> list[str]:
     ]
 
 
+def _numerics(report: Report) -> list[str]:
+    n = report.numerics
+    if n is None:
+        return []
+    out = ["### Outputs", "", _cell(n.words)]
+    if n.repro:
+        out += ["", f"repro (runs alone): `python {short_path(n.repro)}`"]
+    out += [f"> {_cell(note)}" for note in n.notes]
+    return [*out, ""]
+
+
 def _tracing(report: Report) -> list[str]:
     ct = report.compile_time
     if ct is not None and ct.tracing is not None and ct.tracing.total_s:
@@ -215,5 +226,5 @@ def _verdict(report: Report) -> list[str]:
 # the report's sections, in order: each gives its lines (and a blank after), or none
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     _messages, _compile_failures, _limit_hits, _graph_breaks, _recompiles, _graphs,
-    _verified_fixes, _job, _timings, _tracing, _verdict,
+    _verified_fixes, _job, _timings, _numerics, _tracing, _verdict,
 )  # fmt: skip

@@ -54,6 +54,7 @@ from compilediag.report.step import (  # noqa: F401 - re-exported: the Report's 
     Tried,
     TryBaseline,
 )
+from compilediag.report.numerics import Numerics  # noqa: F401 - re-exported
 from compilediag.report.vocabulary import (
     Finding,
     FixOutcome,
@@ -195,6 +196,7 @@ class Report:
     divergence: list[Finding] = field(default_factory=list)  # ranks that differ from the rest
     trace: TraceInfo | None = None  # what was read from the trace
     runtime: Runtime | None = None  # `compilediag run`: the job as it ran
+    numerics: Numerics | None = None  # compiled against eager and float64, and why they part
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -216,11 +216,12 @@ FAULTS: dict[str, Fault] = {
         "install one",
         env={"CXX": "/nonexistent/g++"},
     ),  # fmt: skip
+    # (--check-outputs: the rule's name before it judged against float64, still taken)
     "compiled outputs differ from eager (--check-outputs)": Fault(
         OUTPUTS_DIFFER,
         ["--backend", "off_by_one", "--check-outputs"],
         1,
-        "FAIL check-outputs: outputs differ from eager",
+        "FAIL fail-on-mismatch: outputs differ from eager",
         where="stdout",
     ),  # fmt: skip
     "hang past --timeout": Fault(

@@ -116,9 +116,11 @@ def make_spec(
     cross_check: bool = False,
     repeat: int | None = None,
     warmup: int | None = None,
+    repro_dir: str | None = None,
 ) -> WorkerSpec:
     """Check everything the user typed (and the config file's values for what they did
-    not), before a worker starts."""
+    not), before a worker starts. `repro_dir`: judge the outputs' numerics, and write a
+    repro there where they depart (None: no numerics check)."""
     run = cfg.fill(run)
     path, attr = split_target(model_path(run.target))
     resolved = check_target_file(path)
@@ -142,6 +144,8 @@ def make_spec(
         cross_check=cross_check,
         repeat=repeat,
         warmup=warmup,
+        numerics=repro_dir is not None,
+        repro_dir=str(Path(repro_dir).resolve()) if repro_dir else "",
     )
 
 

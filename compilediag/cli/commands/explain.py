@@ -31,6 +31,7 @@ class ExplainOptions:
     timings: bool = True
     repeat: int | None = None
     warmup: int | None = None
+    repro_dir: str | None = "compilediag_repro"  # None: no numerics check
 
 
 def run(opts: ExplainOptions) -> int:
@@ -43,6 +44,7 @@ def run(opts: ExplainOptions) -> int:
     spec = make_spec(
         opts.run, cfg, "inductor",
         timings=opts.timings, cross_check=opts.cross_check, repeat=opts.repeat, warmup=opts.warmup,
+        repro_dir=opts.repro_dir,
     )  # fmt: skip
     done = run_model(spec, opts.run.timeout)
     done = verify_fixes(done, spec, opts.fixes, opts.run.timeout)

@@ -33,6 +33,7 @@ class RecompilesOptions:
     gate: GateOptions = field(default_factory=GateOptions)
     out: OutputOptions = field(default_factory=OutputOptions)
     fixes: FixOptions = field(default_factory=FixOptions)
+    repro_dir: str | None = "compilediag_repro"  # None: no numerics check
 
 
 def check_no_empty_shape(text: str, what: str) -> None:
@@ -61,7 +62,9 @@ def run(opts: RecompilesOptions) -> int:
     # Guards do not depend on the backend: the fast eager backend unless --backend says
     # otherwise (a backend in the config file is explain's).
     run = replace(opts.run, backend=opts.run.backend or "eager")
-    spec = make_spec(run, cfg, "eager", shapes=sweep, sweep=True, timings=False)
+    spec = make_spec(
+        run, cfg, "eager", shapes=sweep, sweep=True, timings=False, repro_dir=opts.repro_dir
+    )
     done = run_model(spec, opts.run.timeout)
     done = verify_fixes(done, spec, opts.fixes, opts.run.timeout)
     rules = budgets(opts.gate, cfg, frozenset({"sweep"}))

@@ -26,7 +26,9 @@ from compilediag.render.views import (
     unmeasured_words,
     window_notes,
 )
+from compilediag.paths import short_path
 from compilediag.report.model import Breakdown, CompileTime, Report, Runtime
+from compilediag.report.numerics import COMPILED_CLOSER, DIFFER, MATCH, RANDOM_ONLY, Numerics
 
 KIND_LABELS = {
     "persistent_reduction": "persistent",
@@ -327,8 +329,36 @@ def timing_lines(report: Report) -> list:
         rows.append(("cudagraphs", Text(f"skipped: {skip}", style="yellow")))
     for i, note in enumerate(t.notes):  # one label for all the reasons
         rows.append(("why slow?" if i == 0 else "", Text(note, style="yellow")))
-    if t.outputs_match is not None:
-        verdict = "match eager" if t.outputs_match else "DIFFER from eager"
-        style = "green" if t.outputs_match else "bold red"
-        rows.append(("outputs", Text(f"{verdict} (max abs err {t.max_abs_err:.2e})", style=style)))
-    return [details(rows)]
+    return [details(rows + outputs_rows(report))]
+
+
+def outputs_rows(report: Report) -> list[Row]:
+    """Compiled's outputs against eager's: judged against float64 where the run did
+    (numerics), else within the dtype's tolerance."""
+    t = report.timings
+    if report.numerics is not None:
+        return numerics_rows(report.numerics)
+    if t is None or t.outputs_match is None:
+        return []
+    verdict = "match eager" if t.outputs_match else "DIFFER from eager"
+    style = "green" if t.outputs_match else "bold red"
+    return [("outputs", Text(f"{verdict} (max abs err {t.max_abs_err:.2e})", style=style))]
+
+
+NUMERICS_STYLE = {MATCH: "green", COMPILED_CLOSER: "cyan", RANDOM_ONLY: "cyan", DIFFER: "bold red"}
+
+
+def numerics_rows(n: Numerics) -> list[Row]:
+    """Compiled against eager and float64: the verdict in words, the repro, what the
+    search could not do."""
+    said = n.words.removeprefix("outputs ")  # (the row says it)
+    rows: list[Row] = [("outputs", Text(said, style=NUMERICS_STYLE.get(n.verdict, "")))]
+    if n.repro:
+        rows.append(("repro", Text(f"python {short_path(n.repro)}  (runs alone; exit 1 while "
+                                   "it departs)")))  # fmt: skip
+    if n.searched_s:
+        rows.append(("", Text(f"the search for the cause took {seconds(n.searched_s)}",
+                              style="dim")))  # fmt: skip
+    for note in n.notes:
+        rows.append(("", Text(note, style="yellow")))
+    return rows

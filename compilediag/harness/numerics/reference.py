@@ -1,0 +1,106 @@
+"""The float64 reference (the model and its inputs in float64, eager), and the random ops a
+call draws from, each at the user's line (torch tags them `nondeterministic_seeded`)."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import linecache
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from compilediag.paths import is_library_file
+from compilediag.report.numerics import RandomOp
+
+
+def in_float64(torch: Any, obj: Any) -> Any:
+    """A call's inputs with each floating tensor in float64 (the rest as they are)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().double() if obj.is_floating_point() else obj
+    if isinstance(obj, tuple):
+        return tuple(in_float64(torch, o) for o in obj)
+    if isinstance(obj, list):
+        return [in_float64(torch, o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: in_float64(torch, o) for k, o in obj.items()}
+    return obj
+
+
+@contextlib.contextmanager
+def default_float64(torch: Any) -> Iterator[None]:
+    """Tensors the model makes itself (torch.zeros(n)) in float64 too."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+def user_site() -> tuple[str, int, str]:
+    """The innermost frame of code the user wrote on the stack now."""
+    for f in reversed(traceback.extract_stack()[:-1]):
+        if not is_library_file(f.filename):
+            line = f.line or linecache.getline(f.filename, f.lineno or 0).strip()
+            return f.filename, f.lineno or 0, line
+    return "", 0, ""
+
+
+def draws(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether a call of an op torch tags as random draws any number: attention with
+    dropout_p=0 and dropout at p=0 or outside training do not."""
+    try:
+        names = [a.name for a in func._schema.arguments]
+    except AttributeError:
+        return True
+    given = {**dict(zip(names, args, strict=False)), **kwargs}
+    if "dropout_p" in given:
+        return bool(given["dropout_p"])
+    if "p" in given and "train" in given:
+        return bool(given["train"]) and bool(given["p"])
+    return True
+
+
+def random_op_recorder(torch: Any) -> tuple[Any, dict[tuple[str, str, int], RandomOp]]:
+    """A dispatch mode that records each random op a call runs, where it is called (by op
+    and line)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: dict[tuple[str, str, int], RandomOp] = {}
+    tag = torch.Tag.nondeterministic_seeded
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if tag in getattr(func, "tags", ()) and draws(func, args, kwargs or {}):
+                name = str(func.overloadpacket).replace("aten::", "aten.")
+                file, line, code = user_site()
+                op = seen.setdefault((name, file, line), RandomOp(name, file, line, code))
+                op.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    return Recorder(), seen
+
+
+def float64_run(
+    torch: Any, model: Any, call: Any, run: Callable[[Any, Any], Any], device: str
+) -> tuple[Any, list[RandomOp], str]:
+    """The model in float64 on the call (its outputs, or None with why), and the random ops
+    the call ran."""
+    recorder, random_ops = random_op_recorder(torch)
+    if device.startswith("cuda") and isinstance(model, torch.nn.Module):
+        need = 2 * sum(p.numel() * 8 for p in model.parameters())
+        free, _ = torch.cuda.mem_get_info()
+        if need > free:
+            return None, [], f"no float64 reference: the model in float64 needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+    try:
+        twin = copy.deepcopy(model) if isinstance(model, torch.nn.Module) else model
+        if isinstance(twin, torch.nn.Module):
+            twin = twin.to(torch.float64)
+        args = in_float64(torch, call)
+        with torch.no_grad(), default_float64(torch), recorder:
+            out = run(twin, args)
+        return out, list(random_ops.values()), ""
+    except Exception as e:  # an op without float64, a dtype the model fixes itself
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        return None, list(random_ops.values()), f"no float64 reference: the model does not run in float64 ({type(e).__name__}: {first})"
