@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from compilediag.errors import GATE_FAILED, OK
-from compilediag.report.numerics import PASSING
 from compilediag.report.model import Report, Rule, Site, Verdict
+from compilediag.report.numerics import PASSING
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,9 @@ from compilediag.analysis.compile.graphs import (
     cudagraph_skips,
 )
 from compilediag.analysis.compile.kernels import GraphCode, all_kernels, generated, relocated
-from compilediag.analysis.compile.time_advice import compile_notes
 from compilediag.analysis.compile.numerics import numerics_of
+from compilediag.analysis.compile.time_advice import compile_notes
 from compilediag.analysis.compile.timings import attribute_time, timings_of
-from compilediag.report.numerics import PASSING
 from compilediag.analysis.compile.torch_bugs import torch_bug
 from compilediag.analysis.history import History, build_history
 from compilediag.analysis.notes import (
@@ -49,6 +48,7 @@ from compilediag.report.model import (
     Summary,
     TargetInfo,
 )
+from compilediag.report.numerics import PASSING
 from compilediag.report.vocabulary import CallState, Finding, FindingKind, Severity
 from compilediag.trace.compiles import TraceLog, id_of
 from compilediag.trace.formats import (

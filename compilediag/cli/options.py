@@ -251,6 +251,15 @@ ApplyKept = Annotated[
         help="With --try-fixes: write the kept remedies into your code where the object is made (an optimizer's fused=True, a DataLoader's workers, mode=\"reduce-overhead\" at torch.compile, TF32 after the imports), then run the edited job to verify it. Your files are left unchanged where nothing was kept.",
     ),
 ]
+CheckNumerics = Annotated[
+    bool,
+    typer.Option(
+        "--check-numerics",
+        help="Run the job twice more with torch.compile off (TORCHDYNAMO_DISABLE=1), to the "
+        "window's end, and compare the losses step by step: the first step where compiled "
+        "parts from eager beyond eager's own run-to-run spread. The job must seed torch.",
+    ),
+]
 ProfileOut = Annotated[
     str | None,
     typer.Option(

@@ -381,7 +381,6 @@ class Worker:
         stop_trace()  # explain's own compile must not show up as findings of this run
         self.result.explain = cross_check(torch, model, fresh(call0))
 
-
     def check_numerics(
         self, torch: Any, model: Any, call0: Any, eager_out: Any, compiled_out: Any
     ) -> None:

@@ -177,6 +177,8 @@ def _job(report: Report) -> list[str]:
     if job.try_baseline is not None:
         out.append(f"<br>**tried** {try_baseline_words(job.try_baseline)}")
     out += [f"<br>**tried** {tried_words(x)}" for x in job.tried]
+    if job.numerics is not None:
+        out.append(f"<br>**losses** {_cell(job.numerics.words)}")
     if b is not None:
         out.append(f"<br>a step: {step_text(job, b)}")
     out += [f"<br>{label or '…'}: {text}" for label, text in rank_step_rows(job)]

@@ -28,6 +28,7 @@ from compilediag.report.compile import (  # noqa: F401 - re-exported: the Report
     SourceLine,
     Tracing,
 )
+from compilediag.report.numerics import Numerics  # noqa: F401 - re-exported
 from compilediag.report.ranks import (  # noqa: F401 - re-exported: the Report's types
     PER_RANK,
     RankGraph,
@@ -54,7 +55,6 @@ from compilediag.report.step import (  # noqa: F401 - re-exported: the Report's 
     Tried,
     TryBaseline,
 )
-from compilediag.report.numerics import Numerics  # noqa: F401 - re-exported
 from compilediag.report.vocabulary import (
     Finding,
     FixOutcome,

@@ -88,3 +88,18 @@ class Numerics:
     setting: str = ""  # the setting that makes compiled do as eager (rounding, random numbers)
     searched_s: float = 0.0  # what the search for a cause cost (0: no difference to search)
     notes: list[str] = field(default_factory=list)  # what could not be done, and why
+
+
+@dataclass
+class LossCheck:
+    """run --check-numerics: the job's losses, step by step, against the same seeded steps
+    run eagerly (twice: eager's own run-to-run spread is the yardstick)."""
+
+    steps: int = 0  # the steps all three runs logged a loss for
+    first_step: int | None = None  # the first step where compiled parts from eager (None: none)
+    compiled: float | None = None  # the losses at that step (else at the widest gap)
+    eager: float | None = None
+    gap: float = 0.0  # |compiled - eager| there, as a share of eager's loss
+    spread: float = 0.0  # eager's own runs' widest difference up to there, as a share
+    tolerance: float = 0.0  # the share a step may differ by: 3 x spread, at least FLOOR
+    words: str = ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from compilediag.report.numerics import LossCheck
 from compilediag.report.vocabulary import Bound, RestKind, StepsAt
 
 
@@ -309,6 +310,7 @@ class Runtime:
     kernel_steps_held: list[int] = field(default_factory=list)
     tried: list[Tried] = field(default_factory=list)  # run --try-fixes: each remedy's runs
     try_baseline: TryBaseline | None = None  # run --try-fixes: the unchanged runs
+    numerics: LossCheck | None = None  # run --check-numerics: the losses against eager's
 
 
 @dataclass

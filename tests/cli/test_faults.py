@@ -217,7 +217,7 @@ FAULTS: dict[str, Fault] = {
         env={"CXX": "/nonexistent/g++"},
     ),  # fmt: skip
     # (--check-outputs: the rule's name before it judged against float64, still taken)
-    "compiled outputs differ from eager (--check-outputs)": Fault(
+    "compiled outputs differ from eager (--fail-on-mismatch)": Fault(
         OUTPUTS_DIFFER,
         ["--backend", "off_by_one", "--check-outputs"],
         1,

@@ -81,9 +81,7 @@ def words(n: Numerics) -> str:
         agree = "" if n.first_node.inputs_agree else " (its inputs already differ)"
         parts.append(f"the first op that departs: {at_words(n.first_node)}{made}{agree}")
     if n.first_nonfinite:
-        parts.append(
-            f"the first {n.first_nonfinite.makes}: {at_words(n.first_nonfinite)}"
-        )
+        parts.append(f"the first {n.first_nonfinite.makes}: {at_words(n.first_nonfinite)}")
     if n.random_ops:
         parts.append(f"random ops ({ops}) compared with torch's own random numbers too")
     return "; ".join(parts)

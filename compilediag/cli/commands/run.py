@@ -44,6 +44,7 @@ class RunJobOptions:
     try_fixes: bool = False  # the job again per remedy, alternated, measured over the window
     budget_s: float = 600.0  # --try-fixes' alternated runs: the seconds they may take
     apply: bool = False  # --try-fixes: write the kept remedies into the job's code
+    check_numerics: bool = False  # the losses against two eager runs of the same steps
     gate: GateOptions = field(default_factory=GateOptions)
     out: OutputOptions = field(default_factory=OutputOptions)
 
@@ -146,7 +147,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
             opts.kernels,
             bool(opts.profile_out),
             opts.stop_after,
-            losses=opts.try_fixes,
+            losses=opts.try_fixes or opts.check_numerics,
         ),
         stdout=sys.stderr.fileno() if machine else None,
     )
@@ -178,6 +179,12 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
             from compilediag.cli.commands.apply_kept import applied_text, apply_kept
 
             say(applied_text(apply_kept(report, job_env, say)))
+    if opts.check_numerics and report.runtime is not None and not done.interrupted:
+        from compilediag.cli.commands.check_numerics import check_numerics
+        from compilediag.cli.commands.try_fixes import Job
+
+        again = Job(list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s)
+        report.runtime.numerics = check_numerics(again, run, job_env, say)
     report, code = judge(report, rules, opts.gate.junit, None)
     emit(report, opts.out)
     if opts.profile_out:

@@ -268,9 +268,11 @@ def _baseline(runs: list[Launched], budget_s: float, clock: _Clock) -> TryBaseli
     )
 
 
-def launch_job(opts: Job, remedy: str | None, env_for: EnvFor) -> tuple[Launched, bool]:
+def launch_job(
+    opts: Job, remedy: str | None, env_for: EnvFor, extra_env: dict[str, str] | None = None
+) -> tuple[Launched, bool]:
     """The job to the window's end with `remedy` made (None: as it is), its output kept
-    aside; and whether it was interrupted."""
+    aside; and whether it was interrupted. `extra_env`: more of its environment."""
     from compilediag.analysis.ranks.fold import report_from_files
     from compilediag.analysis.step.runtime import JobRun, read_processes
     from compilediag.harness.bootstrap._compilediag_runtime import LOSSES_ENV
@@ -288,6 +290,7 @@ def launch_job(opts: Job, remedy: str | None, env_for: EnvFor) -> tuple[Launched
         if remedy:
             env[REMEDY_ENV] = remedy
         env[LOSSES_ENV] = "1"
+        env.update(extra_env or {})
         for var in CACHE_VARS:
             env[var] = str(folder / "cache" / var.lower())
         log = folder / "job.log"

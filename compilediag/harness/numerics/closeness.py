@@ -87,12 +87,18 @@ def judge(torch: Any, name: str, eager: Any, compiled: Any, ref: Any | None) -> 
     return out
 
 
-def judge_all(torch: Any, tensors: Any, eager: Any, compiled: Any, ref: Any | None) -> list[OutputCloseness]:
+def judge_all(
+    torch: Any, tensors: Any, eager: Any, compiled: Any, ref: Any | None
+) -> list[OutputCloseness]:
     """Each output tensor of a call, in order (`tensors`: checks.tensors_of)."""
     a, b = tensors(torch, eager), tensors(torch, compiled)
     r = tensors(torch, ref) if ref is not None else []
     if len(a) != len(b):
-        return [OutputCloseness("outputs", "", [], nonfinite=f"{len(a)} vs {len(b)} output tensors", verdict=DIFFER)]
+        return [
+            OutputCloseness(
+                "outputs", "", [], nonfinite=f"{len(a)} vs {len(b)} output tensors", verdict=DIFFER
+            )
+        ]
     return [
         judge(torch, f"out[{i}]", x, y, r[i] if len(r) == len(a) else None)
         for i, (x, y) in enumerate(zip(a, b, strict=True))

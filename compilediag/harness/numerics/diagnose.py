@@ -48,8 +48,16 @@ def own_compiles(torch: Any, random: bool) -> Any:
 
 
 def numerics(
-    torch: Any, model: Any, call: Any, eager_out: Any, compiled_out: Any, run: Any,
-    backend: str, device: str, model_file: str, repro_dir: str,
+    torch: Any,
+    model: Any,
+    call: Any,
+    eager_out: Any,
+    compiled_out: Any,
+    run: Any,
+    backend: str,
+    device: str,
+    model_file: str,
+    repro_dir: str,
     say: Callable[[str], None] = lambda _: None,
 ) -> Numerics:
     """Judge the outputs; where they differ, search for the cause (`run`: one call; `say`:
@@ -97,8 +105,16 @@ def _random_rerun(torch: Any, n: Numerics, model: Any, call: Any, run: Any, back
 
 
 def _search(
-    torch: Any, n: Numerics, model: Any, call: Any, run: Any, backend: str, model_file: str,
-    repro_dir: str, use_ref: bool, say: Callable[[str], None],
+    torch: Any,
+    n: Numerics,
+    model: Any,
+    call: Any,
+    run: Any,
+    backend: str,
+    model_file: str,
+    repro_dir: str,
+    use_ref: bool,
+    say: Callable[[str], None],
 ) -> None:
     random = bool(n.random_ops)
     if random:
@@ -133,9 +149,7 @@ def _search(
         if repro_dir:
             at = n.first_node
             where = f" first at {at.file}:{at.line} ({at.op})" if at and at.file else ""
-            tolerances = [
-                j.tolerance for j in c.judged(n.stage, c.outputs())
-            ]
+            tolerances = [j.tolerance for j in c.judged(n.stage, c.outputs())]
             n.repro = write_repro(
                 torch, c, n.stage, random, model_file, Path(repro_dir), where, tolerances
             )

@@ -92,7 +92,11 @@ def float64_run(
         need = 2 * sum(p.numel() * 8 for p in model.parameters())
         free, _ = torch.cuda.mem_get_info()
         if need > free:
-            return None, [], f"no float64 reference: the model in float64 needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+            return (
+                None,
+                [],
+                f"no float64 reference: the model in float64 needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free",
+            )
     try:
         twin = copy.deepcopy(model) if isinstance(model, torch.nn.Module) else model
         if isinstance(twin, torch.nn.Module):
@@ -103,4 +107,8 @@ def float64_run(
         return out, list(random_ops.values()), ""
     except Exception as e:  # an op without float64, a dtype the model fixes itself
         first = (str(e).strip().splitlines() or [""])[0][:200]
-        return None, list(random_ops.values()), f"no float64 reference: the model does not run in float64 ({type(e).__name__}: {first})"
+        return (
+            None,
+            list(random_ops.values()),
+            f"no float64 reference: the model does not run in float64 ({type(e).__name__}: {first})",
+        )

@@ -75,17 +75,21 @@ if __name__ == "__main__":
 
 
 def write_repro(
-    torch: Any, c: GraphCheck, stage: str, random: bool, model_file: str, folder: Path,
-    where: str, tolerances: list[float | None],
+    torch: Any,
+    c: GraphCheck,
+    stage: str,
+    random: bool,
+    model_file: str,
+    folder: Path,
+    where: str,
+    tolerances: list[float | None],
 ) -> str:
     """repro_<graph>.py and its data beside it; its path."""
     folder.mkdir(parents=True, exist_ok=True)
     gm = c.g.gm
     code = gm.print_readable(print_output=False)
     cls = re.search(r"^class (\w+)\(", code, re.M)
-    attrs = {
-        str(n.target): _fetch(gm, str(n.target)) for n in gm.graph.nodes if n.op == "get_attr"
-    }
+    attrs = {str(n.target): _fetch(gm, str(n.target)) for n in gm.graph.nodes if n.op == "get_attr"}
     imports = ""
     if any(custom_op(n) is not None for n in gm.graph.nodes):  # its ops are registered there
         imports = (
@@ -104,8 +108,16 @@ def write_repro(
     script = folder / f"{name}.py"
     script.write_text(
         TEMPLATE.format(
-            index=c.g.index, model=model_file, stage=stage, where=where, script=script,
-            imports=imports, seed=SEED, random=random, code=code, data=f"{name}.pt",
+            index=c.g.index,
+            model=model_file,
+            stage=stage,
+            where=where,
+            script=script,
+            imports=imports,
+            seed=SEED,
+            random=random,
+            code=code,
+            data=f"{name}.pt",
             cls=cls.group(1) if cls else "GraphModule",
         )  # fmt: skip
     )

@@ -47,7 +47,7 @@ class GraphCheck:
         g.values = run_eager(torch, g, SEED)
         self.ref = run_eager(torch, g, SEED, float64=True) if use_ref else {}
         self.nodes = tensor_nodes(torch, g)
-        self._seen: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
+        self._seen: dict[tuple[str, tuple[str, ...], bool], list[Any]] = {}
 
     def outputs(self) -> list[str]:
         """The names of the output's tensor nodes, in order."""
@@ -67,9 +67,7 @@ class GraphCheck:
         key = (stage, tuple(names), cached)
         if key not in self._seen:
             torch, g = self.torch, self.g
-            got = compiled_run(
-                torch, cut(torch, g.gm, names), g.inputs or [], stage, SEED, cached
-            )
+            got = compiled_run(torch, cut(torch, g.gm, names), g.inputs or [], stage, SEED, cached)
             self._seen[key] = [
                 judge(torch, x, g.values[x], y, self.ref.get(x))
                 for x, y in zip(names, tensors_of(torch, got), strict=False)
@@ -170,7 +168,7 @@ def opchecks(torch: Any, checks: list[GraphCheck]) -> list[OpCheck]:
             if op is None or name in done:
                 continue
             done.add(name)
-            value = lambda a: c.g.values.get(a.name)  # noqa: E731
+            value = lambda a, c=c: c.g.values.get(a.name)  # noqa: E731
             args = torch.fx.node.map_arg(n.args, value)
             kwargs = torch.fx.node.map_arg(n.kwargs, value)
             args = torch.utils._pytree.tree_map(
@@ -179,7 +177,9 @@ def opchecks(torch: Any, checks: list[GraphCheck]) -> list[OpCheck]:
             try:
                 results = torch.library.opcheck(op, args, kwargs, raise_exception=False)
             except Exception as e:  # opcheck itself could not run the op
-                found.append(OpCheck(name, message=f"opcheck did not run: {type(e).__name__}: {e}"[:300]))
+                found.append(
+                    OpCheck(name, message=f"opcheck did not run: {type(e).__name__}: {e}"[:300])
+                )
                 continue
             failed = [(t, r) for t, r in results.items() if r != "SUCCESS"]
             if not failed:

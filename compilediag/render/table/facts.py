@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.padding import Padding
 from rich.text import Text
 
+from compilediag.paths import short_path
 from compilediag.render import (
     cache_text,
     ms,
@@ -26,7 +27,6 @@ from compilediag.render.views import (
     unmeasured_words,
     window_notes,
 )
-from compilediag.paths import short_path
 from compilediag.report.model import Breakdown, CompileTime, Report, Runtime
 from compilediag.report.numerics import COMPILED_CLOSER, DIFFER, MATCH, RANDOM_ONLY, Numerics
 
@@ -219,6 +219,9 @@ def runtime_lines(report: Report) -> list:
         )))  # fmt: skip
     else:
         rows.append(("a step", Text("not timed: pass --profile-steps A-B", style="dim")))
+    if r.numerics is not None:  # --check-numerics
+        parted = r.numerics.first_step is not None
+        rows.append(("losses", Text(r.numerics.words, style="bold red" if parted else "")))
     if r.cudagraph_skips or r.cudagraph_skip_reasons or r.cudagraph_rerecords:
         said = f"{plural(r.cudagraph_skips, 'graph')} ran without a CUDA graph" + (
             f"; {plural(r.cudagraph_rerecords, 'CUDA graph')} recorded again"

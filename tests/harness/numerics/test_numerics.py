@@ -95,7 +95,10 @@ def test_dropout_is_random_numbers_only() -> None:
     assert n["random_rerun"] in ("match", "compiled_closer")
     (op,) = n["random_ops"]
     assert op["op"] == "aten.bernoulli_"
-    assert (op["file"], op["line"]) == (str(NUMERICS / "dropout.py"), line_of("dropout.py", "self.drop("))
+    assert (op["file"], op["line"]) == (
+        str(NUMERICS / "dropout.py"),
+        line_of("dropout.py", "self.drop("),
+    )
     assert "fallback_random = True" in n["words"] and not n["repro"]
     assert report["timings"]["outputs_match"] is True  # a remedy tried does not change them
     # torch's answer: one seed and torch's own random numbers make them agree
@@ -203,4 +206,3 @@ def test_on_a_gpu_random_numbers_and_a_real_difference_are_told_apart(tmp_path: 
                 name, "return h * scale_rows(h)"
             )
             assert_repro_departs(n)
-

@@ -110,7 +110,9 @@ class Probe:
         tensor = outputs[0] if isinstance(outputs, (tuple, list)) and len(outputs) == 1 else outputs
         numel = getattr(tensor, "numel", None)
         if numel is not None and numel() == 1:
-            self.losses.setdefault(self.steps, []).append(tensor.detach())
+            # before any step is counted (torch.compile off: no entry call counts one) it
+            # is the first step's
+            self.losses.setdefault(max(self.steps, 1), []).append(tensor.detach())
 
     def _loss_values(self) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}

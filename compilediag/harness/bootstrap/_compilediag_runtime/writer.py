@@ -26,7 +26,9 @@ _written = False
 
 def write(probe: Probe, folder: str) -> None:
     global _written
-    if _written or not (probe.calls or probe.compile_calls):
+    # a process that compiled nothing writes nothing, unless it kept losses (--check-numerics'
+    # eager runs, torch.compile off)
+    if _written or not (probe.calls or probe.compile_calls or probe.losses):
         return
     _written = True
     facts = process_facts(probe)

@@ -1,0 +1,35 @@
+"""run --check-numerics: the job twice more with torch.compile off (TORCHDYNAMO_DISABLE=1),
+each to the window's end with its losses kept, and the compiled run's losses against
+theirs (analysis/step/losses.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compilediag.analysis.step.losses import parting
+from compilediag.analysis.step.runtime import JobRun
+from compilediag.cli.commands.try_fixes import EnvFor, Job, launch_job
+from compilediag.report.numerics import LossCheck
+
+EAGER = {"TORCHDYNAMO_DISABLE": "1"}  # torch.compile hands back the function, unchanged
+EAGER_RUNS = 2  # two: their own difference is the yardstick
+
+
+def check_numerics(
+    job: Job, compiled: JobRun, env_for: EnvFor, say: Callable[[str], None]
+) -> LossCheck:
+    """The compiled run's losses against EAGER_RUNS eager runs of the same steps."""
+    eager: list[JobRun] = []
+    for i in range(EAGER_RUNS):
+        say(
+            f"compilediag: --check-numerics: the job eagerly (TORCHDYNAMO_DISABLE=1), run {i + 1} of {EAGER_RUNS}"
+        )
+        done, interrupted = launch_job(job, None, env_for, extra_env=EAGER)
+        if done.failure:
+            return LossCheck(words=f"losses not compared: the job failed eagerly: {done.failure}")
+        eager.append(done.run)
+        if interrupted:
+            return LossCheck(words="losses not compared: interrupted")
+    check = parting(compiled, eager)
+    say(f"compilediag: {check.words}")
+    return check
