@@ -28,7 +28,7 @@ from compilediag.fsutil import write_atomic
 from compilediag.harness.bootstrap._compilediag_runtime.tracing import TracingCost
 from compilediag.harness.checks import changed_inputs, compare_outputs, fresh, sync, tensors_of
 from compilediag.harness.measure import measure
-from compilediag.harness.numerics.diagnose import numerics
+from compilediag.harness.numerics.diagnose import custom_op_checks, numerics
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
 from compilediag.harness.worker_torch import (
@@ -281,6 +281,12 @@ class Worker:
         except BaseException as e:
             inner = getattr(e, "inner_exception", None) or e  # BackendCompilerFailed wraps it
             message = f"{type(inner).__name__}: {first_line(inner)}"
+            if spec.numerics and i == 0 and isinstance(e, Exception):
+                self.stage("the compile failed: torch's opcheck on the custom ops")
+                stop_trace()  # its own compiles are no findings of the run
+                self.result.numerics = custom_op_checks(
+                    torch, model, pristine, make_step(torch, False)
+                )
             raise self.stop("compile", COMPILE_FAILED, message, e) from None
         self.result.calls.append(CallRecord(i, described, wall, start_wall, time.time()))
         return eager_out, compiled_out, pristine

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 # is the nearer to float64 (eager's rounding is the difference); they differ by random
 # numbers only; they differ (a bug, or an order of operations torch does not promise)
 MATCH, COMPILED_CLOSER, RANDOM_ONLY, DIFFER = "match", "compiled_closer", "random_only", "differ"
+NOT_COMPARED = "not_compared"  # the compile failed: only the custom ops were checked
 PASSING = frozenset({MATCH, COMPILED_CLOSER, RANDOM_ONLY})
 STAGES = ("aot_eager", "aot_eager_decomp_partition", "inductor")  # after eager, in order
 

@@ -10,6 +10,7 @@ from compilediag.report.numerics import (
     COMPILED_CLOSER,
     DIFFER,
     MATCH,
+    NOT_COMPARED,
     RANDOM_ONLY,
     NodeSite,
     Numerics,
@@ -45,6 +46,11 @@ def words(n: Numerics) -> str:
     err = _err(worst.compiled_vs_eager if worst else None)
     tol = f", tolerance {_err(worst.tolerance)} from the {n.tolerance_from}" if worst else ""
     measured = f" (max abs err {err}{tol})" if worst else ""
+    checked = [
+        f"custom op {c.op} {c.cause} (torch.library.opcheck: {c.test})" for c in n.opcheck if c.test
+    ]
+    if n.verdict == NOT_COMPARED:
+        return "outputs not compared: the compile failed; " + "; ".join(checked)
     if n.verdict == MATCH:
         return f"outputs match eager{measured}"
     if n.verdict == COMPILED_CLOSER:
@@ -71,9 +77,7 @@ def words(n: Numerics) -> str:
     nonfinite = next((o.nonfinite for o in n.outputs if o.nonfinite), "")
     if nonfinite:
         parts[0] += f"; {nonfinite}"
-    for c in n.opcheck:
-        if c.test:
-            parts.append(f"custom op {c.op} {c.cause} (torch.library.opcheck: {c.test})")
+    parts += checked
     if n.stage:
         parts.append(f"first seen under `{n.stage}`" + (f" ({n.bisector})" if n.bisector else ""))
     if n.first_node:

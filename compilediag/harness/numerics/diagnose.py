@@ -19,6 +19,7 @@ from compilediag.report.numerics import (
     COMPILED_CLOSER,
     DIFFER,
     MATCH,
+    NOT_COMPARED,
     RANDOM_ONLY,
     STAGES,
     Numerics,
@@ -86,6 +87,23 @@ def numerics(
         torch._dynamo.reset()
     n.searched_s = round(time.perf_counter() - start, 3)
     return n
+
+
+def custom_op_checks(torch: Any, model: Any, call: Any, run: Any) -> Numerics | None:
+    """After a compile that failed: torch.library.opcheck on the custom ops of the graphs
+    Dynamo captures (a wrong fake kernel fails the compile on newer torch), None where
+    none fails."""
+    try:
+        with own_compiles(torch, random=False):
+            graphs = capture(torch, model, call, run)
+            found = search.opchecks(torch, [search.GraphCheck(torch, g, False, "") for g in graphs])
+    except Exception:  # the failure itself is the report's; this only adds to it
+        return None
+    finally:
+        torch._dynamo.reset()
+    if not any(c.test for c in found):
+        return None
+    return Numerics(verdict=NOT_COMPARED, opcheck=found)
 
 
 def _random_rerun(torch: Any, n: Numerics, model: Any, call: Any, run: Any, backend: str) -> bool:

@@ -263,6 +263,8 @@ def timing_lines(report: Report) -> list:
     if report.runtime is not None:
         return runtime_lines(report)
     if t is None:
+        if report.numerics is not None:  # the compile failed: the custom ops' checks
+            return [details(numerics_rows(report.numerics))]
         if report.environment.source != "trace":
             return []
         out: list = [

@@ -24,7 +24,11 @@ def explain(name: str) -> dict:
     report, proc = shared_json(
         "explain", str(path), "--no-timings", "--repro-dir", str(repro), "--fail-on-mismatch"
     )
-    passing = report["numerics"]["verdict"] != "differ"
+    verdict = report["numerics"]["verdict"]
+    if verdict == "not_compared":  # the compile failed (exit 4)
+        assert proc.returncode == 4, proc.stderr
+        return report
+    passing = verdict != "differ"
     assert proc.returncode == (0 if passing else 1), proc.stderr
     (rule,) = [r for r in report["verdict"]["rules"] if r["name"] == "fail-on-mismatch"]
     assert rule["passed"] is passing
@@ -152,12 +156,30 @@ def test_an_undeclared_mutation_in_a_custom_op_is_named() -> None:
 
 @pytest.mark.full
 def test_a_wrong_fake_kernel_is_named() -> None:
+    import torch
+
+    # torch's answer: newer Inductor checks the op's output dtype and fails the compile
+    # (2.15: "expected dtype torch.float32 but got torch.float64"); older reads the float64
+    # buffer as float32 and departs silently
+    model, [(x,)] = load_sample("numerics/wrong_fake.py")
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model)(x)
+        failed = ""
+    except Exception as e:
+        failed = str(e)
+    torch._dynamo.reset()
     report = explain("wrong_fake.py")
     n = report["numerics"]
-    assert n["verdict"] == "differ" and n["stage"] == "inductor", n
     tests = {c["test"] for c in n["opcheck"]}
     assert "test_faketensor" in tests, n["opcheck"]
-    assert "fake kernel" in n["words"]
+    assert "cdnum.np_tanh its fake kernel" in n["words"]
+    if failed:  # the compile's own error, and the op it comes from
+        assert n["verdict"] == "not_compared" and n["words"].startswith("outputs not compared")
+        assert any("expected dtype" in e["message"] for e in report["errors"]), report["errors"]
+        return
+    assert n["verdict"] == "differ" and n["stage"] == "inductor", n
     assert n["first_node"]["line"] == line_of("wrong_fake.py", "return np_tanh(self.lin(x)) * 3")
     assert_repro_departs(n)
 
@@ -176,7 +198,10 @@ def test_a_nan_made_only_when_compiled_is_traced_to_its_op() -> None:
         eager, compiled = model(*args), torch.compile(model)(*args)
     torch._dynamo.reset()
     odd = int((eager.isfinite() & compiled.isnan()).sum())
-    assert odd > 0 and out["nonfinite"] == f"compiled has {odd} NaN where eager is finite"
+    if not odd:  # a torch whose vectorized acosh does not overflow (2.15): the report is quiet
+        assert n["verdict"] != "differ" and not n["repro"], n
+        return
+    assert out["nonfinite"] == f"compiled has {odd} NaN where eager is finite"
     assert n["verdict"] == "differ" and n["stage"] == "inductor"
     node = n["first_node"]
     assert (node["op"], node["makes"]) == ("torch.acosh", "inf")
