@@ -16,6 +16,8 @@ from compilediag.report.numerics import (
     Numerics,
 )
 
+SHOWN = 3  # random ops named in the sentence (the JSON has each)
+
 
 def kernel_of(kernels: list[Kernel], at: NodeSite) -> str:
     """The Inductor kernel that holds the op's line (and its op, where several do)."""
@@ -64,8 +66,9 @@ def words(n: Numerics) -> str:
         if n.eager_nonfinite:
             text += f". Eager makes {n.eager_nonfinite.makes} at {at_words(n.eager_nonfinite)}"
         return text
-    ops = ", ".join(
-        f"{r.op} at {short_path(r.file)}:{r.line}" if r.file else r.op for r in n.random_ops
+    shown = [f"{r.op} at {short_path(r.file)}:{r.line}" if r.file else r.op for r in n.random_ops]
+    ops = ", ".join(shown[:SHOWN]) + (
+        f" and {len(shown) - SHOWN} more" if len(shown) > SHOWN else ""
     )
     if n.verdict == RANDOM_ONLY:
         return (

@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from compilediag.paths import is_library_file
+from compilediag.paths import is_library_file, is_own_file
 from compilediag.report.numerics import RandomOp
 
 
@@ -39,12 +39,21 @@ def default_float64(torch: Any) -> Iterator[None]:
 
 
 def user_site() -> tuple[str, int, str]:
-    """The innermost frame of code the user wrote on the stack now."""
-    for f in reversed(traceback.extract_stack()[:-1]):
-        if not is_library_file(f.filename):
-            line = f.line or linecache.getline(f.filename, f.lineno or 0).strip()
-            return f.filename, f.lineno or 0, line
+    """The innermost frame of code the user wrote on the stack now; inside a library's
+    model (transformers), the innermost frame of that library (torch's and ours never)."""
+    frames = list(reversed(traceback.extract_stack()[:-1]))
+    mine = [f for f in frames if not is_library_file(f.filename)]
+    theirs = [f for f in frames if _a_models_library(f.filename)]
+    for f in (mine or theirs)[:1]:
+        line = f.line or linecache.getline(f.filename, f.lineno or 0).strip()
+        return f.filename, f.lineno or 0, line
     return "", 0, ""
+
+
+def _a_models_library(filename: str) -> bool:
+    """A package's file that is neither torch's, the standard library's nor compilediag's."""
+    f = filename.replace("\\", "/")
+    return "-packages/" in f and "/torch/" not in f and not is_own_file(f)
 
 
 def draws(func: Any, args: tuple, kwargs: dict) -> bool:
