@@ -42,8 +42,9 @@ def stages_for(backend: str) -> list[str]:
 
 @contextlib.contextmanager
 def own_compiles(torch: Any, random: bool) -> Any:
-    """The search's compiles: no cache of the user's read or written, and torch's own
-    random numbers where the graphs draw any."""
+    """The search's compiles: none writes a cache of the user's (the run's own compile of a
+    whole graph is read back from them: search.GraphCheck.judged), and torch's own random
+    numbers where the graphs draw any."""
     with torch._inductor.config.patch(force_disable_caches=True, fallback_random=random):
         yield
 

@@ -23,7 +23,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 SEED = {seed}
 STAGE = {stage!r}
-FALLBACK_RANDOM = {random}  # the graph draws random numbers: torch's own in both runs
+FALLBACK_RANDOM = {random}  # True where the graph draws random numbers: torch's own in both runs
 
 
 {code}
