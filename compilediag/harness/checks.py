@@ -9,6 +9,7 @@ import inspect
 from collections.abc import Iterator
 from typing import Any
 
+from compilediag.harness.numerics.closeness import table_tolerance
 from compilediag.harness.worker_types import (
     OutputCheck,
 )
@@ -98,7 +99,7 @@ def compare_outputs(torch: Any, eager: Any, compiled: Any) -> OutputCheck:
         if not x.is_floating_point():
             mismatch |= not torch.equal(x, y)
             continue
-        atol, rtol = tolerance(str(x.dtype))
+        atol, rtol = table_tolerance(str(x.dtype))
         x, y = x.detach().double(), y.detach().double()
         # a NaN (or an infinity) where the other has the same is equal; NaN against a
         # number is not, and its error is NaN
@@ -111,11 +112,15 @@ def compare_outputs(torch: Any, eager: Any, compiled: Any) -> OutputCheck:
     return OutputCheck(len(a), max_abs, max_rel, mismatch)
 
 
-def tolerance(dtype: str) -> tuple[float, float]:
-    if "bfloat16" in dtype:
-        return 1e-1, 5e-2
-    if "float16" in dtype:
-        return 1e-2, 1e-2
-    if "float64" in dtype:
-        return 1e-7, 1e-7
-    return 1e-4, 1e-4
+def map_tensors(torch: Any, obj: Any, fn: Any, kinds: tuple = ()) -> Any:
+    """`obj` with `fn` applied to each tensor (or each of `kinds`) in its tuples, lists and
+    dicts; the rest as it is."""
+    if isinstance(obj, kinds or (torch.Tensor,)):
+        return fn(obj)
+    if isinstance(obj, tuple):
+        return tuple(map_tensors(torch, o, fn, kinds) for o in obj)
+    if isinstance(obj, list):
+        return [map_tensors(torch, o, fn, kinds) for o in obj]
+    if isinstance(obj, dict):
+        return {k: map_tensors(torch, o, fn, kinds) for k, o in obj.items()}
+    return obj

@@ -11,7 +11,7 @@ import sys
 import traceback
 from typing import Any
 
-from compilediag.harness.checks import tensors_of
+from compilediag.harness.checks import map_tensors, tensors_of
 from compilediag.harness.device_time import Step
 from compilediag.harness.profiling import BACKWARD
 from compilediag.harness.worker_types import (
@@ -52,15 +52,7 @@ def environment(torch: Any, spec: WorkerSpec) -> Environment:
 def to_device(obj: Any, device: str) -> Any:
     import torch
 
-    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
-        return obj.to(device)
-    if isinstance(obj, tuple):
-        return tuple(to_device(o, device) for o in obj)
-    if isinstance(obj, list):
-        return [to_device(o, device) for o in obj]
-    if isinstance(obj, dict):
-        return {k: to_device(v, device) for k, v in obj.items()}
-    return obj
+    return map_tensors(torch, obj, lambda t: t.to(device), (torch.Tensor, torch.nn.Module))
 
 
 def make_step(torch: Any, train: bool) -> Step:

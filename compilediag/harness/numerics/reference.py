@@ -10,21 +10,14 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from compilediag.harness.checks import map_tensors
 from compilediag.paths import is_library_file, is_own_file
 from compilediag.report.numerics import RandomOp
 
 
 def in_float64(torch: Any, obj: Any) -> Any:
     """A call's inputs with each floating tensor in float64 (the rest as they are)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().double() if obj.is_floating_point() else obj
-    if isinstance(obj, tuple):
-        return tuple(in_float64(torch, o) for o in obj)
-    if isinstance(obj, list):
-        return [in_float64(torch, o) for o in obj]
-    if isinstance(obj, dict):
-        return {k: in_float64(torch, o) for k, o in obj.items()}
-    return obj
+    return map_tensors(torch, obj, lambda t: t.detach().double() if t.is_floating_point() else t)
 
 
 @contextlib.contextmanager
