@@ -10,16 +10,19 @@ from typing import Any
 
 from compilediag.harness.numerics.graphs import custom_op
 from compilediag.harness.numerics.search import SEED, GraphCheck
+from compilediag.report.numerics import STAGES
 
 TEMPLATE = '''"""Written by compilediag: graph {index} of {model}, compiled by `{stage}`, departs from
 eager{where}. Run it alone: python {script}
 It exits 1 while the difference is there, 0 once it is gone."""
 
 import sys
+import warnings
 from pathlib import Path
 
 import torch
 {imports}
+warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")  # (no caches: below)
 HERE = Path(__file__).resolve().parent
 SEED = {seed}
 STAGE = {stage!r}
@@ -91,10 +94,11 @@ def write_repro(
     cls = re.search(r"^class (\w+)\(", code, re.M)
     attrs = {str(n.target): _fetch(gm, str(n.target)) for n in gm.graph.nodes if n.op == "get_attr"}
     imports = ""
-    if any(custom_op(n) is not None for n in gm.graph.nodes):  # its ops are registered there
+    # the model's file registers the graph's custom ops, or a backend of its own
+    if stage not in STAGES or any(custom_op(n) is not None for n in gm.graph.nodes):
         imports = (
             "import importlib.util\n\n"
-            "# the model's file registers the custom ops the graph calls\n"
+            "# the model's file registers what the graph calls or compiles it with\n"
             f"sys.path.insert(0, {str(Path(model_file).parent)!r})\n"
             f"_spec = importlib.util.spec_from_file_location('user_model', {model_file!r})\n"
             "_user = importlib.util.module_from_spec(_spec)\n"

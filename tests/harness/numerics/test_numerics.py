@@ -231,3 +231,50 @@ def test_on_a_gpu_random_numbers_and_a_real_difference_are_told_apart(tmp_path: 
                 name, "return h * scale_rows(h)"
             )
             assert_repro_departs(n)
+
+
+OFF_BY_ONE = """\
+import torch
+from torch._dynamo import register_backend
+
+
+@register_backend
+def off_by_one(gm, example_inputs):
+    def run(*args):
+        return [o + 1 for o in gm(*args)]
+
+    return run
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2).relu()
+
+
+def get_inputs():
+    return (torch.randn(2, 4),)
+"""
+
+
+def test_a_backend_of_the_users_own_is_the_stage_and_its_repro_registers_it(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import run_json
+
+    model = tmp_path / "model.py"
+    model.write_text(OFF_BY_ONE)
+    report, proc = run_json(
+        "explain", str(model), "--backend", "off_by_one", "--no-timings",
+        "--repro-dir", str(tmp_path / "repro"), "--fail-on-mismatch",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    n = report["numerics"]
+    # aot_eager agrees with eager; the backend adds one to every output
+    assert (n["verdict"], n["stage"]) == ("differ", "off_by_one")
+    assert (
+        n["first_node"]["line"]
+        == OFF_BY_ONE.splitlines().index("        return (x * 2).relu()") + 1
+    )
+    assert n["first_node"]["compiled_vs_eager"] == pytest.approx(1.0)
+    assert not n["bisector"]  # torch's bisector is Inductor's
+    assert_repro_departs(n)
