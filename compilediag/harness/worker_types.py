@@ -42,8 +42,8 @@ class WorkerSpec:
     save_outputs: str | None = None
     compare_outputs: str | None = None
     # explain, recompiles: judge the first call's outputs against a float64 reference, and
-    # where compiled departs from eager, search for the cause (harness/numerics/); a
-    # repro is written in `repro_dir`
+    # where compiled departs from eager, search for the cause (harness/numerics/) and write
+    # a repro in `repro_dir` ("": no search, the verdict only: a --try-fixes remedy's run)
     numerics: bool = False
     repro_dir: str = ""
 

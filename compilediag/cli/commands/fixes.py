@@ -59,7 +59,8 @@ def _run(
         remedy.name, remedy.code, remedy.targets, before, None, None, FixOutcome.FAILED
     )
     try:
-        done = run_model(replace(spec, remedy=remedy), timeout, progress=False)
+        # (its outputs judged as the run's are, no search for a cause: the run's is said)
+        done = run_model(replace(spec, remedy=remedy, repro_dir=""), timeout, progress=False)
     except DiagError as e:
         fix.error = e.message
         return fix
@@ -101,7 +102,9 @@ def _cold_and_warm(
             folder = str(Path(caches) / ("after" if made else "before"))
             times = []
             for _ in range(2):
-                run = replace(spec, remedy=made, cache=folder, timings=False, cold=False)
+                run = replace(
+                    spec, remedy=made, cache=folder, timings=False, cold=False, repro_dir=""
+                )
                 try:
                     done = run_model(run, timeout, progress=False)
                 except DiagError:

@@ -142,6 +142,8 @@ def _search(
         n.verdict = RANDOM_ONLY
         n.setting = "torch._inductor.config.fallback_random = True"
         return
+    if not repro_dir:  # a remedy's run (--try-fixes): its verdict only, the run's search said
+        return
     say("outputs differ: finding the first graph, stage and op that depart")
     with own_compiles(torch, random):
         graphs = capture(torch, model, call, run)
@@ -165,13 +167,12 @@ def _search(
         if n.first_node is not None and not n.first_node.makes:
             n.first_nonfinite = search.first_node(c, n.stage, nonfinite=True)
         n.eager_nonfinite = search.eager_nonfinite(torch, c) if use_ref else None
-        if repro_dir:
-            at = n.first_node
-            where = f" first at {at.file}:{at.line} ({at.op})" if at and at.file else ""
-            tolerances = [j.tolerance for j in c.judged(n.stage, c.outputs())]
-            n.repro = write_repro(
-                torch, c, n.stage, random, model_file, Path(repro_dir), where, tolerances
-            )
+        at = n.first_node
+        where = f" first at {at.file}:{at.line} ({at.op})" if at and at.file else ""
+        tolerances = [j.tolerance for j in c.judged(n.stage, c.outputs())]
+        n.repro = write_repro(
+            torch, c, n.stage, random, model_file, Path(repro_dir), where, tolerances
+        )
         if n.stage == "inductor":
             say("outputs differ: torch's CompilerBisector on the graph")
             n.bisector = search.bisector(torch, c)
