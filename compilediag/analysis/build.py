@@ -286,6 +286,12 @@ def make_portable(report: Report, root: str) -> None:
     if report.cross_check:
         files += [(x, "file") for x in report.cross_check.explain_sites]
         files += [(d, "file") for d in report.cross_check.disagreements if d.file]
+    n = report.numerics
+    if n is not None:
+        sites = (n.first_node, n.first_nonfinite, n.eager_nonfinite, *n.random_ops)
+        files += [(x, "file") for x in sites if x is not None and x.file]
+        files += [(n, "repro")] if n.repro else []
+        n.words = portable_text(n.words, root)
 
     def rel(path: str) -> str:
         return portable_path(path, root)

@@ -53,10 +53,11 @@ def draws(func: Any, args: tuple, kwargs: dict) -> bool:
     """Whether a call of an op torch tags as random draws any number: attention with
     dropout_p=0 and dropout at p=0 or outside training do not."""
     try:
-        names = [a.name for a in func._schema.arguments]
+        schema = func._schema.arguments
     except AttributeError:
         return True
-    given = {**dict(zip(names, args, strict=False)), **kwargs}
+    defaults = {a.name: a.default_value for a in schema if a.has_default_value()}
+    given = {**defaults, **dict(zip([a.name for a in schema], args, strict=False)), **kwargs}
     if "dropout_p" in given:
         return bool(given["dropout_p"])
     if "p" in given and "train" in given:
