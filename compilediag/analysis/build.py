@@ -48,7 +48,6 @@ from compilediag.report.model import (
     Summary,
     TargetInfo,
 )
-from compilediag.report.numerics import PASSING
 from compilediag.report.vocabulary import CallState, Finding, FindingKind, Severity
 from compilediag.trace.compiles import TraceLog, id_of
 from compilediag.trace.formats import (
@@ -149,8 +148,6 @@ def what_the_worker_measured(report: Report, h: History, measured: WorkerResult)
     if measured.explain is not None:
         report.cross_check = cross_check(report.graph_breaks, measured.explain)
     report.numerics = numerics_of(measured.numerics, report.kernels)
-    if report.numerics is not None and report.timings is not None:
-        report.timings.outputs_match = report.numerics.verdict in PASSING
     report.errors = [Finding(FindingKind.RUN_ERROR, e, Severity.ERROR) for e in measured.errors]
 
 

@@ -168,12 +168,15 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     report = report_from_files(files, TargetInfo(path=command), run) if files else None
     if report is None or not report.trace or not report.trace.records:
         raise _compiled_nothing(command, done, opts.command, run.processes)
-    if opts.try_fixes and report.runtime is not None and not done.interrupted:
-        from compilediag.cli.commands.try_fixes import Job, try_fixes
+    from compilediag.cli.commands.try_fixes import Job
 
-        tried = Job(list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s)
+    # the job as given, for the runs after this one (--try-fixes, --check-numerics)
+    again = Job(list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s)
+    if opts.try_fixes and report.runtime is not None and not done.interrupted:
+        from compilediag.cli.commands.try_fixes import try_fixes
+
         report.runtime.tried, report.runtime.try_baseline = try_fixes(
-            tried, report, run, job_env, say
+            again, report, run, job_env, say
         )
         if opts.apply:
             from compilediag.cli.commands.apply_kept import applied_text, apply_kept
@@ -181,9 +184,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
             say(applied_text(apply_kept(report, job_env, say)))
     if opts.check_numerics and report.runtime is not None and not done.interrupted:
         from compilediag.cli.commands.check_numerics import check_numerics
-        from compilediag.cli.commands.try_fixes import Job
 
-        again = Job(list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s)
         report.runtime.numerics = check_numerics(again, run, job_env, say)
     report, code = judge(report, rules, opts.gate.junit, None)
     emit(report, opts.out)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import linecache
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +13,7 @@ from compilediag.harness.checks import fresh
 from compilediag.harness.numerics.reference import default_float64, in_float64
 from compilediag.paths import is_library_file
 from compilediag.report.numerics import NodeSite
+from compilediag.trace.formats import STACK_FILE_LINE
 
 # a custom op is one outside torch's own namespaces
 TORCH_NAMESPACES = frozenset(
@@ -21,7 +21,6 @@ TORCH_NAMESPACES = frozenset(
      "profiler", "debugprims", "rngprims", "quantized", "_quantized", "quantized_decomposed",
      "mkldnn", "onednn", "_dtensor", "symm_mem", "streams", "_C")
 )  # fmt: skip
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
 @dataclass
@@ -82,10 +81,11 @@ def custom_op(node: Any) -> Any | None:
 def site(g: Captured, node: Any) -> NodeSite:
     """The node at the user's line (the innermost frame of theirs in its stack trace)."""
     out = NodeSite(g.index, node.name, op_name(node))
-    frames = _FRAME.findall(node.meta.get("stack_trace") or "")
-    mine = [(f, int(n)) for f, n in frames if not is_library_file(f)] or [
-        (f, int(n)) for f, n in frames
+    frames = [
+        (m["file"], int(m["line"]))
+        for m in STACK_FILE_LINE.finditer(node.meta.get("stack_trace") or "")
     ]
+    mine = [(f, n) for f, n in frames if not is_library_file(f)] or frames
     if mine:
         out.file, out.line = mine[-1]
         out.code = linecache.getline(out.file, out.line).strip()

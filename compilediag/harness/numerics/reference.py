@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from compilediag.harness.checks import map_tensors
-from compilediag.paths import is_library_file, is_own_file
+from compilediag.paths import Owner, is_library_file, owner_of
 from compilediag.report.numerics import RandomOp
 
 
@@ -36,17 +36,11 @@ def user_site() -> tuple[str, int, str]:
     model (transformers), the innermost frame of that library (torch's and ours never)."""
     frames = list(reversed(traceback.extract_stack()[:-1]))
     mine = [f for f in frames if not is_library_file(f.filename)]
-    theirs = [f for f in frames if _a_models_library(f.filename)]
+    theirs = [f for f in frames if owner_of(f.filename) == Owner.LIBRARY]
     for f in (mine or theirs)[:1]:
         line = f.line or linecache.getline(f.filename, f.lineno or 0).strip()
         return f.filename, f.lineno or 0, line
     return "", 0, ""
-
-
-def _a_models_library(filename: str) -> bool:
-    """A package's file that is neither torch's, the standard library's nor compilediag's."""
-    f = filename.replace("\\", "/")
-    return "-packages/" in f and "/torch/" not in f and not is_own_file(f)
 
 
 def draws(func: Any, args: tuple, kwargs: dict) -> bool:

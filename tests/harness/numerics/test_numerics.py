@@ -235,32 +235,10 @@ def test_on_a_gpu_random_numbers_and_a_real_difference_are_told_apart(tmp_path: 
             assert_repro_departs(n)
 
 
-OFF_BY_ONE = """\
-import torch
-from torch._dynamo import register_backend
-
-
-@register_backend
-def off_by_one(gm, example_inputs):
-    def run(*args):
-        return [o + 1 for o in gm(*args)]
-
-    return run
-
-
-class Net(torch.nn.Module):
-    def forward(self, x):
-        return (x * 2).relu()
-
-
-def get_inputs():
-    return (torch.randn(2, 4),)
-"""
-
-
 def test_a_backend_of_the_users_own_is_the_stage_and_its_repro_registers_it(
     tmp_path: Path,
 ) -> None:
+    from tests.cli.test_faults import OUTPUTS_DIFFER as OFF_BY_ONE
     from tests.conftest import run_json
 
     model = tmp_path / "model.py"
