@@ -150,11 +150,42 @@ GATE_RULES: tuple[GateRule, ...] = (
         "pass).", _outputs, frozenset({"model"}), former="check_outputs",
     ),
     GateRule(
-        "fail_on_divergence", bool, "exit 1 if ranks differ in breaks, recompiles, graphs, "
-        "compile time or (run) a straggler rank.", lambda r, _: _rule("divergence", 0, len(r.divergence)),
-        frozenset({"trace"}),
+        "fail_on_divergence", bool, "exit 1 if ranks compile or run different graphs (breaks, "
+        "recompiles, graphs, compile time); a slow rank is --max-wait-share's.",
+        lambda r, _: _rule("divergence", 0, len(r.divergence)), frozenset({"trace"}),
+    ),
+    GateRule(
+        "max_wait_share", float, "(run, several ranks) exit 1 if a rank waits for another "
+        "longer than this share of its step (0.2: a fifth), measured in the window's steps.",
+        lambda r, limit: _wait_share(r, limit), frozenset({"trace"}),
     ),
 )  # fmt: skip
+
+
+def _wait_share(report: Report, limit: float) -> Rule:
+    """The longest wait of a rank for another, a share of its step (the window's), naming
+    the rank, whom it waits for and that rank's line; a run that measured no rank's wait
+    passes, and says so."""
+    r = report.runtime
+    waiting = [
+        s for s in (r.rank_steps if r else []) if s.breakdown.communication_wait_ms is not None
+    ]
+    if not waiting:
+        return Rule("max-wait-share", limit, 0.0, True, message="no rank's wait was measured")
+    worst = max(waiting, key=lambda s: s.wait_share)
+    share = round(worst.wait_share, 4)
+    b = worst.breakdown
+    whom = f"rank {worst.waits_for}" if worst.waits_for is not None else "the last rank"
+    message = (
+        f"rank {worst.rank} waits for {whom} {b.communication_wait_ms:.3g} ms of its "
+        f"{b.call_ms:.3g} ms step ({share:.0%})"
+    )
+    fix = next((f.fix for f in r.stragglers if f.fix), "") if r else ""
+    if fix and not share <= limit:
+        message += f"; {fix}"
+    return Rule(
+        "max-wait-share", limit, share, share <= limit, rank=f"rank {worst.rank}", message=message
+    )
 
 
 def rules_for(runs: Iterable[str]) -> tuple[GateRule, ...]:

@@ -8,6 +8,7 @@ it, the Report builder copies it, the renderer shows it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from compilediag.fixes.remedies import Remedy
 from compilediag.harness.target import Target
@@ -171,18 +172,17 @@ class OtherWork:
 
 
 @dataclass
-class LoopLine:
-    """A line of the training loop and what it spent over the kernel profile's steps,
-    timed by Python's profiler (the probe's loop_work): the loop's file and line, the
-    function the loop runs in, the function the line called ('' for its own Python,
-    '<torch>' for torch's)."""
+class WindowLine:
+    """A line of the training loop (or of a function of the user's a training call ran
+    under it: a framework's hook) and its time in each step of the window, by line events
+    on that code alone (the probe's line_clock): the job's own clock at that line."""
 
     file: str = ""
     line: int = 0
-    loop: str = ""
-    calls: str = ""
-    ms: float = 0.0  # over all the kernel profile's steps
-    source: str = ""  # the line's text, as the job's process read it
+    function: str = ""  # the function it is in
+    loop: bool = False  # the loop's own line (the frame that spans the steps)
+    torch: bool = False  # a part of the step ran under it: the model, backward, optimizer, data
+    ms: dict[str, float] = field(default_factory=dict)  # step -> ms at this line
 
 
 @dataclass
@@ -237,7 +237,11 @@ class ProcessRuntime:
     kernel_step_ms: float | None = None  # their mean, start to start, under torch.profiler
     # over the kernel steps: each collective call in the order it started, [name, us]
     collective_calls: list[list[str | float]] = field(default_factory=list)
-    loop_lines: list[LoopLine] = field(default_factory=list)  # the loop's lines, sampled
+    kernel_restarts: int = 0  # kernel profiles dropped for other work in their steps
+    # the window's collectives, from torch's Flight Recorder: [process group, sequence
+    # number, name, enqueued (time.time_ns), duration ms or None, step] (probe collectives.py)
+    window_collectives: list[list[Any]] = field(default_factory=list)
+    window_lines: list[WindowLine] = field(default_factory=list)  # the loop's, in the window
     backends: list[str] = field(default_factory=list)  # the backends' names (`inductor`)
     compile_calls: list[CompileCall] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)  # the graphs' input devices (`cuda`)

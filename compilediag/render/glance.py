@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from compilediag.render import ms, seconds
 from compilediag.report.model import Report
+from compilediag.report.vocabulary import Finding
 
 GLANCE_SAME = 0.1  # ranks whose steps and waits are within this share are one line
 
@@ -19,12 +20,11 @@ def rank_glance(report: Report) -> list[str]:
     if r is None or len(r.rank_steps) < 2:
         return []
     a, z = r.window or [0, 0]
-    out = [f"the step on {len(r.rank_steps)} ranks (steps {a}-{z}; their collectives over the "
-           "kernel profile's steps):"]  # fmt: skip
+    out = [f"the step on {len(r.rank_steps)} ranks (steps {a}-{z}, each rank's wait in them):"]
     # the straggler (a finding: the others wait for it, and one part of its step is longer)
+    found = r.stragglers[0] if r.stragglers else None
     slow = next(
-        (s.rank for s in r.rank_steps for d in report.divergence
-         if d.kind == "straggler" and d.text.startswith(f"rank {s.rank} ")), None,
+        (s.rank for s in r.rank_steps if found and found.text.startswith(f"rank {s.rank} ")), None
     )  # fmt: skip
     groups: list[list] = []
     for s in sorted(r.rank_steps, key=lambda s: s.rank):
@@ -43,29 +43,27 @@ def rank_glance(report: Report) -> list[str]:
                 break
         else:
             groups.append([s])
-    out += [f"  {_glance_row(g, slow)}" for g in groups]
+    out += [f"  {_glance_row(g, slow, found)}" for g in groups]
     out += _one_off(report)
-    fix = next((d.fix for d in report.divergence if d.kind == "straggler" and d.fix), "")
+    fix = next((d.fix for d in r.stragglers if d.fix), "")
     if fix:
         out.append(f"  first: {fix}")
     return out
 
 
-def _glance_row(group: list, slow: int | None) -> str:
+def _glance_row(group: list, slow: int | None, found: Finding | None) -> str:
     ranks = [s.rank for s in group]
     who = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
     said = f"{who}: a step of {_span([s.breakdown.call_ms for s in group])}"
     waits = [s.breakdown.communication_wait_ms or 0.0 for s in group]
-    whole = sorted(s.breakdown.communication_ms or 0.0 for s in group)
     if group[0].waits_for is not None:
-        said += (
-            f"; waits for rank {group[0].waits_for} {_span(waits)} a step, of "
-            f"{_span(whole)} of collectives"
-        )
+        said += f"; waits for rank {group[0].waits_for} {_span(waits)} of it"
     elif group[0].breakdown.communication_wait_ms is not None:
-        said += f"; waits for nobody ({ms(whole[-1])} of collectives a step, the transfer)"
-    if group[0].rank == slow and group[0].loop:
-        line = max((x for x in group[0].loop if x.own_work), key=lambda x: x.ms, default=None)
+        said += "; waits for nobody"
+    if group[0].rank == slow and found is not None:  # the straggler's line, as the finding says
+        line = next(
+            (x for x in group[0].loop if (x.file, x.line) == (found.file, found.line)), None
+        )
         if line is not None:
             said += f"; the others wait for it: {line.named} takes {ms(line.ms)} a step"
     return said

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compilediag.report.numerics import LossCheck
-from compilediag.report.vocabulary import Bound, RestKind, StepsAt
+from compilediag.report.vocabulary import Bound, Finding, RestKind, StepsAt
 
 
 @dataclass
@@ -66,16 +66,16 @@ class Breakdown:
     data_ms: float = 0.0  # run: the data loader's next batch
     evaluation_ms: float = 0.0  # run: evaluation, where every measured step held one
     # run, a job with collectives: their time a step (NCCL's kernels on CUDA, gloo's
-    # operations on CPU) over the kernel profile's steps (those after the window), the wait
-    # for the other ranks in it; on a stream or thread of their own, alongside the parts
-    # above, so not one of them
+    # operations on CPU) over the kernel profile's steps (those after the window); on a
+    # stream or thread of their own, alongside the parts above, so not one of them
     communication_ms: float | None = None
     # ... of it, exposed: the time no compute ran beside a collective (the step waits on it;
     # the rest overlaps compute); None where not measured
     communication_exposed_ms: float | None = None
-    # ... of it, the wait for the rank that arrived last (each call's time beyond the same
-    # call's on that rank, which waited for nobody); the rest is the transfer. None: one
-    # rank, or a file that kept no call's own time
+    # the wait for the rank that arrived last at the collectives, a step of the window
+    # itself (torch's Flight Recorder, matched across ranks: analysis/step/waits.py), inside
+    # the parts above (where the rank blocked) and never longer than the step. None: one
+    # rank, or a file that kept no collective of the window
     communication_wait_ms: float | None = None
     # run: what the rest holds that the kernel profile named (over its steps, after the
     # window): eager ops outside any graph and reads of a tensor's value; the rest's
@@ -97,9 +97,9 @@ class Breakdown:
 
     @property
     def exposed_wait_ms(self) -> float:
-        """Of the collectives' time, the wait for another rank with no compute beside it (the
-        wait is exposed first: a rank that waits has nothing to run); 0 where not known."""
-        return min(self.communication_wait_ms or 0.0, self.communication_exposed_ms or 0.0)
+        """The wait for another rank a step: the time the rank could do nothing else, by
+        arrivals (or the device's own time of each call); 0 where not known."""
+        return self.communication_wait_ms or 0.0
 
     def rest_holds(self, profiled_ms: float) -> bool:
         """Whether ops the kernel profile timed in the rest (`profiled_ms` a step) fit in
@@ -121,15 +121,22 @@ class RankStep:
     # pause or a log written once, moves a mean, not these)
     medians: dict[str, float] = field(default_factory=dict)
     kernel_step_ms: float | None = None  # the kernel profile's step, its collectives' basis
-    waits_for: int | None = None  # the rank that arrived last at most of its collectives
+    waits_for: int | None = None  # the rank it waited for most, in the window's steps
     loop: list[LoopLine] = field(default_factory=list)  # its loop's lines, a step
+
+    @property
+    def wait_share(self) -> float:
+        """Its wait for another rank, a share of its step (both the window's)."""
+        step, wait = self.breakdown.call_ms, self.breakdown.communication_wait_ms or 0.0
+        return min(1.0, wait / step) if step else 0.0
 
 
 @dataclass
 class LoopLine:
-    """A line of the training loop and what it spent a step, over the kernel profile's
-    steps (Python's profiler on the loop): where host work a profiler names only by its ops
-    is the user's."""
+    """A line of the training loop (or of a hook of the user's a framework's loop calls)
+    and what it spent a step, over the window's training steps, by line events on that code
+    alone: the job's own clock at the user's line, where a profiler names host work only by
+    its ops."""
 
     file: str
     line: int
@@ -156,7 +163,7 @@ class LoopLine:
         return f"{self.file}:{self.line}"
 
 
-LOOP_TORCH = "<torch>"  # the probe's word for a loop line that called torch (loop_work.py)
+LOOP_TORCH = "<torch>"  # a loop line under which a part of the step ran (the model, backward, ...)
 
 
 @dataclass
@@ -281,7 +288,14 @@ class Runtime:
     unprofiled_step_ms: float | None = None
     unprofiled_steps: int = 0
     rank_steps: list[RankStep] = field(default_factory=list)  # several ranks: each one's window
+    # the rank the others wait for, in the window's steps: a performance finding, not
+    # divergence (its ranks compile alike); gated by --max-wait-share
+    stragglers: list[Finding] = field(default_factory=list)
     loop: list[LoopLine] = field(default_factory=list)  # the loop's lines (window rank's)
+    # how the ranks' waits were measured in the window's steps (analysis/step/waits.py):
+    # "arrivals" (when each rank enqueued each collective), "durations" (torch timed each
+    # on the device); '' where not measured
+    wait_method: str = ""
     # the window's median step and median parts (window_rank's); the breakdown is the mean
     step_medians: dict[str, float] = field(default_factory=dict)
     # the kernel profile after the window: its steps (0: none), the GPU's name (CUDA), and

@@ -6,7 +6,7 @@ rest's ops in words."""
 from __future__ import annotations
 
 from compilediag.harness.worker_types import ProcessRuntime
-from compilediag.report.model import LOOP_TORCH, Breakdown, LoopLine, RestPart, Runtime
+from compilediag.report.model import Breakdown, LoopLine, RestPart, Runtime
 from compilediag.report.vocabulary import RestKind
 from compilediag.report.words import ms
 
@@ -60,47 +60,36 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             )
         out.append((b.data_ms, f"{said}, waited for in the main process: {fix}."))
     ordered = [text for _, text in sorted(out, key=lambda x: -x[0])]
-    return ordered + loop_advice(job, b) + rest_advice(b, explained=_loop_work_ms(job))
+    return ordered + loop_advice(job, b) + rest_advice(b, explained=_loop_work_ms(job, b))
 
 
-LOOP_SHARE = 0.1  # a function the loop calls this share of the kernel profile's step: advised
+LOOP_SHARE = 0.1  # a function the loop calls this share of the window's step: advised
 
 
-def loop_work_lines(job: Runtime) -> list[LoopLine]:
-    """The loop's lines that do its own work (a function of the user's or a library's, or
-    its own Python; not torch's: the model's call, backward, the optimizer's step) and
-    take LOOP_SHARE of the kernel profile's step: host work at the user's line. (A file
-    that did not tell the loop's own Python from a call of torch: its function calls.)"""
-    step = job.kernel_step_ms or 0.0
-    told = any(x.calls == LOOP_TORCH for x in job.loop)
-    return [
-        x for x in job.loop
-        if x.own_work and (x.calls or told) and step and x.ms >= LOOP_SHARE * step
-    ]  # fmt: skip
+def loop_work_lines(job: Runtime, b: Breakdown) -> list[LoopLine]:
+    """The loop's lines that do its own work (a function of the user's or a library's it
+    calls; not torch's: the model's call, backward, the optimizer's step, a batch from a
+    DataLoader) and take LOOP_SHARE of the window's step: host work at the user's line, by
+    the job's own clock there."""
+    return [x for x in job.loop if x.own_work and x.calls and x.ms >= LOOP_SHARE * b.call_ms]
 
 
-def _loop_work_ms(job: Runtime) -> float:
-    return sum(x.ms for x in loop_work_lines(job))
+def _loop_work_ms(job: Runtime, b: Breakdown) -> float:
+    return sum(x.ms for x in loop_work_lines(job, b))
 
 
 def loop_advice(job: Runtime, b: Breakdown) -> list[str]:
     """Host work at the loop's own line: its function, where, its share of the step; the
-    advice for work that prepares data (most of what a loop calls beside the model). A
-    line that holds no more than the rank's wait for another rank is not advised: the host
-    shows that wait at its first read of the device (a batch's .to(device))."""
+    advice for work that prepares data (most of what a loop calls beside the model)."""
     out = []
-    waited = b.exposed_wait_ms
-    step = job.kernel_step_ms or 1.0
-    for x in loop_work_lines(job):
-        if x.ms - waited < LOOP_SHARE * step:
-            continue
+    for x in loop_work_lines(job, b):
         out.append(
-            f"{x.named} takes {x.ms / step:.0%} of a step ({ms(x.ms)} of "
-            f"the kernel profile's {ms(step)}, timed by Python's profiler on the loop): work the loop "
-            "does itself, outside the model. Where it prepares a batch: index with a list or "
-            "a numpy array (ix.tolist()) rather than one 0-d tensor at a time, or make it a "
-            "Dataset's __getitem__ served by a DataLoader with workers (num_workers=N, "
-            "pin_memory=True), so batches are made while the step runs."
+            f"{x.named} takes {x.ms / b.call_ms:.0%} of a step ({ms(x.ms)} of {ms(b.call_ms)}, "
+            "by the job's clock at that line): work the loop does itself, outside the model. "
+            "Where it prepares a batch: index with a list or a numpy array (ix.tolist()) rather "
+            "than one 0-d tensor at a time, or make it a Dataset's __getitem__ served by a "
+            "DataLoader with workers (num_workers=N, pin_memory=True), so batches are made "
+            "while the step runs."
         )
     return out
 

@@ -28,22 +28,20 @@ from compilediag.analysis.step.other_work import (
     work_notes,
     work_steps,
 )
+from compilediag.analysis.step.stragglers import stragglers
 from compilediag.analysis.step.verdict import bound_advice, bound_of
-from compilediag.analysis.step.waits import Waits, collective_waits, longer_line, loop_lines
+from compilediag.analysis.step.waits import Waits, collective_waits, loop_lines
 from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_path, portable_text
 from compilediag.report.model import (
-    LOOP_TORCH,
     Breakdown,
-    LoopLine,
     RankStep,
     Report,
     Runtime,
     Timings,
 )
 from compilediag.report.serial import from_json, to_json
-from compilediag.report.vocabulary import Finding, FindingKind, Severity, StepsAt
-from compilediag.report.words import ms
+from compilediag.report.vocabulary import StepsAt
 from compilediag.trace.compiles import id_of
 from compilediag.trace.formats import WRAPPER_FRAME
 
@@ -140,12 +138,13 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     if first is not None:
         job_facts(job, first, left_out)
         step_place(job, report, first)
-        waits = collective_waits(processes)
-        job.loop = loop_lines(first)
+        waits = collective_waits(processes, left_out)
+        job.loop = loop_lines(first, left_out)
+        job.wait_method = waits.method
         if first.profiled is not None:
             window_figures(report, job, first, left_out, waits)
         job.rank_steps = rank_steps(processes, left_out, waits)
-        report.divergence += stragglers(job.rank_steps)
+        job.stragglers = stragglers(job.rank_steps)
     job.other_work = step_work(processes, left_out)
     report.notes += work_notes(job.other_work, job.window, job.window_left_out)
     if first is not None and report.timings is not None and report.timings.breakdown is not None:
@@ -308,146 +307,16 @@ def rank_steps(
         plain = round(statistics.median(plain_ms), 6) if plain_ms else None
         out.append(
             RankStep(p.rank, b, plain, step_medians(profiled), p.kernel_step_ms,
-                     waits.waits_for.get(p.rank), loop_lines(p))
+                     waits.waits_for.get(p.rank), loop_lines(p, left_out))
         )  # fmt: skip
     return out if len(out) > 1 else []
 
 
 def _set_wait(b: Breakdown, p: ProcessRuntime, waits: Waits) -> None:
-    """The rank's wait for the last rank, a step, from its share of its collectives."""
-    share = waits.wait_share.get(p.rank) if p.rank is not None else None
-    if share is not None and b.communication_ms is not None:
-        b.communication_wait_ms = round(b.communication_ms * share, 6)
-
-
-# a straggler: the other ranks wait for it in their collectives longer than it waits, and
-# one part of its step is longer than theirs, each by this share of their step (a 2-core
-# machine's gloo job whose ranks wait for nobody showed up to 30% in one of the two)
-STRAGGLER_SHARE = 0.3
-
-
-def stragglers(steps: list[RankStep]) -> list[Finding]:
-    """The rank the others wait for. Where each call's wait is known (waits.py): the rank
-    the others arrived before, their wait for it a margin of their step, what of its step
-    and which line of its loop take longer than theirs. Else (a file that kept no call's
-    time): its collectives the shortest by a margin, and one part of its step longer."""
-    if sum(s.breakdown.communication_wait_ms is not None for s in steps) >= 2:
-        return _waited_for(steps)
-    known = [s for s in steps if s.breakdown.communication_ms is not None]
-    if len(known) < 2:
-        return []
-    slow = min(known, key=lambda s: s.breakdown.communication_ms or 0.0)
-    others = [s for s in known if s is not slow]
-    step = statistics.median(s.breakdown.call_ms for s in others)
-    theirs_wait = statistics.median(s.breakdown.communication_ms or 0.0 for s in others)
-    mine_wait = slow.breakdown.communication_ms or 0.0
-    # each part's median step (a mean where the steps are not kept), against the others'
-    mine = _typical(slow)
-    theirs = {n: statistics.median(_typical(s).get(n, 0.0) for s in others) for n in mine}
-    longer = max(mine, key=lambda n: mine[n] - theirs[n])
-    margin = STRAGGLER_SHARE * step
-    if theirs_wait - mine_wait < margin or mine[longer] - theirs[longer] < margin:
-        return []
-    its = "the rest of its step" if longer == "the rest" else f"its {longer}"
-    text = (
-        f"rank {slow.rank} is a straggler: the other ranks wait in their collectives "
-        f"{ms(theirs_wait)} a step (median), it {ms(mine_wait)}; {its} takes "
-        f"{ms(mine[longer])}, theirs {ms(theirs[longer])}"
-    )
-    return [
-        Finding(
-            FindingKind.STRAGGLER, text, Severity.WARNING,
-            fix=f"find what makes {its} longer on rank {slow.rank}: its own input files, a "
-            "branch on the rank, logging or checkpointing on one rank",
-        )
-    ]  # fmt: skip
-
-
-def _waited_for(steps: list[RankStep]) -> list[Finding]:
-    waited = Counter(s.waits_for for s in steps if s.waits_for is not None)
-    if not waited:
-        return []
-    rank = waited.most_common(1)[0][0]
-    slow = next((s for s in steps if s.rank == rank), None)
-    others = [s for s in steps if s.waits_for == rank]
-    if slow is None or not others:
-        return []
-    wait = statistics.median(s.breakdown.communication_wait_ms or 0.0 for s in others)
-    whole = statistics.median(s.breakdown.communication_ms or 0.0 for s in others)
-    basis = [s.kernel_step_ms for s in others if s.kernel_step_ms]
-    step = statistics.median(basis or [s.breakdown.call_ms for s in others])
-    mine = _typical(slow)
-    theirs = {n: statistics.median(_typical(s).get(n, 0.0) for s in others) for n in mine}
-    longer = max(mine, key=lambda n: mine[n] - theirs[n])
-    # the wait a margin of their step, and one part of its step longer by a margin of the
-    # window's step (ranks of a loaded machine wait for each other by turns)
-    window = statistics.median(s.breakdown.call_ms for s in others)
-    if wait < STRAGGLER_SHARE * step or mine[longer] - theirs[longer] < STRAGGLER_SHARE * window:
-        return []
-    who = _ranks_words([s.rank for s in others], len(steps) - 1)
-    its = "the rest of its step" if longer == "the rest" else f"its {longer}"
-    text = (
-        f"rank {rank} is a straggler: {who} wait{'s' if len(others) == 1 else ''} for it in "
-        f"{'its' if len(others) == 1 else 'their'} collectives {ms(wait)} a step (median, of "
-        f"{ms(whole)} of collectives over the kernel profile's steps of {ms(step)}; the rest is "
-        f"the transfer), it {ms(slow.breakdown.communication_wait_ms or 0.0)}; {its} takes "
-        f"{ms(mine[longer])}, {'rank ' + str(others[0].rank) + chr(39) + 's' if len(others) == 1 else 'theirs'} "
-        f"{ms(theirs[longer])}"
-    )
-    fix = f"find what makes {its} longer on rank {rank}"
-    x, theirs_line = _slow_line(slow, others, longer)
-    if x is not None:
-        code = f" `{x.source}`" if x.source else ""
-        text += f"; of it, {x.named}{code} takes {ms(x.ms)} a step on rank {rank}" + (
-            f", {ms(theirs_line)} on the others" if theirs_line is not None else
-            " (by Python's profiler on its loop over the kernel profile's steps; the others' same "
-            "line holds their wait where it waits for the device)"
-        )  # fmt: skip
-        fix = (
-            f"make {x.named} on rank {rank} as fast as on the others" if x.own_work
-            else f"{fix} (at {x.file}:{x.line})"
-        )  # fmt: skip
-    return [
-        Finding(
-            FindingKind.STRAGGLER, text, Severity.WARNING,
-            fix=fix + " (its own input files or data path, a branch on the rank, logging or "
-            "checkpointing on one rank): the others wait for it at every collective",
-        )
-    ]  # fmt: skip
-
-
-def _slow_line(
-    slow: RankStep, others: list[RankStep], longer: str
-) -> tuple[LoopLine | None, float | None]:
-    """The slow rank's line that makes it slow, and the others' time at it where that
-    compares: where the rest of its step is what is longer, its costliest line that calls
-    a function of the user's or a library's (the model's call, backward and the optimizer
-    call torch); the others' time at it is not given, as a line that reads the device
-    (a batch's .to(device)) holds their wait for this rank. Else the line longest beyond
-    the others'."""
-    if longer in ("the rest", "data"):
-        told = any(x.calls == LOOP_TORCH for x in slow.loop)  # else '' was torch's too
-        called = [x for x in slow.loop if x.own_work and (x.calls or told)]
-        if called:
-            return max(called, key=lambda x: x.ms), None
-    found = longer_line(slow.loop, [s.loop for s in others])
-    return (found[0], found[1]) if found is not None else (None, None)
-
-
-def _ranks_words(ranks: list[int], of: int) -> str:
-    if len(ranks) == of and of > 1:
-        return "the other ranks"
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    return "ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
-
-
-def _typical(s: RankStep) -> dict[str, float]:
-    """A rank's parts in a typical step: their medians, else their means."""
-    parts = dict(s.breakdown.parts())
-    if s.medians:
-        return {n: s.medians.get(n, 0.0) for n in parts}
-    return parts
+    """The rank's wait for the last rank, a step of its window (never more than the step)."""
+    wait = waits.wait_ms.get(p.rank) if p.rank is not None else None
+    if wait is not None:
+        b.communication_wait_ms = round(min(wait, b.call_ms), 6)
 
 
 def _prefix(report: Report, p: ProcessRuntime) -> str:

@@ -36,6 +36,10 @@ def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | 
         _device_or_host(report, job, b) if cuda else _compute(report, b), _evaluation(job, b),
     ]  # fmt: skip
     found = sorted((c for c in candidates if c is not None and c.share > 0), key=lambda c: -c.share)
+    # a rank that waits a fifth of its step for another is waiting, whatever holds the wait
+    waiting = next((c for c in found if c.part == "waiting" and c.share >= REAL_SHARE), None)
+    if waiting is not None:
+        return waiting
     if not found or found[0].share >= REAL_SHARE:
         return found[0] if found else None
     largest = ", ".join(f"{c.part} {c.share:.0%}" for c in found[:3])
@@ -99,11 +103,13 @@ def _eager(report: Report, b: Breakdown) -> Bound | None:
 def _communication(job: Runtime, b: Breakdown) -> list[Bound | None]:
     """The collectives' exposed time (no compute beside it), a share of the kernel
     profile's step it was measured over (not the window's: the profiler stretches its
-    steps). Where each call's wait is known (waits.py), split: the transfer is
-    communication, the wait for the last rank is waiting for that rank."""
+    steps). Where the window measured each rank's wait (waits.py), that wait is a part of
+    its own, waiting for the rank the others wait for, a share of the window's step; the
+    transfers are what the exposed share holds beyond it."""
+    found: list[Bound | None] = [_waiting(job, b)]
     exposed = b.communication_exposed_ms
     if not exposed:
-        return [None]
+        return found
     basis = job.kernel_step_ms or b.call_ms
     over = f"of the kernel profile's step of {ms(basis)}"
     if b.communication_wait_ms is None:
@@ -111,23 +117,33 @@ def _communication(job: Runtime, b: Breakdown) -> list[Bound | None]:
             f"collectives with no compute beside them: {ms(exposed)} a step exposed, "
             f"{share:.0%} {over} (waits for other ranks included)"
         ))]  # fmt: skip
-    whole = b.communication_ms or exposed
-    wait = b.exposed_wait_ms
-    transfer = max(0.0, min(exposed - wait, whole - b.communication_wait_ms))
-    found: list[Bound | None] = []
-    if transfer:
-        found.append(_of_profile("communication", transfer, basis, b, lambda share: (
-            f"collectives' transfers with no compute beside them: {ms(transfer)} a step, "
-            f"{share:.0%} {over} (their waits for other ranks apart)"
-        )))  # fmt: skip
-    waiting = next((s for s in job.rank_steps if s.rank == job.window_rank), None)
-    if wait and waiting is not None and waiting.waits_for is not None:
-        rank = waiting.waits_for
-        found.append(_of_profile("waiting", wait, basis, b, lambda share: (
-            f"waiting for rank {rank} in the collectives: {ms(wait)} a step, {share:.0%} "
-            f"{over}; what rank {rank} does longer is under Ranks"
+    transfer_share = exposed / basis - _wait_share(b)
+    if transfer_share > 0:
+        found.append(_of_profile("communication", transfer_share * basis, basis, b, lambda s: (
+            f"collectives' transfers with no compute beside them: {s:.0%} {over} (their "
+            "waits for other ranks apart)"
         )))  # fmt: skip
     return found
+
+
+def _waiting(job: Runtime, b: Breakdown) -> Bound | None:
+    """The wait for the rank the others wait for, measured in the window's own steps."""
+    waiting = next((s for s in job.rank_steps if s.rank == job.window_rank), None)
+    wait = b.exposed_wait_ms
+    if not wait or waiting is None or waiting.waits_for is None:
+        return None
+    rank = waiting.waits_for
+    how = (
+        "the device's time of each"
+        if job.wait_method == "durations"
+        else "when each rank came to each"
+    )
+    return Bound(
+        "waiting", _share(wait, b), wait,
+        f"waiting for rank {rank} in the collectives: {ms(wait)} of a {ms(b.call_ms)} step "
+        f"(the window's steps, by torch's records of its collectives: {how}); what rank "
+        f"{rank} does longer is under Ranks",
+    )  # fmt: skip
 
 
 def _of_profile(
@@ -139,37 +155,32 @@ def _of_profile(
     return Bound(part, round(share, 4), round(share * b.call_ms, 6), why(share))
 
 
-def _exposed_wait_share(job: Runtime, b: Breakdown) -> float:
-    """The share of the kernel profile's step this rank waited for another with no compute
-    beside it (the host shows it at its first read of the device: a batch's .to(device))."""
-    if not job.kernel_step_ms:
-        return 0.0
-    return min(1.0, b.exposed_wait_ms / job.kernel_step_ms)
+def _wait_share(b: Breakdown) -> float:
+    """The share of the window's step this rank waited for another."""
+    return min(1.0, b.exposed_wait_ms / b.call_ms) if b.call_ms else 0.0
 
 
-def _loop_share(job: Runtime, b: Breakdown, every: bool = False) -> tuple[LoopLine | None, float]:
-    """The loop's costliest line of its own work, and the share of the kernel profile's
-    step it takes (`every`: all such lines take), less the wait for other ranks it may
-    hold."""
-    lines = loop_work_lines(job)
-    if not lines or not job.kernel_step_ms:
+def _loop_share(b: Breakdown, job: Runtime, every: bool = False) -> tuple[LoopLine | None, float]:
+    """The loop's costliest line of its own work, and the share of the window's step it
+    takes (`every`: all such lines take), both by the job's clock in the window."""
+    lines = loop_work_lines(job, b)
+    if not lines or not b.call_ms:
         return None, 0.0
     top = max(lines, key=lambda x: x.ms)
     spent = sum(x.ms for x in lines) if every else top.ms
-    share = spent / job.kernel_step_ms - _exposed_wait_share(job, b)
-    return top, max(0.0, min(1.0, share))
+    return top, max(0.0, min(1.0, spent / b.call_ms))
 
 
 def _loop(job: Runtime, b: Breakdown) -> Bound | None:
-    """Host work the loop does itself, at its line (loop_work_lines: from samples of its
-    stack over the kernel profile's steps)."""
-    top, share = _loop_share(job, b)
+    """Host work the loop does itself, at the user's line (loop_work_lines: timed by line
+    events on the loop's code in the window's steps)."""
+    top, share = _loop_share(b, job)
     if top is None or not share:
         return None
     return Bound(
         "loop", round(share, 4), round(share * b.call_ms, 6),
-        f"the loop's own work: {top.named} takes {ms(top.ms)} a step of the kernel "
-        f"profile's {ms(job.kernel_step_ms or 0.0)} (timed by Python's profiler on the loop)",
+        f"the loop's own work: {top.named} takes {ms(top.ms)} of a {ms(b.call_ms)} step "
+        "(by the job's clock at that line)",
     )  # fmt: skip
 
 
@@ -196,8 +207,8 @@ def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
     busy = sum(k.ms for k in t.kernels if k.kind != "communication")
     # the device idle while a collective waits for another rank is that wait's, not the
     # host's (a share of the kernel profile's step, set against the window's)
-    waited = step * _exposed_wait_share(job, b)
-    _, loop = _loop_share(job, b, every=True)  # the loop's own work: a candidate of its own
+    waited = step * _wait_share(b)
+    _, loop = _loop_share(b, job, every=True)  # the loop's own work: a candidate of its own
     waited += step * loop
     if busy >= DEVICE_BUSY * step:
         top = max(t.kernels, key=lambda k: k.lost_ms)

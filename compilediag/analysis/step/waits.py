@@ -1,94 +1,168 @@
-"""Waiting is not work. A collective's time on a rank runs from the moment that rank arrives
-until the last rank does, then the transfer: NCCL's kernel spins, gloo's call blocks. Set
-beside the same call on every rank, the rank that arrived last took the least (it waited
-for nobody): that time is the transfer, and each rank's time beyond it is its wait for the
-last rank. The rank a rank waits for is the one that arrived last at most of its calls.
+"""Waiting is not work, and it is measured where it happens: in the window's own steps, from
+what torch's process groups record of each collective anyway (the Flight Recorder, read by
+the probe's collectives.py), matched across ranks by process group and sequence number.
 
-And the loop's lines: what each rank's training loop spent a step at each of its lines
-(Python's profiler on the loop over the kernel profile's steps), so that the work a
-slow rank does longer is named at the user's line."""
+- Where torch timed each collective on the device (NCCL with TORCH_NCCL_ENABLE_TIMING=1),
+  the rank that arrived last took the least time (it waited for nobody): that time is the
+  transfer, and each other rank's time beyond it is its wait.
+- Else from the arrivals (when each rank's host enqueued the call; one wall clock on one
+  host): a rank that arrived before the last waited for it, at most until the last one
+  came. A step's wait is the longest of these in it: a rank that computes on after an
+  early arrival (DDP's buckets, overlapped with backward) waits once, at its last sync,
+  not once per bucket.
+
+A step's wait is never longer than the step. The rank a rank waits for is the one that
+arrived last where it waited most.
+
+And the loop's lines: each rank's training loop, line by line, by the job's own clock in
+the same steps (the probe's line_clock), so the work a slow rank does longer is named at
+the user's line."""
 
 from __future__ import annotations
 
+import ast
 import linecache
 import os
-from collections import Counter
+import statistics
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from compilediag.analysis.step.other_work import training_profile
 from compilediag.harness.worker_types import ProcessRuntime
-from compilediag.paths import portable_path
-from compilediag.report.model import LoopLine
+from compilediag.paths import Owner, owner_of, portable_path
+from compilediag.report.model import LOOP_TORCH, LoopLine
 
 LOOP_LINES = 12  # a rank's costliest lines kept
-WAITED = 0.5  # a rank waits for another where its waits are this share of its collectives
+ARRIVALS = "arrivals"  # how the waits were measured: the ranks' enqueue times
+DURATIONS = "durations"  # ... each collective's own time on the device
+
+Key = tuple[str, int, str]  # process group, sequence number, name
 
 
 @dataclass
 class Waits:
-    """Each rank's collectives a step split in two, and whom it waits for."""
+    """Each rank's wait for the last rank, a step of its window, and whom it waits for."""
 
-    wait_share: dict[int, float] = field(default_factory=dict)  # of its collectives' time
+    wait_ms: dict[int, float] = field(default_factory=dict)  # its mean over its kept steps
     waits_for: dict[int, int | None] = field(default_factory=dict)
     last: Counter[int] = field(default_factory=Counter)  # calls each rank arrived last at
     calls: int = 0  # calls set beside each other
+    method: str = ""  # ARRIVALS or DURATIONS; '' where nothing was measured
 
 
-def collective_waits(processes: list[ProcessRuntime]) -> Waits:
-    """The ranks' collectives, call by call: the i-th call of each collective on every rank
-    is one call (the kernel profile covers the same steps on every rank). Empty where
-    fewer than two ranks kept their calls."""
-    ranks = {
-        p.rank: _by_name(p.collective_calls)
-        for p in processes if p.rank is not None and p.collective_calls
-    }  # fmt: skip
+@dataclass
+class _Call:
+    created_ns: int
+    duration_ms: float | None
+    step: int
+
+
+def collective_waits(processes: list[ProcessRuntime], left_out: set[int]) -> Waits:
+    """The ranks' waits in their window's training steps (those not `left_out` on any rank,
+    and not compiled in). Empty where fewer than two ranks recorded their collectives."""
+    ranks: dict[int, dict[Key, _Call]] = {}
+    steps: dict[int, dict[int, float]] = {}  # rank -> its kept steps and their length (ms)
+    for p in processes:
+        if p.rank is None or p.profiled is None or not p.window_collectives:
+            continue
+        kept = training_profile(p.profiled, left_out)
+        lengths = {n: row[0] for n, row in zip(kept.step_numbers, kept.per_step, strict=False)}
+        lengths = {n: ms for n, ms in lengths.items() if n not in left_out}
+        calls = {}
+        for group, seq, name, created, duration, step in p.window_collectives:
+            if step in lengths:
+                calls[(str(group), int(seq), str(name))] = _Call(int(created), duration, int(step))
+        ranks[p.rank], steps[p.rank] = calls, lengths
     out = Waits()
     if len(ranks) < 2:
         return out
-    spent: dict[int, float] = dict.fromkeys(ranks, 0.0)  # its time in the calls set side by side
-    waited: dict[int, float] = dict.fromkeys(ranks, 0.0)
-    behind: dict[int, Counter[int]] = {r: Counter() for r in ranks}  # whom each waited for
-    names = set.intersection(*(set(calls) for calls in ranks.values()))
-    for name in sorted(names):
-        for i in range(min(len(calls[name]) for calls in ranks.values())):
-            took = {r: calls[name][i] for r, calls in ranks.items()}
-            last = min(took, key=lambda r: took[r])
-            out.last[last] += 1
-            out.calls += 1
-            for r, us in took.items():
-                spent[r] += us
-                waited[r] += us - took[last]
-                if r != last:
-                    behind[r][last] += 1
-    for r in ranks:
-        share = waited[r] / spent[r] if spent[r] else 0.0
-        out.wait_share[r] = round(share, 4)
+    timed = all(c.duration_ms is not None for calls in ranks.values() for c in calls.values())
+    out.method = DURATIONS if timed else ARRIVALS
+    per_step: dict[int, dict[int, float]] = {r: defaultdict(float) for r in ranks}
+    behind: dict[int, Counter[int]] = {r: Counter() for r in ranks}
+    keys = Counter(k for calls in ranks.values() for k in calls)
+    for key in (k for k, n in keys.items() if n >= 2):
+        here = {r: calls[key] for r, calls in ranks.items() if key in calls}
+        waits, last = _waits(here, timed)
+        out.last[last] += 1
+        out.calls += 1
+        for r, waited in waits.items():
+            step = here[r].step
+            if timed:
+                per_step[r][step] += waited
+            else:
+                per_step[r][step] = max(per_step[r][step], waited)
+            if r != last:
+                behind[r][last] += round(waited * 1e3)
+    for r, lengths in steps.items():
+        if not lengths:
+            continue
+        waited = [min(per_step[r].get(n, 0.0), length) for n, length in lengths.items()]
+        out.wait_ms[r] = round(sum(waited) / len(waited), 6)
         most = behind[r].most_common(1)
-        out.waits_for[r] = most[0][0] if most and share >= WAITED else None
+        out.waits_for[r] = most[0][0] if most and most[0][1] > 0 and out.wait_ms[r] else None
     return out
 
 
-def _by_name(calls: list[list[str | float]]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for name, us in calls:
-        out.setdefault(str(name), []).append(float(us))
-    return out
+def _waits(here: dict[int, _Call], timed: bool) -> tuple[dict[int, float], int]:
+    """One collective on the ranks that made it: each rank's wait (ms) and the rank that
+    arrived last."""
+    if timed:
+        last = min(here, key=lambda r: here[r].duration_ms or 0.0)
+        transfer = here[last].duration_ms or 0.0
+        return {r: max(0.0, (c.duration_ms or 0.0) - transfer) for r, c in here.items()}, last
+    last = max(here, key=lambda r: here[r].created_ns)
+    arrived = here[last].created_ns
+    return {r: (arrived - c.created_ns) / 1e6 for r, c in here.items()}, last
 
 
-def loop_lines(p: ProcessRuntime) -> list[LoopLine]:
-    """The loop's costliest lines a step (over the kernel profile's steps), with their
-    text."""
-    if not p.loop_lines or not p.kernel_steps:
+def loop_lines(p: ProcessRuntime, left_out: set[int]) -> list[LoopLine]:
+    """The loop's costliest lines a step, over the window's training steps, by the job's
+    own clock at each line (the probe's line events): the user's lines only (a framework's
+    loop is its step's parts, not the loop's own work)."""
+    if not p.window_lines or p.profiled is None:
+        return []
+    kept = [n for n in training_profile(p.profiled, left_out).step_numbers if n not in left_out]
+    if not kept:
         return []
     out = []
-    for x in p.loop_lines:
-        per = x.ms / p.kernel_steps
+    for x in p.window_lines:
+        if owner_of(x.file) != Owner.USER:
+            continue
+        per = sum(x.ms.get(str(n), 0.0) for n in kept) / len(kept)
+        source = _source(x.file, x.line)
         out.append(
             LoopLine(
-                portable_path(x.file, os.getcwd()), x.line, round(per, 3), x.loop, x.calls,
-                x.source or linecache.getline(x.file, x.line).strip(),
+                portable_path(x.file, os.getcwd()), x.line, round(per, 6), x.function,
+                LOOP_TORCH if x.torch else called(source), source,
             )
         )  # fmt: skip
-    return out[:LOOP_LINES]
+    return sorted(out, key=lambda x: -x.ms)[:LOOP_LINES]
+
+
+def _source(file: str, line: int) -> str:
+    return linecache.getline(file, line).strip()
+
+
+def called(source: str) -> str:
+    """The function a line calls (the outermost call: `get_batch` of `x, y =
+    get_batch('train')`); '' for a line that calls nothing (its own Python)."""
+    text = source.rstrip(":").strip()
+    for prefix in ("for ", "while ", "if ", "elif ", "with "):
+        if text.startswith(prefix):
+            text = text[len(prefix) :].split(" in ", 1)[-1]
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name):
+                return f.id
+            if isinstance(f, ast.Attribute):
+                return f.attr
+    return ""
 
 
 def longer_line(
@@ -98,11 +172,11 @@ def longer_line(
     (their median), with theirs; None where none is longer."""
     best: tuple[LoopLine, float] | None = None
     for line in slow:
-        theirs = sorted(
+        theirs = [
             next((x.ms for x in lines if (x.file, x.line) == (line.file, line.line)), 0.0)
             for lines in others
-        )  # fmt: skip
-        median = theirs[len(theirs) // 2] if theirs else 0.0
+        ]  # fmt: skip
+        median = statistics.median(theirs) if theirs else 0.0
         if line.ms > median and (best is None or line.ms - median > best[0].ms - best[1]):
             best = (line, median)
     return best

@@ -323,6 +323,13 @@ def rank_blocks(report: Report) -> list:
         out.append(Padding(grid, (0, 0, 0, 2)))
     else:
         out.append(Text("  All ranks compiled alike.", style="green"))
+    stragglers = report.runtime.stragglers if report.runtime is not None else []
+    if stragglers:  # a performance finding, not divergence: the ranks compiled alike
+        out.append(Text(f"\nRanks wait ({len(stragglers)})", style="bold yellow"))
+        grid = Table.grid(padding=(0, 1))
+        for d in stragglers:
+            grid.add_row(Text("!", style="yellow"), Text(d.text, style="yellow"))
+        out.append(Padding(grid, (0, 0, 0, 2)))
     return out
 
 

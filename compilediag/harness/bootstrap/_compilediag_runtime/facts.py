@@ -45,6 +45,9 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "profiled": _profiled(probe),
         "compiled_steps": list(probe.compiled_steps),
         "gc_ms": {str(n): t for n, t in probe.gc_ms.items()},
+        "window_collectives": probe.collectives,
+        "window_lines": probe.line_facts,
+        "kernel_restarts": probe.kernel_restarts,
         "no_grad_steps": probe.no_grad_steps,
         "eval_steps": probe.eval_steps,
         "plain_step_ms": [round(x * 1e3, 6) for x in probe.plain_step_s],
@@ -99,7 +102,6 @@ def _kernel_facts(probe: Probe) -> dict[str, Any]:
         "kernel_step_numbers": list(k.step_numbers), "kernel_step_ms": k.step_ms,
         "collectives_ms": k.collectives_ms, "collectives_exposed_ms": k.exposed_ms,
         "collective_calls": k.collective_calls,
-        "loop_lines": k.loop.facts() if k.loop is not None else [],
         "rest": k.rest,
         "kernels_off": not probe.profile_kernels,
     }  # fmt: skip

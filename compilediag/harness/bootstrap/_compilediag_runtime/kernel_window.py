@@ -40,11 +40,12 @@ class _KernelWindow:
     kernels on CUDA, gloo's operations on CPU (each on its own stream or thread, the wait
     for the other ranks in its time)."""
 
-    def __init__(self, cuda: bool, steps: int, loop: Any = None) -> None:
+    def __init__(self, cuda: bool, steps: int) -> None:
         from torch.profiler import ProfilerActivity, profile
 
         self.cuda = cuda
         self.steps_left: int | None = steps  # None once stopped
+        self.wanted = steps  # the steps it was started for
         self.rows: list[dict[str, Any]] = []
         self.collectives_ms = 0.0  # the time any collective ran (calls that overlap, once)
         self.exposed_ms = 0.0  # ... of it, the time no compute ran beside a collective
@@ -57,7 +58,6 @@ class _KernelWindow:
         # each collective call in the order they started: [name, its time (us)], on this
         # rank; set beside the other ranks' same call, what it waited for them
         self.collective_calls: list[list[Any]] = []
-        self.loop = loop  # loop_work.LoopWork over the same steps, or None
         self.device = ""  # the GPU's name
         if cuda:
             import torch
@@ -75,8 +75,6 @@ class _KernelWindow:
         self._wrap_generated()
         with _quiet():
             self._prof.start()
-        if self.loop is not None:
-            self.loop.start()
 
     def step(self, number: int) -> None:
         """The job's step `number` begins."""
@@ -94,8 +92,6 @@ class _KernelWindow:
         step's (OtherWork names it, with its own time)."""
         from torch.autograd.profiler import record_function
 
-        if self.loop is not None and (starts or self._evaluating):
-            self.loop.pause(starts)
         self._evaluating = max(0, self._evaluating + (1 if starts else -1))
         if starts and self._evaluation is None:
             self._evaluation = record_function(EVALUATION_MARK)
@@ -169,8 +165,6 @@ class _KernelWindow:
         if self.steps_left is None:  # stopped already
             return
         self.steps_left = None
-        if self.loop is not None:
-            self.loop.stop()
         self._evaluating = 0
         self.evaluation(False)
         if self.cuda:
@@ -189,6 +183,17 @@ class _KernelWindow:
         for undo in reversed(self._undo):
             undo()
         self.rows = self._read(self._prof.events(), ended)
+
+    def discard(self) -> None:
+        """Stop, reading nothing: other work came into its steps (the probe starts another)."""
+        self.steps_left = None
+        if self._evaluation is not None:
+            self._evaluation.__exit__(None, None, None)
+            self._evaluation = None
+        with _quiet():
+            self._prof.stop()
+        for undo in reversed(self._undo):
+            undo()
 
     def export(self, path: str) -> None:
         """The kernel steps as torch.profiler's Chrome trace (after stop())."""
