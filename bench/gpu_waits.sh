@@ -33,16 +33,19 @@ job() {  # LABEL [ENV=VALUE ...]
    echo "report --fail-on-divergence exit $?" >> $d/report.txt)
 }
 plain() {  # LABEL [ENV=VALUE ...]: the job alone, its own clocks
-  local d=/tmp/w/$NAME/cost/$1; shift
+  local label=$1; shift
+  local d=/tmp/w/$NAME/cost/$label
   mkdir -p $d
   env "$@" JOB_FACTS=$d JOB_BACKEND=inductor JOB_ITERS=40 JOB_EVAL_RANK=-1 PYTHONPATH=$JOBS \
     python3 -m torch.distributed.run --nproc-per-node "$N" $JOBS/gpt_ddp.py > $d.log 2>&1
-  python3 -c "import json,statistics,sys; s=json.load(open('$d/rank0.json'))['step_ms'][10:]; print(sys.argv[1], round(statistics.median(s),3))" "$1" >> /tmp/w/$NAME/costs.txt
+  python3 -c "import json,statistics,sys; s=json.load(open('$d/rank0.json'))['step_ms'][10:]; print(sys.argv[1], round(statistics.median(s),3))" "$label" >> /tmp/w/$NAME/costs.txt
 }
-job eval JOB_EVAL_EVERY=15 JOB_CHECKPOINT=1
-job straggler JOB_SLOW_RANK=1 JOB_EVAL_RANK=-1
-job plain JOB_EVAL_RANK=-1
-job straggler_timed JOB_SLOW_RANK=1 JOB_EVAL_RANK=-1 TORCH_NCCL_ENABLE_TIMING=1
+if [ -z "${COSTS_ONLY:-}" ]; then
+  job eval JOB_EVAL_EVERY=15 JOB_CHECKPOINT=1
+  job straggler JOB_SLOW_RANK=1 JOB_EVAL_RANK=-1
+  job plain JOB_EVAL_RANK=-1
+  job straggler_timed JOB_SLOW_RANK=1 JOB_EVAL_RANK=-1 TORCH_NCCL_ENABLE_TIMING=1
+fi
 for i in 1 2; do
   plain off$i
   plain on$i TORCH_NCCL_ENABLE_TIMING=1

@@ -51,9 +51,12 @@ def stragglers(steps: list[RankStep]) -> list[Finding]:
     if x is not None:
         code = f" `{x.source}`" if x.source else ""
         on = "the other" if one else "the others (median)"
+        held = (theirs_line or 0.0) > 0.5 * wait  # their wait shows at the same line
         text += (
             f"; of it, {x.named}{code} takes {ms(x.ms)} a step on rank {rank}, "
-            f"{ms(theirs_line or 0.0)} on {on}."
+            f"{ms(theirs_line or 0.0)} on {on}"
+            + (f", where {'its' if one else 'their'} wait for rank {rank} shows" if held else "")
+            + "."
         )
         fix = (
             f"make {x.named} on rank {rank} as fast as on the others" if x.own_work and x.calls
@@ -70,9 +73,12 @@ def stragglers(steps: list[RankStep]) -> list[Finding]:
 
 
 def _slow_line(slow: RankStep, others: list[RankStep]) -> tuple[LoopLine | None, float | None]:
-    """The slow rank's line that takes longest beyond the same line on the others (each
-    rank's own clock at its lines, in the window's steps), and theirs."""
-    found = longer_line(slow.loop, [s.loop for s in others])
+    """The slow rank's line that takes longest beyond what the others do at the same line
+    apart from their wait for it (each rank's own clock at its lines, in the window's
+    steps), and their time there."""
+    found = longer_line(
+        slow.loop, [(s.loop, s.breakdown.communication_wait_ms or 0.0) for s in others]
+    )
     return (found[0], found[1]) if found is not None else (None, None)
 
 

@@ -33,6 +33,7 @@ from compilediag.paths import Owner, owner_of, portable_path
 from compilediag.report.model import LOOP_TORCH, LoopLine
 
 LOOP_LINES = 12  # a rank's costliest lines kept
+TIMED_SHARE = 0.8  # the waits are the device's times where torch timed this share of the calls
 ARRIVALS = "arrivals"  # how the waits were measured: the ranks' enqueue times
 DURATIONS = "durations"  # ... each collective's own time on the device
 
@@ -76,12 +77,18 @@ def collective_waits(processes: list[ProcessRuntime], left_out: set[int]) -> Wai
     out = Waits()
     if len(ranks) < 2:
         return out
-    timed = all(c.duration_ms is not None for calls in ranks.values() for c in calls.values())
+    keys = Counter(k for calls in ranks.values() for k in calls)
+    shared = [k for k, n in keys.items() if n >= 2]
+    # torch timed most of them: the calls it timed on every rank (those still under way when
+    # the window's records were read have no time yet)
+    timed_keys = [
+        k for k in shared if all(c[k].duration_ms is not None for c in ranks.values() if k in c)
+    ]
+    timed = len(timed_keys) >= TIMED_SHARE * len(shared) > 0
     out.method = DURATIONS if timed else ARRIVALS
     per_step: dict[int, dict[int, float]] = {r: defaultdict(float) for r in ranks}
     behind: dict[int, Counter[int]] = {r: Counter() for r in ranks}
-    keys = Counter(k for calls in ranks.values() for k in calls)
-    for key in (k for k, n in keys.items() if n >= 2):
+    for key in timed_keys if timed else shared:
         here = {r: calls[key] for r, calls in ranks.items() if key in calls}
         waits, last = _waits(here, timed)
         out.last[last] += 1
@@ -166,17 +173,22 @@ def called(source: str) -> str:
 
 
 def longer_line(
-    slow: list[LoopLine], others: list[list[LoopLine]]
+    slow: list[LoopLine], others: list[tuple[list[LoopLine], float]]
 ) -> tuple[LoopLine, float] | None:
-    """The slow rank's line that takes longest beyond the same line on the other ranks
-    (their median), with theirs; None where none is longer."""
-    best: tuple[LoopLine, float] | None = None
+    """The slow rank's line that takes longest beyond what the other ranks (each: its lines
+    and its wait a step) do at the same line apart from waiting, with their time there (the
+    median). A rank that waits shows the wait at one of its lines (where its host blocks:
+    backward's last all-reduce on CPU, a batch's copy to the device on CUDA), so each line
+    of theirs is taken less their wait. None where no line is longer."""
+    best: tuple[LoopLine, float, float] | None = None  # line, theirs, excess
     for line in slow:
-        theirs = [
-            next((x.ms for x in lines if (x.file, x.line) == (line.file, line.line)), 0.0)
-            for lines in others
+        at = [
+            (next((x.ms for x in lines if (x.file, x.line) == (line.file, line.line)), 0.0), wait)
+            for lines, wait in others
         ]  # fmt: skip
-        median = statistics.median(theirs) if theirs else 0.0
-        if line.ms > median and (best is None or line.ms - median > best[0].ms - best[1]):
-            best = (line, median)
-    return best
+        theirs = statistics.median(ms for ms, _ in at) if at else 0.0
+        working = statistics.median(max(0.0, ms - wait) for ms, wait in at) if at else 0.0
+        excess = line.ms - working
+        if excess > 0 and (best is None or excess > best[2]):
+            best = (line, theirs, excess)
+    return (best[0], best[1]) if best is not None else None

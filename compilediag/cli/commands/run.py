@@ -378,6 +378,9 @@ def _with_torch_hint(argv: list[str], without: str) -> str:
     return f"Install torch for {without}, or run the job with a Python that has it."
 
 
+NCCL_TIMING_ENV = "TORCH_NCCL_ENABLE_TIMING"
+
+
 def job_env(
     folder: Path, profile_steps: str | None, kernels: bool = True, profile_out: bool = False,
     stop_after: int | None = None, losses: bool = False,
@@ -411,6 +414,10 @@ def job_env(
         env[STOP_ENV] = str(stop_after)
     if profile_steps:
         env[STEPS_ENV] = profile_steps
+        # NCCL times each collective on the device (two CUDA events a call: under 2% of a
+        # 2-GPU nanoGPT step, bench/RESULTS.md): the ranks' waits in the window's steps are
+        # read from those times (analysis/step/waits.py); the user's own setting is kept
+        env.setdefault(NCCL_TIMING_ENV, "1")
         if not kernels:
             env[KERNELS_ENV] = "0"
         if profile_out:
