@@ -24,6 +24,10 @@ def process_facts(probe: Probe) -> dict[str, Any]:
             probe.kernels.stop(ended=True)
     except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread
         probe._pending = []
+    try:
+        probe.read_collectives()
+    except Exception:  # noqa: BLE001 - a process group already destroyed: none read
+        pass
     rank = os.environ.get("RANK")
     skips, rerecords = _cudagraph_counts()
     by_optimizer = probe.step_optimizer is not None

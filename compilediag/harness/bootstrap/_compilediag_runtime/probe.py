@@ -29,6 +29,9 @@ def parse_window(text: str) -> tuple[int, int] | None:
 
 MAX_LOSS_STEPS = 500  # run --try-fixes: the steps whose losses are kept
 MAX_KERNEL_RESTARTS = 3  # kernel profiles dropped for other work in their steps, at most
+# the window's collectives are read this long after it (NCCL's watchdog, which gives each its
+# device time, looks every 100 ms), or at exit: the Flight Recorder keeps 2,000 at least
+FLIGHT_RECORDER_SETTLE_S = 0.3
 LIBRARY_DIRS = ("site-packages", "dist-packages")  # an installed package's code
 
 
@@ -113,6 +116,7 @@ class Probe:
         self.step_spans: dict[int, tuple[int, int]] = {}
         self._step_ns = 0
         self.collectives: list[list[Any]] = []
+        self._collectives_due: float | None = None  # when they are to be read
         self.lines: LineClock | None = None  # the loop's lines, timed in the window
         self.line_facts: list[dict[str, Any]] = []
         self._frames_before: set[tuple[int, Any]] = set()  # the frames under way a step ago
@@ -339,6 +343,8 @@ class Probe:
         if self.step_optimizer is not None and a == 1:
             a = 2  # step 1 ended before the steps were known to be the optimizer's
         wall = None
+        if self._collectives_due is not None:
+            self.read_collectives(time.perf_counter())
         if self._kernel_step():
             return  # not a plain step: the profiler's cost is in it
         if self.steps == a - 1:
@@ -416,13 +422,23 @@ class Probe:
 
     def _close_window(self) -> None:
         """The window is over: its lines' clock stops, and the collectives its steps
-        enqueued are read from torch's Flight Recorder."""
+        enqueued are to be read from torch's Flight Recorder once NCCL's watchdog has
+        seen the last of them end (it gives each its device time then, polling every
+        100 ms): at the first step FLIGHT_RECORDER_SETTLE_S on, or at exit."""
         if self.lines is not None:
             self.lines.stop()
             self.line_facts = self.lines.facts()
             self.lines = None
-        if self.step_spans and not self.collectives:
-            self.collectives = window_collectives(self.step_spans)
+        if self.step_spans and self._collectives_due is None and not self.collectives:
+            self._collectives_due = time.perf_counter() + FLIGHT_RECORDER_SETTLE_S
+
+    def read_collectives(self, now: float | None = None) -> None:
+        """Read the window's collectives where they are due (`now`: None, at exit)."""
+        due = self._collectives_due
+        if due is None or (now is not None and now < due):
+            return
+        self._collectives_due = None
+        self.collectives = window_collectives(self.step_spans)
 
     def _start_kernels(self, steps: int) -> None:
         self.kernels = _KernelWindow(self._cuda is not None, steps)
