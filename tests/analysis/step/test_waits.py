@@ -1,15 +1,16 @@
-"""Waiting is not work (#58): a rank's collectives split into the transfer and its wait for
-the rank that arrived last, the rank it waits for named, and that rank's slow line of its
-loop; figures set against the steps they were measured over; an evaluation named however
-it runs; a rank's evaluation graphs kept out of the ranks' comparison, compile time too.
+"""Waiting is not work (#58), and it is measured where it happens (#66): each rank's wait for
+the rank that arrived last, in the window's own steps (torch's Flight Recorder), the rank it
+waits for named, and that rank's slow line of its loop by the job's own clock at that line;
+no figure larger than the step that holds it; an evaluation named however it runs; a rank's
+evaluation graphs kept out of the ranks' comparison, compile time too.
 
 Real jobs, each timing itself with its own clock:
-- two recordings of tests/fixtures/run_jobs/gpt_ddp.py (nanoGPT's style) on 4 H200s over
+- three recordings of tests/fixtures/run_jobs/gpt_ddp.py (nanoGPT's style) on 2 H200s over
   NCCL, torch 2.11 (bench/gpu_waits.sh; tests/fixtures/traces/torch-2.11.0-cuda/
   manifest.json): `nccl_gpt_straggler`, where rank 1's get_batch builds its windows token by
-  token in Python, and `nccl_gpt_eval`, where rank 0 evaluates at iteration 0 (its
-  evaluation graph compiles first), then every 15 iterations, and saves a checkpoint; each
-  rank's own clocks in job_facts/;
+  token in Python, `nccl_gpt_plain`, the same job without it, and `nccl_gpt_eval`, where
+  rank 0 evaluates at iteration 0 (its evaluation graph compiles first), then every 15
+  iterations, and saves a checkpoint; each rank's own clocks in job_facts/;
 - the same straggler job on 2 gloo ranks on this machine's CPU;
 - tests/fixtures/run_jobs/trainer_eval.py, a Trainer-style loop whose evaluate() runs the
   model uncompiled."""
@@ -45,16 +46,37 @@ def _own(folder: Path) -> dict[int, dict]:
 
 
 def _no_figure_past_its_step(report: dict) -> None:
-    """Each rank's collectives within the kernel profile's step they were measured over,
-    the wait within them, and the verdict's time within the window's step."""
+    """Each rank's wait, parts and loop lines within the window's step that holds them, its
+    collectives within the kernel profile's step they were measured over, the exposed part
+    within them, and the verdict's time within the window's step."""
     runtime = report["runtime"]
     for s in runtime["rank_steps"]:
         b = s["breakdown"]
-        assert 0 <= b["communication_ms"] <= s["kernel_step_ms"], s
-        assert 0 <= b["communication_wait_ms"] <= b["communication_ms"], s
-        assert 0 <= b["communication_exposed_ms"] <= b["communication_ms"], s
+        assert 0 <= b["communication_wait_ms"] <= b["call_ms"], s
+        for name in ("in_graphs_ms", "between_graphs_ms", "backward_ms", "optimizer_ms",
+                     "data_ms", "outside_ms"):  # fmt: skip
+            assert 0 <= b[name] <= b["call_ms"], (name, s)
+        assert all(0 <= x["ms"] <= b["call_ms"] for x in s["loop"]), s
+        if b["communication_ms"] is not None:
+            assert 0 <= b["communication_ms"] <= s["kernel_step_ms"], s
+            assert 0 <= b["communication_exposed_ms"] <= b["communication_ms"], s
     bound = runtime["bound"]
     assert 0 < bound["share"] <= 1 and bound["ms"] <= report["timings"]["breakdown"]["call_ms"]
+
+
+def _window_steps(report: dict) -> list[int]:
+    """The window's training steps: those not left out (compiled in, or other work)."""
+    r = report["runtime"]
+    a, b = r["window"]
+    held = set(r["window_left_out"]) | set(r["window_compiled"])
+    return [n for n in range(a, b + 1) if n not in held]
+
+
+def _own_step(own: dict[int, dict], rank: int, steps: list[int]) -> float:
+    """A rank's step by its own clock over these steps (step n is the job's iteration n - 1,
+    counted from 0; its own clock times iterations from the end of one optimizer.step() to
+    the end of the next, as compilediag does)."""
+    return statistics.median(own[rank]["step_ms"][n - 1] for n in steps)
 
 
 @pytest.fixture(scope="module")
@@ -64,45 +86,50 @@ def nccl_straggler() -> tuple[dict, dict[int, dict]]:
     return report, _own(folder / "job_facts")
 
 
-def test_nccl_ranks_wait_for_the_slow_rank_not_for_the_network(nccl_straggler) -> None:
-    """Before: "bound by host, 98% of the step" on rank 0, its 28 ms of collectives a step
-    "waits for other ranks included"; now: rank 0 waits for rank 1, which waits for nobody,
-    and the transfer of its ~0.5 MB of gradients over NVLink is a small part of it."""
+def test_nccl_ranks_wait_for_the_slow_rank_as_long_as_it_costs_them(nccl_straggler) -> None:
+    """Rank 0 waits for rank 1, which waits for nobody; its wait, from NCCL's own time of
+    each collective in the window's steps, is within 25% of what the slow rank costs rank
+    0's step by the job's own clock (the same job without the slow rank, recorded beside
+    it). Before (on 4 GPUs): "waits for rank 1 30.9-59.7 ms a step" beside a 28.7 ms step,
+    from torch.profiler's steps."""
     report, own = nccl_straggler
     steps = {s["rank"]: s for s in report["runtime"]["rank_steps"]}
-    assert sorted(steps) == [0, 1, 2, 3]
-    for rank, s in steps.items():
-        b = s["breakdown"]
-        if rank == 1:
-            assert (
-                s["waits_for"] is None and b["communication_wait_ms"] < 0.1 * b["communication_ms"]
-            )
-        else:
-            assert s["waits_for"] == 1, s
-            assert b["communication_wait_ms"] > 0.9 * b["communication_ms"], s
+    assert sorted(steps) == [0, 1]
+    assert report["runtime"]["wait_method"] == "durations"
+    assert steps[1]["waits_for"] is None and steps[1]["breakdown"]["communication_wait_ms"] == 0
+    assert steps[0]["waits_for"] == 1, steps[0]
     _no_figure_past_its_step(report)
-    # the job's own clocks agree: rank 1's get_batch is what the others' steps wait for
-    batch = {r: statistics.median(f["batch_ms"][9:]) for r, f in own.items()}
-    assert batch[1] > 10 * max(batch[r] for r in (0, 2, 3)), batch
+    plain_folder = CUDA_TRACES / "nccl_gpt_plain"
+    plain, _ = run_json("report", str(plain_folder))
+    window = _window_steps(report)
+    extra = _own_step(own, 0, window) - _own_step(
+        _own(plain_folder / "job_facts"), 0, _window_steps(plain)
+    )
+    wait = steps[0]["breakdown"]["communication_wait_ms"]
+    assert wait == pytest.approx(extra, rel=0.25), (wait, extra)
     bound = report["runtime"]["bound"]
     assert bound["part"] == "waiting" and "waiting for rank 1" in bound["why"], bound
+    # the plain job: nobody waits a fifth of its step, and no straggler is named
+    assert plain["runtime"]["stragglers"] == [] and plain["runtime"]["bound"]["part"] != "waiting"
+    _no_figure_past_its_step(plain)
 
 
 def test_nccl_straggler_is_named_at_its_loops_line(nccl_straggler) -> None:
     """The straggler finding names rank 1's get_batch at the loop's line, its time within
-    35% of the job's own clock for get_batch over the same steps (the kernel profile's)."""
+    15% of the job's own clock for get_batch over the window's steps; rank 0's same line
+    holds its wait (the batch's copy to the device waits for the all-reduce), and is said
+    so."""
     report, own = nccl_straggler
-    (found,) = [d for d in report["divergence"] if d["kind"] == "straggler"]
+    assert report["divergence"] == []
+    (found,) = report["runtime"]["stragglers"]
     line = _line_of(RECORDED_JOB, 'X, Y = get_batch("train")')
     # the recording's paths are those of the machine that made it: the file's name and line
     assert re.search(rf"get_batch \([^ ]*gpt_ddp\.py:{line}\)", found["message"]), found["message"]
+    assert "where its wait for rank 1 shows" in found["message"], found["message"]
     slow = next(s for s in report["runtime"]["rank_steps"] if s["rank"] == 1)
-    sampled = next(x for x in slow["loop"] if x["calls"] == "get_batch")
-    kernel_steps = report["runtime"]["kernel_step_numbers"]
-    # get_batch's time in the iterations the kernel profile covered (step n is the job's
-    # iteration n - 1, counted from 0)
-    theirs = statistics.median(own[1]["batch_ms"][n - 1] for n in kernel_steps)
-    assert sampled["ms"] == pytest.approx(theirs, rel=0.35), (sampled, own[1]["batch_ms"])
+    timed = next(x for x in slow["loop"] if x["calls"] == "get_batch")
+    theirs = statistics.mean(own[1]["batch_ms"][n - 1] for n in _window_steps(report))
+    assert timed["ms"] == pytest.approx(theirs, rel=0.15), (timed, own[1]["batch_ms"])
     assert (
         found["fix"].startswith("make get_batch (")
         and "on rank 1 as fast as on the others" in found["fix"]
@@ -133,8 +160,14 @@ def test_nccl_rank_zeros_evaluation_passes_the_divergence_gate() -> None:
     rows = {(g["compile_id"].split(":")[-1], g["evaluation"]): g["ranks"] for g in report["graphs"]}
     positions = {r["rank"]: i for i, r in enumerate(report["ranks"])}
     assert rows[("0/0", True)] == [positions[0]]
-    assert rows[("0/0", False)] == sorted(positions[r] for r in (1, 2, 3))
+    assert rows[("0/0", False)] == [positions[1]]
     assert rows[("0/1", False)] == [positions[0]]
+    # the kernel profile held no evaluation (it moves past one: before, on 4 GPUs, its
+    # steps held rank 0's evaluation and checkpoint, and read 2.8x the window's step)
+    r = report["runtime"]
+    assert r["kernel_steps_held"] == [] and not set(r["kernel_step_numbers"]) & set(
+        own[0]["eval_at"]
+    )
     # the checkpoint at its torch.save line, not the file's first
     assert work["checkpoint"]["line"] == _line_of(RECORDED_JOB, "torch.save(checkpoint")
     _no_figure_past_its_step(report)
@@ -142,8 +175,9 @@ def test_nccl_rank_zeros_evaluation_passes_the_divergence_gate() -> None:
 
 def test_gloo_straggler_names_the_slow_ranks_function(tmp_path: Path) -> None:
     """The same straggler on 2 gloo ranks on this machine's CPU: rank 0 waits for rank 1 in
-    its collectives, and the report names rank 1's get_batch, its time within 35% of the
-    job's own clock over the kernel profile's steps."""
+    its collectives, and the report names rank 1's get_batch, its time within 15% of the
+    job's own clock over the window's steps (before: 7.6x it, by Python's profiler over the
+    kernel profile's steps)."""
 
     def check() -> None:
         facts = tmp_path / "facts"
@@ -157,14 +191,13 @@ def test_gloo_straggler_names_the_slow_ranks_function(tmp_path: Path) -> None:
         own = _own(facts)
         steps = {s["rank"]: s for s in report["runtime"]["rank_steps"]}
         assert steps[0]["waits_for"] == 1 and steps[1]["waits_for"] is None, steps
+        assert report["runtime"]["wait_method"] == "arrivals"  # gloo: the hosts' arrivals
         _no_figure_past_its_step(report)
-        (found,) = [d for d in report["divergence"] if d["kind"] == "straggler"]
+        (found,) = report["runtime"]["stragglers"]
         assert "rank 1 is a straggler" in found["message"] and "get_batch" in found["message"]
-        sampled = next(x for x in steps[1]["loop"] if x["calls"] == "get_batch")
-        theirs = statistics.median(
-            own[1]["batch_ms"][n - 1] for n in report["runtime"]["kernel_step_numbers"]
-        )
-        assert sampled["ms"] == pytest.approx(theirs, rel=0.35), (sampled, own[1]["batch_ms"])
+        timed = next(x for x in steps[1]["loop"] if x["calls"] == "get_batch")
+        theirs = statistics.mean(own[1]["batch_ms"][n - 1] for n in _window_steps(report))
+        assert timed["ms"] == pytest.approx(theirs, rel=0.15), (timed, own[1]["batch_ms"])
 
     measured_twice(check)
 
@@ -201,21 +234,21 @@ def test_nccl_first_screen_says_who_waits_for_whom(tmp_path: Path) -> None:
     folder = CUDA_TRACES / "nccl_gpt_straggler"
     table = run_cli("report", str(folder), env={"COLUMNS": "200"}).stdout
     lines = table.splitlines()
-    start = next(i for i, x in enumerate(lines) if x.startswith("the step on 4 ranks"))
+    start = next(i for i, x in enumerate(lines) if x.startswith("the step on 2 ranks"))
     glance = lines[start : start + 5]
-    assert glance[1].startswith("  ranks 0, 2, 3: a step of ") and "waits for rank 1" in glance[1]
+    assert glance[1].startswith("  rank 0: a step of ") and "waits for rank 1" in glance[1]
     assert glance[2].startswith("  rank 1: ") and "waits for nobody" in glance[2]
     assert "the others wait for it: get_batch (" in glance[2]
     assert any(x.startswith("  first: make get_batch") for x in glance), glance
     assert start < min(i for i, x in enumerate(lines) if x.startswith(("!", "Kernels")))
     markdown = run_cli("report", str(folder), "--format", "markdown").stdout
-    assert "**the step on 4 ranks" in markdown and "- ranks 0, 2, 3: a step of" in markdown
+    assert "**the step on 2 ranks" in markdown and "- rank 0: a step of" in markdown
     page = tmp_path / "report.html"
     run_cli("report", str(folder), "--html", str(page))
     html = page.read_text()
     heads = re.findall(r"<h2>([A-Za-z ]+)", html)
     assert heads[:3] == ["Summary", "Job", "Gate"], heads
-    assert html.index("the step on 4 ranks") < html.index("<h2>Gate")
+    assert html.index("the step on 2 ranks") < html.index("<h2>Gate")
     assert ">Verdict<" not in html
     # each row's collectives bar within its step's bars (the same steps' share)
     bars: dict[str, float] = {}
@@ -231,8 +264,8 @@ def test_nccl_first_screen_says_who_waits_for_whom(tmp_path: Path) -> None:
 
 def test_the_loops_own_function_is_the_verdict_at_its_line(tmp_path: Path) -> None:
     """A loop that calls a function of its own on each batch (an augmentation in Python)
-    for most of its step: the verdict names it at the loop's line, its time within 35% of
-    the job's own clock over the same steps, and the advice is for data preparation, not
+    for most of its step: the verdict names it at the loop's line, its time within 15% of
+    the job's own clock over the window's steps, and the advice is for data preparation, not
     for the compiled forward. Before: "the rest" held it unnamed, and the verdict named
     a part of a fraction of the step."""
     facts = tmp_path / "facts.json"
@@ -252,18 +285,17 @@ def test_the_loops_own_function_is_the_verdict_at_its_line(tmp_path: Path) -> No
         or (f"augment (tests/fixtures/run_jobs/bounded.py:{line})" in bound["why"])
     ), bound
     (x,) = [x for x in report["runtime"]["loop"] if x["calls"] == "augment"]
-    own = statistics.median(
-        r["augment"] for r in runs if r["n"] in report["runtime"]["kernel_step_numbers"]
-    )
-    assert x["ms"] == pytest.approx(own, rel=0.35), (x, runs)
+    own = statistics.mean(r["augment"] for r in runs if r["n"] in _window_steps(report))
+    assert x["ms"] == pytest.approx(own, rel=0.15), (x, runs)
     notes = " ".join(report["timings"]["notes"])
     assert "augment (" in notes and "DataLoader with workers" in notes
     assert "compute them in the compiled forward" not in notes
 
 
 def test_a_skew_from_rank_zeros_evaluation_graph_is_no_divergence() -> None:
-    """The issue's figures on the recorded ranks (4 H200s): each training graph compiled
-    in 3.5 s, and rank 0's evaluation graph, its frame's first compile, in 1.9 s more.
+    """The issue's figures on the recorded ranks (2 H200s, rank 1's taken for ranks 2 and
+    3 too): each training graph compiled in 3.5 s, and rank 0's evaluation graph, its
+    frame's first compile, in 1.9 s more.
     Counted whole, rank 0's 5.4 s against the median 3.5 s is a compile skew that fails
     the gate (as on main before #58); its evaluation's graph left out, nothing is."""
     import dataclasses
@@ -278,7 +310,7 @@ def test_a_skew_from_rank_zeros_evaluation_graph_is_no_divergence() -> None:
     folder = CUDA_TRACES / "nccl_gpt_eval"
     digests = list(digest_files(trace_files(folder), TargetInfo(), 1, lambda _: None))
     run = read_job_run(folder)
-    assert run is not None and len(digests) == 4
+    assert run is not None and len(digests) == 2
     ranks, owners = [], []
     for d in digests:
         own = d.report
@@ -292,6 +324,10 @@ def test_a_skew_from_rank_zeros_evaluation_graph_is_no_divergence() -> None:
         summary = dataclasses.replace(d.summary.summary, compile_time_s=seconds)
         ranks.append(dataclasses.replace(d.summary, summary=summary))
         owners.append(own)
+    # as on 4 GPUs (the recording has 2): rank 1 twice more, as ranks 2 and 3 (of two ranks,
+    # the median is their mean, and no rank is far from it)
+    ranks += [dataclasses.replace(ranks[1], rank=r) for r in (2, 3)]
+    owners += [owners[1], owners[1]]
     assert [r.summary.compile_time_s for r in ranks] == [5.4, 3.5, 3.5, 3.5]
     whole = [f for f in divergence(ranks) if f.kind == "compile_time"]
     assert whole and "rank 0 compiled for 5.4 s, the median rank 3.5 s" in whole[0].text
@@ -299,3 +335,19 @@ def test_a_skew_from_rank_zeros_evaluation_graph_is_no_divergence() -> None:
     assert divergence(compared) == []
     (note,) = notes
     assert "(compiled in 1.90 s, which the other ranks wait for" in note.text
+
+
+@pytest.mark.parametrize(
+    "folder", sorted(p.parent.name for p in CUDA_TRACES.glob("*/compilediag_runtime"))
+)
+def test_no_part_is_larger_than_the_step_that_holds_it(folder: str) -> None:
+    """Over every recorded multi-rank job: each rank's wait, parts and loop lines within
+    its window's step, its collectives within the kernel profile's step; the first screen
+    says no wait larger than the step it is part of (#66: before, on 4 GPUs, "waits for
+    rank 1 30.9-59.7 ms a step" beside a 28.7 ms step)."""
+    report, _ = run_json("report", str(CUDA_TRACES / folder))
+    _no_figure_past_its_step(report)
+    table = run_cli("report", str(CUDA_TRACES / folder), env={"COLUMNS": "300"}).stdout
+    for row in re.findall(r"a step of ([\d.]+) ms; waits for rank \d+ ([\d.]+) ms of it", table):
+        step, wait = map(float, row)
+        assert wait <= step, row
