@@ -23,6 +23,8 @@ def migrate(data: dict[str, Any], summarise: Summarise) -> dict[str, Any]:
         data = _migrate_v3(data, summarise)
     if data.get("schema_version") == 4:
         data = _migrate_v4(data)
+    if data.get("schema_version") == 5:
+        data = _migrate_v5(data)
     return data
 
 
@@ -68,4 +70,19 @@ def _migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
     runtime = data.get("runtime")
     if isinstance(runtime, dict):
         data["runtime"] = {**runtime, "tried": runtime.get("tried") or []}
+    return data
+
+
+def _migrate_v5(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-5 report as schema 6: a straggler is a finding of the job's runtime
+    (`runtime.stragglers`), no longer divergence (its ranks compiled alike); how the
+    ranks' waits were measured is new (`runtime.wait_method`: '' where a report does not
+    say; its waits were then taken over the kernel profile's steps)."""
+    data = {**data, "schema_version": 6}
+    divergence = data.get("divergence") or []
+    slow = [d for d in divergence if isinstance(d, dict) and d.get("kind") == "straggler"]
+    data["divergence"] = [d for d in divergence if d not in slow]
+    runtime = data.get("runtime")
+    if isinstance(runtime, dict):
+        data["runtime"] = {**runtime, "stragglers": slow, "wait_method": ""}
     return data

@@ -65,8 +65,10 @@ from compilediag.report.vocabulary import (
 # `ranks` were added. 3: notes, errors and divergence became Findings (they were text).
 # 4: a multi-rank report's summary gives what one rank compiled (the worst rank's figures,
 # their spread over ranks in `per_rank`), no longer sums over ranks; sums are `total_*`.
+# 5: a job's verdict and the remedies tried. 6: a straggler is `runtime.stragglers`, not
+# divergence; the ranks' waits are measured in the window (`runtime.wait_method`).
 # Older reports load through report_migrations.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 VERSION = "0.1.0"  # compilediag's own, as every report names it (`tool.version`)
 
 

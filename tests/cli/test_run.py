@@ -305,6 +305,23 @@ def test_a_transformers_model_trained_for_a_few_steps(tmp_path: Path) -> None:
     assert "site-packages" not in text and str(Path.home()) not in text
 
 
+def test_a_trainer_runs_the_loop_so_no_loop_line_is_the_users(tmp_path: Path) -> None:
+    """transformers' Trainer runs the loop (#66): the verdict is a part of the step, and no
+    verdict, advice or loop line names the Trainer's own loop (before: Lightning's `advance`
+    was read as the user's loop, "bound by loop, 99% of the step")."""
+    pytest.importorskip("accelerate")
+    proc = run_cli(
+        "run", "--format", "json", "--profile-steps", "5-10", "--", sys.executable,
+        str(JOBS / "hf_trainer.py"), env={"JOB_OUT": str(tmp_path / "out")}, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    r = json.loads(proc.stdout)["runtime"]
+    assert r["steps_at"] == "optimizer" and r["bound"]["part"] != "loop", r["bound"]
+    told = [r["bound"]["why"], *json.loads(proc.stdout)["timings"]["notes"]]
+    assert not [t for t in told if "trainer.py" in t or "_inner_training_loop" in t], told
+    assert all(x["file"].endswith("hf_trainer.py") for x in r["loop"]), r["loop"]
+
+
 def test_capture_in_process_counts_what_torch_counted() -> None:
     """`with compilediag.capture() as run:` - for notebooks and test suites."""
     import torch

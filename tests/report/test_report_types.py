@@ -123,3 +123,23 @@ def test_every_saved_report_round_trips_through_the_types_by_section() -> None:
                 data, sort_keys=True
             ), path
     assert current >= 2 and len(saved) > current
+
+
+def test_a_schema5_straggler_is_read_as_the_runtimes_not_divergence() -> None:
+    """Schema 6 (#66): a straggler is `runtime.stragglers`, no longer divergence (which
+    --fail-on-divergence gates on); a saved schema-5 report reads so."""
+    import json
+
+    from compilediag.report.model import Report
+
+    path = ROOT / "tests" / "fixtures" / "reports" / "try_fixes_launch_h200_torch2.11.json"
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 5
+    slow = {"kind": "straggler", "message": "rank 1 is a straggler", "severity": "warning"}
+    odd = {"kind": "rank_breaks", "message": "only rank 1 breaks", "severity": "warning"}
+    data["divergence"] = [odd, slow]
+    report = Report.from_dict(data)
+    assert [d.kind for d in report.divergence] == ["rank_breaks"]
+    assert report.runtime is not None and [d.text for d in report.runtime.stragglers] == [
+        "rank 1 is a straggler"
+    ]

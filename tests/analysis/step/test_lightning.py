@@ -171,6 +171,13 @@ def test_a_lightning_jobs_report(tmp_path: Path) -> None:
         r["window_compiled"]
     ), r  # fmt: skip
 
+    # Lightning's own loop is no loop of the user's (#66): the verdict is a part of the step,
+    # and no verdict, advice or loop line names Lightning's `advance` or its loops
+    assert r["bound"]["part"] != "loop", r["bound"]
+    told = [r["bound"]["why"], *report["timings"]["notes"], *(x["file"] for x in r["loop"])]
+    assert not [t for t in told if "lightning/" in t or "advance" in t], told
+    assert all(x["file"].endswith(JOB.name) for x in r["loop"]), r["loop"]
+
 
 def _failure_said(report: dict, version: str) -> dict:
     """The one compile failure, checked to be called torch's own bug with its routes."""
