@@ -33,6 +33,9 @@ def github_annotations(report: Report) -> list[str]:
         out.append(
             f"::warning file={_prop(path)},line={r.line},title=recompile::{_data(r.failed_guard + '. ' + r.suggestion)}"
         )
+    for s in report.runtime.stragglers if report.runtime is not None else []:
+        where = f" file={_prop(s.file)},line={s.line}," if s.file else " "
+        out.append(f"::warning{where}title=straggler::{_data(s.text)}")
     if not report.verdict.passed:
         why = "; ".join(f"{r.name} {rule_text(r)}" for r in report.verdict.rules if not r.passed)
         out.append(f"::error title=compilediag gate::{_data(why)}")

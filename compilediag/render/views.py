@@ -230,7 +230,7 @@ def collectives_words(
     b: Breakdown, r: Runtime | None = None, step_ms: float | None = None,
     waits_for: int | None = None,
 ) -> str:  # fmt: skip
-    """`; of it, waiting for rank 1 41.6 ms (in its collectives); collectives 22.1 ms a step
+    """`; of the step, 41.6 ms waiting for rank 1 (in its collectives); collectives 22.1 ms a step
     beside them over the kernel profile's steps 9-13 of 35.2 ms (...)`: the wait for the
     rank that arrived last (`waits_for`), measured in the window's steps and held by its
     parts; then the collectives' time, not a part (their stream or thread runs alongside the
@@ -239,7 +239,9 @@ def collectives_words(
     said = ""
     if b.communication_wait_ms is not None and (waits_for is not None or b.communication_wait_ms):
         whom = f"rank {waits_for}" if waits_for is not None else "the last rank"
-        said = f"; of it, waiting for {whom} {ms(b.communication_wait_ms)} (in its collectives)"
+        said = (
+            f"; of the step, {ms(b.communication_wait_ms)} waiting for {whom} (in its collectives)"
+        )
     if b.communication_ms is None:
         return said
     over = ""
@@ -251,6 +253,22 @@ def collectives_words(
         exposed = f" ({ms(b.communication_exposed_ms)} of it exposed: no compute beside it)"
     waits = ", waits for other ranks included" if b.communication_wait_ms is None else ""
     return f"{said}; collectives {ms(b.communication_ms)} a step beside them{over}{exposed}{waits}"
+
+
+# how the ranks' waits were measured (runtime.wait_method), and what that cost
+WAIT_METHODS = {
+    "durations": (
+        "each rank's wait in the window's steps, from torch's Flight Recorder: NCCL's own "
+        "device time of each collective (TORCH_NCCL_ENABLE_TIMING=1, which compilediag run "
+        "sets; no measurable cost: 1.00x the untimed job's step on 2 H200s, 4 alternated "
+        "pairs of 0.88-1.14x, bench/results/gpu_waits), read once after the window"
+    ),
+    "arrivals": (
+        "each rank's wait in the window's steps, from torch's Flight Recorder: when each "
+        "rank enqueued each collective (one clock on one machine), read once after the "
+        "window: nothing added to its steps"
+    ),
+}
 
 
 def kernel_steps_words(r: Runtime) -> str:
@@ -386,6 +404,8 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
                 "own cost, so its figures are set against its own steps"
             )
         notes.append(("profiling", said))
+    if r.wait_method:
+        notes.append(("waits", WAIT_METHODS.get(r.wait_method, r.wait_method)))
     if r.kernels_off:
         notes.append(("kernels", "not profiled (--no-kernels)"))
     elif r.kernel_steps and r.kernel_device:

@@ -69,9 +69,15 @@ LOOP_SHARE = 0.1  # a function the loop calls this share of the window's step: a
 def loop_work_lines(job: Runtime, b: Breakdown) -> list[LoopLine]:
     """The loop's lines that do its own work (a function of the user's or a library's it
     calls; not torch's: the model's call, backward, the optimizer's step, a batch from a
-    DataLoader) and take LOOP_SHARE of the window's step: host work at the user's line, by
-    the job's own clock there."""
-    return [x for x in job.loop if x.own_work and x.calls and x.ms >= LOOP_SHARE * b.call_ms]
+    DataLoader) and take LOOP_SHARE of the window's step beyond the rank's wait for another
+    rank: host work at the user's line, by the job's own clock there. (A rank that waits
+    shows its wait at a line: on CUDA where a batch's copy to the device waits for the
+    all-reduce; that line is not its own work.)"""
+    waited = b.exposed_wait_ms
+    return [
+        x for x in job.loop
+        if x.own_work and x.calls and x.ms - waited >= LOOP_SHARE * b.call_ms
+    ]  # fmt: skip
 
 
 def _loop_work_ms(job: Runtime, b: Breakdown) -> float:

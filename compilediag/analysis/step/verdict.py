@@ -142,7 +142,7 @@ def _waiting(job: Runtime, b: Breakdown) -> Bound | None:
         "waiting", _share(wait, b), wait,
         f"waiting for rank {rank} in the collectives: {ms(wait)} of a {ms(b.call_ms)} step "
         f"(the window's steps, by torch's records of its collectives: {how}); what rank "
-        f"{rank} does longer is under Ranks",
+        f"{rank} does longer is under Ranks wait",
     )  # fmt: skip
 
 
