@@ -239,7 +239,7 @@ class ProcessRuntime:
     collective_calls: list[list[str | float]] = field(default_factory=list)
     kernel_restarts: int = 0  # kernel profiles dropped for other work in their steps
     # the window's collectives, from torch's Flight Recorder: [process group, sequence
-    # number, name, enqueued (time.time_ns), duration ms or None, step] (probe collectives.py)
+    # number, name, enqueued (time.time_ns), duration ms or None, step] (probe window_reads.py)
     window_collectives: list[list[Any]] = field(default_factory=list)
     window_lines: list[WindowLine] = field(default_factory=list)  # the loop's, in the window
     backends: list[str] = field(default_factory=list)  # the backends' names (`inductor`)

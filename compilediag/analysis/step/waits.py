@@ -1,6 +1,6 @@
 """Waiting is not work, and it is measured where it happens: in the window's own steps, from
 what torch's process groups record of each collective anyway (the Flight Recorder, read by
-the probe's collectives.py), matched across ranks by process group and sequence number.
+the probe's window_reads.py), matched across ranks by process group and sequence number.
 
 - Where torch timed each collective on the device (NCCL with TORCH_NCCL_ENABLE_TIMING=1,
   which `compilediag run` sets), the rank that arrived last took the least time (it waited
@@ -101,8 +101,8 @@ def collective_waits(processes: list[ProcessRuntime], left_out: set[int]) -> Wai
     for r, lengths in steps.items():
         if not lengths:
             continue
-        waited = [min(per_step[r].get(n, 0.0), length) for n, length in lengths.items()]
-        out.wait_ms[r] = round(sum(waited) / len(waited), 6)
+        each = [min(per_step[r].get(n, 0.0), length) for n, length in lengths.items()]
+        out.wait_ms[r] = round(sum(each) / len(each), 6)
         most = behind[r].most_common(1)
         out.waits_for[r] = most[0][0] if most and most[0][1] > 0 and out.wait_ms[r] else None
     return out

@@ -25,7 +25,7 @@ def process_facts(probe: Probe) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread
         probe._pending = []
     try:
-        probe.read_collectives()
+        probe.reads.read_collectives()
     except Exception:  # noqa: BLE001 - a process group already destroyed: none read
         pass
     rank = os.environ.get("RANK")
@@ -49,9 +49,9 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "profiled": _profiled(probe),
         "compiled_steps": list(probe.compiled_steps),
         "gc_ms": {str(n): t for n, t in probe.gc_ms.items()},
-        "window_collectives": probe.collectives,
-        "window_lines": probe.line_facts,
-        "kernel_restarts": probe.kernel_restarts,
+        "window_collectives": probe.reads.collectives,
+        "window_lines": probe.reads.line_facts,
+        "kernel_restarts": probe.plan.restarts,
         "no_grad_steps": probe.no_grad_steps,
         "eval_steps": probe.eval_steps,
         "plain_step_ms": [round(x * 1e3, 6) for x in probe.plain_step_s],

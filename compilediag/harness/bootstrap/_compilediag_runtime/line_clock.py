@@ -175,14 +175,3 @@ def _unseen_by_dynamo(*functions: Any) -> None:
             skip_code(fn.__code__)
         except Exception:  # noqa: BLE001 - a torch whose frame strategies differ: counted once
             continue
-
-
-def frames_under_way(skip: tuple[str, ...]) -> list[Any]:
-    """The frames under way now, innermost first, torch's and the probe's left out."""
-    out = []
-    frame: Any = sys._getframe(1)
-    while frame is not None:
-        if not frame.f_code.co_filename.startswith(skip):
-            out.append(frame)
-        frame = frame.f_back
-    return out

@@ -5,12 +5,10 @@ each named by the function that runs it."""
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from typing import Any
 
-from .torch_state import _frames_compiled
+from .torch_state import _frames_compiled, job_frames
 
 MAX_KEPT = 1000  # occurrences kept (an evaluation every few steps of a long job: the first)
 # words that name an evaluation function, preferred among the frames only it has
@@ -112,15 +110,4 @@ def _name_frame(stack: list[tuple[Any, int]], training: set[Any]) -> Any:
 def _stack() -> list[tuple[Any, int]]:
     """The frames of the code calling now, outermost first, torch's and the probe's left
     out: (code, line)."""
-    torch = sys.modules.get("torch")
-    skip = tuple(
-        os.path.dirname(p) + os.sep for p in (getattr(torch, "__file__", None), __file__) if p
-    )
-    out = []
-    frame: Any = sys._getframe(1)
-    while frame is not None:
-        if not frame.f_code.co_filename.startswith(skip):
-            out.append((frame.f_code, frame.f_lineno))
-        frame = frame.f_back
-    out.reverse()
-    return out
+    return [(f.f_code, f.f_lineno) for f in reversed(job_frames())]

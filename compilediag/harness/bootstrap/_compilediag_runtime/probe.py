@@ -9,13 +9,14 @@ import sys
 import time
 from typing import Any
 
-from .collectives import window_collectives
+from .kernel_plan import KernelPlan
 from .kernel_window import KERNEL_STEPS, _KernelWindow
-from .line_clock import LineClock, frames_under_way
 from .other_work import OtherWork
 from .parts import Mark, Part, StepParts, split_step
+from .progress import say as _say
 from .torch_state import _compile_id, _evaluating, _frames_compiled, _holds, _user_site
 from .tracing import TracingCost
+from .window_reads import WindowReads
 
 
 def parse_window(text: str) -> tuple[int, int] | None:
@@ -28,15 +29,6 @@ def parse_window(text: str) -> tuple[int, int] | None:
 
 
 MAX_LOSS_STEPS = 500  # run --try-fixes: the steps whose losses are kept
-MAX_KERNEL_RESTARTS = 3  # kernel profiles dropped for other work in their steps, at most
-# the window's collectives are read this long after it (NCCL's watchdog, which gives each its
-# device time, looks every 100 ms), or at exit: the Flight Recorder keeps 2,000 at least
-FLIGHT_RECORDER_SETTLE_S = 0.3
-LIBRARY_DIRS = ("site-packages", "dist-packages")  # an installed package's code
-
-
-def _library(path: str) -> bool:
-    return any(f"{os.sep}{d}{os.sep}" in path for d in LIBRARY_DIRS)
 
 
 class Probe:
@@ -82,6 +74,10 @@ class Probe:
         self._evaluation_module: int | None = None  # the module whose eval() opened one
         self._new_window()
 
+    @property
+    def kernels(self) -> _KernelWindow | None:
+        return self.plan.kernels
+
     def _new_window(self) -> None:
         """The profiling window's figures, empty (again where steps turn out to be an
         optimizer's: a window of entry calls opened before then is dropped)."""
@@ -107,19 +103,8 @@ class Probe:
         self._plain_compiles = 0
         self.plain_step_s: list[float] = []
         self.plain_steps: list[int] = []  # the step each of them timed
-        self.kernels: _KernelWindow | None = None  # torch.profiler after the window
-        self.kernel_restarts = 0  # kernel profiles dropped for an evaluation, a checkpoint
-        self._kernels_wanted = 0  # steps a kernel profile is to start on, at the next step
-        self._kernel_compiles = 0  # torch's frame count when the kernel profile started
-        # the window's steps on the wall clock (time.time_ns: the Flight Recorder's), and
-        # the collectives enqueued in them (collectives.py), read when the window is over
-        self.step_spans: dict[int, tuple[int, int]] = {}
-        self._step_ns = 0
-        self.collectives: list[list[Any]] = []
-        self._collectives_due: float | None = None  # when they are to be read
-        self.lines: LineClock | None = None  # the loop's lines, timed in the window
-        self.line_facts: list[dict[str, Any]] = []
-        self._frames_before: set[tuple[int, Any]] = set()  # the frames under way a step ago
+        self.plan = KernelPlan()  # torch.profiler over the steps after the window
+        self.reads = WindowReads()  # the loop's lines, the collectives of the window's steps
         # Python's garbage collections in each measured step (ms, where any ran), timed by
         # gc.callbacks while the window is open: what a step that stalled spent in them
         self.gc_ms: dict[int, float] = {}
@@ -197,8 +182,7 @@ class Probe:
             self._entries.append(part)
             if part == Part.EVALUATION:
                 self.other.work_call("evaluation", self.steps)
-                if self.kernels is not None and not self._drop_kernels("an evaluation"):
-                    self.kernels.evaluation(True)
+                self.plan.other_work(True, "an evaluation")
             else:
                 self.other.training_call()
                 if module is not None:
@@ -245,8 +229,7 @@ class Probe:
             self.other.work_call("evaluation", self.steps, call=False)
         else:
             self.other.work_ended()
-        if self.kernels is not None and not (starts and self._drop_kernels("an evaluation")):
-            self.kernels.evaluation(starts)
+        self.plan.other_work(starts, "an evaluation")
         self.mark(Part.EVALUATION, starts)
 
     def checkpoint(self, starts: bool) -> bool:
@@ -258,9 +241,7 @@ class Probe:
             self.other.work_call("checkpoint", self.steps)
         else:
             self.other.work_ended()
-        # its copies to the host are no step's kernels
-        if self.kernels is not None and not (starts and self._drop_kernels("a checkpoint")):
-            self.kernels.evaluation(starts)
+        self.plan.other_work(starts, "a checkpoint")  # its copies to the host: no step's kernels
         self.mark(Part.CHECKPOINT, starts)
         return True
 
@@ -315,8 +296,7 @@ class Probe:
             self.optimizer_options["compiled"] = True
         if self.kernels is not None:
             self.kernels.stop()
-        if self.lines is not None:
-            self.lines.stop()
+        self.reads.stop()
         self._new_window()
         self.steps = 1
         self.other.renumber_first_steps()
@@ -343,27 +323,25 @@ class Probe:
         if self.step_optimizer is not None and a == 1:
             a = 2  # step 1 ended before the steps were known to be the optimizer's
         wall = None
-        if self._collectives_due is not None:
-            self.read_collectives(time.perf_counter())
-        if self._kernel_step():
+        self.reads.read_collectives(time.perf_counter())
+        evaluating = self.other.evaluating or self._evaluation_module is not None
+        if self.plan.step(self.steps, evaluating):
             return  # not a plain step: the profiler's cost is in it
         if self.steps == a - 1:
-            self._frames_before = {(id(f), f.f_code) for f in frames_under_way(self._skip())}
+            self.reads.step_before()
         if self.timing or self.steps == a:
             if self.steps == a:
                 self._use_cuda_if_initialised()
                 _say(f"timing steps {a}-{b} (--profile-steps)")
-            wall, mark = time.perf_counter(), self.clock()
-            now_ns = time.time_ns()
+            wall, mark, now_ns = time.perf_counter(), self.clock(), time.time_ns()
             if self.timing:
                 self.end_step(mark)
-                self.step_spans[self.steps - 1] = (self._step_ns, now_ns)
             else:  # the step before the window ends
                 self.plain_step(wall)
             self.timing = a <= self.steps <= b
             if self.timing:
-                self._step_start, self._marks, self._step_ns = mark, [], now_ns
-                self._time_lines()
+                self._step_start, self._marks = mark, []
+                self.reads.step_started(self.steps, now_ns, self.other.training_code)
                 self._gc_s = 0.0
                 if self._gc_seen not in gc.callbacks:
                     gc.callbacks.append(self._gc_seen)
@@ -376,6 +354,7 @@ class Probe:
                     self.eval_steps += 1
                 self._plain_start = None
                 return
+            self.reads.step_ended(self.steps - 1, now_ns)
             self.tally()  # the window is over: its marks are read once
             if self._gc_seen in gc.callbacks:
                 gc.callbacks.remove(self._gc_seen)
@@ -384,7 +363,7 @@ class Probe:
             if self.profile_kernels:
                 steps = min(b - a + 1, KERNEL_STEPS)
                 _say(f"steps {a}-{b} timed; profiling the kernels over the next {steps}")
-                self._start_kernels(steps)
+                self.plan.start(self._cuda is not None, steps, self.steps)
             else:
                 _say(f"steps {a}-{b} timed; the job goes on as it is")
             self._plain_start = None
@@ -392,96 +371,6 @@ class Probe:
         self.plain_step(wall)
 
     # -- the loop's lines and the kernel profile ----------------------------------------
-
-    def _skip(self) -> tuple[str, ...]:
-        """The folders of torch's code and the probe's: no frame of the job's."""
-        torch = sys.modules.get("torch")
-        return tuple(
-            os.path.dirname(p) + os.sep for p in (getattr(torch, "__file__", None), __file__) if p
-        )
-
-    def _time_lines(self) -> None:
-        """A window step starts: the loop's lines are timed from the first (the loop: the
-        innermost frame under way a step ago and now; with it, the functions of the
-        user's a training call ran under it, a framework's hook such as training_step)."""
-        if self.lines is not None:
-            self.lines.next_step(self.steps)
-            return
-        frames = frames_under_way(self._skip())
-        loop = next((f for f in frames if (id(f), f.f_code) in self._frames_before), None)
-        loop = loop or (frames[0] if frames else None)
-        if loop is None:
-            return
-        outer = {f.f_code for f in frames[frames.index(loop) :]}
-        hooks = {
-            c for c in self.other.training_code or set()
-            if c not in outer and not _library(c.co_filename)
-        }  # fmt: skip
-        self.lines = LineClock({loop.f_code, *hooks}, loop.f_code, [loop])
-        self.lines.start(self.steps)
-
-    def _close_window(self) -> None:
-        """The window is over: its lines' clock stops, and the collectives its steps
-        enqueued are to be read from torch's Flight Recorder once NCCL's watchdog has
-        seen the last of them end (it gives each its device time then, polling every
-        100 ms): at the first step FLIGHT_RECORDER_SETTLE_S on, or at exit."""
-        if self.lines is not None:
-            self.lines.stop()
-            self.line_facts = self.lines.facts()
-            self.lines = None
-        if self.step_spans and self._collectives_due is None and not self.collectives:
-            self._collectives_due = time.perf_counter() + FLIGHT_RECORDER_SETTLE_S
-
-    def read_collectives(self, now: float | None = None) -> None:
-        """Read the window's collectives where they are due (`now`: None, at exit)."""
-        due = self._collectives_due
-        if due is None or (now is not None and now < due):
-            return
-        self._collectives_due = None
-        self.collectives = window_collectives(self.step_spans)
-
-    def _start_kernels(self, steps: int) -> None:
-        self.kernels = _KernelWindow(self._cuda is not None, steps)
-        self._kernel_compiles = _frames_compiled()
-        self.kernels.step(self.steps)
-
-    def _kernel_step(self) -> bool:
-        """A step starts while the kernel profile is wanted: it steps on (True), starts
-        again where the last one was dropped, or stops once its steps are over. A step
-        torch compiled in drops it and starts it again here."""
-        kernels = self.kernels
-        if self._kernels_wanted and not self.other.evaluating and self._evaluation_module is None:
-            steps, self._kernels_wanted = self._kernels_wanted, 0
-            self._start_kernels(steps)
-            return True
-        if kernels is None or kernels.steps_left is None:
-            return False
-        if kernels.steps_left == 0:  # the kernels' steps are over
-            kernels.stop()
-            _say("kernel profile done; the job goes on as it is")
-            return False
-        if _frames_compiled() != self._kernel_compiles and self._drop_kernels("a compile"):
-            steps, self._kernels_wanted = self._kernels_wanted, 0
-            self._start_kernels(steps)
-            return True
-        kernels.step(self.steps)
-        return True
-
-    def _drop_kernels(self, what: str) -> bool:
-        """Other work (an evaluation, a checkpoint, a compile) came into the kernel
-        profile's steps: the profile is dropped, to start again at the next training step
-        (MAX_KERNEL_RESTARTS times at most; then its rows leave that work out)."""
-        kernels = self.kernels
-        if kernels is None or kernels.steps_left is None:
-            return False
-        if self.kernel_restarts >= MAX_KERNEL_RESTARTS:
-            return False
-        self.kernel_restarts += 1
-        self._kernels_wanted = kernels.wanted
-        kernels.discard()
-        self.kernels = None
-        _say(f"kernel profile moved past {what}")
-        return True
 
     def plain_step(self, now: float | None = None) -> None:
         """A step outside the window: timed start to start, one clock reading each, near
@@ -513,8 +402,8 @@ class Probe:
         marked."""
         if not self.timing:
             return False
-        if entered and self.lines is not None:
-            self.lines.part_started()
+        if entered:
+            self.reads.part_started()
         self._marks.append((part, entered, cid, self.clock()))
         return True
 
@@ -557,11 +446,11 @@ class Probe:
         """Split each complete step into its parts (parts.split_step) and add it to the
         window's totals, keeping each step's own figures."""
         if not self._pending:
-            self._close_window()
+            self.reads.stop()
             return
         if self._cuda is not None:
             self._pending[-1][3].synchronize()  # the last mark done: every one before it is
-        self._close_window()
+        self.reads.stop()
         for number, start, marks, end in self._pending:
             parts = split_step(
                 start, marks, end, self._seconds, self.by_entry, self.step_optimizer is not None
@@ -591,16 +480,3 @@ class Probe:
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
         self._cuda = cuda if cuda is not None and cuda.is_initialized() else None
-
-
-def _say(text: str) -> None:
-    """A progress line on the job's terminal (its stderr a TTY; never when piped), from
-    the lowest rank only."""
-    if os.environ.get("RANK", "0") != "0":
-        return
-    try:
-        if sys.stderr.isatty():
-            sys.stderr.write(f"compilediag: {text}\n")
-            sys.stderr.flush()
-    except (AttributeError, ValueError, OSError):  # a stream replaced or closed by the job
-        pass

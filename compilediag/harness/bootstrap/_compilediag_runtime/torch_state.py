@@ -77,3 +77,19 @@ def _evaluating(module: Any) -> bool:
     if torch is not None and (not torch.is_grad_enabled() or torch.is_inference_mode_enabled()):
         return True
     return module is not None and getattr(module, "training", True) is False
+
+
+def job_frames() -> list[Any]:
+    """The frames under way in the calling thread, innermost first, torch's and the
+    probe's left out: the job's own (its loop, its functions, its libraries')."""
+    torch = sys.modules.get("torch")
+    skip = tuple(
+        os.path.dirname(p) + os.sep for p in (getattr(torch, "__file__", None), __file__) if p
+    )
+    out = []
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(skip):
+            out.append(frame)
+        frame = frame.f_back
+    return out
