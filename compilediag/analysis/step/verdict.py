@@ -160,7 +160,7 @@ def _wait_share(b: Breakdown) -> float:
     return min(1.0, b.exposed_wait_ms / b.call_ms) if b.call_ms else 0.0
 
 
-def _loop_share(b: Breakdown, job: Runtime, every: bool = False) -> tuple[LoopLine | None, float]:
+def _loop_share(job: Runtime, b: Breakdown, every: bool = False) -> tuple[LoopLine | None, float]:
     """The loop's costliest line of its own work, and the share of the window's step it
     takes (`every`: all such lines take), both by the job's clock in the window."""
     lines = loop_work_lines(job, b)
@@ -174,7 +174,7 @@ def _loop_share(b: Breakdown, job: Runtime, every: bool = False) -> tuple[LoopLi
 def _loop(job: Runtime, b: Breakdown) -> Bound | None:
     """Host work the loop does itself, at the user's line (loop_work_lines: timed by line
     events on the loop's code in the window's steps)."""
-    top, share = _loop_share(b, job)
+    top, share = _loop_share(job, b)
     if top is None or not share:
         return None
     return Bound(
@@ -206,9 +206,9 @@ def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
         return None
     busy = sum(k.ms for k in t.kernels if k.kind != "communication")
     # the device idle while a collective waits for another rank is that wait's, not the
-    # host's (a share of the kernel profile's step, set against the window's)
+    # host's (both the window's)
     waited = step * _wait_share(b)
-    _, loop = _loop_share(b, job, every=True)  # the loop's own work: a candidate of its own
+    _, loop = _loop_share(job, b, every=True)  # the loop's own work: a candidate of its own
     waited += step * loop
     if busy >= DEVICE_BUSY * step:
         top = max(t.kernels, key=lambda k: k.lost_ms)

@@ -370,8 +370,6 @@ class Probe:
             return
         self.plain_step(wall)
 
-    # -- the loop's lines and the kernel profile ----------------------------------------
-
     def plain_step(self, now: float | None = None) -> None:
         """A step outside the window: timed start to start, one clock reading each, near
         the window (the 32 steps before it and after it), a step that compiled left out."""
