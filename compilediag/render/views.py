@@ -406,6 +406,15 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
         notes.append(("profiling", said))
     if r.wait_method:
         notes.append(("waits", WAIT_METHODS.get(r.wait_method, r.wait_method)))
+    if r.loop and r.loop_steps:
+        a, z = r.window or [0, 0]
+        after = r.loop_steps[0] > z
+        notes.append((
+            "loop lines",
+            f"timed by line events on the loop's own code over {_span_words(r.loop_steps)}"
+            + (" after the window (before Python 3.12 a trace function times them, whose cost "
+               "stays out of the window's steps)" if after else ""),
+        ))  # fmt: skip
     if r.kernels_off:
         notes.append(("kernels", "not profiled (--no-kernels)"))
     elif r.kernel_steps and r.kernel_device:
@@ -442,6 +451,13 @@ def _stalled(r: Runtime) -> str:
         f"{'; '.join(said)}; no compile and no evaluation in {them}: not the "
         f"training step's cost, left out of these figures on every rank; {why}"
     )
+
+
+def _span_words(steps: list[int]) -> str:
+    """`steps 9-18` where they follow each other, else each."""
+    if len(steps) > 1 and steps[-1] - steps[0] == len(steps) - 1:
+        return f"steps {steps[0]}-{steps[-1]}"
+    return _steps(steps)
 
 
 def _steps(steps: list[int]) -> str:

@@ -123,6 +123,7 @@ class RankStep:
     kernel_step_ms: float | None = None  # the kernel profile's step, its collectives' basis
     waits_for: int | None = None  # the rank it waited for most, in the window's steps
     loop: list[LoopLine] = field(default_factory=list)  # its loop's lines, a step
+    loop_step_ms: float | None = None  # the step they were timed in (Runtime.loop_steps)
 
     @property
     def wait_share(self) -> float:
@@ -134,9 +135,9 @@ class RankStep:
 @dataclass
 class LoopLine:
     """A line of the training loop (or of a hook of the user's a framework's loop calls)
-    and what it spent a step, over the window's training steps, by line events on that code
-    alone: the job's own clock at the user's line, where a profiler names host work only by
-    its ops."""
+    and what it spent a step, over the steps they were timed in (Runtime.loop_steps), by
+    line events on that code alone: the job's own clock at the user's line, where a
+    profiler names host work only by its ops."""
 
     file: str
     line: int
@@ -292,6 +293,10 @@ class Runtime:
     # divergence (its ranks compile alike); gated by --max-wait-share
     stragglers: list[Finding] = field(default_factory=list)
     loop: list[LoopLine] = field(default_factory=list)  # the loop's lines (window rank's)
+    # the steps they were timed over: the window's on Python 3.12+, before it the steps
+    # after the window (a trace function's cost stays out of the window's)
+    loop_steps: list[int] = field(default_factory=list)
+    loop_step_ms: float | None = None  # their step, by the same clock (the loop's lines' sum)
     # how the ranks' waits were measured in the window's steps (analysis/step/waits.py):
     # "arrivals" (when each rank enqueued each collective), "durations" (torch timed each
     # on the device); '' where not measured

@@ -73,11 +73,17 @@ def loop_work_lines(job: Runtime, b: Breakdown) -> list[LoopLine]:
     rank: host work at the user's line, by the job's own clock there. (A rank that waits
     shows its wait at a line: on CUDA where a batch's copy to the device waits for the
     all-reduce; that line is not its own work.)"""
-    waited = b.exposed_wait_ms
+    step = loop_step(job, b)
+    waited = step * min(1.0, b.exposed_wait_ms / b.call_ms) if b.call_ms else 0.0
     return [
-        x for x in job.loop
-        if x.own_work and x.calls and x.ms - waited >= LOOP_SHARE * b.call_ms
+        x for x in job.loop if x.own_work and x.calls and x.ms - waited >= LOOP_SHARE * step
     ]  # fmt: skip
+
+
+def loop_step(job: Runtime, b: Breakdown) -> float:
+    """The step the loop's lines were timed in, by their clock (the window's, where the
+    lines were timed there)."""
+    return job.loop_step_ms or b.call_ms
 
 
 def _loop_work_ms(job: Runtime, b: Breakdown) -> float:
@@ -88,9 +94,10 @@ def loop_advice(job: Runtime, b: Breakdown) -> list[str]:
     """Host work at the loop's own line: its function, where, its share of the step; the
     advice for work that prepares data (most of what a loop calls beside the model)."""
     out = []
+    step = loop_step(job, b)
     for x in loop_work_lines(job, b):
         out.append(
-            f"{x.named} takes {x.ms / b.call_ms:.0%} of a step ({ms(x.ms)} of {ms(b.call_ms)}, "
+            f"{x.named} takes {x.ms / step:.0%} of a step ({ms(x.ms)} of {ms(step)}, "
             "by the job's clock at that line): work the loop does itself, outside the model. "
             "Where it prepares a batch: index with a list or a numpy array (ix.tolist()) rather "
             "than one 0-d tensor at a time, or make it a Dataset's __getitem__ served by a "

@@ -30,7 +30,13 @@ from compilediag.analysis.step.other_work import (
 )
 from compilediag.analysis.step.stragglers import stragglers
 from compilediag.analysis.step.verdict import bound_advice, bound_of
-from compilediag.analysis.step.waits import Waits, collective_waits, loop_lines
+from compilediag.analysis.step.waits import (
+    Waits,
+    collective_waits,
+    line_steps,
+    loop_lines,
+    loop_step_ms,
+)
 from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_path, portable_text
 from compilediag.report.model import (
@@ -140,6 +146,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         step_place(job, report, first)
         waits = collective_waits(processes, left_out)
         job.loop = loop_lines(first, left_out)
+        job.loop_steps = line_steps(first, left_out)
+        job.loop_step_ms = loop_step_ms(first, left_out)
         job.wait_method = waits.method
         if first.profiled is not None:
             window_figures(report, job, first, left_out, waits)
@@ -307,7 +315,8 @@ def rank_steps(
         plain = round(statistics.median(plain_ms), 6) if plain_ms else None
         out.append(
             RankStep(p.rank, b, plain, step_medians(profiled), p.kernel_step_ms,
-                     waits.waits_for.get(p.rank), loop_lines(p, left_out))
+                     waits.waits_for.get(p.rank), loop_lines(p, left_out),
+                     loop_step_ms(p, left_out))
         )  # fmt: skip
     return out if len(out) > 1 else []
 

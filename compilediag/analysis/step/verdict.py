@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compilediag.analysis.step.advice import loop_work_lines
+from compilediag.analysis.step.advice import loop_step, loop_work_lines
 from compilediag.report.model import Breakdown, LoopLine, Report, Runtime
 from compilediag.report.model import StepBound as Bound
 from compilediag.report.vocabulary import RecompileCause, RestKind, StepsAt
@@ -162,13 +162,13 @@ def _wait_share(b: Breakdown) -> float:
 
 def _loop_share(job: Runtime, b: Breakdown, every: bool = False) -> tuple[LoopLine | None, float]:
     """The loop's costliest line of its own work, and the share of the window's step it
-    takes (`every`: all such lines take), both by the job's clock in the window."""
+    takes (`every`: all such lines take) of the step they were timed in."""
     lines = loop_work_lines(job, b)
     if not lines or not b.call_ms:
         return None, 0.0
     top = max(lines, key=lambda x: x.ms)
     spent = sum(x.ms for x in lines) if every else top.ms
-    return top, max(0.0, min(1.0, spent / b.call_ms))
+    return top, max(0.0, min(1.0, spent / loop_step(job, b)))
 
 
 def _loop(job: Runtime, b: Breakdown) -> Bound | None:
@@ -179,8 +179,8 @@ def _loop(job: Runtime, b: Breakdown) -> Bound | None:
         return None
     return Bound(
         "loop", round(share, 4), round(share * b.call_ms, 6),
-        f"the loop's own work: {top.named} takes {ms(top.ms)} of a {ms(b.call_ms)} step "
-        "(by the job's clock at that line)",
+        f"the loop's own work: {top.named} takes {ms(top.ms)} of a {ms(loop_step(job, b))} "
+        "step (by the job's clock at that line)",
     )  # fmt: skip
 
 

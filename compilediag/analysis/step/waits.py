@@ -121,19 +121,19 @@ def _waits(here: dict[int, _Call], timed: bool) -> tuple[dict[int, float], int]:
 
 
 def loop_lines(p: ProcessRuntime, left_out: set[int]) -> list[LoopLine]:
-    """The loop's costliest lines a step, over the window's training steps, by the job's
-    own clock at each line (the probe's line events): the user's lines only (a framework's
-    loop is its step's parts, not the loop's own work)."""
-    if not p.window_lines or p.profiled is None:
-        return []
-    kept = [n for n in training_profile(p.profiled, left_out).step_numbers if n not in left_out]
-    if not kept:
+    """The loop's costliest lines a step, by the job's own clock at each line (the probe's
+    line events), over the steps it timed them in (the window's on Python 3.12+, the steps
+    after it before; a step torch compiled in was dropped there) that held no other work on
+    any rank: the user's lines only (a framework's loop is its step's parts, not the loop's
+    own work)."""
+    steps = line_steps(p, left_out)
+    if not steps:
         return []
     out = []
     for x in p.window_lines:
         if owner_of(x.file) != Owner.USER:
             continue
-        per = sum(x.ms.get(str(n), 0.0) for n in kept) / len(kept)
+        per = sum(x.ms.get(str(n), 0.0) for n in steps) / len(steps)
         source = _source(x.file, x.line)
         out.append(
             LoopLine(
@@ -142,6 +142,22 @@ def loop_lines(p: ProcessRuntime, left_out: set[int]) -> list[LoopLine]:
             )
         )  # fmt: skip
     return sorted(out, key=lambda x: -x.ms)[:LOOP_LINES]
+
+
+def loop_step_ms(p: ProcessRuntime, left_out: set[int]) -> float | None:
+    """The step the loop's lines were timed in, by the same clock: the loop's own lines of
+    a step add up to it (the loop spans the step), their mean over those steps."""
+    steps = line_steps(p, left_out)
+    loop = [x for x in p.window_lines if x.loop]
+    if not steps or not loop:
+        return None
+    return round(sum(x.ms.get(str(n), 0.0) for x in loop for n in steps) / len(steps), 6)
+
+
+def line_steps(p: ProcessRuntime, left_out: set[int]) -> list[int]:
+    """The steps the loop's lines were timed in, those that held other work left out."""
+    timed = {int(n) for x in p.window_lines for n in x.ms}
+    return sorted(timed - left_out)
 
 
 def _source(file: str, line: int) -> str:

@@ -1,5 +1,5 @@
-"""The training loop's lines, timed in the window itself by line events on the loop's own
-code: each line's time runs from its line event to the next one of the same code (or its
+"""The training loop's lines, timed by line events on the loop's own code (in the window
+itself on Python 3.12+, else over the steps after it: window_reads.py): each line's time runs from its line event to the next one of the same code (or its
 return), so the lines of the loop add up to its steps, by the job's own clock. Only the
 loop's code (and the user's functions a training call ran under it: Lightning's
 training_step) gets events; what they call runs untouched.
@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Any
 
+from .torch_state import _frames_compiled
+
 TOOL_NAME = "compilediag"
 
 
@@ -35,6 +37,9 @@ class LineClock:
         self.torch_lines: set[tuple[Any, int]] = set()  # lines under which a part ran
         self._at: dict[Any, tuple[int, float]] = {}  # per code: its current line and since
         self._thread = threading.get_ident()
+        self._compiles = (
+            0  # torch's frame count at the step's start: a step it moved in is no step's
+        )
         self._tool: int | None = None
         self._on = False
 
@@ -42,6 +47,7 @@ class LineClock:
 
     def start(self, step: int) -> None:
         self.step = step
+        self._compiles = _frames_compiled()
         _unseen_by_dynamo(
             self._global, self._local, self._moved, self._add, self._line_event,
             self._return_event,
@@ -94,12 +100,17 @@ class LineClock:
     # -- the clock --------------------------------------------------------------------
 
     def next_step(self, step: int | None) -> None:
-        """A step ends where the next begins (None: the window is over): each code's
-        current line is cut there, its time so far the ending step's."""
+        """A step ends where the next begins (None: the clock stops): each code's current
+        line is cut there, its time so far the ending step's (none, where torch compiled
+        in that step)."""
         now = time.perf_counter()
         for code, (line, since) in list(self._at.items()):
             self._add(code, line, now - since)
             self._at[code] = (line, now)
+        compiles = _frames_compiled()
+        if compiles != self._compiles and self.step is not None:  # torch compiled in it
+            self.spent.pop(self.step, None)
+        self._compiles = compiles
         self.step = step
 
     def part_started(self) -> None:
