@@ -407,13 +407,11 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
     if r.wait_method:
         notes.append(("waits", WAIT_METHODS.get(r.wait_method, r.wait_method)))
     if r.loop and r.loop_steps:
-        a, z = r.window or [0, 0]
-        after = r.loop_steps[0] > z
         notes.append((
-            "loop lines",
-            f"timed by line events on the loop's own code over {_span_words(r.loop_steps)}"
-            + (" after the window (before Python 3.12 a trace function times them, whose cost "
-               "stays out of the window's steps)" if after else ""),
+            "lines",
+            f"the loop's lines over {_span_words(r.loop_steps)}, by the job's own clock at each "
+            "(Python 3.12+: line events on the loop's code alone; before it, the loop's line "
+            "read at each part's start and end)",
         ))  # fmt: skip
     if r.kernels_off:
         notes.append(("kernels", "not profiled (--no-kernels)"))

@@ -293,8 +293,7 @@ class Runtime:
     # divergence (its ranks compile alike); gated by --max-wait-share
     stragglers: list[Finding] = field(default_factory=list)
     loop: list[LoopLine] = field(default_factory=list)  # the loop's lines (window rank's)
-    # the steps they were timed over: the window's on Python 3.12+, before it the steps
-    # after the window (a trace function's cost stays out of the window's)
+    # the steps they were timed over: the window's training steps (a compile left out)
     loop_steps: list[int] = field(default_factory=list)
     loop_step_ms: float | None = None  # their step, by the same clock (the loop's lines' sum)
     # how the ranks' waits were measured in the window's steps (analysis/step/waits.py):

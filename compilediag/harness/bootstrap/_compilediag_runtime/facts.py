@@ -20,7 +20,6 @@ def process_facts(probe: Probe) -> dict[str, Any]:
     """What compilediag reads back (worker_types.ProcessRuntime)."""
     try:  # a window the job ended in: its complete steps
         probe.tally()
-        probe.reads.stop(ended=True)
         if probe.kernels is not None:
             probe.kernels.stop(ended=True)
     except Exception:  # noqa: BLE001 - a CUDA context already gone: those steps unread

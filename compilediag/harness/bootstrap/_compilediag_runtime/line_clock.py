@@ -1,19 +1,27 @@
-"""The training loop's lines, timed by line events on the loop's own code (in the window
-itself on Python 3.12+, else over the steps after it: window_reads.py): each line's time runs from its line event to the next one of the same code (or its
-return), so the lines of the loop add up to its steps, by the job's own clock. Only the
-loop's code (and the user's functions a training call ran under it: Lightning's
-training_step) gets events; what they call runs untouched.
+"""The training loop's lines, timed in the window's own steps by the job's own clock, at no
+cost to them, so that the lines of the loop add up to its steps:
 
-On Python 3.12 and later: sys.monitoring's local LINE and PY_RETURN events on those code
-objects alone. Before 3.12: a trace function that declines every other frame at its call
-(its only cost there: one Python call per function call, on the steps' thread), and
-traces the frames of those code objects line by line.
+- Python 3.12 and later (LineClock): sys.monitoring's local LINE and PY_RETURN events on
+  the loop's code object alone (and the user's functions a training call ran under it:
+  Lightning's training_step); what they call runs untouched. A line's time runs from its
+  event to the next one of the same code (or its return).
+- Before 3.12 (MarkClock) a trace function would cost a Python call at every function
+  call on the steps' thread (a 0.5 ms step of a compiled MLP took 2 ms; a Python
+  tokenizer's list comprehensions 2.7x), so none is used: the loop frame's current line
+  is read at each mark the probe makes anyway (each part's start and end: the model's
+  call, backward, the optimizer, a DataLoader's batch) and at each step's start. Time
+  between two reads on one line is that line's; time that spans lines goes to the one of
+  them that calls a Python function of the user's or a library's (get_batch), where
+  exactly one does, else to the line the interval began on.
 
-(Before this, Python's profiler ran on the loop over the kernel profile's steps: it
-stretched a Python loop 4-8 times, and torch.profiler's steps are not the window's.)"""
+(Before #66, Python's profiler ran on the loop over the kernel profile's steps: it stretched
+a Python loop 4-8 times, and torch.profiler's steps are not the window's.)"""
 
 from __future__ import annotations
 
+import ast
+import builtins
+import linecache
 import sys
 import threading
 import time
@@ -37,37 +45,19 @@ class LineClock:
         self.torch_lines: set[tuple[Any, int]] = set()  # lines under which a part ran
         self._at: dict[Any, tuple[int, float]] = {}  # per code: its current line and since
         self._thread = threading.get_ident()
-        self._compiles = (
-            0  # torch's frame count at the step's start: a step it moved in is no step's
-        )
+        self._compiles = 0  # torch's frame count at the step's start (a compile drops it)
         self._tool: int | None = None
-        self._on = False
-
-    # -- switching on and off ---------------------------------------------------------
 
     def start(self, step: int) -> None:
         self.step = step
         self._compiles = _frames_compiled()
-        _unseen_by_dynamo(
-            self._global, self._local, self._moved, self._add, self._line_event,
-            self._return_event,
-        )  # fmt: skip
+        _unseen_by_dynamo(self._moved, self._add, self._line_event, self._return_event)
         now = time.perf_counter()
         for frame in self._running:
             self._at[frame.f_code] = (frame.f_lineno, now)
-        monitoring = getattr(sys, "monitoring", None)
-        if monitoring is not None:
-            self._start_monitoring(monitoring)
-        elif sys.gettrace() is None:  # a job that traces itself (a debugger) is left alone
-            for frame in self._running:
-                frame.f_trace_lines = True
-                frame.f_trace = self._local
-            sys.settrace(self._global)
-            self._on = True
-
-    def _start_monitoring(self, monitoring: Any) -> None:
+        monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
         tool = next((i for i in range(5, 0, -1) if monitoring.get_tool(i) is None), None)
-        if tool is None:
+        if tool is None:  # every tool id taken (a debugger, coverage, a profiler): none timed
             return
         monitoring.use_tool_id(tool, TOOL_NAME)
         events = monitoring.events
@@ -76,48 +66,42 @@ class LineClock:
         for code in self.codes:
             monitoring.set_local_events(tool, code, events.LINE | events.PY_RETURN)
         self._tool = tool
-        self._on = True
 
     def stop(self) -> None:
-        if not self._on:
-            return
-        self._on = False
         self.next_step(None)
-        monitoring = getattr(sys, "monitoring", None)
-        if self._tool is not None and monitoring is not None:
+        if self._tool is not None:
+            monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
             for code in self.codes:
                 monitoring.set_local_events(self._tool, code, 0)
             monitoring.register_callback(self._tool, monitoring.events.LINE, None)
             monitoring.register_callback(self._tool, monitoring.events.PY_RETURN, None)
             monitoring.free_tool_id(self._tool)
             self._tool = None
-        elif sys.gettrace() == self._global:
-            sys.settrace(None)
-            for frame in self._running:
-                frame.f_trace = None
         self._running = []
-
-    # -- the clock --------------------------------------------------------------------
 
     def next_step(self, step: int | None) -> None:
         """A step ends where the next begins (None: the clock stops): each code's current
-        line is cut there, its time so far the ending step's (none, where torch compiled
-        in that step)."""
+        line is cut there, its time so far the ending step's (none, where torch compiled in
+        that step)."""
         now = time.perf_counter()
         for code, (line, since) in list(self._at.items()):
             self._add(code, line, now - since)
             self._at[code] = (line, now)
+        self._step_over(step)
+
+    def _step_over(self, step: int | None) -> None:
         compiles = _frames_compiled()
         if compiles != self._compiles and self.step is not None:  # torch compiled in it
             self.spent.pop(self.step, None)
         self._compiles = compiles
         self.step = step
 
-    def part_started(self) -> None:
-        """A part of the step (the model's call, backward, the optimizer, a batch) starts:
-        the lines under way are torch's (where the loop calls the model or the optimizer)."""
-        for code, (line, _) in self._at.items():
-            self.torch_lines.add((code, line))
+    def mark(self, entered: bool) -> None:
+        """A part of the step (the model's call, backward, the optimizer, a batch) starts
+        (`entered`) or ends: the lines under way where one starts are torch's."""
+        if entered:
+            for code, (line, _) in self._at.items():
+                self.torch_lines.add((code, line))
 
     def _add(self, code: Any, line: int, seconds: float) -> None:
         if self.step is None:
@@ -141,20 +125,6 @@ class LineClock:
     def _return_event(self, code: Any, offset: int, value: Any) -> Any:
         self._moved(code, None)
 
-    def _global(self, frame: Any, event: str, arg: Any) -> Any:
-        if frame.f_code in self.codes:
-            return self._local
-        return None
-
-    def _local(self, frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            self._moved(frame.f_code, frame.f_lineno)
-        elif event == "return":
-            self._moved(frame.f_code, None)
-        return self._local
-
-    # -- what it read -----------------------------------------------------------------
-
     def facts(self) -> list[dict[str, Any]]:
         """Each line timed: its file, line, function, whether it is the loop's, whether a
         part of the step ran under it (torch's: the model, backward, the optimizer, a
@@ -171,6 +141,100 @@ class LineClock:
                 )  # fmt: skip
                 row["ms"][str(step)] = round(seconds * 1e3, 6)
         return list(lines.values())
+
+
+class MarkClock(LineClock):
+    """Before Python 3.12: the loop frame's line read at each of the probe's marks."""
+
+    def __init__(self, loop_frame: Any, skip: tuple[str, ...]) -> None:
+        super().__init__({loop_frame.f_code}, loop_frame.f_code, [loop_frame])
+        self.frame = loop_frame
+        self._order = sorted({n for _, _, n in loop_frame.f_code.co_lines() if n})
+        self._calls = _own_calls(loop_frame, self._order, skip)  # line -> function it calls
+        self._last: tuple[int, float] | None = None
+
+    def start(self, step: int) -> None:
+        self.step = step
+        self._compiles = _frames_compiled()
+        self._last = (self.frame.f_lineno, time.perf_counter())
+
+    def stop(self) -> None:
+        self.next_step(None)
+        self._running = []
+
+    def next_step(self, step: int | None) -> None:
+        self._read()
+        self._step_over(step)
+
+    def mark(self, entered: bool) -> None:
+        line = self._read()
+        if entered and line is not None:
+            self.torch_lines.add((self.loop, line))
+
+    def _read(self) -> int | None:
+        """The loop frame's line now; the time since the last read given to its line."""
+        if self._last is None or threading.get_ident() != self._thread:
+            return None
+        now, line = time.perf_counter(), self.frame.f_lineno
+        was, since = self._last
+        self._add(self.loop, was if was == line else self._between(was, line), now - since)
+        self._last = (line, now)
+        return line
+
+    def _between(self, a: int, b: int) -> int:
+        """The line an interval from line `a` to line `b` goes to: the one line on the way
+        (in the loop's order, round the loop where b comes first) that calls a function of
+        the user's or a library's, else `a`."""
+        order = self._order
+        if a not in order or b not in order:
+            return a
+        i, j = order.index(a), order.index(b)
+        path = order[i : j + 1] if i <= j else order[i:] + order[: j + 1]
+        calling = [n for n in path if n in self._calls and (self.loop, n) not in self.torch_lines]
+        return calling[0] if len(calling) == 1 else a
+
+
+def _own_calls(frame: Any, lines: list[int], skip: tuple[str, ...]) -> dict[int, str]:
+    """The loop's lines that call a Python function of the user's or a library's (not
+    torch's, not a builtin), by the names the frame sees: line -> the function's name."""
+    out = {}
+    for n in lines:
+        text = linecache.getline(frame.f_code.co_filename, n).strip().rstrip(":")
+        for prefix in ("for ", "while ", "if ", "elif ", "with "):
+            if text.startswith(prefix):
+                text = text[len(prefix) :].split(" in ", 1)[-1]
+        try:
+            call = next((c for c in ast.walk(ast.parse(text)) if isinstance(c, ast.Call)), None)
+        except SyntaxError:
+            continue
+        fn = _resolve(call.func, frame) if call is not None else None
+        code = getattr(fn, "__code__", None) or getattr(
+            getattr(fn, "__func__", None), "__code__", None
+        )
+        if code is not None and not code.co_filename.startswith(skip):
+            out[n] = code.co_name
+    return out
+
+
+def _resolve(node: Any, frame: Any) -> Any:
+    """The object an expression of names and attributes (`get_batch`, `self.tok.encode`)
+    names in the frame, or None; a property is never called, only plain attributes read."""
+    if isinstance(node, ast.Name):
+        for space in (frame.f_locals, frame.f_globals, vars(builtins)):
+            if node.id in space:
+                return space[node.id]
+        return None
+    if not isinstance(node, ast.Attribute):
+        return None
+    owner = _resolve(node.value, frame)
+    if owner is None:
+        return None
+    plain = getattr(type(owner), node.attr, None)  # a method, a class attribute
+    if isinstance(plain, property):
+        return None
+    if plain is not None:
+        return plain
+    return (getattr(owner, "__dict__", None) or {}).get(node.attr)  # an instance's own
 
 
 def _unseen_by_dynamo(*functions: Any) -> None:

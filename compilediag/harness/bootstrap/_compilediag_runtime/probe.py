@@ -105,7 +105,6 @@ class Probe:
         self.plain_steps: list[int] = []  # the step each of them timed
         self.plan = KernelPlan()  # torch.profiler over the steps after the window
         self.reads = WindowReads()  # the loop's lines, the collectives of the window's steps
-        self._kernels_after = 0  # steps of kernel profile to start once the line steps end
         # Python's garbage collections in each measured step (ms, where any ran), timed by
         # gc.callbacks while the window is open: what a step that stalled spent in them
         self.gc_ms: dict[int, float] = {}
@@ -325,12 +324,6 @@ class Probe:
             a = 2  # step 1 ended before the steps were known to be the optimizer's
         wall = None
         self.reads.read_collectives(time.perf_counter())
-        if self.reads.after_window(self.steps, self.other.training_code):
-            return  # not a plain step: the loop's lines are timed in it
-        if self._kernels_after:  # the kernel profile, once the line steps are over
-            self.plan.start(self._cuda is not None, self._kernels_after, self.steps)
-            self._kernels_after = 0
-            return
         evaluating = self.other.evaluating or self._evaluation_module is not None
         if self.plan.step(self.steps, evaluating):
             return  # not a plain step: the profiler's cost is in it
@@ -362,17 +355,12 @@ class Probe:
                 self._plain_start = None
                 return
             self.reads.step_ended(self.steps - 1, now_ns)
-            lines_after = self.reads.window_over(b - a + 1)
             self.tally()  # the window is over: its marks are read once
             if self._gc_seen in gc.callbacks:
                 gc.callbacks.remove(self._gc_seen)
             # then the kernels, over as many steps again (at most KERNEL_STEPS): under
             # torch.profiler, whose cost stays out of the window's parts and plain steps
-            if lines_after:  # then the kernels, after the loop's lines (before Python 3.12)
-                self.reads.after_window(self.steps, self.other.training_code)
-                self._kernels_after = min(b - a + 1, KERNEL_STEPS) if self.profile_kernels else 0
-                _say(f"steps {a}-{b} timed; timing the loop's lines over the next steps")
-            elif self.profile_kernels:
+            if self.profile_kernels:
                 steps = min(b - a + 1, KERNEL_STEPS)
                 _say(f"steps {a}-{b} timed; profiling the kernels over the next {steps}")
                 self.plan.start(self._cuda is not None, steps, self.steps)
@@ -410,10 +398,9 @@ class Probe:
     def mark(self, part: str, entered: bool, cid: str = "") -> bool:
         """In the window, mark where a part of the step starts or ends (a Part): True if
         marked."""
-        if entered:  # the loop's line under way is torch's (timed in the window or after it)
-            self.reads.part_started()
         if not self.timing:
             return False
+        self.reads.mark(entered)
         self._marks.append((part, entered, cid, self.clock()))
         return True
 

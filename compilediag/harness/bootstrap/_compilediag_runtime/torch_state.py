@@ -82,10 +82,7 @@ def _evaluating(module: Any) -> bool:
 def job_frames() -> list[Any]:
     """The frames under way in the calling thread, innermost first, torch's and the
     probe's left out: the job's own (its loop, its functions, its libraries')."""
-    torch = sys.modules.get("torch")
-    skip = tuple(
-        os.path.dirname(p) + os.sep for p in (getattr(torch, "__file__", None), __file__) if p
-    )
+    skip = own_dirs()
     out = []
     frame: Any = sys._getframe(1)
     while frame is not None:
@@ -93,3 +90,11 @@ def job_frames() -> list[Any]:
             out.append(frame)
         frame = frame.f_back
     return out
+
+
+def own_dirs() -> tuple[str, ...]:
+    """The folders of torch's code and the probe's: no code of the job's."""
+    torch = sys.modules.get("torch")
+    return tuple(
+        os.path.dirname(p) + os.sep for p in (getattr(torch, "__file__", None), __file__) if p
+    )

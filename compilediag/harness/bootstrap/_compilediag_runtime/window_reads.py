@@ -19,18 +19,13 @@ import sys
 import time
 from typing import Any
 
-from .line_clock import LineClock
-from .torch_state import job_frames
+from .line_clock import LineClock, MarkClock
+from .torch_state import job_frames, own_dirs
 
 # the window's collectives are read this long after it (NCCL's watchdog, which gives each its
 # device time, looks every 100 ms), or at exit: the Flight Recorder keeps 2,000 at least
 FLIGHT_RECORDER_SETTLE_S = 0.3
-# Python 3.12's sys.monitoring times the loop's lines in the window itself, at no cost to
-# its steps; before it, a trace function on the steps' thread costs a Python call at every
-# function call (a 0.5 ms step of a compiled MLP took 2 ms): the lines are timed over the
-# LINE_STEPS steps after the window instead, and the kernel profile comes after them
-IN_WINDOW = hasattr(sys, "monitoring")
-LINE_STEPS = 10
+MONITORING = hasattr(sys, "monitoring")  # Python 3.12+: line events (else MarkClock)
 LIBRARY_DIRS = ("site-packages", "dist-packages")  # an installed package's code
 
 
@@ -43,7 +38,6 @@ class WindowReads:
         self._frames_before: set[tuple[int, Any]] = set()  # the frames under way a step ago
         self._step_ns = 0
         self._due: float | None = None  # when the collectives are to be read
-        self._after: int | None = None  # line steps left after the window (before 3.12)
 
     def step_before(self) -> None:
         """The step before the window starts: the frames under way now (the loop's)."""
@@ -54,10 +48,6 @@ class WindowReads:
         if self._step_ns:
             self.spans[step - 1] = (self._step_ns, now_ns)
         self._step_ns = now_ns
-        if IN_WINDOW:
-            self._time_lines(step, training_code)
-
-    def _time_lines(self, step: int, training_code: set[Any] | None) -> None:
         if self.lines is not None:
             self.lines.next_step(step)
         else:
@@ -65,50 +55,26 @@ class WindowReads:
             if self.lines is not None:
                 self.lines.start(step)
 
-    def window_over(self, steps: int) -> bool:
-        """The window's last step has ended: True where its lines are to be timed over the
-        steps after it (before Python 3.12), as many as it had, LINE_STEPS at most."""
-        if IN_WINDOW or not self.spans:
-            return False
-        self._after = min(steps, LINE_STEPS)
-        return True
-
-    def after_window(self, step: int, training_code: set[Any] | None) -> bool:
-        """A step starts: True while it is one of the line steps after the window."""
-        if self._after is None:
-            return False
-        if self._after == 0:
-            self._after = None
-            self._stop_lines()
-            return False
-        self._after -= 1
-        self._time_lines(step, training_code)
-        return True
-
     def step_ended(self, step: int, now_ns: int) -> None:
         """The window's last step ends."""
         if self._step_ns:
             self.spans[step] = (self._step_ns, now_ns)
         self._step_ns = 0
 
-    def part_started(self) -> None:
+    def mark(self, entered: bool) -> None:
+        """A part of the step starts (`entered`) or ends."""
         if self.lines is not None:
-            self.lines.part_started()
+            self.lines.mark(entered)
 
-    def _stop_lines(self) -> None:
+    def stop(self) -> None:
+        """The window is over (or dropped): the lines' clock stops, and the collectives its
+        steps enqueued are to be read once NCCL's watchdog has seen the last of them end (it
+        gives each its device time then): at the first step FLIGHT_RECORDER_SETTLE_S on, or
+        at exit."""
         if self.lines is not None:
             self.lines.stop()
             self.line_facts = self.lines.facts()
             self.lines = None
-
-    def stop(self, ended: bool = False) -> None:
-        """The window is over (or dropped; `ended`: the job ends): the lines' clock stops
-        unless it is to run on after the window, and the collectives its steps enqueued
-        are to be read once NCCL's watchdog has seen the last of them end (it gives each
-        its device time then): at the first step FLIGHT_RECORDER_SETTLE_S on, or at exit."""
-        if ended or self._after is None:
-            self._after = None
-            self._stop_lines()
         if self.spans and self._due is None and not self.collectives:
             self._due = time.perf_counter() + FLIGHT_RECORDER_SETTLE_S
 
@@ -134,6 +100,8 @@ def _loop_clock(before: set[tuple[int, Any]], training_code: set[Any] | None) ->
         c for c in training_code or set()
         if c not in outer and not any(f"{os.sep}{d}{os.sep}" in c.co_filename for d in LIBRARY_DIRS)
     }  # fmt: skip
+    if not MONITORING:
+        return MarkClock(loop, own_dirs())
     return LineClock({loop.f_code, *hooks}, loop.f_code, [loop])
 
 
