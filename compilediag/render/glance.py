@@ -8,6 +8,21 @@ from compilediag.render import ms, seconds
 from compilediag.report.model import Report
 from compilediag.report.vocabulary import Finding
 
+# how the ranks' waits were measured (runtime.wait_method), and what that cost
+WAIT_METHODS = {
+    "durations": (
+        "each rank's wait in the window's steps, from torch's Flight Recorder: NCCL's own "
+        "device time of each collective (TORCH_NCCL_ENABLE_TIMING=1, which compilediag run "
+        "sets; no measurable cost: 1.00x the untimed job's step on 2 H200s, 4 alternated "
+        "pairs of 0.88-1.14x, bench/results/gpu_waits), read once after the window"
+    ),
+    "arrivals": (
+        "each rank's wait in the window's steps, from torch's Flight Recorder: when each "
+        "rank enqueued each collective (one clock on one machine), read once after the "
+        "window: nothing added to its steps"
+    ),
+}
+
 GLANCE_SAME = 0.1  # ranks whose steps and waits are within this share are one line
 
 

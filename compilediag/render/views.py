@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from compilediag.paths import where
 from compilediag.render import ms, plural, seconds
+from compilediag.render.glance import WAIT_METHODS
 from compilediag.render.said_once import unsaid
 from compilediag.report.model import (
     Breakdown,
@@ -253,22 +254,6 @@ def collectives_words(
         exposed = f" ({ms(b.communication_exposed_ms)} of it exposed: no compute beside it)"
     waits = ", waits for other ranks included" if b.communication_wait_ms is None else ""
     return f"{said}; collectives {ms(b.communication_ms)} a step beside them{over}{exposed}{waits}"
-
-
-# how the ranks' waits were measured (runtime.wait_method), and what that cost
-WAIT_METHODS = {
-    "durations": (
-        "each rank's wait in the window's steps, from torch's Flight Recorder: NCCL's own "
-        "device time of each collective (TORCH_NCCL_ENABLE_TIMING=1, which compilediag run "
-        "sets; no measurable cost: 1.00x the untimed job's step on 2 H200s, 4 alternated "
-        "pairs of 0.88-1.14x, bench/results/gpu_waits), read once after the window"
-    ),
-    "arrivals": (
-        "each rank's wait in the window's steps, from torch's Flight Recorder: when each "
-        "rank enqueued each collective (one clock on one machine), read once after the "
-        "window: nothing added to its steps"
-    ),
-}
 
 
 def kernel_steps_words(r: Runtime) -> str:

@@ -10,9 +10,11 @@ cost to them, so that the lines of the loop add up to its steps:
   tokenizer's list comprehensions 2.7x), so none is used: the loop frame's current line
   is read at each mark the probe makes anyway (each part's start and end: the model's
   call, backward, the optimizer, a DataLoader's batch) and at each step's start. Time
-  between two reads on one line is that line's; time that spans lines goes to the one of
-  them that calls a Python function of the user's or a library's (get_batch), where
-  exactly one does, else to the line the interval began on.
+  between two reads on one line is that line's; time that spans lines goes to the one line
+  run between them that calls a Python function of the user's or a library's (get_batch),
+  where exactly one does, else to the line the interval began on. Which lines run between
+  two reads is learnt in the step before the window, traced line by line (its cost is in
+  that step alone, which no figure takes).
 
 (Before #66, Python's profiler ran on the loop over the kernel profile's steps: it stretched
 a Python loop 4-8 times, and torch.profiler's steps are not the window's.)"""
@@ -22,7 +24,9 @@ from __future__ import annotations
 import ast
 import builtins
 import linecache
+import os
 import sys
+import sysconfig
 import threading
 import time
 from typing import Any
@@ -30,6 +34,7 @@ from typing import Any
 from .torch_state import _frames_compiled
 
 TOOL_NAME = "compilediag"
+MAX_PATH = 100_000  # the loop's lines kept of the step before the window
 
 
 class LineClock:
@@ -152,13 +157,43 @@ class MarkClock(LineClock):
         self._order = sorted({n for _, _, n in loop_frame.f_code.co_lines() if n})
         self._calls = _own_calls(loop_frame, self._order, skip)  # line -> function it calls
         self._last: tuple[int, float] | None = None
+        self._path: list[int] = []  # the loop's lines in the order the step before ran them
+        self._learning = False
+
+    def learn(self) -> None:
+        """The step before the window: the lines the loop runs, in order (a trace function
+        on the loop frame; every other frame declined at its call)."""
+        if sys.gettrace() is not None:  # a job that traces itself (a debugger): left alone
+            return
+        _unseen_by_dynamo(_decline, self._ran)
+        self.frame.f_trace_lines = True
+        self.frame.f_trace = self._ran
+        sys.settrace(_decline)
+        self._learning = True
+
+    @property
+    def learning(self) -> bool:
+        return self._learning
+
+    def _ran(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and len(self._path) < MAX_PATH:
+            self._path.append(frame.f_lineno)
+        return self._ran
 
     def start(self, step: int) -> None:
+        if self._learning:
+            sys.settrace(None)
+            self.frame.f_trace = None
+            self._learning = False
         self.step = step
         self._compiles = _frames_compiled()
         self._last = (self.frame.f_lineno, time.perf_counter())
 
     def stop(self) -> None:
+        if self._learning:
+            sys.settrace(None)
+            self.frame.f_trace = None
+            self._learning = False
         self.next_step(None)
         self._running = []
 
@@ -182,21 +217,38 @@ class MarkClock(LineClock):
         return line
 
     def _between(self, a: int, b: int) -> int:
-        """The line an interval from line `a` to line `b` goes to: the one line on the way
-        (in the loop's order, round the loop where b comes first) that calls a function of
-        the user's or a library's, else `a`."""
+        """The line an interval from line `a` to line `b` goes to: the one line run between
+        them (as the step before the window ran them; else in the loop's order, round the
+        loop where b comes first) that calls a function of the user's or a library's, else
+        `a`."""
+        ran = self._ran_between(a, b)
+        calling = {n for n in ran if n in self._calls and (self.loop, n) not in self.torch_lines}
+        return calling.pop() if len(calling) == 1 else a
+
+    def _ran_between(self, a: int, b: int) -> list[int]:
+        path = self._path
+        if a in path:
+            i = path.index(a)
+            j = next((k for k in range(i + 1, len(path)) if path[k] == b), None)
+            if j is not None:
+                return path[i + 1 : j]
         order = self._order
         if a not in order or b not in order:
-            return a
+            return []
         i, j = order.index(a), order.index(b)
-        path = order[i : j + 1] if i <= j else order[i:] + order[: j + 1]
-        calling = [n for n in path if n in self._calls and (self.loop, n) not in self.torch_lines]
-        return calling[0] if len(calling) == 1 else a
+        return order[i + 1 : j] if i < j else order[i + 1 :] + order[:j]
+
+
+def _decline(frame: Any, event: str, arg: Any) -> Any:
+    """A trace function for every frame but the loop's: declined at its call."""
+    return None
 
 
 def _own_calls(frame: Any, lines: list[int], skip: tuple[str, ...]) -> dict[int, str]:
     """The loop's lines that call a Python function of the user's or a library's (not
-    torch's, not a builtin), by the names the frame sees: line -> the function's name."""
+    torch's, not Python's own: contextlib's wrapper of a `with`, not a builtin), by the
+    names the frame sees: line -> the function's name."""
+    python = sysconfig.get_paths().get("stdlib", "") + os.sep
     out = {}
     for n in lines:
         text = linecache.getline(frame.f_code.co_filename, n).strip().rstrip(":")
@@ -211,8 +263,10 @@ def _own_calls(frame: Any, lines: list[int], skip: tuple[str, ...]) -> dict[int,
         code = getattr(fn, "__code__", None) or getattr(
             getattr(fn, "__func__", None), "__code__", None
         )
-        if code is not None and not code.co_filename.startswith(skip):
-            out[n] = code.co_name
+        file = code.co_filename if code is not None else ""
+        installed = any(f"{os.sep}{d}{os.sep}" in file for d in ("site-packages", "dist-packages"))
+        if file and not file.startswith(skip) and (installed or not file.startswith(python)):
+            out[n] = getattr(code, "co_name", "")
     return out
 
 

@@ -327,8 +327,8 @@ class Probe:
         evaluating = self.other.evaluating or self._evaluation_module is not None
         if self.plan.step(self.steps, evaluating):
             return  # not a plain step: the profiler's cost is in it
-        if self.steps == a - 1:
-            self.reads.step_before()
+        if a - 2 <= self.steps <= a - 1:
+            self.reads.step_before(self.other.training_code)
         if self.timing or self.steps == a:
             if self.steps == a:
                 self._use_cuda_if_initialised()
@@ -336,7 +336,7 @@ class Probe:
             wall, mark, now_ns = time.perf_counter(), self.clock(), time.time_ns()
             if self.timing:
                 self.end_step(mark)
-            else:  # the step before the window ends
+            elif not self.reads.learning:  # the step before the window ends
                 self.plain_step(wall)
             self.timing = a <= self.steps <= b
             if self.timing:

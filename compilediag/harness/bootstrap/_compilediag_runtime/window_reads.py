@@ -39,8 +39,21 @@ class WindowReads:
         self._step_ns = 0
         self._due: float | None = None  # when the collectives are to be read
 
-    def step_before(self) -> None:
-        """The step before the window starts: the frames under way now (the loop's)."""
+    @property
+    def learning(self) -> bool:
+        """The loop's clock is learning its lines in this step (no figure takes it)."""
+        return isinstance(self.lines, MarkClock) and self.lines.learning
+
+    def step_before(self, training_code: set[Any] | None) -> None:
+        """A step before the window starts (two before it, then one): the frames under way
+        now (the loop's). Before Python 3.12, the step just before it is the one whose
+        lines the loop's clock learns (MarkClock): the loop, the frame under way then and a
+        step before, is known there."""
+        if not MONITORING and self._frames_before and self.lines is None:
+            clock = _loop_clock(self._frames_before, training_code)
+            if isinstance(clock, MarkClock):
+                clock.learn()
+                self.lines = clock
         self._frames_before = {(id(f), f.f_code) for f in job_frames()}
 
     def step_started(self, step: int, now_ns: int, training_code: set[Any] | None) -> None:
@@ -48,12 +61,12 @@ class WindowReads:
         if self._step_ns:
             self.spans[step - 1] = (self._step_ns, now_ns)
         self._step_ns = now_ns
-        if self.lines is not None:
+        if self.lines is not None and self.lines.step is not None:
             self.lines.next_step(step)
-        else:
-            self.lines = _loop_clock(self._frames_before, training_code)
-            if self.lines is not None:
-                self.lines.start(step)
+            return
+        self.lines = self.lines or _loop_clock(self._frames_before, training_code)
+        if self.lines is not None:
+            self.lines.start(step)
 
     def step_ended(self, step: int, now_ns: int) -> None:
         """The window's last step ends."""
