@@ -394,9 +394,8 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
     if r.loop and r.loop_steps:
         notes.append((
             "lines",
-            f"the loop's lines over {_span_words(r.loop_steps)}, by the job's own clock at each "
-            "(Python 3.12+: line events on the loop's code alone; before it, the loop's line "
-            "read at each part's start and end)",
+            f"the loop's lines timed over {_span_words(r.loop_steps)} by the job's own clock at "
+            "each line",
         ))  # fmt: skip
     if r.kernels_off:
         notes.append(("kernels", "not profiled (--no-kernels)"))
