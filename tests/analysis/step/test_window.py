@@ -101,8 +101,11 @@ def test_the_windows_own_cost_is_measured_against_the_steps_around_it(tmp_path: 
     plain = [i + 1 for i, s in enumerate(job["steps"]) if not s["compiled"]]
     # around the window: the steps before it and after it (the optimizer's: each ends at
     # its optimizer step's end, the last one too), but the 3 after it whose kernels
-    # torch.profiler recorded
-    assert r["unprofiled_steps"] == len([s for s in plain if s < 6 or 8 + 3 < s])
+    # torch.profiler recorded, and before Python 3.12 the one before it, in which the
+    # loop's lines are learnt (traced: #66)
+    learnt = {5} if sys.version_info < (3, 12) else set()
+    around = [s for s in plain if (s < 6 or 8 + 3 < s) and s not in learnt]
+    assert r["unprofiled_steps"] == len(around)
     assert r["unprofiled_step_ms"] > 0
 
 

@@ -35,7 +35,9 @@ class WindowReads:
         self.line_facts: list[dict[str, Any]] = []
         self.spans: dict[int, tuple[int, int]] = {}  # step -> its start and end (time_ns)
         self.collectives: list[list[Any]] = []
-        self._frames_before: set[tuple[int, Any]] = set()  # the frames under way a step ago
+        # the frames under way a step ago, held (an id alone is reused by the next step's
+        # call of the same function: a frame that does not span the steps read as the loop)
+        self._frames_before: list[Any] = []
         self._step_ns = 0
         self._due: float | None = None  # when the collectives are to be read
 
@@ -54,7 +56,7 @@ class WindowReads:
             if isinstance(clock, MarkClock):
                 clock.learn()
                 self.lines = clock
-        self._frames_before = {(id(f), f.f_code) for f in job_frames()}
+        self._frames_before = job_frames()
 
     def step_started(self, step: int, now_ns: int, training_code: set[Any] | None) -> None:
         """A window step starts (and the one before it, if one was, ends)."""
@@ -65,6 +67,7 @@ class WindowReads:
             self.lines.next_step(step)
             return
         self.lines = self.lines or _loop_clock(self._frames_before, training_code)
+        self._frames_before = []  # held no longer than needed
         if self.lines is not None:
             self.lines.start(step)
 
@@ -99,21 +102,24 @@ class WindowReads:
         self.collectives = window_collectives(self.spans)
 
 
-def _loop_clock(before: set[tuple[int, Any]], training_code: set[Any] | None) -> LineClock | None:
+def _loop_clock(before: list[Any], training_code: set[Any] | None) -> LineClock | None:
     """The clock of the loop's lines: the loop is the innermost frame under way a step ago
     and now; with it, the functions of the user's a training call ran under it (a
     framework's hook such as training_step; not an installed package's)."""
     frames = job_frames()
-    loop = next((f for f in frames if (id(f), f.f_code) in before), None)
+    loop = next((f for f in frames if any(f is b for b in before)), None)
     loop = loop or (frames[0] if frames else None)
     if loop is None:
         return None
     outer = {f.f_code for f in frames[frames.index(loop) :]}
     hooks = {
         c for c in training_code or set()
-        if c not in outer and not any(f"{os.sep}{d}{os.sep}" in c.co_filename for d in LIBRARY_DIRS)
+        if c not in outer and not _installed(c.co_filename)
     }  # fmt: skip
     if not MONITORING:
+        # a framework's loop names no line of the user's: its lines are its step's parts
+        if _installed(loop.f_code.co_filename):
+            return None
         return MarkClock(loop, own_dirs())
     return LineClock({loop.f_code, *hooks}, loop.f_code, [loop])
 
@@ -148,7 +154,14 @@ def window_collectives(spans: dict[int, tuple[int, int]]) -> list[list[Any]]:
 
 
 def _entries() -> list[dict[str, Any]]:
-    """Every recorder's entries: gloo's (and any CPU backend's) and NCCL's."""
+    """Every recorder's entries: gloo's (and any CPU backend's) and NCCL's; none where the
+    process never made a process group (nothing to read, and no recorder to ask)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return []
+    except Exception:  # noqa: BLE001 - a torch.distributed half torn down at exit
+        return []
     c10d = getattr(sys.modules.get("torch"), "_C", None)
     c10d = getattr(c10d, "_distributed_c10d", None)
     if c10d is None:
@@ -165,3 +178,8 @@ def _entries() -> list[dict[str, Any]]:
         entries = data.get("entries") if isinstance(data, dict) else None
         found += [e for e in entries or [] if isinstance(e, dict)]
     return found
+
+
+def _installed(path: str) -> bool:
+    """An installed package's code (a framework's, a library's)."""
+    return any(f"{os.sep}{d}{os.sep}" in path for d in LIBRARY_DIRS)
