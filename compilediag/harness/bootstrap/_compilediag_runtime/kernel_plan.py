@@ -1,7 +1,7 @@
-"""When the kernel profile runs: over the steps after the window, training steps only. An
-evaluation, a checkpoint or a compile that comes into its steps drops it, and it starts
-again at the next training step (MAX_RESTARTS times at most; then its rows leave that work
-out, as kernel_window.py's evaluation ranges do)."""
+"""When the kernel profile runs: over the steps after the window. An evaluation, a
+checkpoint or a compile that comes into its steps drops it, and it starts again at the next
+training step, MAX_RESTARTS times at most (none for now: see there); past them its rows leave
+that work out, as kernel_window.py's evaluation ranges do, and the steps it held are named."""
 
 from __future__ import annotations
 
