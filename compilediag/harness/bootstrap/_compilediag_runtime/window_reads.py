@@ -91,7 +91,9 @@ class WindowReads:
             self.lines.stop()
             self.line_facts = self.lines.facts()
             self.lines = None
-        if self.spans and self._due is None and not self.collectives:
+        # (read where the window's steps ran in a process group: by the job's exit it may
+        # have destroyed it, the recorder's entries kept)
+        if self.spans and self._due is None and not self.collectives and _distributed():
             self._due = time.perf_counter() + FLIGHT_RECORDER_SETTLE_S
 
     def read_collectives(self, now: float | None = None) -> None:
@@ -153,15 +155,17 @@ def window_collectives(spans: dict[int, tuple[int, int]]) -> list[list[Any]]:
     return sorted(out.values(), key=lambda e: e[3])[:MAX_ENTRIES]
 
 
-def _entries() -> list[dict[str, Any]]:
-    """Every recorder's entries: gloo's (and any CPU backend's) and NCCL's; none where the
-    process never made a process group (nothing to read, and no recorder to ask)."""
+def _distributed() -> bool:
+    """The process has a process group now (else no recorder is asked: nothing to read)."""
     dist = sys.modules.get("torch.distributed")
     try:
-        if dist is None or not dist.is_available() or not dist.is_initialized():
-            return []
-    except Exception:  # noqa: BLE001 - a torch.distributed half torn down at exit
-        return []
+        return dist is not None and dist.is_available() and dist.is_initialized()
+    except Exception:  # noqa: BLE001 - a torch.distributed half set up or torn down
+        return False
+
+
+def _entries() -> list[dict[str, Any]]:
+    """Every recorder's entries: gloo's (and any CPU backend's) and NCCL's."""
     c10d = getattr(sys.modules.get("torch"), "_C", None)
     c10d = getattr(c10d, "_distributed_c10d", None)
     if c10d is None:
