@@ -239,6 +239,11 @@ class MarkClock(LineClock):
         return order[i + 1 : j] if i < j else order[i + 1 :] + order[:j]
 
 
+def installed(path: str) -> bool:
+    """An installed package's code (a framework's, a library's)."""
+    return any(f"{os.sep}{d}{os.sep}" in path for d in ("site-packages", "dist-packages"))
+
+
 def _decline(frame: Any, event: str, arg: Any) -> Any:
     """A trace function for every frame but the loop's: declined at its call."""
     return None
@@ -264,8 +269,7 @@ def _own_calls(frame: Any, lines: list[int], skip: tuple[str, ...]) -> dict[int,
             getattr(fn, "__func__", None), "__code__", None
         )
         file = code.co_filename if code is not None else ""
-        installed = any(f"{os.sep}{d}{os.sep}" in file for d in ("site-packages", "dist-packages"))
-        if file and not file.startswith(skip) and (installed or not file.startswith(python)):
+        if file and not file.startswith(skip) and (installed(file) or not file.startswith(python)):
             out[n] = getattr(code, "co_name", "")
     return out
 

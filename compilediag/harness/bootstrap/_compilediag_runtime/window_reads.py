@@ -14,19 +14,17 @@ step whose span holds its enqueue; set beside the same entry on the other ranks
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from typing import Any
 
-from .line_clock import LineClock, MarkClock
+from .line_clock import LineClock, MarkClock, installed
 from .torch_state import job_frames, own_dirs
 
 # the window's collectives are read this long after it (NCCL's watchdog, which gives each its
 # device time, looks every 100 ms), or at exit: the Flight Recorder keeps 2,000 at least
 FLIGHT_RECORDER_SETTLE_S = 0.3
 MONITORING = hasattr(sys, "monitoring")  # Python 3.12+: line events (else MarkClock)
-LIBRARY_DIRS = ("site-packages", "dist-packages")  # an installed package's code
 
 
 class WindowReads:
@@ -116,11 +114,11 @@ def _loop_clock(before: list[Any], training_code: set[Any] | None) -> LineClock 
     outer = {f.f_code for f in frames[frames.index(loop) :]}
     hooks = {
         c for c in training_code or set()
-        if c not in outer and not _installed(c.co_filename)
+        if c not in outer and not installed(c.co_filename)
     }  # fmt: skip
     if not MONITORING:
         # a framework's loop names no line of the user's: its lines are its step's parts
-        if _installed(loop.f_code.co_filename):
+        if installed(loop.f_code.co_filename):
             return None
         return MarkClock(loop, own_dirs())
     return LineClock({loop.f_code, *hooks}, loop.f_code, [loop])
@@ -182,8 +180,3 @@ def _entries() -> list[dict[str, Any]]:
         entries = data.get("entries") if isinstance(data, dict) else None
         found += [e for e in entries or [] if isinstance(e, dict)]
     return found
-
-
-def _installed(path: str) -> bool:
-    """An installed package's code (a framework's, a library's)."""
-    return any(f"{os.sep}{d}{os.sep}" in path for d in LIBRARY_DIRS)
