@@ -237,7 +237,8 @@ class ProcessRuntime:
     kernel_step_ms: float | None = None  # their mean, start to start, under torch.profiler
     # over the kernel steps: each collective call in the order it started, [name, us]
     collective_calls: list[list[str | float]] = field(default_factory=list)
-    kernel_restarts: int = 0  # kernel profiles dropped for other work in their steps
+    # the steps the kernel profile ran through and left out: they held other work
+    kernel_steps_held: list[int] = field(default_factory=list)
     # the window's collectives, from torch's Flight Recorder: [process group, sequence
     # number, name, enqueued (time.time_ns), duration ms or None, step] (probe window_reads.py)
     window_collectives: list[list[Any]] = field(default_factory=list)

@@ -259,9 +259,7 @@ def collectives_words(
 def kernel_steps_words(r: Runtime) -> str:
     """`steps 10-14` (the kernel profile's)."""
     n = r.kernel_step_numbers
-    if not n:
-        return plural(r.kernel_steps, "step")
-    return f"step {n[0]}" if len(n) == 1 else f"steps {n[0]}-{n[-1]}"
+    return steps_words(n) if n else plural(r.kernel_steps, "step")
 
 
 RANKS_SHOWN = 8
@@ -384,7 +382,13 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
             said += "; evaluation steps left out of both"
         if r.kernel_step_ms and r.kernel_step_ms > 1.05 * r.unprofiled_step_ms:
             said += (
-                f"; the kernel profile's steps took {ms(r.kernel_step_ms)}, "
+                f"; the kernel profile's steps ({kernel_steps_words(r)}"
+                + (
+                    f"; {steps_words(r.kernel_steps_held)} held other work, left out"
+                    if r.kernel_steps_held
+                    else ""
+                )
+                + f") took {ms(r.kernel_step_ms)}, "
                 f"{r.kernel_step_ms / r.unprofiled_step_ms:.2g}x those steps: torch.profiler's "
                 "own cost, so its figures are set against its own steps"
             )
@@ -394,7 +398,7 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
     if r.loop and r.loop_steps:
         notes.append((
             "lines",
-            f"the loop's lines timed over {_span_words(r.loop_steps)} by the job's own clock at "
+            f"the loop's lines timed over {steps_words(r.loop_steps)} by the job's own clock at "
             "each line",
         ))  # fmt: skip
     if r.kernels_off:
@@ -435,11 +439,16 @@ def _stalled(r: Runtime) -> str:
     )
 
 
-def _span_words(steps: list[int]) -> str:
-    """`steps 9-18` where they follow each other, else each."""
-    if len(steps) > 1 and steps[-1] - steps[0] == len(steps) - 1:
-        return f"steps {steps[0]}-{steps[-1]}"
-    return _steps(steps)
+def steps_words(steps: list[int]) -> str:
+    """`steps 9-18`, `steps 10-12, 14-18, 20`: those that follow each other as a run."""
+    runs: list[list[int]] = []
+    for n in sorted(steps):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    said = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+    return ("step " if len(steps) == 1 else "steps ") + said
 
 
 def _steps(steps: list[int]) -> str:

@@ -322,10 +322,13 @@ class Runtime:
     # ... of it in Python's gc, where the collector took most of the pause
     window_stalled_gc: dict[str, float] = field(default_factory=dict)
     # the kernel profile's own steps: their numbers, their mean (start to start, under
-    # torch.profiler: what its kernels are set against), and those that held other work
+    # torch.profiler: what its kernels are set against); those it ran through and left out
+    # (they held other work: a training step more was profiled for each); and those of its
+    # steps that held other work on another rank only (this rank's wait for it is in them)
     kernel_step_numbers: list[int] = field(default_factory=list)
     kernel_step_ms: float | None = None
     kernel_steps_held: list[int] = field(default_factory=list)
+    kernel_steps_waited: list[int] = field(default_factory=list)
     tried: list[Tried] = field(default_factory=list)  # run --try-fixes: each remedy's runs
     try_baseline: TryBaseline | None = None  # run --try-fixes: the unchanged runs
     numerics: LossCheck | None = None  # run --check-numerics: the losses against eager's

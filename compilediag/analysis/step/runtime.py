@@ -207,7 +207,8 @@ def job_facts(job: Runtime, first: ProcessRuntime, left_out: set[int]) -> None:
         job.unprofiled_steps = len(plain)
     job.kernel_step_numbers = list(first.kernel_step_numbers)
     job.kernel_step_ms = first.kernel_step_ms
-    job.kernel_steps_held = sorted(set(first.kernel_step_numbers) & left_out)
+    job.kernel_steps_held = list(first.kernel_steps_held)
+    job.kernel_steps_waited = sorted(set(first.kernel_step_numbers) & left_out)
 
 
 def step_place(job: Runtime, report: Report, first: ProcessRuntime) -> None:

@@ -23,6 +23,7 @@ from compilediag.render.views import (
     rank_step_rows,
     step_text,
     step_words,
+    steps_words,
     tracing_words,
     unmeasured_words,
     window_notes,
@@ -77,15 +78,20 @@ def kernel_time_blocks(report: Report, limit: int | None) -> list:
 
 
 def kernel_steps_said(r: Runtime | None, b: Breakdown | None) -> str:
-    """` of 70 ms: steps 10-14, under torch.profiler, step 13 held an evaluation`: what the
-    kernels are set against, their own steps (the window's where an older report lacks them)."""
+    """` of 70 ms: steps 10, 11, 12, 14, 15, under torch.profiler; step 13 left out (it held
+    other work)`: what the kernels are set against, their own steps (the window's where an
+    older report lacks them)."""
     if r is not None and r.kernel_step_ms:
         said = f" of {ms(r.kernel_step_ms)}: {kernel_steps_words(r)}, under torch.profiler"
         if r.kernel_steps_held:
             said += (
-                f"; {'steps' if len(r.kernel_steps_held) > 1 else 'step'} "
-                f"{', '.join(map(str, r.kernel_steps_held))} held an evaluation (its calls left "
-                "out here; a rank that waited for it has the wait in its collectives)"
+                f"; {steps_words(r.kernel_steps_held)} left out (an evaluation, a checkpoint "
+                "or a compile in it)"
+            )
+        if r.kernel_steps_waited:
+            said += (
+                f"; {steps_words(r.kernel_steps_waited)} held another rank's evaluation or "
+                "checkpoint (a rank that waited for it has the wait in its collectives)"
             )
         return said
     return f" of {ms(b.call_ms)}" if b is not None and b.call_ms else ""

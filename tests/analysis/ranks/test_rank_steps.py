@@ -135,12 +135,16 @@ def test_the_wait_is_what_the_slow_batch_costs_the_job(alternated) -> None:
             assert all(x["ms"] <= s["loop_step_ms"] for x in s["loop"])  # their own steps
         assert report["runtime"]["bound"]["part"] == "waiting"
     assert statistics.median(waits) == pytest.approx(extra, rel=0.25), (waits, extra)
-    # the plain job: no straggler, and what its ranks wait for each other (by turns, on a
-    # loaded machine) is a small part of what the slow rank costs
+    # the plain job: what its ranks wait for each other is a small part of what the slow
+    # rank costs, and no straggler is blamed on the slow samples' line. (On a loaded 2-core
+    # machine one rank of it can be the slower through a window: CI's neighbouring tests
+    # once left rank 1's backward 13.5 ms against rank 0's 10 and rank 0 waiting 3.4 ms of
+    # its 15.3 ms step, which the report told as a straggler in its backward, truly)
     for report, _ in plain:
-        assert report["runtime"]["stragglers"] == []
         for s in report["runtime"]["rank_steps"]:
             assert s["breakdown"]["communication_wait_ms"] < 0.25 * statistics.median(waits), s
+        for found in report["runtime"]["stragglers"]:
+            assert "next(batches)" not in found["message"] and "its data" not in found["message"]
 
 
 def test_a_straggler_passes_the_divergence_gate_and_fails_the_wait_budget(straggling) -> None:

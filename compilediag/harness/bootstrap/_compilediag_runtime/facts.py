@@ -51,7 +51,6 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "gc_ms": {str(n): t for n, t in probe.gc_ms.items()},
         "window_collectives": probe.reads.collectives,
         "window_lines": probe.reads.line_facts,
-        "kernel_restarts": probe.plan.restarts,
         "no_grad_steps": probe.no_grad_steps,
         "eval_steps": probe.eval_steps,
         "plain_step_ms": [round(x * 1e3, 6) for x in probe.plain_step_s],
@@ -104,6 +103,7 @@ def _kernel_facts(probe: Probe) -> dict[str, Any]:
     return {
         "kernels": k.rows, "kernel_steps": k.steps, "kernel_device": k.device,
         "kernel_step_numbers": list(k.step_numbers), "kernel_step_ms": k.step_ms,
+        "kernel_steps_held": list(k.held),
         "collectives_ms": k.collectives_ms, "collectives_exposed_ms": k.exposed_ms,
         "collective_calls": k.collective_calls,
         "rest": k.rest,

@@ -1,7 +1,6 @@
-"""When the kernel profile runs: over the steps after the window. An evaluation, a
-checkpoint or a compile that comes into its steps drops it, and it starts again at the next
-training step, MAX_RESTARTS times at most (none for now: see there); past them its rows leave
-that work out, as kernel_window.py's evaluation ranges do, and the steps it held are named."""
+"""When the kernel profile runs: over the steps after the window. A step that holds an
+evaluation, a checkpoint or a compile is left out of its rows, and the profile runs a
+training step more in its place (kernel_window.hold); the steps it held are named."""
 
 from __future__ import annotations
 
@@ -9,65 +8,43 @@ from .kernel_window import _KernelWindow
 from .progress import say as _say
 from .torch_state import _frames_compiled
 
-# kernel profiles dropped for other work in their steps, at most: none for now. Stopping
-# torch.profiler and starting another in one process crashed a Lightning job under load
-# (SIGSEGV, 3 runs in 5, torch 2.13 CPU); until that is understood, a profile that holds
-# other work leaves its events out of its rows and names the steps it held
-MAX_RESTARTS = 0
-
 
 class KernelPlan:
     def __init__(self) -> None:
         self.kernels: _KernelWindow | None = None  # torch.profiler after the window
-        self.restarts = 0  # profiles dropped for an evaluation, a checkpoint, a compile
-        self._wanted = 0  # steps a profile is to start on, at the next training step
-        self._compiles = 0  # torch's frame count when the profile started
-        self._cuda = False
+        self._compiles = 0  # torch's frame count at the step under way's start
 
     def start(self, cuda: bool, steps: int, step: int) -> None:
-        self._cuda = cuda
         self.kernels = _KernelWindow(cuda, steps)
         self._compiles = _frames_compiled()
         self.kernels.step(step)
 
     def step(self, step: int, other_work: bool) -> bool:
-        """Step `step` starts (`other_work`: an evaluation is under way): True where the
-        profile took it (it steps on, or starts again where one was dropped); where its
-        steps are over it stops. A step torch compiled in drops it and starts it anew."""
+        """Step `step` starts (`other_work`: an evaluation is under way, so the step holds
+        it too): True where the profile took it; where its steps are over it stops. The
+        step before, where torch compiled in it, is held."""
         kernels = self.kernels
-        if self._wanted and not other_work:
-            steps, self._wanted = self._wanted, 0
-            self.start(self._cuda, steps, step)
-            return True
         if kernels is None or kernels.steps_left is None:
             return False
+        compiles = _frames_compiled()
+        if compiles != self._compiles:
+            self._compiles = compiles
+            kernels.hold()
         if kernels.steps_left == 0:  # its steps are over
             kernels.stop()
-            _say("kernel profile done; the job goes on as it is")
+            held = f" (left out: {_numbers(kernels.held)}, other work)" if kernels.held else ""
+            _say(f"kernel profile done{held}; the job goes on as it is")
             return False
-        if _frames_compiled() != self._compiles and self.drop("a compile"):
-            steps, self._wanted = self._wanted, 0
-            self.start(self._cuda, steps, step)
-            return True
         kernels.step(step)
+        if other_work:
+            kernels.hold()
         return True
 
-    def drop(self, what: str) -> bool:
-        """Other work (`what`) came into the profile's steps: it is dropped, to start again
-        at the next training step (True), unless it is not running or was dropped
-        MAX_RESTARTS times."""
-        kernels = self.kernels
-        if kernels is None or kernels.steps_left is None or self.restarts >= MAX_RESTARTS:
-            return False
-        self.restarts += 1
-        self._wanted = kernels.wanted
-        kernels.discard()
-        self.kernels = None
-        _say(f"kernel profile moved past {what}")
-        return True
+    def other_work(self, starts: bool) -> None:
+        """An evaluation or a checkpoint starts (or ends): the step under way is held."""
+        if starts and self.kernels is not None:
+            self.kernels.hold()
 
-    def other_work(self, starts: bool, what: str) -> None:
-        """An evaluation or a checkpoint starts or ends: the profile moves past it, or
-        leaves it out of its rows."""
-        if self.kernels is not None and not (starts and self.drop(what)):
-            self.kernels.evaluation(starts)
+
+def _numbers(steps: list[int]) -> str:
+    return ("steps " if len(steps) > 1 else "step ") + ", ".join(map(str, steps))

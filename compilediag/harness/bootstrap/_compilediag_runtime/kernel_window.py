@@ -18,7 +18,6 @@ COLLECTIVE_KERNELS = ("nccl",)  # NCCL's kernels (ncclDevKernel_..., ncclKernel_
 STEP_MARK = "## compilediag step"  # a step's start in the kernel profile
 REGION = "Torch-Compiled Region"  # Dynamo's record_function around a compiled frame's call
 OPTIMIZER_MARK = "## compilediag optimizer"  # an optimizer step's start in the kernel profile
-EVALUATION_MARK = "## compilediag evaluation"  # an evaluation's call: left out of the rows
 # what a step runs outside compiled code that the profiler names: eager aten ops (the loss,
 # a metric, .item()) at the top, and the CUDA runtime's waits no op made
 # (torch.cuda.synchronize: the runtime's calls are on the thread's system id)
@@ -53,8 +52,11 @@ class _KernelWindow:
         self.step_numbers: list[int] = []  # the job's steps profiled, complete ones
         self._starts: list[float] = []  # their starts (perf_counter)
         self.step_ms: float | None = None  # their mean, start to start: the same steps
-        self._evaluation: Any = None  # the record_function range of an evaluation's call
-        self._evaluating = 0  # evaluation calls under way (one inside another's span)
+        # the steps it ran through that held other work (an evaluation, a checkpoint, a
+        # compile): left out of its rows and its steps, a training step more run for each
+        # (as many as it was started for, at most: no restart of the profiler)
+        self.held: list[int] = []
+        self._more = steps
         # each collective call in the order they started: [name, its time (us)], on this
         # rank; set beside the other ranks' same call, what it waited for them
         self.collective_calls: list[list[Any]] = []
@@ -87,18 +89,18 @@ class _KernelWindow:
         if self.steps_left:
             self.steps_left -= 1
 
-    def evaluation(self, starts: bool) -> None:
-        """An evaluation's call starts or ends: its ops and kernels are not the training
-        step's (OtherWork names it, with its own time)."""
-        from torch.autograd.profiler import record_function
-
-        self._evaluating = max(0, self._evaluating + (1 if starts else -1))
-        if starts and self._evaluation is None:
-            self._evaluation = record_function(EVALUATION_MARK)
-            self._evaluation.__enter__()
-        elif not starts and self._evaluation is not None and not self._evaluating:
-            self._evaluation.__exit__(None, None, None)
-            self._evaluation = None
+    def hold(self) -> None:
+        """The step under way holds other work: none of it goes into the rows (OtherWork
+        names the work, with its own time), and the profile takes one training step more
+        in its place. (Stopping torch.profiler and starting another in one process crashed
+        a Lightning job under load: SIGSEGV, 3 runs in 5, torch 2.13 CPU.)"""
+        if self.steps_left is None or not self.step_numbers:
+            return
+        if self.step_numbers[-1] not in self.held:
+            self.held.append(self.step_numbers[-1])
+            if self._more > 0:
+                self._more -= 1
+                self.steps_left += 1
 
     @staticmethod
     def optimizer() -> None:
@@ -165,51 +167,48 @@ class _KernelWindow:
         if self.steps_left is None:  # stopped already
             return
         self.steps_left = None
-        self._evaluating = 0
-        self.evaluation(False)
         if self.cuda:
             import torch
 
             torch.cuda.synchronize()
         bounds = [*self._starts, time.perf_counter()]
         if ended:
-            self.steps = max(0, self.steps - 1)
             bounds = bounds[:-1]
-            del self.step_numbers[self.steps :]
-        if len(bounds) > 1:
-            self.step_ms = round((bounds[-1] - bounds[0]) * 1e3 / (len(bounds) - 1), 6)
+            del self.step_numbers[len(bounds) - 1 :]
+        numbers = list(self.step_numbers)  # each complete step, held ones too
+        self.held = [n for n in self.held if n in numbers]
+        spans = zip(bounds, bounds[1:], numbers, strict=False)
+        lengths = [b - a for a, b, n in spans if n not in self.held]
+        self.step_numbers = [n for n in numbers if n not in self.held]
+        self.steps = len(self.step_numbers)
+        if lengths:
+            self.step_ms = round(sum(lengths) * 1e3 / len(lengths), 6)
         with _quiet():
             self._prof.stop()
         for undo in reversed(self._undo):
             undo()
-        self.rows = self._read(self._prof.events(), ended)
-
-    def discard(self) -> None:
-        """Stop, reading nothing: other work came into its steps (the probe starts another)."""
-        self.steps_left = None
-        if self._evaluation is not None:
-            self._evaluation.__exit__(None, None, None)
-            self._evaluation = None
-        with _quiet():
-            self._prof.stop()
-        for undo in reversed(self._undo):
-            undo()
+        self.rows = self._read(self._prof.events(), numbers, ended)
 
     def export(self, path: str) -> None:
         """The kernel steps as torch.profiler's Chrome trace (after stop())."""
         self._prof.export_chrome_trace(path)
 
-    def _read(self, events: Any, ended: bool = False) -> list[dict[str, Any]]:
-        """The rows; where the job `ended` the profile, what began after the last step's
-        start is left out (the code after the loop: a final evaluation, a print)."""
+    def _read(self, events: Any, numbers: list[int], ended: bool = False) -> list[dict[str, Any]]:
+        """The rows of the steps `numbers` (each complete step's number, in order) but those
+        held; where the job `ended` the profile, what began after the last step's start is
+        left out (the code after the loop: a final evaluation, a print)."""
         from torch.autograd import DeviceType
 
-        marks = [e.time_range.start for e in events if e.name == STEP_MARK]
+        marks = sorted(e.time_range.start for e in events if e.name == STEP_MARK)
         cutoff, rest_cutoff = _cutoffs(events, marks, ended)
-        evaluations = _evaluation_spans(events, marks)
+        held = [
+            (start, marks[i + 1] if i + 1 < len(marks) else float("inf"))
+            for i, (start, n) in enumerate(zip(marks, numbers, strict=False))
+            if n in self.held
+        ]
 
-        def evaluating(t: float) -> bool:
-            return any(a <= t <= b for a, b in evaluations)
+        def held_at(t: float) -> bool:
+            return any(a <= t < b for a, b in held)
 
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
@@ -229,7 +228,7 @@ class _KernelWindow:
 
         for e in events:
             launched = launched_by.get(id(e), e)
-            if launched.time_range.start > cutoff or evaluating(launched.time_range.start):
+            if launched.time_range.start > cutoff or held_at(launched.time_range.start):
                 continue
             if e.device_type == DeviceType.CUDA:
                 if getattr(e, "is_user_annotation", False) or e.name.startswith(ANNOTATIONS):
@@ -348,22 +347,6 @@ def _add_row(
     row["calls"] += 1
     row["ms"] += us / 1e3
     row["flops"] += flops
-
-
-def _evaluation_spans(events: Any, marks: list[float]) -> list[tuple[float, float]]:
-    """Each step's evaluation, from its first call's start to its last call's end (what
-    the job did between its calls, its batches and reads of the loss, with it): as the
-    window's parts take it (parts.split_step)."""
-    calls = sorted(
-        (e.time_range.start, e.time_range.end) for e in events if e.name == EVALUATION_MARK
-    )
-    bounds = sorted(marks)
-    spans: dict[int, tuple[float, float]] = {}
-    for start, end in calls:
-        step = sum(1 for m in bounds if m <= start)  # the steps begun before it
-        first, _ = spans.get(step, (start, end))
-        spans[step] = (first, end)
-    return list(spans.values())
 
 
 def _launched(events: Any) -> tuple[dict[int, Any], dict[int, int]]:

@@ -182,7 +182,7 @@ class Probe:
             self._entries.append(part)
             if part == Part.EVALUATION:
                 self.other.work_call("evaluation", self.steps)
-                self.plan.other_work(True, "an evaluation")
+                self.plan.other_work(True)
             else:
                 self.other.training_call()
                 if module is not None:
@@ -205,8 +205,6 @@ class Probe:
             self.mark(part, False)
             if part == Part.EVALUATION:
                 self.other.work_ended()
-                if self.kernels is not None:
-                    self.kernels.evaluation(False)
 
     def mode_switched(self, module: Any, was: bool, training: bool) -> None:
         """`module.train(training)` (or eval()) was called, its mode `was` before: outside
@@ -229,7 +227,7 @@ class Probe:
             self.other.work_call("evaluation", self.steps, call=False)
         else:
             self.other.work_ended()
-        self.plan.other_work(starts, "an evaluation")
+        self.plan.other_work(starts)
         self.mark(Part.EVALUATION, starts)
 
     def checkpoint(self, starts: bool) -> bool:
@@ -241,7 +239,7 @@ class Probe:
             self.other.work_call("checkpoint", self.steps)
         else:
             self.other.work_ended()
-        self.plan.other_work(starts, "a checkpoint")  # its copies to the host: no step's kernels
+        self.plan.other_work(starts)  # its copies to the host: no step's kernels
         self.mark(Part.CHECKPOINT, starts)
         return True
 
