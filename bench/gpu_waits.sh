@@ -20,8 +20,9 @@ mkdir -p "$OUT" /tmp/w/$NAME
 N=$(python3 -c "import torch; print(torch.cuda.device_count())")
 nvidia-smi --query-gpu=name --format=csv,noheader > /tmp/w/$NAME/device.txt
 python3 -c "import torch; print(torch.__version__, torch.cuda.nccl.version())" >> /tmp/w/$NAME/device.txt
-job() {  # LABEL [ENV=VALUE ...]
+job() {  # LABEL [ENV=VALUE ...]; $ONLY: that label's run alone
   local label=$1; shift
+  [ -n "${ONLY:-}" ] && [ "$ONLY" != "$label" ] && return
   local d=/tmp/w/$NAME/$label
   mkdir -p $d/facts
   (cd "$TREE" && env "$@" JOB_FACTS=$d/facts JOB_BACKEND=inductor JOB_ITERS=32 COLUMNS=130 \
@@ -42,6 +43,8 @@ plain() {  # LABEL [ENV=VALUE ...]: the job alone, its own clocks
 }
 if [ -z "${COSTS_ONLY:-}" ]; then
   job eval JOB_EVAL_EVERY=15 JOB_CHECKPOINT=1
+  # an evaluation and checkpoint at iteration 24, inside the kernel profile's steps
+  job kernel_eval JOB_EVAL_EVERY=12 JOB_CHECKPOINT=1
   job straggler JOB_SLOW_RANK=1 JOB_EVAL_RANK=-1
   job plain JOB_EVAL_RANK=-1
   job straggler_timed JOB_SLOW_RANK=1 JOB_EVAL_RANK=-1 TORCH_NCCL_ENABLE_TIMING=1

@@ -323,8 +323,9 @@ class Runtime:
     window_stalled_gc: dict[str, float] = field(default_factory=dict)
     # the kernel profile's own steps: their numbers, their mean (start to start, under
     # torch.profiler: what its kernels are set against); those it ran through and left out
-    # (they held other work: a training step more was profiled for each); and those of its
-    # steps that held other work on another rank only (this rank's wait for it is in them)
+    # (they held other work: in a process alone, a training step more was profiled for
+    # each); and the steps of any rank's profile that held other work on some rank (a wait
+    # for it is in that rank's collectives)
     kernel_step_numbers: list[int] = field(default_factory=list)
     kernel_step_ms: float | None = None
     kernel_steps_held: list[int] = field(default_factory=list)

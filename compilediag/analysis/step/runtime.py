@@ -143,6 +143,9 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             f.file = portable_path(f.file, os.getcwd())
     if first is not None:
         job_facts(job, first, left_out)
+        # steps of a rank's kernel profile that held other work on another rank
+        profiled = {n for p in processes for n in p.kernel_step_numbers}
+        job.kernel_steps_waited = sorted(profiled & left_out)
         step_place(job, report, first)
         waits = collective_waits(processes, left_out)
         job.loop = loop_lines(first, left_out)
@@ -208,7 +211,6 @@ def job_facts(job: Runtime, first: ProcessRuntime, left_out: set[int]) -> None:
     job.kernel_step_numbers = list(first.kernel_step_numbers)
     job.kernel_step_ms = first.kernel_step_ms
     job.kernel_steps_held = list(first.kernel_steps_held)
-    job.kernel_steps_waited = sorted(set(first.kernel_step_numbers) & left_out)
 
 
 def step_place(job: Runtime, report: Report, first: ProcessRuntime) -> None:

@@ -90,8 +90,8 @@ def kernel_steps_said(r: Runtime | None, b: Breakdown | None) -> str:
             )
         if r.kernel_steps_waited:
             said += (
-                f"; {steps_words(r.kernel_steps_waited)} held another rank's evaluation or "
-                "checkpoint (a rank that waited for it has the wait in its collectives)"
+                f"; {steps_words(r.kernel_steps_waited)} in the profile of a rank that waited "
+                "in it for another's evaluation or checkpoint (the wait in its collectives)"
             )
         return said
     return f" of {ms(b.call_ms)}" if b is not None and b.call_ms else ""

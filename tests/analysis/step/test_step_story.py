@@ -131,8 +131,10 @@ def test_no_figure_is_larger_than_the_part_that_holds_it(gpt_ddp) -> None:
     the rest's ops against the rest."""
     report, _, trace = gpt_ddp
     r = report["runtime"]
-    # rank 0's evaluation at step 13 is left out of its kernel profile (the job ends at 14)
+    # rank 0's evaluation at step 13 is left out of its kernel profile, and no step is run
+    # in its place where ranks are several (rank 1 profiles step 13, its wait in it)
     assert r["kernel_step_numbers"] == [10, 11, 12, 14] and r["kernel_steps_held"] == [13]
+    assert r["kernel_steps_waited"] == [13]
     kernels = sum(k["ms"] for k in report["timings"]["kernels"])
     assert 0 < kernels <= r["kernel_step_ms"]
     for s in [report["timings"]["breakdown"], *(x["breakdown"] for x in r["rank_steps"])]:
@@ -143,6 +145,7 @@ def test_no_figure_is_larger_than_the_part_that_holds_it(gpt_ddp) -> None:
     eager = sum(x["ms"] for x in b["rest"] if x["kind"] != "sync")
     assert ("(of it: eager ops" in text) == (eager <= b["outside_ms"] * 1.25 + 0.05), text
     assert "steps 10-12, 14, under torch.profiler; step 13 left out" in text, text
+    assert "step 13 in the profile of a rank that waited in it" in text, text
     assert (
         "left out step 7 held an evaluation (estimate_loss) and a checkpoint's save "
         "(save_checkpoint)" in text

@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .torch_state import distributed
+
 KERNEL_STEPS = 5  # the steps after the window whose kernels are profiled, at most
 GRAPH_CALL = "## Call CompiledFxGraph"  # Inductor's record_function around a graph's call
 # record_function ranges torch puts on the GPU's timeline too (not kernels)
@@ -54,7 +56,8 @@ class _KernelWindow:
         self.step_ms: float | None = None  # their mean, start to start: the same steps
         # the steps it ran through that held other work (an evaluation, a checkpoint, a
         # compile): left out of its rows and its steps, a training step more run for each
-        # (as many as it was started for, at most: no restart of the profiler)
+        # in a process alone (as many as it was started for, at most; no restart of the
+        # profiler)
         self.held: list[int] = []
         self._more = steps
         # each collective call in the order they started: [name, its time (us)], on this
@@ -98,7 +101,9 @@ class _KernelWindow:
             return
         if self.step_numbers[-1] not in self.held:
             self.held.append(self.step_numbers[-1])
-            if self._more > 0:
+            # not where ranks are several: each profiles the same steps (another rank's
+            # profiler, stopping a step before, would be waited for in the step run more)
+            if self._more > 0 and not distributed(2):
                 self._more -= 1
                 self.steps_left += 1
 

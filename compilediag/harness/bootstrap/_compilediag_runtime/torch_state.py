@@ -98,3 +98,15 @@ def own_dirs() -> tuple[str, ...]:
     return tuple(
         os.path.dirname(p) + os.sep for p in (getattr(torch, "__file__", None), __file__) if p
     )
+
+
+def distributed(ranks: int = 1) -> bool:
+    """The process has a process group now, of `ranks` ranks at least."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return (
+            dist is not None and dist.is_available() and dist.is_initialized()
+            and dist.get_world_size() >= ranks
+        )  # fmt: skip
+    except Exception:  # noqa: BLE001 - a torch.distributed half set up or torn down
+        return False

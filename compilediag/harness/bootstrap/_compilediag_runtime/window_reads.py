@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from .line_clock import LineClock, MarkClock, installed
-from .torch_state import job_frames, own_dirs
+from .torch_state import distributed, job_frames, own_dirs
 
 # the window's collectives are read this long after it (NCCL's watchdog, which gives each its
 # device time, looks every 100 ms), or at exit: the Flight Recorder keeps 2,000 at least
@@ -91,7 +91,7 @@ class WindowReads:
             self.lines = None
         # (read where the window's steps ran in a process group: by the job's exit it may
         # have destroyed it, the recorder's entries kept)
-        if self.spans and self._due is None and not self.collectives and _distributed():
+        if self.spans and self._due is None and not self.collectives and distributed():
             self._due = time.perf_counter() + FLIGHT_RECORDER_SETTLE_S
 
     def read_collectives(self, now: float | None = None) -> None:
@@ -151,15 +151,6 @@ def window_collectives(spans: dict[int, tuple[int, int]]) -> list[list[Any]]:
         duration = entry.get("duration_ms")
         out[key] = [*key, created, float(duration) if duration is not None else None, step]
     return sorted(out.values(), key=lambda e: e[3])[:MAX_ENTRIES]
-
-
-def _distributed() -> bool:
-    """The process has a process group now (else no recorder is asked: nothing to read)."""
-    dist = sys.modules.get("torch.distributed")
-    try:
-        return dist is not None and dist.is_available() and dist.is_initialized()
-    except Exception:  # noqa: BLE001 - a torch.distributed half set up or torn down
-        return False
 
 
 def _entries() -> list[dict[str, Any]]:
