@@ -237,6 +237,8 @@ class ProcessRuntime:
     kernel_step_ms: float | None = None  # their mean, start to start, under torch.profiler
     # over the kernel steps: each collective call in the order it started, [name, us]
     collective_calls: list[list[str | float]] = field(default_factory=list)
+    # each kernel step's collectives: [its number, their ms, of it exposed ms]
+    step_collectives: list[list[float]] = field(default_factory=list)
     # the steps the kernel profile ran through and left out: they held other work
     kernel_steps_held: list[int] = field(default_factory=list)
     # the window's collectives, from torch's Flight Recorder: [process group, sequence

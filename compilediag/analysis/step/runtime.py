@@ -261,8 +261,9 @@ def window_figures(
     attribute_time(report, p)
     breakdown = report.timings.breakdown
     if breakdown is not None:
-        breakdown.communication_ms = communication_ms(first)
-        breakdown.communication_exposed_ms = exposed_ms(first)
+        breakdown.communication_ms, breakdown.communication_exposed_ms = collectives_ms(
+            first, left_out
+        )
         _set_wait(breakdown, first, waits or Waits())
         breakdown.rest = rest_parts(first)
         report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
@@ -271,19 +272,27 @@ def window_figures(
         report.timings.notes += tf32_advice(report)
 
 
-def communication_ms(p: ProcessRuntime) -> float | None:
+def collectives_ms(p: ProcessRuntime, left_out: set[int]) -> tuple[float | None, float | None]:
     """The time a step's collectives (NCCL's kernels, gloo's operations) ran, over the
-    kernel profile's steps (calls that overlap counted once); None where it saw none."""
-    seen = any(k.kind == "communication" for k in p.kernels)
-    return round(p.collectives_ms / p.kernel_steps, 6) if seen and p.kernel_steps else None
-
-
-def exposed_ms(p: ProcessRuntime) -> float | None:
-    """Of the collectives' time a step, that with no compute beside it (None: not measured,
-    an older release's file)."""
-    if p.collectives_exposed_ms is None or communication_ms(p) is None:
-        return None
-    return round(p.collectives_exposed_ms / p.kernel_steps, 6)
+    kernel profile's steps (calls that overlap counted once), and of it the time no compute
+    ran beside; a step that held other work on any rank (`left_out`: this rank's wait for
+    it) left out where the probe kept each step's. None where it saw none (the exposed
+    time: not measured, an older release's file)."""
+    if not any(k.kind == "communication" for k in p.kernels) or not p.kernel_steps:
+        return None, None
+    if p.step_collectives:
+        kept = [x for x in p.step_collectives if int(x[0]) not in left_out]
+        if not kept:  # every step of it held other work on a rank
+            return None, None
+        return (
+            round(statistics.fmean(x[1] for x in kept), 6),
+            round(statistics.fmean(x[2] for x in kept), 6),
+        )
+    exposed = p.collectives_exposed_ms
+    return (
+        round(p.collectives_ms / p.kernel_steps, 6),
+        round(exposed / p.kernel_steps, 6) if exposed is not None else None,
+    )
 
 
 # the probe's order (an older release's rows: the first six)
@@ -311,8 +320,7 @@ def rank_steps(
             continue
         profiled = training_profile(p.profiled, left_out)
         b = breakdown_of(profiled)
-        b.communication_ms = communication_ms(p)
-        b.communication_exposed_ms = exposed_ms(p)
+        b.communication_ms, b.communication_exposed_ms = collectives_ms(p, left_out)
         _set_wait(b, p, waits)
         plain_ms = plain_training_ms(p, left_out)
         plain = round(statistics.median(plain_ms), 6) if plain_ms else None

@@ -152,6 +152,26 @@ def test_no_figure_is_larger_than_the_part_that_holds_it(gpt_ddp) -> None:
     )
 
 
+def test_a_wait_for_another_ranks_evaluation_is_out_of_the_collectives(gpt_ddp) -> None:
+    """Rank 1 profiles step 13, where it waits for rank 0's evaluation and checkpoint: its
+    collectives a step are those of its other profiled steps (before: the wait in their
+    mean, 24.1 ms a step of NCCL against 0.02 on rank 0, on 2 H200s). The probe places each
+    collective in its step: step 13's are rank 1's longest, as its own clock says."""
+    report, facts, trace = gpt_ddp
+    own = json.loads((facts / "rank1.json").read_text())
+    (probe,) = [
+        json.loads(f.read_text()) for f in (trace / "compilediag_runtime").glob("runtime-1-*")
+    ]
+    each = {int(n): ms for n, ms, _ in probe["step_collectives"]}
+    assert sorted(each) == [10, 11, 12, 13, 14] and max(each, key=each.get) == 13, each
+    # its own clock says so too (its step 14 ends after the probe stopped the profiler, which
+    # reads its events there: not a step of the profile)
+    assert max(range(10, 14), key=lambda n: own["step_ms"][n - 1]) == 13, own["step_ms"]
+    (rank1,) = [s for s in report["runtime"]["rank_steps"] if s["rank"] == 1]
+    kept = [ms for n, ms in each.items() if n != 13]
+    assert rank1["breakdown"]["communication_ms"] == pytest.approx(statistics.fmean(kept))
+
+
 def test_a_trainer_window_that_holds_its_evaluation(tmp_path: Path) -> None:
     """Steps 10-20 hold evaluate() twice (after steps 12 and 18): before, the window's mean
     step held them, and the evaluation was unnamed. The kernel profile's steps after it (21-25)

@@ -105,7 +105,7 @@ def _kernel_facts(probe: Probe) -> dict[str, Any]:
         "kernel_step_numbers": list(k.step_numbers), "kernel_step_ms": k.step_ms,
         "kernel_steps_held": list(k.held),
         "collectives_ms": k.collectives_ms, "collectives_exposed_ms": k.exposed_ms,
-        "collective_calls": k.collective_calls,
+        "collective_calls": k.collective_calls, "step_collectives": k.step_collectives,
         "rest": k.rest,
         "kernels_off": not probe.profile_kernels,
     }  # fmt: skip

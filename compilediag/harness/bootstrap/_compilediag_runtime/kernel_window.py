@@ -63,6 +63,7 @@ class _KernelWindow:
         # each collective call in the order they started: [name, its time (us)], on this
         # rank; set beside the other ranks' same call, what it waited for them
         self.collective_calls: list[list[Any]] = []
+        self.step_collectives: list[list[float]] = []  # each step's: _each_step
         self.device = ""  # the GPU's name
         if cuda:
             import torch
@@ -206,11 +207,11 @@ class _KernelWindow:
 
         marks = sorted(e.time_range.start for e in events if e.name == STEP_MARK)
         cutoff, rest_cutoff = _cutoffs(events, marks, ended)
-        held = [
-            (start, marks[i + 1] if i + 1 < len(marks) else float("inf"))
+        bounds = [
+            (n, start, marks[i + 1] if i + 1 < len(marks) else float("inf"))
             for i, (start, n) in enumerate(zip(marks, numbers, strict=False))
-            if n in self.held
         ]
+        held = [(a, b) for n, a, b in bounds if n in self.held]
 
         def held_at(t: float) -> bool:
             return any(a <= t < b for a, b in held)
@@ -219,6 +220,7 @@ class _KernelWindow:
         spans: dict[str, list[tuple[float, float]]] = {}  # a collective's calls, by name
         calls: list[tuple[float, str, float]] = []  # each collective call: start, name, us
         compute: list[tuple[float, float]] = []  # the kernels' (CUDA) or the step's ops' (CPU)
+        at: dict[tuple[float, float], float] = {}  # a kernel's span: its launch (CUDA)
         rest: dict[tuple[str, str, str], dict[str, Any]] = {}
         launched_by, flops_to = _launched(events)
         counted: set[int] = set()  # the library calls whose FLOPs a kernel of theirs took
@@ -239,6 +241,7 @@ class _KernelWindow:
                 if getattr(e, "is_user_annotation", False) or e.name.startswith(ANNOTATIONS):
                     continue  # a record_function's range on the GPU's timeline, not a kernel
                 kind = "generated" if e.name.startswith("triton_") else "device"
+                at[(e.time_range.start, e.time_range.end)] = launched.time_range.start
                 if e.name.startswith(COLLECTIVE_KERNELS):
                     kind = "communication"
                     spans.setdefault(e.name, []).append((e.time_range.start, e.time_range.end))
@@ -278,6 +281,8 @@ class _KernelWindow:
             if row["name"] in spans:  # gloo runs a step's collectives on several threads
                 row["ms"] = _covered(spans[row["name"]]) / 1e3
         self._collectives(spans, calls, compute)
+        kept = [x for x in bounds if x[0] not in self.held]
+        self.step_collectives = _each_step(kept, spans, compute, at)
         self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
         return sorted(rows.values(), key=lambda r: -r["ms"])
 
@@ -337,6 +342,24 @@ def _cutoffs(events: Any, marks: list[float], ended: bool) -> tuple[float, float
     optimizing = [e.time_range.start for e in events if e.name == OPTIMIZER_MARK]
     last_optimizer = max(optimizing, default=float("-inf"))
     return cutoff, (last_optimizer if last_optimizer > last_step else cutoff)
+
+
+def _each_step(
+    bounds: list[tuple[int, float, float]], spans: dict[str, list[tuple[float, float]]],
+    compute: list[tuple[float, float]], at: dict[tuple[float, float], float],
+) -> list[list[float]]:  # fmt: skip
+    """Each step's collectives, [its number, their time (ms; calls that overlap, once), of
+    it the time no compute ran beside]: a span is its step's where it was launched (a CUDA
+    kernel) or began (else), so a step another rank kept waiting can be left out later."""
+    collectives = [x for ranges in spans.values() for x in ranges]
+    out = []
+    for n, a, b in bounds:
+        mine = [x for x in collectives if a <= at.get(x, x[0]) < b]
+        work = [x for x in compute if a <= at.get(x, x[0]) < b]
+        covered = _covered(mine)
+        beside = covered + _covered(work) - _covered(mine + work)
+        out.append([n, round(covered / 1e3, 6), round(max(0.0, covered - beside) / 1e3, 6)])
+    return out
 
 
 def _add_row(
