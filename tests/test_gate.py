@@ -202,7 +202,9 @@ def test_github_annotations_on_a_breaking_sample() -> None:
             )
             for n in notes
         )
-    assert notes[-1].startswith("::error title=compilediag gate::fullgraph 3 (at most 0)")
+    assert notes[-1].startswith(
+        "::error title=compilediag gate::fullgraph 3 graph-break sites (at most 0)"
+    )
 
 
 def test_junit_file_and_config_in_pyproject(tmp_path: Path) -> None:
@@ -250,7 +252,7 @@ def test_assert_compiles_helper() -> None:
         assert_compiles(breaking.get_model(), breaking.get_inputs())
     message = str(info.value)
     assert "graph_breaks.py:22" in message and "graph_breaks.py:24" in message
-    assert "max-graph-breaks: 3 (at most 0)" in message
+    assert "max-graph-breaks: 3 graph-break sites (at most 0)" in message
     assert torch._dynamo.utils.counters is not None
 
 
@@ -344,3 +346,29 @@ def test_the_mark_dynamic_remedy_reads_the_guard_as_data_not_its_words() -> None
         x.failed_guard = "reworded: " + x.failed_guard.upper()
     (mark,) = [m for m in remedies_for(report) if m.name == "mark_dynamic"]
     assert mark.mark_dynamic == [(0, 0)] and "mark_dynamic(input, 0)" in mark.code
+
+
+def test_a_gate_that_fails_says_why_on_the_terminal_whatever_the_outputs(tmp_path: Path) -> None:
+    """#68: with the report sent to a file (`-o`), or JSON on stdout, a failing gate printed
+    only "wrote ..." and exited 1; its values had no unit ("1.23737 (at most 0.5)"). The
+    rule, the value in its unit and the bound now go to stderr, and the value is torch's
+    compile time as the report holds it."""
+    trace = str(fixture_trace("graph_breaks.eager"))
+    spent = json.loads(run_cli("report", trace, "--format", "json").stdout)["summary"][
+        "compile_time_s"
+    ]
+    limit = spent / 2
+    out = tmp_path / "report.md"
+    for args in (["-o", str(out), "--format", "markdown"], ["--format", "json"]):
+        failed = run_cli("report", trace, "--max-compile-time", str(limit), "--fullgraph", *args)
+        assert failed.returncode == 1, failed.stderr
+        lines = failed.stderr.splitlines()
+        assert "verdict: FAIL" in lines, failed.stderr
+        assert f"  FAIL max-compile-time: {spent:g} s (at most {limit:g} s)" in lines, lines
+        breaks = json.loads(run_cli("report", trace, "--format", "json").stdout)["summary"][
+            "graph_breaks"
+        ]
+        assert f"  FAIL fullgraph: {breaks} graph-break sites (at most 0)" in lines, lines
+    assert out.is_file() and "FAIL" in out.read_text()
+    passed = run_cli("report", trace, "--max-compile-time", str(spent * 2), "-o", str(out))
+    assert passed.returncode == 0 and "verdict: PASS" in passed.stderr, passed.stderr

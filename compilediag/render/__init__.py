@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from compilediag.paths import short_path, where
@@ -165,9 +166,27 @@ def rule_text(r: Rule) -> str:
         )
     if "speedup" in r.name:
         return f"{r.value:.2f}x (at least {r.limit:.2f}x)"
+    value, limit = RULE_UNITS.get(r.name, lambda v: f"{v:g}"), f"{r.limit:g}"
+    if r.name in ("max-compile-time", "max-wait-share"):
+        limit = value(r.limit)  # a figure with its unit (a count's limit reads bare)
     if r.message:  # a multi-rank report's worst rank, by name
-        return f"{r.message} (at most {r.limit:g})"
-    return f"{r.value:g} (at most {r.limit:g})"
+        return f"{r.message} (at most {limit})"
+    return f"{value(r.value)} (at most {limit})"
+
+
+def _count(word: str) -> Callable[[float], str]:
+    return lambda v: f"{v:g} {word}{'s' * (v != 1)}"
+
+
+# a gate rule's figure in its unit (rule_text)
+RULE_UNITS: dict[str, Callable[[float], str]] = {
+    "fullgraph": _count("graph-break site"),
+    "max-graph-breaks": _count("graph-break site"),
+    "max-recompiles": _count("recompile"),
+    "max-compile-time": lambda v: f"{v:g} s",
+    "max-wait-share": lambda v: f"{v:.0%} of its step",
+    "divergence": _count("divergence finding"),
+}
 
 
 def verdict_lines(report: Report) -> list[str]:

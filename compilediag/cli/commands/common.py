@@ -288,9 +288,20 @@ def emit(report: Report, out: OutputOptions) -> None:
             out.output, render(report, out.format, width=100, color=False), "--output"
         )
         wrote(out.output, f"the report, {out.format}")
-        return
-    fmt = out.format
-    sys.stdout.write(render(report, fmt, width=width(), color=color() and fmt == "table"))
+    else:
+        fmt = out.format
+        sys.stdout.write(render(report, fmt, width=width(), color=color() and fmt == "table"))
+    if out.output or out.format != "table":
+        say_verdict(report)
+
+
+def say_verdict(report: Report) -> None:
+    """The gate's verdict on the terminal (stderr), where no table went to it: the report
+    went to a file, or stdout holds JSON or Markdown for a program to read."""
+    from compilediag.render import verdict_lines
+
+    for line in verdict_lines(report):
+        sys.stderr.write(line + "\n")
 
 
 def load_report(path: str, what: str) -> Report:
