@@ -194,6 +194,7 @@ class CompileCall:
     file: str = ""
     line: int = 0
     called: bool = False
+    key: int = 0  # the returned object's id, as entry_calls name it
 
 
 @dataclass
@@ -234,6 +235,9 @@ class ProcessRuntime:
     other_work: list[OtherWork] = field(default_factory=list)  # a training job's evaluations
     evaluation_calls: dict[str, int] = field(default_factory=dict)  # their graph calls, by id
     kernel_step_numbers: list[int] = field(default_factory=list)  # the kernel profile's steps
+    # each outermost call of a compiled entry, the first 4096: [step, the entry's id, its
+    # tensors' shapes, a graph ran, a graph was made, ms (host clock), first tensor's numel]
+    entry_calls: list[list[Any]] = field(default_factory=list)
     kernel_step_ms: float | None = None  # their mean, start to start, under torch.profiler
     # over the kernel steps: each collective call in the order it started, [name, us]
     collective_calls: list[list[str | float]] = field(default_factory=list)

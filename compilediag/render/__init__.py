@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compilediag.paths import short_path, where
+from compilediag.report.compile import LimitHit
 from compilediag.report.model import RankSpread, Report, Rule, Summary
 from compilediag.report.ranksets import rank_set
 from compilediag.report.words import cache_text as cache_text  # the renderers' import
@@ -210,3 +211,68 @@ def ranks_of(report: Report, positions: list[int]) -> str:
 def shown_id(report: Report, cid: str) -> str:
     """A compile id as shown: without its rank where the ranks are named beside it."""
     return re.sub(r"^r\d+:", "", cid) if len(report.ranks) > 1 else cid
+
+
+SHAPES_SHOWN = 4  # a limit hit's shapes named, the first ones
+
+
+def limit_words(hit: LimitHit) -> tuple[str, list[tuple[str, str]]]:
+    """A recompile-limit hit, from its fields: its headline, and its rows (label, text)."""
+    at = f" at step {hit.step}" if hit.step is not None else ""
+    head = (
+        f"Recompile limit hit{at}: {hit.frame} at {where(hit.file, hit.line)} compiled "
+        f"{plural(hit.compiles, 'graph')} (limit {hit.limit}); "
+    )
+    rows: list[tuple[str, str]] = []
+    if hit.step is None:
+        head += (
+            "from then on a call that fits one of them runs it, and a call that needs a new "
+            "graph runs in eager mode, unoptimised."
+        )
+    else:
+        head += (
+            f"of its {hit.cached_calls + hit.eager_calls} calls from then on, "
+            f"{hit.cached_calls} ran a graph it had and {hit.eager_calls} ran in eager mode, "
+            "unoptimised."
+        )
+        rows += [("eager", _shapes(hit.eager_shapes)), ("graphs", _shapes(hit.cached_shapes))]
+        eager, cached = hit.eager_ms_per_k, hit.cached_ms_per_k
+        if eager and cached:
+            rows.append((
+                "cost", f"a call took {ms(eager)} in eager mode and {ms(cached)} with its "
+                f"graph, per 1,000 elements of its first input ({eager / cached:.2g}x; the "
+                "calls' median, by the host's clock)",
+            ))  # fmt: skip
+    rows += [("reason", reason) for reason in hit.distinct_reasons]
+    call = f" at {where(hit.compile_file, hit.compile_line)}" if hit.compile_file else ""
+    if hit.static_shapes and "dynamic=False" in hit.compile_code:
+        rows.append((
+            "cause", f"dynamic=False{call} (`{hit.compile_code}`) turns torch's automatic "
+            "dynamic shapes off: each new size is a graph of its own",
+        ))  # fmt: skip
+        fix = (
+            f"Drop dynamic=False{call}: torch then makes a size that changes dynamic at its "
+            "first change (one recompile); or mark the dimension dynamic before the call."
+        )
+    elif hit.static_shapes:
+        rows.append((
+            "cause", "torch._dynamo.config.automatic_dynamic_shapes is False for its compiles: "
+            "each new size is a graph of its own",
+        ))  # fmt: skip
+        fix = "Set automatic_dynamic_shapes back to True, or mark the dimension dynamic."
+    else:
+        fix = "Remove the cause above; raising torch._dynamo.config.recompile_limit only hides it."
+    rows.append(("fix", fix))
+    rows.append((
+        "or fail", "to stop rather than run in eager mode: "
+        'torch.compiler.set_stance("fail_on_recompile") once warmed up, or '
+        "torch._dynamo.config.fail_on_recompile_limit_hit = True",
+    ))  # fmt: skip
+    return head, rows
+
+
+def _shapes(shapes: list[str]) -> str:
+    """`(8x48, 8), (8x52, 8), ... (9 shapes)`: the shapes of a call's tensors, each once."""
+    shown = ", ".join(f"({x})" if "," in x else x for x in shapes[:SHAPES_SHOWN])
+    more = f", ... ({len(shapes)} shapes)" if len(shapes) > SHAPES_SHOWN else ""
+    return (shown + more) if shapes else "none"

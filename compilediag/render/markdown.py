@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from compilediag.render import (
     headline,
+    limit_words,
     ranks_of,
     seconds,
     short_path,
@@ -68,10 +69,9 @@ def _limit_hits(report: Report) -> list[str]:
         return []
     out = ["### Recompile limit hit", ""]
     for hit in report.recompile_limit_hits:
-        out.append(
-            f"- `{hit.frame}` at `{where(hit.file, hit.line)}` compiled {hit.compiles} times "
-            f"(limit {hit.limit}): later calls run in eager mode."
-        )
+        head, rows = limit_words(hit)
+        out.append(f"- {_cell(head)}")
+        out += [f"  - {label}: {_cell(text)}" for label, text in rows]
     return out + [""]
 
 

@@ -21,6 +21,7 @@ from compilediag.report.model import (
 )
 from compilediag.report.vocabulary import RestKind, StepsAt
 from compilediag.report.words import ALSO_CHANGED as ALSO
+from compilediag.report.words import steps_words
 from compilediag.trace.formats import guard_pattern
 
 
@@ -437,18 +438,6 @@ def _stalled(r: Runtime) -> str:
         f"{'; '.join(said)}; no compile and no evaluation in {them}: not the "
         f"training step's cost, left out of these figures on every rank; {why}"
     )
-
-
-def steps_words(steps: list[int]) -> str:
-    """`steps 9-18`, `steps 10-12, 14-18, 20`: those that follow each other as a run."""
-    runs: list[list[int]] = []
-    for n in sorted(steps):
-        if runs and n == runs[-1][-1] + 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    said = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
-    return ("step " if len(steps) == 1 else "steps ") + said
 
 
 def _steps(steps: list[int]) -> str:

@@ -113,7 +113,8 @@ class CompileFailure:
 
 @dataclass
 class LimitHit:
-    """Dynamo's recompile limit was reached: later calls of the frame run in eager mode."""
+    """Dynamo's recompile limit was reached: from then on a call of the frame that fits a
+    graph it has runs that graph, and one that needs a new graph runs in eager mode."""
 
     frame: str
     file: str
@@ -122,6 +123,21 @@ class LimitHit:
     compiles: int
     distinct_reasons: list[str] = field(default_factory=list)
     compile_id: str = ""  # the compile that hit the limit
+    static_shapes: bool = False  # its compiles had automatic dynamic shapes off
+    # the torch.compile call of the entry that runs the frame (`run`), and its line's code
+    compile_file: str = ""
+    compile_line: int = 0
+    compile_code: str = ""
+    # `run`, where the frame is the compiled entry's own: the entry's calls, by the probe
+    step: int | None = None  # the step of its first call past the limit
+    cached_calls: int = 0  # from that call on: calls that ran a graph it had
+    eager_calls: int = 0  # ... and calls that ran in eager mode (no graph fit, none made)
+    cached_shapes: list[str] = field(default_factory=list)  # their tensors' shapes, once each
+    eager_shapes: list[str] = field(default_factory=list)
+    # a call's host time per 1,000 elements of its first tensor, their median (CPU; None
+    # on CUDA, where a call's host time is its launches)
+    cached_ms_per_k: float | None = None
+    eager_ms_per_k: float | None = None
 
 
 @dataclass

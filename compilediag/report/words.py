@@ -50,3 +50,15 @@ def cache_text(
         if states:
             parts.append(f"{name}: {', '.join(states)}")
     return " · ".join(parts) + (" (private, empty caches: --cold)" if cold else "")
+
+
+def steps_words(steps: list[int]) -> str:
+    """`steps 9-18`, `steps 10-12, 14-18, 20`: those that follow each other as a run."""
+    runs: list[list[int]] = []
+    for n in sorted(steps):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    said = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+    return ("step " if len(steps) == 1 else "steps ") + said

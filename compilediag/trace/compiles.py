@@ -156,6 +156,9 @@ class CompilationMetrics:
     # end - start, where torch states both (2.8+): the whole of a compile with no Dynamo in
     # it (an AOTInductor compile writes no other time)
     duration_s: float = 0.0
+    # Dynamo's config for this compile said automatic_dynamic_shapes=False
+    # (torch.compile(dynamic=False) sets it): each new size a graph of its own
+    static_shapes: bool = False
 
     @classmethod
     def parse(cls, m: dict[str, Any]) -> CompilationMetrics:
@@ -197,6 +200,7 @@ class CompilationMetrics:
             aot_cache_misses=_int(m.get("aotautograd_local_cache_miss_count"))
             + _int(m.get("aotautograd_remote_cache_miss_count")),
             times_from="seconds" if "entire_frame_compile_time_s" in m else "cumulative_us",
+            static_shapes=_static_shapes(m.get("dynamo_config")),
             duration_s=max(0.0, _float(m.get("end_time_us")) - _float(m.get("start_time_us")))
             / 1e6,
         )
@@ -323,3 +327,14 @@ class TraceLog:
 
     def ordered(self) -> list[Compile]:
         return sorted(self.compiles.values(), key=lambda c: c.order)
+
+
+def _static_shapes(config: Any) -> bool:
+    """The compile's dynamo_config (a JSON string, 2.5+) turned automatic dynamic shapes off."""
+    if not isinstance(config, str):
+        return False
+    try:
+        value = json.loads(config)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and value.get("automatic_dynamic_shapes") is False

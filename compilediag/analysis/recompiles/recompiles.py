@@ -146,6 +146,7 @@ def collect_limit_hits(h: History, recompiles: list[Recompile]) -> list[LimitHit
                 compiles=len([r for r in same if r.compile_id != e.compile_id]) + 1,
                 distinct_reasons=_distinct(r.failed_guard for r in same),
                 compile_id=e.compile_id,
+                static_shapes=any(k.metrics.static_shapes for k in h.frame_of(e)),
             )
         )
     return hits

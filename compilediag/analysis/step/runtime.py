@@ -20,6 +20,7 @@ from compilediag.analysis.step.kernel_times import (
     kernel_timings,
     tf32_advice,
 )
+from compilediag.analysis.step.limit import limit_calls
 from compilediag.analysis.step.other_work import (
     plain_training_ms,
     stalled_steps,
@@ -164,6 +165,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     framework_wrapped(
         report, [(c.what, c.file, c.line) for p in run.processes for c in p.compile_calls]
     )
+    if first is not None:
+        limit_calls(report.recompile_limit_hits, first)
     report.runtime = job
 
 

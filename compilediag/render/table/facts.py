@@ -23,13 +23,13 @@ from compilediag.render.views import (
     rank_step_rows,
     step_text,
     step_words,
-    steps_words,
     tracing_words,
     unmeasured_words,
     window_notes,
 )
 from compilediag.report.model import Breakdown, CompileTime, Report, Runtime
 from compilediag.report.numerics import COMPILED_CLOSER, DIFFER, MATCH, RANDOM_ONLY, Numerics
+from compilediag.report.words import steps_words
 
 KIND_LABELS = {
     "persistent_reduction": "persistent",

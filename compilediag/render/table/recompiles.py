@@ -7,6 +7,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from compilediag.render import (
+    limit_words,
     plural,
     ranks_of,
     seconds,
@@ -82,25 +83,10 @@ def recompile_blocks(report: Report) -> list:
             rows.append((f"fix {shown_id(report, cid)}", Text(fix, style="green")))
         out.append(details(rows))
     for hit in report.recompile_limit_hits:
-        out.append(
-            Text(
-                f"\nRecompile limit hit: {hit.frame} at {where(hit.file, hit.line)} compiled "
-                f"{hit.compiles} times (limit {hit.limit}); later calls of it run in eager mode, "
-                "unoptimised.",
-                style="bold red",
-            )
-        )
-        rows = [("reason", Text(reason)) for reason in hit.distinct_reasons]
-        rows.append(
-            (
-                "fix",
-                Text(
-                    "Remove the cause above; raising torch._dynamo.config.recompile_limit only hides it.",
-                    style="green",
-                ),
-            )
-        )
-        out.append(details(rows))
+        head, rows = limit_words(hit)
+        out.append(Text("\n" + head, style="bold red"))
+        styled = {"fix": "green", "or fail": "green"}
+        out.append(details([(k, Text(v, style=styled.get(k, ""))) for k, v in rows]))
     return out
 
 

@@ -36,6 +36,7 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "rank": int(rank) if rank and rank.isdigit() else None,
         "argv": list(sys.argv),
         "calls": dict(probe.calls),
+        "entry_calls": probe.entry_calls,
         "first_frame": probe.first_frame,
         "training_frame": probe.training_frame,
         "steps": probe.optimizer_steps if by_optimizer else probe.steps,
@@ -60,7 +61,8 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "evaluation_calls": dict(probe.other.calls) if by_optimizer else {},
         "backends": list(probe.backends),
         "compile_calls": [
-            {**c, "called": key in probe.entered} for key, c in probe.compile_calls.items()
+            {**c, "called": key in probe.entered, "key": key}
+            for key, c in probe.compile_calls.items()
         ],
         "devices": list(probe.devices),
         "wall_s": time.perf_counter() - probe.started,

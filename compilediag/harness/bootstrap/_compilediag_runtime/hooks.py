@@ -4,8 +4,10 @@ batch, GradScaler's step, and torch's CUDA-graph skip log. Each hook returns its
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
+import time
 from typing import Any
 
 from . import remedies
@@ -226,7 +228,7 @@ def _count_entries(probe: Probe) -> Any:
             outermost = _marked_step(probe, getattr(self, "_orig_mod", None))
             probe.entry(id(self), getattr(self, "_orig_mod", None))
             try:
-                out = module_call(self, *args, **kwargs)
+                out = _tallied(probe, id(self), functools.partial(module_call, self), args, kwargs)
             finally:
                 probe.exit_entry()
             return remedies.after_call(sys.modules["torch"], out) if outermost else out
@@ -275,7 +277,6 @@ def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
     """A compiled function that tells the probe of each call; torch's own attributes on
     it (what it wraps, its compiler config) kept. `owner`: the object of a compiled bound
     method (a module's `_call_impl` under `module.compile()`)."""
-    import functools
 
     module = owner if hasattr(owner, "training") else None
     optim = sys.modules.get("torch.optim")
@@ -289,7 +290,7 @@ def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
             probe.compiled_optimizers.add(id(optimizer))
             probe.optimizer_enter()
         try:
-            out = compiled(*args, **kwargs)
+            out = _tallied(probe, id(entry), compiled, args, kwargs)
         finally:
             if optimizer is not None:
                 probe.optimizer_exit(optimizer)
@@ -297,6 +298,33 @@ def _counted(probe: Probe, compiled: Any, owner: Any) -> Any:
         return remedies.after_call(sys.modules["torch"], out) if outermost else out
 
     return entry
+
+
+MAX_ENTRY_CALLS = 4096  # outermost calls of compiled entries tallied, the first ones
+
+
+def _tallied(probe: Probe, key: int, call: Any, args: Any, kwargs: Any) -> Any:
+    """`call(*args, **kwargs)`, a compiled entry's (`key`: its id), tallied where it is
+    outermost: [its step, the entry's id, its tensors' shapes (`8x16, 8`), whether a graph
+    ran in it, whether one was made, its time (ms, the host's clock: on CUDA the
+    launches'), the first tensor's elements]. Past the recompile limit a call that ran no
+    graph and made none ran eagerly."""
+    if probe._depth != 1 or len(probe.entry_calls) >= MAX_ENTRY_CALLS:
+        return call(*args, **kwargs)
+    made, ran, start = probe.graphs_made, probe.graph_calls, time.perf_counter()
+    try:
+        return call(*args, **kwargs)
+    finally:
+        took = (time.perf_counter() - start) * 1e3
+        _tally(probe, key, args, kwargs, [probe.graph_calls > ran, probe.graphs_made > made, took])
+
+
+def _tally(probe: Probe, key: int, args: Any, kwargs: Any, seen: list[Any]) -> None:
+    ran, made, took = seen
+    tensors = [x for x in (*args, *kwargs.values()) if hasattr(x, "shape")][:4]
+    shapes = ", ".join("x".join(map(str, x.shape)) or "scalar" for x in tensors)
+    numel = int(tensors[0].numel()) if tensors else 0
+    probe.entry_calls.append([probe.steps, key, shapes, ran, made, round(took, 4), numel])
 
 
 def _marked_step(probe: Probe, module: Any) -> bool:

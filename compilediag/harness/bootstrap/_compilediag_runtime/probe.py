@@ -43,6 +43,10 @@ class Probe:
         self.stop_after = stop_after  # end the job after its step N (--stop-after)
         self.profile_kernels = kernels  # the kernels, over the steps after the window
         self.calls: dict[str, int] = {}
+        self.graphs_made = self.graph_calls = 0  # graphs the backend returned; their calls
+        # each outermost call of a compiled entry: hooks.tally_call (what the recompile
+        # limit's calls ran)
+        self.entry_calls: list[list[Any]] = []
         self.first_frame: int | None = None
         self.training_frame: int | None = None  # the first frame a training call ran
         self.steps = 0  # steps started (of the entry or the first frame; by optimizer: + 1)
@@ -148,6 +152,7 @@ class Probe:
 
     def wrap(self, fn: Any) -> Any:
         cid, frame = _compile_id()
+        self.graphs_made += 1
         if self.first_frame is None and frame is not None and not cid.startswith("!"):
             self.first_frame = frame
         probe = self
@@ -385,6 +390,7 @@ class Probe:
     def enter(self, cid: str, frame: int | None) -> bool:
         """Count the call; in the window, mark its start (True: its end is to be marked)."""
         self.calls[cid] = self.calls.get(cid, 0) + 1
+        self.graph_calls += 1
         self.other.graph_call(cid)
         if self.training_frame is None and not self.other.evaluating and not cid.startswith("!"):
             self.training_frame = frame
