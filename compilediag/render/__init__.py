@@ -256,10 +256,14 @@ def limit_words(hit: LimitHit) -> tuple[str, list[tuple[str, str]]]:
         )
     elif hit.static_shapes:
         rows.append((
-            "cause", "torch._dynamo.config.automatic_dynamic_shapes is False for its compiles: "
-            "each new size is a graph of its own",
+            "cause", "torch's automatic dynamic shapes were off for its compiles "
+            "(torch.compile(..., dynamic=False), or torch._dynamo.config."
+            "automatic_dynamic_shapes = False): each new size is a graph of its own",
         ))  # fmt: skip
-        fix = "Set automatic_dynamic_shapes back to True, or mark the dimension dynamic."
+        fix = "Compile without dynamic=False (or set automatic_dynamic_shapes back to True): " + (
+            "torch then makes a size that changes dynamic at its first change (one "
+            "recompile); or mark the dimension dynamic before the call."
+        )
     else:
         fix = "Remove the cause above; raising torch._dynamo.config.recompile_limit only hides it."
     rows.append(("fix", fix))

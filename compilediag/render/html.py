@@ -29,7 +29,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from compilediag.paths import library_path, user_base
-from compilediag.render import kernel_count_note, ms, plural
+from compilediag.render import kernel_count_note, limit_words, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.glance import rank_glance
 from compilediag.render.step_picture import step_picture
@@ -131,7 +131,7 @@ def _env() -> jinja2.Environment:
         code_block=code_block,
         breakable=breakable,
     )
-    env.globals.update(plural=plural, achieved=_achieved)
+    env.globals.update(plural=plural, achieved=_achieved, limit_words=limit_words)
     env.tests.update(doc_link=is_doc_link, mapping=lambda v: isinstance(v, Mapping))
     return env
 

@@ -72,7 +72,7 @@ def test_the_calls_after_the_limit_are_counted_as_the_job_ran_them(limited) -> N
     assert hit["cached_ms_per_k"] == pytest.approx(_per_k(job, True), rel=0.35)
 
 
-def test_the_limit_names_dynamic_false_at_the_compile_call(limited) -> None:
+def test_the_limit_names_dynamic_false_at_the_compile_call(limited, tmp_path: Path) -> None:
     report, _, text = limited
     (hit,) = report["recompile_limit_hits"]
     assert hit["static_shapes"] and hit["compile_line"] == COMPILE_LINE
@@ -80,6 +80,12 @@ def test_the_limit_names_dynamic_false_at_the_compile_call(limited) -> None:
     assert "Recompile limit hit at step 9:" in text and "16 ran a graph it had" in text, text
     assert "later calls of it run in eager mode" not in text
     assert 'torch.compiler.set_stance("fail_on_recompile")' in text
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    run_cli(
+        "render", str(tmp_path / "report.json"), "--format", "html", "-o", str(tmp_path / "r.html")
+    )
+    page = (tmp_path / "r.html").read_text()
+    assert "16 ran a graph it had" in page and "later calls of it run in eager" not in page
 
 
 def test_the_fix_removes_the_limit(tmp_path: Path) -> None:
