@@ -330,6 +330,8 @@ class Runtime:
     kernel_step_ms: float | None = None
     kernel_steps_held: list[int] = field(default_factory=list)
     kernel_steps_waited: list[int] = field(default_factory=list)
+    # the steps whose call of the compiled entry ran in eager mode past the recompile limit
+    limit_eager_steps: list[int] = field(default_factory=list)
     tried: list[Tried] = field(default_factory=list)  # run --try-fixes: each remedy's runs
     try_baseline: TryBaseline | None = None  # run --try-fixes: the unchanged runs
     numerics: LossCheck | None = None  # run --check-numerics: the losses against eager's

@@ -8,7 +8,7 @@ from __future__ import annotations
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.report.model import Breakdown, LoopLine, RestPart, Runtime
 from compilediag.report.vocabulary import RestKind
-from compilediag.report.words import ms
+from compilediag.report.words import ms, steps_words
 
 # a part of the step this large is worth a line of advice
 OPTIMIZER_SHARE = 0.2
@@ -60,7 +60,11 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             )
         out.append((b.data_ms, f"{said}, waited for in the main process: {fix}."))
     ordered = [text for _, text in sorted(out, key=lambda x: -x[0])]
-    return ordered + loop_advice(job, b) + rest_advice(b, explained=_loop_work_ms(job, b))
+    past_limit = sorted(set(job.limit_eager_steps) & set(job.kernel_step_numbers))
+    return (
+        ordered + loop_advice(job, b)
+        + rest_advice(b, explained=_loop_work_ms(job, b), past_limit=past_limit)
+    )  # fmt: skip
 
 
 LOOP_SHARE = 0.1  # a function the loop calls this share of the window's step: advised
@@ -158,7 +162,9 @@ def _rest_kind(name: str, probed: str = RestKind.EAGER) -> tuple[RestKind, str]:
     return RestKind.EAGER, "an eager op outside the compiled graphs (the loss, a metric)"
 
 
-def rest_advice(b: Breakdown, explained: float = 0.0) -> list[str]:
+def rest_advice(
+    b: Breakdown, explained: float = 0.0, past_limit: list[int] | None = None
+) -> list[str]:
     """Eager ops outside the graphs that take REST_SHARE of a step. (Not the reads of a
     value: on CUDA such a read's time is a wait for work the device does anyway, and what
     it costs is the device idle after it, which the profile does not measure.) The job's
@@ -167,7 +173,9 @@ def rest_advice(b: Breakdown, explained: float = 0.0) -> list[str]:
     region on CPU), and nothing is advised. The data's copies to the device get the data
     advice. `explained`: the time a step spends in functions the loop calls itself
     (loop_advice): where that holds the eager ops' time, they are those functions' own, and
-    are not advised into the compiled forward."""
+    are not advised into the compiled forward. `past_limit`: the profiled steps whose call
+    of the compiled entry ran in eager mode past the recompile limit: their ops are among
+    these, and the limit is what to fix, not the forward."""
     step = b.call_ms
     copies = [r for r in b.rest if r.kind == RestKind.TO_DEVICE]
     eager = [r for r in b.rest if r.kind in (RestKind.COPY, RestKind.EAGER)]
@@ -191,6 +199,14 @@ def rest_advice(b: Breakdown, explained: float = 0.0) -> list[str]:
     if not step or spent / step < REST_SHARE or explained >= spent:
         return out
     top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3])
+    if past_limit:
+        return out + [
+            f"eager ops outside the compiled graphs take {spent / step:.0%} of a step "
+            f"({ms(spent)}: {top}): in {steps_words(past_limit)} of the kernel profile the "
+            "compiled forward itself ran in eager mode, past the recompile limit, and its ops "
+            "are among them: the limit's fix (under Recompile limit hit) gives those calls "
+            "their graph."
+        ]
     return out + [
         f"eager ops outside the compiled graphs take {spent / step:.0%} of a step "
         f"({ms(spent)}: {top}): compute them in the compiled forward (return the loss or "

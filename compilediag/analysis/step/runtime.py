@@ -14,13 +14,13 @@ from pathlib import Path
 
 from compilediag.analysis.compile.timings import breakdown_of
 from compilediag.analysis.step.advice import rest_parts, step_advice
+from compilediag.analysis.step.entry_calls import limit_calls
 from compilediag.analysis.step.kernel_times import (
     first_by_name,
     kernel_advice,
     kernel_timings,
     tf32_advice,
 )
-from compilediag.analysis.step.limit import limit_calls
 from compilediag.analysis.step.other_work import (
     plain_training_ms,
     stalled_steps,
@@ -144,6 +144,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             f.file = portable_path(f.file, os.getcwd())
     if first is not None:
         job_facts(job, first, left_out)
+        job.limit_eager_steps = limit_calls(report.recompile_limit_hits, first)
         # steps of a rank's kernel profile that held other work on another rank
         profiled = {n for p in processes for n in p.kernel_step_numbers}
         job.kernel_steps_waited = sorted(profiled & left_out)
@@ -165,8 +166,6 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     framework_wrapped(
         report, [(c.what, c.file, c.line) for p in run.processes for c in p.compile_calls]
     )
-    if first is not None:
-        limit_calls(report.recompile_limit_hits, first)
     report.runtime = job
 
 

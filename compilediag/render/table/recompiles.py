@@ -83,10 +83,10 @@ def recompile_blocks(report: Report) -> list:
             rows.append((f"fix {shown_id(report, cid)}", Text(fix, style="green")))
         out.append(details(rows))
     for hit in report.recompile_limit_hits:
-        head, rows = limit_words(hit)
+        head, said = limit_words(hit)
         out.append(Text("\n" + head, style="bold red"))
         styled = {"fix": "green", "or fail": "green"}
-        out.append(details([(k, Text(v, style=styled.get(k, ""))) for k, v in rows]))
+        out.append(details([(k, Text(v, style=styled.get(k, ""))) for k, v in said]))
     return out
 
 

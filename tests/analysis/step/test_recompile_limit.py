@@ -26,12 +26,13 @@ COMPILE_LINE = next(
 )
 
 
-def run_job(tmp: Path, **env: str) -> tuple[dict, dict, str]:
-    """The job under `compilediag run`: its report (JSON), the job's own facts, the table."""
+def run_job(tmp: Path, *args: str, **env: str) -> tuple[dict, dict, str]:
+    """The job under `compilediag run ARGS`: its report (JSON), the job's own facts, the
+    table."""
     facts = tmp / "facts.json"
     out = tmp / "report.json"
     proc = run_cli(
-        "run", "--format", "json", "-o", str(out), "--", sys.executable, str(JOB),
+        "run", *args, "--format", "json", "-o", str(out), "--", sys.executable, str(JOB),
         env={"JOB_FACTS": str(facts), **env},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -120,3 +121,15 @@ def test_the_fail_loudly_advice_fails_where_torch_would_run_eager() -> None:
         for n in range(3, 7):
             g(torch.ones(2, n))
     torch._dynamo.reset()
+
+
+def test_eager_ops_past_the_limit_are_not_sent_into_the_forward(tmp_path: Path) -> None:
+    """With a window, the kernel profile's steps (21-25) hold calls that ran the forward in
+    eager mode past the limit: its ops show as eager ops outside the graphs. Before, the
+    advice was to "compute them in the compiled forward", where they already are."""
+    report, job, text = run_job(tmp_path, "--profile-steps", "12-20")
+    r = report["runtime"]
+    assert r["limit_eager_steps"] == [n for n, ran in enumerate(job["graph_ran"], 1) if not ran]
+    assert "compute them in the compiled forward" not in text
+    if "eager ops outside the compiled graphs" in text:  # where they took a share of the step
+        assert "past the recompile limit" in text, text

@@ -207,10 +207,7 @@ class _KernelWindow:
 
         marks = sorted(e.time_range.start for e in events if e.name == STEP_MARK)
         cutoff, rest_cutoff = _cutoffs(events, marks, ended)
-        bounds = [
-            (n, start, marks[i + 1] if i + 1 < len(marks) else float("inf"))
-            for i, (start, n) in enumerate(zip(marks, numbers, strict=False))
-        ]
+        bounds = _bounds(marks, numbers)
         held = [(a, b) for n, a, b in bounds if n in self.held]
 
         def held_at(t: float) -> bool:
@@ -276,15 +273,23 @@ class _KernelWindow:
                 # (on CUDA its kernels carry it, above)
                 flops = int(getattr(e, "flops", 0) or 0)
                 add(e.name, "library", e.cpu_time_total, _shapes(e), flops)
-        for row in rows.values():
-            row["bytes"] = self._bytes.get(row["name"], 0)
-            if row["name"] in spans:  # gloo runs a step's collectives on several threads
-                row["ms"] = _covered(spans[row["name"]]) / 1e3
+        self._finish(rows, spans)
         self._collectives(spans, calls, compute)
         kept = [x for x in bounds if x[0] not in self.held]
         self.step_collectives = _each_step(kept, spans, compute, at)
         self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
         return sorted(rows.values(), key=lambda r: -r["ms"])
+
+    def _finish(
+        self, rows: dict[tuple[str, str, str], dict[str, Any]],
+        spans: dict[str, list[tuple[float, float]]],
+    ) -> None:  # fmt: skip
+        """Each row's bytes (a Triton kernel's), and a collective's time as its calls cover
+        it (gloo runs a step's collectives on several threads)."""
+        for row in rows.values():
+            row["bytes"] = self._bytes.get(row["name"], 0)
+            if row["name"] in spans:
+                row["ms"] = _covered(spans[row["name"]]) / 1e3
 
     def _collectives(
         self, spans: dict[str, list[tuple[float, float]]], calls: list[tuple[float, str, float]],
@@ -342,6 +347,12 @@ def _cutoffs(events: Any, marks: list[float], ended: bool) -> tuple[float, float
     optimizing = [e.time_range.start for e in events if e.name == OPTIMIZER_MARK]
     last_optimizer = max(optimizing, default=float("-inf"))
     return cutoff, (last_optimizer if last_optimizer > last_step else cutoff)
+
+
+def _bounds(marks: list[float], numbers: list[int]) -> list[tuple[int, float, float]]:
+    """Each step's number, start and end (the next one's start) in the profile."""
+    ends = [*marks[1:], float("inf")]
+    return list(zip(numbers, marks, ends, strict=False))
 
 
 def _each_step(

@@ -1,4 +1,4 @@
-"""The recompile limit, call by call (#67): for a frame that hit it and is the compiled
+"""What the compiled entry's calls ran. The recompile limit, call by call (#67): for a frame that hit it and is the compiled
 entry's own, which of the entry's later calls ran a graph torch had and which ran in eager
 mode, their shapes and what each took per unit of work, from the probe's tally of the
 entry's calls (`ProcessRuntime.entry_calls`); and the torch.compile call that set it up."""
@@ -15,12 +15,14 @@ from compilediag.report.compile import LimitHit
 FRAME = re.compile(r"(\d+)/\d+$")  # a compile id's frame (`0/8`, `r1:0/8`)
 
 
-def limit_calls(hits: list[LimitHit], p: ProcessRuntime) -> None:
+def limit_calls(hits: list[LimitHit], p: ProcessRuntime) -> list[int]:
     """Each hit of `p`'s first frame (the one its first compiled entry runs), told call by
-    call; every hit gets the torch.compile call of that entry, where the probe saw it."""
+    call; every hit gets the torch.compile call of that entry, where the probe saw it.
+    Returns the steps whose call of that entry ran in eager mode past the limit."""
+    eager_steps: list[int] = []
     first = next((c for c in p.entry_calls if c[4]), None)  # the call that made a graph first
     if first is None:
-        return
+        return eager_steps
     key = first[1]
     call = next((c for c in p.compile_calls if c.key == key and c.file), None)
     for hit in hits:
@@ -41,8 +43,10 @@ def limit_calls(hits: list[LimitHit], p: ProcessRuntime) -> None:
         hit.cached_calls, hit.eager_calls = len(cached), len(eager)
         hit.cached_shapes = list(dict.fromkeys(str(c[2]) for c in cached))
         hit.eager_shapes = list(dict.fromkeys(str(c[2]) for c in eager))
+        eager_steps += sorted({int(c[0]) for c in eager})
         if "cuda" not in p.devices:
             hit.cached_ms_per_k, hit.eager_ms_per_k = _per_k(cached), _per_k(eager)
+    return eager_steps
 
 
 def _per_k(calls: list[list]) -> float | None:
