@@ -288,6 +288,11 @@ class Runtime:
     # median step and how many; against the window's step, what profiling costs
     unprofiled_step_ms: float | None = None
     unprofiled_steps: int = 0
+    # whether the window's steps did the work of those around it (analysis/step/
+    # entry_calls.window_work): "" alike; "shapes": their shapes differ, and the window's
+    # cost is over the shapes both ran a graph for (`window_cost`); "unlike": not compared
+    window_work: str = ""
+    window_cost: float | None = None
     rank_steps: list[RankStep] = field(default_factory=list)  # several ranks: each one's window
     # the rank the others wait for, in the window's steps: a performance finding, not
     # divergence (its ranks compile alike); gated by --max-wait-share

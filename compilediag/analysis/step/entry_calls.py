@@ -9,10 +9,12 @@ import re
 import statistics
 
 from compilediag.analysis.source import code_at
+from compilediag.analysis.step.other_work import training_profile
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.report.compile import LimitHit
 
 FRAME = re.compile(r"(\d+)/\d+$")  # a compile id's frame (`0/8`, `r1:0/8`)
+WORK_STEPS = 3  # steps of shapes both sides ran, on each side: the window's cost compared
 
 
 def limit_calls(hits: list[LimitHit], p: ProcessRuntime) -> list[int]:
@@ -54,3 +56,51 @@ def _per_k(calls: list[list]) -> float | None:
     (one call a busy machine held up moves no median)."""
     each = [float(c[5]) / int(c[6]) * 1e3 for c in calls if int(c[6])]
     return round(statistics.median(each), 6) if each else None
+
+
+def step_work(p: ProcessRuntime) -> dict[int, tuple[str, bool, int]]:
+    """Each step's first call of the first compiled entry: its tensors' shapes, whether it
+    ran in eager mode (no graph ran, none was made), its first tensor's elements."""
+    first = next((c for c in p.entry_calls if c[4]), None)
+    out: dict[int, tuple[str, bool, int]] = {}
+    for c in p.entry_calls if first is not None else []:
+        if c[1] == first[1] and int(c[0]) not in out:
+            out[int(c[0])] = (str(c[2]), not c[3] and not c[4], int(c[6]))
+    return out
+
+
+def window_work(p: ProcessRuntime, left_out: set[int]) -> tuple[str, float | None]:
+    """Whether the window's steps did the work of the steps timed around it: ("", None)
+    alike, each step one shape that ran a graph (their steps compare as they are);
+    ("shapes", the window's cost) where they differ, over the shapes both ran a graph for
+    (each shape's median step in the window against around it, their median); ("unlike",
+    None) where either side has fewer than WORK_STEPS steps of those shapes."""
+    work = step_work(p)
+    if p.profiled is None or not work:
+        return "", None
+    kept = training_profile(p.profiled, left_out)
+    window = {n: row[0] for n, row in zip(kept.step_numbers, kept.per_step, strict=False)}
+    around = {
+        n: t for n, t in zip(p.plain_steps, p.plain_step_ms, strict=False) if n not in left_out
+    }
+    if len({work[n][:2] for n in [*window, *around] if n in work}) <= 1:
+        return "", None
+    mine, theirs = (_by_shape(steps, work) for steps in (window, around))
+    both = [x for x in mine if x in theirs]
+    if min(sum(len(steps[x]) for x in both) for steps in (mine, theirs)) < WORK_STEPS:
+        return "unlike", None
+    ratio = statistics.median(
+        statistics.median(mine[x]) / statistics.median(theirs[x]) for x in both
+    )
+    return "shapes", round(ratio - 1, 4)
+
+
+def _by_shape(
+    steps: dict[int, float], work: dict[int, tuple[str, bool, int]]
+) -> dict[str, list[float]]:
+    """The steps' times by their entry call's shapes, those that ran a graph."""
+    out: dict[str, list[float]] = {}
+    for n, ms in steps.items():
+        if n in work and not work[n][1]:
+            out.setdefault(work[n][0], []).append(ms)
+    return out

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from compilediag.analysis.compile.timings import breakdown_of
 from compilediag.analysis.step.advice import rest_parts, step_advice
-from compilediag.analysis.step.entry_calls import limit_calls
+from compilediag.analysis.step.entry_calls import limit_calls, window_work
 from compilediag.analysis.step.kernel_times import (
     first_by_name,
     kernel_advice,
@@ -145,6 +145,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
     if first is not None:
         job_facts(job, first, left_out)
         job.limit_eager_steps = limit_calls(report.recompile_limit_hits, first)
+        job.window_work, job.window_cost = window_work(first, left_out)
         # steps of a rank's kernel profile that held other work on another rank
         profiled = {n for p in processes for n in p.kernel_step_numbers}
         job.kernel_steps_waited = sorted(profiled & left_out)

@@ -194,6 +194,7 @@ def test_a_trainer_window_that_holds_its_evaluation(tmp_path: Path) -> None:
     assert report["timings"]["breakdown"]["calls"] == 11 - 2 - len(r["window_stalled"])
     assert work["ms"] == pytest.approx(statistics.median(job["eval_ms"][1:]), rel=0.35)
     assert r["kernel_steps_held"] == [25] and r["kernel_step_numbers"] == [21, 22, 23, 24, 26]
+    assert r["window_work"] == ""  # its training steps, one shape: compared as they are
     # its steps' mean is training steps' under the profiler, not an evaluation's (each
     # evaluation step is 4-8x a training step by the job's clock)
     assert r["kernel_step_ms"] < statistics.median(
