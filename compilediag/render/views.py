@@ -370,38 +370,7 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
     if r.window_stalled:
         notes.append(("stalled", _stalled(r)))
     if b is not None and r.unprofiled_step_ms:
-        around = f"{plural(r.unprofiled_steps, 'step')} around it"
-        cost = b.profiled_call_ms / r.unprofiled_step_ms - 1
-        against = (
-            f"the window's steps took {ms(b.profiled_call_ms)} against "
-            f"{ms(r.unprofiled_step_ms)} for {around}, timed once each (the median)"
-        )
-        if r.window_work:  # its steps ran other work than those around it (#67)
-            cost, against = r.window_cost or 0.0, (
-                f"its steps ran other shapes than the {around} (timed once each): set "
-                "against them shape by "
-                "shape, over the shapes both ran a graph for (the median)"
-            )  # fmt: skip
-        said = (
-            f"the window's own timing {cost:+.0%} a step: {against}" if cost > 0.05
-            else f"the window's own timing, none measured: {against}"
-        )  # fmt: skip
-        if r.window_work == "unlike":
-            said = (
-                f"the window's own timing not compared: its steps and the {around} ran other "
-                "work (other shapes, calls in eager mode past the recompile limit)"
-            )
-        if worked:
-            said += "; evaluation steps left out of both"
-        if r.kernel_step_ms and r.kernel_step_ms > 1.05 * r.unprofiled_step_ms:
-            held = f"; {steps_words(r.kernel_steps_held)} held other work, left out"
-            said += (
-                f"; the kernel profile's steps ({kernel_steps_words(r)}"
-                f"{held if r.kernel_steps_held else ''}) took {ms(r.kernel_step_ms)}, "
-                f"{r.kernel_step_ms / r.unprofiled_step_ms:.2g}x those steps: torch.profiler's "
-                "own cost, so its figures are set against its own steps"
-            )
-        notes.append(("profiling", said))
+        notes.append(("profiling", _profiling(r, b, worked)))
     if r.wait_method:
         notes.append(("waits", WAIT_METHODS.get(r.wait_method, r.wait_method)))
     if r.loop and r.loop_steps:
@@ -420,6 +389,43 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
             "on an H100, in one process: bench/cupti_after.py); --no-kernels leaves it out",
         ))  # fmt: skip
     return notes
+
+
+def _profiling(r: Runtime, b: Breakdown, worked: list[int]) -> str:
+    """What the window's own timing cost against the steps timed around it (like with
+    like: #67), and what the kernel profile's steps took."""
+    assert r.unprofiled_step_ms
+    around = f"{plural(r.unprofiled_steps, 'step')} around it"
+    cost = b.profiled_call_ms / r.unprofiled_step_ms - 1
+    against = (
+        f"the window's steps took {ms(b.profiled_call_ms)} against "
+        f"{ms(r.unprofiled_step_ms)} for {around}, timed once each (the median)"
+    )
+    if r.window_work:  # its steps ran other work than those around it (#67)
+        cost, against = r.window_cost or 0.0, (
+            f"its steps ran other shapes than the {around} (timed once each): set against "
+            "them shape by shape, over the shapes both ran a graph for (the median)"
+        )  # fmt: skip
+    said = (
+        f"the window's own timing {cost:+.0%} a step: {against}" if cost > 0.05
+        else f"the window's own timing, none measured: {against}"
+    )  # fmt: skip
+    if r.window_work == "unlike":
+        said = (
+            f"the window's own timing not compared: its steps and the {around} ran other "
+            "work (other shapes, calls in eager mode past the recompile limit)"
+        )
+    if worked:
+        said += "; evaluation steps left out of both"
+    if r.kernel_step_ms and r.kernel_step_ms > 1.05 * r.unprofiled_step_ms:
+        out = f"; {steps_words(r.kernel_steps_held)} held other work, left out"
+        said += (
+            f"; the kernel profile's steps ({kernel_steps_words(r)}"
+            f"{out if r.kernel_steps_held else ''}) took {ms(r.kernel_step_ms)}, "
+            f"{r.kernel_step_ms / r.unprofiled_step_ms:.2g}x those steps: torch.profiler's "
+            "own cost, so its figures are set against its own steps"
+        )
+    return said
 
 
 def _stalled(r: Runtime) -> str:

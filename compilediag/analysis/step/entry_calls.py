@@ -61,10 +61,10 @@ def _per_k(calls: list[list]) -> float | None:
 def step_work(p: ProcessRuntime) -> dict[int, tuple[str, bool, int]]:
     """Each step's first call of the first compiled entry: its tensors' shapes, whether it
     ran in eager mode (no graph ran, none was made), its first tensor's elements."""
-    first = next((c for c in p.entry_calls if c[4]), None)
+    key = next((c[1] for c in p.entry_calls if c[4]), None)
     out: dict[int, tuple[str, bool, int]] = {}
-    for c in p.entry_calls if first is not None else []:
-        if c[1] == first[1] and int(c[0]) not in out:
+    for c in p.entry_calls:
+        if c[1] == key and int(c[0]) not in out:
             out[int(c[0])] = (str(c[2]), not c[3] and not c[4], int(c[6]))
     return out
 
