@@ -348,7 +348,7 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
         notes.append(
             (
                 "compiles",
-                f"{_steps(r.window_compiled)} compiled (torch compiled during "
+                f"{steps_words(r.window_compiled)} compiled (torch compiled during "
                 f"{'them' if len(r.window_compiled) > 1 else 'it'}): left out, so no compile "
                 f"is counted as a step's time; profile steps after the last compile "
                 f"(--profile-steps {after}-{after + z - a})",
@@ -363,7 +363,7 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
         ]  # fmt: skip
         notes.append((
             "left out",
-            f"{_steps(worked)} held {' and '.join(held) or 'other work'}: not a "
+            f"{steps_words(worked)} held {' and '.join(held) or 'other work'}: not a "
             "training step, left out of these figures on every rank (under Notes: its own "
             "cost, and the wait of the ranks that did not run it)",
         ))  # fmt: skip
@@ -396,11 +396,10 @@ def _profiling(r: Runtime, b: Breakdown, worked: list[int]) -> str:
     like: #67), and what the kernel profile's steps took."""
     assert r.unprofiled_step_ms
     around = f"{plural(r.unprofiled_steps, 'step')} around it"
-    cost = b.profiled_call_ms / r.unprofiled_step_ms - 1
-    against = (
+    cost, against = b.profiled_call_ms / r.unprofiled_step_ms - 1, (
         f"the window's steps took {ms(b.profiled_call_ms)} against "
         f"{ms(r.unprofiled_step_ms)} for {around}, timed once each (the median)"
-    )
+    )  # fmt: skip
     if r.window_work:  # its steps ran other work than those around it (#67)
         cost, against = r.window_cost or 0.0, (
             f"its steps ran other shapes than the {around} (timed once each): set against "
@@ -452,10 +451,6 @@ def _stalled(r: Runtime) -> str:
         f"{'; '.join(said)}; no compile and no evaluation in {them}: not the "
         f"training step's cost, left out of these figures on every rank; {why}"
     )
-
-
-def _steps(steps: list[int]) -> str:
-    return ("step " if len(steps) == 1 else "steps ") + ", ".join(map(str, steps))
 
 
 KERNEL_KINDS = {"generated": "generated", "library": "library call", "device": "CUDA kernel"}
