@@ -57,7 +57,21 @@ def caller_frames(e: Entry) -> list[Frame]:
     the compiled model or function (the frames inside it are the compiled code's own)."""
     stack = e.compile.stack
     into = next((i for i, f in enumerate(stack) if "torch/_dynamo/" in f.file), len(stack))
-    return [f for f in stack[:into] if not is_library_file(f.file)]
+    frames = [f for f in stack[:into] if not is_library_file(f.file)]
+    if frames and (frames[-1].name, frames[-1].line) == (e.code.name, e.code.line):
+        frames.pop()  # the compiled frame itself (a module compiled in place: no Dynamo frame)
+    return frames
+
+
+def compiled_in_place(e: Entry) -> bool:
+    """The frame's module was compiled in place (`model.compile()`): nn.Module's own call
+    reaches it with no torch._dynamo wrapper on the stack, and there is no uncompiled
+    module to call."""
+    stack = e.compile.stack
+    return not any("torch/_dynamo/" in f.file for f in stack) and any(
+        f.name == "_wrapped_call_impl" and f.file.endswith("torch/nn/modules/module.py")
+        for f in stack
+    )
 
 
 def _indent(text: str) -> int:
@@ -162,7 +176,7 @@ def mode_advice(h: History, e: Entry) -> str:
     if differ or any(g.call for g in graphs):
         items = [_graph_item(i, g, differ) for i, g in enumerate(graphs)]
         said.append("Its graphs: " + "; ".join(items) + ".")
-    fewer = _compile_fewer(graphs, differ)
+    fewer = _compile_fewer(graphs, differ, compiled_in_place(e))
     said.append(fewer)
     if {"grad", "training"} <= set(differ) and not fewer.startswith("Nothing to change"):
         said.append(
@@ -235,28 +249,36 @@ def _framework_loops(graphs: list[ModeGraph], differ: list[str]) -> str:
     )
 
 
-def _compile_fewer(graphs: list[ModeGraph], differ: list[str]) -> str:
+def _compile_fewer(graphs: list[ModeGraph], differ: list[str], in_place: bool) -> str:
     """What compiles fewer: evaluation run uncompiled (at its calls, where the stack names
     them) when some graphs are evaluation's, else the rarer mode's calls; nothing, where
-    those calls are a framework's loop's."""
+    those calls are a framework's loop's. A module compiled in place has no uncompiled
+    module to call: set_stance alone."""
     if said := _framework_loops(graphs, differ):
         return said
     evaluation = [g for g in graphs if g.evaluating(differ)]
-    if not evaluation or len(evaluation) >= len(graphs):
-        return (
-            "To compile fewer, run the calls of the rarer mode uncompiled: call the module you "
-            "passed to torch.compile there, or wrap them in "
-            '`with torch.compiler.set_stance("force_eager"):`.'
+    stance = '`with torch.compiler.set_stance("force_eager"):`'
+    if in_place:
+        how = (
+            f"wrap the calls in {stance} (the module was compiled in place, with .compile(): "
+            "there is no uncompiled module to call)"
         )
+    if not evaluation or len(evaluation) >= len(graphs):
+        if not in_place:
+            how = f"call the module you passed to torch.compile there, or wrap them in {stance}"
+        return f"To compile fewer, run the calls of the rarer mode uncompiled: {how}."
     calls = dict.fromkeys(
         f"{os.path.basename(c.file)}:{c.line}" + (f" (in {c.name})" if c.name != "<module>" else "")
         for c in (g.call for g in evaluation)
         if c
     )
     in_ = f"at {' and '.join(calls)}, " if calls else ""
+    if not in_place:
+        how = (
+            "call the module you passed to torch.compile rather than the compiled one, or "
+            f"wrap the calls in {stance}"
+        )
     return (
-        f"To compile it for training only, run evaluation uncompiled: {in_}call the module "
-        "you passed to torch.compile rather than the compiled one, or wrap the calls in "
-        '`with torch.compiler.set_stance("force_eager"):`; evaluation then runs in eager '
-        "mode."
+        f"To compile it for training only, run evaluation uncompiled: {in_}{how}; "
+        "evaluation then runs in eager mode."
     )

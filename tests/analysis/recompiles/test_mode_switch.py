@@ -115,6 +115,28 @@ def test_the_remedy_the_advice_gives_compiles_less(
     assert torch_saw["frames"] < torch_before["frames"] or eval_with == "second"
 
 
+def test_a_module_compiled_in_place_is_told_what_it_can_do(tmp_path: Path) -> None:
+    """model.compile() (in place, as torchtitan compiles each block): there is no other
+    module to call, so the advice is set_stance alone, and each graph's call is the line
+    that called the model (before: "called at gpt_eval.py:69 in forward", forward's own
+    def line, and "call the module you passed to torch.compile"). The remedy applied leaves
+    forward one compile by torch's own count."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    report, torch_saw, _ = run_job(tmp_path / "a", GPT, JOB_COMPILE="inplace")
+    assert torch_saw["frames"] == report["summary"]["graphs"] == 2
+    (r,) = report["recompiles"]
+    fix = r["suggestion"]
+    assert "the module you passed" not in fix and "compiled in place" in fix, fix
+    assert f"called at gpt_eval.py:{EVAL_CALL} in estimate_loss" in fix, fix
+    assert f"run evaluation uncompiled: at gpt_eval.py:{EVAL_CALL} (in estimate_loss)" in fix
+    assert 'torch.compiler.set_stance("force_eager")' in fix
+    fixed, torch_fixed, _ = run_job(
+        tmp_path / "b", GPT, JOB_COMPILE="inplace", JOB_EVAL_WITH="stance"
+    )
+    assert torch_fixed["frames"] == fixed["summary"]["graphs"] == 1
+    assert torch_fixed["recompiles_log"] == fixed["summary"]["recompiles"] == 0
+
+
 MIXED = """
 import sys
 sys.path.insert(0, {jobs!r})
