@@ -194,3 +194,19 @@ def test_a_multi_rank_headline_gives_what_a_rank_compiled_not_sums() -> None:
         assert f"(max {seconds(max(times))}, {slowest.label})" in counts
         assert f"compile {seconds(sorted(times)[len(times) // 2])} a rank" in counts
         assert statistics.median(times) <= max(times) < sum(times)  # not the sum
+
+
+def test_breaks_are_said_to_be_ranked_by_cost_only_where_they_were_timed() -> None:
+    """#68: "Graph breaks (... most costly first)" was printed where nothing was timed (a
+    trace read alone: the breaks in the trace's order)."""
+    untimed = build_report(parse_path(fixture_trace("graph_breaks.eager")), None, TargetInfo())
+    assert all(b.time_lost_ms is None for b in untimed.graph_breaks)
+    text = render(untimed, "table", width=100)
+    assert "Graph breaks (3 sites)" in text and "most costly" not in text
+    timed = fixed_report()
+    for i, b in enumerate(timed.graph_breaks):
+        b.time_lost_ms = 1.0 / (i + 1)
+    assert "Graph breaks (3 sites, most costly first)" in render(timed, "table", width=100)
+    page = render(untimed, "html")
+    assert "Most costly first" not in page and "Each site is where Dynamo stopped" in page
+    assert "Most costly first" in render(timed, "html")

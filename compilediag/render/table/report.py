@@ -95,7 +95,9 @@ def _graph_break_blocks(report: Report, color: bool) -> list:
         counted = plural(sites, "site")
         if findings != sites:
             counted = f"{findings} findings at {counted}"
-        out.append(Text(f"\nGraph breaks ({counted}, most costly first)", style="bold"))
+        timed = any(b.time_lost_ms is not None for b in report.graph_breaks)
+        order = ", most costly first" if timed else ""  # their order is their cost only where timed
+        out.append(Text(f"\nGraph breaks ({counted}{order})", style="bold"))
         first: dict[tuple[str, str], int] = {}  # a cause explained once, then referred to
         for i, gb in enumerate(report.graph_breaks, 1):
             seen = first.setdefault((gb.reason, gb.suggestion), i)
