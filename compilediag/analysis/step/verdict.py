@@ -207,9 +207,9 @@ def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
     busy = sum(k.ms for k in t.kernels if k.kind != "communication")
     # the device idle while a collective waits for another rank is that wait's, not the
     # host's (both the window's)
-    waited = step * _wait_share(b)
+    wait = step * _wait_share(b)
     _, loop = _loop_share(job, b, every=True)  # the loop's own work: a candidate of its own
-    waited += step * loop
+    waited = wait + step * loop
     if busy >= DEVICE_BUSY * step:
         top = max(t.kernels, key=lambda k: k.lost_ms)
         return Bound(
@@ -218,9 +218,11 @@ def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:
             f"against the peak: {top.name}",
         )  # fmt: skip
     idle = max(0.0, 1 - (busy + waited) / step)
-    apart = (
-        f", {ms(waited)} waiting for another rank or in the loop's own work apart" if waited else ""
+    # what is set apart, said as what it is (one process waits for no other rank)
+    which = " and ".join(
+        w for w, x in (("waiting for another rank", wait), ("in the loop's own work", loop)) if x
     )
+    apart = f", {ms(waited)} {which} apart" if waited else ""
     return Bound(
         "host", round(idle, 4), max(0.0, step - busy - waited),
         f"the host: the device is idle {idle:.0%} of the step (its kernels run {ms(busy)} of "
