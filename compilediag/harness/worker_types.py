@@ -169,6 +169,9 @@ class OtherWork:
     function: str = ""
     file: str = ""
     line: int = 0
+    # it came before the step's training call: after the optimizer's step before (the job's
+    # own numbering: after step `step - 1`)
+    before: bool = False
 
 
 @dataclass

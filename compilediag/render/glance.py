@@ -7,6 +7,7 @@ from __future__ import annotations
 from compilediag.render import ms, seconds
 from compilediag.report.model import Report
 from compilediag.report.vocabulary import Finding
+from compilediag.report.words import work_when
 
 # how the ranks' waits were measured (runtime.wait_method), and what that cost
 WAIT_METHODS = {
@@ -100,11 +101,11 @@ def _one_off(report: Report) -> list[str]:
     said = []
     for w in r.other_work if r is not None else []:
         where_ = f" on rank {w.ranks[0]}" if len(w.ranks) == 1 else ""
-        steps = ", ".join(map(str, w.steps[:6])) + (" …" if len(w.steps) > 6 else "")
+        when = work_when(w.steps, w.between_steps).replace(" (", ": ", 1)
         name = w.function.rsplit("<locals>.", 1)[-1]
         said.append(
-            f"{w.kind} {name} ({w.file.rsplit('/', 1)[-1]}:{w.line}){where_}, step"
-            f"{'s' if len(w.steps) > 1 else ''} {steps}, {ms(w.ms)} each"
+            f"{w.kind} {name} ({w.file.rsplit('/', 1)[-1]}:{w.line}){where_}, {when}, "
+            f"{ms(w.ms)} each"
         )
     spread = report.summary.per_rank.get("compile_time_s")
     if spread is not None and spread.max_rank:

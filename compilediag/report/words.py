@@ -62,3 +62,22 @@ def steps_words(steps: list[int]) -> str:
             runs.append([n])
     said = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
     return ("step " if len(steps) == 1 else "steps ") + said
+
+
+def work_when(steps: list[int], between: bool, shown: int = 6) -> str:
+    """When other work ran, opening a bracket the caller closes: `in 3 steps (1, 7, 13`; where
+    it ran between steps (before the step's training call), in the job's own numbering, a
+    step ending at its optimizer's: `3 times (before the first step, after steps 6, 12`."""
+
+    def listed(ns: list[int]) -> str:
+        return ", ".join(map(str, ns[:shown])) + (
+            f" and {len(ns) - shown} more" if len(ns) > shown else ""
+        )
+
+    if not between:
+        return f"in {len(steps)} step{'s' if len(steps) != 1 else ''} ({listed(steps)}"
+    said = ["before the first step"] if steps and steps[0] <= 1 else []
+    after = [n - 1 for n in steps if n > 1]
+    if after:
+        said.append(f"after step{'s' if len(after) > 1 else ''} {listed(after)}")
+    return f"{len(steps)} time{'s' if len(steps) != 1 else ''} ({', '.join(said)}"

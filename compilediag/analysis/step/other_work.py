@@ -18,7 +18,7 @@ from compilediag.harness.worker_types import OtherWork, ProcessRuntime, Profiled
 from compilediag.paths import library_path, portable_text, possessive
 from compilediag.report.model import StepWork
 from compilediag.report.vocabulary import Finding, FindingKind, StepsAt
-from compilediag.report.words import ms
+from compilediag.report.words import ms, work_when
 
 ROW = ("step", "forward", "backward", "optimizer", "data", "the rest", "evaluation")
 
@@ -147,6 +147,7 @@ def step_work(processes: list[ProcessRuntime], left_out: set[int]) -> list[StepW
                 calls=statistics.median(w.calls for w in seen),
                 waited_ms=_waits(processes, ranks, set(steps), left_out),
                 compiled=all(w.compiled for w in seen),
+                between_steps=all(w.before for w in seen),
             )
         )  # fmt: skip
     return out
@@ -190,7 +191,8 @@ def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> 
         who = f", rank {ranks[0]} alone" if len(ranks) == 1 else ""
         kinds = " and ".join(dict.fromkeys(w.kind for w in works))
         each = "; ".join(f"{_named(w)}, {ms(w.ms)} each, {_calls(w)}" for w in works)
-        text = f"{kinds} in {len(steps)} step{'s' if len(steps) != 1 else ''} ({_steps(list(steps))}{who}): {each}"
+        when = work_when(list(steps), works[0].between_steps)
+        text = f"{kinds} {when}{who}): {each}"
         held = [n for n in steps if n in left_out]
         if held and window:
             text += f"; step{'s' if len(held) > 1 else ''} {_steps(held)} of the window left out"

@@ -159,11 +159,14 @@ def test_a_lightning_jobs_report(tmp_path: Path) -> None:
         assert not re.search(r"switched (in \w+ )?by line \d+", fix), fix
         assert f"on the code object ({frame}'s)" in fix, fix
 
-    # the validation: an evaluation, in the steps it ran (the sanity check in the first)
+    # the validation: an evaluation, after the optimizer steps Lightning had made when it
+    # ran (its global_step: the sanity check before the first), in the job's own numbering
     evaluations = [n["message"] for n in report["notes"] if n["kind"] == "other_work"]
     ran = sorted({g + 1 for g in job["val_at"]})
+    after = sorted({g for g in job["val_at"] if g})
     assert evaluations == [
-        f"evaluation in {len(ran)} steps ({', '.join(map(str, ran))}): Lightning's "
+        f"evaluation {len(ran)} times (before the first step, after steps "
+        f"{', '.join(map(str, after))}): Lightning's "
         "`_EvaluationLoop._evaluation_step` (lightning/pytorch/loops/evaluation_loop.py:"
         + evaluations[0].rsplit("evaluation_loop.py:", 1)[-1]
     ], evaluations

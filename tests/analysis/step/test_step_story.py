@@ -102,7 +102,12 @@ def test_the_evaluation_its_cost_and_the_other_ranks_wait(gpt_ddp) -> None:
     assert work["waited_ms"]["1"] == pytest.approx(waited, rel=0.4), (work, own[1]["step_ms"])
     assert work_left_out(report["runtime"]) == [7]
     (said,) = [n["message"] for n in report["notes"] if n["kind"] == "other_work"]
-    assert said.startswith("evaluation and checkpoint in 3 steps (1, 7, 13, rank 0 alone)")
+    # in the job's own numbering: it evaluates at the top of its iterations 0, 6 and 12,
+    # after that many optimizer steps (before: "in 3 steps (1, 7, 13", read as off by one)
+    assert said.startswith(
+        "evaluation and checkpoint 3 times (before the first step, after steps 6, 12, rank 0 alone)"
+    ), said
+    assert [n - 1 for n in work["steps"]] == [it for it in range(14) if it % 6 == 0]
     assert "estimate_loss" in said and "save_checkpoint" in said and "rank 1 " in said
 
 

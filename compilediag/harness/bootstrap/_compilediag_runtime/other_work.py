@@ -21,12 +21,14 @@ class OtherWork:
         self.occurrences: list[dict[str, Any]] = []  # one per step and kind of work
         self.calls: dict[str, int] = {}  # graph calls made by evaluation calls, by compile id
         self._open: list[str] = []  # the kinds of the calls of other work under way
+        self._trained: int | None = None  # the step of the last training call
 
     @property
     def evaluating(self) -> bool:
         return "evaluation" in self._open
 
-    def training_call(self) -> None:
+    def training_call(self, step: int) -> None:
+        self._trained = step
         if self.training_code is None:
             self.training_code = {code for code, _ in _stack()}
 
@@ -44,7 +46,8 @@ class OtherWork:
         elif len(self.occurrences) < MAX_KEPT:
             self.occurrences.append(
                 {"kind": kind, "step": step, "calls": int(call), "start": now, "end": now,
-                 "stack": _stack(), "frames": _frames_compiled(), "compiled": False}
+                 "stack": _stack(), "frames": _frames_compiled(), "compiled": False,
+                 "before": self._trained != step}
             )  # fmt: skip
 
     def work_ended(self) -> None:
@@ -92,6 +95,7 @@ class OtherWork:
             out.append(
                 {"kind": o["kind"], "step": o["step"], "calls": o["calls"],
                  "ms": round((o["end"] - o["start"]) * 1e3, 6), "compiled": o["compiled"],
+                 "before": o.get("before", False),
                  "function": name,
                  "file": getattr(code, "co_filename", ""),
                  "line": line or getattr(code, "co_firstlineno", 0)}

@@ -189,7 +189,7 @@ class Probe:
                 self.other.work_call("evaluation", self.steps)
                 self.plan.other_work(True)
             else:
-                self.other.training_call()
+                self.other.training_call(self.steps)
                 if module is not None:
                     self.training_modules.add(id(module))
             self.mark(part, True)
