@@ -320,11 +320,20 @@ def _tallied(probe: Probe, key: int, call: Any, args: Any, kwargs: Any) -> Any:
 
 
 def _tally(probe: Probe, key: int, args: Any, kwargs: Any, seen: list[Any]) -> None:
+    """Never a fault of the job's: an argument whose shape can't be read is left out."""
     ran, made, took = seen
-    tensors = [x for x in (*args, *kwargs.values()) if hasattr(x, "shape")][:4]
-    shapes = ", ".join("x".join(map(str, x.shape)) or "scalar" for x in tensors)
-    numel = int(tensors[0].numel()) if tensors else 0
+    try:
+        tensors = [x for x in (*args, *kwargs.values()) if _is_tensor(x)][:4]
+        shapes = ", ".join("x".join(map(str, x.shape)) or "scalar" for x in tensors)
+        numel = int(tensors[0].numel()) if tensors else 0
+    except Exception:  # noqa: BLE001 - a tensor subclass whose shape can't be read
+        shapes, numel = "", 0
     probe.entry_calls.append([probe.steps, key, shapes, ran, made, round(took, 4), numel])
+
+
+def _is_tensor(x: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _marked_step(probe: Probe, module: Any) -> bool:

@@ -1,6 +1,7 @@
 """When the kernel profile runs: over the steps after the window. A step that holds an
-evaluation, a checkpoint or a compile is left out of its rows, and the profile runs a
-training step more in its place (kernel_window.hold); the steps it held are named."""
+evaluation, a checkpoint or a compile is left out of its rows, and in a process alone the
+profile runs a training step more in its place (kernel_window.hold; ranks profile the
+same steps); the steps it held are named."""
 
 from __future__ import annotations
 

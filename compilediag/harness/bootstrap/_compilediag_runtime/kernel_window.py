@@ -46,7 +46,6 @@ class _KernelWindow:
 
         self.cuda = cuda
         self.steps_left: int | None = steps  # None once stopped
-        self.wanted = steps  # the steps it was started for
         self.rows: list[dict[str, Any]] = []
         self.collectives_ms = 0.0  # the time any collective ran (calls that overlap, once)
         self.exposed_ms = 0.0  # ... of it, the time no compute ran beside a collective

@@ -44,7 +44,7 @@ class Probe:
         self.profile_kernels = kernels  # the kernels, over the steps after the window
         self.calls: dict[str, int] = {}
         self.graphs_made = self.graph_calls = 0  # graphs the backend returned; their calls
-        # each outermost call of a compiled entry: hooks.tally_call (what the recompile
+        # each outermost call of a compiled entry: hooks._tallied (what the recompile
         # limit's calls ran)
         self.entry_calls: list[list[Any]] = []
         self.first_frame: int | None = None
