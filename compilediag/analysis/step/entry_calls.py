@@ -1,7 +1,9 @@
-"""What the compiled entry's calls ran. The recompile limit, call by call (#67): for a frame that hit it and is the compiled
-entry's own, which of the entry's later calls ran a graph torch had and which ran in eager
-mode, their shapes and what each took per unit of work, from the probe's tally of the
-entry's calls (`ProcessRuntime.entry_calls`); and the torch.compile call that set it up."""
+"""What the compiled entry's calls ran, from the probe's tally of them
+(`ProcessRuntime.entry_calls`). The recompile limit, call by call (#67): for a frame that
+hit it and is the compiled entry's own, which of the entry's later calls ran a graph torch
+had and which ran in eager mode, their shapes and what each took per unit of work, and the
+torch.compile call that set it up. And whether the window's steps did the work of the
+steps timed around it (their shapes)."""
 
 from __future__ import annotations
 
