@@ -58,6 +58,9 @@ class RankGraph:
     compile_id: str
     place: str  # "forward (model.py:12)", or a resumed frame's "forward, after line 14 (...)"
     compile_s: float = 0.0
+    # its compile's FX-graph cache lookups: hits, misses (a rank's `caches` sums them)
+    fx_hits: int = 0
+    fx_misses: int = 0
 
 
 @dataclass

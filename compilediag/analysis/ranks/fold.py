@@ -32,6 +32,7 @@ from compilediag.report.vocabulary import Finding, FindingKind, Source, StepsAt
 from compilediag.trace.compiles import TraceLog, unranked
 
 if TYPE_CHECKING:
+    from compilediag.analysis.history import History
     from compilediag.analysis.step.runtime import JobRun
 
 
@@ -85,6 +86,12 @@ def load_digests(path: Path) -> list[RankDigest] | None:
     return from_plain(DigestFile, data).digests
 
 
+def _fx_lookups(h: History, compile_id: str) -> tuple[int, int]:
+    """A compile's FX-graph cache hits and misses, as torch's metrics count them."""
+    e = h.by_id.get(compile_id)
+    return (e.metrics.fx_cache_hits, e.metrics.fx_cache_misses) if e is not None else (0, 0)
+
+
 def digest(log: TraceLog, target: TargetInfo, keys: bool = False) -> RankDigest:
     """One rank's trace reduced; `keys`: with its FX-graph cache lookups (for `diff`)."""
     from compilediag.analysis.build import build_report
@@ -116,6 +123,7 @@ def digest(log: TraceLog, target: TargetInfo, keys: bool = False) -> RankDigest:
                 g.compile_id,
                 f"{g.frame} ({os.path.basename(g.file)}:{g.line})",
                 round(g.compile_time_s or 0.0, 3),
+                *_fx_lookups(h, g.compile_id),
             )
             for g in r.graphs
         ],

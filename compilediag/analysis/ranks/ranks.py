@@ -260,8 +260,16 @@ def without_evaluation(
         recompiles=max(0, r.summary.recompiles - len(dropped)),
         compile_time_s=max(0.0, r.summary.compile_time_s - seconds),
     )  # fmt: skip
+    # its FX-graph cache use as its training graphs made it (the evaluation's graph a miss
+    # on the one rank that runs it is no difference between the ranks' training)
+    caches = dict(r.caches)
+    for g in r.graphs:
+        if g.compile_id in ids:
+            for key, n in (("fx_graph_cache_hit", g.fx_hits), ("fx_graph_cache_miss", g.fx_misses)):
+                if key in caches:
+                    caches[key] = max(0, caches[key] - n)
     adjusted = dataclasses.replace(
-        r, summary=summary,
+        r, summary=summary, caches=caches,
         recompile_reasons=sorted({f"{x.frame}: {x.failed_guard}" for x in kept}),
         changed=r.changed if kept else [],
         graphs=[g for g in r.graphs if g.compile_id not in ids],
