@@ -263,9 +263,12 @@ def without_evaluation(
     # its FX-graph cache use as its training graphs made it (the evaluation's graph a miss
     # on the one rank that runs it is no difference between the ranks' training)
     caches = dict(r.caches)
-    for g in r.graphs:
-        if g.compile_id in ids:
-            for key, n in (("fx_graph_cache_hit", g.fx_hits), ("fx_graph_cache_miss", g.fx_misses)):
+    for rg in r.graphs:
+        if rg.compile_id in ids:
+            for key, n in (
+                ("fx_graph_cache_hit", rg.fx_hits),
+                ("fx_graph_cache_miss", rg.fx_misses),
+            ):
                 if key in caches:
                     caches[key] = max(0, caches[key] - n)
     adjusted = dataclasses.replace(
