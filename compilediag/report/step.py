@@ -332,8 +332,8 @@ class Runtime:
     # the kernel profile's own steps: their numbers, their mean (start to start, under
     # torch.profiler: what its kernels are set against); those it ran through and left out
     # (they held other work: in a process alone, a training step more was profiled for
-    # each); and the steps of any rank's profile that held other work on some rank (a wait
-    # for it is in that rank's collectives)
+    # each); and the steps of any rank's profile that held other work on some rank (in that
+    # rank's kernel rows, left out of its collectives a step)
     kernel_step_numbers: list[int] = field(default_factory=list)
     kernel_step_ms: float | None = None
     kernel_steps_held: list[int] = field(default_factory=list)

@@ -91,7 +91,8 @@ def kernel_steps_said(r: Runtime | None, b: Breakdown | None) -> str:
         if r.kernel_steps_waited:
             said += (
                 f"; {steps_words(r.kernel_steps_waited)} in the profile of a rank that waited "
-                "in it for another's evaluation or checkpoint (the wait in its collectives)"
+                "in it for another's evaluation or checkpoint (in its kernel rows, not in its "
+                "collectives a step)"
             )
         return said
     return f" of {ms(b.call_ms)}" if b is not None and b.call_ms else ""
