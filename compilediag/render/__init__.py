@@ -214,6 +214,11 @@ def shown_id(report: Report, cid: str) -> str:
 
 
 SHAPES_SHOWN = 4  # a limit hit's shapes named, the first ones
+# what automatic dynamic shapes do once on again (the limit's fix)
+DYNAMIC_AGAIN = (
+    "torch then makes a size that changes dynamic at its first change (one recompile); or "
+    "mark the dimension dynamic before the call."
+)
 
 
 def limit_words(hit: LimitHit) -> tuple[str, list[tuple[str, str]]]:
@@ -250,19 +255,16 @@ def limit_words(hit: LimitHit) -> tuple[str, list[tuple[str, str]]]:
             "cause", f"dynamic=False{call} (`{hit.compile_code}`) turns torch's automatic "
             "dynamic shapes off: each new size is a graph of its own",
         ))  # fmt: skip
-        fix = (
-            f"Drop dynamic=False{call}: torch then makes a size that changes dynamic at its "
-            "first change (one recompile); or mark the dimension dynamic before the call."
-        )
+        fix = f"Drop dynamic=False{call}: {DYNAMIC_AGAIN}"
     elif hit.static_shapes:
         rows.append((
             "cause", "torch's automatic dynamic shapes were off for its compiles "
             "(torch.compile(..., dynamic=False), or torch._dynamo.config."
             "automatic_dynamic_shapes = False): each new size is a graph of its own",
         ))  # fmt: skip
-        fix = "Compile without dynamic=False (or set automatic_dynamic_shapes back to True): " + (
-            "torch then makes a size that changes dynamic at its first change (one "
-            "recompile); or mark the dimension dynamic before the call."
+        fix = (
+            "Compile without dynamic=False (or set automatic_dynamic_shapes back to True): "
+            + DYNAMIC_AGAIN
         )
     else:
         fix = "Remove the cause above; raising torch._dynamo.config.recompile_limit only hides it."

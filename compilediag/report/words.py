@@ -64,20 +64,21 @@ def steps_words(steps: list[int]) -> str:
     return ("step " if len(steps) == 1 else "steps ") + said
 
 
+def steps_listed(steps: list[int], shown: int = 6) -> str:
+    """`1, 7, 13`: the first `shown` of them, and how many more."""
+    more = f" and {len(steps) - shown} more" if len(steps) > shown else ""
+    return ", ".join(map(str, steps[:shown])) + more
+
+
 def work_when(steps: list[int], between: bool, shown: int = 6) -> str:
     """When other work ran, opening a bracket the caller closes: `in 3 steps (1, 7, 13`; where
     it ran between steps (before the step's training call), in the job's own numbering, a
     step ending at its optimizer's: `3 times (before the first step, after steps 6, 12`."""
 
-    def listed(ns: list[int]) -> str:
-        return ", ".join(map(str, ns[:shown])) + (
-            f" and {len(ns) - shown} more" if len(ns) > shown else ""
-        )
-
     if not between:
-        return f"in {len(steps)} step{'s' if len(steps) != 1 else ''} ({listed(steps)}"
+        return f"in {len(steps)} step{'s' if len(steps) != 1 else ''} ({steps_listed(steps, shown)}"
     said = ["before the first step"] if steps and steps[0] <= 1 else []
     after = [n - 1 for n in steps if n > 1]
     if after:
-        said.append(f"after step{'s' if len(after) > 1 else ''} {listed(after)}")
+        said.append(f"after step{'s' if len(after) > 1 else ''} {steps_listed(after, shown)}")
     return f"{len(steps)} time{'s' if len(steps) != 1 else ''} ({', '.join(said)}"

@@ -24,10 +24,9 @@ def limit_calls(hits: list[LimitHit], p: ProcessRuntime) -> list[int]:
     call; every hit gets the torch.compile call of that entry, where the probe saw it.
     Returns the steps whose call of that entry ran in eager mode past the limit."""
     eager_steps: list[int] = []
-    first = next((c for c in p.entry_calls if c[4]), None)  # the call that made a graph first
-    if first is None:
+    key = _entry(p)
+    if key is None:
         return eager_steps
-    key = first[1]
     call = next((c for c in p.compile_calls if c.key == key and c.file), None)
     for hit in hits:
         frame = FRAME.search(hit.compile_id)
@@ -53,6 +52,11 @@ def limit_calls(hits: list[LimitHit], p: ProcessRuntime) -> list[int]:
     return eager_steps
 
 
+def _entry(p: ProcessRuntime) -> int | None:
+    """The compiled entry the job's first graph was made in (its id), by the probe's tally."""
+    return next((c[1] for c in p.entry_calls if c[4]), None)
+
+
 def _per_k(calls: list[list]) -> float | None:
     """Their host time per 1,000 elements of each call's first tensor: the calls' median
     (one call a busy machine held up moves no median)."""
@@ -63,7 +67,7 @@ def _per_k(calls: list[list]) -> float | None:
 def step_work(p: ProcessRuntime) -> dict[int, tuple[str, bool, int]]:
     """Each step's first call of the first compiled entry: its tensors' shapes, whether it
     ran in eager mode (no graph ran, none was made), its first tensor's elements."""
-    key = next((c[1] for c in p.entry_calls if c[4]), None)
+    key = _entry(p)
     out: dict[int, tuple[str, bool, int]] = {}
     for c in p.entry_calls:
         if c[1] == key and int(c[0]) not in out:

@@ -18,7 +18,7 @@ from compilediag.harness.worker_types import OtherWork, ProcessRuntime, Profiled
 from compilediag.paths import library_path, portable_text, possessive
 from compilediag.report.model import StepWork
 from compilediag.report.vocabulary import Finding, FindingKind, StepsAt
-from compilediag.report.words import ms, work_when
+from compilediag.report.words import ms, steps_listed, work_when
 
 ROW = ("step", "forward", "backward", "optimizer", "data", "the rest", "evaluation")
 
@@ -195,7 +195,9 @@ def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> 
         text = f"{kinds} {when}{who}): {each}"
         held = [n for n in steps if n in left_out]
         if held and window:
-            text += f"; step{'s' if len(held) > 1 else ''} {_steps(held)} of the window left out"
+            text += (
+                f"; step{'s' if len(held) > 1 else ''} {steps_listed(held)} of the window left out"
+            )
             text += " of the training step's figures"
         waited = works[0].waited_ms  # the same steps: the same waits
         if waited:
@@ -219,8 +221,3 @@ def _named(w: StepWork) -> str:
     if framework:
         return f"{possessive(framework)} `{short_name(w.function)}` ({library_path(w.file) or w.file}:{w.line})"
     return f"{short_name(w.function)} ({os.path.basename(w.file)}:{w.line})"
-
-
-def _steps(steps: list[int]) -> str:
-    shown = ", ".join(map(str, steps[:6]))
-    return shown + (f" and {len(steps) - 6} more" if len(steps) > 6 else "")
