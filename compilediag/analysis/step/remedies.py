@@ -301,7 +301,7 @@ def _judge(t: Tried, before: list[list[float]], after: list[list[float]]) -> tup
     if e.kept:
         return True, f"kept: {e.words()} over {e.pairs} pairs of runs"
     if e.low > 1 / trials.KEEP_AT:
-        return False, f"not kept: slower, {e.words()} over {e.pairs} pairs of runs"
+        return False, f"not kept: {e.words()} over {e.pairs} pairs of runs"
     return False, (
         f"not kept: no measurable effect ({e.plus_minus()}: {e.words()} over {e.pairs} pairs "
         f"of runs; kept where the whole interval is at least {1 - trials.KEEP_AT:.0%} faster)"

@@ -174,7 +174,6 @@ def test_a_remedy_with_no_effect_beside_a_busy_core_is_not_kept_and_apply_leaves
     assert job_facts["bound"]["part"] == "optimizer"
     (t,) = job_facts["tried"]
     assert t["remedy"] == "foreach" and not t["kept"], t
-    assert t["why"].startswith("not kept: no measurable effect (±"), t["why"]
     assert t["pairs"] == 3 and t["ratio_low"] <= t["ratio"] <= t["ratio_high"]
     assert t["ratio_high"] > trials.KEEP_AT
     base = job_facts["try_baseline"]
@@ -185,6 +184,13 @@ def test_a_remedy_with_no_effect_beside_a_busy_core_is_not_kept_and_apply_leaves
     own = [_own_mean(r) for r in runs]
     ratios = [own[1] / own[0], own[2] / own[3], own[5] / own[4]]
     assert not all(r <= trials.KEEP_AT for r in ratios), ratios
+    # foreach's loop holds the four square roots at once (fresh memory each step): on some
+    # machines that reads slower, and is said so where the job's own clock agrees
+    if t["ratio_low"] > 1 / trials.KEEP_AT:
+        assert t["why"].startswith("not kept: 0.") and "(slower)" in t["why"], t["why"]
+        assert statistics.geometric_mean(ratios) > 1, ratios
+    else:
+        assert t["why"].startswith("not kept: no measurable effect (±"), t["why"]
     assert job.read_bytes() == before and not (tmp_path / "bounded.py.orig").exists()
     assert "no remedy was kept: your code is unchanged" in proc.stderr
 
