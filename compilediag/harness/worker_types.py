@@ -128,13 +128,22 @@ class Profiled:
     backward_ms: float = 0.0
     optimizer_ms: float = 0.0
     data_ms: float = 0.0
-    # each step: [the step, forward, backward, optimizer, data, the rest, evaluation] in ms
-    # (a file of an older release: the first six)
+    # each step: [the step, forward, backward, optimizer, data, the rest, evaluation, then of
+    # forward the wrapper's hooks and the model's eager code, of backward its hooks] in ms (a
+    # file of an older release: the first six or seven)
     per_step: list[list[float]] = field(default_factory=list)
     evaluation_ms: float = 0.0  # run: an evaluation's calls, and what the job did between them
     step_numbers: list[int] = field(default_factory=list)  # run: the job's step of each row
     # run: each step's graphs, {compile id: [graph, gap, backward graph, backward gap]} in ms
     step_regions: list[dict[str, list[float]]] = field(default_factory=list)
+    # run, a sharded model (FSDP2): its wrapper's name, the time a step in its hooks in
+    # forward (unshard: all-gathers and the waits in them; reshard), the model's forward
+    # outside compiled calls (the eager code around compiled blocks), and in its hooks in
+    # backward (unshard, reduce-scatter): parts of forward and of backward_ms
+    wrapper: str = ""
+    hooks_ms: float = 0.0
+    module_ms: float = 0.0
+    backward_hooks_ms: float = 0.0
 
 
 @dataclass

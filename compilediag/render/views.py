@@ -21,7 +21,7 @@ from compilediag.report.model import (
 )
 from compilediag.report.vocabulary import RestKind, StepsAt
 from compilediag.report.words import ALSO_CHANGED as ALSO
-from compilediag.report.words import steps_words
+from compilediag.report.words import backward_split, forward_split, steps_words
 from compilediag.trace.formats import guard_pattern
 
 
@@ -172,18 +172,18 @@ def rest_words(r: Runtime) -> str:
 
 
 def step_text(r: Runtime, b: Breakdown) -> str:
-    """`26.4 ms: forward 3.31 ms (in graphs 3.19 ms · Python between them 0.113 ms) ·
-    backward 7.07 ms · optimizer 12.4 ms · data 2.94 ms · the rest 0.887 ms (steps 4-10, 7
-    measured)`; a step with no backward, optimizer or data says what its rest holds."""
+    """`26.4 ms: forward 3.31 ms (in graphs 3.19 ms · Python between them 0.113 ms) · backward
+    7.07 ms · optimizer 12.4 ms · the rest 0.887 ms (steps 4-10, 7 measured)`, or its rest."""
     a, z = r.window
     window = f"steps {a}-{z}, {b.calls} measured" + (
         f", rank {r.window_rank}" if r.window_rank is not None else ""
     )
-    split = f"in graphs {ms(b.in_graphs_ms)} · Python between them {ms(b.between_graphs_ms)}"
+    split = forward_split(b.in_graphs_ms, b.between_graphs_ms, b.hooks_ms, b.module_ms, b.wrapper)
     parts = b.parts()
     if len(parts) == 2:  # forward and the rest: no training part was seen
         return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
-    inside = {"forward": f" ({split})", "the rest": rest_named(b)}
+    inside = {"forward": f" ({split})", "the rest": rest_named(b),
+              "backward": backward_split(b.backward_hooks_ms, b.wrapper)}  # fmt: skip
     said = [f"{name} {ms(v)}{inside.get(name, '')}" for name, v in parts]
     mine = next((s for s in r.rank_steps if s.rank == r.window_rank), None)
     waits_for = mine.waits_for if mine is not None else None
@@ -209,9 +209,9 @@ def rest_named(b: Breakdown) -> str:
         total = sum(r.ms for r in eager)
         top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3] if r.ms >= total / 10)
         named.append(f"eager ops outside graphs {ms(total)}: {top}")
-    said = ""
+    said, of = "", "of it and of forward's eager code" if b.wrapper else "of it"
     if named and b.rest_holds(sum(r.ms for r in moved + eager)):
-        said = f" (of it: {'; '.join(named)})"
+        said = f" ({of}: {'; '.join(named)})"
     elif named:  # the profiler's reading, larger than the part it would be of
         said = (
             f"; torch.profiler read {'; '.join(named)} a step, more than the job's clock gives "
@@ -252,7 +252,7 @@ def collectives_words(
         over = f" over the kernel profile's {kernel_steps_words(r)} of {ms(step_ms)}"
     exposed = ""
     if b.communication_exposed_ms is not None:
-        exposed = f" ({ms(b.communication_exposed_ms)} of it exposed: no compute beside it)"
+        exposed = f" ({ms(b.communication_exposed_ms)} of it with no compute beside it)"
     waits = ", waits for other ranks included" if b.communication_wait_ms is None else ""
     return f"{said}; collectives {ms(b.communication_ms)} a step beside them{over}{exposed}{waits}"
 

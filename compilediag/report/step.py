@@ -81,13 +81,24 @@ class Breakdown:
     # window): eager ops outside any graph and reads of a tensor's value; the rest's
     # other time is Python (logging, the loop's own code)
     rest: list[RestPart] = field(default_factory=list)
+    # run, a sharded model (FSDP2): its wrapper, and a step's time in its hooks in forward
+    # (unshard: its all-gathers and the waits in them; reshard), its forward's eager code
+    # outside compiled calls (around compiled blocks), its hooks in backward (unshard,
+    # reduce-scatter: a part of backward_ms)
+    wrapper: str = ""
+    hooks_ms: float = 0.0
+    module_ms: float = 0.0
+    backward_hooks_ms: float = 0.0
 
     def parts(self) -> list[tuple[str, float]]:
         """The step's parts in the order they run, those it has (a training step's
         backward, optimizer and data; every step's forward and the rest): (name, ms), adding
         up to it."""
         parts = [
-            ("forward", self.in_graphs_ms + self.between_graphs_ms),
+            (
+                "forward",
+                self.in_graphs_ms + self.between_graphs_ms + self.hooks_ms + self.module_ms,
+            ),
             ("backward", self.backward_ms),
             ("optimizer", self.optimizer_ms),
             ("data", self.data_ms),
@@ -105,8 +116,9 @@ class Breakdown:
         """Whether ops the kernel profile timed in the rest (`profiled_ms` a step) fit in
         the rest the job's clock measured, within 25% and 0.05 ms (the two are taken over
         other steps): where they don't, torch.profiler made that time (on CPU it inflates
-        what follows a compiled region), and it is no part of this step."""
-        return profiled_ms <= self.outside_ms * 1.25 + 0.05
+        what follows a compiled region), and it is no part of this step. In a sharded model
+        they may be in forward's eager code (module_ms) too."""
+        return profiled_ms <= (self.outside_ms + self.module_ms) * 1.25 + 0.05
 
 
 @dataclass

@@ -82,3 +82,31 @@ def work_when(steps: list[int], between: bool, shown: int = 6) -> str:
     if after:
         said.append(f"after step{'s' if len(after) > 1 else ''} {steps_listed(after, shown)}")
     return f"{len(steps)} time{'s' if len(steps) != 1 else ''} ({', '.join(said)}"
+
+
+# what a sharding wrapper's hooks do, in forward and in backward (Breakdown.wrapper)
+WRAPPER_HOOKS = {
+    "FSDP2": ("its all-gathers, the waits in them, reshard",
+              "its all-gathers, reduce-scatters and the waits in them"),
+}  # fmt: skip
+
+
+def forward_split(in_graphs: float, between: float, hooks: float, module: float,
+                  wrapper: str) -> str:  # fmt: skip
+    """`in graphs 4.9 ms · Python between them 0.44 ms`, and in a sharded model's forward
+    `· FSDP2's hooks 13.1 ms (its all-gathers, …) · eager code around the compiled calls
+    1.2 ms`."""
+    said = f"in graphs {ms(in_graphs)} · Python between them {ms(between)}"
+    if wrapper:
+        what = WRAPPER_HOOKS.get(wrapper, ("", ""))[0]
+        said += f" · {wrapper}'s hooks {ms(hooks)}" + (f" ({what})" if what else "")
+        said += f" · eager code around the compiled calls {ms(module)}"
+    return said
+
+
+def backward_split(hooks: float, wrapper: str) -> str:
+    """` (of it FSDP2's hooks 12.3 ms: its all-gathers, …)`; '' without a wrapper."""
+    if not wrapper:
+        return ""
+    what = WRAPPER_HOOKS.get(wrapper, ("", ""))[1]
+    return f" (of it {wrapper}'s hooks {ms(hooks)}" + (f": {what})" if what else ")")

@@ -74,6 +74,10 @@ def breakdown_of(p: Profiled, scale: float = 1.0) -> Breakdown:
         optimizer_ms=round(p.optimizer_ms * scale, 6),
         data_ms=round(p.data_ms * scale, 6),
         evaluation_ms=round(p.evaluation_ms * scale, 6),
+        wrapper=p.wrapper,
+        hooks_ms=round(p.hooks_ms * scale, 6),
+        module_ms=round(p.module_ms * scale, 6),
+        backward_hooks_ms=round(p.backward_hooks_ms * scale, 6),
     )
 
 

@@ -35,6 +35,13 @@ MODE_CODE = re.compile(
 MODULE_MODE_CODE = re.compile(r"\.eval\(\)|\.train\(")
 EVALUATING = re.compile(r"no_grad|inference_mode|\.eval\(\)|\.train\(\s*False")
 DEF = re.compile(r"(?:async\s+)?def\s")
+# what a line switches, by the mode kinds graph_mode names: a graph that differs only in grad
+# mode was not switched by a `model.eval()` beside its `no_grad()`
+SWITCHES = {
+    "grad": re.compile(r"\b(?:no_grad|inference_mode|enable_grad|set_grad_enabled)\b"),
+    "training": MODULE_MODE_CODE,
+    "autocast": re.compile(r"\bautocast\b"),
+}
 
 
 def graph_mode(e: Entry) -> dict[str, str]:
@@ -64,14 +71,19 @@ def caller_frames(e: Entry) -> list[Frame]:
 
 
 def compiled_in_place(e: Entry) -> bool:
-    """The frame's module was compiled in place (`model.compile()`): nn.Module's own call
-    reaches it with no torch._dynamo wrapper on the stack, and there is no uncompiled
-    module to call."""
-    stack = e.compile.stack
-    return not any("torch/_dynamo/" in f.file for f in stack) and any(
-        f.name == "_wrapped_call_impl" and f.file.endswith("torch/nn/modules/module.py")
-        for f in stack
-    )
+    """The frame's module was compiled in place (`model.compile()`, `block.compile()` in a
+    loop): nn.Module's own call reaches it with no torch._dynamo wrapper on the stack, or
+    calls torch._dynamo's wrapper itself (its compiled call); there is no uncompiled module
+    to call."""
+    stack = [f for f in e.compile.stack if "/_compilediag_runtime/" not in f.file]  # `run`'s
+    into = next((i for i, f in enumerate(stack) if "torch/_dynamo/" in f.file), None)
+    if into is not None:
+        return into > 0 and _module_call(stack[into - 1])
+    return any(_module_call(f) for f in stack)
+
+
+def _module_call(f: Frame) -> bool:
+    return f.name == "_wrapped_call_impl" and f.file.endswith("torch/nn/modules/module.py")
 
 
 def _indent(text: str) -> int:
@@ -126,6 +138,13 @@ class ModeGraph:
     def loops(self) -> bool:
         """A framework's loop or the library made the call, not a line of the user's."""
         return self.caller.by in (CalledBy.FRAMEWORK, CalledBy.LIBRARY) and self.call is not None
+
+    def switched(self, differ: list[str]) -> list[tuple[Frame, int, str]]:
+        """The lines that switched a mode its graphs differ in (all of them where none
+        says which)."""
+        return [
+            x for x in self.switches if any(SWITCHES[k].search(x[2]) for k in differ)
+        ] or self.switches
 
     def evaluating(self, differ: list[str]) -> bool:
         """The evaluation graph: grad off or eval() where the graphs differ in it, or called
@@ -208,9 +227,9 @@ def _graph_item(i: int, g: ModeGraph, differ: list[str]) -> str:
         place.append(f"called at {os.path.basename(g.call.file)}:{g.call.line}")
         if g.call.name and g.call.name != "<module>":
             place[-1] += f" in {g.call.name}"
-    if g.switches:
-        f = g.switches[0][0]
-        lines = " and ".join(f"line {ln} `{code}`" for _, ln, code in g.switches)
+    if switches := g.switched(differ):
+        f = switches[0][0]
+        lines = " and ".join(f"line {ln} `{code}`" for _, ln, code in switches)
         here = g.call is not None and (f.file, f.name) == (g.call.file, g.call.name)
         if g.loops and installed_package(f.file):
             # the framework's own lines: named as its, in its file (never the user's to edit)
@@ -267,12 +286,9 @@ def _compile_fewer(graphs: list[ModeGraph], differ: list[str], in_place: bool) -
         if not in_place:
             how = f"call the module you passed to torch.compile there, or wrap them in {stance}"
         return f"To compile fewer, run the calls of the rarer mode uncompiled: {how}."
-    calls = dict.fromkeys(
-        f"{os.path.basename(c.file)}:{c.line}" + (f" (in {c.name})" if c.name != "<module>" else "")
-        for c in (g.call for g in evaluation)
-        if c
-    )
-    in_ = f"at {' and '.join(calls)}, " if calls else ""
+    training = {(c.file, c.line) for g in graphs if g not in evaluation and (c := g.call)}
+    calls = dict.fromkeys(_evaluation_place(g, training, differ) for g in evaluation if g.call)
+    in_ = f"{' and '.join(calls)}, " if calls else ""
     if not in_place:
         how = (
             "call the module you passed to torch.compile rather than the compiled one, or "
@@ -281,4 +297,19 @@ def _compile_fewer(graphs: list[ModeGraph], differ: list[str], in_place: bool) -
     return (
         f"To compile it for training only, run evaluation uncompiled: {in_}{how}; "
         "evaluation then runs in eager mode."
+    )
+
+
+def _evaluation_place(g: ModeGraph, training: set[tuple[str, int]], differ: list[str]) -> str:
+    """`at eval.py:12 (in validate)`: where an evaluation graph's calls are to run uncompiled;
+    where training calls the compiled module from the same line (a loop over blocks compiled
+    each in place), under the line that switched evaluation's mode instead."""
+    c = g.call
+    assert c is not None
+    if (c.file, c.line) in training and (switches := g.switched(differ)):
+        f, line, code = switches[0]
+        where = f"in {f.name}: " if f.name != "<module>" else ""
+        return f"under {os.path.basename(f.file)}:{line} ({where}`{code}`)"
+    return f"at {os.path.basename(c.file)}:{c.line}" + (
+        f" (in {c.name})" if c.name != "<module>" else ""
     )

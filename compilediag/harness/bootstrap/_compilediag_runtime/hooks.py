@@ -54,6 +54,7 @@ def install(probe: Probe) -> Any:
     undo_entries = _count_entries(probe)
     undo_parts = _watch_step_parts(probe)
     undo_saves = _watch_checkpoints(probe)
+    undo_fsdp = _watch_fsdp(probe)
     listener = _SkipListener(probe)
     for name in CUDAGRAPH_LOGGERS:
         logging.getLogger(name).addHandler(listener)
@@ -65,6 +66,7 @@ def install(probe: Probe) -> Any:
         undo_entries()
         undo_parts()
         undo_saves()
+        undo_fsdp()
         for name in CUDAGRAPH_LOGGERS:
             logging.getLogger(name).removeHandler(listener)
 
@@ -88,6 +90,80 @@ def _watch_checkpoints(probe: Probe) -> Any:
 
     torch.save = checkpoint_save
     return lambda: setattr(torch, "save", save)
+
+
+FSDP_GROUP = "torch.distributed.fsdp._fully_shard._fsdp_param_group"
+# FSDP2's parameter group's hooks, called by its module's forward and backward hooks (never
+# traced: they run inside hooks torch keeps out of compiled code) and what each is, a Part.HOOKS
+# mark's compile-id field
+FSDP_HOOKS = {"pre_forward": "f+", "post_forward": "f-", "pre_backward": "", "post_backward": ""}
+
+
+def _watch_fsdp(probe: Probe) -> Any:
+    """FSDP2's hooks (`fully_shard`): each parameter group's unshard before its module's
+    forward and backward (all-gathers, the waits in them), reshard after its forward and
+    reduce-scatter after its backward, marked as the wrapper's (Part.HOOKS). Patched when the
+    job imports FSDP2 (importing it here would cost a job that doesn't use it a second).
+    Returns the undo."""
+    import importlib.abc
+
+    done: list[Any] = []
+
+    def patch(module: Any) -> None:
+        group = getattr(module, "FSDPParamGroup", None)
+        for name, kind in FSDP_HOOKS.items():
+            original = vars(group).get(name) if group is not None else None
+            if original is None:
+                continue
+
+            @functools.wraps(original)
+            def hook(*args: Any, _original: Any = original, _kind: str = kind, **kw: Any) -> Any:
+                probe.wrapper = "FSDP2"
+                if not probe.mark("w", True, _kind):
+                    return _original(*args, **kw)
+                try:
+                    return _original(*args, **kw)
+                finally:
+                    probe.mark("w", False, _kind)
+
+            setattr(group, name, hook)
+            done.append(lambda group=group, name=name, original=original: setattr(
+                group, name, original))  # fmt: skip
+
+    class Finder(importlib.abc.MetaPathFinder):
+        """Patches FSDP2's parameter group once its module has run."""
+
+        def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+            if name != FSDP_GROUP:
+                return None
+            import importlib.machinery
+
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            loader = getattr(spec, "loader", None)
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            run = loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                run(module)
+                patch(module)
+
+            loader.exec_module = exec_module
+            return spec
+
+    if FSDP_GROUP in sys.modules:
+        patch(sys.modules[FSDP_GROUP])
+        return lambda: [u() for u in done]
+    finder = Finder()
+    sys.meta_path.insert(0, finder)
+
+    def undo() -> None:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+        for u in done:
+            u()
+
+    return undo
 
 
 def _watch_step_parts(probe: Probe) -> Any:

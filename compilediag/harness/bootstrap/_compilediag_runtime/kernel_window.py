@@ -256,7 +256,7 @@ class _KernelWindow:
                     compute.append((e.time_range.start, e.time_range.end))
                 continue
             top = e.cpu_parent is None and e.time_range.start < rest_cutoff
-            if not self.cuda and e.cpu_parent is None and e.thread in steps_threads:
+            if not self.cuda and e.thread in steps_threads and _outermost_op(e):
                 compute.append((e.time_range.start, e.time_range.end))
             if top and e.thread in steps_threads and e.name.startswith("aten::"):
                 add(e.name, _top_kind(e, self.cuda), e.cpu_time_total, table=rest)
@@ -475,3 +475,16 @@ def _in_graph(e: Any) -> bool:
             return True
         p = p.cpu_parent
     return False
+
+
+def _outermost_op(e: Any) -> bool:
+    """CPU compute: an op or generated kernel no other op called (not a range around them,
+    FSDP's hooks' or the job's record_function, which also hold waits for other ranks)."""
+    if not e.name.startswith(("aten::", "cpp_fused")):
+        return False
+    p = e.cpu_parent
+    while p is not None:
+        if p.name.startswith(("aten::", "cpp_fused")):
+            return False
+        p = p.cpu_parent
+    return True

@@ -21,6 +21,12 @@ class Part(str, Enum):  # noqa: UP042 - the job's Python may predate StrEnum (3.
     BACKWARD = "b"  # autograd's engine (backward(), grad())
     OPTIMIZER = "o"  # an optimizer step
     DATA = "d"  # a data loader's next batch
+    HOOKS = "w"  # a sharding wrapper's hook (FSDP2's unshard and reshard, forward and backward)
+
+
+# a HOOKS mark's compile-id field: which hook; the forward of the wrapped model runs from the
+# start of its outermost pre-forward to the end of the matching post-forward
+PRE_FORWARD, POST_FORWARD = "f+", "f-"
 
 
 OUTER = (Part.BACKWARD, Part.OPTIMIZER, Part.DATA)  # parts that hold the moments inside them
@@ -30,7 +36,9 @@ OTHER_WORK = (Part.EVALUATION, Part.CHECKPOINT)  # not training: a span of its o
 class StepParts:
     """Seconds per part, of one step or summed over several: the forward graphs and the
     eager Python after each (by compile id), the backward graphs and the eager backward
-    before each, the rest of backward, the optimizer, data, evaluation, what remains."""
+    before each, the rest of backward, the optimizer, data, evaluation, what remains; in a
+    sharded model's forward its wrapper's hooks (their collectives and the waits in them)
+    and its eager code outside compiled calls, in backward the hooks (of backward)."""
 
     def __init__(self) -> None:
         self.step = 0.0
@@ -43,6 +51,9 @@ class StepParts:
         self.data = 0.0
         self.evaluation = 0.0
         self.outside = 0.0
+        self.hooks = 0.0
+        self.module = 0.0
+        self.bhooks = 0.0
 
     def add(self, other: StepParts) -> None:
         for mine, theirs in (
@@ -51,15 +62,17 @@ class StepParts:
         ):  # fmt: skip
             for key, seconds in theirs.items():
                 _add(mine, key, seconds)
-        for name in ("step", "backward", "optimizer", "data", "evaluation", "outside"):
+        for name in PLAIN:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def row(self) -> list[float]:
-        """[the step, forward, backward, optimizer, data, the rest, evaluation] in ms."""
-        forward = sum(self.graph.values()) + sum(self.gap.values())
+        """[the step, forward, backward, optimizer, data, the rest, evaluation, of forward
+        the wrapper's hooks and its eager code, of backward the hooks] in ms."""
+        forward = sum(self.graph.values()) + sum(self.gap.values()) + self.hooks + self.module
         backward = self.backward + sum(self.bgraph.values()) + sum(self.bgap.values())
-        parts = [self.step, forward, backward, self.optimizer, self.data, self.outside]
-        return [round(x * 1e3, 6) for x in [*parts, self.evaluation]]
+        parts = [self.step, forward, backward + self.bhooks, self.optimizer, self.data]
+        more = [self.outside, self.evaluation, self.hooks, self.module, self.bhooks]
+        return [round(x * 1e3, 6) for x in [*parts, *more]]
 
     def regions(self, per: float = 1e3) -> dict[str, list[float]]:
         """{compile id: [forward graph, Python after it, backward graph, eager backward
@@ -69,6 +82,10 @@ class StepParts:
                                                                 self.bgraph, self.bgap)]
             for c in dict.fromkeys([*self.graph, *self.bgraph])
         }  # fmt: skip
+
+
+PLAIN = ("step", "backward", "optimizer", "data", "evaluation", "outside", "hooks", "module",
+         "bhooks")  # fmt: skip
 
 
 def split_step(
@@ -106,72 +123,117 @@ def _split(
     one in the same compiled call (where calls are not seen: the same step), the first
     graph's gap; else what remains. Inside backward: in a backward graph, its; between two
     backward graphs, the gap of the second (its forward ran first: the eager backward of the
-    code after it); else the rest of backward."""
-    outer: list[str] = []  # the parts open that hold others
-    closure = 0  # compiled calls under way that began inside an optimizer's step
-    graph = bgraph = None  # the forward graph, the backward graph, under way
-    after = bafter = None  # the graph that ended last (in the compiled call; in backward)
-    waiting = bwaiting = 0.0  # the time since then, given once it is known whose it is
-    calls = 0 if by_entry else 1  # compiled calls under way (unseen: always in one)
+    code after it); else the rest of backward. A wrapper's hook's moment (HOOKS) is its
+    own, in backward or forward; between the wrapped model's outermost pre-forward and
+    post-forward, a moment outside any compiled call is the model's (its eager code)."""
+    split = _Splitter(out, by_entry)
     prev = start
     for part, entered, cid, mark in [*marks, ("", False, "", end)]:
-        s = seconds(prev, mark)
+        where = split.where()
+        split.give(seconds(prev, mark), where)
         prev = mark
+        split.see(part, entered, cid, where)
+    out.outside += split.waiting  # after the step's last graph
+    out.backward += split.bwaiting
+
+
+class _Splitter:
+    """_split's state between two marks."""
+
+    def __init__(self, out: StepParts, by_entry: bool) -> None:
+        self.out = out
+        self.outer: list[str] = []  # the parts open that hold others
+        self.closure = 0  # compiled calls under way that began inside an optimizer's step
+        self.graph: str | None = None  # the forward graph under way
+        self.bgraph: str | None = None  # the backward graph under way
+        self.after: str | None = None  # the graph that ended last in the compiled call
+        self.bafter: str | None = None  # ... in backward
+        self.waiting = self.bwaiting = 0.0  # the time since then, given once it is known whose
+        self.calls = 0 if by_entry else 1  # compiled calls under way (unseen: always in one)
+        self.hooked = 0  # the wrapper's hooks under way
+        self.depth = 0  # its modules' forwards under way
+
+    def where(self) -> str:
+        outer = self.outer
         where = outer[0] if outer else ""
         if where == Part.OPTIMIZER and Part.BACKWARD in outer:
-            where = Part.BACKWARD  # a closure's backward
-        elif where == Part.OPTIMIZER and closure:
-            where = ""  # a closure's forward
-        if where == Part.BACKWARD:
-            if bgraph is not None:
-                _add(out.bgraph, bgraph, s)
+            return Part.BACKWARD  # a closure's backward
+        if where == Part.OPTIMIZER and self.closure:
+            return ""  # a closure's forward
+        return where
+
+    def give(self, s: float, where: str) -> None:
+        """The moment `s` since the last mark, to its part."""
+        out = self.out
+        if where == Part.BACKWARD and self.hooked:
+            out.bhooks += s
+        elif where == Part.BACKWARD:
+            if self.bgraph is not None:
+                _add(out.bgraph, self.bgraph, s)
             else:
-                bwaiting += s
+                self.bwaiting += s
         elif where == Part.OPTIMIZER:
             out.optimizer += s
         elif where == Part.DATA:
             out.data += s
-        elif graph is not None:
-            _add(out.graph, graph, s)
-        elif after is not None:
-            waiting += s
+        elif self.hooked:
+            out.hooks += s
+        elif self.graph is not None:
+            _add(out.graph, self.graph, s)
+        elif self.after is not None:
+            self.waiting += s
+        elif self.depth:
+            out.module += s
         else:
             out.outside += s
+
+    def see(self, part: str, entered: bool, cid: str, where: str) -> None:
+        """A mark: what opens or closes."""
+        out, outer = self.out, self.outer
         if part == Part.GRAPH:
             if entered:
-                if after is not None:
-                    _add(out.gap, after, waiting)
-                graph, after, waiting = cid, None, 0.0
+                if self.after is not None:
+                    _add(out.gap, self.after, self.waiting)
+                self.graph, self.after, self.waiting = cid, None, 0.0
             else:
-                forward = not outer or (closure and outer == [Part.OPTIMIZER])
-                graph, after = None, (cid if calls and forward else None)
+                forward = not outer or (self.closure and outer == [Part.OPTIMIZER])
+                self.graph, self.after = None, (cid if self.calls and forward else None)
         elif part == Part.BACKWARD_GRAPH:
             if entered:
-                if bafter is not None:
-                    _add(out.bgap, cid, bwaiting)
+                if self.bafter is not None:
+                    _add(out.bgap, cid, self.bwaiting)
                 else:
-                    out.backward += bwaiting
-                bgraph, bafter, bwaiting = cid, None, 0.0
+                    out.backward += self.bwaiting
+                self.bgraph, self.bafter, self.bwaiting = cid, None, 0.0
             else:
-                bgraph, bafter = None, cid
+                self.bgraph, self.bafter = None, cid
+        elif part == Part.HOOKS:
+            self.hooked = max(0, self.hooked + (1 if entered else -1))
+            if not entered and cid in (PRE_FORWARD, POST_FORWARD) and where != Part.BACKWARD:
+                self.depth = max(0, self.depth + (1 if cid == PRE_FORWARD else -1))
+        elif part in (Part.ENTRY, Part.EVALUATION):
+            self._call(entered)
         elif part == Part.CHECKPOINT:
             pass
-        elif part in (Part.ENTRY, Part.EVALUATION):
-            calls += 1 if entered else -1
-            if Part.OPTIMIZER in outer:
-                closure = max(0, closure + (1 if entered else -1))
-            if not entered and calls <= 0:  # after the call's last graph: what remains
-                out.outside += waiting
-                calls, after, waiting = 0, None, 0.0
         elif entered:
             outer.append(part)
         elif part in outer:
             del outer[len(outer) - 1 - outer[::-1].index(part)]  # the innermost of its kind
             if part == Part.BACKWARD and Part.BACKWARD not in outer:
-                out.backward += bwaiting
-                bgraph, bafter, bwaiting = None, None, 0.0
-    out.outside += waiting  # after the step's last graph
-    out.backward += bwaiting
+                out.backward += self.bwaiting
+                self.bgraph, self.bafter, self.bwaiting = None, None, 0.0
+
+    def _call(self, entered: bool) -> None:
+        """A compiled call's start or end."""
+        self.calls += 1 if entered else -1
+        if Part.OPTIMIZER in self.outer:
+            self.closure = max(0, self.closure + (1 if entered else -1))
+        if not entered and self.calls <= 0:  # after the call's last graph: what remains
+            if self.depth:
+                self.out.module += self.waiting
+            else:
+                self.out.outside += self.waiting
+            self.calls, self.after, self.waiting = 0, None, 0.0
 
 
 def _add(table: dict[str, float], key: str, seconds: float) -> None:

@@ -62,6 +62,7 @@ class Probe:
         self._optimizing = 0  # optimizer steps under way (a compiled step's hooks too)
         self._depth = 0  # compiled entries under way (one called inside another: depth 2)
         self.started = time.perf_counter()
+        self.wrapper = ""  # the sharding wrapper whose hooks ran (FSDP2)
         self.loaders: dict[str, Any] = {}  # the data loader timed: its workers, pinned memory
         self._cuda: Any = None  # torch.cuda while CUDA is in use
         self.skip_reasons: list[str] = []  # torch's words for a CUDA-graph skip, as logged
