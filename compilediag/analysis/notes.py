@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from compilediag.analysis.compile.breaks import DDP, DDP_REORDER, user_site
+from compilediag.analysis.compile.breaks import DDP, DDP_REORDER, FSDP_CODE, user_site
 from compilediag.analysis.compile.kernel_origins import provenance_lines
 from compilediag.analysis.compile.kernels import GraphCode
 from compilediag.analysis.history import Entry, History
@@ -185,10 +185,15 @@ def skipped_frames(h: History, python_ms: list[FrameTime]) -> list[Finding]:
             head += f", about {cost:.3f} ms of each call"
         cause = _break_that_skipped(e, parsed.gb_id)
         if cause:  # torch gave up the frame for a break inside it: name that break
+            fix = (
+                "That break's fix (under Graph breaks) lets torch compile the frame."
+                if FSDP_CODE not in cause
+                else "It is FSDP's, on purpose: compile each block instead (under Graph "
+                "breaks); this frame then stays in eager mode, as it is now."
+            )
             text = (
                 f"{head}: the graph break at {cause} is inside a loop, and torch cannot resume "
-                f"a frame in the middle of a loop{gb}. That break's fix (under Graph breaks) "
-                "lets torch compile the frame."
+                f"a frame in the middle of a loop{gb}. {fix}"
             )
         else:
             text = f"{head}: {parsed.reason}{gb}. {parsed.explanation}".strip()

@@ -63,6 +63,7 @@ def classify(
 # Code the user calls but does not own: a break inside it is theirs to avoid, not to fix
 # inside. Matched on the path from the package down; the advice fits the framework.
 DDP = "torch.nn.parallel (DDP)"
+FSDP, FSDP_CODE = "torch.distributed.fsdp (FSDP)", "torch/distributed/fsdp/"
 FRAMEWORKS: list[tuple[str, str, str]] = [
     (
         "torch/nn/parallel/",
@@ -70,6 +71,16 @@ FRAMEWORKS: list[tuple[str, str, str]] = [
         "Dynamo broke inside DistributedDataParallel's own code. Compile the module, then "
         "wrap it (`DDP(torch.compile(model))`), or compile each block; torch's DDP notes "
         "describe how DDP and torch.compile work together.",
+    ),
+    (
+        FSDP_CODE,
+        FSDP,
+        "FSDP keeps its hooks (each block's all-gather and reshard) out of compiled code on "
+        "purpose (torch._dynamo.config.skip_fsdp_hooks), so a compiled root breaks at every "
+        "block it shards. Compile each block inside the sharding instead, in torchtitan's "
+        "order: `fully_shard(block)` then `block.compile()` for each block, then "
+        "`fully_shard(model)`; each block is then compiled between FSDP's hooks, and the root's "
+        "loop runs in eager mode by design.",
     ),
     (
         "torch/",
@@ -102,7 +113,7 @@ FRAMEWORKS: list[tuple[str, str, str]] = [
 
 # frameworks whose own code the user calls but must not edit: their advice wins over a fix
 # that edits the line torch broke on (for DDP, always: the fix is how the model is wrapped)
-ALWAYS_FRAMEWORK_ADVICE = {DDP}
+ALWAYS_FRAMEWORK_ADVICE = {DDP, FSDP}
 
 
 def framework_of(*files: str) -> tuple[str, str] | None:

@@ -166,3 +166,29 @@ def test_fsdp_slow_rank_wait_is_what_its_batch_costs(tmp_path: Path) -> None:
         assert ranks[0]["breakdown"]["hooks_ms"] >= 0.65 * late  # the wait is in its hooks
 
     measured_twice(check)
+
+
+@pytest.mark.full
+def test_a_compiled_fsdp_root_is_told_to_compile_its_blocks_and_that_holds(
+    fsdp_run, tmp_path: Path
+) -> None:
+    """`model.compile()` on the sharded root: Dynamo breaks at FSDP's hooks in the loop over
+    blocks and gives the root frame up. Before: "the break is inside torch itself … check the
+    call's arguments", and "that break's fix lets torch compile the frame". Now FSDP's choice,
+    with per-block compile; applied (the job's default), torch's own log has no such break and
+    its counter the same graphs, the root in eager mode as before."""
+    facts = tmp_path / "root"
+    proc = run_torchrun(JOB, facts, env={"JOB_COMPILE": "root"}, timeout=600)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    root = json.loads((facts / "rank0.json").read_text())
+    fsdp = [b for b in report["graph_breaks"] if b["framework"] == "torch.distributed.fsdp (FSDP)"]
+    (brk,) = fsdp
+    assert "`block.compile()`" in brk["suggestion"] and "check the call" not in brk["suggestion"]
+    skipped = [f["message"] for f in report["notes"] if "was not compiled" in f["message"]]
+    assert skipped and all("It is FSDP's, on purpose" in m for m in skipped), skipped
+    assert len(report["graph_breaks"]) == 2 and root["graph_breaks"] > 0
+    blocks_report, own = fsdp_run
+    blocks = own[0]
+    assert not [b for b in blocks_report["graph_breaks"] if b["framework"]]
+    assert blocks["graph_breaks"] < root["graph_breaks"] and blocks["graphs"] == root["graphs"]
