@@ -143,15 +143,19 @@ def test_fsdp_validation_recompiles_are_advised_where_its_mode_switched_and_the_
 def test_fsdp_slow_rank_wait_is_what_its_batch_costs(tmp_path: Path) -> None:
     """Rank 1's batches take 30 ms more: rank 0 waits in its first all-gather, inside its
     forward's hooks; the wait within 35% of what rank 1's own clock spent on data beyond
-    rank 0's (before: 254 ms a step beside a 95 ms step), and no more than the step."""
+    rank 0's (before #66: 254 ms a step beside a 95 ms step), and no more than the step;
+    --max-wait-share fails the gate, as on DDP (the hooks' marks change none of this)."""
 
     def check() -> None:
         facts = tmp_path / "slow"
         proc = run_torchrun(
-            JOB, facts, "--profile-steps", "3-5", timeout=600,
-            env={"JOB_SLOW_RANK": "1", "JOB_SLOW_MS": "30"},
+            JOB, facts, "--profile-steps", "3-5", "--max-wait-share", "0.15", "--fail-on-divergence",
+            timeout=600, env={"JOB_SLOW_RANK": "1", "JOB_SLOW_MS": "30"},
         )  # fmt: skip
         assert proc.stdout.strip(), proc.stderr[-3000:]
+        # the gate: the wait's rule fails, as on DDP; the ranks compiled alike (no divergence)
+        assert proc.returncode == 1 and "max-wait-share" in proc.stderr, proc.stderr[-2000:]
+        assert "fail-on-divergence" not in proc.stderr.split("verdict", 1)[-1], proc.stderr[-2000:]
         r = json.loads(proc.stdout)["runtime"]
         own = {int(f.stem.removeprefix("rank")): json.loads(f.read_text())
                for f in sorted(facts.glob("rank*.json"))}  # fmt: skip
