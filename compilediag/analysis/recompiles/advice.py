@@ -9,6 +9,7 @@ the tensor, and the words `translate` gave it). Whose input a value is comes fro
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ from compilediag.analysis.recompiles.library_advice import (
     size_advice,
     under_training_loop,
 )
-from compilediag.analysis.recompiles.mode_advice import mode_advice
+from compilediag.analysis.recompiles.mode_advice import compiled_in_place, mode_advice, mode_graph
 from compilediag.analysis.recompiles.passed_inputs import (
     POSITIONAL,
     SPREAD_ITEM,
@@ -71,6 +72,28 @@ def model_sets_it(c: Case) -> str:
 
 def one_graph_per_mode(c: Case) -> str:
     return mode_advice(c.history, c.entry) if is_mode_switch(c.guards) else ""
+
+
+def blocks_in_a_loop(c: Case) -> str:
+    """requires_grad, in a module compiled in place (`block.compile()` for each block) that
+    one line calls for every block: each block's input from that line, and the first one's
+    (a batch) needs no grad where the others' (activations) do. A graph for each, shared by
+    every block: nothing to change."""
+    if "requires_grad" not in c.guard.guard or not compiled_in_place(c.entry):
+        return ""
+    first = c.history.frame_of(c.entry)[0]
+    a, b = mode_graph(first).call, mode_graph(c.entry).call
+    if a is None or b is None or (a.file, a.line) != (b.file, b.line):
+        return ""
+    code = code_at(a.file, a.line).strip()
+    return (
+        f"Expected: {os.path.basename(a.file)}:{a.line}"
+        + (f" (`{code}`)" if code else "")
+        + " calls modules compiled in place whose inputs differ in requires_grad (as the "
+        "first block's input, a batch, and the later blocks' activations do). Torch compiles "
+        "one graph for each and every such module reuses them (graphs are cached on the code "
+        "object, shared by the blocks): nothing to change."
+    )
 
 
 def library_frame(c: Case) -> str:
@@ -164,6 +187,7 @@ GUARD_ADVISORS: list[Advisor] = [local_after_break, every_dim, at_the_call, tran
 ADVISORS: list[Advisor] = [
     model_sets_it,
     one_graph_per_mode,
+    blocks_in_a_loop,
     loaders_last_batch,
     library_frame,
     training_loop_batches,

@@ -310,6 +310,11 @@ def _evaluation_place(g: ModeGraph, training: set[tuple[str, int]], differ: list
         f, line, code = switches[0]
         where = f"in {f.name}: " if f.name != "<module>" else ""
         return f"under {os.path.basename(f.file)}:{line} ({where}`{code}`)"
+    if (c.file, c.line) in training:
+        return (
+            f"where your evaluation calls the model (not at {os.path.basename(c.file)}:{c.line}, "
+            "which training's calls pass through too)"
+        )
     return f"at {os.path.basename(c.file)}:{c.line}" + (
         f" (in {c.name})" if c.name != "<module>" else ""
     )

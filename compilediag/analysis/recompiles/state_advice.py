@@ -75,7 +75,8 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
     old, new = guard_values(before[-1].compile.guards), guard_values(e.compile.guards)
     changed = [
         src for src in old if src in new and old[src] != new[src] and src.startswith(("L[", "G["))
-    ]
+        and not _made_dynamic(new[src])
+    ]  # fmt: skip
     first = f"{g.guard} {g.words}"
     out = []
     for src in changed:
@@ -101,6 +102,12 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
             text += f": the model sets it itself ({where}); set it before the first call (`{fix}`)"
         out.append(text)
     return out
+
+
+def _made_dynamic(leaves: frozenset[str]) -> bool:
+    """The new graph guards only the value's type (a float torch's automatic dynamic made a
+    symbol): any later value reuses it, so no fix has to cover it."""
+    return bool(leaves) and all(leaf.startswith("TYPE_MATCH:") for leaf in leaves)
 
 
 # a line that grows a container: `self.stats.append(x)`, `.extend(`, `.insert(`, `+= [`

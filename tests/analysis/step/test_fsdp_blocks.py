@@ -130,6 +130,19 @@ def test_fsdp_validation_recompiles_are_advised_where_its_mode_switched_and_the_
     assert "model.eval()" not in advice and "the module you passed" not in advice, advice
     assert 'set_stance("force_eager")' in advice
     assert len(report["recompiles"]) == own[0]["recompiles"]  # torch's count, before the fix
+    # the first block's input needs no grad, the others' do: expected, nothing to change
+    # (before: "call the compiled model with the same requires_grad every time", and for the
+    # frame after the break "this call also changed `scale` ... a fix has to cover each",
+    # a float torch's automatic dynamic had made a symbol)
+    grads = [x for x in report["recompiles"] if "requires_grad" in x["failed_guard"]]
+    loop = next(i + 1 for i, t in enumerate(lines) if t.strip() == "x = block(x)")
+    for x in grads:
+        assert x["suggestion"].startswith(f"Expected: fsdp_blocks.py:{loop} (`x = block(x)`)")
+        assert "nothing to change" in x["suggestion"] and not x["also_changed"], x
+    # ... and the run bears it out: the blocks share the graphs, a call each a block a step
+    calls = {g["compile_id"].split(":")[-1]: g["calls"] for g in report["graphs"]}
+    steps, blocks = report["runtime"]["steps"], 4
+    assert calls["0/0"] + calls["0/1"] == blocks * steps, calls
     facts = tmp_path / "fixed"
     proc = run_torchrun(JOB, facts, env={"JOB_EVAL_EAGER": "1"}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
