@@ -31,7 +31,11 @@ from compilediag.analysis.notes import (
     speedup_notes,
     untested_torch,
 )
-from compilediag.analysis.recompiles.recompiles import collect_limit_hits, collect_recompiles
+from compilediag.analysis.recompiles.recompiles import (
+    close_to_limit,
+    collect_limit_hits,
+    collect_recompiles,
+)
 from compilediag.analysis.source import code_at
 from compilediag.harness.worker_types import ModelInfo, WorkerResult
 from compilediag.paths import is_library_file, portable_path, portable_text
@@ -106,6 +110,7 @@ def build_report(
     if measured.model is not None:
         in_users_words(report, measured.model)
         report.target.repeated = repeated_blocks(measured.model.modules)
+    report.notes += close_to_limit(h, report.recompiles)  # in the user's words, as they are
     report.notes += compile_notes(report, h)
     if run is not None:
         from compilediag.analysis.step.runtime import apply_runtime

@@ -134,6 +134,7 @@ class FindingKind(StrEnum):
     AHEAD_OF_TIME = "ahead_of_time"  # a torch.export / AOTInductor trace
     NOTHING_COMPILED = "nothing_compiled"  # no graph came out: all of it ran eager
     SKIPPED_FRAME = "skipped_frame"  # a frame torch gave up on (runs eager)
+    CLOSE_TO_LIMIT = "close_to_limit"  # a frame at half of torch's recompile limit or more
     CACHE_GAP = "cache_gap"  # a cache hit whose generated code the trace lacks
     NO_PROVENANCE = "no_provenance"  # kernels with no user line (no provenance records)
     MODEL_DEFAULTS = "model_defaults"  # the file's model class, built with its defaults

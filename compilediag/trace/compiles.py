@@ -159,6 +159,7 @@ class CompilationMetrics:
     # Dynamo's config for this compile said automatic_dynamic_shapes=False
     # (torch.compile(dynamic=False) sets it): each new size a graph of its own
     static_shapes: bool = False
+    recompile_limit: int = 0  # dynamo_config's (cache_size_limit before 2.6); 0: not logged
 
     @classmethod
     def parse(cls, m: dict[str, Any]) -> CompilationMetrics:
@@ -200,7 +201,8 @@ class CompilationMetrics:
             aot_cache_misses=_int(m.get("aotautograd_local_cache_miss_count"))
             + _int(m.get("aotautograd_remote_cache_miss_count")),
             times_from="seconds" if "entire_frame_compile_time_s" in m else "cumulative_us",
-            static_shapes=_static_shapes(m.get("dynamo_config")),
+            static_shapes=_config(m.get("dynamo_config")).get("automatic_dynamic_shapes") is False,
+            recompile_limit=_recompile_limit(_config(m.get("dynamo_config"))),
             duration_s=max(0.0, _float(m.get("end_time_us")) - _float(m.get("start_time_us")))
             / 1e6,
         )
@@ -329,12 +331,17 @@ class TraceLog:
         return sorted(self.compiles.values(), key=lambda c: c.order)
 
 
-def _static_shapes(config: Any) -> bool:
-    """The compile's dynamo_config (a JSON string, 2.5+) turned automatic dynamic shapes off."""
+def _config(config: Any) -> dict[str, Any]:
+    """The compile's dynamo_config (a JSON string, 2.5+); {} where none was logged."""
     if not isinstance(config, str):
-        return False
+        return {}
     try:
         value = json.loads(config)
     except ValueError:
-        return False
-    return isinstance(value, dict) and value.get("automatic_dynamic_shapes") is False
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _recompile_limit(config: dict[str, Any]) -> int:
+    value = config.get("recompile_limit", config.get("cache_size_limit"))
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -23,7 +23,7 @@ from compilediag.analysis.recompiles.guards import (
 from compilediag.analysis.recompiles.state_advice import also_changed
 from compilediag.analysis.source import code_at
 from compilediag.report.model import LimitHit, Recompile
-from compilediag.report.vocabulary import RecompileCause
+from compilediag.report.vocabulary import Finding, FindingKind, RecompileCause, Severity
 from compilediag.report.words import ALSO_CHANGED
 from compilediag.trace.compiles import id_of
 from compilediag.trace.formats import (
@@ -150,6 +150,51 @@ def collect_limit_hits(h: History, recompiles: list[Recompile]) -> list[LimitHit
             )
         )
     return hits
+
+
+CLOSE = 0.5  # a frame with this share of torch's recompile limit, or more, is close to it
+
+
+def close_to_limit(h: History, recompiles: list[Recompile]) -> list[Finding]:
+    """Frames that compiled half of torch's recompile limit or more (the trace's own
+    dynamo_config) and did not reach it: how many, and what filled them (their recompiles'
+    failed guards, each kind once). Said once where several ranks say the same."""
+    out: dict[str, Finding] = {}
+    for frame in {e.id.frame_key: h.frame_of(e) for e in h}.values():
+        if any(RECOMPILE_LIMIT.search(k.metrics.fail_reason) for k in frame):
+            continue  # the limit hit: its own finding
+        limit = max((k.metrics.recompile_limit for k in frame), default=0)
+        if not limit or len(frame) < 2 or len(frame) < limit * CLOSE:
+            continue
+        ids = {k.compile_id for k in frame}
+        mine = [r for r in recompiles if r.compile_id in ids]
+        if not mine:
+            continue
+        r = mine[0]
+        filled = _sizes(mine) or _distinct(x.failed_guard for x in mine)
+        text = (
+            f"{r.frame} at {r.file}:{r.line} is close to torch's "
+            f"recompile limit: {len(frame)} graphs of {limit} "
+            "(torch._dynamo.config.recompile_limit); past it, a call that needs a new graph "
+            "runs in eager mode. What filled it: " + "; ".join(filled or ["its recompiles"])
+            + ". The advice under Recompiles removes them; raising the limit only hides them."
+        )  # fmt: skip
+        out.setdefault(text, Finding(FindingKind.CLOSE_TO_LIMIT, text, Severity.WARNING,
+                                     r.file, r.line))  # fmt: skip
+    return list(out.values())
+
+
+def _sizes(recompiles: list[Recompile]) -> list[str]:
+    """`input dim 0: 2 → 3 → 4 → 5 → 6`: each size that changed, the values it took in turn;
+    [] where a recompile was for something else."""
+    runs: dict[tuple[str, int], list[int]] = {}
+    for r in recompiles:
+        c = r.change
+        if c is None:
+            return []
+        seen = runs.setdefault((c.source, c.dim), [c.old])
+        seen.extend([c.new] if seen[-1] == c.old else [c.old, c.new])
+    return [f"{src} dim {dim}: {' → '.join(map(str, v))}" for (src, dim), v in runs.items()]
 
 
 def _distinct(reasons: Iterable[str]) -> list[str]:

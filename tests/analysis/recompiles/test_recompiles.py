@@ -145,6 +145,39 @@ def test_recompile_limit_post_mortem(tmp_path: Path) -> None:
     assert "Recompile limit hit" in proc.stdout and "run in eager mode" in proc.stdout
 
 
+def test_a_frame_at_half_the_limit_is_said_close_to_it_with_the_sizes_that_filled_it() -> None:
+    """dynamic=False and five batch sizes: five graphs of torch's limit of eight, by torch's
+    own CompileCounter and config in this process; the note names the sizes in turn. The
+    advice applied (dynamic) leaves no note; three sizes (under half the limit) none."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    from sample_models.changing_batch import get_model
+
+    sizes = [2, 3, 4, 5, 6]
+    counter = CompileCounter()
+    torch._dynamo.reset()
+    compiled = torch.compile(get_model(), backend=counter, dynamic=False)
+    with torch.no_grad():
+        for b in sizes:
+            compiled(torch.randn(b, 16))
+    torch._dynamo.reset()
+    sweep = ",".join(f"{b}x16" for b in sizes)
+    args = ("recompiles", "sample_models/changing_batch.py", "--shapes")
+
+    def close(*more: str) -> list[str]:
+        report, proc = run_json(*args, *more)
+        assert proc.returncode == 0, proc.stderr
+        return [n["message"] for n in report["notes"] if n["kind"] == "close_to_limit"]
+
+    (said,) = close(sweep, "--no-dynamic")
+    limit = torch._dynamo.config.recompile_limit
+    assert f": {counter.frame_count} graphs of {limit} " in said, (said, counter.frame_count)
+    assert "input dim 0: 2 → 3 → 4 → 5 → 6" in said, said
+    assert close(sweep, "--dynamic") == []
+    assert close("2x16,3x16,4x16", "--no-dynamic") == []
+
+
 def test_max_recompiles_gate() -> None:
     over = run_cli("recompiles", "sample_models/changing_float.py", "--max-recompiles", "0")
     assert over.returncode == 1 and "FAIL max-recompiles" in over.stdout
