@@ -85,10 +85,9 @@ def work_when(steps: list[int], between: bool, shown: int = 6) -> str:
 
 
 # what a sharding wrapper's hooks do, in forward and in backward (Breakdown.wrapper)
-WRAPPER_HOOKS = {
-    "FSDP2": ("its all-gathers, the waits in them, reshard",
-              "its all-gathers, reduce-scatters and the waits in them"),
-}  # fmt: skip
+FSDP_HOOKS = ("its all-gathers, the waits in them, reshard",
+              "its all-gathers, reduce-scatters and the waits in them")  # fmt: skip
+WRAPPER_HOOKS = {"FSDP2": FSDP_HOOKS, "FSDP1": FSDP_HOOKS}
 
 
 def forward_split(in_graphs: float, between: float, hooks: float, module: float,

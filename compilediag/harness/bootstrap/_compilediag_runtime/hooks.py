@@ -92,49 +92,51 @@ def _watch_checkpoints(probe: Probe) -> Any:
     return lambda: setattr(torch, "save", save)
 
 
-FSDP_GROUP = "torch.distributed.fsdp._fully_shard._fsdp_param_group"
-# FSDP2's parameter group's hooks, called by its module's forward and backward hooks (never
-# traced: they run inside hooks torch keeps out of compiled code) and what each is, a Part.HOOKS
-# mark's compile-id field
-FSDP_HOOKS = {"pre_forward": "f+", "post_forward": "f-", "pre_backward": "", "post_backward": ""}
+# FSDP's hooks, where each module defines them (a class's methods, or the module's own
+# functions), and what each is (a Part.HOOKS mark's compile-id field): FSDP2's parameter
+# group's, called by its module's forward and backward hooks; FSDP1's, called by its
+# FullyShardedDataParallel.forward (by the names that module imported) and registered on
+# each forward's tensors (by _runtime_utils' names)
+FSDP_HOOKS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "torch.distributed.fsdp._fully_shard._fsdp_param_group": ("FSDP2", "FSDPParamGroup", {
+        "pre_forward": "f+", "post_forward": "f-", "pre_backward": "", "post_backward": "",
+    }),
+    "torch.distributed.fsdp.fully_sharded_data_parallel": ("FSDP1", "", {
+        "_root_pre_forward": "", "_pre_forward": "f+", "_post_forward": "f-",
+    }),
+    "torch.distributed.fsdp._runtime_utils": ("FSDP1", "", {
+        "_pre_backward_hook": "", "_post_backward_hook": "", "_post_backward_final_callback": "",
+    }),
+}  # fmt: skip
 
 
 def _watch_fsdp(probe: Probe) -> Any:
-    """FSDP2's hooks (`fully_shard`): each parameter group's unshard before its module's
-    forward and backward (all-gathers, the waits in them), reshard after its forward and
-    reduce-scatter after its backward, marked as the wrapper's (Part.HOOKS). Patched when the
-    job imports FSDP2 (importing it here would cost a job that doesn't use it a second).
-    Returns the undo."""
+    """FSDP's hooks (FSDP2's `fully_shard`, FSDP1's FullyShardedDataParallel): the unshard
+    before each module's forward and backward (all-gathers, the waits in them), the reshard
+    after its forward and the reduce-scatter after its backward, marked as the wrapper's
+    (Part.HOOKS). Patched when the job imports FSDP (importing it here would cost a job that
+    doesn't use it a second); where torch traces one (compiled autograd, a traced FSDP1
+    forward), it traces torch's own. Returns the undo."""
     import importlib.abc
 
     done: list[Any] = []
 
     def patch(module: Any) -> None:
-        group = getattr(module, "FSDPParamGroup", None)
-        for name, kind in FSDP_HOOKS.items():
-            original = vars(group).get(name) if group is not None else None
+        wrapper, owner_name, hooks = FSDP_HOOKS[module.__name__]
+        owner = getattr(module, owner_name, None) if owner_name else module
+        for name, kind in hooks.items():
+            original = vars(owner).get(name) if owner is not None else None
             if original is None:
                 continue
-
-            @functools.wraps(original)
-            def hook(*args: Any, _original: Any = original, _kind: str = kind, **kw: Any) -> Any:
-                probe.wrapper = "FSDP2"
-                if not probe.mark("w", True, _kind):
-                    return _original(*args, **kw)
-                try:
-                    return _original(*args, **kw)
-                finally:
-                    probe.mark("w", False, _kind)
-
-            setattr(group, name, hook)
-            done.append(lambda group=group, name=name, original=original: setattr(
-                group, name, original))  # fmt: skip
+            setattr(owner, name, _timed_hook(probe, original, wrapper, kind))
+            done.append(lambda owner=owner, name=name, original=original: setattr(
+                owner, name, original))  # fmt: skip
 
     class Finder(importlib.abc.MetaPathFinder):
-        """Patches FSDP2's parameter group once its module has run."""
+        """Patches FSDP's hooks once their module has run."""
 
         def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-            if name != FSDP_GROUP:
+            if name not in FSDP_HOOKS:
                 return None
             import importlib.machinery
 
@@ -151,9 +153,9 @@ def _watch_fsdp(probe: Probe) -> Any:
             loader.exec_module = exec_module
             return spec
 
-    if FSDP_GROUP in sys.modules:
-        patch(sys.modules[FSDP_GROUP])
-        return lambda: [u() for u in done]
+    for name in FSDP_HOOKS:
+        if name in sys.modules:
+            patch(sys.modules[name])
     finder = Finder()
     sys.meta_path.insert(0, finder)
 
@@ -164,6 +166,25 @@ def _watch_fsdp(probe: Probe) -> Any:
             u()
 
     return undo
+
+
+def _timed_hook(probe: Probe, original: Any, wrapper: str, kind: str) -> Any:
+    compiler = getattr(sys.modules.get("torch"), "compiler", None)
+    compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+
+    @functools.wraps(original)
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        if compiling():
+            return original(*args, **kwargs)
+        probe.wrapper = wrapper
+        if not probe.mark("w", True, kind):
+            return original(*args, **kwargs)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            probe.mark("w", False, kind)
+
+    return hook
 
 
 def _watch_step_parts(probe: Probe) -> Any:
