@@ -177,7 +177,7 @@ def close_to_limit(h: History, recompiles: list[Recompile]) -> list[Finding]:
             f"recompile limit: {len(frame)} graphs of {limit} "
             "(torch._dynamo.config.recompile_limit); past it, a call that needs a new graph "
             "runs in eager mode. What filled it: " + "; ".join(filled or ["its recompiles"])
-            + ". The advice under Recompiles removes them; raising the limit only hides them."
+            + " (the advice for each is under Recompiles)."
         )  # fmt: skip
         out.setdefault(text, Finding(FindingKind.CLOSE_TO_LIMIT, text, Severity.WARNING,
                                      r.file, r.line))  # fmt: skip
