@@ -285,11 +285,11 @@ def training_ranks(
 ) -> tuple[list[RankSummary], list[Finding]]:
     """The ranks as their training steps compiled them, with a note for each rank whose
     evaluation alone called graphs (run's probe counted its evaluation's calls)."""
-    from compilediag.analysis.ranks.ranks import without_evaluation
+    from compilediag.analysis.ranks.ranks import evaluation_notes, without_evaluation
     from compilediag.analysis.step.other_work import evaluation_graphs, short_name
 
     by_rank = {p.rank: p for p in (run.processes if run else []) if p.steps_at == StepsAt.OPTIMIZER}
-    compared, notes = [], []
+    compared, found = [], []
     for r, own in zip(ranks, owners, strict=True):
         p = by_rank.get(r.rank)
         if p is None:
@@ -297,10 +297,10 @@ def training_ranks(
             continue
         names = sorted({short_name(w.function) for w in p.other_work if w.kind == "evaluation"})
         work = "evaluation" + (f" ({', '.join(names)})" if names else "")
-        adjusted, note = without_evaluation(r, own, evaluation_graphs(p), work)
+        adjusted, graphs = without_evaluation(r, own, evaluation_graphs(p), work)
         compared.append(adjusted)
-        notes += [note] if note is not None else []
-    return compared, notes
+        found += [graphs] if graphs is not None else []
+    return compared, evaluation_notes(found, len(ranks))
 
 
 def _finish(report: Report, ignored: list[str], run: JobRun | None, skips: list[str]) -> Report:

@@ -11,6 +11,7 @@ import json
 import statistics
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from compilediag.analysis.recompiles.recompiles import guard_head
@@ -229,9 +230,20 @@ def _label(r: RankSummary) -> str:
     return r.label or f"rank {r.rank}"
 
 
+@dataclass
+class EvaluationGraphs:
+    """A rank's graphs its evaluation alone called (evaluation_notes words them)."""
+
+    label: str  # the rank
+    work: str  # the evaluation's name
+    graphs: str  # their compile ids, without the rank
+    seconds: float  # their compile time
+    recompiled: str  # how the training graph and the evaluation's came to recompile, or ''
+
+
 def without_evaluation(
     r: RankSummary, own: Report, graphs: set[str], work: str
-) -> tuple[RankSummary, Finding | None]:
+) -> tuple[RankSummary, EvaluationGraphs | None]:
     """The rank as its training steps compiled it: the graphs its evaluation alone called
     (`graphs`, compile ids), and each recompile of a frame that has one training graph left
     (the training graph recompiled only because evaluation compiled the frame first, or
@@ -277,23 +289,50 @@ def without_evaluation(
         changed=r.changed if kept else [],
         graphs=[g for g in r.graphs if g.compile_id not in ids],
     )  # fmt: skip
-    said = ", ".join(sorted(unranked(x) for x in ids))
-    if seconds:
-        said += f" (compiled in {seconds:.2f} s, which the other ranks wait for at their first collective after it)"
     also = "; ".join(sorted({f"{x.frame}: {x.failed_guard}" for x in dropped}))
     # which came first: an evaluation graph that is its frame's first compile made the
     # training graph the recompile, else the training graph's made the evaluation's
     first = any((cid := id_of(x)) is not None and cid.frame_compile == 0 for x in ids)
     how = "and its training graph recompiled after it" if first else "and recompiled for it"
-    note = Finding(
-        FindingKind.EVALUATION_GRAPHS,
-        f"{_label(r)}'s {work} runs graph{'s' if len(ids) > 1 else ''} "
-        f"{said} that no training step calls"
-        + (f", {how} ({also})" if also else "")
-        + ": left out of the comparison of ranks, their graphs and their compile time (not "
-        "a divergence; their training steps compiled alike)",
-    )  # fmt: skip
-    return adjusted, note
+    said = ", ".join(sorted(unranked(x) for x in ids))
+    return adjusted, EvaluationGraphs(
+        _label(r), work, said, seconds, f"{how} ({also})" if also else ""
+    )
+
+
+def evaluation_notes(found: list[EvaluationGraphs], ranks: int) -> list[Finding]:
+    """Each rank's evaluation graphs in words, said once for the ranks whose evaluation ran
+    the same graphs the same way: every rank's (none waits for another's compile), or
+    those ranks' (the others wait for them at their first collective after it)."""
+    groups: dict[tuple[str, str, str], list[EvaluationGraphs]] = {}
+    for e in found:
+        groups.setdefault((e.work, e.graphs, e.recompiled), []).append(e)
+    notes = []
+    for (work, graphs, recompiled), same in groups.items():
+        every = len(same) == ranks > 1
+        who = f"each of the {ranks} ranks'" if every else " and ".join(
+            f"{e.label}'s" for e in same
+        )  # fmt: skip
+        times = sorted(e.seconds for e in same)
+        said = graphs
+        if times[-1]:
+            took = (
+                f"{times[0]:.2f} s"
+                if times[0] == times[-1]
+                else f"{times[0]:.2f}-{times[-1]:.2f} s"
+            )
+            said += f" (compiled in {took}" + (
+                ")" if every else ", which the other ranks wait for at their first collective after it)"
+            )  # fmt: skip
+        plural = "s" if "," in graphs else ""
+        notes.append(Finding(
+            FindingKind.EVALUATION_GRAPHS,
+            f"{who} {work} runs graph{plural} {said} that no training step calls"
+            + (f", {recompiled}" if recompiled else "")
+            + ": left out of the comparison of ranks, their graphs and their compile time (not "
+            "a divergence; their training steps compiled alike)",
+        ))  # fmt: skip
+    return notes
 
 
 # torch.distributed's default timeout for a collective (NCCL's since 2.2, and gloo's)

@@ -129,6 +129,10 @@ def test_fsdp_validation_recompiles_are_advised_where_its_mode_switched_and_the_
     assert f"under fsdp_blocks.py:{no_grad} (in main: `with torch.no_grad()" in advice, advice
     assert "model.eval()" not in advice and "the module you passed" not in advice, advice
     assert 'set_stance("force_eager")' in advice
+    # both ranks validate: their evaluation graphs said once, no rank waiting for another's
+    # (before: "rank 0's evaluation … which the other ranks wait for", then the same of rank 1)
+    (said,) = [n["message"] for n in report["notes"] if n["kind"] == "evaluation_graphs"]
+    assert said.startswith("each of the 2 ranks' evaluation") and "wait" not in said, said
     assert len(report["recompiles"]) == own[0]["recompiles"]  # torch's count, before the fix
     # the first block's input needs no grad, the others' do: expected, nothing to change
     # (before: "call the compiled model with the same requires_grad every time", and for the
