@@ -127,6 +127,7 @@ def _builtin(b: Break) -> Fix:
     )  # fmt: skip
 
 
+LOGGER_REORDERED = (2, 15)  # the first release that reorders a Logger method (2.13 breaks)
 LOGGER_METHOD = re.compile(r"\.(debug|info|warning|warn|error|exception|critical|log)\(")
 
 
@@ -134,8 +135,8 @@ LOGGER_METHOD = re.compile(r"\.(debug|info|warning|warn|error|exception|critical
 def _logging(b: Break) -> Fix:
     m = LOGGER_METHOD.search(b.code)
     tail = (
-        "reorderable_logging_functions does not help here: Dynamo breaks on Logger methods "
-        "even when they are in it."
+        "On this torch reorderable_logging_functions does not help: Dynamo breaks on Logger "
+        "methods even when they are in it (torch 2.15 reorders them)."
     )
     if not m:
         return fix(
@@ -145,6 +146,18 @@ def _logging(b: Break) -> Fix:
             "the log call is skipped while compiled (it does not run); the break is gone",
         )  # fmt: skip
     method = m.group(1)
+    version = release(b.torch_version or installed())
+    if version is not None and version >= LOGGER_REORDERED:
+        return fix(
+            b, BreakCause.LOGGING,
+            f"Add logging.Logger.{method} to torch._dynamo.config.reorderable_logging_functions "
+            f"(`torch._dynamo.config.reorderable_logging_functions.add(logging.Logger.{method})`)"
+            ": Dynamo then makes the call after the graph, and it still logs. Or add it to "
+            f"ignore_logging_functions (the call is skipped while compiled), or {GUARD}.",
+            "the log call runs after the graph; the break is gone",
+            config={"reorderable_logging_functions": f"fn:logging.Logger.{method}"},
+            code_edit=False,
+        )  # fmt: skip
     return fix(
         b, BreakCause.LOGGING,
         f"Add logging.Logger.{method} to torch._dynamo.config.ignore_logging_functions "

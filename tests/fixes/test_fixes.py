@@ -294,6 +294,23 @@ def test_a_reordered_call_with_keywords_is_advised_for_this_torch() -> None:
         assert not c.fix.code_edit and "`stacklevel=2` is dropped" in c.fix.text
 
 
+def test_a_logger_call_is_reordered_where_this_torch_does_and_still_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """torch 2.15 reorders a Logger method in reorderable_logging_functions (no break, the
+    message still logged); 2.13 breaks on it there, and the fix says so and skips the call
+    instead (ignore_logging_functions). The test above applies either."""
+    c = case("b03_logger_info")
+    reorders = release(torch.__version__) >= (2, 15)  # type: ignore[operator]
+    assert ("reorderable_logging_functions.add(logging.Logger.info)" in c.fix.text) is reorders
+    assert ("does not help" in c.fix.text) is not reorders
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(**c.fix.patch()), caplog.at_level("INFO"):
+        torch.compile(c.module.get_model(), backend="eager")(*c.module.get_inputs())
+    torch._dynamo.reset()
+    assert ("activations computed" in caplog.text) is reorders, caplog.text
+
+
 def test_gb0037_fix_does_not_set_what_causes_it() -> None:
     c = case("b12_lstsq_no_meta")
     assert c.fix.gb_id == "GB0037" and not c.fix.config
