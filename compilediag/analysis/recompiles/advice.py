@@ -10,6 +10,7 @@ the tensor, and the words `translate` gave it). Whose input a value is comes fro
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -172,6 +173,28 @@ def every_dim(c: Case) -> str:
     )
 
 
+CONTROL_FLOW = re.compile(r"^\s*(?:for|while|if|elif)\b|\brange\(")
+
+
+def int_sets_control_flow(c: Case) -> str:
+    """An int the guard's line uses to decide Python control flow (a loop's count, a
+    branch): torch unrolls or picks the code by its value, so it stays a Python int, and
+    neither a tensor nor dynamic=True keeps one graph."""
+    if c.guard.cause != RecompileCause.INT or not c.guard.file:
+        return ""
+    code = code_at(c.guard.file, c.guard.line).strip()
+    name = c.guard.words.split(" changed", 1)[0].strip("`")
+    if not CONTROL_FLOW.search(code) or not re.search(rf"\b{re.escape(name)}\b", code):
+        return ""
+    return (
+        f"`{name}` sets Python control flow at {os.path.basename(c.guard.file)}:{c.guard.line} "
+        f"(`{code}`): torch traces the code its value picks, so each value is a graph of its "
+        "own. It has to stay a Python int: a tensor cannot set a Python loop's count or branch "
+        "in a graph, and dynamic=True specialises it all the same. Pass few values (round "
+        "it up to a bucket), or the same one each call: each value compiles once."
+    )
+
+
 def at_the_call(c: Case) -> str:
     if c.guard.cause != RecompileCause.SHAPE or len(c.dims) > 1:
         return ""
@@ -183,7 +206,9 @@ def translated(c: Case) -> str:
     return c.guard.suggestion
 
 
-GUARD_ADVISORS: list[Advisor] = [local_after_break, every_dim, at_the_call, translated]
+GUARD_ADVISORS: list[Advisor] = [
+    local_after_break, every_dim, int_sets_control_flow, at_the_call, translated,
+]  # fmt: skip
 ADVISORS: list[Advisor] = [
     model_sets_it,
     one_graph_per_mode,

@@ -178,6 +178,35 @@ def test_a_frame_at_half_the_limit_is_said_close_to_it_with_the_sizes_that_fille
     assert close("2x16,3x16,4x16", "--no-dynamic") == []
 
 
+def test_an_int_that_sets_a_loops_count_is_advised_as_an_int() -> None:
+    """`for _ in range(steps)`: before, "make `steps` a tensor or compile with dynamic=True";
+    by torch's own CompileCounter dynamic=True makes as many graphs. Now: it stays an int,
+    few values; steps rounded up to one bucket, one graph."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    from tests.fixtures.loop_count import get_input_sets, get_model
+
+    def graphs(sets: list, **kwargs: object) -> int:
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        compiled = torch.compile(get_model(), backend=counter, **kwargs)
+        for args in sets:
+            compiled(*args)
+        torch._dynamo.reset()
+        return counter.frame_count
+
+    sets = get_input_sets()
+    report, proc = run_json("recompiles", "tests/fixtures/loop_count.py")
+    assert proc.returncode == 0, proc.stderr
+    assert len(report["recompiles"]) == graphs(sets) - 1 == 2
+    said = " ".join(r["suggestion"] for r in report["recompiles"])
+    assert "`steps` sets Python control flow at loop_count.py:" in said, said
+    assert "a tensor or compile with dynamic=True" not in said
+    assert graphs(sets, dynamic=True) == len(sets)  # what the old advice would have given
+    assert graphs([(x, 4) for x, _ in sets]) == 1  # one bucket: one graph
+
+
 def test_max_recompiles_gate() -> None:
     over = run_cli("recompiles", "sample_models/changing_float.py", "--max-recompiles", "0")
     assert over.returncode == 1 and "FAIL max-recompiles" in over.stdout
