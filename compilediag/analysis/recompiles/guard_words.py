@@ -269,10 +269,23 @@ def mode_switch(guard: str) -> str:
 def guard_head(words: str) -> str:
     """What a failed guard's words are about: `input_ids` of `input_ids dim 1 changed ...`,
     `self.config.problem_type` of `self.config.problem_type is None`."""
+    if words.startswith(UNNAMED):
+        return UNNAMED
     return words.split(" ", 1)[0].strip("`")
 
 
 STACK_VALUE = re.compile(r"`?___stack(\d+)`?")
+# the same with what follows it (`___stack0[0]['boxes']`), where the line is not found
+STACK_ITEM = re.compile(r"`?___stack\d+((?:\[[^\]]*\])*)`?")
+UNNAMED = "the value the line before the break made"
+
+
+def unnamed_stack(text: str) -> str:
+    """`___stack0[0]` where its line can't be read (a library's file not installed here):
+    said as what it is, never by torch's internal name."""
+    return STACK_ITEM.sub(lambda m: f"{UNNAMED}" + (f" (its item {m[1]})" if m[1] else ""), text)
+
+
 # where a Python number's new values recompile: said by recompiles.values_count, from the
 # run's own recompiles of that frame (torch's automatic dynamic stops them after the first)
 NEW_VALUES = "{new values}"
@@ -304,6 +317,7 @@ def name_stack_values(g: Guard, co_name: str, co_file: str) -> Guard:
         return g
     named = stack_value(co_name, co_file)
     if named is None:
+        g.words, g.suggestion = unnamed_stack(g.words), unnamed_stack(g.suggestion)
         return g
     name, line, expr = named
     g.words = STACK_VALUE.sub(name, g.words, count=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from compilediag.analysis.callers import CalledBy
 from compilediag.analysis.history import Entry
-from compilediag.analysis.recompiles.guard_words import Guard, guard_head
+from compilediag.analysis.recompiles.guard_words import UNNAMED, Guard, guard_head
 from compilediag.paths import Owner, possessive
 from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.formats import GUARD_LOWER_BOUND, GUARD_RANGE, GUARD_SIZE
@@ -123,4 +123,5 @@ def library_recompile_advice(package: str, g: Guard, e: Entry, dynamic: bool = F
 
 def guard_subject(g: Guard) -> str:
     """What the failed guard is about, as the words name it: `boxes` of `boxes dim 0 ...`."""
-    return f"`{guard_head(g.words)}`"
+    head = guard_head(g.words)
+    return head if head == UNNAMED else f"`{head}`"

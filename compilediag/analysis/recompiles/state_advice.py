@@ -9,7 +9,13 @@ import os
 import re
 
 from compilediag.analysis.history import Entry, FrameCode, History
-from compilediag.analysis.recompiles.guard_words import STACK_VALUE, Guard, stack_value
+from compilediag.analysis.recompiles.guard_words import (
+    STACK_VALUE,
+    UNNAMED,
+    Guard,
+    stack_value,
+    unnamed_stack,
+)
 from compilediag.analysis.recompiles.guards import guarded_chain
 from compilediag.analysis.source import assignments_in_function, code_at
 from compilediag.paths import resolve_file
@@ -87,7 +93,9 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
             continue  # the guard torch named
         if STACK_VALUE.fullmatch(name):  # the value a breaking line made: the user's words
             named = stack_value(e.code.name, e.code.file)
-            shown = named[0] if named else "the value the line before the break made"
+            shown = named[0] if named else UNNAMED
+        elif STACK_VALUE.match(name):  # an item of it
+            shown = unnamed_stack(f"`{name}`")
         else:
             shown = f"`{name}`"
         text = f"{shown} ({guard_change(old[src], new[src])})"
