@@ -109,3 +109,10 @@ def backward_split(hooks: float, wrapper: str) -> str:
         return ""
     what = WRAPPER_HOOKS.get(wrapper, ("", ""))[1]
     return f" (of it {wrapper}'s hooks {ms(hooks)}" + (f": {what})" if what else ")")
+
+
+def percent(share: float) -> str:
+    """`12%`; `<1%` for a share that is not zero but rounds to it (0.279 ms of a 100 ms
+    call is not "0%")."""
+    said = f"{share:.0%}"
+    return "<1%" if share > 0 and said == "0%" else said

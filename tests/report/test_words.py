@@ -106,3 +106,15 @@ def test_the_readmes_samples_read_right() -> None:
                 if "internal" in x or "doubled" in x
             ]
     assert not bad, "\n".join(bad[:20])
+
+
+def test_a_cost_that_is_not_zero_is_never_said_as_zero_percent() -> None:
+    """Before: "costs 0.392 ms a step in eager code (0% of the step)"."""
+    from compilediag.report.words import percent
+
+    assert (percent(0.00279), percent(0.0), percent(0.005), percent(0.23)) == (
+        "<1%",
+        "0%",
+        "0%",
+        "23%",
+    )

@@ -12,6 +12,7 @@ from compilediag.fixes import Fix, fix_for
 from compilediag.paths import installed_package, is_library_file, possessive
 from compilediag.report.model import GraphBreak, Report, Site
 from compilediag.report.vocabulary import BreakCause
+from compilediag.report.words import percent
 from compilediag.trace.compiles import Frame
 from compilediag.trace.formats import RESUME, ParsedBreak, parse_break_text
 
@@ -341,7 +342,7 @@ def framework_wrapped(report: Report, calls: list[tuple[str, str, int]]) -> None
     step = breakdown.call_ms if breakdown else None
     for b in breaks:
         if b.time_lost_ms is not None:
-            share = f" ({b.time_lost_ms / step:.0%} of the step)" if step else ""
+            share = f" ({percent(b.time_lost_ms / step)} of the step)" if step else ""
             cost = f"Measured, it costs {b.time_lost_ms:.3f} ms a step{share}."
         elif breakdown is not None:
             cost = (

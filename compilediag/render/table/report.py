@@ -32,6 +32,7 @@ from compilediag.render.table.recompiles import recompile_blocks, timeline_block
 from compilediag.render.tried import cold_warm_words
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
+from compilediag.report.words import percent
 
 
 def render_table(report: Report, width: int | None = None, color: bool = False) -> str:
@@ -197,7 +198,7 @@ def _break_block(
     rows.append(("reason", Text(gb.reason, style="bold")))
     if gb.time_lost_ms is not None:
         per, whole = ("a step", "the step") if step else ("a call", "the compiled call")
-        share = f" ({gb.time_lost_share:.0%} of {whole})" if gb.time_lost_share else ""
+        share = f" ({percent(gb.time_lost_share)} of {whole})" if gb.time_lost_share else ""
         backward = (
             f": {ms(gb.time_lost_ms - gb.backward_lost_ms)} forward, {ms(gb.backward_lost_ms)} "
             "its backward"
