@@ -115,6 +115,6 @@ def test_a_cost_that_is_not_zero_is_never_said_as_zero_percent() -> None:
     assert (percent(0.00279), percent(0.0), percent(0.005), percent(0.23)) == (
         "<1%",
         "0%",
-        "0%",
+        "<1%",
         "23%",
     )
