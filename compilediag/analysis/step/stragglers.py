@@ -6,7 +6,7 @@ by the job's own clock in them, so no figure is set beside a step it was not tak
 from __future__ import annotations
 
 import statistics
-from collections import Counter
+from collections import defaultdict
 
 from compilediag.analysis.step.waits import longer_line
 from compilediag.report.model import LoopLine, RankStep
@@ -22,10 +22,13 @@ STRAGGLER_SHARE = 0.2
 def stragglers(steps: list[RankStep]) -> list[Finding]:
     """The rank the others wait for, with the part of its step and the line of its loop
     that take longer than theirs; [] where no rank is waited for a fifth of a step."""
-    waited = Counter(s.waits_for for s in steps if s.waits_for is not None)
+    waited: dict[int, float] = defaultdict(float)  # each rank by the others' wait for it
+    for s in steps:  # (two ranks of a loaded machine may each wait for the other a while)
+        if s.waits_for is not None:
+            waited[s.waits_for] += s.breakdown.communication_wait_ms or 0.0
     if not waited:
         return []
-    rank = waited.most_common(1)[0][0]
+    rank = max(waited, key=lambda r: waited[r])
     slow = next((s for s in steps if s.rank == rank), None)
     others = [s for s in steps if s.waits_for == rank]
     if slow is None or not others:

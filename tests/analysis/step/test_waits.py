@@ -190,7 +190,13 @@ def test_gloo_straggler_names_the_slow_ranks_function(tmp_path: Path) -> None:
         report = json.loads(proc.stdout)
         own = _own(facts)
         steps = {s["rank"]: s for s in report["runtime"]["rank_steps"]}
-        assert steps[0]["waits_for"] == 1 and steps[1]["waits_for"] is None, steps
+        waits = {
+            r: (s["waits_for"], s["breakdown"]["communication_wait_ms"]) for r, s in steps.items()
+        }
+        assert steps[0]["waits_for"] == 1, waits
+        # the slow rank waits for nobody, or (a busy machine's other work can hold rank 0 at
+        # a later bucket) for a moment beside the other's wait for it
+        assert steps[1]["waits_for"] is None or waits[1][1] < 0.2 * waits[0][1], waits
         assert report["runtime"]["wait_method"] == "arrivals"  # gloo: the hosts' arrivals
         _no_figure_past_its_step(report)
         (found,) = report["runtime"]["stragglers"]
