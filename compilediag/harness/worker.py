@@ -38,6 +38,8 @@ from compilediag.harness.worker_torch import (
     first_line,
     make_step,
     marked,
+    regional,
+    seed,
     stop_trace,
     to_device,
     user_frame,
@@ -410,17 +412,6 @@ class Worker:
 PROGRESS_S = 0.5  # a timing block's progress line: at most this often
 
 
-def regional(model: Any, path: str, kwargs: dict[str, Any]) -> Any:
-    """--try-fixes' regional compilation: a copy of the model (eager runs the original)
-    whose blocks under `path` are each compiled in place, the rest of it eager."""
-    import copy
-
-    compiled = copy.deepcopy(model)
-    for block in compiled.get_submodule(path):
-        block.compile(**kwargs)
-    return compiled
-
-
 class _Stopped(Exception):
     """A step of the worker's run failed; `fail` has written the result. `code`: the
     worker's exit code."""
@@ -428,19 +419,6 @@ class _Stopped(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
-
-
-def seed(torch: Any, value: int | None) -> None:
-    """The same random state in every run (`compilediag fix` compares two runs' outputs)."""
-    if value is None:
-        return
-    import random
-
-    random.seed(value)
-    torch.manual_seed(value)
-    numpy = sys.modules.get("numpy")  # torch imports it where it is installed
-    if numpy is not None:
-        numpy.random.seed(value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -181,3 +181,27 @@ def user_frame(exc: BaseException, path: str) -> tuple[str, int, str]:
         return "", 0, ""
     f = mine[-1]
     return f.filename, f.lineno or 0, (f.line or "").strip()
+
+
+def regional(model: Any, path: str, kwargs: dict[str, Any]) -> Any:
+    """--try-fixes' regional compilation: a copy of the model (eager runs the original)
+    whose blocks under `path` are each compiled in place, the rest of it eager."""
+    import copy
+
+    compiled = copy.deepcopy(model)
+    for block in compiled.get_submodule(path):
+        block.compile(**kwargs)
+    return compiled
+
+
+def seed(torch: Any, value: int | None) -> None:
+    """The same random state in every run (`compilediag fix` compares two runs' outputs)."""
+    if value is None:
+        return
+    import random
+
+    random.seed(value)
+    torch.manual_seed(value)
+    numpy = sys.modules.get("numpy")  # torch imports it where it is installed
+    if numpy is not None:
+        numpy.random.seed(value)
