@@ -141,6 +141,12 @@ GATE_RULES: tuple[GateRule, ...] = (
         _per_process("max-compile-time", "compile_time_s"), ANY_RUN | {"sweep"},
     ),
     GateRule(
+        "max_recompiles_after_warmup", int, "(with a request stream) exit 1 if the plan's "
+        "warm-up leaves more requests than this that compile under fail_on_recompile, or the "
+        "plan could not be checked.",
+        lambda r, limit: _after_warmup(r, limit), frozenset({"sweep"}),
+    ),
+    GateRule(
         "min_speedup", float, "exit 1 if the measured speed-up is below this.", _speedup,
         frozenset({"timings"}),
     ),
@@ -160,6 +166,19 @@ GATE_RULES: tuple[GateRule, ...] = (
         lambda r, limit: _wait_share(r, limit), frozenset({"trace"}),
     ),
 )  # fmt: skip
+
+
+def _after_warmup(report: Report, limit: float) -> Rule:
+    """The requests that would compile after the plan's warm-up, in fresh processes; a plan
+    not checked (none bounded the stream, or a check failed) fails: nothing says it holds."""
+    s = report.serving
+    found = s.recompiles_after_warmup if s is not None else None
+    if found is None or s is None or not s.verified and found <= limit:
+        why = s.why_plan if s is not None and s.plan is None else "the plan was not checked"
+        notes = [n for n in (s.notes if s else []) if n.startswith("the check")]
+        return Rule("max-recompiles-after-warmup", limit, -1, False,
+                    message="; ".join([why, *notes]))  # fmt: skip
+    return Rule("max-recompiles-after-warmup", limit, found, found <= limit)
 
 
 def _wait_share(report: Report, limit: float) -> Rule:

@@ -197,6 +197,24 @@ def recompiles(
             metavar="SHAPES",
         ),
     ] = None,
+    requests: Annotated[
+        str | None,
+        typer.Option(
+            "--requests",
+            help='Serving: a stream of requests, one JSON object a line ({"shapes": [[1, 37]]}: '
+            "the shapes of the call's tensors in order, null keeps one as get_inputs() gives "
+            "it); default: the model file's get_request_stream(), if it has one.",
+            metavar="FILE",
+        ),
+    ] = None,
+    cold_start: Annotated[
+        bool,
+        typer.Option(
+            "--cold-start/--no-cold-start",
+            help="Serving: also time the plan's warm-up in fresh processes with warm caches "
+            "and with torch's cache artifacts (two more processes).",
+        ),
+    ] = True,
     limits: dict[str, object] | None = None,
     junit: Junit = None,
     try_fixes: TryFixes = False,
@@ -207,7 +225,7 @@ def recompiles(
     output: Output = None,
     html: Html = None,
 ) -> None:
-    """Explain every recompile over a sweep of inputs.
+    """Explain every recompile over a sweep of inputs, or plan for a stream of requests.
 
     Run a sweep of inputs through the compiled model and explain every recompilation: the
     frame, the failed guard in words, the user line that installed it, and the fix.
@@ -215,6 +233,13 @@ def recompiles(
 
     Guards do not depend on the backend, so the default is the fast `eager` backend; pass
     --backend inductor to time real compiles. Compare with --dynamic.
+
+    With a request stream (--requests FILE, or get_request_stream()), the stream is
+    compiled as you compile it (default Inductor): the graphs it makes and the request
+    that makes each, the requests the recompile limit sends to eager, then the plans that
+    bound the graphs (marks, buckets, dynamic=True), measured; the chosen plan's warm-up
+    checked in fresh processes under fail_on_recompile, its cold start timed with empty
+    caches, warm caches and torch's cache artifacts; and the plan as code to paste.
 
     Exit codes: 0 ok; 1 more recompiles than --max-recompiles; 2 usage error (bad
     --shapes, inputs that don't fit); 3 model failed in eager; 4 torch.compile failed;
@@ -226,6 +251,7 @@ def recompiles(
         run=run or RunOptions(),
         shapes=shapes, gate=_gate(limits=limits, junit=junit), out=_out(format, output, html),
         fixes=_fixes(try_fixes, jobs), repro_dir=repro_dir if numerics else None,
+        requests=requests, cold_start=cold_start,
     )  # fmt: skip
     _call(lambda: command.run(opts))
 

@@ -60,6 +60,10 @@ class Target:
     attr: str | None = None
     inputs: list[InputSpec] = field(default_factory=list)
     shapes: list[list[int]] = field(default_factory=list)
+    # serving: the stream's requests (each a shape, or None, per tensor); [] with `stream`
+    # set: the model file's get_request_stream()
+    requests: list[list[list[int] | None]] = field(default_factory=list)
+    stream: bool = False
 
 
 def _parse_shape(text: str, what: str) -> list[int]:

@@ -29,6 +29,7 @@ from compilediag.harness.bootstrap._compilediag_runtime.tracing import TracingCo
 from compilediag.harness.checks import changed_inputs, compare_outputs, fresh, sync, tensors_of
 from compilediag.harness.measure import measure
 from compilediag.harness.numerics.diagnose import custom_op_checks, numerics
+from compilediag.harness.serving.replay import serve, stream_calls
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
 from compilediag.harness.worker_torch import (
@@ -63,6 +64,7 @@ class Worker:
         self._grads: list[list[Any]] = []  # fix --train: the first call's, eager and compiled
         self._threads_at_import = 0  # torch's intra-op threads before the model file ran
         self._told = (0.0, "")  # the last progress line written, and when
+        self._first: Any = None  # serving: get_inputs()'s call, the requests' base
 
     def stage(self, text: str) -> None:
         write_atomic(self.workdir / "status", text)
@@ -119,6 +121,12 @@ class Worker:
             summary = cost.summary()
             self.result.tracing = from_plain(Tracing, summary) if summary is not None else None
             self.after_calls(torch, eager_out, compiled_out, skips)
+            if self.result.serving is not None:
+                device = self.result.environment.device  # type: ignore[union-attr]
+                self.result.serving = serve(
+                    torch, model, compiled, to_device(self._first, device), self.result.serving,
+                    self.compile_kwargs(), device, self.stage,
+                )  # fmt: skip
             self.keep_outputs(torch, eager_out, compiled_out)
             self.time_calls(torch, step, model, compiled, call0)
             self.run_cross_check(torch, model, call0)
@@ -162,6 +170,12 @@ class Worker:
             model = find_model(module, target.attr, target.path)
             sets = iter(find_input_sets(module, target, target.path, self.spec.sweep))
             first = next(sets)
+            if target.stream:  # serving: the sweep is the stream's distinct requests
+                torch = sys.modules["torch"]
+                self.result.serving, sets = stream_calls(
+                    torch, module, model, first, target.requests
+                )
+                self._first, first = first, next(sets)
         except DiagError as e:
             raise self.stop("usage", USAGE, e.message + (" " + e.hint if e.hint else "")) from None
         except ModuleNotFoundError as e:
@@ -180,13 +194,18 @@ class Worker:
             raise self.stop("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e) from None
         return model, itertools.chain([first], sets)
 
-    def compile_model(self, torch: Any, model: Any) -> Any:
+    def compile_kwargs(self) -> dict[str, Any]:
+        """torch.compile's arguments as the user compiles (--backend, --mode, --dynamic)."""
         spec = self.spec
         kwargs: dict[str, Any] = {"backend": spec.backend}
         if spec.mode:
             kwargs["mode"] = spec.mode
         if spec.dynamic is not None:
             kwargs["dynamic"] = spec.dynamic
+        return kwargs
+
+    def compile_model(self, torch: Any, model: Any) -> Any:
+        spec, kwargs = self.spec, self.compile_kwargs()
         if spec.remedy is not None:
             apply(torch, spec.remedy)
             kwargs.update(spec.remedy.compile_kwargs)
@@ -255,14 +274,15 @@ class Worker:
             if i == 0:
                 self.take_grads(torch, model)
         except BaseException as e:
-            if i == 0 and not target.shapes and not target.inputs:
+            if i == 0 and not target.shapes and not target.inputs and not target.stream:
                 # the file's own get_inputs() does not run: a bug in the model file
                 raise self.stop("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e) from None
             # inputs the user typed (--input, --shapes), or a later input set after the
             # model ran: the inputs are wrong, not the model
             what = (
-                "--input" if target.inputs and not target.shapes
+                "--input" if target.inputs and not target.shapes and not target.stream
                 else f"--shapes entry {i + 1}" if target.shapes
+                else f"request {self.result.serving.distinct[i] + 1}" if self.result.serving
                 else f"input set {i + 1}"
             )  # fmt: skip
             raise self.stop(

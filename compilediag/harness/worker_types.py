@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compilediag.fixes.remedies import Remedy
+from compilediag.harness.serving.facts import ServingFacts
 from compilediag.harness.target import Target
 from compilediag.report.model import DeviceTime, Environment, Stat, Tracing
 from compilediag.report.numerics import Numerics
@@ -351,3 +352,4 @@ class WorkerResult:
     errors: list[str] = field(default_factory=list)  # what failed without losing the report
     error: WorkerFailure | None = None  # what ended the run
     tracing: Tracing | None = None  # Dynamo's tracing by function (None: torch can't say)
+    serving: ServingFacts | None = None  # `recompiles --requests`: the serving pass

@@ -39,6 +39,7 @@ from compilediag.report.ranks import (  # noqa: F401 - re-exported: the Report's
     job_summary,
     rank_label,
 )
+from compilediag.report.serving import Serving  # noqa: F401 - re-exported
 from compilediag.report.step import (  # noqa: F401 - re-exported: the Report's types
     LOOP_TORCH,
     Breakdown,
@@ -199,6 +200,7 @@ class Report:
     trace: TraceInfo | None = None  # what was read from the trace
     runtime: Runtime | None = None  # `compilediag run`: the job as it ran
     numerics: Numerics | None = None  # compiled against eager and float64, and why they part
+    serving: Serving | None = None  # `recompiles --requests`: the stream, the plan, the cold start
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

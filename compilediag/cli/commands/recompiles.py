@@ -15,15 +15,18 @@ from compilediag.cli.commands.common import (
     emit,
     judge,
     make_spec,
+    model_path,
     run_model,
     verify_fixes,
     width,
     write_html,
 )
+from compilediag.cli.commands.serving import offers_stream, serving_section
 from compilediag.cli.config import load_config
 from compilediag.cli.options import RunOptions
 from compilediag.errors import UsageError
-from compilediag.harness.target import parse_shapes
+from compilediag.harness.serving.stream import read_requests
+from compilediag.harness.target import parse_shapes, split_target
 
 
 @dataclass
@@ -34,6 +37,8 @@ class RecompilesOptions:
     out: OutputOptions = field(default_factory=OutputOptions)
     fixes: FixOptions = field(default_factory=FixOptions)
     repro_dir: str | None = "compilediag_repro"  # None: no numerics check
+    requests: str | None = None  # a stream of requests, one JSON object a line
+    cold_start: bool = True  # serving: also time the warm-up with warm caches and artifacts
 
 
 def check_no_empty_shape(text: str, what: str) -> None:
@@ -51,6 +56,20 @@ def check_no_empty_shape(text: str, what: str) -> None:
             )
 
 
+def check_serving(opts: RecompilesOptions, serving: bool, sweep: list[list[int]]) -> None:
+    """A request stream and a sweep are two runs; the serving gate needs a stream."""
+    if serving and sweep:
+        raise UsageError(
+            "--shapes and a request stream (--requests, or get_request_stream()) both given.",
+            hint='Give the shapes as requests: one line each, e.g. {"shapes": [[2, 16]]}.',
+        )
+    if not serving and opts.gate.limits.get("max_recompiles_after_warmup") is not None:
+        raise UsageError(
+            "--max-recompiles-after-warmup judges a request stream's plan.",
+            hint="Pass --requests FILE (one JSON request a line), or add get_request_stream().",
+        )
+
+
 def run(opts: RecompilesOptions) -> int:
     check_outputs(opts.out, opts.gate.junit)
     cfg = load_config()
@@ -59,16 +78,25 @@ def run(opts: RecompilesOptions) -> int:
         where = "--shapes" if opts.shapes is not None else "shapes in pyproject.toml"
         check_no_empty_shape(shapes, where)
     sweep = parse_shapes(shapes) if shapes is not None else []
+    stream = read_requests(opts.requests) if opts.requests else []
+    serving = bool(stream) or offers_stream(split_target(model_path(cfg.fill(opts.run).target))[0])
+    check_serving(opts, serving, sweep)
     # Guards do not depend on the backend: the fast eager backend unless --backend says
-    # otherwise (a backend in the config file is explain's).
-    run = replace(opts.run, backend=opts.run.backend or "eager")
+    # otherwise (a backend in the config file is explain's); a request stream is compiled
+    # as the user compiles it (its compile time and cold start are Inductor's).
+    default = "inductor" if serving else "eager"
+    run = replace(opts.run, backend=opts.run.backend or default)
     spec = make_spec(
-        run, cfg, "eager", shapes=sweep, sweep=True, timings=False, repro_dir=opts.repro_dir
+        run, cfg, default, shapes=sweep, sweep=True, timings=False, repro_dir=opts.repro_dir
     )
+    spec.target.requests, spec.target.stream = stream, serving
     done = run_model(spec, opts.run.timeout)
     done = verify_fixes(done, spec, opts.fixes, opts.run.timeout)
+    found = done.report
+    if serving and done.result is not None:
+        found = serving_section(found, spec, done.result, opts.cold_start, opts.run.timeout)
     rules = budgets(opts.gate, cfg, frozenset({"sweep"}))
-    report, code = judge(done.report, rules, opts.gate.junit, done.failed)
+    report, code = judge(found, rules, opts.gate.junit, done.failed)
     if opts.out.format == "table" and not opts.out.output:
         from compilediag.render.table import render_recompiles
 

@@ -29,6 +29,7 @@ from compilediag.render.table.facts import (
 )
 from compilediag.render.table.parts import Row, details, new_table, print_items
 from compilediag.render.table.recompiles import recompile_blocks, timeline_block
+from compilediag.render.table.serving import serving_blocks
 from compilediag.render.tried import cold_warm_words
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
@@ -56,6 +57,7 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
     if report.cross_check:
         out += cross_check_lines(report)
     out += rank_blocks(report)
+    out += serving_blocks(report.serving)
     out += fix_blocks(report)
     timing = timing_lines(report)
     if timing:
@@ -343,6 +345,7 @@ def render_recompiles(report: Report, width: int | None = None, color: bool = Fa
     ]
     items += timeline_block(report)
     items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
+    items += serving_blocks(report.serving)
     for note in report.notes:
         items.append(Text(f"! {note.text}", style="yellow"))
     items += fix_blocks(report)

@@ -1,0 +1,65 @@
+"""The chosen plan as code the user can paste: the compile, the marks or the padding a
+request gets, the warm-up loop over the requests that compile every graph the plan needs,
+and torch's `fail_on_recompile` stance after it. Rendered from the plan's fields and the
+tensors' names and dtypes the run read; a test runs it on another stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compilediag.report.serving import Plan
+
+PAD_HELPER = '''def pad_to(x, dim, multiple):
+    """x padded with zeros at the end of `dim` to a multiple of `multiple`: mask the
+    padding (attention_mask 0), and slice the outputs back to the request's length."""
+    extra = -x.size(dim) % multiple
+    if not extra:
+        return x
+    return torch.nn.functional.pad(x, [0, 0] * (x.dim() - dim - 1) + [0, extra])
+'''
+
+
+def compile_line(kwargs: dict[str, Any], plan: Plan) -> str:
+    args = ["model"]
+    if kwargs.get("backend", "inductor") != "inductor":
+        args.append(f"backend={kwargs['backend']!r}")
+    if kwargs.get("mode"):
+        args.append(f"mode={kwargs['mode']!r}")
+    dynamic = kwargs.get("dynamic")
+    if plan.kind == "dynamic":
+        dynamic = True
+    elif plan.kind == "mark_dynamic" and dynamic is False:
+        dynamic = None  # dynamic=False would keep the marked sizes static
+    if dynamic is not None:
+        args.append(f"dynamic={dynamic}")
+    return f"compiled = torch.compile({', '.join(args)})"
+
+
+def plan_code(
+    plan: Plan, kwargs: dict[str, Any], names: list[str], dtypes: list[str],
+    warmup: list[list[list[int]]], device: str = "cpu",
+) -> str:  # fmt: skip
+    """The plan as a script's lines; `warmup`: each warm-up request's tensors' shapes."""
+    lines = ["import torch", ""]
+    if plan.kind == "bucket":
+        lines += [PAD_HELPER]
+    lines += [compile_line(kwargs, plan), "", "", f"def serve({', '.join(names)}):"]
+    for x in plan.dims:
+        name = names[x.input]
+        if plan.kind == "mark_dynamic":
+            lines.append(
+                f"    torch._dynamo.maybe_mark_dynamic({name}, {x.dim})  # {x.low}..{x.high} in the stream"
+            )
+        elif plan.kind == "bucket" and x.multiple and x.multiple > 1:
+            lines.append(f"    {name} = pad_to({name}, {x.dim}, {x.multiple})")
+    lines += [f"    return compiled({', '.join(names)})", "", ""]
+    types = ", ".join(f"torch.{d}" for d in dtypes)
+    on = "" if device == "cpu" else f", device={device!r}"
+    lines += [
+        "# warm-up: the requests that compile every graph the plan needs",
+        f"for shapes in {[[tuple(s) for s in r] for r in warmup]!r}:",
+        f"    serve(*(torch.zeros(s, dtype=d{on}) for s, d in zip(shapes, [{types}])))",
+        "# from here a request that would compile raises instead (torch >= 2.6)",
+        'torch.compiler.set_stance("fail_on_recompile")',
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,165 @@
+"""The serving section, from what the run measured: the sweep of the stream's distinct
+requests (the report's calls and recompiles: torch's own trace), the serving pass's
+compiled regions and timings, each plan as it was measured, then the chosen plan's
+fresh-process checks. Every figure is a measurement of this run; no plan is chosen that
+left a request in eager mode or made more graphs than it bounds."""
+
+from __future__ import annotations
+
+from compilediag.harness.serving.calls import latency
+from compilediag.harness.serving.facts import ServingFacts
+from compilediag.harness.serving.plans import BUCKETS
+from compilediag.harness.serving.verify import VerifyFacts
+from compilediag.report.model import Report
+from compilediag.report.serving import (
+    PLAN_NAMES,
+    ColdStart,
+    Plan,
+    Serving,
+    StreamCompile,
+    StreamLimitHit,
+)
+
+SAME_SPEED = 0.05  # a plan within this share of a smaller change's latency is no faster
+COLD_LABELS = ("empty caches", "warm caches", "cache artifacts")
+
+
+def forecast(report: Report, facts: ServingFacts) -> Serving:
+    """What the stream compiles as the user compiles it: each graph with the request that
+    made it, the limit's hits with the requests that ran eager, the latencies."""
+    s = Serving(
+        requests=len(facts.stream),
+        distinct_shapes=len(facts.distinct),
+        replayed=len(facts.distinct),
+        repeats_compiled=facts.repeats_compiled,
+    )
+    number = {i: facts.distinct[i] + 1 for i in range(len(facts.distinct))}  # call -> request
+    reasons = {r.compile_id: r.failed_guard for r in report.recompiles}
+    frames = {g.compile_id: g.frame for g in report.graphs}
+    for call in report.calls:
+        for cid in call.compile_ids:
+            if cid not in frames:
+                continue  # an attempt that made no graph (the limit's)
+            s.compiles.append(
+                StreamCompile(number[call.index], cid, frames[cid], round(call.wall_s, 4),
+                              cid in reasons, reasons.get(cid, ""))
+            )  # fmt: skip
+    s.graphs = len(s.compiles)
+    s.recompiles = sum(c.recompile for c in s.compiles)
+    s.compile_s = round(sum(c.seconds for c in s.compiles), 4)
+    eager = _eager_requests(facts)
+    for hit in report.recompile_limit_hits:
+        at = next((c.index for c in report.calls if hit.compile_id in c.compile_ids), None)
+        first = number.get(at, 0) if at is not None else 0
+        s.limit_hits.append(
+            StreamLimitHit(hit.frame, hit.limit, first, [n for n in eager if n >= first])
+        )
+    s.eager_latency = latency(facts.eager_ms) if facts.eager_ms else None
+    s.compiled_latency = latency(facts.compiled_ms) if facts.compiled_ms else None
+    s.plans = [as_is(s, facts, eager)] + facts.plans
+    s.notes = _notes(s, facts)
+    return s
+
+
+def _eager_requests(facts: ServingFacts) -> list[int]:
+    """The requests (1-based) no compiled region ran: their shape's first request had none."""
+    from compilediag.harness.serving.stream import key
+
+    ran = {key(facts.stream[i]): r for i, r in zip(facts.distinct, facts.regions, strict=False)}
+    return [n for n, r in enumerate(facts.stream, 1) if not ran.get(key(r), ["?"])]
+
+
+def as_is(s: Serving, facts: ServingFacts, eager: list[int]) -> Plan:
+    """No change: the stream as the user compiles it, measured as the plans are."""
+    return Plan(
+        "as_is", graphs=s.graphs, compile_s=s.compile_s, eager_requests=len(eager),
+        latency=s.compiled_latency, warmup=sorted({c.request for c in s.compiles}),
+    )  # fmt: skip
+
+
+def bounded(plan: Plan, distinct: int) -> bool:
+    """A plan bounds the compiles: no request left in eager mode, and fewer graphs than the
+    stream's distinct shapes (new shapes reuse them), at most BUCKETS."""
+    return plan.eager_requests == 0 and plan.graphs <= min(BUCKETS, max(1, distinct - 1))
+
+
+def choose(s: Serving) -> Serving:
+    """The plan: of those that bound the compiles, the smallest change unless a later one is
+    faster by more than SAME_SPEED, by the latency this run measured."""
+    good = [p for p in s.plans if p.latency is not None and bounded(p, s.distinct_shapes)]
+    if not good:
+        s.why_plan = (
+            "no plan bounded the compiles: each left requests in eager mode or made a graph "
+            "for most shapes"
+        )
+        return s
+    best = good[0]
+    for p in good[1:]:
+        if (
+            p.latency
+            and best.latency
+            and p.latency.mean_ms < (1 - SAME_SPEED) * best.latency.mean_ms
+        ):
+            best = p
+    s.plan = best
+    others = [PLAN_NAMES[p.kind] for p in good if p is not best]
+    s.why_plan = _why(best, others, s)
+    return s
+
+
+def _why(best: Plan, others: list[str], s: Serving) -> str:
+    graphs = f"{best.graphs} graph{'s' * (best.graphs != 1)}"
+    ms = best.latency.mean_ms if best.latency else 0.0
+    said = f"{PLAN_NAMES[best.kind]}: {graphs} for {s.distinct_shapes} distinct shapes, no request eager, {ms:.3g} ms a request"
+    if others:
+        said += f" (also bounded: {', '.join(others)}; not faster by {SAME_SPEED:.0%})"
+    return said
+
+
+def verified(s: Serving, runs: list[VerifyFacts], warmup: list[list[list[int]]]) -> Serving:
+    """The chosen plan's fresh-process checks: the first under empty caches (the cold start),
+    then warm caches, then torch's cache artifacts; verified only where each ran clean."""
+    s.warmup = warmup
+    for label, run in zip(COLD_LABELS, runs, strict=False):
+        if run.error:
+            s.notes.append(f"the check with {label} failed: {run.error}")
+            continue
+        s.cold_starts.append(
+            ColdStart(label, run.warmup_s, run.cache, len(run.recompiles),
+                      latency(run.latency_ms) if run.latency_ms else None, run.pid)
+        )  # fmt: skip
+    done = {c.label: c for c in s.cold_starts}
+    s.cold_start_s = done["empty caches"].seconds if "empty caches" in done else None
+    s.warm_cache_s = done["warm caches"].seconds if "warm caches" in done else None
+    s.artifacts_s = done["cache artifacts"].seconds if "cache artifacts" in done else None
+    s.recompiles_after_warmup = max(
+        (c.recompiles_after_warmup for c in s.cold_starts), default=None
+    )
+    s.verified = (
+        bool(s.cold_starts) and len(s.cold_starts) == len(runs) and s.recompiles_after_warmup == 0
+    )
+    if runs and runs[0].artifacts:
+        held = ", ".join(f"{n} {k}" for k, n in runs[0].artifacts.items())
+        s.artifacts = (
+            f"{runs[0].artifacts_bytes} bytes ({held}): save them after the warm-up with "
+            "`data, _ = torch.compiler.save_cache_artifacts()`, write `data` to a file, and at "
+            "start-up call `torch.compiler.load_cache_artifacts(data)` before the first request"
+        )
+    return s
+
+
+def _notes(s: Serving, facts: ServingFacts) -> list[str]:
+    out = []
+    if s.replayed < s.requests:
+        repeats = s.requests - s.replayed
+        held = (
+            "compiled nothing: the guards held"
+            if not s.repeats_compiled
+            else (f"compiled {s.repeats_compiled} frame{'s' * (s.repeats_compiled != 1)} more")
+        )
+        out.append(
+            f"the {s.replayed} distinct shapes of {s.requests} requests were replayed through "
+            f"the compile; the other {repeats} repeat them, and replayed after, {held}"
+        )
+    out += facts.errors
+    return out

@@ -1,0 +1,24 @@
+"""What the serving pass hands back to the CLI (through the worker's result): the stream it
+replayed, what torch ran for each distinct request, the stream's latencies and each plan as
+it measured it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compilediag.report.serving import Plan
+
+
+@dataclass
+class ServingFacts:
+    stream: list[list[list[int] | None]] = field(default_factory=list)
+    base: list[list[int]] = field(default_factory=list)  # each tensor's shape, get_inputs()'s
+    names: list[str] = field(default_factory=list)  # each tensor's parameter name
+    dtypes: list[str] = field(default_factory=list)  # ... and dtype ("int64")
+    distinct: list[int] = field(default_factory=list)  # first occurrences (0-based), in order
+    regions: list[list[str]] = field(default_factory=list)  # per distinct request: compile ids
+    repeats_compiled: int = 0  # frames compiled while the whole stream was replayed after
+    compiled_ms: list[float] = field(default_factory=list)  # per request, the whole stream
+    eager_ms: list[float] = field(default_factory=list)
+    plans: list[Plan] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)

@@ -1,0 +1,147 @@
+"""The worker's serving pass, after its sweep has compiled the stream's distinct requests
+as the user compiles them: which compiled regions ran each distinct request (none: it ran
+in eager mode, past the recompile limit), the whole stream replayed compiled and eager
+(each request timed; any compile the repeats make counted), then each plan applied to a
+fresh compile of the model and measured the same way. The plans' compiles are kept out
+of the run's trace: the report's graphs are the stream's own."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from compilediag.harness.serving.calls import (
+    Call,
+    base_shapes,
+    build,
+    compiles_now,
+    planned,
+    regions,
+    timed,
+)
+from compilediag.harness.serving.facts import ServingFacts
+from compilediag.harness.serving.plans import propose
+from compilediag.harness.serving.stream import Shapes, as_request, distinct, key
+from compilediag.report.serving import Plan
+
+
+def stream_calls(
+    torch: Any, module: Any, model: Any, first: Call, requests: list[Shapes]
+) -> tuple[ServingFacts, Iterator[Call]]:
+    """The stream (the --requests file's, else the model file's get_request_stream()) and
+    the sweep's calls: its distinct requests, in the order they first come."""
+    if not requests:
+        fn = getattr(module, "get_request_stream", None)
+        if not callable(fn):
+            from compilediag.errors import UsageError
+
+            raise UsageError(
+                "no request stream: pass --requests FILE (one JSON request a line), "
+                "or add get_request_stream() to the model file."
+            )
+        requests = [as_request(r, f"get_request_stream() item {n}") for n, r in enumerate(fn(), 1)]
+    facts = ServingFacts(
+        stream=requests, base=base_shapes(torch, first), distinct=distinct(requests)
+    )
+    facts.names, facts.dtypes = tensor_names(torch, model, first)
+    return facts, (build(torch, first, requests[i]) for i in facts.distinct)
+
+
+def serve(
+    torch: Any, model: Any, compiled: Any, first: Call, facts: ServingFacts,
+    compile_kwargs: dict[str, Any], device: str, stage: Callable[[str], None],
+) -> ServingFacts:  # fmt: skip
+    """The pass; `compiled` has run the distinct requests once (the sweep)."""
+    from compilediag.harness.worker_torch import stop_trace
+
+    calls = [build(torch, first, r) for r in facts.stream]
+    stage(f"replaying {len(calls)} requests, compiled")
+    facts.regions = regions(torch, compiled, [calls[i] for i in facts.distinct], device)
+    before = compiles_now(torch)[0]
+    facts.compiled_ms = timed(torch, compiled, calls, device)
+    facts.repeats_compiled = compiles_now(torch)[0] - before
+    stage(f"replaying {len(calls)} requests, eager")
+    facts.eager_ms = timed(torch, model, calls, device)
+    stop_trace()  # the plans' compiles are not the stream's
+    for plan in propose(facts.stream, facts.base):
+        stage(f"measuring the plan {plan.kind}")
+        try:
+            facts.plans.append(
+                measure_plan(torch, model, first, facts, plan, compile_kwargs, device)
+            )
+        except Exception as e:  # a plan torch refuses is no plan; the report stays whole
+            facts.errors.append(f"plan {plan.kind}: {type(e).__name__}: {str(e)[:300]}")
+    torch._dynamo.reset()
+    return facts
+
+
+def measure_plan(
+    torch: Any, model: Any, first: Call, facts: ServingFacts, plan: Plan,
+    compile_kwargs: dict[str, Any], device: str,
+) -> Plan:  # fmt: skip
+    """A fresh compile of the model under the plan: the requests that compiled (its
+    warm-up), the graphs torch made, the requests that still ran eager, its latency."""
+    from compilediag.harness.serving.calls import latency
+
+    torch._dynamo.reset()
+    fn = torch.compile(model, **plan_kwargs(compile_kwargs, plan))
+    calls = [planned(torch, build(torch, first, r), plan) for r in facts.stream]
+    shapes = [key([list(t.shape) for t in _tensors(torch, c)]) for c in calls]
+    firsts = distinct(shapes)  # type: ignore[arg-type]
+    graphs0 = compiles_now(torch)[1]
+    for i in firsts:
+        frames, start = compiles_now(torch)[0], time.perf_counter()
+        fn(*calls[i][0], **calls[i][1])
+        if compiles_now(torch)[0] > frames:
+            plan.warmup.append(i + 1)
+            plan.compile_s += time.perf_counter() - start
+    plan.graphs = compiles_now(torch)[1] - graphs0
+    plan.compile_s = round(plan.compile_s, 4)
+    ran = dict(
+        zip(
+            (shapes[i] for i in firsts),
+            regions(torch, fn, [calls[i] for i in firsts], device),
+            strict=True,
+        )
+    )
+    plan.eager_requests = sum(1 for s in shapes if not ran[s])
+    plan.latency = latency(timed(torch, fn, calls, device))
+    return plan
+
+
+def tensor_names(torch: Any, model: Any, first: Call) -> tuple[list[str], list[str]]:
+    """Each tensor's name (its parameter's in forward, else `input_N`) and dtype."""
+    import inspect
+
+    from compilediag.harness.serving.calls import tensor_places
+
+    params: list[str] = []
+    try:
+        params = list(inspect.signature(getattr(model, "forward", model)).parameters)
+    except (TypeError, ValueError):
+        pass
+    names, dtypes = [], []
+    for n, place in enumerate(tensor_places(torch, first)):
+        if isinstance(place, str):
+            names.append(place)
+        else:
+            names.append(params[place] if place < len(params) else f"input_{n}")
+        t = first[0][place] if isinstance(place, int) else first[1][place]
+        dtypes.append(str(t.dtype).removeprefix("torch."))
+    return names, dtypes
+
+
+def plan_kwargs(compile_kwargs: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """torch.compile's arguments under the plan: dynamic=True; for marks, no dynamic=False
+    (which would keep every size static, marks and all)."""
+    if plan.kind == "dynamic":
+        return {**compile_kwargs, "dynamic": True}
+    if plan.kind == "mark_dynamic" and compile_kwargs.get("dynamic") is False:
+        return {k: v for k, v in compile_kwargs.items() if k != "dynamic"}
+    return dict(compile_kwargs)
+
+
+def _tensors(torch: Any, call: Call) -> list[Any]:
+    args, kwargs = call
+    return [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]

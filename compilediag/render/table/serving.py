@@ -1,0 +1,108 @@
+"""The serving section (#69), in words from its fields: the stream's graphs by request, the
+limit's eager requests, the plans side by side as measured, the chosen one with its
+warm-up, its check and cold start, and its code. The plain lines serve the markdown view
+too; `serving_blocks` is the terminal's."""
+
+from __future__ import annotations
+
+from rich.syntax import Syntax
+from rich.text import Text
+
+from compilediag.render import plural
+from compilediag.report.serving import PLAN_NAMES, Plan, Serving
+from compilediag.report.words import ms, seconds
+
+PLAN_COLUMNS = ["plan", "graphs", "compile", "eager requests", "latency", "padding"]
+
+
+def _requests(numbers: list[int], most: int = 8) -> str:
+    shown = ", ".join(map(str, numbers[:most]))
+    more = f" and {len(numbers) - most} more" if len(numbers) > most else ""
+    return f"request{'s' * (len(numbers) != 1)} {shown}{more}"
+
+
+def stream_lines(s: Serving) -> list[str]:
+    """The stream as the user compiles it: what it compiled, where, and the limit's cost."""
+    out = [
+        f"{plural(s.requests, 'request')}, {plural(s.distinct_shapes, 'distinct shape')}: "
+        f"{plural(s.graphs, 'graph')}, {plural(s.recompiles, 'recompile')}, "
+        f"{seconds(s.compile_s)} of requests that compiled"
+    ]
+    for c in s.compiles:
+        why = f": {c.reason}" if c.reason else ""
+        out.append(
+            f"  request {c.request} compiled {c.compile_id} ({c.frame}), {seconds(c.seconds)}{why}"
+        )
+    for hit in s.limit_hits:
+        eager = _requests(hit.eager_requests) if hit.eager_requests else "none"
+        out.append(
+            f"  {hit.frame} hit the recompile limit ({hit.limit}) at request {hit.request}: "
+            f"ran in eager mode after it: {eager}"
+        )
+    if s.eager_latency and s.compiled_latency:
+        out.append(
+            f"  a request (mean over the stream, after its compiles): eager "
+            f"{ms(s.eager_latency.mean_ms)}, compiled {ms(s.compiled_latency.mean_ms)}"
+        )
+    return out + [f"  {n}" for n in s.notes]
+
+
+def plan_rows(s: Serving) -> list[list[str]]:
+    return [_row(p, p is s.plan) for p in s.plans]
+
+
+def _row(p: Plan, chosen: bool) -> list[str]:
+    pad = f"+{p.padding_share:.0%}" if p.padding_share is not None else ""
+    return [
+        PLAN_NAMES.get(p.kind, p.kind) + (" (chosen)" if chosen else ""),
+        str(p.graphs), seconds(p.compile_s), str(p.eager_requests),
+        ms(p.latency.mean_ms) if p.latency else "-", pad,
+    ]  # fmt: skip
+
+
+def chosen_lines(s: Serving) -> list[str]:
+    """The plan chosen, why, its warm-up, its check in fresh processes and the cold start."""
+    if s.plan is None:
+        return [f"no plan: {s.why_plan}"] if s.why_plan else []
+    shapes = ["; ".join("x".join(map(str, t)) for t in r) for r in s.warmup]
+    warm = ", ".join(f"{n} ({x})" for n, x in zip(s.plan.warmup, shapes, strict=False))
+    out = [f"plan: {s.why_plan}", f"warm-up: request{'s' * (len(s.plan.warmup) != 1)} {warm}"]
+    if s.recompiles_after_warmup is not None:
+        ok = "verified" if s.verified else "NOT verified"
+        out.append(
+            f"{ok}: {plural(s.recompiles_after_warmup, 'request')} would compile after the "
+            f"warm-up under fail_on_recompile, in {_processes(len(s.cold_starts))}"
+        )
+    if s.cold_starts:
+        out.append(
+            "cold start (the warm-up, fresh process): "
+            + " · ".join(f"{seconds(c.seconds)} {c.label}" for c in s.cold_starts)
+        )
+    if s.artifacts:
+        out.append(f"cache artifacts: {s.artifacts}")
+    return out
+
+
+def _processes(n: int) -> str:
+    return "a fresh process" if n == 1 else f"{n} fresh processes, each"
+
+
+def serving_blocks(s: Serving | None) -> list:
+    if s is None:
+        return []
+    from compilediag.render.table.parts import details, new_table
+
+    items: list = [Text("\nServing", style="bold")]
+    items += [Text(line) for line in stream_lines(s)]
+    if s.plans:
+        table = new_table()
+        for name in PLAN_COLUMNS:
+            table.add_column(name, justify="left" if name == "plan" else "right")
+        for row in plan_rows(s):
+            table.add_row(*row)
+        items += [Text("\nPlans, measured over the stream", style="bold"), table]
+    items += [Text(line) for line in chosen_lines(s)]
+    if s.plan is not None and s.plan.code:
+        code = Syntax(s.plan.code.rstrip(), "python", theme="ansi_dark", background_color="default")
+        items += [Text("the plan as code:"), details([("", code)])]  # type: ignore[list-item]
+    return items

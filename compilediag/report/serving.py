@@ -1,0 +1,111 @@
+"""Ready to serve (#69): what a stream of requests compiles, where the recompile limit
+sends requests to eager, the plan that bounds the graphs (measured), the warm-up that
+compiles them all (verified under torch's `fail_on_recompile` stance in a fresh process),
+and the cold start with empty caches, warm caches and torch's cache artifacts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PLAN_KINDS = ("as_is", "mark_dynamic", "bucket", "dynamic")  # smallest change first
+PLAN_NAMES = {"as_is": "as you compile it", "mark_dynamic": "mark_dynamic", "bucket": "buckets",
+              "dynamic": "dynamic=True"}  # fmt: skip
+
+
+@dataclass
+class StreamCompile:
+    """A graph the stream compiled: the request that made it, torch's compile id."""
+
+    request: int  # 1-based, in the stream
+    compile_id: str
+    frame: str
+    seconds: float  # the request's wall time (its compile in it)
+    recompile: bool
+    reason: str = ""  # the failed guard, in words (a recompile)
+
+
+@dataclass
+class StreamLimitHit:
+    """A frame hit the recompile limit at `request`: the requests after it that needed a
+    new graph ran in eager mode (torch's own records: no compiled region ran for them)."""
+
+    frame: str
+    limit: int
+    request: int
+    eager_requests: list[int] = field(default_factory=list)
+
+
+@dataclass
+class PlanDim:
+    """An input's dimension that varies over the stream: the sizes it took."""
+
+    input: int  # the tensor's place among the call's tensors (0-based)
+    dim: int
+    low: int
+    high: int
+    multiple: int | None = None  # bucket: pad to a multiple of it
+
+
+@dataclass
+class Latency:
+    """Per request, over the whole stream after its compiles (ms): mean and median."""
+
+    mean_ms: float
+    median_ms: float
+    requests: int
+
+
+@dataclass
+class Plan:
+    """A way to bound the stream's graphs, measured in the run: the graphs it compiled over
+    the stream's distinct shapes, the requests that still ran eager, its steady latency."""
+
+    kind: str  # one of PLAN_KINDS
+    dims: list[PlanDim] = field(default_factory=list)
+    graphs: int = 0
+    compile_s: float = 0.0
+    eager_requests: int = 0
+    latency: Latency | None = None
+    padding_share: float | None = None  # bucket: padded elements over real ones, the stream's
+    warmup: list[int] = field(default_factory=list)  # the requests that compiled its graphs
+    code: str = ""  # the plan as code the user can paste
+
+
+@dataclass
+class ColdStart:
+    """The plan's warm-up, each in a fresh process: its seconds and what torch's caches
+    did (hits, misses, bypasses by torch's counters)."""
+
+    label: str  # "empty caches", "warm caches", "cache artifacts"
+    seconds: float
+    cache: dict[str, int] = field(default_factory=dict)
+    recompiles_after_warmup: int = 0
+    latency: Latency | None = None
+    pid: int = 0  # the fresh process it ran in
+
+
+@dataclass
+class Serving:
+    requests: int = 0
+    distinct_shapes: int = 0
+    replayed: int = 0  # requests replayed through the compile (the distinct ones)
+    repeats_compiled: int = 0  # compiles made by the rest of the stream replayed after
+    graphs: int = 0
+    recompiles: int = 0
+    compiles: list[StreamCompile] = field(default_factory=list)
+    limit_hits: list[StreamLimitHit] = field(default_factory=list)
+    compile_s: float = 0.0
+    eager_latency: Latency | None = None
+    compiled_latency: Latency | None = None  # as the user compiles it, no plan
+    plans: list[Plan] = field(default_factory=list)  # every plan measured
+    plan: Plan | None = None  # the one chosen
+    why_plan: str = ""
+    warmup: list[list[list[int]]] = field(default_factory=list)  # the chosen plan's requests
+    recompiles_after_warmup: int | None = None
+    verified: bool = False
+    cold_start_s: float | None = None
+    warm_cache_s: float | None = None
+    artifacts_s: float | None = None
+    cold_starts: list[ColdStart] = field(default_factory=list)
+    artifacts: str = ""  # what torch's cache artifacts held, and how to load them
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,107 @@
+"""The request stream read and checked before a run, and the plans proposed from its
+shapes (no torch): a bad line named with its number and the fix, exit 2 before any worker;
+the dimensions that vary and their range; buckets within BUCKETS and their padding counted
+element by element."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from compilediag.errors import UsageError
+from compilediag.harness.serving.plans import BUCKETS, full, padded, propose, varying_dims
+from compilediag.harness.serving.stream import distinct, read_requests
+from tests.conftest import ROOT, run_cli
+
+DECODER = ROOT / "tests" / "fixtures" / "serving" / "decoder.py"
+
+
+def _write(tmp_path: Path, lines: list[str], name: str = "requests.jsonl") -> str:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_a_stream_is_read_in_order_with_its_distinct_requests(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        '{"shapes": [[1, 5], [1, 5]]}', "", '{"shapes": [[2, 9], null]}', '{"shapes": [[1, 5], [1, 5]]}',
+    ])  # fmt: skip
+    stream = read_requests(path)
+    assert stream == [[[1, 5], [1, 5]], [[2, 9], None], [[1, 5], [1, 5]]]
+    assert distinct(stream) == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("{not json", "line 2: not JSON"),
+        ('{"shape": [[1, 5]]}', "line 2: a request is an object with a list of shapes"),
+        ('{"shapes": [[1, -5]]}', "line 2: shape [1, -5] is not a list of sizes"),
+        ('{"shapes": [[1, 2.5]]}', "line 2: shape [1, 2.5] is not a list of sizes"),
+    ],
+)
+def test_a_bad_line_is_named_with_its_number(tmp_path: Path, line: str, said: str) -> None:
+    path = _write(tmp_path, ['{"shapes": [[1, 5]]}', line])
+    with pytest.raises(UsageError) as e:
+        read_requests(path)
+    assert said in e.value.message
+
+
+def test_a_bad_stream_exits_2_before_any_worker(tmp_path: Path) -> None:
+    """The CLI's answer: one paragraph, exit 2, no traceback; and a sweep beside a stream,
+    or the serving gate without one, refused the same way."""
+    bad = _write(tmp_path, ['{"shapes": [[1, 5]]}', "{oops"])
+    cases = [
+        (["--requests", bad], "line 2: not JSON"),
+        (["--requests", str(tmp_path / "none.jsonl")], "no such file"),
+        (["--requests", _write(tmp_path, ['{"shapes": [[1, 5]]}'], "one.jsonl"), "--shapes", "2x8,4x8"],
+         "--shapes and a request stream"),
+        # the mask kept at get_inputs()'s 1x8 beside ids of 1x5: the request, not the model
+        (["--requests", _write(tmp_path, ['{"shapes": [[1, 8]]}', '{"shapes": [[1, 5]]}'], "two.jsonl"),
+          "--backend", "eager", "--no-cold-start"],
+         "request 2 (1x5:int64, 1x8:int64) does not fit the model"),
+        (["--max-recompiles-after-warmup", "0", "--input", "1x8:int64:64", "--input", "1x8:int64:2"],
+         "judges a request stream"),
+    ]  # fmt: skip
+    for args, said in cases:
+        proc = run_cli("recompiles", str(DECODER), *args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+STREAM = [
+    [[1, 5], [1, 5]],
+    [[2, 9], [2, 9]],
+    [[4, 30], [4, 30]],
+    [[1, 7], None],
+    [[1, 63], [1, 63]],
+]
+BASE = [[1, 8], [1, 8]]
+
+
+def test_the_dimensions_that_vary_with_their_range() -> None:
+    dims = [(x.input, x.dim, x.low, x.high) for x in varying_dims(STREAM, BASE)]
+    # the second tensor keeps get_inputs()'s 1x8 in the fourth request
+    assert dims == [(0, 0, 1, 4), (0, 1, 5, 63), (1, 0, 1, 4), (1, 1, 5, 63)]
+
+
+def test_buckets_stay_within_their_bound_and_their_padding_is_counted() -> None:
+    plans = {p.kind: p for p in propose(STREAM, BASE)}
+    assert list(plans) == ["mark_dynamic", "bucket", "dynamic"]
+    bucket = plans["bucket"]
+    shapes = {json.dumps(padded(r, BASE, bucket.dims)) for r in STREAM}
+    assert len(shapes) <= BUCKETS
+    for r in STREAM:  # each padded size a multiple, never smaller than the request's
+        for x in bucket.dims:
+            n, m = full(r, BASE)[x.input][x.dim], padded(r, BASE, bucket.dims)[x.input][x.dim]
+            assert m >= n and m % (x.multiple or 1) == 0
+    real = sum(math.prod(s) for r in STREAM for s in full(r, BASE))
+    pad = sum(math.prod(s) for r in STREAM for s in padded(r, BASE, bucket.dims))
+    assert bucket.padding_share == pytest.approx(pad / real - 1, abs=1e-4)
+
+
+def test_no_plan_where_nothing_varies() -> None:
+    assert propose([[[1, 8]], [[1, 8]]], [[1, 8]]) == []
