@@ -68,6 +68,9 @@ class Plan:
     latency: Latency | None = None
     padding_share: float | None = None  # bucket: padded elements over real ones, the stream's
     warmup: list[int] = field(default_factory=list)  # the requests that compiled its graphs
+    # the warm-up: each call's tensors' shapes (the requests above, or for buckets each
+    # padded size in the stream's ranges, the shapes before the padding)
+    warmup_shapes: list[list[list[int]]] = field(default_factory=list)
     code: str = ""  # the plan as code the user can paste
 
 
@@ -82,6 +85,7 @@ class ColdStart:
     recompiles_after_warmup: int = 0
     latency: Latency | None = None
     pid: int = 0  # the fresh process it ran in
+    build_s: float | None = None  # of `seconds`, Inductor building its C++ kernels
 
 
 @dataclass

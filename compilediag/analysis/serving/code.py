@@ -28,6 +28,8 @@ def compile_line(kwargs: dict[str, Any], plan: Plan) -> str:
     dynamic = kwargs.get("dynamic")
     if plan.kind == "dynamic":
         dynamic = True
+    elif plan.kind == "bucket":
+        dynamic = False  # each padded size its own graph: none made dynamic behind your back
     elif plan.kind == "mark_dynamic" and dynamic is False:
         dynamic = None  # dynamic=False would keep the marked sizes static
     if dynamic is not None:
@@ -56,7 +58,7 @@ def plan_code(
     types = ", ".join(f"torch.{d}" for d in dtypes)
     on = "" if device == "cpu" else f", device={device!r}"
     lines += [
-        "# warm-up: the requests that compile every graph the plan needs",
+        "# warm-up: a call for each graph the plan needs (the shapes before any padding)",
         f"for shapes in {[[tuple(s) for s in r] for r in warmup]!r}:",
         f"    serve(*(torch.zeros(s, dtype=d{on}) for s, d in zip(shapes, [{types}])))",
         "# from here a request that would compile raises instead (torch >= 2.6)",

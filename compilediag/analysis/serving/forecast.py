@@ -20,7 +20,9 @@ from compilediag.report.serving import (
     StreamLimitHit,
 )
 
-SAME_SPEED = 0.05  # a plan within this share of a smaller change's latency is no faster
+# a plan within this share of a smaller change's median latency is no faster (a request of a
+# small model: 0.1 ms, whose plans' figures moved 5-10% between two runs on this machine)
+SAME_SPEED = 0.2
 COLD_LABELS = ("empty caches", "warm caches", "cache artifacts")
 
 
@@ -71,22 +73,32 @@ def _eager_requests(facts: ServingFacts) -> list[int]:
 
 def as_is(s: Serving, facts: ServingFacts, eager: list[int]) -> Plan:
     """No change: the stream as the user compiles it, measured as the plans are."""
+    from compilediag.harness.serving.plans import full
+
+    warm = sorted({c.request for c in s.compiles})
     return Plan(
         "as_is", graphs=s.graphs, compile_s=s.compile_s, eager_requests=len(eager),
-        latency=s.compiled_latency, warmup=sorted({c.request for c in s.compiles}),
+        latency=s.compiled_latency, warmup=warm,
+        warmup_shapes=[full(facts.stream[n - 1], facts.base) for n in warm],
     )  # fmt: skip
 
 
-def bounded(plan: Plan, distinct: int) -> bool:
+def bounded(plan: Plan, distinct: int, plans: int) -> bool:
     """A plan bounds the compiles: no request left in eager mode, and fewer graphs than the
-    stream's distinct shapes (new shapes reuse them), at most BUCKETS."""
+    stream's distinct shapes (new shapes reuse them), at most BUCKETS. The stream as the
+    user compiles it only where it compiled once, or no plan applies: automatic dynamic
+    shapes make graphs that depend on the order the sizes come in."""
+    if plan.kind == "as_is" and plan.graphs > 1 and plans > 1:
+        return False
     return plan.eager_requests == 0 and plan.graphs <= min(BUCKETS, max(1, distinct - 1))
 
 
 def choose(s: Serving) -> Serving:
     """The plan: of those that bound the compiles, the smallest change unless a later one is
     faster by more than SAME_SPEED, by the latency this run measured."""
-    good = [p for p in s.plans if p.latency is not None and bounded(p, s.distinct_shapes)]
+    good = [
+        p for p in s.plans if p.latency is not None and bounded(p, s.distinct_shapes, len(s.plans))
+    ]
     if not good:
         s.why_plan = (
             "no plan bounded the compiles: each left requests in eager mode or made a graph "
@@ -109,24 +121,25 @@ def choose(s: Serving) -> Serving:
 
 def _why(best: Plan, others: list[str], s: Serving) -> str:
     graphs = f"{best.graphs} graph{'s' * (best.graphs != 1)}"
-    ms = best.latency.mean_ms if best.latency else 0.0
-    said = f"{PLAN_NAMES[best.kind]}: {graphs} for {s.distinct_shapes} distinct shapes, no request eager, {ms:.3g} ms a request"
+    ms = best.latency.median_ms if best.latency else 0.0
+    said = f"{PLAN_NAMES[best.kind]}: {graphs} for {s.distinct_shapes} distinct shapes, no request eager, {ms:.3g} ms a request (median)"
     if others:
         said += f" (also bounded: {', '.join(others)}; not faster by {SAME_SPEED:.0%})"
     return said
 
 
-def verified(s: Serving, runs: list[VerifyFacts], warmup: list[list[list[int]]]) -> Serving:
+def verified(s: Serving, runs: list[VerifyFacts]) -> Serving:
     """The chosen plan's fresh-process checks: the first under empty caches (the cold start),
     then warm caches, then torch's cache artifacts; verified only where each ran clean."""
-    s.warmup = warmup
+    s.warmup = s.plan.warmup_shapes if s.plan else []
     for label, run in zip(COLD_LABELS, runs, strict=False):
         if run.error:
             s.notes.append(f"the check with {label} failed: {run.error}")
             continue
         s.cold_starts.append(
             ColdStart(label, run.warmup_s, run.cache, len(run.recompiles),
-                      latency(run.latency_ms) if run.latency_ms else None, run.pid)
+                      latency(run.latency_ms) if run.latency_ms else None, run.pid,
+                      run.build_s)
         )  # fmt: skip
     done = {c.label: c for c in s.cold_starts}
     s.cold_start_s = done["empty caches"].seconds if "empty caches" in done else None

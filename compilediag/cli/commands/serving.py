@@ -31,7 +31,6 @@ def serving_section(
     """The report with its serving section (unchanged where the worker made no pass)."""
     from compilediag.analysis.serving.code import plan_code
     from compilediag.analysis.serving.forecast import choose, forecast, verified
-    from compilediag.harness.serving.plans import full
     from compilediag.harness.serving.verify import VerifySpec, verify
 
     facts = result.serving
@@ -45,7 +44,7 @@ def serving_section(
     kwargs.update({"dynamic": spec.dynamic} if spec.dynamic is not None else {})
     plan = None if s.plan.kind == "as_is" else s.plan
     device = report.environment.device or "cpu"
-    check = VerifySpec(spec.target, facts.stream, s.plan.warmup, plan, kwargs, device)
+    check = VerifySpec(spec.target, facts.stream, s.plan.warmup_shapes, plan, kwargs, device)
     labels = ["empty caches"] + (["warm caches", "cache artifacts"] if cold_start else [])
     runs = []
     with tempfile.TemporaryDirectory(prefix="compilediag-serving-") as tmp, Live() as live:
@@ -65,7 +64,6 @@ def serving_section(
                 s.notes.append("torch saved no cache artifacts (save_cache_artifacts() gave none)")
                 break
             runs.append(verify(one, work / f"run{n}", caches, timeout))
-    warmup = [full(facts.stream[n - 1], facts.base) for n in s.plan.warmup]
-    s = verified(s, runs, warmup)
-    s.plan.code = plan_code(s.plan, kwargs, facts.names, facts.dtypes, warmup, device)
+    s = verified(s, runs)
+    s.plan.code = plan_code(s.plan, kwargs, facts.names, facts.dtypes, s.warmup, device)
     return replace(report, serving=s)

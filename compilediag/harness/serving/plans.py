@@ -5,9 +5,10 @@ and measured (replay.py); nothing here says which one is best."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
-from compilediag.harness.serving.stream import Shapes, key
+from compilediag.harness.serving.stream import Shapes
 from compilediag.report.serving import Plan, PlanDim
 
 BUCKETS = 4  # at most this many padded shapes: half the default recompile limit
@@ -57,25 +58,53 @@ def propose(stream: list[Shapes], base: list[list[int]]) -> list[Plan]:
 
 def _bucket(stream: list[Shapes], base: list[list[int]], dims: list[PlanDim]) -> Plan:
     """Pad each varying dimension to a power-of-two multiple, doubling the multiple of the
-    dimension with the most padded sizes until at most BUCKETS padded shapes are left."""
+    dimension with the most padded sizes in its range until at most BUCKETS padded shapes
+    cover the ranges (a size the stream did not bring, within them, has its graph too)."""
     marks = [PlanDim(x.input, x.dim, x.low, x.high, multiple=1) for x in dims]
-
-    def shapes() -> set[str]:
-        return {key(list(padded(r, base, marks))) for r in stream}  # type: ignore[arg-type]
-
-    while len(shapes()) > BUCKETS:
+    while math.prod(len(bucket_sizes(m)) for m in _by_size(marks)) > BUCKETS:
         growable = [m for m in marks if (m.multiple or 1) < m.high]
         if not growable:
             break
-        widest = max(
-            growable,
-            key=lambda m: (
-                len({-(-n // (m.multiple or 1)) for n in _sizes(stream, base, m)}),
-                m.high,
-            ),
-        )
-        widest.multiple = (widest.multiple or 1) * 2
-    return Plan("bucket", dims=marks, padding_share=_padding(stream, base, marks))
+        widest = max(growable, key=lambda m: (len(bucket_sizes(m)), m.high))
+        doubled, same = (widest.multiple or 1) * 2, (widest.dim, widest.low, widest.high)
+        for m in marks:  # tensors that share the size (ids and their mask) pad alike
+            if (m.dim, m.low, m.high) == same:
+                m.multiple = doubled
+    plan = Plan("bucket", dims=marks, padding_share=_padding(stream, base, marks))
+    plan.warmup_shapes = bucket_warmup(base, marks)
+    return plan
+
+
+def bucket_sizes(m: PlanDim) -> list[int]:
+    """The padded sizes of a dimension over its range."""
+    k = m.multiple or 1
+    return list(range(-(-m.low // k) * k, -(-m.high // k) * k + 1, k))
+
+
+def _by_size(marks: list[PlanDim]) -> list[PlanDim]:
+    """One mark for each size the tensors share (ids and their mask vary together)."""
+    seen: dict[tuple[int, int, int], PlanDim] = {}
+    for m in marks:
+        seen.setdefault((m.dim, m.low, m.high), m)
+    return list(seen.values())
+
+
+def bucket_warmup(base: list[list[int]], marks: list[PlanDim]) -> list[list[list[int]]]:
+    """A call for each padded shape in the ranges: the tensors that share a size take the
+    same padded size."""
+    sizes = _by_size(marks)
+    out = []
+    for combo in itertools.product(*(bucket_sizes(m) for m in sizes)):
+        shapes = [list(s) for s in base]
+        for m in marks:
+            n = combo[
+                sizes.index(
+                    next(x for x in sizes if (x.dim, x.low, x.high) == (m.dim, m.low, m.high))
+                )
+            ]
+            shapes[m.input][m.dim] = n
+        out.append(shapes)
+    return out
 
 
 def _sizes(stream: list[Shapes], base: list[list[int]], m: PlanDim) -> list[int]:

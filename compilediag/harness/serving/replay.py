@@ -71,7 +71,8 @@ def serve(
                 measure_plan(torch, model, first, facts, plan, compile_kwargs, device)
             )
         except Exception as e:  # a plan torch refuses is no plan; the report stays whole
-            facts.errors.append(f"plan {plan.kind}: {type(e).__name__}: {str(e)[:300]}")
+            said = (str(e).strip().splitlines() or [""])[0][:200]
+            facts.errors.append(f"the plan {plan.kind} failed: {type(e).__name__}: {said}")
     torch._dynamo.reset()
     return facts
 
@@ -80,24 +81,29 @@ def measure_plan(
     torch: Any, model: Any, first: Call, facts: ServingFacts, plan: Plan,
     compile_kwargs: dict[str, Any], device: str,
 ) -> Plan:  # fmt: skip
-    """A fresh compile of the model under the plan: the requests that compiled (its
-    warm-up), the graphs torch made, the requests that still ran eager, its latency."""
+    """A fresh compile of the model under the plan: its warm-up (buckets: each padded size
+    in the ranges; else the requests that compiled, found by replaying the distinct ones),
+    the graphs torch made, the requests that still ran eager, its latency."""
     from compilediag.harness.serving.calls import latency
+    from compilediag.harness.serving.plans import full
 
     torch._dynamo.reset()
     fn = torch.compile(model, **plan_kwargs(compile_kwargs, plan))
     calls = [planned(torch, build(torch, first, r), plan) for r in facts.stream]
     shapes = [key([list(t.shape) for t in _tensors(torch, c)]) for c in calls]
     firsts = distinct(shapes)  # type: ignore[arg-type]
-    graphs0 = compiles_now(torch)[1]
+    graphs0, start = compiles_now(torch)[1], time.perf_counter()
+    for warm in plan.warmup_shapes:  # given (buckets): run first
+        args, kwargs = planned(torch, build(torch, first, warm), plan)  # type: ignore[arg-type]
+        fn(*args, **kwargs)
     for i in firsts:
-        frames, start = compiles_now(torch)[0], time.perf_counter()
+        frames = compiles_now(torch)[0]
         fn(*calls[i][0], **calls[i][1])
         if compiles_now(torch)[0] > frames:
             plan.warmup.append(i + 1)
-            plan.compile_s += time.perf_counter() - start
+            plan.warmup_shapes.append(full(facts.stream[i], facts.base))
+    plan.compile_s = round(time.perf_counter() - start, 4)
     plan.graphs = compiles_now(torch)[1] - graphs0
-    plan.compile_s = round(plan.compile_s, 4)
     ran = dict(
         zip(
             (shapes[i] for i in firsts),
@@ -108,6 +114,19 @@ def measure_plan(
     plan.eager_requests = sum(1 for s in shapes if not ran[s])
     plan.latency = latency(timed(torch, fn, calls, device))
     return plan
+
+
+def plan_kwargs(compile_kwargs: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """torch.compile's arguments under the plan: dynamic=True; buckets static (each padded
+    size its graph, none made dynamic by automatic dynamic); for marks, no dynamic=False
+    (which would keep every size static, marks and all)."""
+    if plan.kind == "dynamic":
+        return {**compile_kwargs, "dynamic": True}
+    if plan.kind == "bucket":
+        return {**compile_kwargs, "dynamic": False}
+    if plan.kind == "mark_dynamic" and compile_kwargs.get("dynamic") is False:
+        return {k: v for k, v in compile_kwargs.items() if k != "dynamic"}
+    return dict(compile_kwargs)
 
 
 def tensor_names(torch: Any, model: Any, first: Call) -> tuple[list[str], list[str]]:
@@ -130,16 +149,6 @@ def tensor_names(torch: Any, model: Any, first: Call) -> tuple[list[str], list[s
         t = first[0][place] if isinstance(place, int) else first[1][place]
         dtypes.append(str(t.dtype).removeprefix("torch."))
     return names, dtypes
-
-
-def plan_kwargs(compile_kwargs: dict[str, Any], plan: Plan) -> dict[str, Any]:
-    """torch.compile's arguments under the plan: dynamic=True; for marks, no dynamic=False
-    (which would keep every size static, marks and all)."""
-    if plan.kind == "dynamic":
-        return {**compile_kwargs, "dynamic": True}
-    if plan.kind == "mark_dynamic" and compile_kwargs.get("dynamic") is False:
-        return {k: v for k, v in compile_kwargs.items() if k != "dynamic"}
-    return dict(compile_kwargs)
 
 
 def _tensors(torch: Any, call: Call) -> list[Any]:

@@ -35,7 +35,7 @@ CACHE_COUNTERS = {  # torch's counters of its caches: (group, key) -> what the r
 class VerifySpec:
     target: Target
     stream: list[list[list[int] | None]]
-    warmup: list[int]  # request numbers, 1-based
+    warmup: list[list[list[int] | None]]  # each warm-up call's tensors' shapes
     plan: Plan | None  # None: as the user compiles it
     compile_kwargs: dict[str, Any] = field(default_factory=dict)
     device: str = "cpu"
@@ -53,6 +53,9 @@ class VerifyFacts:
     artifacts_bytes: int = 0
     error: str = ""
     pid: int = 0  # the process that ran it
+    # of the warm-up, Inductor's build of its C++ kernels (torch's "compile_file" timer;
+    # None where this torch times no such phase)
+    build_s: float | None = None
 
 
 def verify(spec: VerifySpec, work: Path, cache: Path, timeout: float) -> VerifyFacts:
@@ -98,9 +101,16 @@ def _run(work: Path) -> VerifyFacts:
         torch.compiler.load_cache_artifacts(Path(spec.load_artifacts).read_bytes())
     kwargs = plan_kwargs(spec.compile_kwargs, spec.plan) if spec.plan else spec.compile_kwargs
     fn = torch.compile(model, **kwargs)
-    timed(torch, fn, [calls[n - 1] for n in spec.warmup], spec.device)
+    timed(
+        torch,
+        fn,
+        [planned(torch, build(torch, first, w), spec.plan) for w in spec.warmup],
+        spec.device,
+    )
     facts.warmup_s = round(time.perf_counter() - start, 4)
     counters = torch._dynamo.utils.counters
+    built = torch._dynamo.utils.compilation_time_metrics.get("compile_file")
+    facts.build_s = round(sum(built), 4) if built else None
     facts.cache = {
         said: int(counters[g][k]) for (g, k), said in CACHE_COUNTERS.items() if counters[g][k]
     }

@@ -64,9 +64,12 @@ def chosen_lines(s: Serving) -> list[str]:
     """The plan chosen, why, its warm-up, its check in fresh processes and the cold start."""
     if s.plan is None:
         return [f"no plan: {s.why_plan}"] if s.why_plan else []
-    shapes = ["; ".join("x".join(map(str, t)) for t in r) for r in s.warmup]
-    warm = ", ".join(f"{n} ({x})" for n, x in zip(s.plan.warmup, shapes, strict=False))
-    out = [f"plan: {s.why_plan}", f"warm-up: request{'s' * (len(s.plan.warmup) != 1)} {warm}"]
+    shapes = [" ".join("x".join(map(str, t)) for t in r) for r in s.warmup]
+    if s.plan.warmup and len(s.plan.warmup) == len(shapes):
+        warm = ", ".join(f"request {n} ({x})" for n, x in zip(s.plan.warmup, shapes, strict=True))
+    else:
+        warm = ", ".join(shapes)
+    out = [f"plan: {s.why_plan}", f"warm-up, {plural(len(shapes), 'call')}: {warm}"]
     if s.recompiles_after_warmup is not None:
         ok = "verified" if s.verified else "NOT verified"
         out.append(
@@ -76,11 +79,18 @@ def chosen_lines(s: Serving) -> list[str]:
     if s.cold_starts:
         out.append(
             "cold start (the warm-up, fresh process): "
-            + " · ".join(f"{seconds(c.seconds)} {c.label}" for c in s.cold_starts)
+            + " · ".join(
+                f"{seconds(c.seconds)} {c.label}{_built(c.build_s)}" for c in s.cold_starts
+            )
         )
     if s.artifacts:
         out.append(f"cache artifacts: {s.artifacts}")
     return out
+
+
+def _built(build_s: float | None) -> str:
+    """The part of a warm-up Inductor spent building C++ kernels, where it built any."""
+    return f" ({seconds(build_s)} of it building C++ kernels)" if build_s else ""
 
 
 def _processes(n: int) -> str:

@@ -98,6 +98,9 @@ def test_buckets_stay_within_their_bound_and_their_padding_is_counted() -> None:
         for x in bucket.dims:
             n, m = full(r, BASE)[x.input][x.dim], padded(r, BASE, bucket.dims)[x.input][x.dim]
             assert m >= n and m % (x.multiple or 1) == 0
+    # the warm-up covers every padded shape of the stream, the ids and their mask alike
+    warm = {json.dumps(w) for w in bucket.warmup_shapes}
+    assert shapes <= warm and all(w[0] == w[1] for w in bucket.warmup_shapes)
     real = sum(math.prod(s) for r in STREAM for s in full(r, BASE))
     pad = sum(math.prod(s) for r in STREAM for s in padded(r, BASE, bucket.dims))
     assert bucket.padding_share == pytest.approx(pad / real - 1, abs=1e-4)
