@@ -172,10 +172,12 @@ def _after_warmup(report: Report, limit: float) -> Rule:
     """The requests that would compile after the plan's warm-up, in fresh processes; a plan
     not checked (none bounded the stream, or a check failed) fails: nothing says it holds."""
     s = report.serving
-    found = s.recompiles_after_warmup if s is not None else None
-    if found is None or s is None or not s.verified and found <= limit:
-        why = s.why_plan if s is not None and s.plan is None else "the plan was not checked"
-        notes = [n for n in (s.notes if s else []) if n.startswith("the check")]
+    if s is None:  # the budget of a config file, on a run with no request stream
+        return Rule("max-recompiles-after-warmup (not judged: no request stream)", limit, 0, True)
+    found = s.recompiles_after_warmup
+    if found is None or not s.verified and found <= limit:
+        why = s.why_plan if s.plan is None else "the plan was not checked"
+        notes = [n for n in s.notes if n.startswith("the check")]
         return Rule("max-recompiles-after-warmup", limit, -1, False,
                     message="; ".join([why, *notes]))  # fmt: skip
     return Rule("max-recompiles-after-warmup", limit, found, found <= limit)

@@ -201,9 +201,9 @@ def recompiles(
         str | None,
         typer.Option(
             "--requests",
-            help='Serving: a stream of requests, one JSON object a line ({"shapes": [[1, 37]]}: '
-            "the shapes of the call's tensors in order, null keeps one as get_inputs() gives "
-            "it); default: the model file's get_request_stream(), if it has one.",
+            help="Serving: a stream of requests, one JSON object a line with the shapes of the "
+            "call's tensors in order (the README shows one); default: the model file's "
+            "get_request_stream(), if it has one.",
             metavar="FILE",
         ),
     ] = None,
@@ -225,7 +225,7 @@ def recompiles(
     output: Output = None,
     html: Html = None,
 ) -> None:
-    """Explain every recompile over a sweep of inputs, or plan for a stream of requests.
+    """Explain every recompile; plan for a request stream.
 
     Run a sweep of inputs through the compiled model and explain every recompilation: the
     frame, the failed guard in words, the user line that installed it, and the fix.
@@ -241,9 +241,10 @@ def recompiles(
     checked in fresh processes under fail_on_recompile, its cold start timed with empty
     caches, warm caches and torch's cache artifacts; and the plan as code to paste.
 
-    Exit codes: 0 ok; 1 more recompiles than --max-recompiles; 2 usage error (bad
-    --shapes, inputs that don't fit); 3 model failed in eager; 4 torch.compile failed;
-    5 worker crashed or timed out.
+    Exit codes: 0 ok; 1 more recompiles than --max-recompiles, or than
+    --max-recompiles-after-warmup after the plan's warm-up; 2 usage error (bad --shapes
+    or --requests, inputs that don't fit); 3 model failed in eager; 4 torch.compile
+    failed; 5 worker crashed or timed out.
     """
     from compilediag.cli.commands import recompiles as command
 

@@ -37,14 +37,16 @@ def serving_section(
     if facts is None:
         return report
     s = choose(forecast(report, facts))
-    if s.plan is None:
+    chosen = s.plan
+    if chosen is None:
         return replace(report, serving=s)
-    kwargs = {"backend": spec.backend}
+    kwargs: dict[str, object] = {"backend": spec.backend}
     kwargs.update({"mode": spec.mode} if spec.mode else {})
     kwargs.update({"dynamic": spec.dynamic} if spec.dynamic is not None else {})
-    plan = None if s.plan.kind == "as_is" else s.plan
+    plan = None if chosen.kind == "as_is" else chosen
     device = report.environment.device or "cpu"
-    check = VerifySpec(spec.target, facts.stream, s.plan.warmup_shapes, plan, kwargs, device)
+    warmup: list[list[list[int] | None]] = [list(w) for w in chosen.warmup_shapes]
+    check = VerifySpec(spec.target, facts.stream, warmup, plan, kwargs, device)
     labels = ["empty caches"] + (["warm caches", "cache artifacts"] if cold_start else [])
     runs = []
     with tempfile.TemporaryDirectory(prefix="compilediag-serving-") as tmp, Live() as live:
@@ -65,5 +67,5 @@ def serving_section(
                 break
             runs.append(verify(one, work / f"run{n}", caches, timeout))
     s = verified(s, runs)
-    s.plan.code = plan_code(s.plan, kwargs, facts.names, facts.dtypes, s.warmup, device)
+    chosen.code = plan_code(chosen, kwargs, facts.names, facts.dtypes, s.warmup, device)
     return replace(report, serving=s)

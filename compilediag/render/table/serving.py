@@ -114,5 +114,5 @@ def serving_blocks(s: Serving | None) -> list:
     items += [Text(line) for line in chosen_lines(s)]
     if s.plan is not None and s.plan.code:
         code = Syntax(s.plan.code.rstrip(), "python", theme="ansi_dark", background_color="default")
-        items += [Text("the plan as code:"), details([("", code)])]  # type: ignore[list-item]
+        items += [Text("the plan as code:"), details([("", code)])]
     return items

@@ -27,7 +27,7 @@ from tests.conftest import ROOT, shared_json
 pytestmark = pytest.mark.full
 
 SERVING = ROOT / "tests" / "fixtures" / "serving"
-CLASSIFIER = SERVING / "classifier.py"
+CLASSIFIER = ROOT / "sample_models" / "padded_classifier.py"
 DECODER = SERVING / "decoder.py"
 STREAM = SERVING / "decoder_stream.jsonl"  # streams.skewed(1)
 APART = SERVING / "decoder_stream_apart.jsonl"  # streams.skewed(2)
@@ -99,13 +99,13 @@ def test_the_limit_sends_new_lengths_to_eager_and_the_plan_removes_it() -> None:
 
 
 def _stream_of_classifier() -> list[dict]:
-    sys.path.insert(0, str(SERVING))
+    sys.path.insert(0, str(CLASSIFIER.parent))
     try:
-        import classifier  # type: ignore[import-not-found]
+        import padded_classifier  # type: ignore[import-not-found]
 
-        return classifier.get_request_stream()
+        return padded_classifier.get_request_stream()
     finally:
-        sys.path.remove(str(SERVING))
+        sys.path.remove(str(CLASSIFIER.parent))
 
 
 @pytest.mark.parametrize("name", ["classifier", "decoder"])
