@@ -89,6 +89,7 @@ def render_html(report: Any) -> str:
             ),
             call_max=max([_num(_get(c, "wall_s")) for c in _list(report, "calls")] or [0]),
             rank_rows=_rank_rows(report),
+            serving=_serving(report),
             per_rank=_per_rank(report),
             ranks_of=_ranks_of(report),
             kernel_groups=_kernel_counts(report),
@@ -101,6 +102,21 @@ def render_html(report: Any) -> str:
         )
         .lstrip()
     )  # the template's leading macros leave blank lines before the doctype
+
+
+def _serving(report: Any) -> dict[str, Any] | None:
+    """The serving section's words (render/table/serving.py's), for a Report or its dict."""
+    from compilediag.render.table.serving import PLAN_COLUMNS, chosen_lines, plan_rows, stream_lines
+    from compilediag.report.serial import from_plain
+    from compilediag.report.serving import Serving
+
+    s = _get(report, "serving")
+    if s is None:
+        return None
+    s = s if isinstance(s, Serving) else from_plain(Serving, s)
+    code = s.plan.code if s.plan is not None else ""
+    return {"stream": stream_lines(s), "columns": PLAN_COLUMNS, "rows": plan_rows(s),
+            "chosen": chosen_lines(s), "code": code, "verified": s.verified}  # fmt: skip
 
 
 # --- environment ------------------------------------------------------------------------

@@ -211,6 +211,22 @@ def _numerics(report: Report) -> list[str]:
     return [*out, ""]
 
 
+def _serving(report: Report) -> list[str]:
+    from compilediag.render.table.serving import PLAN_COLUMNS, chosen_lines, plan_rows, stream_lines
+
+    s = report.serving
+    if s is None:
+        return []
+    out = ["### Serving", "", *(f"- {_cell(x.strip())}" for x in stream_lines(s)), ""]
+    if s.plans:
+        out += ["| " + " | ".join(PLAN_COLUMNS) + " |", "|" + "---|" * len(PLAN_COLUMNS)]
+        out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in plan_rows(s)] + [""]
+    out += [f"- {_cell(x)}" for x in chosen_lines(s)]
+    if s.plan is not None and s.plan.code:
+        out += ["", "```python", s.plan.code.rstrip(), "```"]
+    return [*out, ""]
+
+
 def _tracing(report: Report) -> list[str]:
     ct = report.compile_time
     if ct is not None and ct.tracing is not None and ct.tracing.total_s:
@@ -228,5 +244,5 @@ def _verdict(report: Report) -> list[str]:
 # the report's sections, in order: each gives its lines (and a blank after), or none
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     _messages, _compile_failures, _limit_hits, _graph_breaks, _recompiles, _graphs,
-    _verified_fixes, _job, _timings, _numerics, _tracing, _verdict,
+    _verified_fixes, _serving, _job, _timings, _numerics, _tracing, _verdict,
 )  # fmt: skip

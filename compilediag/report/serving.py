@@ -103,7 +103,8 @@ class Serving:
     compiled_latency: Latency | None = None  # as the user compiles it, no plan
     plans: list[Plan] = field(default_factory=list)  # every plan measured
     plan: Plan | None = None  # the one chosen
-    why_plan: str = ""
+    bounded: list[str] = field(default_factory=list)  # the kinds that bound the compiles
+    why_plan: str = ""  # where no plan is chosen: why
     warmup: list[list[list[int]]] = field(default_factory=list)  # the chosen plan's requests
     recompiles_after_warmup: int | None = None
     verified: bool = False

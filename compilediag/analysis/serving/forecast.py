@@ -12,7 +12,6 @@ from compilediag.harness.serving.plans import BUCKETS
 from compilediag.harness.serving.verify import VerifyFacts
 from compilediag.report.model import Report
 from compilediag.report.serving import (
-    PLAN_NAMES,
     ColdStart,
     Plan,
     Serving,
@@ -110,22 +109,12 @@ def choose(s: Serving) -> Serving:
         if (
             p.latency
             and best.latency
-            and p.latency.mean_ms < (1 - SAME_SPEED) * best.latency.mean_ms
+            and p.latency.median_ms < (1 - SAME_SPEED) * best.latency.median_ms
         ):
             best = p
     s.plan = best
-    others = [PLAN_NAMES[p.kind] for p in good if p is not best]
-    s.why_plan = _why(best, others, s)
+    s.bounded = [p.kind for p in good]
     return s
-
-
-def _why(best: Plan, others: list[str], s: Serving) -> str:
-    graphs = f"{best.graphs} graph{'s' * (best.graphs != 1)}"
-    ms = best.latency.median_ms if best.latency else 0.0
-    said = f"{PLAN_NAMES[best.kind]}: {graphs} for {s.distinct_shapes} distinct shapes, no request eager, {ms:.3g} ms a request (median)"
-    if others:
-        said += f" (also bounded: {', '.join(others)}; not faster by {SAME_SPEED:.0%})"
-    return said
 
 
 def verified(s: Serving, runs: list[VerifyFacts]) -> Serving:

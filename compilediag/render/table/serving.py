@@ -12,7 +12,7 @@ from compilediag.render import plural
 from compilediag.report.serving import PLAN_NAMES, Plan, Serving
 from compilediag.report.words import ms, seconds
 
-PLAN_COLUMNS = ["plan", "graphs", "compile", "eager requests", "latency", "padding"]
+PLAN_COLUMNS = ["plan", "graphs", "compile", "eager requests", "a request (median)", "padding"]
 
 
 def _requests(numbers: list[int], most: int = 8) -> str:
@@ -41,8 +41,8 @@ def stream_lines(s: Serving) -> list[str]:
         )
     if s.eager_latency and s.compiled_latency:
         out.append(
-            f"  a request (mean over the stream, after its compiles): eager "
-            f"{ms(s.eager_latency.mean_ms)}, compiled {ms(s.compiled_latency.mean_ms)}"
+            f"  a request (the median over the stream, after its compiles): eager "
+            f"{ms(s.eager_latency.median_ms)}, compiled {ms(s.compiled_latency.median_ms)}"
         )
     return out + [f"  {n}" for n in s.notes]
 
@@ -56,7 +56,7 @@ def _row(p: Plan, chosen: bool) -> list[str]:
     return [
         PLAN_NAMES.get(p.kind, p.kind) + (" (chosen)" if chosen else ""),
         str(p.graphs), seconds(p.compile_s), str(p.eager_requests),
-        ms(p.latency.mean_ms) if p.latency else "-", pad,
+        ms(p.latency.median_ms) if p.latency else "-", pad,
     ]  # fmt: skip
 
 
@@ -69,12 +69,12 @@ def chosen_lines(s: Serving) -> list[str]:
         warm = ", ".join(f"request {n} ({x})" for n, x in zip(s.plan.warmup, shapes, strict=True))
     else:
         warm = ", ".join(shapes)
-    out = [f"plan: {s.why_plan}", f"warm-up, {plural(len(shapes), 'call')}: {warm}"]
+    out = [f"plan: {_why(s)}", f"warm-up, {plural(len(shapes), 'call')}: {warm}"]
     if s.recompiles_after_warmup is not None:
         ok = "verified" if s.verified else "NOT verified"
         out.append(
-            f"{ok}: {plural(s.recompiles_after_warmup, 'request')} would compile after the "
-            f"warm-up under fail_on_recompile, in {_processes(len(s.cold_starts))}"
+            f"{ok}: after the warm-up, {plural(s.recompiles_after_warmup, 'request')} of the "
+            f"stream would compile under fail_on_recompile ({_processes(len(s.cold_starts))})"
         )
     if s.cold_starts:
         out.append(
@@ -88,13 +88,30 @@ def chosen_lines(s: Serving) -> list[str]:
     return out
 
 
+def _why(s: Serving) -> str:
+    """Why the plan: its graphs, no request eager, its latency; the others that bound the
+    compiles too, none faster by enough (analysis/serving/forecast.py's choice)."""
+    from compilediag.analysis.serving.forecast import SAME_SPEED
+
+    p = s.plan
+    assert p is not None
+    said = (
+        f"{PLAN_NAMES[p.kind]}: {plural(p.graphs, 'graph')} for {s.distinct_shapes} distinct "
+        f"shapes, no request eager, {ms(p.latency.median_ms) if p.latency else '-'} a request"
+    )
+    others = [PLAN_NAMES[k] for k in s.bounded if k != p.kind]
+    if others:
+        said += f"; {' and '.join(others)} bound them too, none faster by {SAME_SPEED:.0%}"
+    return said
+
+
 def _built(build_s: float | None) -> str:
     """The part of a warm-up Inductor spent building C++ kernels, where it built any."""
     return f" ({seconds(build_s)} of it building C++ kernels)" if build_s else ""
 
 
 def _processes(n: int) -> str:
-    return "a fresh process" if n == 1 else f"{n} fresh processes, each"
+    return "a fresh process" if n == 1 else f"the most in any of {n} fresh processes"
 
 
 def serving_blocks(s: Serving | None) -> list:

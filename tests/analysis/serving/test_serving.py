@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, shared_json
+from tests.conftest import ROOT, measured_twice, run_json, shared_json
 
 pytestmark = pytest.mark.full
 
@@ -130,26 +130,35 @@ def test_the_plan_holds_on_a_stream_kept_apart(name: str, tmp_path: Path) -> Non
 
 def test_the_cold_start_is_measured_in_fresh_processes() -> None:
     """Three fresh processes, each its own pid: empty caches (misses), the same caches again
-    (hits), other empty caches with torch's cache artifacts loaded (hits); the artifacts'
-    and the warm caches' warm-up shorter than the empty caches' one."""
-    report, _ = shared_json(*RUNS["classifier"])
-    s = report["serving"]
-    starts = {c["label"]: c for c in s["cold_starts"]}
-    assert list(starts) == ["empty caches", "warm caches", "cache artifacts"]
-    assert len({c["pid"] for c in starts.values()} | {os.getpid()}) == 4
-    assert starts["empty caches"]["cache"].get("graph cache misses", 0) >= 1
-    for label in ("warm caches", "cache artifacts"):
-        assert starts[label]["cache"].get("graph cache hits", 0) >= 1
-        assert "graph cache misses" not in starts[label]["cache"]
-    assert s["warm_cache_s"] < s["cold_start_s"]
-    # the artifacts spare the compile but for the C++ kernels' build, which Inductor makes
-    # again from their source in a fresh cache folder on CPU (its own timer, compile_file:
-    # 7.6 s of a 9.1 s warm-up with artifacts here, of 10.0 s with empty caches)
-    empty, artifacts = starts["empty caches"], starts["cache artifacts"]
-    spared = (empty["build_s"] or 0.0) if report["environment"]["device"] == "cpu" else 0.0
-    rebuilt = (artifacts["build_s"] or 0.0) if report["environment"]["device"] == "cpu" else 0.0
-    assert artifacts["seconds"] - rebuilt < empty["seconds"] - spared
-    assert "load_cache_artifacts" in s["artifacts"]
+    (hits), other empty caches with torch's cache artifacts loaded (hits); the warm caches'
+    warm-up shorter than the empty caches' one, and the artifacts' too but for the C++
+    kernels' build, which Inductor makes again from their source in a fresh cache folder on
+    CPU (its own timer, compile_file: 7.6 s of a 9.1 s warm-up with artifacts here, of 10.0 s
+    with empty caches; on an H200, 5.30 s with artifacts against 7.90 s, bench/ has it).
+    Timed beside another test's load: measured again once where it fails."""
+    runs = iter(
+        [lambda: shared_json(*RUNS["classifier"])[0], lambda: run_json(*RUNS["classifier"])[0]]
+    )
+
+    def check() -> None:
+        report = next(runs)()
+        s = report["serving"]
+        starts = {c["label"]: c for c in s["cold_starts"]}
+        assert list(starts) == ["empty caches", "warm caches", "cache artifacts"]
+        assert len({c["pid"] for c in starts.values()} | {os.getpid()}) == 4
+        assert starts["empty caches"]["cache"].get("graph cache misses", 0) >= 1
+        for label in ("warm caches", "cache artifacts"):
+            assert starts[label]["cache"].get("graph cache hits", 0) >= 1
+            assert "graph cache misses" not in starts[label]["cache"]
+        assert "load_cache_artifacts" in s["artifacts"]
+        assert s["warm_cache_s"] < s["cold_start_s"]
+        empty, artifacts = starts["empty caches"], starts["cache artifacts"]
+        cpu = report["environment"]["device"] == "cpu"
+        spared = (empty["build_s"] or 0.0) if cpu else 0.0
+        rebuilt = (artifacts["build_s"] or 0.0) if cpu else 0.0
+        assert artifacts["seconds"] - rebuilt < empty["seconds"] - spared, starts
+
+    measured_twice(check)
 
 
 def test_the_section_reads_as_the_figures_say() -> None:
@@ -164,6 +173,6 @@ def test_the_section_reads_as_the_figures_say() -> None:
     hit = s["limit_hits"][0]
     assert f"hit the recompile limit (8) at request {hit['request']}" in text
     assert "mark_dynamic" in text and "dynamic=True" in text and "as you compile it" in text
-    assert "verified: 0 requests would compile after the warm-up" in text
+    assert "verified: after the warm-up, 0 requests of the stream would compile" in text
     assert "empty caches" in text and "cache artifacts" in text
     assert 'torch.compiler.set_stance("fail_on_recompile")' in text
