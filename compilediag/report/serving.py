@@ -105,6 +105,7 @@ class Serving:
     plan: Plan | None = None  # the one chosen
     bounded: list[str] = field(default_factory=list)  # the kinds that bound the compiles
     why_plan: str = ""  # where no plan is chosen: why
+    faster_padded: bool = False  # buckets ran faster than the plan (not chosen: padding)
     warmup: list[list[list[int]]] = field(default_factory=list)  # the chosen plan's requests
     recompiles_after_warmup: int | None = None
     verified: bool = False

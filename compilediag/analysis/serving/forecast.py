@@ -94,7 +94,10 @@ def bounded(plan: Plan, distinct: int, plans: int) -> bool:
 
 def choose(s: Serving) -> Serving:
     """The plan: of those that bound the compiles, the smallest change unless a later one is
-    faster by more than SAME_SPEED, by the latency this run measured."""
+    faster by more than SAME_SPEED, by the latency this run measured. Buckets only where no
+    other plan bounds them: padding changes what a model computes unless it masks the
+    padding (a mean over the length, a prompt to generate from), which the run cannot tell;
+    where buckets are faster, `faster_padded` says so beside the plan."""
     good = [
         p for p in s.plans if p.latency is not None and bounded(p, s.distinct_shapes, len(s.plans))
     ]
@@ -104,17 +107,23 @@ def choose(s: Serving) -> Serving:
             "for most shapes"
         )
         return s
-    best = good[0]
-    for p in good[1:]:
-        if (
-            p.latency
-            and best.latency
-            and p.latency.median_ms < (1 - SAME_SPEED) * best.latency.median_ms
-        ):
+    unpadded = [p for p in good if p.kind != "bucket"] or good
+    best = unpadded[0]
+    for p in unpadded[1:]:
+        if _faster(p, best):
             best = p
     s.plan = best
     s.bounded = [p.kind for p in good]
+    padded = next((p for p in good if p.kind == "bucket" and p is not best), None)
+    s.faster_padded = padded is not None and _faster(padded, best)
     return s
+
+
+def _faster(p: Plan, than: Plan) -> bool:
+    """p's median request beats the other's by more than SAME_SPEED."""
+    if p.latency is None or than.latency is None:
+        return False
+    return p.latency.median_ms < (1 - SAME_SPEED) * than.latency.median_ms
 
 
 def verified(s: Serving, runs: list[VerifyFacts]) -> Serving:

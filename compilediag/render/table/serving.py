@@ -99,9 +99,18 @@ def _why(s: Serving) -> str:
         f"{PLAN_NAMES[p.kind]}: {plural(p.graphs, 'graph')} for {s.distinct_shapes} distinct "
         f"shapes, no request eager, {ms(p.latency.median_ms) if p.latency else '-'} a request"
     )
-    others = [PLAN_NAMES[k] for k in s.bounded if k != p.kind]
+    others = [PLAN_NAMES[k] for k in s.bounded if k != p.kind and k != "bucket"]
     if others:
         said += f"; {' and '.join(others)} bound them too, none faster by {SAME_SPEED:.0%}"
+    bucket = next((x for x in s.plans if x.kind == "bucket"), None)
+    if s.faster_padded and bucket is not None and bucket.latency and p.latency:
+        said += (
+            f"; buckets ran {ms(bucket.latency.median_ms)} a request, with "
+            f"{bucket.padding_share or 0:.0%} more work padded: take them only where the model "
+            "masks the padding (an attention mask) and you slice its outputs back"
+        )
+    elif "bucket" in s.bounded and p.kind != "bucket":
+        said += "; buckets bound them too, no faster, and pad the inputs"
     return said
 
 

@@ -27,9 +27,20 @@ def test_the_smallest_change_unless_another_is_clearly_faster() -> None:
     assert s.bounded == ["mark_dynamic", "bucket", "dynamic"]  # as is left 3 requests eager
     s = choose(
         _serving(
-            _plan("mark_dynamic", 1, slower), _plan("bucket", 3, slower * (1 - 2 * SAME_SPEED))
+            _plan("mark_dynamic", 1, slower), _plan("dynamic", 1, slower * (1 - 2 * SAME_SPEED))
         )
     )
+    assert s.plan is not None and s.plan.kind == "dynamic"
+
+
+def test_buckets_are_said_faster_but_chosen_only_where_nothing_else_bounds() -> None:
+    """Padding changes what a model computes unless it masks the padding, which the run
+    cannot tell: faster buckets are said beside the plan; alone, they are the plan."""
+    s = choose(_serving(_plan("mark_dynamic", 1, 1.0), _plan("bucket", 3, 0.5)))
+    assert s.plan is not None and s.plan.kind == "mark_dynamic" and s.faster_padded
+    s = choose(_serving(_plan("mark_dynamic", 1, 1.0), _plan("bucket", 3, 0.95)))
+    assert not s.faster_padded
+    s = choose(_serving(_plan("as_is", 8, 1.0, eager=3), _plan("bucket", 3, 1.0)))
     assert s.plan is not None and s.plan.kind == "bucket"
 
 
