@@ -29,6 +29,7 @@ pytestmark = pytest.mark.full
 SERVING = ROOT / "tests" / "fixtures" / "serving"
 CLASSIFIER = ROOT / "sample_models" / "padded_classifier.py"
 DECODER = SERVING / "decoder.py"
+GENERATE = SERVING / "generate.py"  # a generate() loop over a static KV cache
 STREAM = SERVING / "decoder_stream.jsonl"  # streams.skewed(1)
 APART = SERVING / "decoder_stream_apart.jsonl"  # streams.skewed(2)
 
@@ -37,7 +38,10 @@ RUNS = {
                    "--max-recompiles-after-warmup", "0"),
     "decoder": ("recompiles", str(DECODER), "--requests", str(STREAM), "--no-numerics",
                 "--no-cold-start"),
+    "generate": ("recompiles", str(GENERATE), "--no-numerics", "--no-cold-start"),
 }  # fmt: skip
+MODELS = {"classifier": CLASSIFIER, "decoder": DECODER, "generate": GENERATE}
+STREAMS = {"classifier": "-", "decoder": str(STREAM), "generate": "-"}
 
 
 def _torch(*args: str) -> dict:
@@ -51,7 +55,7 @@ def _torch(*args: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("name", ["classifier", "decoder"])
+@pytest.mark.parametrize("name", ["classifier", "decoder", "generate"])
 def test_the_forecast_is_torchs_count_over_the_same_stream(name: str) -> None:
     """The graphs the stream compiles and the requests that ran eager, as torch counts them
     over the same stream compiled the same way (Inductor; dynamic=False for the classifier)."""
@@ -59,8 +63,7 @@ def test_the_forecast_is_torchs_count_over_the_same_stream(name: str) -> None:
     assert proc.returncode == 0, proc.stderr
     s = report["serving"]
     static = ["static"] if name == "classifier" else []
-    theirs = _torch("count", str(CLASSIFIER if name == "classifier" else DECODER),
-                    "-" if name == "classifier" else str(STREAM), *static)  # fmt: skip
+    theirs = _torch("count", str(MODELS[name]), STREAMS[name], *static)
     assert s["graphs"] == report["summary"]["graphs"] == theirs["graphs"]
     assert s["recompiles"] == report["summary"]["recompiles"] == theirs["graphs"] - 1
     eager = sorted(n for hit in s["limit_hits"] for n in hit["eager_requests"])
@@ -108,7 +111,7 @@ def _stream_of_classifier() -> list[dict]:
         sys.path.remove(str(CLASSIFIER.parent))
 
 
-@pytest.mark.parametrize("name", ["classifier", "decoder"])
+@pytest.mark.parametrize("name", ["classifier", "decoder", "generate"])
 def test_the_plan_holds_on_a_stream_kept_apart(name: str, tmp_path: Path) -> None:
     """The plan's code, pasted as it is, then a stream it was not made from (the decoder's
     second draw; for the classifier, other lengths in the same range) served under
@@ -116,14 +119,13 @@ def test_the_plan_holds_on_a_stream_kept_apart(name: str, tmp_path: Path) -> Non
     report, _ = shared_json(*RUNS[name])
     code = tmp_path / "plan.py"
     code.write_text(report["serving"]["plan"]["code"])
-    if name == "classifier":
+    apart = APART
+    if name != "decoder":  # other lengths in the same range: a batch of 4, or one prompt
+        batch = 4 if name == "classifier" else 1
         apart = tmp_path / "apart.jsonl"
-        apart.write_text(
-            "".join(json.dumps({"shapes": [[4, n]]}) + "\n" for n in (7, 44, 6, 30, 19, 11, 6))
-        )
-        theirs = _torch("plan", str(CLASSIFIER), str(code), str(apart))
-    else:
-        theirs = _torch("plan", str(DECODER), str(code), str(APART))
+        lengths = (7, 44, 6, 30, 19, 11, 6) if name == "classifier" else (4, 11, 27, 35, 2, 17)
+        apart.write_text("".join(json.dumps({"shapes": [[batch, n]]}) + "\n" for n in lengths))
+    theirs = _torch("plan", str(MODELS[name]), str(code), str(apart))
     assert theirs["raised"] == [], theirs
     assert theirs["graphs"] <= report["serving"]["plan"]["graphs"]
 
