@@ -12,3 +12,11 @@ python3 -m compilediag recompiles tests/fixtures/serving/decoder.py \
     --requests tests/fixtures/serving/decoder_stream.jsonl --device cuda --format json \
     --no-numerics > "$OUT/decoder.json"
 python3 -m compilediag render "$OUT/decoder.json" --format table > "$OUT/decoder.txt"
+# a model we did not write: transformers' BertForSequenceClassification from a config, as
+# the user compiles it and with dynamic=False
+python3 -m compilediag recompiles bench/models/bert_serving.py --device cuda --format json \
+    --no-numerics > "$OUT/bert.json"
+python3 -m compilediag render "$OUT/bert.json" --format table > "$OUT/bert.txt"
+python3 -m compilediag recompiles bench/models/bert_serving.py --device cuda --no-dynamic \
+    --no-cold-start --format json --no-numerics > "$OUT/bert_static.json"
+python3 -m compilediag render "$OUT/bert_static.json" --format table > "$OUT/bert_static.txt"

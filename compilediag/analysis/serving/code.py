@@ -31,7 +31,7 @@ def compile_line(kwargs: dict[str, Any], plan: Plan) -> str:
     elif plan.kind == "bucket":
         dynamic = False  # each padded size its own graph: none made dynamic behind your back
     elif plan.kind == "mark_dynamic" and dynamic is False:
-        dynamic = None  # dynamic=False would keep the marked sizes static
+        return f"compiled = torch.compile({', '.join(args)})  # not dynamic=False: it keeps marked sizes static"
     if dynamic is not None:
         args.append(f"dynamic={dynamic}")
     return f"compiled = torch.compile({', '.join(args)})"
@@ -59,8 +59,9 @@ def plan_code(
     on = "" if device == "cpu" else f", device={device!r}"
     lines += [
         "# warm-up: a call for each graph the plan needs (the shapes before any padding)",
+        f"dtypes = [{types}]",
         f"for shapes in {[[tuple(s) for s in r] for r in warmup]!r}:",
-        f"    serve(*(torch.zeros(s, dtype=d{on}) for s, d in zip(shapes, [{types}])))",
+        f"    serve(*(torch.zeros(s, dtype=d{on}) for s, d in zip(shapes, dtypes)))",
         "# from here a request that would compile raises instead (torch >= 2.6)",
         'torch.compiler.set_stance("fail_on_recompile")',
     ]
