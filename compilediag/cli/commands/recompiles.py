@@ -58,9 +58,9 @@ def check_no_empty_shape(text: str, what: str) -> None:
 
 def check_serving(opts: RecompilesOptions, serving: bool, sweep: list[list[int]]) -> None:
     """A request stream and a sweep are two runs; the serving gate needs a stream."""
-    if serving and sweep:
+    if opts.requests and sweep:
         raise UsageError(
-            "--shapes and a request stream (--requests, or get_request_stream()) both given.",
+            "--shapes and --requests both given: a sweep and a request stream are two runs.",
             hint='Give the shapes as requests: one line each, e.g. {"shapes": [[2, 16]]}.',
         )
     if not serving and opts.gate.limits.get("max_recompiles_after_warmup") is not None:
@@ -79,7 +79,9 @@ def run(opts: RecompilesOptions) -> int:
         check_no_empty_shape(shapes, where)
     sweep = parse_shapes(shapes) if shapes is not None else []
     stream = read_requests(opts.requests) if opts.requests else []
-    serving = bool(stream) or offers_stream(split_target(model_path(cfg.fill(opts.run).target))[0])
+    # a file's get_request_stream() is its serving run, unless --shapes asks for a sweep
+    path = split_target(model_path(cfg.fill(opts.run).target))[0]
+    serving = bool(stream) or (not sweep and offers_stream(path))
     check_serving(opts, serving, sweep)
     # Guards do not depend on the backend: the fast eager backend unless --backend says
     # otherwise (a backend in the config file is explain's); a request stream is compiled

@@ -58,7 +58,7 @@ def test_a_bad_stream_exits_2_before_any_worker(tmp_path: Path) -> None:
         (["--requests", bad], "line 2: not JSON"),
         (["--requests", str(tmp_path / "none.jsonl")], "no such file"),
         (["--requests", _write(tmp_path, ['{"shapes": [[1, 5]]}'], "one.jsonl"), "--shapes", "2x8,4x8"],
-         "--shapes and a request stream"),
+         "--shapes and --requests both given"),
         # the mask kept at get_inputs()'s 1x8 beside ids of 1x5: the request, not the model
         (["--requests", _write(tmp_path, ['{"shapes": [[1, 8]]}', '{"shapes": [[1, 5]]}'], "two.jsonl"),
           "--backend", "eager", "--no-cold-start"],
