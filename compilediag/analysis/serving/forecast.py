@@ -47,7 +47,8 @@ def forecast(report: Report, facts: ServingFacts) -> Serving:
             )  # fmt: skip
     s.graphs = len(s.compiles)
     s.recompiles = sum(c.recompile for c in s.compiles)
-    s.compile_s = round(sum(c.seconds for c in s.compiles), 4)
+    # each request that compiled once (one that compiled several frames holds them all)
+    s.compile_s = round(sum({c.request: c.seconds for c in s.compiles}.values()), 4)
     eager = _eager_requests(facts)
     for hit in report.recompile_limit_hits:
         at = next((c.index for c in report.calls if hit.compile_id in c.compile_ids), None)
