@@ -104,3 +104,6 @@ class LossCheck:
     spread: float = 0.0  # eager's own runs' widest difference up to there, as a share
     tolerance: float = 0.0  # the share a step may differ by: 3 x spread, at least FLOOR
     words: str = ""
+    # why they part, from a run with Inductor's random numbers as eager's: "random" (then
+    # they follow eager), "op" (they part still); "" where they do not part
+    cause: str = ""

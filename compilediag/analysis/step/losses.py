@@ -32,14 +32,14 @@ def parting(compiled: JobRun, eager: list[JobRun]) -> LossCheck:
     es = [p for p in (_losses(e) for e in eager) if p is not None]
     if c is None or len(es) < 2:
         out.words = (
-            "losses not compared: the job kept none "
+            "not compared: the job kept none "
             + ("when compiled" if c is None else "with torch.compile off")
             + " (a loss is the scalar backward() is called on)"
         )
         return out
     if c.seed is None or any(e.seed != c.seed for e in es):
         out.words = (
-            "losses not compared: the job is not seeded (each run draws its own weights); "
+            "not compared: the job is not seeded (each run draws its own weights); "
             "call torch.manual_seed(N) before the model is made"
         )
         return out
@@ -62,20 +62,46 @@ def parting(compiled: JobRun, eager: list[JobRun]) -> LossCheck:
             widest = (gap, s)
             out.spread, out.tolerance = spread, tol
     if not steps:
-        out.words = "losses not compared: no step logged a loss in all three runs"
+        out.words = "not compared: no step logged a loss in all three runs"
         return out
     gap, s = widest
     out.gap, out.compiled, out.eager = round(gap, 6), cs[s], e1[s]
     own = f"eager's own runs differ by at most {out.spread:.1%}"
     if out.first_step is None:
         out.words = (
-            f"losses follow eager over {len(steps)} steps (widest gap {gap:.2%} at step {s}; "
+            f"follow eager over {len(steps)} steps (widest gap {gap:.2%} at step {s}; "
             f"{own}; tolerance {out.tolerance:.2%})"
         )
     else:
         out.words = (
-            f"losses part from eager at step {s}: compiled {cs[s]:.6g}, eager {e1[s]:.6g} "
-            f"({gap:.2%} apart; {own}, tolerance {out.tolerance:.2%}). `compilediag explain` "
-            "on the model finds the op"
+            f"part from eager at step {s}: compiled {cs[s]:.6g}, eager {e1[s]:.6g} "
+            f"({gap:.2%} apart; {own}, tolerance {out.tolerance:.2%})"
         )
     return out
+
+
+# torch's accuracy minifier: on a script, the graph whose compiled outputs depart from eager
+MINIFIER = "TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4 python YOUR_SCRIPT"
+
+
+def with_cause(check: LossCheck, random_fallback: LossCheck | None) -> LossCheck:
+    """The cause of a parting, from the job run compiled once more with Inductor drawing
+    random numbers as eager does (torch._inductor.config.fallback_random): where its losses
+    then follow eager, random numbers (dropout); else an op, which torch's accuracy
+    minifier finds on the script itself."""
+    if check.first_step is None or random_fallback is None:
+        return check
+    if random_fallback.first_step is None and random_fallback.steps:
+        check.cause = "random"
+        check.words += (
+            f"; with torch._inductor.config.fallback_random = True they follow eager over "
+            f"{random_fallback.steps} steps: Inductor draws other random numbers than eager "
+            "(dropout and the like), no op computes wrong; set it only to compare runs"
+        )
+    else:
+        check.cause = "op"
+        check.words += (
+            "; with torch._inductor.config.fallback_random = True they part too, so it is not "
+            f"random numbers: an op departs. To find its graph: {MINIFIER}"
+        )
+    return check

@@ -1,12 +1,13 @@
 """run --check-numerics: the job twice more with torch.compile off (TORCHDYNAMO_DISABLE=1),
 each to the window's end with its losses kept, and the compiled run's losses against
-theirs (analysis/step/losses.py)."""
+theirs (analysis/step/losses.py); where they part, once more compiled with Inductor drawing
+random numbers as eager does, which tells random numbers from an op."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from compilediag.analysis.step.losses import parting
+from compilediag.analysis.step.losses import parting, with_cause
 from compilediag.analysis.step.runtime import JobRun
 from compilediag.cli.commands.try_fixes import EnvFor, Job, launch_job
 from compilediag.report.numerics import LossCheck
@@ -26,10 +27,15 @@ def check_numerics(
         )
         done, interrupted = launch_job(job, None, env_for, extra_env=EAGER)
         if done.failure:
-            return LossCheck(words=f"losses not compared: the job failed eagerly: {done.failure}")
+            return LossCheck(words=f"not compared: the job failed eagerly: {done.failure}")
         eager.append(done.run)
         if interrupted:
-            return LossCheck(words="losses not compared: interrupted")
+            return LossCheck(words="not compared: interrupted")
     check = parting(compiled, eager)
-    say(f"compilediag: {check.words}")
+    if check.first_step is not None:
+        say("compilediag: --check-numerics: the job compiled, fallback_random=True")
+        done, interrupted = launch_job(job, "fallback_random", env_for)
+        if not done.failure and not interrupted:
+            check = with_cause(check, parting(done.run, eager))
+    say(f"compilediag: losses {check.words}")
     return check

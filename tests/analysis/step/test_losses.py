@@ -21,9 +21,9 @@ JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "numerics_train.py"
 STEPS = 6
 
 
-def own_losses(bug: str, eager: bool) -> list[float]:
+def own_losses(job_env: dict[str, str], eager: bool) -> list[float]:
     """The job's own printed losses, run plainly (torch.compile off where `eager`)."""
-    env = {**os.environ, "JOB_BUG": bug, "JOB_STEPS": str(STEPS)}
+    env = {**os.environ, **job_env}
     if eager:
         env["TORCHDYNAMO_DISABLE"] = "1"
     out = subprocess.run(
@@ -34,31 +34,47 @@ def own_losses(bug: str, eager: bool) -> list[float]:
 
 
 @pytest.mark.full
-@pytest.mark.parametrize("bug", ["1", "0"])
+@pytest.mark.parametrize("bug", ["1", "0", "dropout"])
 def test_the_first_step_whose_loss_parts_from_eager_is_named(bug: str) -> None:
+    """The job's losses against its own printed ones, compiled and eager; where they part,
+    the cause told by a run with Inductor's random numbers as eager's: an undeclared
+    in-place change is an op (torch's minifier named, which works on the script), a
+    dropout layer is random numbers (and the words never say "losses" twice)."""
+    env = {"JOB_BUG": "0" if bug == "dropout" else bug, "JOB_DROPOUT": str(int(bug == "dropout")),
+           "JOB_STEPS": str(STEPS)}  # fmt: skip
     proc = run_cli(
         "run", "--check-numerics", "--format", "json", "--", sys.executable, str(JOB),
-        env={"JOB_BUG": bug, "JOB_STEPS": str(STEPS)}, timeout=900,
+        env=env, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     check = json.loads(proc.stdout)["runtime"]["numerics"]
     assert check["steps"] == STEPS, check
-    compiled, eager = own_losses(bug, eager=False), own_losses(bug, eager=True)
+    compiled, eager = own_losses(env, eager=False), own_losses(env, eager=True)
     parted = [
         i for i, (c, e) in enumerate(zip(compiled, eager, strict=True), 1)
         if abs(c - e) > FLOOR * abs(e)
     ]  # fmt: skip
-    if bug == "1":
-        assert parted, (compiled, eager)  # torch's own runs part
-        assert check["first_step"] == parted[0]
-        s = parted[0] - 1
-        assert check["compiled"] == pytest.approx(compiled[s], rel=1e-6)
-        assert check["eager"] == pytest.approx(eager[s], rel=1e-6)
-        assert f"losses part from eager at step {parted[0]}" in check["words"]
-        assert "--check-numerics" in proc.stderr and "part from eager" in proc.stderr
-    else:
-        assert not parted and check["first_step"] is None
-        assert check["words"].startswith(f"losses follow eager over {STEPS} steps")
+    assert "losses losses" not in proc.stderr
+    if bug == "0":
+        assert not parted and check["first_step"] is None and check["cause"] == ""
+        assert check["words"].startswith(f"follow eager over {STEPS} steps")
+        return
+    assert parted, (compiled, eager)  # torch's own runs part
+    assert check["first_step"] == parted[0]
+    s = parted[0] - 1
+    assert check["compiled"] == pytest.approx(compiled[s], rel=1e-6)
+    assert check["eager"] == pytest.approx(eager[s], rel=1e-6)
+    assert check["words"].startswith(f"part from eager at step {parted[0]}")
+    assert "compilediag: losses part from eager" in proc.stderr
+    # the cause, against torch's own run with fallback_random
+    theirs = own_losses({**env, "JOB_FALLBACK_RANDOM": "1"}, eager=False)
+    follows = all(abs(c - e) <= FLOOR * abs(e) for c, e in zip(theirs, eager, strict=True))
+    assert check["cause"] == ("random" if follows else "op"), (theirs, eager)
+    assert check["cause"] == ("random" if bug == "dropout" else "op")
+    said = (
+        "Inductor draws other random numbers" if bug == "dropout" else "TORCHDYNAMO_REPRO_AFTER=aot"
+    )
+    assert said in check["words"]
 
 
 def _run(losses: dict[int, float], seed: int | None = 0) -> JobRun:

@@ -17,7 +17,9 @@ ones measured together):
   parameters given gradients of their own (a loop that calls the model several times a
   step, gradient accumulation, keeps an output, or a gradient, that a later replay
   overwrites);
-- `tf32`: torch.set_float32_matmul_precision("high") (float32 matmuls on TF32 tensor cores).
+- `tf32`: torch.set_float32_matmul_precision("high") (float32 matmuls on TF32 tensor cores);
+- `fallback_random`: torch._inductor.config.fallback_random (Inductor draws random numbers
+  as eager does: `run --check-numerics` tells a difference of random numbers from an op's).
 
 The constructors are patched once torch is imported (sitecustomize.py arms that), the
 settings once torch._dynamo is. What was changed, and at which line of the user's the
@@ -37,7 +39,7 @@ from .torch_state import _user_site
 REMEDY_ENV = "COMPILEDIAG_REMEDY"
 REMEDIES = (
     "foreach", "fused", "workers", "scalars", "dynamic_ops", "cudagraphs", "cudagraphs_marked",
-    "tf32",
+    "tf32", "fallback_random",
 )  # fmt: skip
 # the remedies of one run, joined
 JOIN = "+"
@@ -86,6 +88,12 @@ def at_dynamo_import() -> None:
             was = getattr(config, setting)
             setattr(config, setting, True)
             _note(name, f"torch._dynamo.config.{setting} = True", str(was), ("", 0))
+        elif name == "fallback_random":
+            from torch._inductor import config as inductor
+
+            was = inductor.fallback_random
+            inductor.fallback_random = True
+            _note(name, "torch._inductor.config.fallback_random = True", str(was), ("", 0))
         elif name in ("cudagraphs", "cudagraphs_marked"):
             from torch._inductor import config as inductor
 
