@@ -94,10 +94,8 @@ def spawn(work: Path, cold: bool, early: bool = False, cache: str = "") -> Child
     # torch compiles or finds; kernels are mapped to lines from the trace instead). A cold
     # compile (--cold) gets private, empty caches that go away with the run.
     if cold or cache:
-        folder = Path(cache) if cache else work / "cold-cache"
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
-        env["TRITON_CACHE_DIR"] = str(folder / "triton")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        env.update(private_caches(Path(cache) if cache else work / "cold-cache"))
+    env["PYTHONPATH"] = with_package(env)
     argv = [sys.executable, "-m", "compilediag.harness.worker", str(work)]
     with open(work / "worker.log", "wb") as log:
         return start(  # in a session of its own: a timeout stops the model's children too
@@ -107,6 +105,19 @@ def spawn(work: Path, cold: bool, early: bool = False, cache: str = "") -> Child
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+
+def private_caches(folder: Path) -> dict[str, str]:
+    """torch's compile caches in `folder`, not the user's: the environment that says so."""
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
+        "TRITON_CACHE_DIR": str(folder / "triton"),
+    }
+
+
+def with_package(env: dict[str, str]) -> str:
+    """PYTHONPATH with compilediag's own folder first: a child imports this compilediag."""
+    return os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
 
 
 def take_early(work: Path, cold: bool) -> Child | None:

@@ -125,7 +125,7 @@ class Worker:
                 device = self.result.environment.device  # type: ignore[union-attr]
                 self.result.serving = serve(
                     torch, model, compiled, to_device(self._first, device), self.result.serving,
-                    self.compile_kwargs(), device, self.stage,
+                    self.spec.compile_kwargs(), device, self.stage,
                 )  # fmt: skip
             self.keep_outputs(torch, eager_out, compiled_out)
             self.time_calls(torch, step, model, compiled, call0)
@@ -194,18 +194,8 @@ class Worker:
             raise self.stop("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e) from None
         return model, itertools.chain([first], sets)
 
-    def compile_kwargs(self) -> dict[str, Any]:
-        """torch.compile's arguments as the user compiles (--backend, --mode, --dynamic)."""
-        spec = self.spec
-        kwargs: dict[str, Any] = {"backend": spec.backend}
-        if spec.mode:
-            kwargs["mode"] = spec.mode
-        if spec.dynamic is not None:
-            kwargs["dynamic"] = spec.dynamic
-        return kwargs
-
     def compile_model(self, torch: Any, model: Any) -> Any:
-        spec, kwargs = self.spec, self.compile_kwargs()
+        spec, kwargs = self.spec, self.spec.compile_kwargs()
         if spec.remedy is not None:
             apply(torch, spec.remedy)
             kwargs.update(spec.remedy.compile_kwargs)

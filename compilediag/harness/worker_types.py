@@ -49,6 +49,15 @@ class WorkerSpec:
     numerics: bool = False
     repro_dir: str = ""
 
+    def compile_kwargs(self) -> dict[str, Any]:
+        """torch.compile's arguments as the user compiles (--backend, --mode, --dynamic)."""
+        kwargs: dict[str, Any] = {"backend": self.backend}
+        if self.mode:
+            kwargs["mode"] = self.mode
+        if self.dynamic is not None:
+            kwargs["dynamic"] = self.dynamic
+        return kwargs
+
 
 @dataclass
 class CallRecord:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PLAN_KINDS = ("as_is", "mark_dynamic", "bucket", "dynamic")  # smallest change first
+# the plans' kinds, smallest change first, and their names in words
 PLAN_NAMES = {"as_is": "as you compile it", "mark_dynamic": "mark_dynamic", "bucket": "buckets",
               "dynamic": "dynamic=True"}  # fmt: skip
 
@@ -60,7 +60,7 @@ class Plan:
     """A way to bound the stream's graphs, measured in the run: the graphs it compiled over
     the stream's distinct shapes, the requests that still ran eager, its steady latency."""
 
-    kind: str  # one of PLAN_KINDS
+    kind: str  # a key of PLAN_NAMES
     dims: list[PlanDim] = field(default_factory=list)
     graphs: int = 0
     compile_s: float = 0.0

@@ -40,9 +40,7 @@ def serving_section(
     chosen = s.plan
     if chosen is None:
         return replace(report, serving=s)
-    kwargs: dict[str, object] = {"backend": spec.backend}
-    kwargs.update({"mode": spec.mode} if spec.mode else {})
-    kwargs.update({"dynamic": spec.dynamic} if spec.dynamic is not None else {})
+    kwargs = spec.compile_kwargs()
     plan = None if chosen.kind == "as_is" else chosen
     device = report.environment.device or "cpu"
     warmup: list[list[list[int] | None]] = [list(w) for w in chosen.warmup_shapes]

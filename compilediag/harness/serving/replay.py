@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from compilediag.harness.checks import tensors_of
 from compilediag.harness.serving.calls import (
     Call,
     base_shapes,
@@ -90,7 +91,7 @@ def measure_plan(
     torch._dynamo.reset()
     fn = torch.compile(model, **plan_kwargs(compile_kwargs, plan))
     calls = [planned(torch, build(torch, first, r), plan) for r in facts.stream]
-    shapes = [key([list(t.shape) for t in _tensors(torch, c)]) for c in calls]
+    shapes = [key([list(t.shape) for t in tensors_of(torch, c)]) for c in calls]
     firsts = distinct(shapes)  # type: ignore[arg-type]
     graphs0, start = compiles_now(torch)[1], time.perf_counter()
     for warm in plan.warmup_shapes:  # given (buckets): run first
@@ -149,8 +150,3 @@ def tensor_names(torch: Any, model: Any, first: Call) -> tuple[list[str], list[s
         t = first[0][place] if isinstance(place, int) else first[1][place]
         dtypes.append(str(t.dtype).removeprefix("torch."))
     return names, dtypes
-
-
-def _tensors(torch: Any, call: Call) -> list[Any]:
-    args, kwargs = call
-    return [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compilediag.harness.spawn import private_caches, with_package
 from compilediag.harness.target import Target
 from compilediag.report.serial import from_json, to_json
 from compilediag.report.serving import Plan
 
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 CACHE_COUNTERS = {  # torch's counters of its caches: (group, key) -> what the report says
     ("inductor", "fxgraph_cache_hit"): "graph cache hits",
     ("inductor", "fxgraph_cache_miss"): "graph cache misses",
@@ -62,10 +62,8 @@ def verify(spec: VerifySpec, work: Path, cache: Path, timeout: float) -> VerifyF
     """Run the check in a fresh process whose torch caches are under `cache`."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "spec.json").write_text(to_json(spec))
-    env = dict(os.environ)
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
-    env["TRITON_CACHE_DIR"] = str(cache / "triton")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    env = {**os.environ, **private_caches(cache)}
+    env["PYTHONPATH"] = with_package(env)
     env.pop("TORCH_TRACE", None)
     argv = [sys.executable, "-m", "compilediag.harness.serving.verify", str(work)]
     try:
