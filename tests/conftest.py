@@ -91,9 +91,32 @@ def compilediag_cmd() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "compilediag"]
 
 
+def eager_sweep(args: tuple[str, ...], cwd: Path) -> tuple[str, ...]:
+    """`recompiles` compiles as the user does (Inductor) unless --backend says otherwise; a
+    test's sweep that names no backend runs the eager one, whose guards are Dynamo's (the
+    tests of a backend's own guards, and of the default, name theirs). A request stream is
+    served as compiled (Inductor): left as it is."""
+    if not args or args[0] != "recompiles" or "--backend" in args or "--help" in args:
+        return args
+    model = next((a for a in args[1:] if a.endswith(".py") or ".py:" in a), "")
+    path = cwd / model.split(".py:", 1)[0].removesuffix(".py") if model else None
+    file = path.with_suffix(".py") if path else None
+    serves = "--requests" in args or bool(
+        file and file.is_file() and "def get_request_stream" in file.read_text()
+    )
+    return args if serves else (*args, "--backend", "eager")
+
+
 def run_cli(
-    *args: str, timeout: float = 300, cwd: Path | None = None, env: dict | None = None
+    *args: str,
+    timeout: float = 300,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    as_typed: bool = False,
 ) -> subprocess.CompletedProcess:
+    """The command in a process of its own; `as_typed`: exactly these arguments (a sweep with
+    no --backend too, whose default the test is of)."""
+    args = args if as_typed else eager_sweep(args, cwd or ROOT)
     base = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}  # tests choose
     full = {**base, "NO_COLOR": "1", "COLUMNS": "100", **(env or {})}
     return subprocess.run(

@@ -231,11 +231,13 @@ def recompiles(
     frame, the failed guard in words, the user line that installed it, and the fix.
     Shows which calls hit the cache, automatic dynamic, and the recompile-limit post-mortem.
 
-    Guards do not depend on the backend, so the default is the fast `eager` backend; pass
-    --backend inductor to time real compiles. Compare with --dynamic.
+    Compiled as you compile it: Inductor unless --backend says otherwise (a backend adds
+    guards of its own: Inductor makes some sizes constants again, and recompiles where the
+    eager backend would not). --backend eager is faster, for Dynamo's guards alone.
+    Compare with --dynamic.
 
     With a request stream (--requests FILE, or get_request_stream()), the stream is
-    compiled as you compile it (default Inductor): the graphs it makes and the request
+    replayed as compiled: the graphs it makes and the request
     that makes each, the requests the recompile limit sends to eager, then the plans that
     bound the graphs (marks, buckets, dynamic=True), measured; the chosen plan's warm-up
     checked in fresh processes under fail_on_recompile, its cold start timed with empty

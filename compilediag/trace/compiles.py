@@ -242,6 +242,8 @@ class Compile:
     # the attempts that handed a graph to the backend: all but the last were discarded
     # (torch restarted the compile after its backend saw the graph)
     graph_attempts: list[int] = field(default_factory=list)
+    # sizes made constants after Dynamo made them dynamic (`symbolic_shape_specialization`)
+    specialized: list[Specialized] = field(default_factory=list)
     order: int = 0  # position of its first record in the trace
 
     @property
@@ -267,6 +269,35 @@ class Compile:
         last one (all of them where the last attempt made none)."""
         last = max(self.attempts, default=0)
         return sum(a != last for a in self.graph_attempts)
+
+
+@dataclass
+class Specialized:
+    """A `symbolic_shape_specialization` record: a dynamic size made a constant. `by`: who
+    needed it as a number, "Inductor" or "AOTAutograd" (the backend, after Dynamo traced the
+    graph: the frame's guards then hold the constant), or "" (Dynamo itself); `op`: the
+    Inductor lowering or decomposition that did ('' where the stack names none, as on a
+    cache hit, whose cached guards specialise it)."""
+
+    sources: list[str]  # torch's sources, `L['x'].size()[1]`
+    value: str
+    by: str = ""
+    op: str = ""
+
+    @staticmethod
+    def of(meta: dict[str, Any], stack: list[Frame]) -> Specialized:
+        backend = any(f.name in ("call_user_compiler", "_call_user_compiler") for f in stack)
+        inductor = any("/_inductor/" in f.file for f in stack)
+        by = ("Inductor" if inductor else "AOTAutograd") if backend else ""
+        ops = [
+            f.name
+            for f in stack
+            if re.search(r"/_inductor/(lowering|decomposition)", f.file)
+            and f.name not in ("wrapped", "inner")
+        ]
+        op = ops[-1].strip("_") if ops else ""
+        sources = [str(x) for x in meta.get("sources") or []]
+        return Specialized(sources, str(meta.get("value", "")), by, op)
 
 
 @dataclass

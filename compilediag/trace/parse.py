@@ -29,6 +29,7 @@ from compilediag.trace.compiles import (
     Frame,
     LoggedBreak,
     Outside,
+    Specialized,
     TraceLog,
     Unbacked,
 )
@@ -80,7 +81,7 @@ KNOWN_KINDS = PAYLOAD_KINDS | {
 # trace fast).
 USED_KINDS = PAYLOAD_KINDS | {
     "str", "dynamo_start", "compilation_metrics", "bwd_compilation_metrics", "artifact",
-    "graph_dump", "create_unbacked_symbol", "exported_program",
+    "graph_dump", "create_unbacked_symbol", "exported_program", "symbolic_shape_specialization",
 }  # fmt: skip
 KIND = re.compile(r'\] \{"(\w+)"')
 
@@ -236,6 +237,9 @@ def _apply(c: Compile, cid: CompileId, rec: Record, strings: dict[int, str]) -> 
         c.aot_graph += rec.payload
     elif rec.kind == "dynamo_cpp_guards_str":
         c.guards = rec.payload
+    elif rec.kind == "symbolic_shape_specialization":
+        stack = [_frame(f, strings) for f in rec.meta.get("stack") or []]
+        c.specialized.append(Specialized.of(rec.meta, stack))
     elif rec.kind == "artifact":
         name = rec.meta.get("name", "")
         if name == "dynamo_graph_break_reason":

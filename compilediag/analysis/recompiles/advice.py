@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guard_words import Guard, sizes_0_1
@@ -36,6 +36,7 @@ from compilediag.analysis.recompiles.state_advice import mutation_advice, state_
 from compilediag.analysis.source import code_at
 from compilediag.paths import Owner
 from compilediag.report.vocabulary import RecompileCause
+from compilediag.trace.compiles import Specialized
 from compilediag.trace.formats import GUARD_SIZE, is_resume_frame, source_name
 
 
@@ -50,6 +51,9 @@ class Case:
     dims: list[tuple[str, str]]  # every size guard that failed in the frame: (input, dim)
     baked_in: bool  # a float torch tried to make dynamic and then baked in
     dynamic: bool  # the new graph is dynamic: later values reuse it
+    # the backend made the changed size a constant again in the new graph (its dims, by
+    # torch's record): the input's dims it pinned, and what needed them
+    pinned: list[Specialized] = field(default_factory=list)
 
 
 Advisor = Callable[[Case], str]  # the advice, or '' where it has none
@@ -133,6 +137,36 @@ def float_baked_in(c: Case) -> str:
     )
 
 
+def backend_needs_number(c: Case) -> str:
+    """Torch made the size dynamic, and the backend made it a constant again while it
+    compiled the graph (an Inductor lowering that needs it as a number): each size is a graph
+    of its own, and neither mark_dynamic (torch raises on a marked dim the compile makes a
+    constant) nor dynamic=True keeps one."""
+    if not c.pinned:
+        return ""
+    first = c.pinned[0]
+    subject = c.guard.words.split(" changed", 1)[0]
+    dims = sorted({d for s in c.pinned for d in pinned_dims(s)})
+    more = [d for d in dims if f"dim {d}" not in subject]
+    also = f" (and dim{'s' if len(more) > 1 else ''} {', '.join(more)})" if more else ""
+    why = f" (its lowering of {first.op})" if first.op else ""
+    return (
+        f"{first.by} needs {subject}{also} as a number{why}: torch made the size dynamic, "
+        f"and {first.by} compiled a graph for one size alone, so each new size compiles "
+        "one of its own, up to the recompile limit. Marking it dynamic does not help: "
+        "mark_dynamic raises (torch refuses a marked dim the compile makes a constant), and "
+        "dynamic=True compiles as many graphs. Pass few sizes: resize or pad the inputs to a "
+        "few sizes, and call the model once with each before the work you time or serve."
+    )
+
+
+def pinned_dims(s: Specialized) -> list[str]:
+    return [m[1] for src in s.sources if (m := PINNED_DIM.search(src))]
+
+
+PINNED_DIM = re.compile(r"\.size\(\)\[(\d+)\]$")
+
+
 def already_dynamic(c: Case) -> str:
     """torch's automatic dynamic made the new graph dynamic: the guard's own advice only
     saves this one recompile."""
@@ -213,6 +247,7 @@ ADVISORS: list[Advisor] = [
     model_sets_it,
     one_graph_per_mode,
     blocks_in_a_loop,
+    backend_needs_number,
     loaders_last_batch,
     library_frame,
     training_loop_batches,

@@ -9,7 +9,12 @@ from collections.abc import Iterable
 
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.advice import Case, advise
-from compilediag.analysis.recompiles.guard_words import NEW_VALUES, guard_head, name_stack_values
+from compilediag.analysis.recompiles.guard_words import (
+    NEW_VALUES,
+    Guard,
+    guard_head,
+    name_stack_values,
+)
 from compilediag.analysis.recompiles.guards import (
     became_dynamic,
     deciding_guard,
@@ -25,7 +30,7 @@ from compilediag.analysis.source import code_at
 from compilediag.report.model import LimitHit, Recompile
 from compilediag.report.vocabulary import Finding, FindingKind, RecompileCause, Severity
 from compilediag.report.words import ALSO_CHANGED
-from compilediag.trace.compiles import id_of
+from compilediag.trace.compiles import Specialized, id_of
 from compilediag.trace.formats import (
     RECOMPILE_LIMIT,
     RECOMPILE_LIMIT_VALUE,
@@ -33,6 +38,7 @@ from compilediag.trace.formats import (
     frame_name,
     guard_pattern,
     guard_text,
+    source_name,
 )
 
 
@@ -95,8 +101,24 @@ def case_of(h: History, e: Entry, reasons: list[str], dims: list[tuple[str, str]
     baked_in = g.cause == RecompileCause.FLOAT and any(
         float_specialised(k.metrics.restart_reasons) for k in h.frame_of(e)
     )
-    dynamic = became_dynamic(e) and not specialised(guards) and not baked_in
-    return Case(h, e, g, guards, dims, baked_in, dynamic)
+    pinned = pinned_by_backend(e, g)
+    dynamic = became_dynamic(e) and not specialised(guards) and not baked_in and not pinned
+    return Case(h, e, g, guards, dims, baked_in, dynamic, pinned)
+
+
+def pinned_by_backend(e: Entry, g: Guard) -> list[Specialized]:
+    """The backend's specialisations of the changed input's sizes in the new graph (the
+    input the failed size guard names), where the backend made one of its changed dim."""
+    change = size_change(g.guard)
+    if change is None:
+        return []
+    mine = [
+        s
+        for s in e.compile.specialized
+        if s.by and any(source_name(x.split(".size()", 1)[0]) == change.source for x in s.sources)
+    ]
+    dim = f".size()[{change.dim}]"
+    return mine if any(x.endswith(dim) for s in mine for x in s.sources) else []
 
 
 def also_said(also: list[str]) -> str:

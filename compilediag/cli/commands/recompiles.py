@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from compilediag.cli.commands.common import (
     FixOptions,
@@ -83,14 +83,12 @@ def run(opts: RecompilesOptions) -> int:
     path = split_target(model_path(cfg.fill(opts.run).target))[0]
     serving = bool(stream) or (not sweep and offers_stream(path))
     check_serving(opts, serving, sweep)
-    # Guards do not depend on the backend: the fast eager backend unless --backend says
-    # otherwise (a backend in the config file is explain's); a request stream is compiled
-    # as the user compiles it (its compile time and cold start are Inductor's).
-    default = "inductor" if serving else "eager"
-    run = replace(opts.run, backend=opts.run.backend or default)
+    # compiled as the user compiles (Inductor, or the config file's backend): a backend adds
+    # guards of its own (Inductor's lowerings make some sizes constants again)
     spec = make_spec(
-        run, cfg, default, shapes=sweep, sweep=True, timings=False, repro_dir=opts.repro_dir
-    )
+        opts.run, cfg, "inductor", shapes=sweep, sweep=True, timings=False,
+        repro_dir=opts.repro_dir,
+    )  # fmt: skip
     spec.target.requests, spec.target.stream = stream, serving
     done = run_model(spec, opts.run.timeout)
     done = verify_fixes(done, spec, opts.fixes, opts.run.timeout)
