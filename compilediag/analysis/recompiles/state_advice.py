@@ -72,17 +72,18 @@ def mutation_advice(g: Guard, code: FrameCode, guards: str = "") -> str:
 
 def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
     """What else the call that recompiled changed, beyond the first failed guard torch
-    names: the sources whose value guards differ between the cached graph's guard tree
-    and the new graph's (each in words, with the fix where the model sets it itself)."""
+    names: the sources whose value guards differ between the nearest cached graph's guard
+    tree (the one that differs in fewest values: the graph the call would have used, where
+    torch checks graphs newest first and names one failed guard each) and the new graph's
+    (each in words, with the fix where the model sets it itself)."""
     frame = h.frame_of(e)
     before = [k for k in frame[: frame.index(e)] if k.compile.guards]
     if not before or not e.compile.guards:
         return []
-    old, new = guard_values(before[-1].compile.guards), guard_values(e.compile.guards)
-    changed = [
-        src for src in old if src in new and old[src] != new[src] and src.startswith(("L[", "G["))
-        and not _made_dynamic(new[src])
-    ]  # fmt: skip
+    new = guard_values(e.compile.guards)
+    changed = min(
+        (changed_values(guard_values(k.compile.guards), new) for k in reversed(before)), key=len
+    )
     first = f"{g.guard} {g.words}"
     out = []
     for src in changed:
@@ -98,7 +99,7 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
             shown = unnamed_stack(f"`{name}`")
         else:
             shown = f"`{name}`"
-        text = f"{shown} ({guard_change(old[src], new[src])})"
+        text = f"{shown} ({guard_change(changed[src], new[src])})"
         chain = name if "." in name else ""
         places = [(e.code.file, e.code.line)] + [
             (resolve_file(m["file"], e.code.file), int(m["line"]))
@@ -110,6 +111,22 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
             text += f": the model sets it itself ({where}); set it before the first call (`{fix}`)"
         out.append(text)
     return out
+
+
+def local_id(e: Entry) -> str:
+    """The entry's compile id as torch's recompile reasons name it (no rank, no repeat)."""
+    return e.compile_id.split(":")[-1].split("#")[0]
+
+
+def changed_values(old: dict[str, frozenset[str]], new: dict[str, frozenset[str]]) -> dict:
+    """The sources whose value guards differ between a cached graph and the new one (their
+    old guards), leaving out a value the new graph made dynamic."""
+    return {
+        src: leaves
+        for src, leaves in old.items()
+        if src in new and leaves != new[src] and src.startswith(("L[", "G["))
+        and not _made_dynamic(new[src])
+    }  # fmt: skip
 
 
 def _made_dynamic(leaves: frozenset[str]) -> bool:
