@@ -231,10 +231,8 @@ def recompiles(
     frame, the failed guard in words, the user line that installed it, and the fix.
     Shows which calls hit the cache, automatic dynamic, and the recompile-limit post-mortem.
 
-    Compiled as you compile it: Inductor unless --backend says otherwise (a backend adds
-    guards of its own: Inductor makes some sizes constants again, and recompiles where the
-    eager backend would not). --backend eager is faster, for Dynamo's guards alone.
-    Compare with --dynamic.
+    Compiled as you compile it (Inductor, whose guards are its own); --backend eager is
+    faster, for Dynamo's guards alone. Compare with --dynamic.
 
     With a request stream (--requests FILE, or get_request_stream()), the stream is
     replayed as compiled: the graphs it makes and the request
@@ -315,7 +313,7 @@ def run(
     kernels: KernelProfile = True,
     stop_after: StopAfter = None,
     try_fixes: TryJobFixes = False,
-    budget: Budget = 600.0,
+    budget: Budget = None,
     apply: ApplyKept = False,
     check_numerics: CheckNumerics = False,
     profile_out: ProfileOut = None,

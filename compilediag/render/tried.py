@@ -57,10 +57,11 @@ def cold_warm_words(fx: VerifiedFix) -> str:
 
 
 def try_baseline_words(b: TryBaseline) -> str:
-    """`the job as it is: 43.7 ms a step, 4 runs alternated with the remedies' (their
-    windows within 6% of each other)`, and what ran beside them."""
+    """`the job as it is, run 4 times more alternated with the remedies': 43.7 ms a step by
+    their windows (within 6% of each other)`, and what ran beside them: these runs' step,
+    each remedy's baseline, not the window's above."""
     text = (
-        f"the job as it is: {ms(b.step_ms)} a step, {b.runs} runs alternated with the remedies' "
-        f"(their windows within {b.spread:.0%} of each other)"
+        f"the job as it is, run {b.runs} times more alternated with the remedies': "
+        f"{ms(b.step_ms)} a step by their windows (within {b.spread:.0%} of each other)"
     )
-    return "; ".join(x for x in (text, b.load, b.stopped) if x)
+    return "; ".join(x for x in (text, b.load, b.stopped, b.resolution) if x)

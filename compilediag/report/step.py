@@ -263,8 +263,11 @@ class TryBaseline:
     runs: int
     spread: float  # (max - min) / median of the runs' window means
     load: str = ""  # other processes busy on the job's cores during the runs, in words
-    budget_s: float = 0.0  # --budget
+    budget_s: float | None = 0.0  # --budget (None: not given, the fewest rounds)
     stopped: str = ""  # "settled", or "the budget ran out" (more pairs would narrow it)
+    # where an interval is too wide to tell 5% (trials.KEEP_AT) from nothing: said, and what
+    # narrows it
+    resolution: str = ""
 
 
 @dataclass

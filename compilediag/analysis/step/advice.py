@@ -6,7 +6,7 @@ rest's ops in words."""
 from __future__ import annotations
 
 from compilediag.harness.worker_types import ProcessRuntime
-from compilediag.report.model import Breakdown, LoopLine, RestPart, Runtime
+from compilediag.report.model import Breakdown, LoopLine, RestPart, Runtime, Tried
 from compilediag.report.vocabulary import RestKind
 from compilediag.report.words import ms, steps_words
 
@@ -40,10 +40,11 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             if name in FUSED
             else "use foreach=True" + ("" if compiled else " or compile its step")
         )
-        out.append((b.optimizer_ms, (
+        said = (
             f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({b.optimizer_ms:.3f}"
-            f" ms of {step:.3f} ms; {name}, {how}): {fused}."
-        )))  # fmt: skip
+            f" ms of {step:.3f} ms; {name}, {how})"
+        )
+        out.append((b.optimizer_ms, as_measured(said, f"{fused}.", tried_for(job, "optimizer"))))
     if step and b.data_ms / step >= DATA_SHARE:
         workers = job.loaders.get("workers", 0)
         said = f"the data loader's next batch takes {b.data_ms / step:.0%} of a step ({b.data_ms:.3f} ms)"
@@ -58,13 +59,31 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
                 f"its {plural_workers(workers)} do not keep up: more workers, prefetch_factor, "
                 "or persistent_workers=True"
             )
-        out.append((b.data_ms, f"{said}, waited for in the main process: {fix}."))
+        said += ", waited for in the main process"
+        out.append((b.data_ms, as_measured(said, f"{fix}.", tried_for(job, "data"))))
     ordered = [text for _, text in sorted(out, key=lambda x: -x[0])]
     past_limit = sorted(set(job.limit_eager_steps) & set(job.kernel_step_numbers))
     return (
         ordered + loop_advice(job, b)
         + rest_advice(b, explained=_loop_work_ms(job, b), past_limit=past_limit)
     )  # fmt: skip
+
+
+def tried_for(job: Runtime, part: str) -> Tried | None:
+    """The remedy `--try-fixes` measured for this part of the step (a kept one first);
+    None where none was."""
+    found = [t for t in job.tried if t.part == part and len(t.remedies) <= 1 and t.ratio]
+    return next((t for t in found if t.kept), found[0] if found else None)
+
+
+def as_measured(said: str, fix: str, t: Tried | None) -> str:
+    """A part's advice, past what this run measured: the fix where nothing was tried; kept,
+    the fix with its measured effect; not kept, the measurement in the fix's place."""
+    if t is None:
+        return f"{said}: {fix}"
+    if t.kept:
+        return f"{said}: {fix} Tried (--try-fixes): {t.why}."
+    return f"{said}. Tried (--try-fixes), `{t.code}` is not advised for this job: {t.why}."
 
 
 LOOP_SHARE = 0.1  # a function the loop calls this share of the window's step: advised

@@ -269,10 +269,21 @@ def window_figures(
         )
         _set_wait(breakdown, first, waits or Waits())
         breakdown.rest = rest_parts(first)
-        report.timings.notes = step_advice(job, breakdown, cuda="cuda" in first.devices)
         kernel_timings(report, first, breakdown)
-        report.timings.notes += kernel_advice(report, first.kernel_step_ms)
-        report.timings.notes += tf32_advice(report)
+        report.timings.notes = timing_notes(report, job, cuda="cuda" in first.devices)
+
+
+def timing_notes(report: Report, job: Runtime, cuda: bool) -> list[str]:
+    """The advice the window's parts and kernels make (again after --try-fixes, whose
+    measurements it then says where it advised a remedy that was tried)."""
+    t = report.timings
+    if t is None or t.breakdown is None:
+        return t.notes if t is not None else []
+    return (
+        step_advice(job, t.breakdown, cuda)
+        + kernel_advice(report, job.kernel_step_ms)
+        + tf32_advice(report)
+    )
 
 
 def collectives_ms(p: ProcessRuntime, left_out: set[int]) -> tuple[float | None, float | None]:

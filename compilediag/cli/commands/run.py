@@ -27,6 +27,8 @@ from compilediag.cli.config import load_config
 from compilediag.errors import COMPILE_FAILED, INTERRUPTED, JOB_FAILED, UsageError
 
 if TYPE_CHECKING:
+    from compilediag.analysis.step.runtime import JobRun
+    from compilediag.cli.commands.try_fixes import Job
     from compilediag.gate import Budgets
     from compilediag.harness.launch import Completion
     from compilediag.harness.worker_types import CompileCall, ProcessRuntime
@@ -42,7 +44,8 @@ class RunJobOptions:
     profile_out: str | None = None  # the kernel profile as a Chrome trace, here
     stop_after: int | None = None  # end the job after its step N
     try_fixes: bool = False  # the job again per remedy, alternated, measured over the window
-    budget_s: float = 600.0  # --try-fixes' alternated runs: the seconds they may take
+    # --try-fixes' alternated runs: the seconds they may take (None: the 3 rounds an interval needs)
+    budget_s: float | None = None
     apply: bool = False  # --try-fixes: write the kept remedies into the job's code
     check_numerics: bool = False  # the losses against two eager runs of the same steps
     gate: GateOptions = field(default_factory=GateOptions)
@@ -171,17 +174,11 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     from compilediag.cli.commands.try_fixes import Job
 
     # the job as given, for the runs after this one (--try-fixes, --check-numerics)
-    again = Job(list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s)
+    again = Job(
+        list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s, done.wall_s
+    )
     if opts.try_fixes and report.runtime is not None and not done.interrupted:
-        from compilediag.cli.commands.try_fixes import try_fixes
-
-        report.runtime.tried, report.runtime.try_baseline = try_fixes(
-            again, report, run, job_env, say
-        )
-        if opts.apply:
-            from compilediag.cli.commands.apply_kept import applied_text, apply_kept
-
-            say(applied_text(apply_kept(report, job_env, say)))
+        _try_fixes(again, report, run, opts.apply)
     if opts.check_numerics and report.runtime is not None and not done.interrupted:
         from compilediag.cli.commands.check_numerics import check_numerics
 
@@ -200,6 +197,23 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
         say(f"error: the command {done.how()}: the report covers what it compiled until then.")
         return JOB_FAILED
     return code
+
+
+def _try_fixes(again: Job, report: Report, run: JobRun, apply: bool) -> None:
+    """--try-fixes: the remedies measured, the step's advice said past what they measured;
+    --apply: the kept ones written into the code, verified."""
+    from compilediag.analysis.step.runtime import timing_notes
+    from compilediag.cli.commands.try_fixes import try_fixes
+
+    assert report.runtime is not None
+    report.runtime.tried, report.runtime.try_baseline = try_fixes(again, report, run, job_env, say)
+    if report.timings is not None:
+        cuda = any("cuda" in p.devices for p in run.processes)
+        report.timings.notes = timing_notes(report, report.runtime, cuda)
+    if apply:
+        from compilediag.cli.commands.apply_kept import applied_text, apply_kept
+
+        say(applied_text(apply_kept(report, job_env, say)))
 
 
 def _compiled_nothing(

@@ -3,8 +3,9 @@ calls for (analysis/step/remedies.py picks them; the bootstrap makes each in the
 process, no edit of its code), each to the end of the window, alternated round by round
 (the unchanged job, then each remedy; the next round the other way round), at least
 trials.MIN_PAIRS rounds and more until each remedy's interval settles or --budget runs
-out. The remedies kept are then measured together, alternated with the job as it is
-again. A remedy whose run fails is reported with the job's error and torch's hint; CUDA
+out (without --budget: the 3 rounds an interval needs, their time said before they start;
+with it, a round starts only where it fits). The remedies kept are then measured together,
+alternated with the job as it is again. A remedy whose run fails is reported with the job's error and torch's hint; CUDA
 graphs that fail on an overwritten output are tried again with a step marked at each call,
 the outputs cloned and the gradients the parameters' own."""
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 # each remedy's run keeps torch's caches in a folder of its own: the user's stay as their
 # own run left them (a remedy's settings are cache keys of their own)
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
-BUDGET_S = 600.0  # --budget's default
 # others kept this many of the job's cores busy during its runs: said, and every pair run
 LOADED = 0.5
 # torch's words when a CUDA graph's output was overwritten by a later replay
@@ -44,12 +44,14 @@ Say = Callable[[str], None]
 @dataclass
 class Job:
     """The job as `run` was given it: its command, --profile-steps' window, --stop-after,
-    and --budget (seconds the alternated runs may take)."""
+    --budget (seconds the alternated runs may take; None: the fewest rounds that give an
+    interval), and how long its run under `run` took (a run's time, before any is timed)."""
 
     command: list[str]
     window: str
     stop_after: int | None = None
-    budget_s: float = BUDGET_S
+    budget_s: float | None = None
+    job_s: float = 0.0
 
 
 @dataclass
@@ -89,40 +91,76 @@ def try_fixes(
              "an edit of your code targets: the optimizer, the data loader, .item() breaks, "
              "a host-bound CUDA step, float32 matmuls without TF32)")  # fmt: skip
         return [], None
-    names = ", ".join(c.remedy for c in chosen)
-    say(f"compilediag: --try-fixes: the job as it is and with each remedy ({names}), to the "
-        f"window's end, alternated: at least 3 rounds, more until each remedy's effect "
-        f"settles or --budget {opts.budget_s:g} s runs out")  # fmt: skip
+    clock = _Clock(opts.budget_s, opts.job_s)
+    say(clock.plan(chosen))
     for c in chosen:
         say(f"compilediag:   {c.remedy}: {c.why}; it {c.expected}")
-    clock = _Clock(opts.budget_s)
     trials, baseline = _alternate(opts, [Trial(c, []) for c in chosen], env_for, say, clock)
     if not baseline:
         return [], None
     out = [_measured(t, baseline) for t in trials]
     kept = [t for t in out if t.kept]
-    if len(kept) >= 2:  # (the lead figure: its 3 rounds are run whatever the budget)
+    if len(kept) >= 2:
         together = _together(report, kept)
         say(f"compilediag: --try-fixes: the {len(kept)} kept remedies together, alternated "
             "with the job as it is again")  # fmt: skip
+        clock.rounds = 0
         more, again = _alternate(opts, [Trial(together, [])], env_for, say, clock)
         if again:
             out.insert(0, _measured(more[0], again))
             baseline += again
-    return out, _baseline(baseline, opts.budget_s, clock)
+    say("compilediag: --try-fixes: " + "; ".join(f"{t.remedy} {t.why}" for t in out))
+    return out, _baseline(baseline, opts.budget_s, clock, out)
 
 
 class _Clock:
-    """--budget: the time the alternated runs may take (a round is not started that the
-    last one's length says would end past it)."""
+    """The rounds' time: without --budget, the fewest rounds that give an interval
+    (trials.MIN_PAIRS); with it, a round is started only where its runs, at the time a run
+    has taken so far (before any: the job's run under `run`), end within it (the first
+    round always runs)."""
 
-    def __init__(self, budget_s: float) -> None:
-        self.budget_s, self.start, self.out = budget_s, time.monotonic(), False
+    def __init__(self, budget_s: float | None, job_s: float) -> None:
+        self.budget_s, self.job_s = budget_s, job_s
+        self.start, self.out, self.rounds, self.runs = time.monotonic(), False, 0, 0
 
-    def room_for(self, round_s: float) -> bool:
-        if time.monotonic() - self.start + round_s > self.budget_s:
+    def run_s(self) -> float:
+        spent = time.monotonic() - self.start
+        return spent / self.runs if self.runs else self.job_s
+
+    def room_for(self, runs: int, short: bool) -> bool:
+        """Another round of `runs` runs; `short`: a remedy has fewer pairs than an interval
+        needs."""
+        from compilediag.analysis.step import trials as stats
+
+        if self.budget_s is None:
+            if not short and self.rounds >= stats.MIN_PAIRS:
+                self.out = True  # (more would settle an interval: --budget)
+            return short
+        if self.rounds and time.monotonic() - self.start + runs * self.run_s() > self.budget_s:
             self.out = True
         return not self.out
+
+    def plan(self, chosen: list[Candidate]) -> str:
+        """What the rounds will take, said before they start."""
+        from compilediag.analysis.step import trials as stats
+
+        runs = 1 + len(chosen)
+        names = ", ".join(c.remedy for c in chosen)
+        least = stats.MIN_PAIRS * runs * self.job_s
+        text = (
+            f"compilediag: --try-fixes: the job as it is and with each remedy ({names}), to the "
+            f"window's end, alternated: {stats.MIN_PAIRS} rounds of {runs} runs, about "
+            f"{self.job_s:.0f} s a run (the job's run just now), about {least / 60:.1f} min"
+        )
+        if self.budget_s is None:
+            return text + "; --budget SECONDS runs more rounds, until each effect settles"
+        fit = int(self.budget_s // (runs * self.job_s)) if self.job_s else stats.MAX_PAIRS
+        if fit >= stats.MIN_PAIRS:
+            return text + f"; more until each effect settles, within --budget {self.budget_s:g} s"
+        return text + (
+            f"; --budget {self.budget_s:g} s holds {max(fit, 1)} round"
+            f"{'s' if fit > 1 else ''}: the intervals will be the wider (or none, of one)"
+        )
 
 
 def _alternate(
@@ -142,7 +180,7 @@ def _alternate(
             if not t.settled and t.failed is None and len(t.pairs) < stats.MAX_PAIRS
         ]  # fmt: skip
         short = any(len(t.pairs) < stats.MIN_PAIRS for t in active)
-        if not active or (not short and not clock.room_for(_round_s(clock, n))):
+        if not active or not clock.room_for(1 + len(active), short):
             break
         order: list[Trial | None] = [None, *active] if n % 2 == 0 else [*active[::-1], None]
         made: dict[int, Launched] = {}
@@ -150,6 +188,7 @@ def _alternate(
             name = t.candidate.remedy if t else "the job as it is"
             say(f"compilediag: round {n + 1}: {name}")
             launched, interrupted = launch_job(opts, t.candidate.remedy if t else None, env_for)
+            clock.runs += 1
             if interrupted:
                 say("compilediag: --try-fixes interrupted: the rounds run so far are reported")
                 return trials, baseline if n else []
@@ -163,12 +202,9 @@ def _alternate(
         for t in active:
             _add(t, control, made[id(t)], trials, say)
         n += 1
+        clock.rounds += 1
         _settle([t for t in active if len(t.pairs) >= stats.MIN_PAIRS], baseline, say)
     return trials, baseline
-
-
-def _round_s(clock: _Clock, rounds: int) -> float:
-    return (time.monotonic() - clock.start) / max(rounds, 1)
 
 
 def _add(t: Trial, control: Launched, after: Launched, trials: list[Trial], say: Say) -> None:
@@ -246,7 +282,9 @@ def _together(report: Report, kept: list[Tried]) -> Candidate:
     return c
 
 
-def _baseline(runs: list[Launched], budget_s: float, clock: _Clock) -> TryBaseline:
+def _baseline(
+    runs: list[Launched], budget_s: float | None, clock: _Clock, tried: list[Tried]
+) -> TryBaseline:
     from compilediag.analysis.step import trials
     from compilediag.analysis.step.remedies import window_mean
     from compilediag.report.model import TryBaseline
@@ -258,13 +296,39 @@ def _baseline(runs: list[Launched], budget_s: float, clock: _Clock) -> TryBaseli
         load = (f"other processes kept up to {max(beside):.1f} of the job's cores busy during "
                 "its runs: each remedy was run every round, and its interval is the wider "
                 "for it")  # fmt: skip
+    stopped = ""
+    if clock.out:
+        stopped = (
+            "the budget ran out: more rounds would narrow the intervals" if budget_s is not None
+            else f"{trials.MIN_PAIRS} rounds, without --budget: more rounds would narrow the "
+            "intervals (--budget SECONDS)"
+        )  # fmt: skip
     return TryBaseline(
         step_ms=round(statistics.median(means), 6) if means else 0.0,
         runs=len(runs),
         spread=round(trials.spread(means), 4),
         load=load,
         budget_s=budget_s,
-        stopped="the budget ran out: more rounds would narrow the intervals" if clock.out else "",
+        stopped=stopped,
+        resolution=resolution(tried),
+    )
+
+
+def resolution(tried: list[Tried]) -> str:
+    """Where an interval not kept is wider than ±5% (the gain kept): the window can't tell
+    that gain from nothing, and what narrows it."""
+    from compilediag.analysis.step import trials
+
+    gain = 1 - trials.KEEP_AT
+    wide = [
+        (t.ratio_high - t.ratio_low) / 2 for t in tried
+        if not t.kept and t.ratio_low is not None and t.ratio_high is not None
+    ]  # fmt: skip
+    if not wide or max(wide) <= gain:
+        return ""
+    return (
+        f"the window is too short to resolve {gain:.0%}: an interval spans ±{max(wide):.0%}; "
+        "a longer --profile-steps window (more steps), or more rounds (--budget), narrows it"
     )
 
 
@@ -324,18 +388,42 @@ _RAISED = re.compile(r"^[A-Za-z_][\w.]*: \S")
 def job_error(text: str) -> tuple[str, str]:
     """The job's own error from its output, and torch's hint in it: the exception line
     after the last traceback (`RuntimeError: ...`, continued up to the next blank line),
-    cut before the hint, its stack trace left out; else the last line of output."""
-    lines = text.splitlines()
-    start = max((i for i, x in enumerate(lines) if x.startswith("Traceback")), default=-1)
-    at = next((i for i in range(start + 1, len(lines)) if _RAISED.match(lines[i])), None)
-    if start < 0 or at is None:
-        last = [x for x in lines if x.strip()]
-        return (last[-1].strip()[:300] if last else "(no output)"), ""
-    end = next((i for i in range(at + 1, len(lines)) if not lines[i].strip()), len(lines))
-    message = " ".join(x.strip() for x in lines[at:end])
-    hint = ""
-    m = _HINT.search(message)
-    if m:
-        hint, message = message[m.start() :].strip(), message[: m.start()].strip()
-    message = re.sub(r"\s*Stack trace:.*", "", message)
-    return message[:300], hint[:300]
+    cut before the hint, its stack trace left out; else the last line of output. Under
+    torchrun: the failing rank's (its lines' `[rank1]:` prefix dropped; the launcher's own
+    ChildFailedError and its banner passed over), with the rank torchrun found failing
+    first."""
+    lines = [_RANK_PREFIX.sub("", x) for x in text.splitlines()]
+    for start in reversed([i for i, x in enumerate(lines) if x.startswith("Traceback")]):
+        at = next((i for i in range(start + 1, len(lines)) if _RAISED.match(lines[i])), None)
+        if at is None or _LAUNCHER in lines[at]:
+            continue
+        end = next(
+            (
+                i
+                for i in range(at + 1, len(lines))
+                if not lines[i].strip() or _OTHER.match(lines[i])
+            ),
+            len(lines),
+        )
+        message = " ".join(x.strip() for x in lines[at:end])
+        hint = ""
+        m = _HINT.search(message)
+        if m:
+            hint, message = message[m.start() :].strip(), message[: m.start()].strip()
+        message = re.sub(r"\s*Stack trace:.*", "", message)[:300]
+        root = _ROOT_RANK.search(text)
+        return (f"{message} (rank {root[1]}, the first to fail)" if root else message), hint[:300]
+    last = [x for x in lines if x.strip() and not _BANNER.match(x)]
+    return (last[-1].strip()[:300] if last else "(no output)"), ""
+
+
+# torchrun's prefix of a rank's lines (with --tee, or its log_line_prefix_template)
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
+_LAUNCHER = "ChildFailedError"  # torchrun's own exception, when a rank failed
+_ROOT_RANK = re.compile(
+    r"Root Cause \(first observed failure\):\s*\n.*?\n\s*rank\s*:\s*(\d+)", re.S
+)
+# a line that ends an error's message: torch's log line (`W1129 00:18:52.296000 13033 …`), a
+# traceback
+_OTHER = re.compile(r"^(?:[WEIDV]\d{4} \d\d:|Traceback )")
+_BANNER = re.compile(r"^\s*[=*-]{8,}\s*$")

@@ -101,6 +101,32 @@ def test_the_jobs_error_and_torchs_hint_are_read_from_its_output(tmp_path: Path)
     assert job_error("no traceback here\nthe last line\n") == ("the last line", "")
 
 
+@pytest.mark.parametrize("tee", [False, True])
+def test_a_ranks_error_under_torchrun_is_the_ranks_own(tmp_path: Path, tee: bool) -> None:
+    """A rank that raises under torchrun (a real run, 2 ranks, with and without --tee's
+    `[rank1]:` prefix): its exception and torch's hint, and the rank torchrun saw fail first;
+    not the launcher's ChildFailedError banner. Before (#68): "the job exited with status 1:
+    ============"."""
+    from tests.report.test_report import free_port
+
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import os\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    raise RuntimeError('Expected all tensors on one device. Hint: move them first')\n"
+    )
+    tees = ["--tee", "3"] if tee else []
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", *tees,
+         "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(job)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode != 0 and "ChildFailedError" in out.stderr, out.stderr
+    error, hint = job_error(out.stdout + out.stderr)
+    assert error == "RuntimeError: Expected all tensors on one device. (rank 1, the first to fail)"
+    assert hint == "Hint: move them first"
+
+
 def test_kept_remedies_are_written_where_the_objects_are_made() -> None:
     """Each edit on bounded.py, then Python's own parse of the result: the keywords on the
     right call, the one they replace gone, the setting after the imports; a line that holds
@@ -163,7 +189,7 @@ def test_a_remedy_with_no_effect_beside_a_busy_core_is_not_kept_and_apply_leaves
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         proc = run_cli(
-            "run", "--try-fixes", "--apply", "--budget", "0", "--format", "json",
+            "run", "--try-fixes", "--apply", "--format", "json",
             "--profile-steps", WINDOW, "--", sys.executable, str(job), cwd=tmp_path, timeout=900,
             env={"JOB_FACTS": str(facts), "JOB_BOUND": "large", "JOB_OPTIM": "RMSprop"},
         )  # fmt: skip
@@ -191,6 +217,11 @@ def test_a_remedy_with_no_effect_beside_a_busy_core_is_not_kept_and_apply_leaves
         assert statistics.geometric_mean(ratios) > 1, ratios
     else:
         assert t["why"].startswith("not kept: no measurable effect (±"), t["why"]
+    # the advice says what was measured in place of the remedy it would have given (#68)
+    notes = json.loads(proc.stdout)["timings"]["notes"]
+    (said,) = [n for n in notes if n.startswith("the optimizer step takes")]
+    assert f"`{t['code']}` is not advised for this job: {t['why']}" in said, said
+    assert "use foreach=True" not in said
     assert job.read_bytes() == before and not (tmp_path / "bounded.py.orig").exists()
     assert "no remedy was kept: your code is unchanged" in proc.stderr
 
@@ -205,7 +236,7 @@ def test_a_remedy_that_helps_is_kept_applied_and_the_edited_job_is_faster(tmp_pa
     original = job.read_text()
     facts = tmp_path / "facts.jsonl"
     proc = run_cli(
-        "run", "--try-fixes", "--apply", "--budget", "0", "--format", "json", "-o",
+        "run", "--try-fixes", "--apply", "--format", "json", "-o",
         str(tmp_path / "report.json"), "--profile-steps", WINDOW, "--", sys.executable, str(job),
         cwd=tmp_path, timeout=900, env={"JOB_FACTS": str(facts), "JOB_BOUND": "data"},
     )  # fmt: skip
@@ -286,7 +317,7 @@ def test_a_launch_bound_loops_cuda_graphs_gain_is_within_a_fifth_of_its_own_cloc
         own.append(steps[0] / steps[1])
     own_gain = math.exp(statistics.fmean(map(math.log, own)))
     proc = run_cli(
-        "run", "--try-fixes", "--budget", "0", "--format", "json", "--profile-steps", "20-30",
+        "run", "--try-fixes", "--format", "json", "--profile-steps", "20-30",
         "--", sys.executable, str(job), env={"JOB_FACTS": str(tmp_path / "t.json")}, timeout=1200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -312,7 +343,7 @@ def test_cuda_graphs_that_break_gradient_accumulation_are_reported_and_tried_aga
     )  # fmt: skip
     assert by_hand.returncode != 0 and "overwritten by a subsequent run" in by_hand.stderr
     proc = run_cli(
-        "run", "--try-fixes", "--budget", "0", "--format", "json", "--profile-steps", "12-22",
+        "run", "--try-fixes", "--format", "json", "--profile-steps", "12-22",
         "--", sys.executable, str(job), timeout=1200,
         env={"JOB_FACTS": str(tmp_path / "t.json"), "JOB_ACCUM": "4", "JOB_STEPS": "30"},
     )  # fmt: skip

@@ -49,12 +49,12 @@ def own_median(run: dict, part: str, window: str = "4-8") -> float:
 
 def _try(tmp_path: Path, bound: str, budget: int = 0) -> tuple[dict, list[dict], str]:
     """The report, the job's own lines (its run under `run`, then the rounds of --try-fixes'
-    runs in the order they ran) and compilediag's stderr. `budget`: --budget (0: three
-    rounds)."""
+    runs in the order they ran) and compilediag's stderr. `budget`: --budget (0: none, the
+    three rounds an interval needs)."""
     facts = tmp_path / "facts.jsonl"
     proc = run_cli(
-        "run", "--try-fixes", "--budget", str(budget), "--format", "json", "--profile-steps",
-        WINDOW, "--", sys.executable, str(JOB), timeout=900,
+        "run", "--try-fixes", *(["--budget", str(budget)] if budget else []), "--format", "json",
+        "--profile-steps", WINDOW, "--", sys.executable, str(JOB), timeout=900,
         env={"JOB_FACTS": str(facts), "JOB_BOUND": bound},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -109,11 +109,15 @@ def test_the_remedy_for_the_bounding_part_is_measured_and_the_jobs_clock_agrees(
     assert t["loss_match"] is True and "losses match" in t["losses"], t
     assert t["graph_breaks"] == t["graph_breaks_after"] == after["graph_breaks"] == 0
     assert "round 1: the job as it is" in stderr and f"round 3: {remedy}" in stderr
+    # the advice for the part keeps its fix, with what was measured (#68)
+    head = {"data": "the data loader's next batch", "optimizer": "the optimizer step"}[part]
+    (said,) = [n for n in report["timings"]["notes"] if n.startswith(head)]
+    assert said.endswith(f"Tried (--try-fixes): {t['why']}."), said
     # the table and markdown say what was tried, measured
     path = tmp_path / "report.json"
     path.write_text(json.dumps(report))
     table = " ".join(run_cli("render", str(path)).stdout.split())
-    assert "tried the job as it is: " in table and f"{remedy}: {t['code']}" in table
+    assert "tried the job as it is, run " in table and f"{remedy}: {t['code']}" in table
     markdown = run_cli("render", str(path), "--format", "markdown").stdout
     assert "**tried** " in markdown
 
@@ -177,3 +181,32 @@ def test_a_launch_bound_cuda_loop_keeps_cuda_graphs_measured_by_its_step(tmp_pat
     assert cudagraphs["code"] == "torch._inductor.config.triton.cudagraphs = True"
     assert cudagraphs["loss_match"] is True, cudagraphs
     assert cudagraphs["step_ms_after"] < cudagraphs["step_ms"] / 1.2, cudagraphs
+
+
+def test_the_rounds_time_is_said_first_and_budget_is_kept_to_the_run(tmp_path: Path) -> None:
+    """#68: before the rounds, what they will take (3 rounds of the job's run, its time); a
+    --budget that holds one round runs one, said before it starts, and ends within a run of
+    it; the verdict of each remedy on stderr, with the report in a file (-o). Before: --budget
+    120 ran 60 s past it, and nothing was said before the rounds."""
+    facts = tmp_path / "facts.jsonl"
+    proc = run_cli(
+        "run", "--try-fixes", "--budget", "1", "-o", str(tmp_path / "r.json"), "--format",
+        "json", "--profile-steps", WINDOW, "--", sys.executable, str(JOB), timeout=900,
+        env={"JOB_FACTS": str(facts), "JOB_BOUND": "data"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    base, tried = report["runtime"]["try_baseline"], report["runtime"]["tried"]
+    plan = next(x for x in proc.stderr.splitlines() if "rounds of" in x)
+    assert f"3 rounds of {1 + len(tried)} runs, about " in plan, plan
+    assert "--budget 1 s holds 1 round" in plan, plan
+    assert base["runs"] == 1 and base["budget_s"] == 1 and all(t["pairs"] == 1 for t in tried)
+    assert base["stopped"].startswith("the budget ran out")
+    # the job's own clock: its run under `run`, then one round (the job as it is, each
+    # remedy), no more
+    runs = job_runs(facts)
+    assert [r["remedy"] for r in runs[1:]] == ["", *(t["remedy"] for t in tried)]
+    # each remedy's verdict on the terminal, the report being in a file
+    said = [f"{t['remedy']} {t['why']}" for t in tried]
+    verdict = [x for x in proc.stderr.splitlines() if x.startswith("compilediag: --try-fixes: ")]
+    assert any(all(x in line for x in said) for line in verdict), verdict
