@@ -225,14 +225,16 @@ def get_input_sets():
 
 def test_an_explanation_is_said_once_then_referred_to(tmp_path: Path) -> None:
     """Two frames (a print between them) each recompile for eval mode: before, the table
-    printed the ~120-word mode-switch explanation for each; now once, and the second says
-    "as for 0/1 above" with what is its own. The JSON keeps each recompile's whole fix."""
+    printed the ~120-word mode-switch explanation for each; now one block for the cause,
+    the explanation once, the second frame named in it (#68: no "as for 0/1 above; …"
+    spliced from sentences). The JSON keeps each recompile's whole fix."""
     model = tmp_path / "switch.py"
     model.write_text(SWITCH)
     table = run_cli("recompiles", str(model), "--backend", "eager", env={"COLUMNS": "200"}).stdout
     block = table.split("Recompiles (2)", 1)[1]
     assert block.count("Expected: one graph per mode") == 1, block
-    assert "fix as for 0/1 above; a second torch.compile(model)" in " ".join(block.split()), block
+    assert "also in forward, after line 13" in " ".join(block.split()), block
+    assert "as for" not in block
     proc = run_cli("recompiles", str(model), "--backend", "eager", "--format", "json")
     report = json.loads(proc.stdout[proc.stdout.index("{") :])
     assert all(

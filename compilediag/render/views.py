@@ -1,15 +1,13 @@
-"""What every renderer shows alike, computed once from the Report: recompiles by frame,
-each frame's runs of one kind of failed guard, and a fix said once ("as for 0/1 above")."""
+"""What every renderer shows alike, computed once from the Report: recompiles by frame, and
+by cause over every frame and rank (one block, its fix said once)."""
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 from compilediag.paths import where
 from compilediag.render import ms, plural, seconds
 from compilediag.render.glance import WAIT_METHODS
-from compilediag.render.said_once import unsaid
 from compilediag.report.model import (
     Breakdown,
     KernelTiming,
@@ -19,39 +17,22 @@ from compilediag.report.model import (
     StepBound,
     Tracing,
 )
-from compilediag.report.vocabulary import RestKind, StepsAt
+from compilediag.report.vocabulary import RecompileCause, RestKind, StepsAt
 from compilediag.report.words import ALSO_CHANGED as ALSO
 from compilediag.report.words import backward_split, forward_split, steps_words
 from compilediag.trace.formats import guard_pattern
 
 
 @dataclass
-class GuardRun:
-    """Consecutive recompiles of one frame that failed the same kind of guard: one finding
-    (`x == 2`, `x == 3` ... are one run)."""
-
-    items: list[Recompile]
-    fix: str = ""  # its fix, where not already given above
-    as_for: str = ""  # the compile id whose fix it shares (given above), else ''
-    # the other distinct fixes of its recompiles, (compile id, fix), in their order
-    # (a size guard on `ids` dim 1, then on dim 0: mark_dynamic, then drop_last=True)
-    more: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass
 class FrameRecompiles:
-    """One frame's recompiles, in order."""
+    """One frame's recompiles, in order (the HTML's timeline of a frame)."""
 
     frame: str
     file: str
     line: int
-    runs: list[GuardRun] = field(default_factory=list)
+    items: list[Recompile] = field(default_factory=list)
     common_fix: str = ""  # one fix for every recompile of the frame, where it has several
     limit_hit: bool = False
-
-    @property
-    def items(self) -> list[Recompile]:
-        return [r for run in self.runs for r in run.items]
 
 
 def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
@@ -59,46 +40,64 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
     by_frame: dict[tuple[str, str, int], list[Recompile]] = {}
     for r in report.recompiles:
         by_frame.setdefault((r.frame, r.file, r.line), []).append(r)
-    frames = [
-        FrameRecompiles(*key, runs=[GuardRun(list(g)) for _, g in itertools.groupby(items, _kind)])
-        for key, items in by_frame.items()
-    ]
-    advised: dict[str, str] = {}  # a fix already given -> the recompile it was given for
     hits = {(h.frame, h.file, h.line) for h in report.recompile_limit_hits}
-    sentences: dict[str, str] = {}  # a sentence of a fix given above -> its compile id
-    for f in frames:
-        for run in f.runs:
-            # each distinct fix once, in the order of its recompiles
-            distinct: dict[str, str] = {}
-            for r in run.items:  # in torch's order (a compile time varies run to run)
-                if r.suggestion:
-                    distinct.setdefault(r.suggestion, r.compile_id)
-            first = run.items[0]
-            top = next(iter(distinct), first.suggestion)
-            if top in advised:  # the same fix for each resume frame: said once
-                run.as_for = advised[top]
-            elif top:
-                run.fix = unsaid(top, sentences, distinct.get(top, first.compile_id))
-                advised[top] = distinct.get(top, first.compile_id)
-            for fix, cid in list(distinct.items())[1:]:
-                core, _, tail = fix.partition(ALSO)
-                if fix in advised:
-                    continue
-                if tail and core in {x.partition(ALSO)[0] for x in advised}:
-                    # the same fix, and what else this call changed: said as such
-                    fix = f"as for {advised[next(x for x in advised if x.partition(ALSO)[0] == core)]} above;{ALSO}{tail}"
-                run.more.append((cid, fix))
-                advised[fix] = cid
-        fixes = {r.suggestion for r in f.items}
-        f.common_fix = fixes.pop() if len(fixes) == 1 and len(f.items) > 1 else ""
-        f.limit_hit = (f.frame, f.file, f.line) in hits
+    frames = []
+    for key, items in by_frame.items():
+        fixes = {r.suggestion for r in items}
+        common = fixes.pop() if len(fixes) == 1 and len(items) > 1 else ""
+        frames.append(FrameRecompiles(*key, items, common, key in hits))
     return frames
 
 
-def _kind(r: Recompile) -> tuple[str, str, tuple[int, ...]]:
-    """A run's key: the same kind of guard, on the same ranks (a rank's values stay under
-    its own rank)."""
-    return (r.cause, guard_pattern(r.failed_guard), tuple(r.ranks))
+@dataclass
+class Cause:
+    """The recompiles of one cause, over every frame and rank (#68: one cause, one block):
+    the same kind of guard on the same subject (`input_ids dim 1`, whatever its values).
+    The lead's fix is said once, with the other fixes its own frame gave (a later value
+    another fix); what else the calls changed, from their `also_changed`; the JSON keeps
+    every record."""
+
+    items: list[Recompile]
+    frames: list[tuple[str, str, int]] = field(default_factory=list)  # in order, the lead's first
+    fix: str = ""
+    more: list[tuple[str, str]] = field(default_factory=list)  # (compile id, fix), the lead frame's
+    also: list[str] = field(default_factory=list)  # what else changed, each once
+
+
+def recompile_causes(report: Report) -> list[Cause]:
+    """The causes in order of their first recompile."""
+    by_cause: dict[tuple[str, str], list[Recompile]] = {}
+    for r in report.recompiles:
+        by_cause.setdefault(cause_key(r), []).append(r)
+    out = []
+    for items in by_cause.values():
+        lead = items[0]
+        frames = list(dict.fromkeys((r.frame, r.file, r.line) for r in items))
+        fixes = list(dict.fromkeys(
+            (core_fix(r), r.compile_id) for r in items if (r.frame, r.file, r.line) == frames[0]
+        ))  # fmt: skip
+        said = {core_fix(lead)}
+        more = []
+        for fix, cid in fixes:
+            if fix and fix not in said:
+                said.add(fix)
+                more.append((cid, fix))
+        also = {guard_pattern(a): a for r in items for a in r.also_changed}
+        out.append(Cause(items, frames, core_fix(lead), more, list(also.values())))
+    return out
+
+
+def cause_key(r: Recompile) -> tuple[str, str]:
+    """A recompile's cause: its kind of guard and the guard's subject, values blanked; a
+    module's `training` flag, whichever module torch names, is the model's mode."""
+    if r.cause == RecompileCause.TRAINING:
+        return str(r.cause), ""
+    return str(r.cause), guard_pattern(r.failed_guard.split(" changed", 1)[0])
+
+
+def core_fix(r: Recompile) -> str:
+    """The recompile's fix without what else its call changed (`also_changed`, said apart)."""
+    return r.suggestion.partition(ALSO)[0].rstrip() if r.also_changed else r.suggestion
 
 
 # -- a `compilediag run` job's steps and profiling window, in words -----------------------

@@ -150,8 +150,8 @@ def test_kernels_show_their_modules_and_what_the_count_counts() -> None:
 
 
 def test_a_fix_shared_by_recompiles_is_said_once() -> None:
-    """Each resume frame after a break recompiles for the same reason: the fix is printed
-    for the first and pointed to for the others."""
+    """Each resume frame after a break recompiles for the same reason: one block, the fix
+    printed once, the other frames named in it."""
     from compilediag.report.model import Recompile
 
     fix = "Mark the model input it is computed from dynamic before the first call."
@@ -165,7 +165,7 @@ def test_a_fix_shared_by_recompiles_is_said_once() -> None:
         ],
     )  # fmt: skip
     text = render(report, "table", width=100)
-    assert text.count(fix) == 1 and "as for 1/1 above" in text
+    assert text.count(fix) == 1 and "also in forward, after line 24 at m.py:24" in text
 
 
 def test_a_multi_rank_headline_gives_what_a_rank_compiled_not_sums() -> None:

@@ -7,7 +7,7 @@ import re
 
 from compilediag.analysis.build import build_report
 from compilediag.render import render
-from compilediag.render.views import recompiles_by_frame
+from compilediag.render.views import recompile_causes, recompiles_by_frame
 from compilediag.report.model import Environment, Recompile, Report, TargetInfo
 from compilediag.trace.parse import parse_path
 from tests.conftest import fixture_trace
@@ -26,22 +26,30 @@ def _report(*recompiles: Recompile) -> Report:
     )
 
 
-def test_a_frames_recompiles_are_one_group_in_order_of_its_first() -> None:
+def test_one_cause_is_one_block_over_frames_and_its_fix_said_once() -> None:
+    """#68: a cause (the same kind of guard on the same subject, whatever its values) is one
+    block over the frames that hold it, its fix said once, never spliced ("as for 0/1 above;
+    aCCELERATE…"); another subject is a cause of its own; the HTML keeps each frame's
+    timeline, and the JSON every record."""
     fix = "Mark it dynamic."
     report = _report(
         _r("0/1", "forward", "`x` dim 0 changed 2 → 4", fix),
-        _r("1/1", "helper", "`y` dim 0 changed 2 → 4", fix),
+        _r("1/1", "helper", "`x` dim 0 changed 2 → 4", fix + " Or pad it."),
         _r("0/2", "forward", "`x` dim 0 changed 4 → 8", fix),
         _r("0/3", "forward", "self.flag changed (was True)", "Make it a tensor.", "int"),
     )
     forward, helper = recompiles_by_frame(report)
     assert [r.compile_id for r in forward.items] == ["0/1", "0/2", "0/3"]
-    assert [[r.compile_id for r in run.items] for run in forward.runs] == [["0/1", "0/2"], ["0/3"]]
-    assert forward.runs[0].fix == fix and forward.common_fix == ""
-    assert helper.runs[0].as_for == "0/1" and helper.runs[0].fix == "", "said once, then pointed at"
+    size, flag = recompile_causes(report)
+    assert [r.compile_id for r in size.items] == ["0/1", "1/1", "0/2"]
+    assert size.frames == [("forward", "m.py", 1), ("helper", "m.py", 9)]
+    assert size.fix == fix and size.more == [] and [r.compile_id for r in flag.items] == ["0/3"]
     table = render(report, "table", width=120)
-    assert table.index("0/1 … 0/2 (2×)") < table.index("0/3") < table.index("1/1")
-    assert "as for 0/1 above" in table
+    assert (
+        table.index("0/1 … 0/2 (3×)") < table.index("also in helper at m.py:9") < table.index("0/3")
+    )
+    assert table.count(fix) == 1 and "as for" not in table
+    assert render(report, "json").count("Or pad it.") == 1
 
 
 def test_the_table_and_the_html_group_a_real_trace_alike() -> None:

@@ -15,72 +15,80 @@ from compilediag.render import (
     where,
 )
 from compilediag.render.table.parts import Row, details, new_table
-from compilediag.render.views import GuardRun, recompiles_by_frame
-from compilediag.report.model import Recompile, Report
+from compilediag.render.views import Cause, recompile_causes
+from compilediag.report.model import Report
 
 
-def then_words(first: Recompile, rest: list[Recompile]) -> str:
-    """The later recompiles of a run, each said once: `the same, 6 more times` where they
-    failed on the very guard text of the first (`x (was 3); x (was 5)` stay each)."""
-    said = [g.failed_guard.split(": ")[0] for g in rest]
-    if all(x == first.failed_guard.split(": ")[0] for x in said):
-        return f"the same, {plural(len(said), 'more time')}"
-    return "; ".join(dict.fromkeys(said))
+def failed_words(report: Report, cause: Cause) -> list[Row]:
+    """The failed guard, and its later values, each once: on one rank `the same, 6 more
+    times` where they failed on the very guard text of the first; over ranks, each rank's
+    values (`input_ids dim 1 changed 38 → 39 on rank 1`)."""
+    first, rest = cause.items[0], cause.items[1:]
+    if len({i for r in cause.items for i in r.ranks}) <= 1:  # (the header names the rank)
+        said = [g.failed_guard.split(": ")[0] for g in rest]
+        rows: list[Row] = [("failed", Text(first.failed_guard, style="yellow"))]
+        if said and all(x == first.failed_guard.split(": ")[0] for x in said):
+            rows.append(
+                ("then", Text(f"the same, {plural(len(said), 'more time')}", style="yellow"))
+            )
+        elif said:
+            rows.append(("then", Text("; ".join(dict.fromkeys(said)), style="yellow")))
+        return rows
+    by_text: dict[str, list[int]] = {}
+    for r in cause.items:
+        by_text.setdefault(r.failed_guard.split(": ")[0], []).extend(r.ranks)
+    said = [f"{text} on {rank_list(report, ranks)}" for text, ranks in by_text.items()]
+    rows = [("failed", Text(said[0], style="yellow"))]
+    if said[1:]:
+        rows.append(("then", Text("; ".join(said[1:]), style="yellow")))
+    return rows
 
 
-def distinct_fix_of(run: GuardRun) -> str:
-    """` 0/2`: the recompile the run's first fix is for, where the run gives several."""
-    if not run.more:
-        return ""
-    first = next((r.compile_id for r in run.items if r.suggestion == run.fix), "")
-    return f" {first.split(':')[-1]}" if first else ""
+def rank_list(report: Report, ranks: list[int]) -> str:
+    """`rank 1`, `ranks 0, 2`: where a value was seen."""
+    shown = sorted(set(ranks))
+    named = ", ".join(str(report.ranks[i].rank) for i in shown if i < len(report.ranks))
+    return f"rank{'s' if len(shown) > 1 else ''} {named}"
 
 
 def recompile_blocks(report: Report) -> list:
     out: list = []
     if report.recompiles:
         out.append(Text(f"\nRecompiles ({len(report.recompiles)})", style="bold"))
-    runs: list[GuardRun] = [run for f in recompiles_by_frame(report) for run in f.runs]
-    for run in runs:
-        group = run.items
+    for cause in recompile_causes(report):
+        group = cause.items
         r = group[0]
         first, last = shown_id(report, r.compile_id), shown_id(report, group[-1].compile_id)
         ids = first if len(group) == 1 else f"{first} … {last} ({len(group)}×)"
         line = Text(f"  {ids}  {r.frame} at {where(r.file, r.line)}", style="bold")
-        if ranks := ranks_of(report, r.ranks):
+        if ranks := ranks_of(report, sorted({i for x in group for i in x.ranks})):
             line.append(f"  {ranks}", style="dim")
         out.append(line)
-        rows: list[Row] = [("failed", Text(r.failed_guard, style="yellow"))]
-        if len(group) > 1:
-            rows.append(("then", Text(then_words(r, group[1:]), style="yellow")))
+        rows = failed_words(report, cause)
+        for frame, file, at in cause.frames[1:]:
+            rows.append(("also in", Text(f"{frame} at {where(file, at)}")))
         if len(r.failed_guards) > 1:
-            rows.append(
-                (
-                    "",
-                    Text(
-                        f"({len(r.failed_guards)} cached graphs were checked; each failed a guard)",
-                        style="dim",
-                    ),
-                )
-            )
+            rows.append(("", Text(
+                f"({len(r.failed_guards)} cached graphs were checked; each failed a guard)",
+                style="dim",
+            )))  # fmt: skip
         if r.guard_file:
             code = r.guard_code
-            rows.append(
-                (
-                    "guard",
-                    Text(
-                        f"installed at {where(r.guard_file, r.guard_line)}"
-                        + (f": {code}" if code else "")
-                    ),
-                )
-            )
-        mine = distinct_fix_of(run)
-        if run.as_for:
-            rows.append(("fix", Text(f"as for {run.as_for} above", style="green")))
-        elif run.fix:
-            rows.append((f"fix{mine}", Text(run.fix, style="green")))
-        for cid, fix in run.more:  # another cause in the same run: its own fix, never hidden
+            rows.append(("guard", Text(
+                f"installed at {where(r.guard_file, r.guard_line)}" + (f": {code}" if code else "")
+            )))  # fmt: skip
+        if cause.fix:
+            head = f"fix {shown_id(report, r.compile_id)}" if cause.more else "fix"
+            rows.append((head, Text(cause.fix, style="green")))
+        for cid, fix in cause.more:  # another fix in the same frame: its own, never hidden
             rows.append((f"fix {shown_id(report, cid)}", Text(fix, style="green")))
+        if cause.also:
+            rows.append(("also", Text(
+                "torch names only the first guard that failed; "
+                + ("this call" if len(group) == 1 else "these calls")
+                + " also changed " + "; ".join(cause.also) + ". A fix has to cover each of them.",
+                style="green",
+            )))  # fmt: skip
         out.append(details(rows))
     for hit in report.recompile_limit_hits:
         head, said = limit_words(hit)
