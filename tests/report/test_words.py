@@ -1,7 +1,8 @@
 """Words from data, read as a user reads them (#68): every report the recorded traces make
 (each torch's, each device's), every saved report and the README's samples, checked for
 text spliced wrong: torch's internal names (`___stack0`), a doubled word, an odd backtick,
-an unbalanced bracket, a sentence that starts lowercase after a cut."""
+an unbalanced bracket, a sentence that starts lowercase after a cut, a word or a sentence
+cut mid-way, a raw value with no unit."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ DOUBLED = re.compile(r"\b([A-Za-z]{2,})\s+\1\b", re.I)
 # a sentence's first word after a full stop: lowercase only where it is a name (torch, a
 # file, code: said so by design) or follows an abbreviation (e.g. x)
 AFTER_STOP = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<=\w[.!?])\s+([a-z][^\s,;:)]*)")
+# a word cut mid-way (`not known to be a Te)`), a text cut after its colon or bracket
+CUT = re.compile(r"(?<![\w=.'\"])[A-Z][a-z]\)|[:(,]\s*$")
+# a raw value printed as computed (`1.23737 (at most 0.5)`): a number of 4 decimals or more
+# with no unit after it; not a value of the user's program, as torch gives it (`was 0.0625`)
+UNITLESS = re.compile(r"(?<![\w.])(?<!was )(?<!tensor\()\d+\.\d{4,}(?![\d%×])(?!\s*(?:ms|s|GB|MB|TB|TFLOP|x)\b)")
 # what a report holds that is code, a path or torch's own text, not its words
 NOT_WORDS = {
     "code", "context", "guards", "reasons", "command", "stack", "source", "guard", "file",
@@ -41,6 +47,10 @@ def problems(text: str) -> list[str]:
     for a, b in ("()", "[]"):
         if text.count(a) != text.count(b):
             out.append(f"unbalanced {a}{b}")
+    if m := CUT.search(text):
+        out.append(f"cut mid-way: {text[max(0, m.start() - 30) : m.end()]!r}")
+    if m := UNITLESS.search(text):
+        out.append(f"a value with no unit: {text[max(0, m.start() - 30) : m.end() + 10]!r}")
     for m in AFTER_STOP.finditer(text):
         word = m[1]
         if not word.startswith("torch") and not re.search(r"[./_`(\d]", word):
@@ -74,7 +84,10 @@ def test_the_checks_find_what_they_look_for() -> None:
     """Each check fails on the text it is for, and passes a plain sentence."""
     assert problems("the `___stack0[0]` changed") and problems("losses losses part from eager")
     assert problems("mark it (`x, 0)") and problems("the op takes a tensor. where it is")
+    assert problems("not known to be a Te)") and problems("(under the Trainer or accelerate:")
+    assert problems("1.23737 (at most 0.5)")
     assert not problems("It ran. torch made it dynamic (x.py:3). e.g. a batch")
+    assert not problems("DataLoader(..., num_workers=N) took 0.1234 ms, 1.23737 s (at most 5 s)")
 
 
 def test_every_report_the_recordings_make_reads_right() -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_torchrun
+from tests.conftest import ROOT, run_cli, run_torchrun
+from tests.report.test_words import problems
 
 # the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
 pytestmark = pytest.mark.full
@@ -48,6 +49,17 @@ def test_a_trainer_job_under_torchrun_gets_advice_it_can_apply(tmp_path: Path) -
         assert "generate()" not in r["suggestion"] and "mark_dynamic" not in r["suggestion"]
         assert "uncompiled" not in r["suggestion"]
     assert any("problem_type" in a for r in shape for a in r["also_changed"])
+    # one cause, one block (#68): the padding's recompiles of both ranks and both frames
+    # under one failed guard, each rank's values, the fix once; the JSON keeps each record
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(report))
+    table = run_cli("render", str(saved), env={"COLUMNS": "200"}).stdout
+    section = table.split("\nRecompiles (", 1)[1].split("\n", 1)[1].split("\nGraphs", 1)[0]
+    assert section.count("failed input_ids dim 1 changed") == 1, section
+    assert "on rank 0" in section and "on rank 1" in section, section
+    assert section.count("a collator padding each batch") == 1, section
+    assert "as for" not in section and len(shape) >= 2
+    assert not problems(" ".join(section.split()))  # nothing spliced, cut or doubled
     for b in report["graph_breaks"]:  # breaks in DDP's code: accelerate's choice
         if b["framework"] == "torch.nn.parallel (DDP)":
             assert "accelerate wrapped the model in DistributedDataParallel" in b["suggestion"]
