@@ -4,7 +4,10 @@ the rest), over the same steps as the numbers beside it; under each, the time it
 collectives ran, measured over the kernel profile's steps (a wait for the other ranks in
 it) and drawn as the same share of the window's step (the profiler stretches its steps: a
 bar of their milliseconds would run past the step's); each evaluation on a row of its
-own. One scale for every bar. Inline SVG: no script, no network."""
+own. One scale for the steps: one-off work (an evaluation, a checkpoint) longer than the
+longest step is drawn cut at the whole width, its time written beside it (#68: before, a
+one-off 4.37 s evaluation set the scale, and every step bar was a sliver). Inline SVG: no
+script, no network."""
 
 from __future__ import annotations
 
@@ -57,10 +60,7 @@ def step_picture(report: Report) -> Markup:
         share = (b.communication_ms or 0.0) / basis if basis else 0.0
         return min(1.0, share) * b.call_ms if basis else (b.communication_ms or 0.0)
 
-    scale = max(
-        max(b.call_ms, collectives(label, b)) if b is not None else other
-        for label, b, other in rows
-    )
+    scale = max(max(b.call_ms, collectives(label, b)) for label, b, _ in rows if b is not None)
     if scale <= 0:
         return Markup("")
     px = WIDTH / scale
@@ -73,15 +73,21 @@ def step_picture(report: Report) -> Markup:
         for name, value in parts:
             if value <= 0:
                 continue
-            out.append(_rect(label, name, value, x, y, value * px, BAR))
-            x += value * px
+            w = min(value * px, WIDTH)
+            out.append(_rect(label, name, value, x, y, w, BAR))
+            x += w
+        if b is None and other > scale:  # one-off work past the steps' scale: cut, said
+            out.append(
+                f'<text x="{LABEL + WIDTH - 4}" y="{y + 12}" class="cut" text-anchor="end" '
+                f'fill="#fff">{escape(ms(other))} ⫽ cut: not to scale</text>'
+            )
         if b is not None and b.communication_ms:
             out.append(_rect(label, "collectives", b.communication_ms, LABEL, y + BAR + 1,
                              collectives(label, b) * px, WAIT))  # fmt: skip
     height = len(rows) * ROW
     shown = list(dict.fromkeys(part for part in _parts_drawn(out)))
     legend = " · ".join(f'<tspan fill="{COLOURS[n]}">■</tspan> {escape(n)}' for n in shown)
-    note = f"the whole width: {ms(scale)}"
+    note = f"the whole width: {ms(scale)}, the longest step"
     if "collectives" in shown:
         note = (
             "collectives: their share of the kernel profile's steps, drawn as that share of "

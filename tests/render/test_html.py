@@ -490,3 +490,36 @@ def test_a_report_made_in_process_points_to_the_test_helper(tmp_path: Path) -> N
     data["environment"]["source"] = "in-process"
     hint = _hint(render_html(Report.from_dict(data)))
     assert "--" not in hint and "compilediag.testing.assert_compiles(" in hint, hint
+
+
+def test_the_step_picture_is_drawn_at_the_steps_scale_and_a_one_off_is_cut() -> None:
+    """#68: a one-off 4.37 s evaluation set the picture's scale, and every step bar was a
+    sliver. The steps set it now: the longest step spans the whole width, and the evaluation
+    is drawn cut at that width with its time written beside it."""
+    import re
+
+    from compilediag.render.step_picture import WIDTH, step_picture
+    from compilediag.report.model import (
+        Breakdown,
+        Environment,
+        Report,
+        Runtime,
+        StepWork,
+        TargetInfo,
+        Timings,
+    )
+
+    report = Report(tool={}, environment=Environment(), target=TargetInfo())
+    step = Breakdown(call_ms=2.0, in_graphs_ms=0.5, between_graphs_ms=0.0, outside_ms=0.2,
+                     calls=5, backward_ms=0.8, optimizer_ms=0.5)  # fmt: skip
+    report.timings = Timings(breakdown=step)
+    report.runtime = Runtime(command=["python", "train.py"], window=[3, 7])
+    report.runtime.other_work = [StepWork("evaluation", "evaluate", "train.py", 40, ms=4370.0)]
+    svg = str(step_picture(report))
+    assert float(re.search(r'data-scale-ms="([^"]+)"', svg)[1]) == 2.0
+    widths: dict[str, float] = {}
+    for row, width in re.findall(r'data-row="([^"]+)"[^>]*width="([^"]+)"', svg):
+        widths[row] = widths.get(row, 0.0) + float(width)
+    assert widths["a step"] == pytest.approx(WIDTH, abs=0.01)
+    assert widths["evaluation"] == pytest.approx(WIDTH, abs=0.01)
+    assert "4.37 s ⫽ cut: not to scale" in svg

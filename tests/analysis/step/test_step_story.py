@@ -340,8 +340,9 @@ def test_the_html_draws_each_ranks_step_as_the_json_gives_it(gpt_ddp, browser) -
             key = (rect.get_attribute("data-row"), rect.get_attribute("data-part"))
             drawn[key] = rect.bounding_box()["width"]
         assert set(drawn) == {k for k, v in expected.items() if v > 0}
+        full = float(svg.get_attribute("data-px"))  # one-off work past it: cut (#68)
         for key, width in drawn.items():
-            assert width == pytest.approx(expected[key] * px_per_ms, abs=0.6), key
+            assert width == pytest.approx(min(expected[key] * px_per_ms, full), abs=0.6), key
         for row in {k[0] for k in drawn if k[1] == "collectives"}:
             step = sum(
                 w for (name, part), w in drawn.items() if name == row and part != "collectives"
