@@ -38,6 +38,8 @@ def failed_words(report: Report, cause: Cause) -> list[Row]:
     for r in cause.items:
         by_text.setdefault(r.failed_guard.split(": ")[0], []).extend(r.ranks)
     said = [f"{text} on {rank_list(report, ranks)}" for text, ranks in by_text.items()]
+    subject = first.failed_guard.split(" changed ", 1)[0] + " changed "
+    said[1:] = [x.removeprefix(subject) for x in said[1:]]  # the values, the subject said once
     rows = [("failed", Text(said[0], style="yellow"))]
     if said[1:]:
         rows.append(("then", Text("; ".join(said[1:]), style="yellow")))
