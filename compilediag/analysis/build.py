@@ -56,6 +56,8 @@ from compilediag.report.vocabulary import CallState, Finding, FindingKind, Sever
 from compilediag.trace.compiles import TraceLog, id_of
 from compilediag.trace.formats import (
     EXPORT_DATA_DEPENDENT_FIX,
+    FAKE_TENSOR_ERROR,
+    FAKE_TENSOR_FIX,
     GRAPH_FILE_COMMENT,
     NOT_FAILURES,
     RECOMPILE_LIMIT,
@@ -333,6 +335,12 @@ def collect_failures(h: History) -> list[CompileFailure]:
         )  # fmt: skip
         if m.fail_user_file:
             file, line = m.fail_user_file, m.fail_user_line
+        fix = compile_failure_fix(reason) or compile_failure_fix(m.fail_type)
+        if fake := FAKE_TENSOR_ERROR.search(m.fail_reason):  # the op's own error, not torch's
+            reason = f"{fake['type']}: {fake['message']}"
+            fix = FAKE_TENSOR_FIX.format(error=reason)
+            if is_library_file(file):  # the user's call, not the library's line inside it
+                file, line = e.place
         failure = CompileFailure(
             compile_id=e.compile_id,
             frame=e.code.shown,
@@ -341,7 +349,7 @@ def collect_failures(h: History) -> list[CompileFailure]:
             fail_type=m.fail_type,
             reason=reason,
             code=code_at(file, line),
-            fix=compile_failure_fix(reason) or compile_failure_fix(m.fail_type),
+            fix=fix,
             by="torch.export" if e.export else "torch.compile",
         )
         # an error inside Dynamo's own code: torch's bug (torch_bugs.py)

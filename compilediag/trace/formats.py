@@ -301,6 +301,37 @@ COMPILE_FAILURE_FIXES = {
 NOT_FAILURES = {"Unsupported", "SkipFrame", "RecompileLimitExceeded", "FailOnRecompileLimitHit"}
 
 
+# a compile that failed as Dynamo ran an op on fake tensors (the op refused its inputs: gb4315
+# in torch's graph-break site): `… with fake tensors: call_function … got RuntimeError('…')`
+FAKE_TENSOR_ERROR = re.compile(
+    r"failed to run FX node with fake tensors: .*?: got (?P<type>\w+)\((?P<q>['\"])(?P<message>.*?)(?P=q)\)",
+    re.S,
+)
+FAKE_TENSOR_FIX = (
+    "The op refused these inputs as torch traced it ({error}): most likely an error of the "
+    "program itself, which the call raises without torch.compile too (torch's hint says to "
+    'check: `torch.compiler.set_stance("force_eager")` runs it so). Fix the inputs or the op '
+    "there; marking a size dynamic cannot help."
+)
+# the same, where the job was run again without torch.compile: ({error} is its own error)
+FAKE_TENSOR_EAGER = (
+    "Run again without torch.compile (TORCHDYNAMO_DISABLE=1), the job fails the same way "
+    "({error}): an error of the program itself, not torch.compile's. Fix the inputs or the op "
+    "there; marking a size dynamic cannot help."
+)
+FAKE_TENSOR_COMPILE_ONLY = (
+    "Run again without torch.compile (TORCHDYNAMO_DISABLE=1), the job ran to its end: the "
+    "error is torch.compile's tracing of the op ({error}), not the program's. Report it to "
+    'PyTorch with this error; `torch.compiler.set_stance("force_eager")` around the call '
+    "runs it meanwhile."
+)
+# a recompile whose compile failed so: its advice is the failure's
+FAKE_TENSOR_RECOMPILE = (
+    "This call's compile failed: the op refused its inputs (torch.compile failed, {cid}). "
+    "That error is the one to fix; marking the size dynamic cannot help."
+)
+
+
 def compile_failure_fix(message: str) -> str:
     head = message.split(":", 1)[0].strip()
     return COMPILE_FAILURE_FIXES.get(head, "")

@@ -32,6 +32,8 @@ from compilediag.report.vocabulary import Finding, FindingKind, RecompileCause, 
 from compilediag.report.words import ALSO_CHANGED
 from compilediag.trace.compiles import Specialized, id_of
 from compilediag.trace.formats import (
+    FAKE_TENSOR_ERROR,
+    FAKE_TENSOR_RECOMPILE,
     RECOMPILE_LIMIT,
     RECOMPILE_LIMIT_VALUE,
     float_specialised,
@@ -55,7 +57,10 @@ def collect_recompiles(h: History) -> list[Recompile]:
         case = case_of(h, e, reasons, dims_of[key])
         # (a graph of another mode is no cached graph this call could have used)
         also = [] if is_mode_switch(case.guards) else also_changed(h, e, case.guard)
-        out.append(recompile(case, reasons, advise(case) + also_said(also), also))
+        said = advise(case) + also_said(also)
+        if FAKE_TENSOR_ERROR.search(e.metrics.fail_reason):  # its compile failed on the op
+            said, also = FAKE_TENSOR_RECOMPILE.format(cid=e.compile_id), []
+        out.append(recompile(case, reasons, said, also))
     return values_count(out)
 
 

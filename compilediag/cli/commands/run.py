@@ -177,6 +177,10 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     again = Job(
         list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s, done.wall_s
     )
+    if done.failed and not done.interrupted:  # the program's own error, or torch.compile's
+        from compilediag.cli.commands.check_numerics import eager_or_compile
+
+        eager_or_compile(again, report, job_env, say)
     if opts.try_fixes and report.runtime is not None and not done.interrupted:
         _try_fixes(again, report, run, opts.apply)
     if opts.check_numerics and report.runtime is not None and not done.interrupted:

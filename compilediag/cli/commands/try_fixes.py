@@ -63,6 +63,7 @@ class Launched:
     run: JobRun
     failure: str = ""
     hint: str = ""
+    error: str = ""  # the job's own error, from its output (job_error)
     beside: float | None = None
     overwritten: bool = False  # a CUDA graph's output read after a later replay
 
@@ -365,8 +366,8 @@ def launch_job(
         out = Launched(None, JobRun(Runtime(command=list(opts.command)), []), beside=beside.cores())
         if done.failed and not done.interrupted:
             text = log.read_text(errors="replace")
-            error, out.hint = job_error(text)
-            out.failure = f"the job {done.how()}: {error}"
+            out.error, out.hint = job_error(text)
+            out.failure = f"the job {done.how()}: {out.error}"
             out.overwritten = OVERWRITTEN in text
         out.run = JobRun(Runtime(command=list(opts.command)), read_processes(folder))
         files = trace_files(folder)
