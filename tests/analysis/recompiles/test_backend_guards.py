@@ -47,14 +47,14 @@ def graphs_per_frame(backend: str, sizes: list[int], **compile_kwargs) -> Counte
 
 @pytest.mark.parametrize("folder", RECORDED)
 def test_the_trace_names_the_size_inductor_made_a_constant(folder: str) -> None:
-    (log,) = parse_path(TRACES / folder / "pooled_images.log")
+    (log,) = parse_path(TRACES / folder / "pooled_images.log.gz")
     pinned = {c.compile_id: c.specialized for c in log.ordered()}
     assert pinned["0/0"] == []  # static: nothing to make a constant
     for cid, size in (("0/1", "48"), ("0/2", "64"), ("0/3", "80")):
         assert {(s.sources[0][-10:], s.value, s.by, s.op) for s in pinned[cid]} == {
             (f".size()[{d}]", size, "Inductor", "adaptive_avg_pool2d") for d in (2, 3)
         }
-    report, proc = run_json("report", str(TRACES / folder / "pooled_images.log"))
+    report, proc = run_json("report", str(TRACES / folder / "pooled_images.log.gz"))
     assert proc.returncode == 0, proc.stderr
     assert report["summary"]["recompiles"] == 3
     for r in report["recompiles"]:
