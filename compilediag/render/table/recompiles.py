@@ -17,6 +17,7 @@ from compilediag.render import (
 from compilediag.render.table.parts import Row, details, new_table
 from compilediag.render.views import Cause, recompile_causes
 from compilediag.report.model import Report
+from compilediag.report.ranksets import rank_set
 
 
 def failed_words(report: Report, cause: Cause) -> list[Row]:
@@ -37,20 +38,23 @@ def failed_words(report: Report, cause: Cause) -> list[Row]:
     by_text: dict[str, list[int]] = {}
     for r in cause.items:
         by_text.setdefault(r.failed_guard.split(": ")[0], []).extend(r.ranks)
-    said = [f"{text} on {rank_list(report, ranks)}" for text, ranks in by_text.items()]
+    if len(by_text) == 1:  # the same on every rank (the header names them)
+        return [("failed", Text(first.failed_guard, style="yellow"))]
+    said = [f"{text} on {rank_set(report.ranks, ranks)}" for text, ranks in by_text.items()]
     subject = first.failed_guard.split(" changed ", 1)[0] + " changed "
     said[1:] = [x.removeprefix(subject) for x in said[1:]]  # the values, the subject said once
+    shown = said[1 : 1 + RANK_VALUES]
+    more = len(said) - 1 - len(shown)
     rows = [("failed", Text(said[0], style="yellow"))]
-    if said[1:]:
-        rows.append(("then", Text("; ".join(said[1:]), style="yellow")))
+    if shown:
+        rows.append(("then", Text(
+            "; ".join(shown) + (f"; and {more} more (--format json lists each)" if more else ""),
+            style="yellow",
+        )))  # fmt: skip
     return rows
 
 
-def rank_list(report: Report, ranks: list[int]) -> str:
-    """`rank 1`, `ranks 0, 2`: where a value was seen."""
-    shown = sorted(set(ranks))
-    named = ", ".join(str(report.ranks[i].rank) for i in shown if i < len(report.ranks))
-    return f"rank{'s' if len(shown) > 1 else ''} {named}"
+RANK_VALUES = 6  # other values over ranks shown in a cause's block; JSON keeps every one
 
 
 def recompile_blocks(report: Report) -> list:
@@ -60,8 +64,9 @@ def recompile_blocks(report: Report) -> list:
     for cause in recompile_causes(report):
         group = cause.items
         r = group[0]
-        first, last = shown_id(report, r.compile_id), shown_id(report, group[-1].compile_id)
-        ids = first if len(group) == 1 else f"{first} … {last} ({len(group)}×)"
+        shown = list(dict.fromkeys(shown_id(report, x.compile_id) for x in group))
+        # (the same id on several ranks is one: the header names the ranks)
+        ids = shown[0] if len(shown) == 1 else f"{shown[0]} … {shown[-1]} ({len(group)}×)"
         line = Text(f"  {ids}  {r.frame} at {where(r.file, r.line)}", style="bold")
         if ranks := ranks_of(report, sorted({i for x in group for i in x.ranks})):
             line.append(f"  {ranks}", style="dim")
