@@ -26,9 +26,17 @@ from compilediag.errors import COMPILE_FAILED, MODEL_FAILED, USAGE, DiagError, U
 from compilediag.fixes.remedies import apply
 from compilediag.fsutil import write_atomic
 from compilediag.harness.bootstrap._compilediag_runtime.tracing import TracingCost
-from compilediag.harness.checks import changed_inputs, compare_outputs, fresh, sync, tensors_of
+from compilediag.harness.checks import (
+    changed_inputs,
+    compare_outputs,
+    fresh,
+    map_tensors,
+    sync,
+    tensors_of,
+)
 from compilediag.harness.measure import measure
 from compilediag.harness.numerics.diagnose import custom_op_checks, numerics
+from compilediag.harness.serving.cudagraphs import records_cuda_graphs
 from compilediag.harness.serving.replay import serve, stream_calls
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
@@ -288,6 +296,8 @@ class Worker:
             compiled_out = step(compiled, marked(torch, fresh(pristine), spec))
             sync(torch, device)
             wall = time.perf_counter() - start
+            if records_cuda_graphs(spec.compile_kwargs(), device):  # a later replay reuses
+                compiled_out = map_tensors(torch, compiled_out, lambda t: t.clone())  # its memory
             if i == 0:
                 self.take_grads(torch, model)
         except BaseException as e:

@@ -106,7 +106,7 @@ def render_html(report: Any) -> str:
 
 def _serving(report: Any) -> dict[str, Any] | None:
     """The serving section's words (render/table/serving.py's), for a Report or its dict."""
-    from compilediag.render.table.serving import PLAN_COLUMNS, chosen_lines, plan_rows, stream_lines
+    from compilediag.render.table.serving import chosen_lines, plan_columns, plan_rows, stream_lines
     from compilediag.report.serial import from_plain
     from compilediag.report.serving import Serving
 
@@ -115,7 +115,7 @@ def _serving(report: Any) -> dict[str, Any] | None:
         return None
     s = s if isinstance(s, Serving) else from_plain(Serving, s)
     code = s.plan.code if s.plan is not None else ""
-    return {"stream": stream_lines(s), "columns": PLAN_COLUMNS, "rows": plan_rows(s),
+    return {"stream": stream_lines(s), "columns": plan_columns(s), "rows": plan_rows(s),
             "chosen": chosen_lines(s), "code": code, "verified": s.verified}  # fmt: skip
 
 

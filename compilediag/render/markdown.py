@@ -212,14 +212,15 @@ def _numerics(report: Report) -> list[str]:
 
 
 def _serving(report: Report) -> list[str]:
-    from compilediag.render.table.serving import PLAN_COLUMNS, chosen_lines, plan_rows, stream_lines
+    from compilediag.render.table.serving import chosen_lines, plan_columns, plan_rows, stream_lines
 
     s = report.serving
     if s is None:
         return []
     out = ["### Serving", "", *(f"- {_cell(x.strip())}" for x in stream_lines(s)), ""]
     if s.plans:
-        out += ["| " + " | ".join(PLAN_COLUMNS) + " |", "|" + "---|" * len(PLAN_COLUMNS)]
+        columns = plan_columns(s)
+        out += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in plan_rows(s)] + [""]
     out += [f"- {_cell(x)}" for x in chosen_lines(s)]
     if s.plan is not None and s.plan.code:

@@ -72,6 +72,43 @@ class Plan:
     # padded size in the stream's ranges, the shapes before the padding)
     warmup_shapes: list[list[list[int]]] = field(default_factory=list)
     code: str = ""  # the plan as code the user can paste
+    cuda_graphs: GraphState | None = None  # under CUDA graphs: those its stream recorded
+
+
+@dataclass
+class GraphState:
+    """CUDA graphs (a mode that records them, on CUDA): torch's CUDA graph trees at a point
+    of the run. `sizes`: functions torch made CUDA graphs for, one per Inductor graph and
+    input sizes (`by_graph`: per compile id); `warmed`: those whose first call ran (without
+    a CUDA graph: its warm-up); `recorded`: graphs recorded (a size's second call);
+    `rerecords`: recorded again (an input torch had recorded as static changed);
+    `pool_mb`: their private memory pool, reserved; `skipped`: torch's count of graphs it
+    ran without CUDA graphs (a reason in its log: a CPU tensor, a mutated input)."""
+
+    recorded: int = 0
+    sizes: int = 0
+    warmed: int = 0
+    rerecords: int = 0
+    pool_mb: float = 0.0
+    skipped: int = 0
+    by_graph: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CudaGraphs:
+    """The stream's CUDA graphs: after its distinct requests ran twice (the sweep, then
+    each again: warm-up and recording), and after the whole stream replayed; each plan's
+    in `Plan.cuda_graphs`; in the chosen plan's fresh process, the requests after its
+    warm-up that ran without one (a size warming up or recording)."""
+
+    mode: str
+    stream: GraphState = field(default_factory=GraphState)
+    replayed: GraphState | None = None
+    # the chosen plan's check (empty caches), the requests after its warm-up that ran
+    # without a CUDA graph (a size's first call) and that recorded one (its second, a capture
+    # in the request's time); None: not checked
+    after_warmup: list[int] | None = None
+    recorded_after_warmup: list[int] | None = None
 
 
 @dataclass
@@ -115,3 +152,4 @@ class Serving:
     cold_starts: list[ColdStart] = field(default_factory=list)
     artifacts: str = ""  # what torch's cache artifacts held, and how to load them
     notes: list[str] = field(default_factory=list)
+    cuda_graphs: CudaGraphs | None = None  # a mode that records CUDA graphs, on CUDA

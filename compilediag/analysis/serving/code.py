@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from compilediag.harness.serving.cudagraphs import records_cuda_graphs
 from compilediag.report.serving import Plan
 
 PAD_HELPER = '''def pad_to(x, dim, multiple):
@@ -57,11 +58,22 @@ def plan_code(
     lines += [f"    return compiled({', '.join(names)})", "", ""]
     types = ", ".join(f"torch.{d}" for d in dtypes)
     on = "" if device == "cpu" else f", device={device!r}"
+    call = f"serve(*(torch.zeros(s, dtype=d{on}) for s, d in zip(shapes, dtypes)))"
+    twice = records_cuda_graphs(kwargs, device)
     lines += [
-        "# warm-up: a call for each graph the plan needs (the shapes before any padding)",
+        "# warm-up: a call for each size its CUDA graphs record (the shapes before any padding)"
+        if twice
+        else "# warm-up: a call for each graph the plan needs (the shapes before any padding)",
         f"dtypes = [{types}]",
         f"for shapes in {[[tuple(s) for s in r] for r in warmup]!r}:",
-        f"    serve(*(torch.zeros(s, dtype=d{on}) for s, d in zip(shapes, dtypes)))",
+        *(
+            [
+                "    for _ in range(2):  # CUDA graphs: a size's first call warms up, its second records",
+                f"        {call}",
+            ]
+            if twice
+            else [f"    {call}"]
+        ),
         "# from here a request that would compile raises instead (torch >= 2.6)",
         'torch.compiler.set_stance("fail_on_recompile")',
     ]

@@ -13,6 +13,7 @@ from compilediag.harness.serving.verify import VerifyFacts
 from compilediag.report.model import Report
 from compilediag.report.serving import (
     ColdStart,
+    CudaGraphs,
     Plan,
     Serving,
     StreamCompile,
@@ -59,6 +60,11 @@ def forecast(report: Report, facts: ServingFacts) -> Serving:
     s.eager_latency = latency(facts.eager_ms) if facts.eager_ms else None
     s.compiled_latency = latency(facts.compiled_ms) if facts.compiled_ms else None
     s.plans = [as_is(s, facts, eager)] + facts.plans
+    s.plans[0].cuda_graphs = facts.cuda_graphs_replayed
+    if facts.cuda_graphs is not None:
+        s.cuda_graphs = CudaGraphs(
+            report.environment.mode, facts.cuda_graphs, facts.cuda_graphs_replayed
+        )
     s.notes = _notes(s, facts)
     return s
 
@@ -75,7 +81,12 @@ def as_is(s: Serving, facts: ServingFacts, eager: list[int]) -> Plan:
     """No change: the stream as the user compiles it, measured as the plans are."""
     from compilediag.harness.serving.plans import full
 
-    warm = sorted({c.request for c in s.compiles})
+    # under CUDA graphs every size is a graph to record: each distinct request warms up
+    warm = (
+        [i + 1 for i in facts.distinct]
+        if facts.cuda_graphs is not None
+        else sorted({c.request for c in s.compiles})
+    )
     return Plan(
         "as_is", graphs=s.graphs, compile_s=s.compile_s, eager_requests=len(eager),
         latency=s.compiled_latency, warmup=warm,
@@ -150,6 +161,9 @@ def verified(s: Serving, runs: list[VerifyFacts]) -> Serving:
     s.verified = (
         bool(s.cold_starts) and len(s.cold_starts) == len(runs) and s.recompiles_after_warmup == 0
     )
+    if s.cuda_graphs is not None and runs and not runs[0].error:
+        s.cuda_graphs.after_warmup = list(runs[0].without_cuda_graph)
+        s.cuda_graphs.recorded_after_warmup = list(runs[0].recorded_cuda_graph)
     if runs and runs[0].artifacts:
         held = ", ".join(f"{n} {k}" for k, n in runs[0].artifacts.items())
         s.artifacts = (

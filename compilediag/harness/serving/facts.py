@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compilediag.report.serving import Plan
+from compilediag.report.serving import GraphState, Plan
 
 
 @dataclass
@@ -22,3 +22,6 @@ class ServingFacts:
     eager_ms: list[float] = field(default_factory=list)
     plans: list[Plan] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # under CUDA graphs: after the distinct requests' second call, after the whole stream
+    cuda_graphs: GraphState | None = None
+    cuda_graphs_replayed: GraphState | None = None

@@ -21,6 +21,8 @@ from compilediag.harness.serving.calls import (
     regions,
     timed,
 )
+from compilediag.harness.serving.cudagraphs import graph_state, records_cuda_graphs
+from compilediag.harness.serving.cudagraphs import reset as reset_cuda_graphs
 from compilediag.harness.serving.facts import ServingFacts
 from compilediag.harness.serving.plans import propose
 from compilediag.harness.serving.stream import Shapes, as_request, distinct, key
@@ -59,9 +61,14 @@ def serve(
     calls = [build(torch, first, r) for r in facts.stream]
     stage(f"replaying {len(calls)} requests, compiled")
     facts.regions = regions(torch, compiled, [calls[i] for i in facts.distinct], device)
+    graphs = records_cuda_graphs(compile_kwargs, device)
+    if graphs:  # each distinct request has run twice: warmed up, then recorded
+        facts.cuda_graphs = graph_state(torch)
     before = compiles_now(torch)[0]
     facts.compiled_ms = timed(torch, compiled, calls, device)
     facts.repeats_compiled = compiles_now(torch)[0] - before
+    if graphs:
+        facts.cuda_graphs_replayed = graph_state(torch)
     stage(f"replaying {len(calls)} requests, eager")
     facts.eager_ms = timed(torch, model, calls, device)
     stop_trace()  # the plans' compiles are not the stream's
@@ -89,6 +96,9 @@ def measure_plan(
     from compilediag.harness.serving.plans import full
 
     torch._dynamo.reset()
+    graphs = records_cuda_graphs(compile_kwargs, device)
+    if graphs:
+        reset_cuda_graphs(torch)
     fn = torch.compile(model, **plan_kwargs(compile_kwargs, plan))
     calls = [planned(torch, build(torch, first, r), plan) for r in facts.stream]
     shapes = [key([list(t.shape) for t in tensors_of(torch, c)]) for c in calls]
@@ -100,7 +110,9 @@ def measure_plan(
     for i in firsts:
         frames = compiles_now(torch)[0]
         fn(*calls[i][0], **calls[i][1])
-        if compiles_now(torch)[0] > frames:
+        # under CUDA graphs each size is a graph to record: every distinct size warms up
+        # (a bucket's padded sizes are its warm-up already)
+        if compiles_now(torch)[0] > frames or (graphs and plan.kind != "bucket"):
             plan.warmup.append(i + 1)
             plan.warmup_shapes.append(full(facts.stream[i], facts.base))
     plan.compile_s = round(time.perf_counter() - start, 4)
@@ -114,6 +126,8 @@ def measure_plan(
     )
     plan.eager_requests = sum(1 for s in shapes if not ran[s])
     plan.latency = latency(timed(torch, fn, calls, device))
+    if graphs:
+        plan.cuda_graphs = graph_state(torch)
     return plan
 
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compilediag.harness.serving.cudagraphs import graph_state, records_cuda_graphs
 from compilediag.harness.spawn import private_caches, with_package
 from compilediag.harness.target import Target
 from compilediag.report.serial import from_json, to_json
-from compilediag.report.serving import Plan
+from compilediag.report.serving import GraphState, Plan
 
 CACHE_COUNTERS = {  # torch's counters of its caches: (group, key) -> what the report says
     ("inductor", "fxgraph_cache_hit"): "graph cache hits",
@@ -56,6 +57,12 @@ class VerifyFacts:
     # of the warm-up, Inductor's build of its C++ kernels (torch's "compile_file" timer;
     # None where this torch times no such phase)
     build_s: float | None = None
+    # under CUDA graphs, the requests after the warm-up: those that ran without one (a size's
+    # first call, its warm-up), those that recorded one (its second), by torch's CUDA graph
+    # trees; and their state at the end
+    without_cuda_graph: list[int] = field(default_factory=list)
+    recorded_cuda_graph: list[int] = field(default_factory=list)
+    cuda_graphs: GraphState | None = None
 
 
 def verify(spec: VerifySpec, work: Path, cache: Path, timeout: float) -> VerifyFacts:
@@ -99,12 +106,10 @@ def _run(work: Path) -> VerifyFacts:
         torch.compiler.load_cache_artifacts(Path(spec.load_artifacts).read_bytes())
     kwargs = plan_kwargs(spec.compile_kwargs, spec.plan) if spec.plan else spec.compile_kwargs
     fn = torch.compile(model, **kwargs)
-    timed(
-        torch,
-        fn,
-        [planned(torch, build(torch, first, w), spec.plan) for w in spec.warmup],
-        spec.device,
-    )
+    graphs = records_cuda_graphs(spec.compile_kwargs, spec.device)
+    # under CUDA graphs a size's first call warms up and its second records: twice each
+    warm = [planned(torch, build(torch, first, w), spec.plan) for w in spec.warmup]
+    timed(torch, fn, [c for c in warm for _ in range(2 if graphs else 1)], spec.device)
     facts.warmup_s = round(time.perf_counter() - start, 4)
     counters = torch._dynamo.utils.counters
     built = torch._dynamo.utils.compilation_time_metrics.get("compile_file")
@@ -116,13 +121,20 @@ def _run(work: Path) -> VerifyFacts:
         _save(torch, spec.save_artifacts, facts)
     torch.compiler.set_stance("fail_on_recompile")
     for n, call in enumerate(calls, 1):
+        was = graph_state(torch, memory=False) if graphs else None
         try:
             facts.latency_ms += timed(torch, fn, [call], spec.device)
         except RuntimeError as e:
             if "recompile" not in str(e):
                 raise
             facts.recompiles.append(n)
+        now = graph_state(torch, memory=False) if graphs else None
+        if was and now and now.warmed > was.warmed:
+            facts.without_cuda_graph.append(n)
+        if was and now and now.recorded > was.recorded:
+            facts.recorded_cuda_graph.append(n)
     torch.compiler.set_stance("default")
+    facts.cuda_graphs = graph_state(torch) if graphs else None
     return facts
 
 

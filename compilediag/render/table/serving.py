@@ -44,20 +44,50 @@ def stream_lines(s: Serving) -> list[str]:
             f"  a request (the median over the stream, after its compiles): eager "
             f"{ms(s.eager_latency.median_ms)}, compiled {ms(s.compiled_latency.median_ms)}"
         )
-    return out + [f"  {n}" for n in s.notes]
+    return out + cuda_graph_lines(s) + [f"  {n}" for n in s.notes]
+
+
+def cuda_graph_lines(s: Serving) -> list[str]:
+    """Under CUDA graphs: what the stream recorded, per graph and size, their pool, what
+    torch skipped; a size's first call runs without one, its second records it."""
+    c = s.cuda_graphs
+    if c is None:
+        return []
+    g = c.stream
+    per = ", ".join(f"{cid}: {n}" for cid, n in sorted(g.by_graph.items()))
+    out = [
+        f"  CUDA graphs (mode {c.mode!r}): {plural(g.recorded, 'graph')} recorded for "
+        f"{plural(g.sizes, 'input size')} of the Inductor graphs ({per}), {g.pool_mb:g} MB "
+        f"reserved in their private pool; {g.rerecords} re-recorded; torch ran "
+        f"{plural(g.skipped, 'graph')} without them",
+        "  a size's first call runs without a CUDA graph (its warm-up), its second records "
+        "one: each size of a dynamic graph is a CUDA graph of its own",
+    ]
+    r = c.replayed
+    if r is not None and (r.recorded, r.rerecords) != (g.recorded, g.rerecords):
+        out.append(
+            f"  replaying the whole stream recorded {r.recorded - g.recorded} more and "
+            f"re-recorded {r.rerecords - g.rerecords}"
+        )
+    return out
+
+
+def plan_columns(s: Serving) -> list[str]:
+    return PLAN_COLUMNS + (["CUDA graphs"] if s.cuda_graphs is not None else [])
 
 
 def plan_rows(s: Serving) -> list[list[str]]:
-    return [_row(p, p is s.plan) for p in s.plans]
+    return [_row(p, p is s.plan, s.cuda_graphs is not None) for p in s.plans]
 
 
-def _row(p: Plan, chosen: bool) -> list[str]:
+def _row(p: Plan, chosen: bool, graphs: bool) -> list[str]:
     pad = f"+{p.padding_share:.0%}" if p.padding_share is not None else ""
+    cuda = p.cuda_graphs
     return [
         PLAN_NAMES.get(p.kind, p.kind) + (" (chosen)" if chosen else ""),
         str(p.graphs), seconds(p.compile_s), str(p.eager_requests),
         ms(p.latency.median_ms) if p.latency else "-", pad,
-    ]  # fmt: skip
+    ] + ([f"{cuda.recorded} ({cuda.pool_mb:g} MB)" if cuda else "-"] if graphs else [])  # fmt: skip
 
 
 def chosen_lines(s: Serving) -> list[str]:
@@ -76,6 +106,7 @@ def chosen_lines(s: Serving) -> list[str]:
             f"{ok}: after the warm-up, {plural(s.recompiles_after_warmup, 'request')} of the "
             f"stream would compile under fail_on_recompile ({_processes(len(s.cold_starts))})"
         )
+    out += cuda_graph_plan(s)
     if s.cold_starts:
         out.append(
             "cold start (the warm-up, fresh process): "
@@ -85,6 +116,33 @@ def chosen_lines(s: Serving) -> list[str]:
         )
     if s.artifacts:
         out.append(f"cache artifacts: {s.artifacts}")
+    return out
+
+
+def cuda_graph_plan(s: Serving) -> list[str]:
+    """The plan under CUDA graphs: its warm-up calls each request twice, and what ran
+    without one after it; the sizes it records, against the buckets'."""
+    c, p = s.cuda_graphs, s.plan
+    if c is None or p is None:
+        return []
+    out = []
+    if c.after_warmup is not None:
+        ran = _requests(c.after_warmup) if c.after_warmup else "none"
+        recorded = _requests(c.recorded_after_warmup or []) if c.recorded_after_warmup else "none"
+        out.append(
+            "CUDA graphs: the warm-up holds every size the plan's graphs record, each called "
+            "twice (the first warms the size up, the second records its graph); after it, "
+            f"ran without one: {ran}; recorded one: {recorded}"
+        )
+    bucket = next((x for x in s.plans if x.kind == "bucket"), None)
+    mine, theirs = p.cuda_graphs, bucket.cuda_graphs if bucket else None
+    if bucket is not None and p is not bucket and mine and theirs and mine.sizes > theirs.sizes:
+        out.append(
+            f"CUDA graphs: this plan records one for each size it meets ({mine.sizes} in this "
+            "stream): a size its warm-up did not hold runs its first call without one and "
+            f"records another at its second; buckets record {theirs.sizes} whatever the sizes: "
+            "pad to them where the model masks the padding, and warm each up twice"
+        )
     return out
 
 
@@ -132,7 +190,7 @@ def serving_blocks(s: Serving | None) -> list:
     items += [Text(line) for line in stream_lines(s)]
     if s.plans:
         table = new_table()
-        for name in PLAN_COLUMNS:
+        for name in plan_columns(s):
             table.add_column(name, justify="left" if name == "plan" else "right")
         for row in plan_rows(s):
             table.add_row(*row)
