@@ -5,9 +5,9 @@ process, no edit of its code), each to the end of the window, alternated round b
 trials.MIN_PAIRS rounds and more until each remedy's interval settles or --budget runs
 out (without --budget: the 3 rounds an interval needs, their time said before they start;
 with it, a round starts only where it fits). The remedies kept are then measured together,
-alternated with the job as it is again. A remedy whose run fails is reported with the job's error and torch's hint; CUDA
-graphs that fail on an overwritten output are tried again with a step marked at each call,
-the outputs cloned and the gradients the parameters' own."""
+alternated with the job as it is again. A remedy whose run fails is reported with the job's
+error and torch's hint; CUDA graphs that fail on an overwritten output are tried again with
+a step marked at each call, the outputs cloned and the gradients the parameters' own."""
 
 from __future__ import annotations
 
@@ -204,7 +204,8 @@ def _alternate(
             _add(t, control, made[id(t)], trials, say)
         n += 1
         clock.rounds += 1
-        _settle([t for t in active if len(t.pairs) >= stats.MIN_PAIRS], baseline, say)
+        more = clock.budget_s is not None  # (without it, MIN_PAIRS rounds and no more)
+        _settle([t for t in active if len(t.pairs) >= stats.MIN_PAIRS], baseline, say, more)
     return trials, baseline
 
 
@@ -227,7 +228,7 @@ def _add(t: Trial, control: Launched, after: Launched, trials: list[Trial], say:
             "gradients their own")  # fmt: skip
 
 
-def _settle(active: list[Trial], baseline: list[Launched], say: Say) -> None:
+def _settle(active: list[Trial], baseline: list[Launched], say: Say, more: bool) -> None:
     """Each remedy whose interval will not change its decision is done; where others kept
     the job's cores busy, every pair is run (up to trials.MAX_PAIRS)."""
     from compilediag.analysis.step.remedies import measured
@@ -245,7 +246,7 @@ def _settle(active: list[Trial], baseline: list[Launched], say: Say) -> None:
         e = Effect(tried.ratio, tried.ratio_low or 0.0, tried.ratio_high or math.inf, tried.pairs)
         t.settled = e.settled and not (loaded and not e.kept)
         say(f"compilediag:   {t.candidate.remedy}: {e.words()} after {e.pairs} rounds"
-            + ("" if t.settled else ", not settled: another round"))  # fmt: skip
+            + ("" if t.settled else ", not settled" + (": another round" if more else "")))  # fmt: skip
 
 
 def _runs(t: Trial) -> Runs:
