@@ -83,7 +83,7 @@ def as_measured(said: str, fix: str, t: Tried | None) -> str:
         return f"{said}: {fix}"
     if t.kept:
         return f"{said}: {fix} Tried (--try-fixes): {t.why}."
-    return f"{said}. Tried (--try-fixes), `{t.code}` is not advised for this job: {t.why}."
+    return f"{said}. Tried (--try-fixes), `{t.code}`: {t.why}."
 
 
 LOOP_SHARE = 0.1  # a function the loop calls this share of the window's step: advised
