@@ -109,6 +109,8 @@ class CudaGraphs:
     # in the request's time); None: not checked
     after_warmup: list[int] | None = None
     recorded_after_warmup: list[int] | None = None
+    # torch's reasons for a graph it ran without CUDA graphs, as it logged them in the run
+    skip_reasons: list[str] = field(default_factory=list)
 
 
 @dataclass

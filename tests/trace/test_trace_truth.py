@@ -20,8 +20,12 @@ JOBS = ROOT / "tests" / "fixtures" / "jobs"
 
 
 def trace(version: str, name: str) -> str:
+    """A recording's folder, or its file (gzipped where it is big)."""
     path = TRACES / version / name
-    return str(path if path.is_dir() else path.with_name(name + ".log"))
+    if path.is_dir():
+        return str(path)
+    plain = path.with_name(name + ".log")
+    return str(plain if plain.exists() else path.with_name(name + ".log.gz"))
 
 
 def expected_breaks_in(job: Path) -> int:

@@ -37,6 +37,8 @@ def serving_section(
     if facts is None:
         return report
     s = choose(forecast(report, facts))
+    if s.cuda_graphs is not None:  # torch's reasons, as the worker's run logged them
+        s.cuda_graphs.skip_reasons = list(result.cudagraph_skips)
     chosen = s.plan
     if chosen is None:
         return replace(report, serving=s)

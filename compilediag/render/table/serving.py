@@ -59,7 +59,8 @@ def cuda_graph_lines(s: Serving) -> list[str]:
         f"  CUDA graphs (mode {c.mode!r}): {plural(g.recorded, 'graph')} recorded for "
         f"{plural(g.sizes, 'input size')} of the Inductor graphs ({per}), {g.pool_mb:g} MB "
         f"reserved in their private pool; {g.rerecords} re-recorded; torch ran "
-        f"{plural(g.skipped, 'graph')} without them",
+        f"{plural(g.skipped, 'graph')} without them"
+        + (f" ({'; '.join(c.skip_reasons)})" if c.skip_reasons else ""),
         "  a size's first call runs without a CUDA graph (its warm-up), its second records "
         "one: each size of a dynamic graph is a CUDA graph of its own",
     ]

@@ -71,6 +71,22 @@ def test_the_streams_cuda_graphs_and_the_plans_warm_up_are_torchs_count(tmp_path
         assert any("a size its warm-up did not hold" in x for x in _chosen(report))
 
 
+@pytest.mark.gpu
+@pytest.mark.full
+def test_a_graph_torch_runs_without_cuda_graphs_is_said_with_torchs_reason() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    report, proc = run_json(
+        "recompiles", str(SERVING / "mutated_input.py"), "--device", "cuda", "--mode",
+        "reduce-overhead", "--no-numerics", "--no-cold-start", timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    c = report["serving"]["cuda_graphs"]
+    assert c["stream"]["skipped"] >= 1 and c["stream"]["recorded"] == 0, c
+    assert any("mutated" in why for why in c["skip_reasons"]), c["skip_reasons"]
+
+
 def _chosen(report: dict) -> list[str]:
     from compilediag.render.table.serving import chosen_lines
 
