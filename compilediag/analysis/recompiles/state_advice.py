@@ -113,11 +113,6 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
     return out
 
 
-def local_id(e: Entry) -> str:
-    """The entry's compile id as torch's recompile reasons name it (no rank, no repeat)."""
-    return e.compile_id.split(":")[-1].split("#")[0]
-
-
 def changed_values(old: dict[str, frozenset[str]], new: dict[str, frozenset[str]]) -> dict:
     """The sources whose value guards differ between a cached graph and the new one (their
     old guards), leaving out a value the new graph made dynamic."""
