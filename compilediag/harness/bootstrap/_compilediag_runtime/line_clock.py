@@ -159,6 +159,10 @@ class MarkClock(LineClock):
         self._last: tuple[int, float] | None = None
         self._path: list[int] = []  # the loop's lines in the order the step before ran them
         self._learning = False
+        # each read: (step, the line it began on, the line now, seconds), given to a line
+        # once the window is over (facts), not in the steps the job times
+        self._reads: list[tuple[int, int, int, float]] = []
+        self._dropped: set[int] = set()  # steps torch compiled in
 
     def learn(self) -> None:
         """The step before the window: the lines the loop runs, in order (a trace function
@@ -199,6 +203,8 @@ class MarkClock(LineClock):
 
     def next_step(self, step: int | None) -> None:
         self._read()
+        if _frames_compiled() != self._compiles and self.step is not None:
+            self._dropped.add(self.step)
         self._step_over(step)
 
     def mark(self, entered: bool) -> None:
@@ -207,14 +213,31 @@ class MarkClock(LineClock):
             self.torch_lines.add((self.loop, line))
 
     def _read(self) -> int | None:
-        """The loop frame's line now; the time since the last read given to its line."""
+        """The loop frame's line now; the time since the last read kept with the lines it
+        spans."""
         if self._last is None or threading.get_ident() != self._thread:
             return None
         now, line = time.perf_counter(), self.frame.f_lineno
         was, since = self._last
-        self._add(self.loop, was if was == line else self._between(was, line), now - since)
+        if self.step is not None:
+            self._reads.append((self.step, was, line, now - since))
         self._last = (line, now)
         return line
+
+    def facts(self) -> list[dict[str, Any]]:
+        """Each read given to its line (the one it stayed on, or the line that ran between
+        two: _between), then the lines as LineClock gives them."""
+        to: dict[tuple[int, int], int] = {}
+        for step, was, line, seconds in self._reads:
+            if step in self._dropped:
+                continue
+            if (was, line) not in to:
+                to[(was, line)] = was if was == line else self._between(was, line)
+            spent = self.spent.setdefault(step, {})
+            key = (self.loop, to[(was, line)])
+            spent[key] = spent.get(key, 0.0) + seconds
+        self._reads = []
+        return super().facts()
 
     def _between(self, a: int, b: int) -> int:
         """The line an interval from line `a` to line `b` goes to: the one line run between
@@ -228,10 +251,14 @@ class MarkClock(LineClock):
     def _ran_between(self, a: int, b: int) -> list[int]:
         path = self._path
         if a in path:
+            # the path is one step of the loop, which runs round: b after a, or from the
+            # path's start where the step before ran a last (its optimizer's end)
             i = path.index(a)
             j = next((k for k in range(i + 1, len(path)) if path[k] == b), None)
             if j is not None:
                 return path[i + 1 : j]
+            if b in path[:i]:
+                return path[i + 1 :] + path[: path.index(b)]
         order = self._order
         if a not in order or b not in order:
             return []
@@ -269,7 +296,8 @@ def _own_calls(frame: Any, lines: list[int], skip: tuple[str, ...]) -> dict[int,
             getattr(fn, "__func__", None), "__code__", None
         )
         file = code.co_filename if code is not None else ""
-        if file and not file.startswith(skip) and (installed(file) or not file.startswith(python)):
+        own = file.startswith(python) or file.startswith("<frozen ")  # Python's own modules
+        if file and not file.startswith(skip) and (installed(file) or not own):
             out[n] = getattr(code, "co_name", "")
     return out
 

@@ -1,0 +1,78 @@
+"""The loop's line clock before Python 3.12 (MarkClock): which line an interval between two
+reads goes to. The loop is learnt from the step before the window, which starts where the
+step before it ended (at the optimizer's end, the loop's last torch line): the lines the
+loop runs from there round to the model's call are the slow batch's (#74: before, the path
+was not read round and the function's own order was taken, with `os.environ.get` -
+Python's own, a frozen module's - counted as a call of the user's)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from compilediag.harness.bootstrap._compilediag_runtime.line_clock import MarkClock
+from compilediag.harness.bootstrap._compilediag_runtime.torch_state import own_dirs
+
+
+def make_batch() -> list[int]:
+    return [1, 2]
+
+
+class _Opt:
+    def step(self) -> None:
+        pass
+
+
+def _model(batch: list[int]) -> int:
+    return sum(batch)
+
+
+def _done(frame: object) -> object:
+    return frame
+
+
+# a function of a frozen module of Python's own (as `os.environ.get` is, Mapping.get from
+# <frozen _collections_abc>)
+_space: dict = {}
+exec(compile("def frozen_get(key):\n    return None\n", "<frozen _fake>", "exec"), _space)
+frozen_get = _space["frozen_get"]
+
+
+def _loop() -> object:
+    opt, frame = _Opt(), None
+    for _ in range(2):
+        # STEPS: the next line calls Python's own module (a compound statement's head, read
+        # as the clock reads it: no comment after it)
+        if frozen_get("JOB_STEPS"):
+            continue
+        batch = make_batch()  # BATCH
+        frame = frame or sys._getframe()
+        loss = _model(batch)  # MODEL
+        opt.step()  # OPT
+        del loss
+    return _done(frame)  # DONE: after the loop, a function of the user's
+
+
+def _line(marker: str) -> int:
+    text = Path(__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(text, 1) if line.endswith(f"# {marker}") or
+                f"# {marker}:" in line)  # fmt: skip
+
+
+def test_an_interval_from_the_optimizer_round_to_the_model_goes_to_the_batch_line() -> None:
+    frame = _loop()
+    clock = MarkClock(frame, own_dirs())
+    steps, batch, model, opt = (_line(m) for m in ("STEPS", "BATCH", "MODEL", "OPT"))
+    steps += 2
+    # a line that calls Python's own module is not the user's call; the line after the
+    # loop is
+    assert steps not in clock._calls and batch in clock._calls
+    assert _line("DONE") in clock._calls
+    # the step before the window, learnt from its start at the optimizer's end: round the
+    # loop to its model's call
+    clock._path = [opt + 1, steps, steps + 1, batch, batch + 1, model, opt]  # fmt: skip
+    clock.torch_lines = {(clock.loop, opt), (clock.loop, model)}
+    assert clock._between(opt, model) == batch
+    # read the other way (no wrap needed), the interval from the batch to the model is the
+    # batch's too
+    assert clock._between(batch, model) == batch
