@@ -250,6 +250,9 @@ class ProcessRuntime:
     profiled: Profiled | None = None  # the complete steps of the window, per step
     compiled_steps: list[int] = field(default_factory=list)  # window steps torch compiled in
     gc_ms: dict[str, float] = field(default_factory=dict)  # window steps' garbage collections
+    # the machine's load average (1 minute) as the window ended, and the cores the process
+    # may use; [] where not read
+    load: list[float] = field(default_factory=list)
     no_grad_steps: int = 0  # window steps run with grad mode off
     eval_steps: int = 0  # window steps whose module was in eval mode
     plain_step_ms: list[float] = field(default_factory=list)  # steps near the window, untimed
@@ -283,6 +286,21 @@ class ProcessRuntime:
     seed: int | None = None  # torch.initial_seed() (where losses were kept): alike when seeded
     tracing: Tracing | None = None  # Dynamo's tracing by function, in this process
     remedies: list[RemedyMade] = field(default_factory=list)
+
+    def first_entry(self) -> int | None:
+        """The compiled entry the job's first graph was made in (its id), by the probe's
+        tally."""
+        return next((c[1] for c in self.entry_calls if c[4]), None)
+
+    def step_work(self) -> dict[int, tuple[str, bool, int]]:
+        """Each step's first call of the first compiled entry: its tensors' shapes, whether
+        it ran in eager mode (no graph ran, none was made), its first tensor's elements."""
+        key = self.first_entry()
+        out: dict[int, tuple[str, bool, int]] = {}
+        for c in self.entry_calls:
+            if c[1] == key and int(c[0]) not in out:
+                out[int(c[0])] = (str(c[2]), not c[3] and not c[4], int(c[6]))
+        return out
 
 
 @dataclass

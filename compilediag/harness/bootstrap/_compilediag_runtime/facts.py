@@ -36,7 +36,7 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "rank": int(rank) if rank and rank.isdigit() else None,
         "argv": list(sys.argv),
         "calls": dict(probe.calls),
-        "entry_calls": probe.entry_calls,
+        "entry_calls": [_entry_call(c) for c in probe.entry_calls],
         "first_frame": probe.first_frame,
         "training_frame": probe.training_frame,
         "steps": probe.optimizer_steps if by_optimizer else probe.steps,
@@ -50,6 +50,7 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "profiled": _profiled(probe),
         "compiled_steps": list(probe.compiled_steps),
         "gc_ms": {str(n): t for n, t in probe.gc_ms.items()},
+        "load": list(probe.load),
         "window_collectives": probe.reads.collectives,
         "window_lines": probe.reads.line_facts,
         "no_grad_steps": probe.no_grad_steps,
@@ -121,3 +122,14 @@ def _initial_seed() -> int | None:
         return int(torch.initial_seed()) if torch is not None else None
     except Exception:  # noqa: BLE001
         return None
+
+
+def _entry_call(call: list[Any]) -> list[Any]:
+    """A tallied call in its file's words: [step, the entry's id, its tensors' shapes
+    (`8x16, 8`), a graph ran, a graph was made, ms, the first tensor's elements]."""
+    step, key, shapes, ran, made, took = call
+    numel = 1
+    for n in shapes[0] if shapes else ():
+        numel *= int(n)
+    words = ", ".join("x".join(map(str, s)) or "scalar" for s in shapes)
+    return [step, key, words, ran, made, round(took, 4), numel if shapes else 0]

@@ -67,6 +67,7 @@ def install(probe: Probe) -> Any:
         undo_parts()
         undo_saves()
         undo_fsdp()
+        probe.untime_backwards()
         for name in CUDAGRAPH_LOGGERS:
             logging.getLogger(name).removeHandler(listener)
 
@@ -419,18 +420,14 @@ def _tallied(probe: Probe, key: int, call: Any, args: Any, kwargs: Any) -> Any:
 def _tally(probe: Probe, key: int, args: Any, kwargs: Any, seen: list[Any]) -> None:
     """Never a fault of the job's: an argument whose shape can't be read is left out."""
     ran, made, took = seen
+    tensor = getattr(sys.modules.get("torch"), "Tensor", ())
     try:
-        tensors = [x for x in (*args, *kwargs.values()) if _is_tensor(x)][:4]
-        shapes = ", ".join("x".join(map(str, x.shape)) or "scalar" for x in tensors)
-        numel = int(tensors[0].numel()) if tensors else 0
+        # the shapes as torch keeps them (torch.Size): put in words at exit (facts.py), not
+        # at every call of the job's
+        shapes = tuple(x.shape for x in (*args, *kwargs.values()) if isinstance(x, tensor))[:4]
     except Exception:  # noqa: BLE001 - a tensor subclass whose shape can't be read
-        shapes, numel = "", 0
-    probe.entry_calls.append([probe.steps, key, shapes, ran, made, round(took, 4), numel])
-
-
-def _is_tensor(x: Any) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+        shapes = ()
+    probe.entry_calls.append([probe.steps, key, shapes, ran, made, took])
 
 
 def _marked_step(probe: Probe, module: Any) -> bool:

@@ -108,10 +108,16 @@ def at_dynamo_import() -> None:
             _note(name, what, str(was), ("", 0))
 
 
+_marked: bool | None = None  # marked(), read once: it is asked at every compiled call
+
+
 def marked() -> bool:
     """Each call of what torch.compile returned is a step of its own for CUDA graphs
     (hooks.py calls `before_call` and `after_call` around the outermost one)."""
-    return "cudagraphs_marked" in chosen()
+    global _marked
+    if _marked is None:
+        _marked = "cudagraphs_marked" in chosen()
+    return _marked
 
 
 def before_call(torch: Any, module: Any) -> None:
