@@ -20,6 +20,7 @@ from compilediag.report.model import RankSpread, Report, Rule, Summary
 from compilediag.report.ranksets import rank_set
 from compilediag.report.words import cache_text as cache_text  # the renderers' import
 from compilediag.report.words import ms as ms
+from compilediag.report.words import plural as plural
 from compilediag.report.words import seconds as seconds
 
 __all__ = ["FORMATS", "render", "short_path", "where", "headline", "verdict_lines"]
@@ -54,10 +55,6 @@ def render(report: Report, fmt: str, width: int | None = None, color: bool = Fal
     # (rich, in a Jupyter kernel, sends what a Console prints to the notebook as HTML of its
     # own: `print(run)` showed 42 fragments. The text views' Consoles say force_jupyter=False.)
     return fn(report, width=width, color=color)
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def headline(report: Report) -> str:

@@ -37,6 +37,7 @@ from compilediag.render.tried import tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
     kernel_achieved,
+    pace_line,
     rank_step_rows,
     recompiles_by_frame,
     step_text,
@@ -320,7 +321,8 @@ def _job_words(report: Any) -> dict[str, Any]:
         "step": step_text(r, b) if r.window and b is not None else "",
         "parts": b.parts() if b is not None else [],
         "unmeasured": unmeasured_words(r) if r.window and b is None else "",
-        "notes": window_notes(r, b) if r.window else [],
+        "notes": ([("pace", pace_line(r).removeprefix("pace: "))] if pace_line(r) else [])
+        + (window_notes(r, b) if r.window else []),
         "ranks": rank_step_rows(r),
         "picture": step_picture(report) if r.window and b is not None else "",
         "glance": [x.strip() for x in rank_glance(report)],

@@ -18,6 +18,7 @@ from compilediag.render.glance import rank_glance
 from compilediag.render.tried import cold_warm_words, tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
+    pace_line,
     rank_step_rows,
     step_text,
     tracing_words,
@@ -32,6 +33,8 @@ def _cell(text: str) -> str:
 def render_markdown(report: Report) -> str:
     out = [f"## compilediag: `{short_path(report.target.path)}`", ""]
     out += [line + "  " for line in headline(report).splitlines()] + [""]
+    if pace_line(report.runtime):
+        out += [pace_line(report.runtime), ""]
     glance = rank_glance(report)
     if glance:  # a multi-rank run's first screen
         out += [f"**{glance[0]}**", "", *(f"- {x.strip()}" for x in glance[1:]), ""]

@@ -240,6 +240,10 @@ class Tried:
     loss_match: bool | None = None
     losses: str = ""  # the losses compared, in words
     kept: bool = False
+    # neither kept nor rejected: its interval holds both no gain and a 5% gain (one pair of
+    # runs: no interval), and about this many more pairs would decide it
+    undecided: bool = False
+    more_pairs: int = 0
     why: str = ""  # "kept", or why not (or why it was not measured)
     ratio: float | None = None  # the step after / before (under 1: faster)
     ratio_low: float | None = None  # its 95% interval (bootstrap over the pairs of runs)
@@ -311,6 +315,14 @@ class Runtime:
     # cost is over the shapes both ran a graph for (`window_cost`); "unlike": not compared
     window_work: str = ""
     window_cost: float | None = None
+    # the job's own pace (analysis/step/pace.py): the window's median step as its
+    # instruments ran it, and whether its figures (the step, its parts, each graph's, the
+    # wait) are set on the steps around it (shares of their median) - else on that median
+    window_step_ms: float | None = None
+    at_pace: bool = False
+    # the machine's load average (1 minute) as the window ended and the cores the job's
+    # process could use; [] where not read
+    window_load: list[float] = field(default_factory=list)
     rank_steps: list[RankStep] = field(default_factory=list)  # several ranks: each one's window
     # the rank the others wait for, in the window's steps: a performance finding, not
     # divergence (its ranks compile alike); gated by --max-wait-share

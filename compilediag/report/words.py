@@ -8,6 +8,11 @@ from __future__ import annotations
 ALSO_CHANGED = " torch names only the first guard that failed; this call also changed "
 
 
+def plural(n: int, word: str) -> str:
+    """`1 step`, `2 steps`: the word's plural after any count but 1."""
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
 def ms(value: float) -> str:
     """A per-call time: 0.214 ms, 1.52 ms, 12.3 ms; below a microsecond, its own digits
     (0.00042 ms), never "0.000 ms" for a time that is not zero; from a second on, seconds

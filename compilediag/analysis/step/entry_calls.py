@@ -24,7 +24,7 @@ def limit_calls(hits: list[LimitHit], p: ProcessRuntime) -> list[int]:
     call; every hit gets the torch.compile call of that entry, where the probe saw it.
     Returns the steps whose call of that entry ran in eager mode past the limit."""
     eager_steps: list[int] = []
-    key = _entry(p)
+    key = p.first_entry()
     if key is None:
         return eager_steps
     call = next((c for c in p.compile_calls if c.key == key and c.file), None)
@@ -52,27 +52,11 @@ def limit_calls(hits: list[LimitHit], p: ProcessRuntime) -> list[int]:
     return eager_steps
 
 
-def _entry(p: ProcessRuntime) -> int | None:
-    """The compiled entry the job's first graph was made in (its id), by the probe's tally."""
-    return next((c[1] for c in p.entry_calls if c[4]), None)
-
-
 def _per_k(calls: list[list]) -> float | None:
     """Their host time per 1,000 elements of each call's first tensor: the calls' median
     (one call a busy machine held up moves no median)."""
     each = [float(c[5]) / int(c[6]) * 1e3 for c in calls if int(c[6])]
     return round(statistics.median(each), 6) if each else None
-
-
-def step_work(p: ProcessRuntime) -> dict[int, tuple[str, bool, int]]:
-    """Each step's first call of the first compiled entry: its tensors' shapes, whether it
-    ran in eager mode (no graph ran, none was made), its first tensor's elements."""
-    key = _entry(p)
-    out: dict[int, tuple[str, bool, int]] = {}
-    for c in p.entry_calls:
-        if c[1] == key and int(c[0]) not in out:
-            out[int(c[0])] = (str(c[2]), not c[3] and not c[4], int(c[6]))
-    return out
 
 
 def window_work(p: ProcessRuntime, left_out: set[int]) -> tuple[str, float | None]:
@@ -81,7 +65,7 @@ def window_work(p: ProcessRuntime, left_out: set[int]) -> tuple[str, float | Non
     ("shapes", the window's cost) where they differ, over the shapes both ran a graph for
     (each shape's median step in the window against around it, their median); ("unlike",
     None) where either side has fewer than WORK_STEPS steps of those shapes."""
-    work = step_work(p)
+    work = p.step_work()
     if p.profiled is None or not work:
         return "", None
     kept = training_profile(p.profiled, left_out)

@@ -58,9 +58,16 @@ def stalled_steps(
         if len(rows) < 3:
             continue
         slow = {}
+        work = p.step_work()
+        shapes = [work[n][0] for n in rows if n in work]
+        usual = statistics.mode(shapes) if shapes else None
         for n, r in rows.items():
             gc = p.gc_ms.get(str(n), 0.0)
             by_gc = _paused(n, rows, gc)
+            if by_gc is None and usual is not None and work.get(n, ("",))[0] == usual:
+                # a step of the usual shapes, its excess spread over its parts: the machine
+                # held it (a busy machine's other processes), not a longer batch
+                by_gc = _paused(n, rows, gc, spread=True)
             if by_gc is not None:
                 slow[n] = (r[0], gc if by_gc else 0.0)
         if 2 * len(slow) >= len(rows):
@@ -71,9 +78,12 @@ def stalled_steps(
     return out
 
 
-def _paused(n: int, rows: dict[int, list[float]], gc_ms: float) -> bool | None:
+def _paused(
+    n: int, rows: dict[int, list[float]], gc_ms: float, spread: bool = False
+) -> bool | None:
     """Whether step `n`'s pause was the collector's (None: no pause): it took STALL times
-    the others' median, and its excess is the collector's or lies in one part."""
+    the others' median, and its excess is the collector's or lies in one part (`spread`:
+    or anywhere)."""
     others = [r for m, r in rows.items() if m != n]
     usual = [statistics.median(r[i] if i < len(r) else 0.0 for r in others) for i in range(7)]
     row = rows[n]
@@ -83,7 +93,7 @@ def _paused(n: int, rows: dict[int, list[float]], gc_ms: float) -> bool | None:
     if gc_ms >= excess / 2:
         return True
     parts = [(row[i] if i < len(row) else 0.0) - usual[i] for i in range(1, 7)]
-    return False if max(parts) >= PAUSED * excess else None
+    return False if spread or max(parts) >= PAUSED * excess else None
 
 
 def training_profile(p: Profiled, left_out: set[int]) -> Profiled:

@@ -15,11 +15,12 @@ from compilediag.analysis.step import trials
 from compilediag.analysis.step.advice import FUSED
 from compilediag.analysis.step.kernel_times import GEMMS
 from compilediag.analysis.step.other_work import training_profile, work_steps
+from compilediag.analysis.step.pace import steady
 from compilediag.analysis.step.runtime import JobRun, step_medians
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.report.model import Report, Tried
 from compilediag.report.vocabulary import BreakCause
-from compilediag.report.words import ms
+from compilediag.report.words import ms, plural
 
 # a part this share of the step is worth a run of its own
 MIN_SHARE = 0.1
@@ -136,11 +137,13 @@ def loss_noise(baseline: list[JobRun]) -> float | None:
     return _loss_gap(baseline[0], baseline[1])[0] if len(baseline) >= 2 else None
 
 
-def measured(c: Candidate, runs: Runs, noise: float | None = None) -> Tried:
+def measured(
+    c: Candidate, runs: Runs, noise: float | None = None, pair_s: float | None = None
+) -> Tried:
     """One remedy's runs against the unchanged ones beside them, over the same window (its
     later half where the remedy's effect was still settling): the step's effect over the
     pairs with its interval, the part it targets, and breaks, recompiles and losses of the
-    first pair."""
+    first pair; `pair_s`: what a pair of runs took, for what more would decide it."""
     tried = Tried(c.remedy, c.remedy, "", part=c.part, expected=c.expected)
     tried.remedies = c.remedy.split("+")
     tried.graph_breaks = len(runs.before.graph_breaks)
@@ -172,7 +175,7 @@ def measured(c: Candidate, runs: Runs, noise: float | None = None) -> Tried:
         _figures(tried, before, after=False)
     _figures(tried, after, after=True)
     tried.loss_match, tried.losses = _losses(runs.pairs[0][0], runs.pairs[0][1], c.remedy, noise)
-    tried.kept, tried.why = _judge(tried, [s for s, _ in before], [s for s, _ in after])
+    tried.kept, tried.why = _judge(tried, [s for s, _ in before], [s for s, _ in after], pair_s)
     return tried
 
 
@@ -217,15 +220,16 @@ def _window(run: JobRun, part: str) -> tuple[list[float], list[float]]:
     if p is None or p.profiled is None:
         return [], []
     profiled = training_profile(p.profiled, work_steps(run.processes))
-    steps = [row[0] for row in profiled.per_step]
+    rows = steady(profiled.per_step)
     column = list(step_medians(profiled)).index(part) if part else 0
-    return steps, [row[column] if column < len(row) else 0.0 for row in profiled.per_step]
+    return [row[0] for row in rows], [row[column] if column < len(row) else 0.0 for row in rows]
 
 
 def window_mean(run: JobRun) -> float | None:
-    """The lowest rank's step over the window: its steps' total over their count (a step
-    that waits for a batch every other step counts at the rate it runs; a median would
-    take the faster half)."""
+    """The lowest rank's step over the window: its steady steps' total over their count (a
+    step that waits for a batch every other step counts at the rate it runs; a median would
+    take the faster half; a stall a busy machine made, STALL times the median, is left out
+    of the baseline's and each remedy's alike: pace.steady)."""
     return _mean(_window(run, "")[0])
 
 
@@ -278,9 +282,13 @@ def _losses(
     return False, f"losses differ over {steps} steps (by up to {gap:.1%} of the mean{own})"
 
 
-def _judge(t: Tried, before: list[list[float]], after: list[list[float]]) -> tuple[bool, str]:
+def _judge(
+    t: Tried, before: list[list[float]], after: list[list[float]], pair_s: float | None = None
+) -> tuple[bool, str]:
     """Kept, or why not: no more breaks or recompiles, no loss that differs, and the whole
-    95% interval of the step's effect at least 5% faster (trials.KEEP_AT)."""
+    95% interval of the step's effect at least 5% faster (trials.KEEP_AT); rejected where
+    the whole interval is under it; else undecided, with what would decide it (`pair_s`:
+    a pair of runs' seconds)."""
     worse = []
     if t.graph_breaks_after > t.graph_breaks:
         worse.append(f"graph breaks {t.graph_breaks} → {t.graph_breaks_after}")
@@ -298,11 +306,23 @@ def _judge(t: Tried, before: list[list[float]], after: list[list[float]]) -> tup
         t.ratio_low, t.ratio_high = round(e.low, 4), round(e.high, 4)
     if worse:
         return False, f"not kept: {'; '.join(worse)}"
+    runs = "on one pair of runs" if e.pairs == 1 else f"over {e.pairs} pairs of runs"
+    gain = f"{1 - trials.KEEP_AT:.0%}"
     if e.kept:
-        return True, f"kept: {e.words()} over {e.pairs} pairs of runs"
-    if e.low > 1 / trials.KEEP_AT:
-        return False, f"not kept: {e.words()} over {e.pairs} pairs of runs"
-    return False, (
-        f"not kept: no measurable effect ({e.plus_minus()}: {e.words()} over {e.pairs} pairs "
-        f"of runs; kept where the whole interval is at least {1 - trials.KEEP_AT:.0%} faster)"
+        return True, f"kept: {e.words()} {runs}"
+    if e.rejected:
+        return False, f"not kept: {e.words()} {runs}, under a {gain} gain however read"
+    t.undecided, t.more_pairs = True, e.more_pairs()
+    said = (
+        f"undecided: {e.words()} {runs}, an interval that holds both no gain and a gain of {gain}"
     )
+    if e.pairs + t.more_pairs > trials.MAX_PAIRS:
+        return False, (
+            f"{said}; more pairs than --try-fixes runs ({trials.MAX_PAIRS}) would be needed "
+            "to decide it: a longer --profile-steps window narrows each pair's spread"
+        )
+    more = plural(t.more_pairs, "more pair")
+    if pair_s:
+        took = t.more_pairs * pair_s
+        more += f", about {took:.0f} s,"
+    return False, f"{said}; {more} would decide it (--budget SECONDS runs more rounds)"

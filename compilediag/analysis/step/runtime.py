@@ -25,10 +25,10 @@ from compilediag.analysis.step.other_work import (
     plain_training_ms,
     stalled_steps,
     step_work,
-    training_profile,
     work_notes,
     work_steps,
 )
+from compilediag.analysis.step.pace import MIN_AROUND, at_pace, pace_of
 from compilediag.analysis.step.stragglers import stragglers
 from compilediag.analysis.step.verdict import bound_advice, bound_of
 from compilediag.analysis.step.waits import (
@@ -146,6 +146,11 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job_facts(job, first, left_out)
         job.limit_eager_steps = limit_calls(report.recompile_limit_hits, first)
         job.window_work, job.window_cost = window_work(first, left_out)
+        pace = pace_of(first, left_out, alike=not job.window_work)
+        job.window_step_ms, job.window_load = pace.window_ms, list(first.load)
+        job.at_pace = pace.around >= MIN_AROUND
+        if not job.window_work:
+            job.window_cost = pace.cost
         # steps of a rank's kernel profile that held other work on another rank
         profiled = {n for p in processes for n in p.kernel_step_numbers}
         job.kernel_steps_waited = sorted(profiled & left_out)
@@ -244,7 +249,7 @@ def window_figures(
     from compilediag.analysis.compile.timings import attribute_time
 
     assert first.profiled is not None
-    p = training_profile(first.profiled, left_out)
+    p, by = at_pace(first, left_out, pace_of(first, left_out, alike=not job.window_work))
     job.window_left_out = sorted(set(first.profiled.step_numbers) - set(p.step_numbers))
     job.window_steps = p.calls
     job.step_medians = step_medians(p)
@@ -267,7 +272,7 @@ def window_figures(
         breakdown.communication_ms, breakdown.communication_exposed_ms = collectives_ms(
             first, left_out
         )
-        _set_wait(breakdown, first, waits or Waits())
+        _set_wait(breakdown, first, waits or Waits(), by)
         breakdown.rest = rest_parts(first)
         kernel_timings(report, first, breakdown)
         report.timings.notes = timing_notes(report, job, cuda="cuda" in first.devices)
@@ -332,10 +337,11 @@ def rank_steps(
     for p in processes:
         if p.rank is None or p.profiled is None:
             continue
-        profiled = training_profile(p.profiled, left_out)
+        alike = not window_work(p, left_out)[0]
+        profiled, by = at_pace(p, left_out, pace_of(p, left_out, alike))
         b = breakdown_of(profiled)
         b.communication_ms, b.communication_exposed_ms = collectives_ms(p, left_out)
-        _set_wait(b, p, waits)
+        _set_wait(b, p, waits, by)
         plain_ms = plain_training_ms(p, left_out)
         plain = round(statistics.median(plain_ms), 6) if plain_ms else None
         out.append(
@@ -346,11 +352,12 @@ def rank_steps(
     return out if len(out) > 1 else []
 
 
-def _set_wait(b: Breakdown, p: ProcessRuntime, waits: Waits) -> None:
-    """The rank's wait for the last rank, a step of its window (never more than the step)."""
+def _set_wait(b: Breakdown, p: ProcessRuntime, waits: Waits, by: float = 1.0) -> None:
+    """The rank's wait for the last rank, a step of its window set on the job's pace `by`
+    the step's factor (never more than the step)."""
     wait = waits.wait_ms.get(p.rank) if p.rank is not None else None
     if wait is not None:
-        b.communication_wait_ms = round(min(wait, b.call_ms), 6)
+        b.communication_wait_ms = round(min(wait * by, b.call_ms), 6)
 
 
 def _prefix(report: Report, p: ProcessRuntime) -> str:

@@ -25,6 +25,8 @@ SETTLED_WIDTH = 0.10
 # a remedy whose runs' later half of the window ran this much faster or slower (against its
 # earlier half, beside the unchanged runs' own) is still settling
 SETTLING = 0.85
+# an interval wider than this either side is too wide to give as figures
+WIDE = 0.5
 # Student's t, two-sided 95%, by degrees of freedom (pairs - 1); past the table: 2.0
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
        9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}  # fmt: skip
@@ -42,7 +44,38 @@ class Effect:
 
     @property
     def kept(self) -> bool:
+        """The whole interval at least 5% faster."""
         return self.high <= KEEP_AT
+
+    @property
+    def rejected(self) -> bool:
+        """The whole interval under a 5% gain (slower too)."""
+        return self.low > KEEP_AT
+
+    @property
+    def undecided(self) -> bool:
+        """The interval holds both no gain and a gain of 5% (one pair: it holds all)."""
+        return not self.kept and not self.rejected
+
+    @property
+    def wide(self) -> bool:
+        """An interval past ±50% (or none): said as undecided, never as a percentage."""
+        return self.low <= 0 or math.isinf(self.high) or (self.high - self.low) / 2 > WIDE
+
+    def more_pairs(self) -> int:
+        """About how many more pairs would decide it: the interval's half-width shrinks as
+        one over the square root of the pairs; it has to come within the distance from the
+        measured ratio to KEEP_AT (one pair, whose spread is unknown: two more, an
+        interval's least)."""
+        if not self.undecided:
+            return 0
+        if self.pairs < 2 or self.low <= 0:
+            return MIN_PAIRS - self.pairs
+        half = (math.log(self.high) - math.log(self.low)) / 2
+        room = abs(math.log(self.ratio) - math.log(KEEP_AT))
+        if room <= 0:
+            return MAX_PAIRS  # measured at the threshold itself: no count decides it
+        return max(1, math.ceil(self.pairs * (half / room) ** 2) - self.pairs)
 
     @property
     def settled(self) -> bool:
@@ -53,17 +86,23 @@ class Effect:
         return self.kept or self.low > KEEP_AT or self.high / self.low - 1 <= SETTLED_WIDTH
 
     def words(self) -> str:
-        """`1.86× faster [1.70-2.03×]` (`0.98× [0.91-1.06×]` for no effect)."""
+        """`1.86× faster [1.70-2.03×]` (`0.98× (slower) [0.91-1.06×]`); past ±50%, the
+        interval is not given as figures (`1.96× faster, its interval past ±50%`)."""
         speed = 1 / self.ratio
-        if self.low <= 0 or math.isinf(self.high):
-            return f"{speed:.2f}× (one pair of runs: no interval)"
-        low, high = 1 / self.high, 1 / self.low
         how = " faster" if speed >= 1 else " (slower)"
-        return f"{speed:.2f}×{how} [{low:.2f}-{high:.2f}×]"
+        if self.low <= 0 or math.isinf(self.high):
+            return f"{times(speed)}{how} (no interval)"
+        if self.wide:
+            return f"{times(speed)}{how}, its interval past ±{WIDE:.0%}"
+        return f"{times(speed)}{how} [{times(1 / self.high, unit=False)}-{times(1 / self.low)}]"
 
-    def plus_minus(self) -> str:
-        """The interval's half-width as a share of the step: `±7%`."""
-        return f"±{(self.high - self.low) / 2:.0%}"
+
+def times(x: float, unit: bool = True) -> str:
+    """A ratio in at most 3 significant figures: `1.96×`, `25.6×`, `0.983×`, `142×`."""
+    text = f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
+    if x < 1:
+        text = f"{x:.3f}".rstrip("0").rstrip(".") if x >= 0.1 else f"{x:.3g}"
+    return text + ("×" if unit else "")
 
 
 def effect(pairs: list[tuple[float, float]]) -> Effect | None:

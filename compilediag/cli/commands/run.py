@@ -85,6 +85,13 @@ def run(opts: RunJobOptions) -> int:
             hint="Add a window of steps after the compile: compilediag run --try-fixes "
             "--profile-steps 5-10 -- python train.py",
         )
+    if opts.budget_s is not None and not opts.try_fixes:
+        raise UsageError(
+            "--budget is the seconds --try-fixes' alternated runs may take, and --try-fixes "
+            "was not given.",
+            hint="compilediag run --try-fixes --budget 300 --profile-steps 5-10 -- python "
+            "train.py (or leave --budget out)",
+        )
     if opts.apply and not opts.try_fixes:
         raise UsageError(
             "--apply writes the remedies --try-fixes kept, and --try-fixes was not given.",

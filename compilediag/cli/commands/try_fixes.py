@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from compilediag.report.words import plural
+
 if TYPE_CHECKING:
     from compilediag.analysis.step.remedies import Candidate, Runs
     from compilediag.analysis.step.runtime import JobRun
@@ -99,7 +101,7 @@ def try_fixes(
     trials, baseline = _alternate(opts, [Trial(c, []) for c in chosen], env_for, say, clock)
     if not baseline:
         return [], None
-    out = [_measured(t, baseline) for t in trials]
+    out = [_measured(t, baseline, 2 * clock.run_s()) for t in trials]
     kept = [t for t in out if t.kept]
     if len(kept) >= 2:
         together = _together(report, kept)
@@ -108,7 +110,7 @@ def try_fixes(
         clock.rounds = 0
         more, again = _alternate(opts, [Trial(together, [])], env_for, say, clock)
         if again:
-            out.insert(0, _measured(more[0], again))
+            out.insert(0, _measured(more[0], again, 2 * clock.run_s()))
             baseline += again
     say("compilediag: --try-fixes: " + "; ".join(f"{t.remedy} {t.why}" for t in out))
     return out, _baseline(baseline, opts.budget_s, clock, out)
@@ -245,7 +247,7 @@ def _settle(active: list[Trial], baseline: list[Launched], say: Say, more: bool)
 
         e = Effect(tried.ratio, tried.ratio_low or 0.0, tried.ratio_high or math.inf, tried.pairs)
         t.settled = e.settled and not (loaded and not e.kept)
-        say(f"compilediag:   {t.candidate.remedy}: {e.words()} after {e.pairs} rounds"
+        say(f"compilediag:   {t.candidate.remedy}: {e.words()} after {plural(e.pairs, 'round')}"
             + ("" if t.settled else ", not settled" + (": another round" if more else "")))  # fmt: skip
 
 
@@ -264,7 +266,7 @@ def _runs(t: Trial) -> Runs:
     )
 
 
-def _measured(t: Trial, baseline: list[Launched]) -> Tried:
+def _measured(t: Trial, baseline: list[Launched], pair_s: float | None = None) -> Tried:
     from compilediag.analysis.step.remedies import Runs, loss_noise, measured
 
     runs = _runs(t)
@@ -272,7 +274,7 @@ def _measured(t: Trial, baseline: list[Launched]) -> Tried:
         made = t.failed.run if t.failed else baseline[0].run
         runs = Runs([(baseline[0].run, made)], baseline[0].report, None,  # type: ignore[arg-type]
                     runs.failure, runs.hint)  # fmt: skip
-    return measured(t.candidate, runs, loss_noise([x.run for x in baseline]))
+    return measured(t.candidate, runs, loss_noise([x.run for x in baseline]), pair_s)
 
 
 def _together(report: Report, kept: list[Tried]) -> Candidate:
@@ -328,8 +330,9 @@ def resolution(tried: list[Tried]) -> str:
     ]  # fmt: skip
     if not wide or max(wide) <= gain:
         return ""
+    spans = f"±{max(wide):.0%}" if max(wide) <= trials.WIDE else f"past ±{trials.WIDE:.0%}"
     return (
-        f"the window is too short to resolve {gain:.0%}: an interval spans ±{max(wide):.0%}; "
+        f"the window is too short to resolve {gain:.0%}: an interval spans {spans}; "
         "a longer --profile-steps window (more steps), or more rounds (--budget), narrows it"
     )
 

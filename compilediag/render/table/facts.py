@@ -199,7 +199,7 @@ def runtime_lines(report: Report) -> list:
     if r.try_baseline is not None:
         rows.append(("tried", Text(try_baseline_words(r.try_baseline))))
     for i, t in enumerate(r.tried):
-        style = "green" if t.kept else "yellow" if "not kept" in t.why else "dim"
+        style = "green" if t.kept else "yellow" if "not kept" in t.why or t.undecided else "dim"
         label = "tried" if i == 0 and r.try_baseline is None else ""
         rows.append((label, Text(tried_words(t), style=style)))
     b = report.timings.breakdown if report.timings else None

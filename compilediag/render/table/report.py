@@ -31,6 +31,7 @@ from compilediag.render.table.parts import Row, details, new_table, print_items
 from compilediag.render.table.recompiles import recompile_blocks, timeline_block
 from compilediag.render.table.serving import serving_blocks
 from compilediag.render.tried import cold_warm_words
+from compilediag.render.views import pace_line
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
 from compilediag.report.words import percent
@@ -76,6 +77,9 @@ def _title_blocks(report: Report, width: int | None) -> list:
     if report.target.inputs:
         title.append(f"  inputs: {' | '.join(report.target.inputs)}", style="dim")
     out += [title, *_headline(report, width)]
+    pace = pace_line(report.runtime)
+    if pace:
+        out.append(Text(pace))
     out += [
         Text(line, style="bold" if i == 0 else "") for i, line in enumerate(rank_glance(report))
     ]

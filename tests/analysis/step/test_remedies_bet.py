@@ -68,6 +68,38 @@ def test_more_pairs_narrow_the_interval_and_settle_it() -> None:
     assert not trials.Effect(0.9, 0.7, 1.1, 3).settled
 
 
+def test_three_verdicts_and_an_undecided_one_says_what_would_decide_it() -> None:
+    """#76: kept (the whole interval at least 5% faster), not kept (all of it under a 5%
+    gain), or undecided (it holds both): one pair of runs at 1.96x, or three spread from
+    0.85x to 2x, is undecided, never "no measurable effect"; an interval past ±50% is not
+    given as figures; ratios have three significant digits."""
+    from compilediag.analysis.step.remedies import _judge
+    from compilediag.report.model import Tried
+
+    def judged(pairs: list[tuple[float, float]], pair_s: float | None = 45.0) -> Tried:
+        t = Tried("cudagraphs", "cudagraphs")
+        t.kept, t.why = _judge(t, [[b] * 4 for b, _ in pairs], [[a] * 4 for _, a in pairs], pair_s)
+        return t
+
+    one = judged([(10.0, 10.0 / 1.96)])
+    assert not one.kept and one.undecided and one.more_pairs == 2
+    assert one.why == (
+        "undecided: 1.96× faster (no interval) on one pair of runs, an "
+        "interval that holds both no gain and a gain of 5%; 2 more pairs, about 90 s, would "
+        "decide it (--budget SECONDS runs more rounds)"
+    ), one.why
+    spread = judged([(10.0, 10.0 / 0.85), (10.0, 5.0), (10.0, 6.0)])
+    assert spread.undecided and "its interval past ±50%" in spread.why, spread.why
+    assert "%:" not in spread.why and "no measurable" not in spread.why
+    kept = judged([(10.0, 5.0), (10.0, 5.1), (10.0, 4.9)])
+    assert kept.kept and not kept.undecided and kept.why.startswith("kept: 2.00× faster [")
+    flat = judged([(10.0, 10.0), (10.0, 10.05), (10.0, 9.95)])
+    assert not flat.kept and not flat.undecided
+    assert flat.why.startswith("not kept: ") and "under a 5% gain however read" in flat.why
+    assert trials.times(25.58) == "25.6×" and trials.times(1 / 0.9834) == "1.02×"
+    assert trials.times(0.98341) == "0.983×" and trials.times(142.3) == "142×"
+
+
 def test_a_remedy_still_settling_is_told_from_one_that_settled() -> None:
     """Runs whose later half of the window ran a third faster than the earlier (a loader's
     workers filling their prefetch), beside unchanged runs that did not change."""
@@ -215,8 +247,11 @@ def test_a_remedy_with_no_effect_beside_a_busy_core_is_not_kept_and_apply_leaves
     if t["ratio_low"] > 1 / trials.KEEP_AT:
         assert t["why"].startswith("not kept: 0.") and "(slower)" in t["why"], t["why"]
         assert statistics.geometric_mean(ratios) > 1, ratios
-    else:
-        assert t["why"].startswith("not kept: no measurable effect (±"), t["why"]
+    elif t["ratio_low"] > trials.KEEP_AT:  # the whole interval under a 5% gain
+        assert t["why"].startswith("not kept: ") and "under a 5% gain" in t["why"], t["why"]
+    else:  # it holds both no gain and one of 5%: undecided (#76), never "no effect"
+        assert t["why"].startswith("undecided: ") and t["undecided"], t["why"]
+        assert "no measurable effect" not in t["why"] and "would decide it" in t["why"]
     # the advice says what was measured in place of the remedy it would have given (#68)
     notes = json.loads(proc.stdout)["timings"]["notes"]
     (said,) = [n for n in notes if n.startswith("the optimizer step takes")]
@@ -281,6 +316,12 @@ def test_apply_needs_try_fixes_and_fix_needs_a_try_fixes_report(tmp_path: Path) 
     proc = run_cli("run", "--apply", "--profile-steps", "3-5", "--", sys.executable, "x.py")
     assert proc.returncode == 2 and "--try-fixes was not given" in proc.stderr
     assert "Traceback" not in proc.stderr
+    # --budget alone is refused before the job runs (#76: before, accepted and ignored)
+    ran = tmp_path / "ran"
+    proc = run_cli("run", "--budget", "30", "--", sys.executable, "-c",
+                   f"open({str(ran)!r}, 'w')")  # fmt: skip
+    assert proc.returncode == 2 and "--try-fixes was not given" in proc.stderr, proc.stderr
+    assert "--budget" in proc.stderr.splitlines()[0] and not ran.exists()
     # a report with no --try-fixes runs: a recorded trace's
     trace = next((ROOT / "tests" / "fixtures" / "traces").glob("torch-2.1*/clean_mlp.inductor.log"))
     plain = tmp_path / "r.json"

@@ -208,6 +208,42 @@ def test_gloo_straggler_names_the_slow_ranks_function(tmp_path: Path) -> None:
     measured_twice(check)
 
 
+@pytest.mark.parametrize("loop", ["function", "module"])
+def test_gloo_straggler_names_the_line_that_builds_its_batch(tmp_path: Path, loop: str) -> None:
+    """A user's DDP loop on 2 gloo ranks (tests/fixtures/run_jobs/slow_batch_ddp.py): rank 1
+    spends 8 ms a step in `x, y = make_batch(rank, g)`, the loop in a function or at module
+    level. The straggler finding names that line, its time within 15% of the job's own clock
+    around it over the window's steps, and its step within 25% of the job's own; before (#74),
+    `opt.step()` was named with make_batch's time (the step before the window had ended at
+    the optimizer: the lines between it and the model's call were taken in the function's
+    order, with `os.environ.get` counted as a call of the user's)."""
+    job = JOBS / "slow_batch_ddp.py"
+    line = _line_of(job, "make_batch(RANK, G)" if loop == "module" else "make_batch(rank, g)")
+
+    def check() -> None:
+        facts = tmp_path / "facts"
+        proc = run_torchrun(job, facts, "--profile-steps", "8-16", "--no-kernels",
+                            env={"JOB_LOOP": loop}, timeout=600)  # fmt: skip
+        assert proc.stdout.strip(), proc.stderr[-3000:]
+        report = json.loads(proc.stdout)
+        own = _own(facts)
+        (found,) = report["runtime"]["stragglers"]
+        said = found["message"]
+        assert re.search(rf"make_batch \([^ ]*slow_batch_ddp\.py:{line}\)", said), said
+        assert "opt.step()" not in found["message"] and "OPT.step()" not in found["message"]
+        steps = {s["rank"]: s for s in report["runtime"]["rank_steps"]}
+        timed = next(x for x in steps[1]["loop"] if x["line"] == line)
+        window = _window_steps(report)
+        theirs = statistics.mean(own[1]["make_batch"][n - 1] for n in window)
+        assert timed["ms"] == pytest.approx(theirs, rel=0.15), (timed, own[1]["make_batch"])
+        # the step, set on the job's pace, against the job's own clock over the same steps
+        mine = report["timings"]["breakdown"]["call_ms"]
+        assert mine == pytest.approx(_own_step(own, 0, window), rel=0.25), mine
+        _no_figure_past_its_step(report)
+
+    measured_twice(check)
+
+
 def test_an_uncompiled_evaluation_is_named_with_its_steps(tmp_path: Path) -> None:
     """A Trainer-style job whose evaluate() runs the model as it was before torch.compile:
     no call of the compiled model, yet the model is put in eval mode and back. Before: no

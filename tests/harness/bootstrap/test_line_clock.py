@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from compilediag.harness.bootstrap._compilediag_runtime.line_clock import MarkClock
 from compilediag.harness.bootstrap._compilediag_runtime.torch_state import own_dirs
 
@@ -72,7 +74,24 @@ def test_an_interval_from_the_optimizer_round_to_the_model_goes_to_the_batch_lin
     # loop to its model's call
     clock._path = [opt + 1, steps, steps + 1, batch, batch + 1, model, opt]  # fmt: skip
     clock.torch_lines = {(clock.loop, opt), (clock.loop, model)}
-    assert clock._between(opt, model) == batch
+    assert clock._between(opt, model) == [(batch, 1.0)]
     # read the other way (no wrap needed), the interval from the batch to the model is the
     # batch's too
-    assert clock._between(batch, model) == batch
+    assert clock._between(batch, model) == [(batch, 1.0)]
+
+
+def test_several_calling_lines_share_an_interval_as_they_shared_the_step_before() -> None:
+    """A loop that calls a clock of its own around its batch (`t0 = clock()`; `x =
+    make_batch()`; `t1 = clock()`): the interval from the optimizer round to the model goes
+    to those lines as the step before the window spent its time in them (#74: before, to
+    the optimizer's line, as no one line called a function)."""
+    frame = _loop()
+    clock = MarkClock(frame, own_dirs())
+    steps, batch, model, opt = (_line(m) for m in ("STEPS", "BATCH", "MODEL", "OPT"))
+    steps += 2
+    clock._path = [opt + 1, steps, steps + 1, batch, batch + 1, model, opt]  # fmt: skip
+    clock._calls[steps + 1] = "clock"  # a second line that calls a function of the user's
+    clock._took = {steps + 1: 0.0001, batch: 0.0079, model: 0.001}
+    clock.torch_lines = {(clock.loop, opt), (clock.loop, model)}
+    shares = dict(clock._between(opt, model))
+    assert set(shares) == {steps + 1, batch} and shares[batch] == pytest.approx(0.0079 / 0.008)

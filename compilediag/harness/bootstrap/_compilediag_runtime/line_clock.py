@@ -158,6 +158,9 @@ class MarkClock(LineClock):
         self._calls = _own_calls(loop_frame, self._order, skip)  # line -> function it calls
         self._last: tuple[int, float] | None = None
         self._path: list[int] = []  # the loop's lines in the order the step before ran them
+        # what each line took in the step before (its trace: slower, but alike for each)
+        self._took: dict[int, float] = {}
+        self._learnt_at: tuple[int, float] | None = None  # the line learnt last, since
         self._learning = False
         # each read: (step, the line it began on, the line now, seconds), given to a line
         # once the window is over (facts), not in the steps the job times
@@ -181,7 +184,12 @@ class MarkClock(LineClock):
 
     def _ran(self, frame: Any, event: str, arg: Any) -> Any:
         if event == "line" and len(self._path) < MAX_PATH:
-            self._path.append(frame.f_lineno)
+            now, line = time.perf_counter(), frame.f_lineno
+            if self._learnt_at is not None:
+                was, since = self._learnt_at
+                self._took[was] = self._took.get(was, 0.0) + now - since
+            self._learnt_at = (line, now)
+            self._path.append(line)
         return self._ran
 
     def start(self, step: int) -> None:
@@ -225,28 +233,38 @@ class MarkClock(LineClock):
         return line
 
     def facts(self) -> list[dict[str, Any]]:
-        """Each read given to its line (the one it stayed on, or the line that ran between
+        """Each read given to its lines (the one it stayed on, or those that ran between
         two: _between), then the lines as LineClock gives them."""
-        to: dict[tuple[int, int], int] = {}
+        to: dict[tuple[int, int], list[tuple[int, float]]] = {}
         for step, was, line, seconds in self._reads:
             if step in self._dropped:
                 continue
             if (was, line) not in to:
-                to[(was, line)] = was if was == line else self._between(was, line)
+                to[(was, line)] = [(was, 1.0)] if was == line else self._between(was, line)
             spent = self.spent.setdefault(step, {})
-            key = (self.loop, to[(was, line)])
-            spent[key] = spent.get(key, 0.0) + seconds
+            for n, share in to[(was, line)]:
+                key = (self.loop, n)
+                spent[key] = spent.get(key, 0.0) + seconds * share
         self._reads = []
         return super().facts()
 
-    def _between(self, a: int, b: int) -> int:
-        """The line an interval from line `a` to line `b` goes to: the one line run between
-        them (as the step before the window ran them; else in the loop's order, round the
-        loop where b comes first) that calls a function of the user's or a library's, else
-        `a`."""
+    def _between(self, a: int, b: int) -> list[tuple[int, float]]:
+        """The lines an interval from line `a` to line `b` goes to, with their shares: the
+        lines run between them (as the step before the window ran them; else in the loop's
+        order, round the loop where b comes first) that call a function of the user's or a
+        library's - one takes it all; several share it as they shared the step before's
+        time (a loop that calls `clock()` around `make_batch()`) -, else `a`."""
         ran = self._ran_between(a, b)
-        calling = {n for n in ran if n in self._calls and (self.loop, n) not in self.torch_lines}
-        return calling.pop() if len(calling) == 1 else a
+        calling = sorted(
+            {n for n in ran if n in self._calls and (self.loop, n) not in self.torch_lines}
+        )
+        if len(calling) == 1:
+            return [(calling[0], 1.0)]
+        took = {n: self._took.get(n, 0.0) for n in calling}
+        total = sum(took.values())
+        if not calling or total <= 0:
+            return [(a, 1.0)]
+        return [(n, t / total) for n, t in took.items() if t > 0]
 
     def _ran_between(self, a: int, b: int) -> list[int]:
         path = self._path

@@ -1,0 +1,103 @@
+"""The job's own pace (#74). The window's steps run with the probe's instruments on (each
+part's marks, the loop's line clock, the backward graphs' marks); the steps around it, on
+the same rank, run with none of them (one clock reading a step). A figure of the window is
+therefore given as a share of a step, set on the job's own pace: the median of the steps
+around it where they did the window's work (same shapes: entry_calls.window_work), else the
+window's own median step. A step is a median, never a mean a few stalls dominate: the
+window's parts are their means over its training steps, stalls left out (other_work.
+stalled_steps), set on that median."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+
+from compilediag.analysis.step.other_work import STALL, plain_training_ms, training_profile
+from compilediag.harness.worker_types import ProcessRuntime, Profiled, RegionTime
+
+MIN_AROUND = 5  # steps around the window, at least, to set its figures on their pace
+
+
+@dataclass
+class Pace:
+    """One process's window against its own pace."""
+
+    window_ms: float | None = None  # the window's median step (its training steps)
+    around_ms: float | None = None  # the median of the steps around it
+    around: int = 0  # how many
+
+    @property
+    def step_ms(self) -> float | None:
+        """The step the window's figures are set on: the job's own pace where measured."""
+        return self.around_ms if self.around >= MIN_AROUND else self.window_ms
+
+    @property
+    def cost(self) -> float | None:
+        """What the window's instruments added to a step, against the steps around it."""
+        if self.window_ms is None or self.around < MIN_AROUND or not self.around_ms:
+            return None
+        return round(self.window_ms / self.around_ms - 1, 4)
+
+
+def pace_of(p: ProcessRuntime, left_out: set[int], alike: bool) -> Pace:
+    """The window's median step, and the steps around it where they did its work (`alike`)."""
+    if p.profiled is None:
+        return Pace()
+    kept = training_profile(p.profiled, left_out)
+    steps = [row[0] for row in kept.per_step] or ([kept.call_ms] if kept.calls else [])
+    if not steps:
+        return Pace()
+    around = plain_training_ms(p, left_out) if alike else []
+    return Pace(
+        window_ms=round(statistics.median(steps), 6),
+        around_ms=round(statistics.median(around), 6) if around else None,
+        around=len(around),
+    )
+
+
+def at_pace(p: ProcessRuntime, left_out: set[int], pace: Pace) -> tuple[Profiled, float]:
+    """The window's figures over its training steps, each part a share of the step, set on
+    `pace`'s step; and the factor they were set on it by (a figure measured beside them in
+    the window's steps, a wait, takes the same)."""
+    assert p.profiled is not None
+    kept = training_profile(p.profiled, left_out)
+    if not kept.per_step or pace.step_ms is None:
+        return kept, 1.0
+    mean = statistics.fmean(r[0] for r in kept.per_step)
+    by = pace.step_ms / mean if mean > 0 else 1.0
+    return scaled(kept, by), by
+
+
+def steady(rows: list[list[float]]) -> list[list[float]]:
+    """The window's step rows ([the step, its parts...]) under STALL times their median step:
+    a stall a busy machine made left out, as each run is judged (--try-fixes compares the
+    runs' windows by the same rows)."""
+    if not rows:
+        return []
+    median = statistics.median(r[0] for r in rows)
+    return [r for r in rows if r[0] <= STALL * median]
+
+
+def scaled(p: Profiled, by: float) -> Profiled:
+    """Every figure of `p` multiplied `by` (a share of the step kept)."""
+
+    def x(v: float) -> float:
+        return round(v * by, 6)
+
+    return replace(
+        p,
+        call_ms=x(p.call_ms), outside_ms=x(p.outside_ms), backward_ms=x(p.backward_ms),
+        optimizer_ms=x(p.optimizer_ms), data_ms=x(p.data_ms), evaluation_ms=x(p.evaluation_ms),
+        hooks_ms=x(p.hooks_ms), module_ms=x(p.module_ms),
+        backward_hooks_ms=x(p.backward_hooks_ms),
+        regions=[
+            RegionTime(r.compile_id, x(r.graph_ms), x(r.gap_ms), x(r.backward_ms),
+                       x(r.backward_gap_ms))
+            for r in p.regions
+        ],
+        per_step=[[x(v) for v in row] for row in p.per_step],
+        step_regions=[
+            {cid: [x(v) for v in figures] for cid, figures in step.items()}
+            for step in p.step_regions
+        ],
+    )  # fmt: skip
