@@ -1,17 +1,21 @@
-"""The window's pace against the job's own (#74): `python bench/pace.py [ROUNDS] [--root DIR]`.
+"""The window's pace against the job's own (#74):
+`python bench/pace.py [ROUNDS] [--root DIR] [--before DIR] [--jobs one_ms,gloo_ddp,mlp_cuda]`.
 
 Two jobs that time themselves with their own clock (time.perf_counter):
 - `one_ms`: tests/fixtures/run_jobs/one_ms_step.py, a compiled MLP and AdamW, a step of about
   a millisecond on the CPU (Inductor), 80 steps, the window 30-40;
 - `gloo_ddp`: tests/fixtures/run_jobs/slow_batch_ddp.py on 2 gloo ranks (torchrun), rank 1's
   make_batch 8 ms slower, 40 iterations, the window 12-22; and the same job with no slow
-  rank, which gives what the slow rank costs the job (slow minus plain).
+  rank, which gives what the slow rank costs the job (slow minus plain);
+- `mlp_cuda` (on a GPU, bench/gpu_pace.sh): tests/fixtures/run_jobs/mlp_launch.py, a
+  launch-bound MLP whose steps end in a synchronize, 80 steps, the window 30-40.
 
 Kinds of run, each a fresh process with one intra-op thread (OMP_NUM_THREADS=1 unless set),
 alternated ROUNDS times (default 4): the job alone
 (`plain`), and `compilediag run --profile-steps A-B --no-kernels -- JOB` (`run`), with the
-compilediag of `--root` (default this checkout; a worktree of an older commit gives the
-"before" column). For each run: the job's own median step over the window's steps, the
+compilediag of `--root` (default this checkout), and with `--before DIR` (a worktree of an
+older commit) a third kind, `compilediag run` with that tree's compilediag, in the same
+rounds: the "before" column. For each run: the job's own median step over the window's steps, the
 report's step (`timings.breakdown.call_ms`), and on gloo rank 0's wait for rank 1. Printed:
 per kind the median of its runs; `window pace` = run's own median over the window / plain's;
 `report's step` = the report's step / plain's own median; on gloo, `wait / cost` = the
@@ -42,13 +46,16 @@ def _job(name: str, env: dict[str, str]) -> list[str]:
     if name == "one_ms":
         env.update(JOB_BACKEND="inductor", JOB_STEPS="80")
         return [sys.executable, str(JOBS / "one_ms_step.py")]
+    if name == "mlp_cuda":
+        env.update(JOB_STEPS="80")
+        return [sys.executable, str(JOBS / "mlp_launch.py")]
     env.update(JOB_ITERS="40")
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
             "--master-addr", "127.0.0.1", "--master-port", _port(),
             str(JOBS / "slow_batch_ddp.py")]  # fmt: skip
 
 
-WINDOW = {"one_ms": (30, 40), "gloo_ddp": (12, 22)}
+WINDOW = {"one_ms": (30, 40), "gloo_ddp": (12, 22), "mlp_cuda": (30, 40)}
 
 
 def one(name: str, kind: str, root: Path, out: Path, slow: bool = True) -> dict[str, float]:
@@ -56,16 +63,23 @@ def one(name: str, kind: str, root: Path, out: Path, slow: bool = True) -> dict[
     facts = out / f"{name}_{kind}_{slow}"
     facts.mkdir(parents=True, exist_ok=True)
     env["JOB_FACTS"] = str(facts if name == "gloo_ddp" else facts / "rank0.json")
+    env["PYTHONPATH"] = str(JOBS)  # the jobs' own helpers (torch_counts)
     if not slow:
         env["JOB_SLOW_MS"] = "0"
     cmd = _job(name, env)
     a, b = WINDOW[name]
     report = facts / "report.json"
     if kind == "run":
-        env["PYTHONPATH"] = str(root)
+        env["PYTHONPATH"] = os.pathsep.join([str(root), str(JOBS)])
         cmd = [sys.executable, "-m", "compilediag", "run", "--profile-steps", f"{a}-{b}",
                "--no-kernels", "--format", "json", "-o", str(report), "--", *cmd]  # fmt: skip
-    subprocess.run(cmd, env=env, capture_output=True, check=True, timeout=900, cwd=HERE)
+    for attempt in (1, 2):  # a torchrun whose free port was taken meanwhile: once more
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=HERE)
+        if done.returncode == 0:
+            break
+        if attempt == 2 or "EADDRINUSE" not in done.stderr + done.stdout:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+        cmd = [_port() if c == cmd[cmd.index("--master-port") + 1] else c for c in cmd]
     own = json.loads((facts / "rank0.json").read_text())["step_ms"]
     got = {"own": statistics.median(own[a - 1 : b])}
     if kind == "run":
@@ -78,23 +92,36 @@ def one(name: str, kind: str, root: Path, out: Path, slow: bool = True) -> dict[
 
 def main() -> None:
     args = sys.argv[1:]
-    root = HERE
+    root, before = HERE, None
     if "--root" in args:
         i = args.index("--root")
         root = Path(args[i + 1]).resolve()
         del args[i : i + 2]
+    if "--before" in args:
+        i = args.index("--before")
+        before = Path(args[i + 1]).resolve()
+        del args[i : i + 2]
+    jobs = ["one_ms", "gloo_ddp"]
+    if "--jobs" in args:
+        i = args.index("--jobs")
+        jobs = args[i + 1].split(",")
+        del args[i : i + 2]
     rounds = int(args[0]) if args else 4
     out = Path(tempfile.mkdtemp(prefix="bench_pace_"))
     result: dict[str, dict] = {"root": {"path": str(root)}}
-    for name in ("one_ms", "gloo_ddp"):
-        runs: dict[str, list[dict[str, float]]] = {"plain": [], "run": [], "plain_fast": []}
+    for name in jobs:
+        runs: dict[str, list[dict[str, float]]] = {
+            "plain": [], "run": [], "plain_fast": [], "before": []
+        }  # fmt: skip
         for _ in range(rounds):
             runs["plain"].append(one(name, "plain", root, out))
             runs["run"].append(one(name, "run", root, out))
+            if before is not None:
+                runs["before"].append(one(name, "run", before, out))
             if name == "gloo_ddp":
                 runs["plain_fast"].append(one(name, "plain", root, out, slow=False))
 
-        def med(kind: str, key: str) -> float:
+        def med(kind: str, key: str, runs: dict[str, list[dict[str, float]]] = runs) -> float:
             return statistics.median(r[key] for r in runs[kind])
 
         plain = med("plain", "own")
@@ -106,10 +133,17 @@ def main() -> None:
             "report_step_ratio": round(med("run", "report") / plain, 3),
             "window_pace_each": [round(r["own"] / plain, 3) for r in runs["run"]],
         }
+        if before is not None:
+            row.update(
+                before_window_pace=round(med("before", "own") / plain, 3),
+                before_report_step_ratio=round(med("before", "report") / plain, 3),
+            )
         if name == "gloo_ddp":
             cost = plain - med("plain_fast", "own")
             row.update(slow_rank_cost_ms=round(cost, 4), report_wait_ms=round(med("run", "wait"), 4),
                        wait_over_cost=round(med("run", "wait") / cost, 3) if cost > 0 else None)  # fmt: skip
+            if before is not None:
+                row["before_wait_over_cost"] = round(med("before", "wait") / cost, 3)
         result[name] = row
     print(json.dumps(result, indent=1))
 

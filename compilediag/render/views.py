@@ -181,7 +181,7 @@ def step_text(r: Runtime, b: Breakdown) -> str:
     parts = b.parts()
     if len(parts) == 2:  # forward and the rest: no training part was seen
         return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
-    inside = {"forward": f" ({split})", "the rest": rest_named(b),
+    inside = {"forward": f" ({split})", "the rest": rest_named(b, bool(r.kernel_device)),
               "backward": backward_split(b.backward_hooks_ms, b.wrapper)}  # fmt: skip
     said = [f"{name} {ms(v)}{inside.get(name, '')}" for name, v in parts]
     mine = next((s for s in r.rank_steps if s.rank == r.window_rank), None)
@@ -191,10 +191,11 @@ def step_text(r: Runtime, b: Breakdown) -> str:
     )
 
 
-def rest_named(b: Breakdown) -> str:
+def rest_named(b: Breakdown, device: bool = True) -> str:
     """` (of it: eager ops outside graphs 3.1 ms: aten::mm 2 ms, aten::tanh 0.9 ms); 1 value
     read or wait for the device a step (aten::item: 0.02 ms on the host)`: what the kernel
-    profile's steps named of the rest; '' where it named nothing."""
+    profile's steps named of the rest; '' where it named nothing. `device`: a GPU ran the
+    steps (without one a value read waits for nothing: its reads alone are said)."""
     syncs = [r for r in b.rest if r.kind == RestKind.SYNC]
     moved = [r for r in b.rest if r.kind == RestKind.TO_DEVICE]
     eager = [r for r in b.rest if r.kind not in (RestKind.SYNC, RestKind.TO_DEVICE)]
@@ -219,9 +220,19 @@ def rest_named(b: Breakdown) -> str:
         )
     if syncs:  # on CUDA a wait for the device's work, which other parts hold: not "of it"
         reads = sum(r.calls for r in syncs)
+        many = reads > 1
+
+        def what(s: str) -> str:
+            if device:
+                return f"value read{s} or wait{s} for the device"
+            return f"value read{s} (.item(), float())"
+
+        count = (
+            f"{reads:g} {what('s' * many)} a step" if reads >= 1
+            else f"a {what('')} every {1 / reads:.0f} steps"
+        )  # fmt: skip
         said += (
-            f"; {reads:g} value read{'s' if reads != 1 else ''} or wait{'s' if reads != 1 else ''}"
-            f" for the device a step ({', '.join(r.name for r in syncs)}: "
+            f"; {count} ({', '.join(r.name for r in syncs)}: "
             f"{ms(sum(r.ms for r in syncs))} on the host)"
         )
     return said

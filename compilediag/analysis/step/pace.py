@@ -47,12 +47,25 @@ def pace_of(p: ProcessRuntime, left_out: set[int], alike: bool) -> Pace:
     steps = [row[0] for row in kept.per_step] or ([kept.call_ms] if kept.calls else [])
     if not steps:
         return Pace()
-    around = plain_training_ms(p, left_out) if alike else []
+    around = _around(p, left_out) if alike else []
     return Pace(
         window_ms=round(statistics.median(steps), 6),
         around_ms=round(statistics.median(around), 6) if around else None,
         around=len(around),
     )
+
+
+def _around(p: ProcessRuntime, left_out: set[int]) -> list[float]:
+    """The steps around the window the job's pace is taken from: those after it, where
+    MIN_AROUND or more ran (the steps just after a compile run slower for a while: the
+    allocator's and the caches' warm-up), else every one timed."""
+    if len(p.plain_steps) != len(p.plain_step_ms) or not p.window:
+        return plain_training_ms(p, left_out)
+    after = [
+        t for n, t in zip(p.plain_steps, p.plain_step_ms, strict=True)
+        if n > p.window[-1] and n not in left_out
+    ]  # fmt: skip
+    return after if len(after) >= MIN_AROUND else plain_training_ms(p, left_out)
 
 
 def at_pace(p: ProcessRuntime, left_out: set[int], pace: Pace) -> tuple[Profiled, float]:

@@ -149,6 +149,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         pace = pace_of(first, left_out, alike=not job.window_work)
         job.window_step_ms, job.window_load = pace.window_ms, list(first.load)
         job.at_pace = pace.around >= MIN_AROUND
+        if job.at_pace:  # the steps the pace is taken from
+            job.unprofiled_step_ms, job.unprofiled_steps = pace.around_ms, pace.around
         if not job.window_work:
             job.window_cost = pace.cost
         # steps of a rank's kernel profile that held other work on another rank
