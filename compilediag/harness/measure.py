@@ -27,6 +27,7 @@ from compilediag.harness.worker_types import (
     WorkerSpec,
 )
 from compilediag.report.model import Stat
+from compilediag.report.words import plural
 
 # Shortest timed block of back-to-back calls: a block that switches between eager and
 # compiled every few calls times a launch-bound model cold (caches, allocator, branch
@@ -198,7 +199,7 @@ def noise_reason(torch: Any, eager: Stat, compiled: Stat, rounds: int) -> str:
     varied = (
         f"{'compiled' if worst is compiled else 'eager'}'s blocks spread (IQR "
         f"{worst.iqr / worst.median:.0%} of the median, the fastest "
-        f"{1 - (worst.min or worst.median) / worst.median:.0%} below it) after {rounds} rounds"
+        f"{1 - (worst.min or worst.median) / worst.median:.0%} below it) after {plural(rounds, 'round')}"
     )
     if load > min(threads, cores) + 1:
         return f"the machine was busy (load {load:.1f} on {cores} cores); {varied}"

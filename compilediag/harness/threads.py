@@ -54,7 +54,7 @@ class Load:
         if self.busy >= 0:
             seen.append(f"{self.busy:.1f} cores busy")
         if self.runnable >= 0:
-            seen.append(f"{self.runnable:g} tasks running or waiting")
+            seen.append(f"{self.runnable:g} task{'s' * (self.runnable != 1)} running or waiting")
         how = ": " + ", ".join(seen) if seen else ", the 1-minute load average"
         return f"load {self.beside:.1f} beside this run on {self.cores} cores{how}"
 

@@ -116,8 +116,8 @@ def step_words(r: Runtime) -> str:
             f"the compiled {place}"
         )
     if r.steps_at == StepsAt.ENTRY:
-        return f"{r.steps} calls of the compiled {place}, compiled or eager{stopped_words(r)}"
-    return f"{r.steps} calls of {place}'s graphs"
+        return f"{plural(r.steps, 'call')} of the compiled {place}, compiled or eager{stopped_words(r)}"
+    return f"{plural(r.steps, 'call')} of {place}'s graphs"
 
 
 def bound_words(b: StepBound) -> str:

@@ -1,8 +1,9 @@
 """Words from data, read as a user reads them (#68): every report the recorded traces make
 (each torch's, each device's), every saved report and the README's samples, checked for
 text spliced wrong: torch's internal names (`___stack0`), a doubled word, an odd backtick,
-an unbalanced bracket, a sentence that starts lowercase after a cut, a word or a sentence
-cut mid-way, a raw value with no unit."""
+an unbalanced bracket, a sentence that starts lowercase after a cut (after a number's
+full stop too: `at line 14. where`), a word or a sentence cut mid-way, a raw value with no
+unit, a plural after 1, a ratio past three significant figures (#76)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,16 @@ AFTER_STOP = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<=\w[.!?])\s+(
 CUT = re.compile(r"(?<![\w=.'\"])[A-Z][a-z]\)|[:(,]\s*$")
 # a raw value printed as computed (`1.23737 (at most 0.5)`): a number of 4 decimals or more
 # with no unit after it; not a value of the user's program, as torch gives it (`was 0.0625`)
-UNITLESS = re.compile(r"(?<![\w.])(?<!was )(?<!tensor\()\d+\.\d{4,}(?![\d%×])(?!\s*(?:ms|s|GB|MB|TB|TFLOP|x)\b)")
+UNITLESS = re.compile(
+    r"(?<![\w.])(?<!was )(?<!tensor\()\d+\.\d{4,}(?![\d%×])(?!\s*(?:ms|s|GB|MB|TB|TFLOP|x)\b)"
+)
+# a count of one with a plural noun (`1 tasks`, `blocks of 1 calls`, `run 1 times`)
+ONE_PLURAL = re.compile(
+    r"(?<![\d.])(?<!rank )1 (?:tasks|calls|times|rounds|runs|pairs|steps|graphs|recompiles|ranks|values|"
+    r"kernels|breaks|frames|processes|requests|shapes|lines|more pairs)\b"
+)
+# a ratio past three significant figures (`25.58×`, `142.3×`)
+LONG_RATIO = re.compile(r"(?<![\d.])(?:\d{2}\.\d{2,}|\d{3,}\.\d+)×")
 # what a report holds that is code, a path or torch's own text, not its words
 NOT_WORDS = {
     "code", "context", "guards", "reasons", "command", "stack", "source", "guard", "file",
@@ -49,6 +59,10 @@ def problems(text: str) -> list[str]:
             out.append(f"unbalanced {a}{b}")
     if m := CUT.search(text):
         out.append(f"cut mid-way: {text[max(0, m.start() - 30) : m.end()]!r}")
+    if m := ONE_PLURAL.search(text):
+        out.append(f"a plural after 1: {m[0]!r}")
+    if m := LONG_RATIO.search(text):
+        out.append(f"a ratio past 3 significant figures: {m[0]!r}")
     if m := UNITLESS.search(text):
         out.append(f"a value with no unit: {text[max(0, m.start() - 30) : m.end() + 10]!r}")
     for m in AFTER_STOP.finditer(text):
@@ -86,6 +100,11 @@ def test_the_checks_find_what_they_look_for() -> None:
     assert problems("mark it (`x, 0)") and problems("the op takes a tensor. where it is")
     assert problems("not known to be a Te)") and problems("(under the Trainer or accelerate:")
     assert problems("1.23737 (at most 0.5)")
+    assert (
+        problems("1 tasks running") and problems("blocks of 1 calls") and problems("25.58× faster")
+    )
+    assert not problems("11 tasks, 21 calls and 1.96× faster; 142× in 0.1 steps")
+    assert not problems("only rank 1 breaks at x.py:3; rank 1 recompiles for forward")
     assert not problems("It ran. torch made it dynamic (x.py:3). e.g. a batch")
     assert not problems("DataLoader(..., num_workers=N) took 0.1234 ms, 1.23737 s (at most 5 s)")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from compilediag.analysis.step.runtime import JobRun
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.report.numerics import LossCheck
+from compilediag.report.words import plural
 
 MARGIN = 3.0  # compiled may part from eager by this many times eager's own spread
 FLOOR = 1e-3  # and by this share of the loss, whatever the spread (float32 rounding that
@@ -69,7 +70,7 @@ def parting(compiled: JobRun, eager: list[JobRun]) -> LossCheck:
     own = f"eager's own runs differ by at most {out.spread:.1%}"
     if out.first_step is None:
         out.words = (
-            f"follow eager over {len(steps)} steps (widest gap {gap:.2%} at step {s}; "
+            f"follow eager over {plural(len(steps), 'step')} (widest gap {gap:.2%} at step {s}; "
             f"{own}; tolerance {out.tolerance:.2%})"
         )
     else:

@@ -274,12 +274,18 @@ def _losses(
     if gap is None:
         return None, why
     if gap == 0:
-        return True, f"losses match exactly over {steps} steps"
+        return True, f"losses match exactly over {plural(steps, 'step')}"
     own = f"; the unchanged job's own runs: {noise:.1e}" if noise else ""
     rtol = LOSS_RTOL_BY.get(remedy, LOSS_RTOL)
     if gap <= max(rtol, 3 * (noise or 0.0)):
-        return True, f"losses match over {steps} steps (within {gap:.1e} of the mean{own})"
-    return False, f"losses differ over {steps} steps (by up to {gap:.1%} of the mean{own})"
+        return (
+            True,
+            f"losses match over {plural(steps, 'step')} (within {gap:.1e} of the mean{own})",
+        )
+    return (
+        False,
+        f"losses differ over {plural(steps, 'step')} (by up to {gap:.1%} of the mean{own})",
+    )
 
 
 def _judge(

@@ -317,12 +317,12 @@ def timing_lines(report: Report) -> list:
                         f"{ms(b.between_graphs_ms)}"
                         + (f" · backward {ms(b.backward_ms)}" if b.backward_ms else "")
                         + f" · outside compiled code {ms(b.outside_ms)} (torch.profiler's "
-                        f"shares of {b.calls} calls)"
+                        f"shares of {plural(b.calls, 'call')})"
                     ),
                 )
             )
         method = (
-            f"median of {t.repeat} interleaved blocks of {t.calls_per_block} calls, "
+            f"median of {t.repeat} interleaved blocks of {plural(t.calls_per_block, 'call')}, "
             f"after {t.warmup} warm-up calls; {t.method}"
         )
         rows.append(("method", Text(method, style="dim")))
