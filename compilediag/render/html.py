@@ -37,7 +37,6 @@ from compilediag.render.tried import tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
     kernel_achieved,
-    pace_line,
     rank_step_rows,
     recompiles_by_frame,
     step_text,
@@ -45,6 +44,7 @@ from compilediag.render.views import (
     unmeasured_words,
     window_notes,
 )
+from compilediag.render.window_words import pace_line
 from compilediag.report.model import RankSummary, Summary
 from compilediag.report.ranksets import rank_set
 

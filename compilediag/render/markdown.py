@@ -18,11 +18,11 @@ from compilediag.render.glance import rank_glance
 from compilediag.render.tried import cold_warm_words, tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
-    pace_line,
     rank_step_rows,
     step_text,
     tracing_words,
 )
+from compilediag.render.window_words import pace_line
 from compilediag.report.model import Report
 
 

@@ -31,7 +31,7 @@ from compilediag.render.table.parts import Row, details, new_table, print_items
 from compilediag.render.table.recompiles import recompile_blocks, timeline_block
 from compilediag.render.table.serving import serving_blocks
 from compilediag.render.tried import cold_warm_words
-from compilediag.render.views import pace_line
+from compilediag.render.window_words import pace_line
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
 from compilediag.report.words import percent

@@ -19,7 +19,7 @@ import pytest
 from compilediag.analysis.step.other_work import stalled_steps
 from compilediag.analysis.step.pace import MIN_AROUND, at_pace, pace_of, steady
 from compilediag.harness.worker_types import ProcessRuntime, Profiled, RegionTime
-from compilediag.render.views import pace_line
+from compilediag.render.window_words import pace_line
 from compilediag.report.model import Runtime
 from tests.conftest import ROOT, measured_twice, run_cli
 

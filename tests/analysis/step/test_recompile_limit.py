@@ -136,7 +136,8 @@ def test_eager_ops_past_the_limit_are_not_sent_into_the_forward(tmp_path: Path) 
     # "the window's own timing +57%", its steps against shorter ones)
     assert r["window_work"] in ("shapes", "unlike")
     assert (
-        r["window_work"] == "shapes" and "shape by shape" in text
+        r["window_work"] == "shapes"
+        and "shape by shape" in text
         or "not set against the steps around it, which ran other work" in text
     ), text
     assert "x the job's own" not in text or "shape by shape" in text, text

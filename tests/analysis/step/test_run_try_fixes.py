@@ -136,7 +136,8 @@ def test_a_break_at_item_goes_with_capture_scalar_outputs_by_torchs_own_count(
     assert t["code"] == "torch._dynamo.config.capture_scalar_outputs = True" and t["where"] == ""
     assert t["loss_match"] is True
     assert t["kept"] == t["why"].startswith("kept: ")
-    assert t["why"].startswith(("kept: ", "not kept: "))
+    assert t["why"].startswith(("kept: ", "not kept: ", "undecided: "))
+    assert t["undecided"] == t["why"].startswith("undecided: ")
 
 
 def test_try_fixes_needs_a_window_and_says_when_nothing_applies(tmp_path: Path) -> None:

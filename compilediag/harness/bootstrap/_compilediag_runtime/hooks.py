@@ -67,7 +67,7 @@ def install(probe: Probe) -> Any:
         undo_parts()
         undo_saves()
         undo_fsdp()
-        probe.untime_backwards()
+        probe.backwards.undo()
         for name in CUDAGRAPH_LOGGERS:
             logging.getLogger(name).removeHandler(listener)
 

@@ -1,8 +1,10 @@
 """A step in parts: each moment of a step given to one part, from the marks the probe made
-at each part's start and end, so that the parts add up to the step."""
+at each part's start and end, so that the parts add up to the step; and the marks of each
+compiled graph's backward (BackwardMarks)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from enum import Enum
 from typing import Any
@@ -238,3 +240,51 @@ class _Splitter:
 
 def _add(table: dict[str, float], key: str, seconds: float) -> None:
     table[key] = table.get(key, 0.0) + seconds
+
+
+class BackwardMarks:
+    """Each compiled graph's backward, marked in the profiling window: the autograd Function
+    AOTAutograd made for the graph (`CompiledFunction`, one class a graph; its node
+    `CompiledFunctionBackward` one a call) gets its backward wrapped once, at its first call in
+    the window, rather than two hooks made on the node at every call. Under compiled autograd
+    (torch tracing the backward) the wrapper marks nothing."""
+
+    def __init__(self, probe: Any) -> None:
+        self.probe = probe
+        self.timed: dict[int, tuple[Any, Any]] = {}  # id -> (the Function, its backward)
+
+    def time(self, cid: str, out: Any) -> None:
+        """The graph `cid` returned `out`: its Function's backward, wrapped where not yet."""
+        for x in out if isinstance(out, (list, tuple)) else (out,):
+            node = getattr(x, "grad_fn", None)
+            if node is None:
+                continue
+            function = getattr(type(node), "_forward_cls", None)
+            if function is not None and id(function) not in self.timed:
+                if "CompiledFunction" in node.name():
+                    self._wrap(function, cid)
+
+    def _wrap(self, function: Any, cid: str) -> None:
+        original = vars(function).get("backward")
+        if original is None:
+            return
+        backward = original.__func__ if isinstance(original, staticmethod) else original
+        probe = self.probe
+        compiler = getattr(sys.modules.get("torch"), "compiler", None)
+        compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+
+        def timed_backward(ctx: Any, *grads: Any) -> Any:
+            if compiling() or not probe.mark("G", True, cid):
+                return backward(ctx, *grads)
+            try:
+                return backward(ctx, *grads)
+            finally:
+                probe.mark("G", False, cid)
+
+        function.backward = staticmethod(timed_backward)
+        self.timed[id(function)] = (function, original)
+
+    def undo(self) -> None:
+        for function, original in self.timed.values():
+            function.backward = original
+        self.timed.clear()

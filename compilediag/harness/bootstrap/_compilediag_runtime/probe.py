@@ -12,9 +12,9 @@ from typing import Any
 from .kernel_plan import KernelPlan
 from .kernel_window import KERNEL_STEPS, _KernelWindow
 from .other_work import OtherWork
-from .parts import Mark, Part, StepParts, split_step
+from .parts import BackwardMarks, Mark, Part, StepParts, split_step
 from .progress import say as _say
-from .torch_state import _compile_id, _evaluating, _frames_compiled, _holds, _user_site
+from .torch_state import _compile_id, _evaluating, _frames_compiled, _holds, _user_site, load
 from .tracing import TracingCost
 from .window_reads import WindowReads
 
@@ -77,8 +77,7 @@ class Probe:
         self.training_modules: set[int] = set()  # the modules training calls ran, by id
         self._switching = 0  # Module.train calls under way (it calls itself on each child)
         self._evaluation_module: int | None = None  # the module whose eval() opened one
-        # the graphs' autograd Functions whose backward is timed: id -> (class, original)
-        self.timed_backwards: dict[int, tuple[Any, Any]] = {}
+        self.backwards = BackwardMarks(self)  # each graph's backward, marked in the window
         self._new_window()
 
     @property
@@ -364,7 +363,7 @@ class Probe:
                 self._plain_start = None
                 return
             self.reads.step_ended(self.steps - 1, now_ns)
-            self.load = _load()
+            self.load = load()
             self.tally()  # the window is over: its marks are read once
             if self._gc_seen in gc.callbacks:
                 gc.callbacks.remove(self._gc_seen)
@@ -416,44 +415,10 @@ class Probe:
         return True
 
     def time_backward(self, cid: str, out: Any) -> None:
-        """In the window, mark the start and end of the backward of each call of a graph:
-        the autograd Function AOTAutograd made for it (`CompiledFunction`, one class a
-        graph, its node `CompiledFunctionBackward` one a call), whose backward is wrapped
-        once, at its first call in the window (no hook made at every call: two hooks a
-        call cost a 1 ms step 3%)."""
-        if not self.timing:
-            return
-        for x in out if isinstance(out, (list, tuple)) else (out,):
-            node = getattr(x, "grad_fn", None)
-            if node is None:
-                continue
-            function = getattr(type(node), "_forward_cls", None)
-            if function is not None and id(function) not in self.timed_backwards:
-                if "CompiledFunction" in node.name():
-                    self._time_backward_of(function, cid)
-
-    def _time_backward_of(self, function: Any, cid: str) -> None:
-        original = vars(function).get("backward")
-        if original is None:
-            return
-        backward = original.__func__ if isinstance(original, staticmethod) else original
-        probe = self
-
-        def timed_backward(ctx: Any, *grads: Any) -> Any:
-            if not probe.mark("G", True, cid):
-                return backward(ctx, *grads)
-            try:
-                return backward(ctx, *grads)
-            finally:
-                probe.mark("G", False, cid)
-
-        function.backward = staticmethod(timed_backward)
-        self.timed_backwards[id(function)] = (function, original)
-
-    def untime_backwards(self) -> None:
-        for function, original in self.timed_backwards.values():
-            function.backward = original
-        self.timed_backwards.clear()
+        """In the window, mark the start and end of the backward of each call of a graph
+        (parts.BackwardMarks)."""
+        if self.timing:
+            self.backwards.time(cid, out)
 
     def end_step(self, end: Any) -> None:
         """A step is complete when the next one starts: it counts then, unless torch
@@ -514,13 +479,3 @@ class Probe:
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
         self._cuda = cuda if cuda is not None and cuda.is_initialized() else None
-
-
-def _load() -> list[float]:
-    """[the load average over the last minute, the cores this process may use]; [] where
-    the system keeps none."""
-    try:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        return [round(os.getloadavg()[0], 2), float(cores or 0)]
-    except OSError:
-        return []

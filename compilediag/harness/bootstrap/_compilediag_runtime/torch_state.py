@@ -1,5 +1,6 @@
 """What the probe reads of torch's own state: the compile under way, the frames Dynamo has
-compiled, CUDA graphs' counters. Standard library only (torch is looked up in sys.modules)."""
+compiled, CUDA graphs' counters; and of the machine's, its load. Standard library only
+(torch is looked up in sys.modules)."""
 
 from __future__ import annotations
 
@@ -110,3 +111,13 @@ def distributed(ranks: int = 1) -> bool:
         )  # fmt: skip
     except Exception:  # noqa: BLE001 - a torch.distributed half set up or torn down
         return False
+
+
+def load() -> list[float]:
+    """[the load average over the last minute (runnable processes, the job's own among
+    them), the cores this process may use]; [] where the system keeps none."""
+    try:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return [round(os.getloadavg()[0], 2), float(cores or 0)]
+    except OSError:
+        return []

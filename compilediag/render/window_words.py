@@ -1,0 +1,80 @@
+"""A `run` window's words about its own steps (#74): its pace against the job's own (the
+first screen's line), and the steps that stalled. views.window_notes gives them their
+place."""
+
+from __future__ import annotations
+
+from compilediag.render import ms, plural
+from compilediag.report.model import Runtime
+
+
+def pace_line(r: Runtime | None) -> str:
+    """The window's pace against the job's own, in one line for the first screen (#74): what
+    its instruments cost a step, and what the figures below are set on. "" without a
+    window that timed a step."""
+    if r is None or not r.window or not r.window_step_ms:
+        return ""
+    window, own = ms(r.window_step_ms), "the figures below are the window's, its instruments on"
+    if r.window_work == "unlike":
+        return (
+            f"pace: the window's steps took {window} (the median); not set against the steps "
+            "around it, which ran other work (other shapes, or calls in eager mode past the "
+            f"recompile limit): {own}"
+        )
+    around = f"{plural(r.unprofiled_steps, 'step')} around it, no instrument on"
+    if r.window_work and r.window_cost is not None:  # other shapes: compared shape by shape
+        return (
+            f"pace: the window {1 + r.window_cost:.2f}x the job's own pace ({around}, shape "
+            f"by shape: they ran other shapes); {own}"
+        )
+    if not r.at_pace or r.unprofiled_step_ms is None or r.window_cost is None:
+        return (
+            f"pace: the window's steps took {window} (the median), with too few steps around "
+            f"it to set that against: {own}"
+        )
+    return (
+        f"pace: the window {window} a step, {1 + r.window_cost:.2f}x the job's own "
+        f"{ms(r.unprofiled_step_ms)} ({around}); the figures below are set on the job's pace"
+    )
+
+
+def stalled_words(r: Runtime) -> str:
+    """The window's steps that stalled, each against the window's median step (more than
+    STALLS_LISTED: counted, their range), what of it Python's garbage collector took where
+    it took most of the pause, and the machine's load where it was busy (other_work.
+    stalled_steps decides)."""
+    usual = r.window_step_ms or r.step_medians.get("step") or 0.0
+    against = f" the median step ({ms(usual)})" if usual else ""
+    said, by_gc = [], bool(r.window_stalled_gc)
+    if len(r.window_stalled) > STALLS_LISTED and not by_gc:
+        times = sorted(r.window_stalled.values())
+        of = r.window_steps + len(r.window_stalled)
+        span = f"{ms(times[0])} to {ms(times[-1])}"
+        said.append(
+            f"{len(times)} of {of} steps stalled, {span}"
+            + (f", {times[0] / usual:.0f}-{times[-1] / usual:.0f}x{against}" if usual else "")
+        )
+    for n, t in r.window_stalled.items() if not said else ():
+        text = f"step {n} took {ms(t)}" + (f", {t / usual:.0f}x{against}" if usual else "")
+        if n in r.window_stalled_gc:  # the collector took most of the pause
+            text += f", {ms(r.window_stalled_gc[n])} of it in Python's garbage collector"
+        said.append(text)
+    them = "it" if len(r.window_stalled) == 1 else "them"
+    load, cores = (r.window_load + [0.0, 0.0])[:2]
+    if by_gc:
+        why = (
+            "a full collection walks every object the job holds; gc.freeze() once the model "
+            "and data are set up keeps those out of later collections"
+        )
+    else:
+        why = "a pause (a library's lazy start, the machine)"
+    if cores and load >= BUSY * cores:
+        why += f"; the machine was busy: load {load:.1f} on {plural(int(cores), 'core')}"
+    return (
+        f"{'; '.join(said)}; no compile and no evaluation in {them}: not the "
+        f"training step's cost, left out of these figures on every rank; {why}"
+    )
+
+
+STALLS_LISTED = 3  # stalled steps said one by one; more are counted
+BUSY = 0.9  # a load average this share of the cores or more: the machine was busy
