@@ -70,8 +70,9 @@ def _around(p: ProcessRuntime, left_out: set[int]) -> list[float]:
 
 def at_pace(p: ProcessRuntime, left_out: set[int], pace: Pace) -> tuple[Profiled, float]:
     """The window's figures over its training steps, each part a share of the step, set on
-    `pace`'s step; and the factor they were set on it by (a figure measured beside them in
-    the window's steps, a wait, takes the same)."""
+    `pace`'s step (the job's own where measured, else the window's median: never a mean a
+    few stalls make); and the factor they were set on it by (a figure measured beside them
+    in the window's steps, a wait, takes the same)."""
     assert p.profiled is not None
     kept = training_profile(p.profiled, left_out)
     if not kept.per_step or pace.step_ms is None:
@@ -79,6 +80,15 @@ def at_pace(p: ProcessRuntime, left_out: set[int], pace: Pace) -> tuple[Profiled
     mean = statistics.fmean(r[0] for r in kept.per_step)
     by = pace.step_ms / mean if mean > 0 else 1.0
     return scaled(kept, by), by
+
+
+def medians_on(medians: dict[str, float], step_ms: float | None) -> dict[str, float]:
+    """The window's median step and median parts (runtime.step_medians) set on `step_ms`:
+    the step the report gives is that median, each part's median in proportion."""
+    step = medians.get("step")
+    if not step or step_ms is None:
+        return medians
+    return {name: round(v * step_ms / step, 6) for name, v in medians.items()}
 
 
 def steady(rows: list[list[float]]) -> list[list[float]]:

@@ -28,7 +28,7 @@ from compilediag.analysis.step.other_work import (
     work_notes,
     work_steps,
 )
-from compilediag.analysis.step.pace import MIN_AROUND, at_pace, pace_of
+from compilediag.analysis.step.pace import MIN_AROUND, at_pace, medians_on, pace_of
 from compilediag.analysis.step.stragglers import stragglers
 from compilediag.analysis.step.verdict import bound_advice, bound_of
 from compilediag.analysis.step.waits import (
@@ -251,10 +251,11 @@ def window_figures(
     from compilediag.analysis.compile.timings import attribute_time
 
     assert first.profiled is not None
-    p, by = at_pace(first, left_out, pace_of(first, left_out, alike=not job.window_work))
+    pace = pace_of(first, left_out, alike=not job.window_work)
+    p, by = at_pace(first, left_out, pace)
     job.window_left_out = sorted(set(first.profiled.step_numbers) - set(p.step_numbers))
     job.window_steps = p.calls
-    job.step_medians = step_medians(p)
+    job.step_medians = medians_on(step_medians(p), pace.step_ms)
     prefix = _prefix(report, first)
     for r in p.regions:
         r.compile_id = prefix + r.compile_id
@@ -340,14 +341,16 @@ def rank_steps(
         if p.rank is None or p.profiled is None:
             continue
         alike = not window_work(p, left_out)[0]
-        profiled, by = at_pace(p, left_out, pace_of(p, left_out, alike))
+        pace = pace_of(p, left_out, alike)
+        profiled, by = at_pace(p, left_out, pace)
         b = breakdown_of(profiled)
         b.communication_ms, b.communication_exposed_ms = collectives_ms(p, left_out)
         _set_wait(b, p, waits, by)
         plain_ms = plain_training_ms(p, left_out)
         plain = round(statistics.median(plain_ms), 6) if plain_ms else None
         out.append(
-            RankStep(p.rank, b, plain, step_medians(profiled), p.kernel_step_ms,
+            RankStep(p.rank, b, plain, medians_on(step_medians(profiled), pace.step_ms),
+                     p.kernel_step_ms,
                      waits.waits_for.get(p.rank), loop_lines(p, left_out),
                      loop_step_ms(p, left_out))
         )  # fmt: skip
