@@ -28,7 +28,7 @@ from compilediag.analysis.step.other_work import (
     work_notes,
     work_steps,
 )
-from compilediag.analysis.step.pace import MIN_AROUND, at_pace, medians_on, pace_of
+from compilediag.analysis.step.pace import MIN_AROUND, Pace, at_pace, medians_on, pace_of
 from compilediag.analysis.step.stragglers import stragglers
 from compilediag.analysis.step.verdict import bound_advice, bound_of
 from compilediag.analysis.step.waits import (
@@ -163,7 +163,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.loop_step_ms = loop_step_ms(first, left_out)
         job.wait_method = waits.method
         if first.profiled is not None:
-            window_figures(report, job, first, left_out, waits)
+            window_figures(report, job, first, left_out, pace, waits)
         job.rank_steps = rank_steps(processes, left_out, waits)
         job.stragglers = stragglers(job.rank_steps)
     job.other_work = step_work(processes, left_out)
@@ -242,16 +242,15 @@ def step_place(job: Runtime, report: Report, first: ProcessRuntime) -> None:
 
 
 def window_figures(
-    report: Report, job: Runtime, first: ProcessRuntime, left_out: set[int],
+    report: Report, job: Runtime, first: ProcessRuntime, left_out: set[int], pace: Pace,
     waits: Waits | None = None,
 ) -> None:  # fmt: skip
-    """The window's training steps in parts, given to the breaks as their cost, with the
-    kernel profile's figures (its collectives split into wait and transfer: `waits`) and
-    the advice they make."""
+    """The window's training steps in parts, set on `pace` (the job's own: pace.py), given
+    to the breaks as their cost, with the kernel profile's figures (its collectives split
+    into wait and transfer: `waits`) and the advice they make."""
     from compilediag.analysis.compile.timings import attribute_time
 
     assert first.profiled is not None
-    pace = pace_of(first, left_out, alike=not job.window_work)
     p, by = at_pace(first, left_out, pace)
     job.window_left_out = sorted(set(first.profiled.step_numbers) - set(p.step_numbers))
     job.window_steps = p.calls
