@@ -202,9 +202,11 @@ def _runs(facts: Path) -> list[dict]:
     return list(runs.values())
 
 
-def _own_mean(run: dict, window: str = WINDOW) -> float:
+def _own_step(run: dict, window: str = WINDOW) -> float:
+    """The window's step by the job's own clock: the median of its steps, the statistic the
+    tool judges by (#74: a mean over a stall on a busy core reads a pair's ratio as 0.45)."""
     a, b = map(int, window.split("-"))
-    return statistics.fmean(s["step"] for n, s in run["steps"].items() if a <= n <= b)
+    return statistics.median(s["step"] for n, s in run["steps"].items() if a <= n <= b)
 
 
 @pytest.mark.full
@@ -239,9 +241,10 @@ def test_a_remedy_with_no_effect_beside_a_busy_core_is_not_kept_and_apply_leaves
     # the job's own clock: the runs alternated, three of each, and no 5% gain across them
     runs = _runs(facts)[1:]
     assert [r["remedy"] for r in runs] == ["", "foreach", "foreach", "", "", "foreach"]
-    own = [_own_mean(r) for r in runs]
+    own = [_own_step(r) for r in runs]
     ratios = [own[1] / own[0], own[2] / own[3], own[5] / own[4]]
-    assert not all(r <= trials.KEEP_AT for r in ratios), ratios
+    by_own = trials.effect([(own[0], own[1]), (own[3], own[2]), (own[4], own[5])])
+    assert by_own is not None and not by_own.kept, ratios  # it agrees: no sure 5% gain
     # foreach's loop holds the four square roots at once (fresh memory each step): on some
     # machines that reads slower, and is said so where the job's own clock agrees
     if t["ratio_low"] > 1 / trials.KEEP_AT:
@@ -283,7 +286,7 @@ def test_a_remedy_that_helps_is_kept_applied_and_the_edited_job_is_faster(tmp_pa
     runs = _runs(facts)[1:]
     pairs = [(runs[0], runs[1]), (runs[3], runs[2]), (runs[4], runs[5])]
     assert all(a["remedy"] == "" and b["remedy"] == "workers" for a, b in pairs)
-    assert all(_own_mean(b) < _own_mean(a) for a, b in pairs)
+    assert all(_own_step(b) < _own_step(a) for a, b in pairs)
     # written where the DataLoader is made, the original beside it, and verified
     assert (tmp_path / "bounded.py.orig").read_text() == original
     edited = job.read_text()
@@ -299,7 +302,7 @@ def test_a_remedy_that_helps_is_kept_applied_and_the_edited_job_is_faster(tmp_pa
         for script in ("original.py", "bounded.py"):
             subprocess.run([sys.executable, script], cwd=tmp_path, check=True, timeout=300,
                            env=_env(alone))  # fmt: skip
-    own = [_own_mean(r) for r in _runs(alone)]
+    own = [_own_step(r) for r in _runs(alone)]
     assert own[1] < 0.9 * own[0] and own[3] < 0.9 * own[2], own
     # fix REPORT.json without --apply: what it would write, nothing written
     dry = run_cli("fix", str(tmp_path / "report.json"), cwd=tmp_path)
