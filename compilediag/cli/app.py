@@ -16,6 +16,7 @@ from compilediag.cli.options import (
     Baseline,
     Budget,
     CheckNumerics,
+    ColdStart,
     Format,
     Html,
     JobCommand,
@@ -28,7 +29,9 @@ from compilediag.cli.options import (
     ProfileSteps,
     Repeat,
     ReproDir,
+    Requests,
     RunOptions,
+    ServingMode,
     SpeedupTolerance,
     StopAfter,
     Target,
@@ -197,24 +200,9 @@ def recompiles(
             metavar="SHAPES",
         ),
     ] = None,
-    requests: Annotated[
-        str | None,
-        typer.Option(
-            "--requests",
-            help="Serving: a stream of requests, one JSON object a line with the shapes of the "
-            "call's tensors in order (the README shows one); default: the model file's "
-            "get_request_stream(), if it has one.",
-            metavar="FILE",
-        ),
-    ] = None,
-    cold_start: Annotated[
-        bool,
-        typer.Option(
-            "--cold-start/--no-cold-start",
-            help="Serving: also time the plan's warm-up in fresh processes with warm caches "
-            "and with torch's cache artifacts (two more processes).",
-        ),
-    ] = True,
+    requests: Requests = None,
+    cold_start: ColdStart = True,
+    serving_mode: ServingMode = None,
     limits: dict[str, object] | None = None,
     junit: Junit = None,
     try_fixes: TryFixes = False,
@@ -252,7 +240,7 @@ def recompiles(
         run=run or RunOptions(),
         shapes=shapes, gate=_gate(limits=limits, junit=junit), out=_out(format, output, html),
         fixes=_fixes(try_fixes, jobs), repro_dir=repro_dir if numerics else None,
-        requests=requests, cold_start=cold_start,
+        requests=requests, cold_start=cold_start, serving_mode=serving_mode,
     )  # fmt: skip
     _call(lambda: command.run(opts))
 

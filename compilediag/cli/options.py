@@ -375,3 +375,33 @@ def _in_place_of(
         return command
 
     return with_options
+
+
+Requests = Annotated[
+    str | None,
+    typer.Option(
+        "--requests",
+        help="Serving: a stream of requests, one JSON object a line with the shapes of the "
+        "call's tensors in order (the README shows one); default: the model file's "
+        "get_request_stream(), if it has one.",
+        metavar="FILE",
+    ),
+]
+ColdStart = Annotated[
+    bool,
+    typer.Option(
+        "--cold-start/--no-cold-start",
+        help="Serving: also time the plan's warm-up in fresh processes with warm caches "
+        "and with torch's cache artifacts (two more processes).",
+    ),
+]
+ServingMode = Annotated[
+    str | None,
+    typer.Option(
+        "--serving-mode",
+        help="Serving: the mode requests are served in, inference_mode or no_grad (default: "
+        "the model file's SERVING_MODE, else inference_mode); the stream is replayed, the "
+        "plans measured and the plan's code warms up and serves in it.",
+        metavar="MODE",
+    ),
+]

@@ -64,6 +64,7 @@ class Target:
     # set: the model file's get_request_stream()
     requests: list[list[list[int] | None]] = field(default_factory=list)
     stream: bool = False
+    serving_mode: str = ""  # --serving-mode; "": the file's SERVING_MODE, else inference_mode
 
 
 def _parse_shape(text: str, what: str) -> list[int]:

@@ -37,7 +37,7 @@ from compilediag.harness.checks import (
 from compilediag.harness.measure import measure
 from compilediag.harness.numerics.diagnose import custom_op_checks, numerics
 from compilediag.harness.serving.cudagraphs import records_cuda_graphs
-from compilediag.harness.serving.replay import serve, stream_calls
+from compilediag.harness.serving.replay import serve, served_step, stream_calls
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
 from compilediag.harness.worker_torch import (
@@ -118,6 +118,8 @@ class Worker:
             # timed.
             torch.set_grad_enabled(self.spec.train)
             step = make_step(torch, self.spec.train)
+            if self.result.serving is not None:  # the stream's calls in its serving mode
+                step = served_step(torch, step, self.result.serving.mode)
             cost = TracingCost(torch)
             cost.start()
             try:
@@ -181,7 +183,7 @@ class Worker:
             if target.stream:  # serving: the sweep is the stream's distinct requests
                 torch = sys.modules["torch"]
                 self.result.serving, sets = stream_calls(
-                    torch, module, model, first, target.requests
+                    torch, module, model, first, target.requests, target.serving_mode
                 )
                 self._first, first = first, next(sets)
         except DiagError as e:

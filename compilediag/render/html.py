@@ -107,17 +107,14 @@ def render_html(report: Any) -> str:
 
 def _serving(report: Any) -> dict[str, Any] | None:
     """The serving section's words (render/table/serving.py's), for a Report or its dict."""
-    from compilediag.render.table.serving import chosen_lines, plan_columns, plan_rows, stream_lines
+    from compilediag.render.table.serving import serving_view
     from compilediag.report.serial import from_plain
     from compilediag.report.serving import Serving
 
     s = _get(report, "serving")
     if s is None:
         return None
-    s = s if isinstance(s, Serving) else from_plain(Serving, s)
-    code = s.plan.code if s.plan is not None else ""
-    return {"stream": stream_lines(s), "columns": plan_columns(s), "rows": plan_rows(s),
-            "chosen": chosen_lines(s), "code": code, "verified": s.verified}  # fmt: skip
+    return serving_view(s if isinstance(s, Serving) else from_plain(Serving, s))
 
 
 # --- environment ------------------------------------------------------------------------

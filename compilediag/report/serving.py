@@ -56,6 +56,42 @@ class Latency:
 
 
 @dataclass
+class HeldOut:
+    """A plan served the part of the stream it was not fitted to, in a fresh process, as its
+    code runs: after its warm-up (fitted on the stream's first part), each request under
+    torch's `fail_on_recompile` stance, in the serving mode. Requests by their number in the
+    whole stream (1-based)."""
+
+    requests: int = 0
+    raised: list[int] = field(default_factory=list)  # would have compiled: raised
+    # under CUDA graphs: ran without one (a size's first call), recorded one (a capture)
+    without_cuda_graph: list[int] = field(default_factory=list)
+    recorded_cuda_graph: list[int] = field(default_factory=list)
+    error: str = ""  # the check itself failed
+
+    @property
+    def missed(self) -> int:
+        """Requests that did not run a graph the warm-up held."""
+        return len(set(self.raised) | set(self.without_cuda_graph) | set(self.recorded_cuda_graph))
+
+
+@dataclass
+class PaddingCheck:
+    """A bucket plan's padding measured: each distinct request of the fitted part run eager
+    as it is and padded to its bucket (zeros: ids 0, mask 0), the padded outputs cut back to
+    the request's sizes and compared within torch's own tolerance for their dtype."""
+
+    requests: int = 0  # distinct requests checked
+    changed: int = 0  # ... whose outputs the padding changed
+    worst: str = ""  # the output that changed most, at which request, by how much
+    error: str = ""
+
+    @property
+    def kept(self) -> bool:
+        return bool(self.requests) and not self.changed and not self.error
+
+
+@dataclass
 class Plan:
     """A way to bound the stream's graphs, measured in the run: the graphs it compiled over
     the stream's distinct shapes, the requests that still ran eager, its steady latency."""
@@ -73,6 +109,9 @@ class Plan:
     warmup_shapes: list[list[list[int]]] = field(default_factory=list)
     code: str = ""  # the plan as code the user can paste
     cuda_graphs: GraphState | None = None  # under CUDA graphs: those its stream recorded
+    held_out: HeldOut | None = None  # served the stream's part it was not fitted to
+    request_ms: list[float] = field(default_factory=list)  # each fitted request, in order
+    padding: PaddingCheck | None = None  # buckets: the padding measured against the outputs
 
 
 @dataclass
@@ -128,8 +167,35 @@ class ColdStart:
 
 
 @dataclass
+class Unseen:
+    """How often a request brings a shape not seen before, by the Good-Turing estimate: the
+    share of requests whose shape came exactly once. `fit`: the same over the part the plans
+    were fitted to, against what the held-out part brought (`held_out_new` of `held_out`
+    requests had a shape the fitted part did not)."""
+
+    once: int = 0  # requests whose shape came exactly once in the whole stream
+    requests: int = 0
+    fit_once: int = 0
+    fit_requests: int = 0
+    held_out: int = 0
+    held_out_new: int = 0
+
+    @property
+    def chance(self) -> float:
+        return self.once / self.requests if self.requests else 0.0
+
+    @property
+    def fit_chance(self) -> float:
+        return self.fit_once / self.fit_requests if self.fit_requests else 0.0
+
+
+@dataclass
 class Serving:
     requests: int = 0
+    fit_requests: int = 0  # the plans were fitted to the stream's first requests, these many
+    fit_shapes: int = 0  # ... of these distinct shapes
+    mode: str = "inference_mode"  # the serving mode the stream and the plans ran in
+    unseen: Unseen | None = None
     distinct_shapes: int = 0
     replayed: int = 0  # requests replayed through the compile (the distinct ones)
     repeats_compiled: int = 0  # compiles made by the rest of the stream replayed after

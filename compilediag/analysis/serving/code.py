@@ -40,13 +40,26 @@ def compile_line(kwargs: dict[str, Any], plan: Plan) -> str:
 
 def plan_code(
     plan: Plan, kwargs: dict[str, Any], names: list[str], dtypes: list[str],
-    warmup: list[list[list[int]]], device: str = "cpu",
+    warmup: list[list[list[int]]], device: str = "cpu", mode: str = "inference_mode",
 ) -> str:  # fmt: skip
-    """The plan as a script's lines; `warmup`: each warm-up request's tensors' shapes."""
+    """The plan as a script's lines; `warmup`: each warm-up request's tensors' shapes;
+    `mode`: the serving mode serve() calls the model in (the warm-up and every request
+    alike, whatever mode the caller is in: torch's guards tell the modes apart)."""
     lines = ["import torch", ""]
     if plan.kind == "bucket":
         lines += [PAD_HELPER]
-    lines += [compile_line(kwargs, plan), "", "", f"def serve({', '.join(names)}):"]
+    lines += [
+        compile_line(kwargs, plan), "", "",
+        f"def serve({', '.join(names)}):",
+        f'    """One request, in torch.{mode}() like the warm-up (a graph compiled in one mode',
+        "    recompiles in another), whatever mode the caller is in."
+        + (
+            " Make its tensors outside\n    inference_mode, as a tokenizer does: one made "
+            "inside it is another kind to\n    torch's guards.\"\"\""
+            if mode == "inference_mode"
+            else '"""'
+        ),
+    ]  # fmt: skip
     for x in plan.dims:
         name = names[x.input]
         if plan.kind == "mark_dynamic":
@@ -55,7 +68,7 @@ def plan_code(
             )
         elif plan.kind == "bucket" and x.multiple and x.multiple > 1:
             lines.append(f"    {name} = pad_to({name}, {x.dim}, {x.multiple})")
-    lines += [f"    return compiled({', '.join(names)})", "", ""]
+    lines += [f"    with torch.{mode}():", f"        return compiled({', '.join(names)})", "", ""]
     types = ", ".join(f"torch.{d}" for d in dtypes)
     on = "" if device == "cpu" else f", device={device!r}"
     call = f"serve(*(torch.zeros(s, dtype=d{on}) for s, d in zip(shapes, dtypes)))"

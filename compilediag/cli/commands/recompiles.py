@@ -25,6 +25,7 @@ from compilediag.cli.commands.serving import offers_stream, serving_section
 from compilediag.cli.config import load_config
 from compilediag.cli.options import RunOptions
 from compilediag.errors import UsageError
+from compilediag.harness.serving.calls import SERVING_MODES
 from compilediag.harness.serving.stream import read_requests
 from compilediag.harness.target import parse_shapes, split_target
 
@@ -39,6 +40,7 @@ class RecompilesOptions:
     repro_dir: str | None = "compilediag_repro"  # None: no numerics check
     requests: str | None = None  # a stream of requests, one JSON object a line
     cold_start: bool = True  # serving: also time the warm-up with warm caches and artifacts
+    serving_mode: str | None = None  # None: the file's SERVING_MODE, else inference_mode
 
 
 def check_no_empty_shape(text: str, what: str) -> None:
@@ -62,6 +64,16 @@ def check_serving(opts: RecompilesOptions, serving: bool, sweep: list[list[int]]
         raise UsageError(
             "--shapes and --requests both given: a sweep and a request stream are two runs.",
             hint='Give the shapes as requests: one line each, e.g. {"shapes": [[2, 16]]}.',
+        )
+    if opts.serving_mode is not None and opts.serving_mode not in SERVING_MODES:
+        raise UsageError(
+            f"--serving-mode {opts.serving_mode!r} is not a serving mode.",
+            hint=f"Pass one of {', '.join(SERVING_MODES)}.",
+        )
+    if opts.serving_mode is not None and not serving:
+        raise UsageError(
+            "--serving-mode is the mode a request stream is served in.",
+            hint="Pass --requests FILE (one JSON request a line), or add get_request_stream().",
         )
     if not serving and opts.gate.limits.get("max_recompiles_after_warmup") is not None:
         raise UsageError(
@@ -90,6 +102,7 @@ def run(opts: RecompilesOptions) -> int:
         repro_dir=opts.repro_dir,
     )  # fmt: skip
     spec.target.requests, spec.target.stream = stream, serving
+    spec.target.serving_mode = opts.serving_mode or ""
     done = run_model(spec, opts.run.timeout)
     done = verify_fixes(done, spec, opts.fixes, opts.run.timeout)
     found = done.report

@@ -12,8 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from compilediag.cli.progress import Live
+from compilediag.harness.serving.verify import VerifyFacts, VerifySpec
 from compilediag.harness.worker_types import WorkerResult, WorkerSpec
 from compilediag.report.model import Report
+from compilediag.report.serving import PLAN_NAMES, HeldOut, Plan
 
 
 def offers_stream(path: str) -> bool:
@@ -28,44 +30,78 @@ def offers_stream(path: str) -> bool:
 def serving_section(
     report: Report, spec: WorkerSpec, result: WorkerResult, cold_start: bool, timeout: float
 ) -> Report:
-    """The report with its serving section (unchanged where the worker made no pass)."""
+    """The report with its serving section (unchanged where the worker made no pass): each
+    plan that bounds the compiles serves the stream's held-out part in a fresh process
+    (empty caches), the plan is chosen by those counts first, then the chosen one's warm-up
+    is timed again with warm caches and with torch's cache artifacts."""
     from compilediag.analysis.serving.code import plan_code
-    from compilediag.analysis.serving.forecast import choose, forecast, verified
-    from compilediag.harness.serving.verify import VerifySpec, verify
+    from compilediag.analysis.serving.forecast import candidates, choose, forecast, verified
 
     facts = result.serving
     if facts is None:
         return report
-    s = choose(forecast(report, facts))
+    s = forecast(report, facts)
     if s.cuda_graphs is not None:  # torch's reasons, as the worker's run logged them
         s.cuda_graphs.skip_reasons = list(result.cudagraph_skips)
-    chosen = s.plan
-    if chosen is None:
-        return replace(report, serving=s)
     kwargs = spec.compile_kwargs()
-    plan = None if chosen.kind == "as_is" else chosen
     device = report.environment.device or "cpu"
-    warmup: list[list[list[int] | None]] = [list(w) for w in chosen.warmup_shapes]
-    check = VerifySpec(spec.target, facts.stream, warmup, plan, kwargs, device)
-    labels = ["empty caches"] + (["warm caches", "cache artifacts"] if cold_start else [])
-    runs = []
+    held = facts.stream[facts.fit :] or facts.stream  # too short to hold out: the whole
+    check = VerifySpec(spec.target, held, [], None, kwargs, device, mode=facts.mode)
     with tempfile.TemporaryDirectory(prefix="compilediag-serving-") as tmp, Live() as live:
-        work = Path(tmp)
-        artifacts = str(work / "cache_artifacts.bin")
-        for n, label in enumerate(labels):
-            live.stage(f"checking the plan in a fresh process, {label} ({n + 1} of {len(labels)})")
-            caches = work / ("b" if label == "cache artifacts" else "a")
-            one = replace(
-                check,
-                save_artifacts=artifacts if label == "empty caches" else "",
-                load_artifacts=artifacts
-                if label == "cache artifacts" and Path(artifacts).exists()
-                else "",
+        work, first = Path(tmp), {}
+        plans = candidates(s)
+        for n, plan in enumerate(plans):
+            live.stage(
+                f"serving the {len(held)} held-out requests under the plan {PLAN_NAMES[plan.kind]}"
+                f" in a fresh process ({n + 1} of {len(plans)})"
             )
-            if label == "cache artifacts" and not one.load_artifacts:
+            first[plan.kind] = _check(check, plan, work / f"plan{n}", timeout, "empty caches")
+            plan.held_out = held_out(first[plan.kind], facts.fit if held is not facts.stream else 0)
+        s = choose(s)
+        chosen = s.plan
+        if chosen is None:
+            return replace(report, serving=s)
+        runs = [first[chosen.kind]]
+        home = work / f"plan{plans.index(chosen)}"
+        for label in ["warm caches", "cache artifacts"] if cold_start else []:
+            live.stage(f"timing the plan's warm-up in a fresh process, {label}")
+            if label == "cache artifacts" and not (home / ARTIFACTS).exists():
                 s.notes.append("torch saved no cache artifacts (save_cache_artifacts() gave none)")
                 break
-            runs.append(verify(one, work / f"run{n}", caches, timeout))
+            runs.append(_check(check, chosen, home, timeout, label))
     s = verified(s, runs)
-    chosen.code = plan_code(chosen, kwargs, facts.names, facts.dtypes, s.warmup, device)
+    chosen.code = plan_code(chosen, kwargs, facts.names, facts.dtypes, s.warmup, device, facts.mode)
     return replace(report, serving=s)
+
+
+ARTIFACTS = "cache_artifacts.bin"
+
+
+def _check(check: VerifySpec, plan: Plan, home: Path, timeout: float, label: str) -> VerifyFacts:
+    """The plan's warm-up, then the held-out requests, in a fresh process: with empty caches
+    (under `home`, its cache artifacts saved), the same caches again, or other empty caches
+    with those artifacts loaded."""
+    from compilediag.harness.serving.verify import verify
+
+    artifacts = str(home / ARTIFACTS)
+    one = replace(
+        check,
+        warmup=[list(w) for w in plan.warmup_shapes],
+        plan=None if plan.kind == "as_is" else plan,
+        save_artifacts=artifacts if label == "empty caches" else "",
+        load_artifacts=artifacts if label == "cache artifacts" else "",
+    )
+    caches = home / ("caches_b" if label == "cache artifacts" else "caches")
+    return verify(one, home / label.replace(" ", "_"), caches, timeout)
+
+
+def held_out(run: VerifyFacts, offset: int) -> HeldOut:
+    """What the fresh process counted, numbered in the whole stream."""
+    if run.error:
+        return HeldOut(error=run.error)
+    return HeldOut(
+        requests=len(run.latency_ms) + len(run.recompiles),
+        raised=[offset + n for n in run.recompiles],
+        without_cuda_graph=[offset + n for n in run.without_cuda_graph],
+        recorded_cuda_graph=[offset + n for n in run.recorded_cuda_graph],
+    )

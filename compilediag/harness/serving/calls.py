@@ -16,6 +16,21 @@ from compilediag.report.serving import Latency, Plan
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]
 REGION = "Torch-Compiled Region: "
+# the modes a server calls its model in; torch's guards tell them apart (a graph compiled
+# under one recompiles under the other: the dispatch keys differ), and tell grad on apart
+SERVING_MODES = ("inference_mode", "no_grad")
+
+
+def in_mode(torch: Any, fn: Any, mode: str) -> Any:
+    """`fn` called in the serving mode, its inputs made outside it (as a tokenizer's are):
+    the plan's serve() does the same, whatever mode its caller is in."""
+    enter = torch.inference_mode if mode == "inference_mode" else torch.no_grad
+
+    def served(*args: Any, **kwargs: Any) -> Any:
+        with enter():
+            return fn(*args, **kwargs)
+
+    return served
 
 
 def tensor_places(torch: Any, call: Call) -> list[int | str]:

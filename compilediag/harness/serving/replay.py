@@ -13,10 +13,12 @@ from typing import Any
 
 from compilediag.harness.checks import tensors_of
 from compilediag.harness.serving.calls import (
+    SERVING_MODES,
     Call,
     base_shapes,
     build,
     compiles_now,
+    in_mode,
     planned,
     regions,
     timed,
@@ -24,31 +26,46 @@ from compilediag.harness.serving.calls import (
 from compilediag.harness.serving.cudagraphs import graph_state, records_cuda_graphs
 from compilediag.harness.serving.cudagraphs import reset as reset_cuda_graphs
 from compilediag.harness.serving.facts import ServingFacts
+from compilediag.harness.serving.padding import padding_check
 from compilediag.harness.serving.plans import propose
-from compilediag.harness.serving.stream import Shapes, as_request, distinct, key
+from compilediag.harness.serving.stream import Shapes, as_request, distinct, fitted_part, key
 from compilediag.report.serving import Plan
 
 
 def stream_calls(
-    torch: Any, module: Any, model: Any, first: Call, requests: list[Shapes]
+    torch: Any, module: Any, model: Any, first: Call, requests: list[Shapes], mode: str = ""
 ) -> tuple[ServingFacts, Iterator[Call]]:
     """The stream (the --requests file's, else the model file's get_request_stream()) and
-    the sweep's calls: its distinct requests, in the order they first come."""
+    the sweep's calls: its distinct requests, in the order they first come; the mode it is
+    served in (`mode`, else the file's SERVING_MODE, else inference_mode)."""
+    from compilediag.errors import UsageError
+
+    if not mode:
+        mode = getattr(module, "SERVING_MODE", None) or SERVING_MODES[0]
+        if mode not in SERVING_MODES:
+            raise UsageError(
+                f"the model file's SERVING_MODE is {mode!r}, not a serving mode: "
+                f"set it to one of {', '.join(SERVING_MODES)}."
+            )
     if not requests:
         fn = getattr(module, "get_request_stream", None)
         if not callable(fn):
-            from compilediag.errors import UsageError
-
             raise UsageError(
                 "no request stream: pass --requests FILE (one JSON request a line), "
                 "or add get_request_stream() to the model file."
             )
         requests = [as_request(r, f"get_request_stream() item {n}") for n, r in enumerate(fn(), 1)]
     facts = ServingFacts(
-        stream=requests, base=base_shapes(torch, first), distinct=distinct(requests)
-    )
+        stream=requests, base=base_shapes(torch, first), distinct=distinct(requests), mode=mode,
+        fit=fitted_part(len(requests)),
+    )  # fmt: skip
     facts.names, facts.dtypes = tensor_names(torch, model, first)
     return facts, (build(torch, first, requests[i]) for i in facts.distinct)
+
+
+def served_step(torch: Any, step: Callable[[Any, Call], Any], mode: str) -> Any:
+    """The worker's step (one call of a model) with the model called in the serving mode."""
+    return lambda fn, call: step(in_mode(torch, fn, mode), call)
 
 
 def serve(
@@ -59,6 +76,7 @@ def serve(
     from compilediag.harness.worker_torch import stop_trace
 
     calls = [build(torch, first, r) for r in facts.stream]
+    compiled, eager = in_mode(torch, compiled, facts.mode), in_mode(torch, model, facts.mode)
     stage(f"replaying {len(calls)} requests, compiled")
     facts.regions = regions(torch, compiled, [calls[i] for i in facts.distinct], device)
     graphs = records_cuda_graphs(compile_kwargs, device)
@@ -70,14 +88,17 @@ def serve(
     if graphs:
         facts.cuda_graphs_replayed = graph_state(torch)
     stage(f"replaying {len(calls)} requests, eager")
-    facts.eager_ms = timed(torch, model, calls, device)
+    facts.eager_ms = timed(torch, eager, calls, device)
     stop_trace()  # the plans' compiles are not the stream's
-    for plan in propose(facts.stream, facts.base):
+    for plan in propose(facts.stream[: facts.fit], facts.base):  # fitted to the first part
         stage(f"measuring the plan {plan.kind}")
         try:
             facts.plans.append(
                 measure_plan(torch, model, first, facts, plan, compile_kwargs, device)
             )
+            if plan.kind == "bucket":
+                stage("padding each request as the buckets do, eager, against its outputs")
+                plan.padding = padding_check(torch, eager, first, facts.stream[: facts.fit], plan)
         except Exception as e:  # a plan torch refuses is no plan; the report stays whole
             said = (str(e).strip().splitlines() or [""])[0][:200]
             facts.errors.append(f"the plan {plan.kind} failed: {type(e).__name__}: {said}")
@@ -89,9 +110,10 @@ def measure_plan(
     torch: Any, model: Any, first: Call, facts: ServingFacts, plan: Plan,
     compile_kwargs: dict[str, Any], device: str,
 ) -> Plan:  # fmt: skip
-    """A fresh compile of the model under the plan: its warm-up (buckets: each padded size
-    in the ranges; else the requests that compiled, found by replaying the distinct ones),
-    the graphs torch made, the requests that still ran eager, its latency."""
+    """A fresh compile of the model under the plan, over the part of the stream it is fitted
+    to: its warm-up (buckets: each padded size in the ranges; else the requests that
+    compiled, found by replaying the distinct ones), the graphs torch made, the requests
+    that still ran eager, its latency. The rest of the stream checks it (verify.py)."""
     from compilediag.harness.serving.calls import latency
     from compilediag.harness.serving.plans import full
 
@@ -99,8 +121,9 @@ def measure_plan(
     graphs = records_cuda_graphs(compile_kwargs, device)
     if graphs:
         reset_cuda_graphs(torch)
-    fn = torch.compile(model, **plan_kwargs(compile_kwargs, plan))
-    calls = [planned(torch, build(torch, first, r), plan) for r in facts.stream]
+    fn = in_mode(torch, torch.compile(model, **plan_kwargs(compile_kwargs, plan)), facts.mode)
+    fitted = facts.stream[: facts.fit]
+    calls = [planned(torch, build(torch, first, r), plan) for r in fitted]
     shapes = [key([list(t.shape) for t in tensors_of(torch, c)]) for c in calls]
     firsts = distinct(shapes)  # type: ignore[arg-type]
     graphs0, start = compiles_now(torch)[1], time.perf_counter()
@@ -114,7 +137,7 @@ def measure_plan(
         # (a bucket's padded sizes are its warm-up already)
         if compiles_now(torch)[0] > frames or (graphs and plan.kind != "bucket"):
             plan.warmup.append(i + 1)
-            plan.warmup_shapes.append(full(facts.stream[i], facts.base))
+            plan.warmup_shapes.append(full(fitted[i], facts.base))
     plan.compile_s = round(time.perf_counter() - start, 4)
     plan.graphs = compiles_now(torch)[1] - graphs0
     ran = dict(

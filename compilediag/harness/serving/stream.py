@@ -7,6 +7,7 @@ which yields the same objects (read in the worker)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from compilediag.errors import UsageError
 Shapes = list[list[int] | None]  # one request: a shape, or None, for each tensor in order
 
 EXAMPLE = '{"shapes": [[1, 37]]}'
+FIT_SHARE = 0.7  # the stream's first part the plans are fitted to; the rest checks them
+FEWEST_HELD_OUT = 5
 
 
 def read_requests(path: str) -> list[Shapes]:
@@ -78,6 +81,22 @@ def distinct(stream: list[Shapes]) -> list[int]:
             seen.add(k)
             out.append(i)
     return out
+
+
+def fitted_part(requests: int) -> int:
+    """How many of the stream's first requests the plans are fitted to: 70% of them, the
+    rest held out to check each plan on requests it was not made from (a stream of fewer
+    than FEWEST_HELD_OUT requests is fitted whole: nothing to hold out)."""
+    if requests < FEWEST_HELD_OUT:
+        return requests
+    return min(requests - 1, max(1, round(FIT_SHARE * requests)))
+
+
+def once_shapes(stream: list[Shapes]) -> int:
+    """The requests whose shape comes exactly once: over the stream's length, the
+    Good-Turing estimate of the chance that the next request brings a shape not seen."""
+    counts = Counter(key(r) for r in stream)
+    return sum(1 for n in counts.values() if n == 1)
 
 
 def described(request: Shapes) -> str:

@@ -42,6 +42,7 @@ class VerifySpec:
     device: str = "cpu"
     load_artifacts: str = ""  # a file of torch's cache artifacts to load first
     save_artifacts: str = ""  # where to save them after the warm-up
+    mode: str = "inference_mode"  # the serving mode: the warm-up and the stream run in it
 
 
 @dataclass
@@ -87,13 +88,12 @@ def verify(spec: VerifySpec, work: Path, cache: Path, timeout: float) -> VerifyF
 def _run(work: Path) -> VerifyFacts:
     import torch
 
-    from compilediag.harness.serving.calls import build, planned, timed
+    from compilediag.harness.serving.calls import build, in_mode, planned, timed
     from compilediag.harness.serving.replay import plan_kwargs
     from compilediag.harness.target import find_input_sets, find_model, load_module
     from compilediag.harness.worker_torch import to_device
 
     spec = from_json(VerifySpec, (work / "spec.json").read_text())
-    torch.set_grad_enabled(False)
     module = load_module(spec.target.path)
     model = to_device(find_model(module, spec.target.attr, spec.target.path), spec.device)
     first = to_device(
@@ -105,7 +105,7 @@ def _run(work: Path) -> VerifyFacts:
     if spec.load_artifacts:
         torch.compiler.load_cache_artifacts(Path(spec.load_artifacts).read_bytes())
     kwargs = plan_kwargs(spec.compile_kwargs, spec.plan) if spec.plan else spec.compile_kwargs
-    fn = torch.compile(model, **kwargs)
+    fn = in_mode(torch, torch.compile(model, **kwargs), spec.mode)  # as the plan's serve()
     graphs = records_cuda_graphs(spec.compile_kwargs, spec.device)
     # under CUDA graphs a size's first call warms up and its second records: twice each
     warm = [planned(torch, build(torch, first, w), spec.plan) for w in spec.warmup]

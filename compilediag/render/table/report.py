@@ -347,9 +347,9 @@ def render_recompiles(report: Report, width: int | None = None, color: bool = Fa
         Text(f"compilediag recompiles · {short_path(report.target.path)}", style="bold"),
         *_headline(report, width),
     ]
+    items += serving_blocks(report.serving)  # a stream's plan first; its calls under it
     items += timeline_block(report)
     items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
-    items += serving_blocks(report.serving)
     for note in report.notes:
         items.append(Text(f"! {note.text}", style="yellow"))
     items += fix_blocks(report)

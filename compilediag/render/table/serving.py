@@ -5,14 +5,19 @@ too; `serving_blocks` is the terminal's."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from rich.syntax import Syntax
 from rich.text import Text
 
+from compilediag.harness.serving.stream import FEWEST_HELD_OUT
 from compilediag.render import plural
 from compilediag.report.serving import PLAN_NAMES, Plan, Serving
 from compilediag.report.words import ms, seconds
 
-PLAN_COLUMNS = ["plan", "graphs", "compile", "eager requests", "a request (median)", "padding"]
+PLAN_COLUMNS = ["plan", "graphs", "compile", "eager requests", "held out", "a request (median)",
+                "padding"]  # fmt: skip
+COMPILES_SHOWN = 6  # the stream's compiles named one by one; the rest counted
 
 
 def _requests(numbers: list[int], most: int = 8) -> str:
@@ -24,14 +29,21 @@ def _requests(numbers: list[int], most: int = 8) -> str:
 def stream_lines(s: Serving) -> list[str]:
     """The stream as the user compiles it: what it compiled, where, and the limit's cost."""
     out = [
-        f"{plural(s.requests, 'request')}, {plural(s.distinct_shapes, 'distinct shape')}: "
-        f"{plural(s.graphs, 'graph')}, {plural(s.recompiles, 'recompile')}, "
-        f"{seconds(s.compile_s)} of requests that compiled"
+        f"{plural(s.requests, 'request')}, {plural(s.distinct_shapes, 'distinct shape')}, "
+        f"served in torch.{s.mode}(): {plural(s.graphs, 'graph')}, "
+        f"{plural(s.recompiles, 'recompile')}, {seconds(s.compile_s)} of requests that compiled"
     ]
-    for c in s.compiles:
+    out += unseen_lines(s)
+    for c in s.compiles[:COMPILES_SHOWN]:
         why = f": {c.reason}" if c.reason else ""
         out.append(
             f"  request {c.request} compiled {c.compile_id} ({c.frame}), {seconds(c.seconds)}{why}"
+        )
+    if len(s.compiles) > COMPILES_SHOWN:
+        rest = s.compiles[COMPILES_SHOWN:]
+        out.append(
+            f"  {plural(len(rest), 'more request')} compiled, requests {rest[0].request} to "
+            f"{rest[-1].request} ({seconds(sum(c.seconds for c in rest))}): the JSON has each"
         )
     for hit in s.limit_hits:
         eager = _requests(hit.eager_requests) if hit.eager_requests else "none"
@@ -45,6 +57,43 @@ def stream_lines(s: Serving) -> list[str]:
             f"{ms(s.eager_latency.median_ms)}, compiled {ms(s.compiled_latency.median_ms)}"
         )
     return out + cuda_graph_lines(s) + [f"  {n}" for n in s.notes]
+
+
+def unseen_lines(s: Serving) -> list[str]:
+    """How often a new shape comes (Good-Turing), and the held-out part against it."""
+    u = s.unseen
+    if u is None or not u.requests:
+        return []
+    out = [
+        f"  new shapes: {u.once} of {u.requests} requests brought a shape that came once: the "
+        f"next request brings a shape not seen here with a chance of about {u.chance:.0%} "
+        f"({_one_in(u.chance)}; the Good-Turing estimate)"
+    ]
+    if u.held_out:
+        out.append(
+            f"  the plans were fitted to the first {u.fit_requests} requests ({u.fit_chance:.0%} "
+            f"by the same estimate) and checked on the other {u.held_out}, "
+            f"{u.held_out_new} of which brought a shape the first {u.fit_requests} had not "
+            f"({u.held_out_new / u.held_out:.0%})"
+        )
+    else:
+        out.append(
+            f"  the stream is too short to hold requests out (fewer than {FEWEST_HELD_OUT}): "
+            "the plans are checked on the requests they were fitted to"
+        )
+    return out
+
+
+def _one_in(chance: float) -> str:
+    """`1 request in 3`, `3 requests in 4`."""
+    if chance <= 0:
+        return "no shape came once"
+    share = Fraction(chance).limit_denominator(5)
+    if share.numerator == 0:
+        return f"under 1 request in {round(1 / chance)}"
+    if share.numerator == share.denominator:
+        return "about every request"
+    return f"{plural(share.numerator, 'request')} in {share.denominator}"
 
 
 def cuda_graph_lines(s: Serving) -> list[str]:
@@ -86,9 +135,40 @@ def _row(p: Plan, chosen: bool, graphs: bool) -> list[str]:
     cuda = p.cuda_graphs
     return [
         PLAN_NAMES.get(p.kind, p.kind) + (" (chosen)" if chosen else ""),
-        str(p.graphs), seconds(p.compile_s), str(p.eager_requests),
+        str(p.graphs), seconds(p.compile_s), str(p.eager_requests), _held(p),
         ms(p.latency.median_ms) if p.latency else "-", pad,
     ] + ([f"{cuda.recorded} ({cuda.pool_mb:g} MB)" if cuda else "-"] if graphs else [])  # fmt: skip
+
+
+def _held(p: Plan) -> str:
+    """`12 of 12`: the held-out requests its warm-up held; `-`: not checked."""
+    h = p.held_out
+    if h is None:
+        return "-"
+    if h.error:
+        return "failed"
+    return f"{h.requests - h.missed} of {h.requests}"
+
+
+def serving_view(s: Serving) -> dict:
+    """The section's words for the HTML: the same lines, the plans' rows, the card."""
+    return {"stream": stream_lines(s), "columns": plan_columns(s), "rows": plan_rows(s),
+            "chosen": chosen_lines(s), "code": s.plan.code if s.plan else "",
+            "verified": s.verified, "card": plan_card(s)}  # fmt: skip
+
+
+def plan_card(s: Serving) -> dict[str, str]:
+    """The Summary's card: the plan's name, and what held it."""
+    if s.plan is None:
+        return {"plan": "no plan", "what": "serving: " + s.why_plan.split(":")[0]}
+    h = s.plan.held_out
+    held = (
+        f"; held {h.requests - h.missed} of {h.requests} held-out requests"
+        if h and h.requests
+        else ""
+    )
+    ok = "verified" if s.verified else "NOT verified"
+    return {"plan": PLAN_NAMES[s.plan.kind], "what": f"serving plan, {ok}{held}"}
 
 
 def chosen_lines(s: Serving) -> list[str]:
@@ -103,16 +183,24 @@ def chosen_lines(s: Serving) -> list[str]:
     out = [f"plan: {_why(s)}", f"warm-up, {plural(len(shapes), 'call')}: {warm}"]
     if s.recompiles_after_warmup is not None:
         ok = "verified" if s.verified else "NOT verified"
+        h = s.plan.held_out
+        of = (
+            f"of the {h.requests} held-out requests"
+            if h and h.requests
+            else f"of the stream's {plural(s.requests, 'request')}"
+        )
         out.append(
-            f"{ok}: after the warm-up, {plural(s.recompiles_after_warmup, 'request')} of the "
-            f"stream would compile under fail_on_recompile ({_processes(len(s.cold_starts))})"
+            f"{ok}: after the warm-up, {s.recompiles_after_warmup} {of} "
+            f"would compile under fail_on_recompile ({_processes(len(s.cold_starts))}, "
+            f"in torch.{s.mode}())"
         )
     out += cuda_graph_plan(s)
     if s.cold_starts:
         out.append(
             "cold start (the warm-up, fresh process): "
             + " · ".join(
-                f"{seconds(c.seconds)} {c.label}{_built(c.build_s)}" for c in s.cold_starts
+                f"{seconds(c.seconds)} {c.label}{_built(c.build_s, c.seconds)}"
+                for c in s.cold_starts
             )
         )
     if s.artifacts:
@@ -148,34 +236,34 @@ def cuda_graph_plan(s: Serving) -> list[str]:
 
 
 def _why(s: Serving) -> str:
-    """Why the plan: its graphs, no request eager, its latency; the others that bound the
-    compiles too, none faster by enough (analysis/serving/forecast.py's choice)."""
-    from compilediag.analysis.serving.forecast import SAME_SPEED
-
+    """Why the plan (analysis/serving/forecast.py's choice, from its counts), its graphs
+    and latency; buckets beside it where they ran faster."""
     p = s.plan
     assert p is not None
     said = (
-        f"{PLAN_NAMES[p.kind]}: {plural(p.graphs, 'graph')} for {s.distinct_shapes} distinct "
-        f"shapes, no request eager, {ms(p.latency.median_ms) if p.latency else '-'} a request"
+        f"{s.why_plan}; {plural(p.graphs, 'graph')} for the {s.fit_shapes or s.distinct_shapes} "
+        f"distinct shapes it was fitted to, {ms(p.latency.median_ms) if p.latency else '-'} a "
+        "request"
     )
-    others = [PLAN_NAMES[k] for k in s.bounded if k != p.kind and k != "bucket"]
-    if others:
-        said += f"; {' and '.join(others)} bound them too, none faster by {SAME_SPEED:.0%}"
     bucket = next((x for x in s.plans if x.kind == "bucket"), None)
     if s.faster_padded and bucket is not None and bucket.latency and p.latency:
         said += (
             f"; buckets ran {ms(bucket.latency.median_ms)} a request, with "
-            f"{bucket.padding_share or 0:.0%} more work padded: take them only where the model "
-            "masks the padding (an attention mask) and you slice its outputs back"
-        )
-    elif "bucket" in s.bounded and p.kind != "bucket":
-        said += f"; buckets bound them too, not faster by {SAME_SPEED:.0%}, and pad the inputs"
+            f"{bucket.padding_share or 0:.0%} more work padded"
+            + ("" if bucket.padding and bucket.padding.kept else ": take them only where the "
+               "model masks the padding and you slice its outputs back")
+        )  # fmt: skip
     return said
 
 
-def _built(build_s: float | None) -> str:
-    """The part of a warm-up Inductor spent building C++ kernels, where it built any."""
-    return f" ({seconds(build_s)} of it building C++ kernels)" if build_s else ""
+def _built(build_s: float | None, whole: float) -> str:
+    """The part of a warm-up Inductor spent building C++ kernels, where it built any: its
+    timer adds the builds of its parallel workers, which can pass the warm-up's own time."""
+    if not build_s:
+        return ""
+    if build_s > whole:
+        return f" (building C++ kernels took {seconds(build_s)} summed over parallel builds)"
+    return f" ({seconds(build_s)} of it building C++ kernels)"
 
 
 def _processes(n: int) -> str:
@@ -195,7 +283,8 @@ def serving_blocks(s: Serving | None) -> list:
             table.add_column(name, justify="left" if name == "plan" else "right")
         for row in plan_rows(s):
             table.add_row(*row)
-        items += [Text("\nPlans, measured over the stream", style="bold"), table]
+        title = f"\nPlans, fitted to the first {plural(s.fit_requests or s.requests, 'request')}"
+        items += [Text(title, style="bold"), table]
     items += [Text(line) for line in chosen_lines(s)]
     if s.plan is not None and s.plan.code:
         code = Syntax(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from compilediag.analysis.serving.forecast import SAME_SPEED, bounded, choose
 from compilediag.gate import GATE_RULES
 from compilediag.report.model import Environment, Report, TargetInfo
-from compilediag.report.serving import Latency, Plan, Serving
+from compilediag.report.serving import HeldOut, Latency, PaddingCheck, Plan, Serving
 
 
 def _plan(kind: str, graphs: int, median: float, eager: int = 0) -> Plan:
@@ -16,7 +16,7 @@ def _plan(kind: str, graphs: int, median: float, eager: int = 0) -> Plan:
 
 
 def _serving(*plans: Plan, distinct: int = 10) -> Serving:
-    return Serving(requests=20, distinct_shapes=distinct, plans=list(plans))
+    return Serving(requests=20, distinct_shapes=distinct, fit_shapes=distinct, plans=list(plans))
 
 
 def test_the_smallest_change_unless_another_is_clearly_faster() -> None:
@@ -63,3 +63,56 @@ def test_no_plan_bounds_the_compiles_and_the_gate_fails() -> None:
     assert not judged.passed and "no plan bounded" in judged.message
     report.serving = None  # a config file's budget, on a run with no stream
     assert rule.check(report, 0).passed
+
+
+def _held(p: Plan, raised: int = 0, without: int = 0, requests: int = 12) -> Plan:
+    p.held_out = HeldOut(requests, raised=list(range(29, 29 + raised)),
+                         without_cuda_graph=list(range(29, 29 + without)))  # fmt: skip
+    return p
+
+
+def test_the_held_out_counts_choose_first_then_the_smallest_change() -> None:
+    """#75: a plan whose warm-up left held-out requests without a CUDA graph loses to one
+    that held them all, however small a change it is; among those that held as many, the
+    smallest change; why_plan says so with the counts."""
+    marks = _held(_plan("mark_dynamic", 1, 0.22), without=5)
+    buckets = _held(_plan("bucket", 3, 0.19))
+    buckets.padding = PaddingCheck(requests=20)
+    s = choose(_serving(marks, buckets, _held(_plan("dynamic", 1, 0.2), without=5)))
+    assert s.plan is buckets
+    assert s.why_plan.startswith("buckets: its warm-up held 12 of the 12 held-out requests")
+    assert "mark_dynamic 7" in s.why_plan and "dynamic=True 7" in s.why_plan
+    # all held alike: the smallest change, and the words say why
+    s = choose(_serving(_held(_plan("mark_dynamic", 1, 0.22)), _held(_plan("dynamic", 1, 0.2))))
+    assert s.plan is not None and s.plan.kind == "mark_dynamic"
+    assert "the smallest change of those that held as many" in s.why_plan
+
+
+def test_buckets_whose_padding_changed_the_outputs_are_never_the_plan() -> None:
+    """A model that averages over its padding: buckets are left out even where they alone
+    held the held-out requests, and a note names the output that changed."""
+    buckets = _held(_plan("bucket", 3, 0.19))
+    buckets.padding = PaddingCheck(requests=20, changed=20, worst="output 0 of request 3 "
+                                   "(1x9, 1x9) changed by up to 0.41 once padded")  # fmt: skip
+    s = choose(_serving(_held(_plan("mark_dynamic", 1, 0.22), without=5), buckets))
+    assert s.plan is not None and s.plan.kind == "mark_dynamic"
+    assert s.bounded == ["mark_dynamic"]
+    (note,) = [n for n in s.notes if n.startswith("buckets are no plan here")]
+    assert "20 of 20 distinct requests" in note and "by up to 0.41" in note
+    s = choose(_serving(_plan("as_is", 8, 1.0, eager=3), buckets))
+    assert s.plan is None and s.why_plan
+
+
+def test_latency_decides_only_where_the_paired_interval_separates_the_plans() -> None:
+    """The same requests timed under each plan, in order: a later plan 30% faster on every
+    request wins; one whose pairs spread from 0.5x to 1.4x does not, whatever its median."""
+    marks = _plan("mark_dynamic", 1, 1.0)
+    marks.request_ms = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95]
+    clear = _plan("dynamic", 1, 0.7)
+    clear.request_ms = [x * 0.7 for x in marks.request_ms]
+    assert choose(_serving(marks, clear)).plan is clear
+    noisy = _plan("dynamic", 1, 0.6)
+    noisy.request_ms = [
+        x * r for x, r in zip(marks.request_ms, [0.5, 1.4, 0.5, 1.3, 0.5, 0.6], strict=True)
+    ]
+    assert choose(_serving(marks, noisy)).plan is marks
