@@ -23,6 +23,7 @@ from compilediag.cli.options import (
     Jobs,
     Junit,
     KernelProfile,
+    MaxShape,
     Numerics,
     Output,
     ProfileOut,
@@ -203,6 +204,7 @@ def recompiles(
     requests: Requests = None,
     cold_start: ColdStart = True,
     serving_mode: ServingMode = None,
+    max_shape: MaxShape = None,
     limits: dict[str, object] | None = None,
     junit: Junit = None,
     try_fixes: TryFixes = False,
@@ -240,7 +242,7 @@ def recompiles(
         run=run or RunOptions(),
         shapes=shapes, gate=_gate(limits=limits, junit=junit), out=_out(format, output, html),
         fixes=_fixes(try_fixes, jobs), repro_dir=repro_dir if numerics else None,
-        requests=requests, cold_start=cold_start, serving_mode=serving_mode,
+        requests=requests, cold_start=cold_start, serving_mode=serving_mode, max_shape=max_shape,
     )  # fmt: skip
     _call(lambda: command.run(opts))
 

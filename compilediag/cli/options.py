@@ -395,6 +395,16 @@ ColdStart = Annotated[
         "and with torch's cache artifacts (two more processes).",
     ),
 ]
+MaxShape = Annotated[
+    str | None,
+    typer.Option(
+        "--max-shape",
+        help="Serving: the largest request you serve, dimension by dimension (8x512: batch 8, "
+        "length 512): the plans' ranges and the largest bucket reach it where the stream "
+        "did not.",
+        metavar="SHAPE",
+    ),
+]
 ServingMode = Annotated[
     str | None,
     typer.Option(

@@ -64,10 +64,11 @@ class Target:
     # set: the model file's get_request_stream()
     requests: list[list[list[int] | None]] = field(default_factory=list)
     stream: bool = False
+    serving_max: list[int] = field(default_factory=list)  # --max-shape: the largest request
     serving_mode: str = ""  # --serving-mode; "": the file's SERVING_MODE, else inference_mode
 
 
-def _parse_shape(text: str, what: str) -> list[int]:
+def parse_shape(text: str, what: str) -> list[int]:
     if not re.fullmatch(r"\d+(x\d+)*", text.strip()):
         raise UsageError(
             f"{what} {text!r} is not a shape.",
@@ -80,7 +81,7 @@ def parse_input_spec(text: str) -> InputSpec:
     parts = text.split(":")
     if len(parts) > 3:
         raise UsageError(f"--input {text!r} has too many ':' parts.", hint=INPUT_SPEC_HELP)
-    shape = _parse_shape(parts[0], "--input")
+    shape = parse_shape(parts[0], "--input")
     dtype = "float32"
     if len(parts) > 1 and parts[1]:
         if parts[1].lower() not in DTYPES:
@@ -104,7 +105,7 @@ def parse_shapes(text: str) -> list[list[int]]:
     items = [t for t in text.split(",") if t.strip()]
     if not items:
         raise UsageError("--shapes is empty.", hint="Write shapes like 2x16,4x16,8x16.")
-    return [_parse_shape(t, "--shapes entry") for t in items]
+    return [parse_shape(t, "--shapes entry") for t in items]
 
 
 def split_target(text: str) -> tuple[str, str | None]:

@@ -183,8 +183,9 @@ class Worker:
             if target.stream:  # serving: the sweep is the stream's distinct requests
                 torch = sys.modules["torch"]
                 self.result.serving, sets = stream_calls(
-                    torch, module, model, first, target.requests, target.serving_mode
-                )
+                    torch, module, model, first, target.requests, target.serving_mode,
+                    target.serving_max,
+                )  # fmt: skip
                 self._first, first = first, next(sets)
         except DiagError as e:
             raise self.stop("usage", USAGE, e.message + (" " + e.hint if e.hint else "")) from None

@@ -33,6 +33,7 @@ from compilediag.render import kernel_count_note, limit_words, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.glance import rank_glance
 from compilediag.render.step_picture import step_picture
+from compilediag.render.table.serving import inputs_words, serving_view
 from compilediag.render.tried import tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
@@ -90,7 +91,8 @@ def render_html(report: Any) -> str:
             ),
             call_max=max([_num(_get(c, "wall_s")) for c in _list(report, "calls")] or [0]),
             rank_rows=_rank_rows(report),
-            serving=_serving(report),
+            serving=serving_view(s) if (s := _serving_of(report)) else None,
+            inputs_line=inputs_words(list(_get(_get(report, "target"), "inputs", None) or []), s),
             per_rank=_per_rank(report),
             ranks_of=_ranks_of(report),
             kernel_groups=_kernel_counts(report),
@@ -105,16 +107,13 @@ def render_html(report: Any) -> str:
     )  # the template's leading macros leave blank lines before the doctype
 
 
-def _serving(report: Any) -> dict[str, Any] | None:
-    """The serving section's words (render/table/serving.py's), for a Report or its dict."""
-    from compilediag.render.table.serving import serving_view
+def _serving_of(report: Any) -> Any:
+    """The report's serving section as its type (a Report's, or read from its dict)."""
     from compilediag.report.serial import from_plain
     from compilediag.report.serving import Serving
 
     s = _get(report, "serving")
-    if s is None:
-        return None
-    return serving_view(s if isinstance(s, Serving) else from_plain(Serving, s))
+    return s if s is None or isinstance(s, Serving) else from_plain(Serving, s)
 
 
 # --- environment ------------------------------------------------------------------------

@@ -215,7 +215,13 @@ def _numerics(report: Report) -> list[str]:
 
 
 def _serving(report: Report) -> list[str]:
-    from compilediag.render.table.serving import chosen_lines, plan_columns, plan_rows, stream_lines
+    from compilediag.render.table.serving import (
+        bucket_lines,
+        chosen_lines,
+        plan_columns,
+        plan_rows,
+        stream_lines,
+    )
 
     s = report.serving
     if s is None:
@@ -225,7 +231,7 @@ def _serving(report: Report) -> list[str]:
         columns = plan_columns(s)
         out += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in plan_rows(s)] + [""]
-    out += [f"- {_cell(x)}" for x in chosen_lines(s)]
+    out += [f"- {_cell(x)}" for x in bucket_lines(s) + chosen_lines(s)]
     if s.plan is not None and s.plan.code:
         out += ["", "```python", s.plan.code.rstrip(), "```"]
     return [*out, ""]
@@ -247,6 +253,6 @@ def _verdict(report: Report) -> list[str]:
 
 # the report's sections, in order: each gives its lines (and a blank after), or none
 SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
-    _messages, _compile_failures, _limit_hits, _graph_breaks, _recompiles, _graphs,
-    _verified_fixes, _serving, _job, _timings, _numerics, _tracing, _verdict,
+    _messages, _serving, _compile_failures, _limit_hits, _graph_breaks, _recompiles, _graphs,
+    _verified_fixes, _job, _timings, _numerics, _tracing, _verdict,
 )  # fmt: skip

@@ -43,7 +43,18 @@ class PlanDim:
     dim: int
     low: int
     high: int
-    multiple: int | None = None  # bucket: pad to a multiple of it
+    multiple: int | None = None  # bucket (a report saved before #75): pad to a multiple of it
+    sizes: list[int] = field(default_factory=list)  # bucket: pad up to the next of these
+
+
+@dataclass
+class BucketOption:
+    """A bucket list and what it costs: `buckets` padded shapes (graphs, and CUDA graphs to
+    hold), `sizes` for each size the tensors share, the padded work over the real work."""
+
+    buckets: int
+    sizes: list[list[int]]
+    padding_share: float
 
 
 @dataclass
@@ -64,6 +75,7 @@ class HeldOut:
 
     requests: int = 0
     raised: list[int] = field(default_factory=list)  # would have compiled: raised
+    eager: list[int] = field(default_factory=list)  # above the largest bucket: ran eager
     # under CUDA graphs: ran without one (a size's first call), recorded one (a capture)
     without_cuda_graph: list[int] = field(default_factory=list)
     recorded_cuda_graph: list[int] = field(default_factory=list)
@@ -72,7 +84,10 @@ class HeldOut:
     @property
     def missed(self) -> int:
         """Requests that did not run a graph the warm-up held."""
-        return len(set(self.raised) | set(self.without_cuda_graph) | set(self.recorded_cuda_graph))
+        return len(
+            set(self.raised) | set(self.eager) | set(self.without_cuda_graph)
+            | set(self.recorded_cuda_graph)
+        )  # fmt: skip
 
 
 @dataclass
@@ -112,6 +127,7 @@ class Plan:
     held_out: HeldOut | None = None  # served the stream's part it was not fitted to
     request_ms: list[float] = field(default_factory=list)  # each fitted request, in order
     padding: PaddingCheck | None = None  # buckets: the padding measured against the outputs
+    options: list[BucketOption] = field(default_factory=list)  # buckets: the trade-off
 
 
 @dataclass
@@ -195,6 +211,7 @@ class Serving:
     fit_requests: int = 0  # the plans were fitted to the stream's first requests, these many
     fit_shapes: int = 0  # ... of these distinct shapes
     mode: str = "inference_mode"  # the serving mode the stream and the plans ran in
+    names: list[str] = field(default_factory=list)  # the call's tensors, by parameter name
     unseen: Unseen | None = None
     distinct_shapes: int = 0
     replayed: int = 0  # requests replayed through the compile (the distinct ones)

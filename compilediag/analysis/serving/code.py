@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from compilediag.harness.serving.cudagraphs import records_cuda_graphs
+from compilediag.harness.serving.plans import bucket_sizes
 from compilediag.report.serving import Plan
 
-PAD_HELPER = '''def pad_to(x, dim, multiple):
-    """x padded with zeros at the end of `dim` to a multiple of `multiple`: mask the
-    padding (attention_mask 0), and slice the outputs back to the request's length."""
-    extra = -x.size(dim) % multiple
+PAD_HELPER = '''def pad_to(x, dim, sizes):
+    """x padded with zeros at the end of `dim` up to the next of `sizes`: mask the padding
+    (attention_mask 0), and slice the outputs back to the request's sizes."""
+    extra = min(s for s in sizes if s >= x.size(dim)) - x.size(dim)
     if not extra:
         return x
     return torch.nn.functional.pad(x, [0, 0] * (x.dim() - dim - 1) + [0, extra])
@@ -47,7 +48,7 @@ def plan_code(
     alike, whatever mode the caller is in: torch's guards tell the modes apart)."""
     lines = ["import torch", ""]
     if plan.kind == "bucket":
-        lines += [PAD_HELPER]
+        lines += [PAD_HELPER, ""]
     lines += [
         compile_line(kwargs, plan), "", "",
         f"def serve({', '.join(names)}):",
@@ -66,8 +67,15 @@ def plan_code(
             lines.append(
                 f"    torch._dynamo.maybe_mark_dynamic({name}, {x.dim})  # {x.low}..{x.high} in the stream"
             )
-        elif plan.kind == "bucket" and x.multiple and x.multiple > 1:
-            lines.append(f"    {name} = pad_to({name}, {x.dim}, {x.multiple})")
+    padded = [(names[x.input], x.dim, bucket_sizes(x)) for x in plan.dims if plan.kind == "bucket"]
+    if padded:  # above the largest bucket: eager, as a server runs what it did not capture
+        above = " or ".join(f"{n}.size({d}) > {max(z)}" for n, d, z in padded)
+        lines += [
+            f"    if {above}:",
+            f"        with torch.{mode}():  # above the largest bucket: eager, no compile",
+            f"            return model({', '.join(names)})",
+            *(f"    {n} = pad_to({n}, {d}, {z})" for n, d, z in padded),
+        ]
     lines += [f"    with torch.{mode}():", f"        return compiled({', '.join(names)})", "", ""]
     types = ", ".join(f"torch.{d}" for d in dtypes)
     on = "" if device == "cpu" else f", device={device!r}"

@@ -45,6 +45,7 @@ def forecast(report: Report, facts: ServingFacts) -> Serving:
         fit_requests=facts.fit,
         fit_shapes=len(distinct(fitted)),
         mode=facts.mode,
+        names=list(facts.names),
     )
     seen = {key(r) for r in fitted}
     s.unseen = Unseen(

@@ -27,7 +27,7 @@ from compilediag.cli.options import RunOptions
 from compilediag.errors import UsageError
 from compilediag.harness.serving.calls import SERVING_MODES
 from compilediag.harness.serving.stream import read_requests
-from compilediag.harness.target import parse_shapes, split_target
+from compilediag.harness.target import parse_shape, parse_shapes, split_target
 
 
 @dataclass
@@ -41,6 +41,7 @@ class RecompilesOptions:
     requests: str | None = None  # a stream of requests, one JSON object a line
     cold_start: bool = True  # serving: also time the warm-up with warm caches and artifacts
     serving_mode: str | None = None  # None: the file's SERVING_MODE, else inference_mode
+    max_shape: str | None = None  # serving: the largest request served, "8x512"
 
 
 def check_no_empty_shape(text: str, what: str) -> None:
@@ -75,6 +76,11 @@ def check_serving(opts: RecompilesOptions, serving: bool, sweep: list[list[int]]
             "--serving-mode is the mode a request stream is served in.",
             hint="Pass --requests FILE (one JSON request a line), or add get_request_stream().",
         )
+    if opts.max_shape is not None and not serving:
+        raise UsageError(
+            "--max-shape is the largest request of a request stream.",
+            hint="Pass --requests FILE (one JSON request a line), or add get_request_stream().",
+        )
     if not serving and opts.gate.limits.get("max_recompiles_after_warmup") is not None:
         raise UsageError(
             "--max-recompiles-after-warmup judges a request stream's plan.",
@@ -103,6 +109,8 @@ def run(opts: RecompilesOptions) -> int:
     )  # fmt: skip
     spec.target.requests, spec.target.stream = stream, serving
     spec.target.serving_mode = opts.serving_mode or ""
+    if opts.max_shape is not None:
+        spec.target.serving_max = parse_shape(opts.max_shape, "--max-shape")
     done = run_model(spec, opts.run.timeout)
     done = verify_fixes(done, spec, opts.fixes, opts.run.timeout)
     found = done.report

@@ -102,6 +102,7 @@ def held_out(run: VerifyFacts, offset: int) -> HeldOut:
     return HeldOut(
         requests=len(run.latency_ms) + len(run.recompiles),
         raised=[offset + n for n in run.recompiles],
+        eager=[offset + n for n in run.eager],
         without_cuda_graph=[offset + n for n in run.without_cuda_graph],
         recorded_cuda_graph=[offset + n for n in run.recorded_cuda_graph],
     )

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from compilediag.harness.checks import sync
+from compilediag.harness.serving.plans import bucket_of, bucket_sizes
 from compilediag.harness.serving.stream import Shapes
 from compilediag.report.serving import Latency, Plan
 
@@ -85,8 +86,8 @@ def planned(torch: Any, call: Call, plan: Plan | None) -> Call:
     for x in plan.dims:
         place = places[x.input]
         t = _get((tuple(args), kwargs), place)
-        if plan.kind == "bucket" and x.multiple:
-            extra = -t.size(x.dim) % x.multiple
+        if plan.kind == "bucket" and (x.sizes or x.multiple):
+            extra = (bucket_of(t.size(x.dim), bucket_sizes(x)) or t.size(x.dim)) - t.size(x.dim)
             if extra:
                 pad = [0, 0] * (t.dim() - x.dim - 1) + [0, extra]
                 t = torch.nn.functional.pad(t, pad, value=0)
@@ -97,6 +98,18 @@ def planned(torch: Any, call: Call, plan: Plan | None) -> Call:
         else:
             kwargs[place] = t
     return tuple(args), kwargs
+
+
+def above_buckets(torch: Any, call: Call, plan: Plan | None) -> bool:
+    """A request a bucket plan runs eager: a size above its largest bucket."""
+    if plan is None or plan.kind != "bucket":
+        return False
+    places = tensor_places(torch, call)
+    return any(
+        (x.sizes or x.multiple) and bucket_of(_get(call, places[x.input]).size(x.dim),
+                                              bucket_sizes(x)) is None
+        for x in plan.dims
+    )  # fmt: skip
 
 
 def timed(torch: Any, fn: Any, calls: list[Call], device: str) -> list[float]:

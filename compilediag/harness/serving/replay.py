@@ -33,8 +33,9 @@ from compilediag.report.serving import Plan
 
 
 def stream_calls(
-    torch: Any, module: Any, model: Any, first: Call, requests: list[Shapes], mode: str = ""
-) -> tuple[ServingFacts, Iterator[Call]]:
+    torch: Any, module: Any, model: Any, first: Call, requests: list[Shapes], mode: str = "",
+    most: list[int] | None = None,
+) -> tuple[ServingFacts, Iterator[Call]]:  # fmt: skip
     """The stream (the --requests file's, else the model file's get_request_stream()) and
     the sweep's calls: its distinct requests, in the order they first come; the mode it is
     served in (`mode`, else the file's SERVING_MODE, else inference_mode)."""
@@ -57,7 +58,7 @@ def stream_calls(
         requests = [as_request(r, f"get_request_stream() item {n}") for n, r in enumerate(fn(), 1)]
     facts = ServingFacts(
         stream=requests, base=base_shapes(torch, first), distinct=distinct(requests), mode=mode,
-        fit=fitted_part(len(requests)),
+        fit=fitted_part(len(requests)), most=list(most or []),
     )  # fmt: skip
     facts.names, facts.dtypes = tensor_names(torch, model, first)
     return facts, (build(torch, first, requests[i]) for i in facts.distinct)
@@ -90,7 +91,7 @@ def serve(
     stage(f"replaying {len(calls)} requests, eager")
     facts.eager_ms = timed(torch, eager, calls, device)
     stop_trace()  # the plans' compiles are not the stream's
-    for plan in propose(facts.stream[: facts.fit], facts.base):  # fitted to the first part
+    for plan in propose(facts.stream[: facts.fit], facts.base, facts.most):  # the first part
         stage(f"measuring the plan {plan.kind}")
         try:
             facts.plans.append(

@@ -50,6 +50,7 @@ class VerifyFacts:
     warmup_s: float = 0.0  # from before the first warm-up request (and the artifacts' load)
     cache: dict[str, int] = field(default_factory=dict)
     recompiles: list[int] = field(default_factory=list)  # requests that would have compiled
+    eager: list[int] = field(default_factory=list)  # above the largest bucket: run eager
     latency_ms: list[float] = field(default_factory=list)
     artifacts: dict[str, int] = field(default_factory=dict)  # what the saved artifacts hold
     artifacts_bytes: int = 0
@@ -88,7 +89,7 @@ def verify(spec: VerifySpec, work: Path, cache: Path, timeout: float) -> VerifyF
 def _run(work: Path) -> VerifyFacts:
     import torch
 
-    from compilediag.harness.serving.calls import build, in_mode, planned, timed
+    from compilediag.harness.serving.calls import above_buckets, build, in_mode, planned, timed
     from compilediag.harness.serving.replay import plan_kwargs
     from compilediag.harness.target import find_input_sets, find_model, load_module
     from compilediag.harness.worker_torch import to_device
@@ -99,7 +100,7 @@ def _run(work: Path) -> VerifyFacts:
     first = to_device(
         next(iter(find_input_sets(module, spec.target, spec.target.path, False))), spec.device
     )
-    calls = [planned(torch, build(torch, first, r), spec.plan) for r in spec.stream]
+    requests = [build(torch, first, r) for r in spec.stream]
     facts = VerifyFacts(pid=os.getpid())
     start = time.perf_counter()
     if spec.load_artifacts:
@@ -120,7 +121,13 @@ def _run(work: Path) -> VerifyFacts:
     if spec.save_artifacts:
         _save(torch, spec.save_artifacts, facts)
     torch.compiler.set_stance("fail_on_recompile")
-    for n, call in enumerate(calls, 1):
+    eager = in_mode(torch, model, spec.mode)
+    for n, request in enumerate(requests, 1):
+        if above_buckets(torch, request, spec.plan):  # the plan's serve() runs it eager
+            facts.eager.append(n)
+            facts.latency_ms += timed(torch, eager, [request], spec.device)
+            continue
+        call = planned(torch, request, spec.plan)
         was = graph_state(torch, memory=False) if graphs else None
         try:
             facts.latency_ms += timed(torch, fn, [call], spec.device)

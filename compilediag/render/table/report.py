@@ -29,7 +29,7 @@ from compilediag.render.table.facts import (
 )
 from compilediag.render.table.parts import Row, details, new_table, print_items
 from compilediag.render.table.recompiles import recompile_blocks, timeline_block
-from compilediag.render.table.serving import serving_blocks
+from compilediag.render.table.serving import inputs_words, serving_blocks
 from compilediag.render.tried import cold_warm_words
 from compilediag.render.window_words import pace_line
 from compilediag.report.model import GraphBreak, Report
@@ -38,6 +38,8 @@ from compilediag.report.words import percent
 
 
 def render_table(report: Report, width: int | None = None, color: bool = False) -> str:
+    if report.serving is not None:  # a request stream's report reads as `recompiles` wrote it
+        return render_recompiles(report, width, color)
     return print_items(blocks(report, color, width), width, color)
 
 
@@ -75,7 +77,7 @@ def _title_blocks(report: Report, width: int | None) -> list:
     out: list = []
     title = Text(f"compilediag · {short_path(report.target.path)}", style="bold")
     if report.target.inputs:
-        title.append(f"  inputs: {' | '.join(report.target.inputs)}", style="dim")
+        title.append(f"  inputs: {inputs_words(report.target.inputs, report.serving)}", style="dim")
     out += [title, *_headline(report, width)]
     pace = pace_line(report.runtime)
     if pace:

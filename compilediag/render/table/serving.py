@@ -12,7 +12,7 @@ from rich.text import Text
 
 from compilediag.harness.serving.stream import FEWEST_HELD_OUT
 from compilediag.render import plural
-from compilediag.report.serving import PLAN_NAMES, Plan, Serving
+from compilediag.report.serving import PLAN_NAMES, Plan, PlanDim, Serving
 from compilediag.report.words import ms, seconds
 
 PLAN_COLUMNS = ["plan", "graphs", "compile", "eager requests", "held out", "a request (median)",
@@ -57,6 +57,22 @@ def stream_lines(s: Serving) -> list[str]:
             f"{ms(s.eager_latency.median_ms)}, compiled {ms(s.compiled_latency.median_ms)}"
         )
     return out + cuda_graph_lines(s) + [f"  {n}" for n in s.notes]
+
+
+INPUTS_SHOWN = 4  # input sets named in a report's title; more are counted
+
+
+def inputs_words(inputs: list[str], serving: Serving | None) -> str:
+    """A report's inputs for its title: a request stream by its counts, a few input sets by
+    their shapes, many by the first few and a count."""
+    if serving is not None:
+        return (
+            f"a stream of {plural(serving.requests, 'request')}, "
+            f"{plural(serving.distinct_shapes, 'distinct shape')}"
+        )
+    if len(inputs) <= INPUTS_SHOWN:
+        return " | ".join(inputs)
+    return " | ".join(inputs[:INPUTS_SHOWN]) + f" and {len(inputs) - INPUTS_SHOWN} more input sets"
 
 
 def unseen_lines(s: Serving) -> list[str]:
@@ -153,8 +169,52 @@ def _held(p: Plan) -> str:
 def serving_view(s: Serving) -> dict:
     """The section's words for the HTML: the same lines, the plans' rows, the card."""
     return {"stream": stream_lines(s), "columns": plan_columns(s), "rows": plan_rows(s),
-            "chosen": chosen_lines(s), "code": s.plan.code if s.plan else "",
+            "chosen": bucket_lines(s) + chosen_lines(s), "code": s.plan.code if s.plan else "",
             "verified": s.verified, "card": plan_card(s)}  # fmt: skip
+
+
+def bucket_lines(s: Serving) -> list[str]:
+    """The buckets' trade-off: more padded shapes (graphs, CUDA graphs to hold) against the
+    padded work, from the fitted part's sizes; the requests above the largest bucket."""
+    b = next((p for p in s.plans if p.kind == "bucket"), None)
+    if b is None or not b.options:
+        return []
+    chosen = [x.sizes for x in _shared(b)]
+    pool = ""
+    if b.cuda_graphs is not None and b.cuda_graphs.recorded:
+        pool = f"; their CUDA graphs about {b.cuda_graphs.pool_mb / b.cuda_graphs.recorded:.3g} MB each in the pool"
+    rows = " · ".join(
+        f"{o.buckets}{' (these)' if o.sizes == chosen else ''}: +{o.padding_share:.0%}"
+        for o in b.options
+    )
+    sizes = "; ".join(
+        f"{'/'.join(names_of(s, b, x))} dim {x.dim}: {', '.join(map(str, x.sizes))}"
+        for x in _shared(b)
+    )
+    out = [
+        f"buckets: {sizes}; padded work by the count of padded shapes: {rows}{pool}",
+    ]
+    h = b.held_out
+    if h is not None and h.requests:
+        out.append(
+            f"buckets: a request above the largest runs eager: {len(h.eager)} of the "
+            f"{h.requests} held-out requests" + (f" ({_requests(h.eager)})" if h.eager else "")
+        )
+    return out
+
+
+def _shared(b: Plan) -> list[PlanDim]:
+    """One dimension for each size the tensors share (ids and their mask)."""
+    seen: dict[tuple[int, int, int], PlanDim] = {}
+    for x in b.dims:
+        seen.setdefault((x.dim, x.low, x.high), x)
+    return list(seen.values())
+
+
+def names_of(s: Serving, b: Plan, x: PlanDim) -> list[str]:
+    """The tensors that share x's size, by their names where the run read them."""
+    same = [d.input for d in b.dims if (d.dim, d.low, d.high) == (x.dim, x.low, x.high)]
+    return [s.names[i] if i < len(s.names) else f"input_{i}" for i in same]
 
 
 def plan_card(s: Serving) -> dict[str, str]:
@@ -285,7 +345,7 @@ def serving_blocks(s: Serving | None) -> list:
             table.add_row(*row)
         title = f"\nPlans, fitted to the first {plural(s.fit_requests or s.requests, 'request')}"
         items += [Text(title, style="bold"), table]
-    items += [Text(line) for line in chosen_lines(s)]
+    items += [Text(line) for line in bucket_lines(s) + chosen_lines(s)]
     if s.plan is not None and s.plan.code:
         code = Syntax(
             s.plan.code.rstrip(), "python", theme="ansi_dark", background_color="default",

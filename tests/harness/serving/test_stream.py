@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from compilediag.errors import UsageError
-from compilediag.harness.serving.plans import BUCKETS, full, padded, propose, varying_dims
+from compilediag.harness.serving.plans import (
+    BUCKETS,
+    best_sizes,
+    bucket_of,
+    full,
+    padded,
+    propose,
+    varying_dims,
+)
 from compilediag.harness.serving.stream import distinct, read_requests
 from tests.conftest import ROOT, run_cli
 
@@ -94,10 +102,10 @@ def test_buckets_stay_within_their_bound_and_their_padding_is_counted() -> None:
     bucket = plans["bucket"]
     shapes = {json.dumps(padded(r, BASE, bucket.dims)) for r in STREAM}
     assert len(shapes) <= BUCKETS
-    for r in STREAM:  # each padded size a multiple, never smaller than the request's
+    for r in STREAM:  # each padded size one of the dimension's buckets, never smaller
         for x in bucket.dims:
             n, m = full(r, BASE)[x.input][x.dim], padded(r, BASE, bucket.dims)[x.input][x.dim]
-            assert m >= n and m % (x.multiple or 1) == 0
+            assert m >= n and m in x.sizes and x.sizes[-1] == x.high
     # the warm-up covers every padded shape of the stream, the ids and their mask alike
     warm = {json.dumps(w) for w in bucket.warmup_shapes}
     assert shapes <= warm and all(w[0] == w[1] for w in bucket.warmup_shapes)
@@ -108,3 +116,30 @@ def test_buckets_stay_within_their_bound_and_their_padding_is_counted() -> None:
 
 def test_no_plan_where_nothing_varies() -> None:
     assert propose([[[1, 8]], [[1, 8]]], [[1, 8]]) == []
+
+
+def test_bucket_sizes_are_the_least_padding_for_their_count_and_the_trade_off_falls() -> None:
+    """#75 (4): each count of buckets pads the least work any split of the sizes can (every
+    split of the lengths into 2 tried by hand), the padded work falls as the count grows,
+    the chosen list is the trade-off's row within BUCKETS; --max-shape's top is the largest
+    bucket though the stream never reached it."""
+    import itertools
+
+    lengths = [3, 3, 5, 9, 9, 9, 20, 38]
+    two = best_sizes(lengths, 2, 38)
+
+    def cost(sizes: list[int]) -> int:
+        return sum(min(s for s in sizes if s >= n) for n in lengths)
+
+    every = [[a, 38] for a in sorted(set(lengths)) if a < 38]
+    assert cost(two) == min(cost(x) for x in every) and two[-1] == 38
+    assert best_sizes(lengths, 1, 64) == [64]
+    stream = [[[b, n], [b, n]] for b, n in itertools.product((1, 2, 4), lengths)]
+    bucket = propose(stream, BASE)[1]
+    shares = [o.padding_share for o in bucket.options]
+    assert shares == sorted(shares, reverse=True) and len(bucket.options) >= 4
+    kept = next(o for o in bucket.options if [x.sizes for x in bucket.dims][:2] == o.sizes)
+    assert kept.buckets <= BUCKETS and kept.padding_share == bucket.padding_share
+    top = propose(stream, BASE, [8, 128])[1]
+    assert [x.sizes[-1] for x in top.dims] == [8, 128, 8, 128]
+    assert bucket_of(129, top.dims[1].sizes) is None  # above it: the plan runs it eager
