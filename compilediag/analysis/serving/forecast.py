@@ -171,7 +171,7 @@ def choose(s: Serving) -> Serving:
     s.bounded = [p.kind for p in good]
     padded = next((p for p in held if p.kind == "bucket" and p is not best), None)
     s.faster_padded = padded is not None and _faster(padded, best)
-    s.why_plan = _why(good, best, faster=best is not unpadded[0])
+    s.why_plan = _why(good, best, faster=best is not unpadded[0], alone=len(held) == 1)
     return s
 
 
@@ -196,7 +196,7 @@ def padding_words(c: PaddingCheck) -> str:
     )
 
 
-def _why(good: list[Plan], best: Plan, faster: bool) -> str:
+def _why(good: list[Plan], best: Plan, faster: bool, alone: bool) -> str:
     """Why this plan, from the counts that chose it."""
     name = PLAN_NAMES[best.kind]
     h = best.held_out
@@ -214,7 +214,9 @@ def _why(good: list[Plan], best: Plan, faster: bool) -> str:
         for p in others
     )
     how = (
-        f"faster by more than {SAME_SPEED:.0%} than a smaller change that held as many, over "
+        "the only one that held as many"
+        if alone
+        else f"faster by more than {SAME_SPEED:.0%} than a smaller change that held as many, over "
         "the whole interval of the requests' paired times"
         if faster
         else "the smallest change of those that held as many"

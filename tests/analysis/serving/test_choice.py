@@ -82,6 +82,7 @@ def test_the_held_out_counts_choose_first_then_the_smallest_change() -> None:
     assert s.plan is buckets
     assert s.why_plan.startswith("buckets: its warm-up held 12 of the 12 held-out requests")
     assert "mark_dynamic 7" in s.why_plan and "dynamic=True 7" in s.why_plan
+    assert s.why_plan.endswith("the only one that held as many")
     # all held alike: the smallest change, and the words say why
     s = choose(_serving(_held(_plan("mark_dynamic", 1, 0.22)), _held(_plan("dynamic", 1, 0.2))))
     assert s.plan is not None and s.plan.kind == "mark_dynamic"
