@@ -98,7 +98,7 @@ def test_a_python_numbers_new_values_are_said_as_this_run_saw_them(tmp_path: Pat
     report = json.loads(proc.stdout[proc.stdout.index("{") :])
     (r,) = report["recompiles"]
     assert [c["compiled"] for c in report["calls"]].count(True) == 2  # the first, and one more
-    assert "in this run, one recompile for a new value" in r["suggestion"]
+    assert "in this run, one recompile of this frame for a new value, then none" in r["suggestion"]
     assert "each new value compiles" not in r["suggestion"]
     said = [{k: v for k, v in x.items() if k != "reasons"} for x in report["recompiles"]]
     assert "___stack" not in json.dumps(said)  # (torch's own text, `reasons`, is kept)
@@ -240,3 +240,46 @@ def test_an_explanation_is_said_once_then_referred_to(tmp_path: Path) -> None:
     assert all(
         r["suggestion"].startswith("Expected: one graph per mode") for r in report["recompiles"]
     )
+
+
+def test_a_baked_in_float_is_said_as_this_run_counted_it(tmp_path: Path) -> None:
+    """#76 (4): the same `float(h.norm())` under AOTAutograd, whose compile restarts to bake
+    the float in (TensorifyScalarRestartAnalysis, torch's own record). Before: "every new
+    value compiles again, up to the recompile limit (dynamic=True does the same)" beside a
+    count of one, and a sentence spliced at "line 13. where the op takes a tensor". Now the
+    count is torch's (its recompiles counter, in a process of its own) and the words say
+    only what the run showed."""
+    model = tmp_path / "norm.py"
+    model.write_text(NORM)
+    proc = run_cli("recompiles", str(model), "--backend", "aot_eager", "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout[proc.stdout.index("{") :])
+    program = tmp_path / "count.py"
+    program.write_text(
+        "import sys, torch\nsys.path.insert(0, sys.argv[1])\nimport norm\n"
+        "from torch._dynamo.testing import CompileCounterWithBackend\n"
+        "c = CompileCounterWithBackend('aot_eager')\n"
+        "m = torch.compile(norm.get_model(), backend=c)\n"
+        "for (x,) in norm.get_input_sets(): m(x)\n"
+        "print(c.frame_count)\n"
+    )
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(program), str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    # torch's backend calls: the graphs kept and the one its restart discarded, over the two
+    # frames (forward, and its resume after the break)
+    calls = int(out.stdout.strip().splitlines()[-1])
+    graphs, frames = report["graphs"], {g["frame"] for g in report["graphs"]}
+    assert calls == len(graphs) + sum(g["discarded"] for g in graphs)
+    assert len(graphs) - len(frames) == len(report["recompiles"]) == 1
+    (r,) = report["recompiles"]
+    said = r["suggestion"]
+    assert (
+        "baked the value in: in this run, one recompile of this frame for a new value, then none"
+        in said
+    )
+    assert "every new value" not in said and "dynamic=True does the same" not in said
+    assert ". where" not in said and said.count("in this run") == 1

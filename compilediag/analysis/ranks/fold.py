@@ -28,6 +28,7 @@ from compilediag.report.model import (
     TraceInfo,
     job_summary,
 )
+from compilediag.report.ranksets import rank_set
 from compilediag.report.vocabulary import Finding, FindingKind, Source, StepsAt
 from compilediag.trace.compiles import TraceLog, unranked
 
@@ -379,12 +380,35 @@ def _merge_findings(report: Report, groups: list[tuple[Report, list[int]]]) -> N
     report.compile_failures = once(
         lambda r: r.compile_failures, lambda f: (f.frame, f.fail_type, f.reason)
     )
-    # a compile's cost is said once, for the most common group's ranks (the first)
-    report.notes = list(dict.fromkeys(
-        n for i, (rep, _) in enumerate(groups) for n in rep.notes
-        if i == 0 or n.kind != FindingKind.COMPILE_COST
-    ))  # fmt: skip
+    report.notes = list(dict.fromkeys(n for n in _group_notes(report, groups)))
     report.errors = list(dict.fromkeys(e for rep, _ in groups for e in rep.errors))
+
+
+# notes every rank's run raises alike (its counts its own): said once, the first group's
+ONCE_FOR_ALL = (FindingKind.COMPILE_COST, FindingKind.NO_PROVENANCE)
+
+
+def _group_notes(report: Report, groups: list[tuple[Report, list[int]]]) -> list[Finding]:
+    """Each group's notes; a compile's cost and a note every group raises alike are said
+    once, for the most common group's ranks (the first), with the ranks that raised it."""
+    out = []
+    for i, (rep, _) in enumerate(groups):
+        for n in rep.notes:
+            if n.kind not in ONCE_FOR_ALL:
+                out.append(n)
+                continue
+            if i:
+                continue
+            raised = [m for r, m in groups if any(x.kind == n.kind for x in r.notes)]
+            if n.kind == FindingKind.COMPILE_COST or len(raised) < 2:
+                out.append(n)
+                continue
+            every = sorted(x for m in raised for x in m)
+            whose = rank_set(report.ranks, every)
+            counts = rank_set(report.ranks, groups[0][1])
+            said = f"{n.message} (so say {whose}; the counts are those of {counts})"
+            out.append(replace(n, message=said))
+    return out
 
 
 def _group(ranks: list[RankSummary], members: list[int]) -> RankGroup:

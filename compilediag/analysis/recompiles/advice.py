@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.recompiles.guard_words import Guard, sizes_0_1
+from compilediag.analysis.recompiles.guard_words import NEW_VALUES, Guard, sizes_0_1
 from compilediag.analysis.recompiles.guards import is_mode_switch
 from compilediag.analysis.recompiles.library_advice import (
     inner_library_frame,
@@ -128,12 +128,11 @@ def python_state(c: Case) -> str:
 def float_baked_in(c: Case) -> str:
     if c.guard.cause != RecompileCause.FLOAT or not c.baked_in:
         return ""
+    # what new values did is this run's count (recompiles.values_count), never a prediction
     return (
         "torch tried to make it dynamic, but an op in the graph needs it as a Python "
-        "number: torch restarted that compile and baked the value in, so every new "
-        "value compiles again, up to the recompile limit (dynamic=True does the same). "
-        + c.guard.suggestion.split(", or compile with dynamic=True")[0]
-        + " where the op takes a tensor, or keep it to a few values."
+        f"number: torch restarted that compile and baked the value in{NEW_VALUES}. "
+        + c.guard.suggestion.replace(NEW_VALUES, "")
     )
 
 

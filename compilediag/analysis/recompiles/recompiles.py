@@ -66,9 +66,8 @@ def collect_recompiles(h: History) -> list[Recompile]:
 
 def values_count(found: list[Recompile]) -> list[Recompile]:
     """What new values of a Python number did in this run, in each advice that speaks of
-    them (guard_words.NEW_VALUES): its recompiles of the frame, counted. After one change
-    torch's automatic dynamic makes the value dynamic, and later values reuse that graph,
-    unless torch baked it in (then each value compiles again, up to the recompile limit)."""
+    them (guard_words.NEW_VALUES): its recompiles of the frame, counted, said as this run
+    showed them (one, then none; or one a value), never as a prediction."""
 
     def key(r: Recompile) -> tuple[object, str]:  # the frame (by torch's id) and the value
         cid = id_of(r.compile_id)
@@ -82,11 +81,10 @@ def values_count(found: list[Recompile]) -> list[Recompile]:
             continue
         n = count[key(r)]
         said = (
-            ": in this run, one recompile for a new value (after it torch's automatic dynamic "
-            "makes the value dynamic, unless an op needs it as a Python number)"
+            ": in this run, one recompile of this frame for a new value, then none"
             if n == 1
-            else f": in this run, {n} recompiles for its new values (each baked in, up to the "
-            "recompile limit)"
+            else f": in this run, {n} recompiles of this frame for its new values, one each "
+            "(up to the recompile limit)"
         )
         r.suggestion = r.suggestion.replace(NEW_VALUES, said)
     return found
@@ -103,8 +101,13 @@ def case_of(h: History, e: Entry, reasons: list[str], dims: list[tuple[str, str]
     torch made of the value (dynamic, or a float baked in after all)."""
     guards = [name_stack_values(parse_guard(r), e.code.name, e.code.file) for r in reasons]
     g = deciding_guard(guards, e.code.file)
+    # torch's own records: this compile of the frame, or one before it, restarted to bake a
+    # float in (torch then keeps it static in the frame's later compiles); a restart after
+    # it is no evidence for this one
     baked_in = g.cause == RecompileCause.FLOAT and any(
-        float_specialised(k.metrics.restart_reasons) for k in h.frame_of(e)
+        float_specialised(k.metrics.restart_reasons)
+        for k in h.frame_of(e)
+        if k.id.frame_compile <= e.id.frame_compile
     )
     pinned = pinned_by_backend(e, g)
     dynamic = became_dynamic(e) and not specialised(guards) and not baked_in and not pinned

@@ -134,3 +134,17 @@ def test_digests_saved_on_two_machines_fold_into_the_whole_jobs_report(tmp_path:
     bad = run_cli("report", str(tmp_path / "old.json"))
     assert bad.returncode == 2 and "digest file can't be read" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_note_every_rank_raises_is_said_once_with_its_ranks() -> None:
+    """#76 (6): nanoGPT's DDP job on 2 H200s (torch 2.11), rank 0 evaluating: the ranks
+    compiled apart (two groups), and each rank's run has no Inductor provenance records, its
+    own count of kernels without a user line (47 and 38). Said once, with the ranks, and
+    whose counts they are; before, once a group."""
+    report, proc = run_json("report", str(TRACES / "torch-2.11.0-cuda" / "nccl_gpt_eval"))
+    assert proc.returncode == 0, proc.stderr
+    assert len(report["rank_groups"]) == 2
+    (note,) = [n for n in report["notes"] if n["kind"] == "no_provenance"]
+    assert note["message"].endswith("(so say all 2 ranks; the counts are those of rank 0)")
+    first = [r for r in report["ranks"] if r["rank"] == 0]
+    assert first and f"of {first[0]['summary']['kernels']} generated kernels" in note["message"]
