@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from compilediag.cli.app import app
 from compilediag.render.html import render_html
 from compilediag.report.model import Report
-from tests.conftest import ROOT, SAMPLES, fixture_trace
+from tests.conftest import ROOT, SAMPLES, fixture_trace, run_json
 
 PLANTED = "<script>window.__pwned=1</script>"
 PLANTED_MODEL = f'''\
@@ -523,3 +523,32 @@ def test_the_step_picture_is_drawn_at_the_steps_scale_and_a_one_off_is_cut() -> 
     assert widths["a step"] == pytest.approx(WIDTH, abs=0.01)
     assert widths["evaluation"] == pytest.approx(WIDTH, abs=0.01)
     assert "4.37 s ⫽ cut: not to scale" in svg
+
+
+def test_one_cause_is_one_block_with_its_fix_once(tmp_path: Path) -> None:
+    """#76 (6): the masked decoder compiled with dynamic=False over 12 requests recompiles
+    its frame 7 times for one cause (the sizes of input_ids), each with its own words of
+    what else changed (attention_mask's sizes): the page folds them into one block, as the
+    table does: each recompile listed, the fix said once (before: 7 times)."""
+    import html as html_lib
+
+    from compilediag.render.views import recompile_causes
+    from compilediag.report.model import Report
+
+    serving = ROOT / "tests" / "fixtures" / "serving"
+    stream = tmp_path / "twelve.jsonl"
+    stream.write_text("".join((serving / "decoder_stream.jsonl").read_text().splitlines(True)[:12]))
+    data, proc = run_json(
+        "recompiles", str(serving / "decoder.py"), "--requests", str(stream), "--no-dynamic",
+        "--backend", "eager", "--no-numerics", "--no-cold-start",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = Report.from_dict(data)
+    (cause,) = recompile_causes(report)
+    assert len(cause.items) == len(data["recompiles"]) > 1
+    assert len({r["suggestion"] for r in data["recompiles"]}) > 1  # each its own words
+    page = html_lib.unescape(render_html(report))
+    section = page.split('id="recompiles"', 1)[1].split('<details class="section', 1)[0]
+    assert section.count('class="finding recompile') == len(cause.items)
+    assert section.count('<span class="label">fix') == 1 + len(cause.more)
+    assert section.count("A fix has to cover each of them") == 1

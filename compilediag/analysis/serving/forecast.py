@@ -288,5 +288,19 @@ def _notes(s: Serving, facts: ServingFacts) -> list[str]:
             f"the {s.replayed} distinct shapes of {s.requests} requests were replayed through "
             f"the compile; the other {repeats} repeat them, and replayed after, {held}"
         )
+    short = [n for n, r in enumerate(facts.stream, 1) if len(r) < len(facts.base)]
+    if short:  # the format fills them; said, so a request that named too few is seen
+        kept = ", ".join(
+            f"{name} {'x'.join(map(str, shape))}"
+            for name, shape in zip(facts.names, facts.base, strict=False)
+        )
+        shown = ", ".join(map(str, short[:8])) + (
+            f" and {len(short) - 8} more" if len(short) > 8 else ""
+        )
+        out.append(
+            f"{len(short)} of {s.requests} requests ({shown}) gave fewer shapes than the call's "
+            f"{len(facts.base)} tensors: the rest kept get_inputs()'s shapes ({kept}); give each "
+            "tensor's shape, or null to keep it on purpose"
+        )
     out += facts.errors
     return out

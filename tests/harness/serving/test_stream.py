@@ -143,3 +143,18 @@ def test_bucket_sizes_are_the_least_padding_for_their_count_and_the_trade_off_fa
     top = propose(stream, BASE, [8, 128])[1]
     assert [x.sizes[-1] for x in top.dims] == [8, 128, 8, 128]
     assert bucket_of(129, top.dims[1].sizes) is None  # above it: the plan runs it eager
+
+
+def test_a_request_that_names_fewer_tensors_than_the_call_is_said() -> None:
+    """#76 (7): a request of one shape for a call of two tensors keeps the second at
+    get_inputs()'s shape, as the format says; the run says which requests did, and how to
+    say it on purpose (null)."""
+    from compilediag.analysis.serving.forecast import _notes
+    from compilediag.harness.serving.facts import ServingFacts
+    from compilediag.report.serving import Serving
+
+    stream = [[[1, 5], [1, 5]], [[2, 9]], [[1, 7], None], [[4, 3]]]
+    facts = ServingFacts(stream=stream, base=BASE, names=["input_ids", "attention_mask"])
+    (note,) = _notes(Serving(requests=4, replayed=4), facts)
+    assert note.startswith("2 of 4 requests (2, 4) gave fewer shapes than the call's 2 tensors")
+    assert "input_ids 1x8, attention_mask 1x8" in note and "null" in note
