@@ -18,7 +18,7 @@ from compilediag.analysis.recompiles.guard_words import (
 )
 from compilediag.analysis.recompiles.guards import guarded_chain
 from compilediag.analysis.source import assignments_in_function, code_at
-from compilediag.paths import resolve_file
+from compilediag.paths import is_library_file, resolve_file
 from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.formats import (
     GUARD_LOCATION,
@@ -101,12 +101,19 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
             shown = f"`{name}`"
         text = f"{shown} ({guard_change(changed[src], new[src])})"
         chain = name if "." in name else ""
-        places = [(e.code.file, e.code.line)] + [
-            (resolve_file(m["file"], e.code.file), int(m["line"]))
+        # where torch's guards say the value was read: as shown (cut from the left), and found
+        shown_at = [
+            (m["file"], int(m["line"]))
             for leaf in e.compile.guards.splitlines()
             if src in leaf and (m := GUARD_LOCATION.search(leaf))
         ]
+        places = [(e.code.file, e.code.line)] + [
+            (resolve_file(f, e.code.file), n) for f, n in shown_at
+        ]  # fmt: skip
         where, fix = set_by_model(chain, places[1:] + places[:1], e.compile.guards)
+        read_at = [found or f for (f, _), (found, _) in zip(shown_at, places[1:], strict=True)]
+        if not where and framework_internal(name, read_at):
+            continue  # a library's own private state, read in its code: not the user's to fix
         if where:
             text += f": the model sets it itself ({where}); set it before the first call (`{fix}`)"
         out.append(text)
@@ -155,3 +162,11 @@ def state_advice(g: Guard, co_name: str, code: str) -> str:
             "tensor) and this frame, with its recompiles, goes away."
         )
     return ""
+
+
+def framework_internal(name: str, read_at: list[str]) -> bool:
+    """A private attribute (`trainer._logger_connector._current_fx`) that only a library's
+    code reads (torch's guards place each read): the framework's state, which no fix of the
+    user's covers."""
+    private = any(p.startswith("_") and not p.startswith("__") for p in name.split(".")[1:])
+    return private and bool(read_at) and all(is_library_file(f) for f in read_at)

@@ -428,7 +428,8 @@ _LAUNCHER = "ChildFailedError"  # torchrun's own exception, when a rank failed
 _ROOT_RANK = re.compile(
     r"Root Cause \(first observed failure\):\s*\n.*?\n\s*rank\s*:\s*(\d+)", re.S
 )
-# a line that ends an error's message: torch's log line (`W1129 00:18:52.296000 13033 …`), a
-# traceback
-_OTHER = re.compile(r"^(?:[WEIDV]\d{4} \d\d:|Traceback )")
+# a line that ends an error's message: torch's log line (`W1129 00:18:52.296000 13033 …`), its
+# C++ one (`[W730 15:32:17.8412 ProcessGroupNCCL.cpp:1479] Warning: …`, a date of 3 or 4
+# digits: a shutdown warning printed as the rank exits), a traceback
+_OTHER = re.compile(r"^(?:\[?[WEIDV]\d{3,4} \d\d:|Traceback )")
 _BANNER = re.compile(r"^\s*[=*-]{8,}\s*$")

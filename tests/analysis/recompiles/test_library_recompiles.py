@@ -7,6 +7,8 @@ advice is applied and torch's own count shows the recompile gone."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -179,3 +181,94 @@ def test_a_second_cause_behind_the_first_failed_guard_is_named(tmp_path: Path) -
     # both fixes: none
     report, torch_saw = run(field[1])
     assert torch_saw["recompiles_log"] == 0 and report["recompiles"] == []
+
+
+FRAMEWORK = '''\
+class Loop:
+    """A framework's loop object: its own private state, read in its own code."""
+
+    def __init__(self):
+        self._hooks = _Hooks()
+
+    def scale(self, h):
+        if self._hooks._current_fx == "training_step":
+            return h * 2
+        return h * 3
+
+
+class _Hooks:
+    def __init__(self):
+        self._current_fx = "training_step"
+'''
+
+FRAMEWORK_MODEL = """\
+import torch
+from torch import nn
+
+from minitrainer import Loop
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.loop = Loop()
+
+    def forward(self, x):
+        return self.loop.scale(self.lin(x))
+
+
+model = Net()
+
+
+def get_model():
+    return model
+
+
+def get_input_sets():
+    for n, fx in ((2, "training_step"), (4, "validation_step"), (6, "training_step")):
+        model.loop._hooks._current_fx = fx  # the framework's own switch between its loops
+        yield (torch.randn(n, 8),)
+"""
+
+
+def test_a_frameworks_private_state_is_never_a_fix_to_cover(tmp_path: Path) -> None:
+    """#76 (6): a framework (installed: in site-packages) reads its own private attribute
+    (`_hooks._current_fx`, as Lightning's `_logger_connector._current_fx`) inside the
+    compiled call, and flips it between its loops while the batch size changes too. torch
+    names the batch size; the framework's attribute changed as well, and its guard is read
+    in the framework's own file. Before: "also changed `self.loop._hooks._current_fx` ... A
+    fix has to cover each of them"; now the user's fix is the batch's alone. The guard on it
+    is torch's own (its guard tree places the read in the framework's file)."""
+    site = tmp_path / "site-packages" / "minitrainer"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(FRAMEWORK)
+    (tmp_path / "model.py").write_text(FRAMEWORK_MODEL)
+    proc = run_cli(
+        "recompiles", "model.py", "--backend", "eager", "--no-dynamic", "--no-numerics",
+        "--format", "json", cwd=tmp_path, env={"PYTHONPATH": str(site.parent)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    first = report["recompiles"][0]
+    assert first["failed_guard"] == "x dim 0 changed 2 → 4"
+    assert all(r["also_changed"] == [] for r in report["recompiles"])
+    # torch's own guard tree: it guards the framework's attribute, read in the framework's file
+    trace = tmp_path / "trace"
+    program = (
+        "import torch, model\n"
+        "m = torch.compile(model.get_model(), backend='eager', dynamic=False)\n"
+        "for args in model.get_input_sets(): m(*args)\n"
+    )
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True,
+        timeout=300, env={**os.environ, "PYTHONPATH": str(site.parent),
+                          "TORCH_TRACE": str(trace)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    guards = "".join(f.read_text() for f in trace.iterdir())
+    assert re.search(r"EQUALS_MATCH: L\['self'\]\.loop\._hooks\._current_fx == .*"
+                     r"site-packages/minitrainer/__init__\.py:8", guards)  # fmt: skip
+    assert "cover each of them" not in json.dumps(report["recompiles"])

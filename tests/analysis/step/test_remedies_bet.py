@@ -131,6 +131,17 @@ def test_the_jobs_error_and_torchs_hint_are_read_from_its_output(tmp_path: Path)
     assert hint.startswith("Hint:") and "reorderable_logging_functions" in hint
     assert "Hint" not in error
     assert job_error("no traceback here\nthe last line\n") == ("the last line", "")
+    # #76: a C++ log line printed as the rank exits (NCCL's shutdown warning, `[W730 …]` after
+    # torchrun's `[rank0]:`) ends the message: never glued into its hint
+    exited = (
+        "Traceback (most recent call last):\n  File \"job.py\", line 3, in <module>\n"
+        "[rank0]: RuntimeError: CUDA graphs need static inputs. Hint: mark them static\n"
+        "[rank0]:[W730 15:32:17.841273251 ProcessGroupNCCL.cpp:1479] Warning: the group "
+        "was left open (function operator())\n"
+    )
+    assert job_error(exited) == (
+        "RuntimeError: CUDA graphs need static inputs.", "Hint: mark them static"
+    )
 
 
 @pytest.mark.parametrize("tee", [False, True])
