@@ -272,6 +272,11 @@ class TryBaseline:
     # where an interval is too wide to tell 5% (trials.KEEP_AT) from nothing: said, and what
     # narrows it
     resolution: str = ""
+    # the rounds' time: said before them (by the job's run under `run`), said again after the
+    # first round (by its runs' own time), and taken (seconds; 0: a report before #76)
+    forecast_s: float = 0.0
+    revised_s: float = 0.0
+    took_s: float = 0.0
 
 
 @dataclass

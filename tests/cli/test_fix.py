@@ -351,3 +351,63 @@ def test_under_train_a_rewrite_that_makes_nan_gradients_is_not_kept(tmp_path: Pa
     data = json.loads(done.stdout)
     assert data["patched"] == 1
     assert data["breaks"][0]["evidence"]["grad_err"] <= 1e-5
+
+
+TWO_BREAKS = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        scale = x.abs().max().item()
+        h = self.lin(x) * scale
+        print("scaled")
+        return h + 1
+
+
+def get_model():
+    return Net()
+
+
+def get_inputs():
+    return (torch.randn(4, 8),)
+"""
+
+
+def test_each_patchs_counts_say_the_base_they_were_measured_on(tmp_path: Path) -> None:
+    """#76 (5): `fix` patches from the last line up, so the .item() patch (line 11) is
+    measured after the print's (line 13): its counts say so; the print's are the original's.
+    Checked with torch's own count (CompileCounter) on the original and on the original
+    with the .item() diff alone: its graphs there are not the counts measured after."""
+    model = tmp_path / "two.py"
+    model.write_text(TWO_BREAKS)
+    done = cli("fix", "two.py", "--backend", "eager", "--repeat", "1", "--format", "json",
+               cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    by_line = {b["line"]: b for b in data["breaks"]}
+    item, printed = by_line[11], by_line[13]
+    assert item["patched"] and printed["patched"], data["breaks"]
+    assert item["evidence_text"].split(";")[1].endswith("(measured after the patch at line 13)")
+    assert "measured after" not in printed["evidence_text"]
+    g_item = item["evidence"]["graphs"]
+
+    def graphs(source: str) -> int:
+        import torch
+        from torch._dynamo.testing import CompileCounter
+
+        namespace: dict = {}
+        exec(compile(source, "two.py", "exec"), namespace)
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        torch.compile(namespace["get_model"](), backend=counter)(*namespace["get_inputs"]())
+        return counter.frame_count
+
+    alone = TWO_BREAKS.replace("x.abs().max().item()", "x.abs().max()")
+    assert graphs(TWO_BREAKS) == printed["evidence"]["graphs"][0]
+    assert graphs(alone) == graphs(TWO_BREAKS) - 1 != g_item[1]  # its diff alone: not those

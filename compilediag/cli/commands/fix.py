@@ -199,6 +199,8 @@ def find_fixes(
                 item.why = why
                 live.say(f"  line {brk.line} ({brk.cause}): not kept: {why}")
                 continue
+            # measured on the file with the kept patches below it: said with the counts
+            evidence.after_lines = [b.line for b in result.breaks[1:] if b.patched]
             item.patched, item.what, item.evidence = True, found.what, evidence
             # shown against the file as it is: this edit alone (the same edit; what was
             # verified is every kept one together, the last run's)

@@ -125,6 +125,8 @@ class _Clock:
     def __init__(self, budget_s: float | None, job_s: float) -> None:
         self.budget_s, self.job_s = budget_s, job_s
         self.start, self.out, self.rounds, self.runs = time.monotonic(), False, 0, 0
+        self.forecast_s = 0.0  # said before the rounds (the job's run under `run`)
+        self.revised_s = 0.0  # said after the first round, by its runs' own time
 
     def run_s(self) -> float:
         spent = time.monotonic() - self.start
@@ -143,6 +145,26 @@ class _Clock:
             self.out = True
         return not self.out
 
+    def progress(self, active: int) -> str:
+        """After a round: the rounds left at the time a run has taken so far (its first round
+        pays for the remedies' own compiles), and the time they will take."""
+        from compilediag.analysis.step import trials as stats
+
+        spent = time.monotonic() - self.start
+        rounds = stats.MIN_PAIRS
+        if self.budget_s is not None:
+            fit = int((self.budget_s - spent) // max((1 + active) * self.run_s(), 1e-9))
+            rounds = min(stats.MAX_PAIRS, self.rounds + max(fit, 0))
+        left = max(rounds - self.rounds, 0) * (1 + active) * self.run_s()
+        if self.rounds == 1 and not self.revised_s:  # (the kept ones together: a second set)
+            self.revised_s = spent + left
+        return (
+            f"compilediag: round {self.rounds} done, {spent:.0f} s so far ({self.run_s():.0f} s "
+            f"a run): about {left:.0f} s more for {max(rounds - self.rounds, 0)} more round"
+            f"{'s' * (rounds - self.rounds != 1)}"
+            + ("" if self.budget_s is None else ", within --budget, unless each settles first")
+        )
+
     def plan(self, chosen: list[Candidate]) -> str:
         """What the rounds will take, said before they start."""
         from compilediag.analysis.step import trials as stats
@@ -150,11 +172,18 @@ class _Clock:
         runs = 1 + len(chosen)
         names = ", ".join(c.remedy for c in chosen)
         least = stats.MIN_PAIRS * runs * self.job_s
+        self.forecast_s = least
         text = (
             f"compilediag: --try-fixes: the job as it is and with each remedy ({names}), to the "
             f"window's end, alternated: {stats.MIN_PAIRS} rounds of {runs} runs, about "
             f"{self.job_s:.0f} s a run (the job's run just now), about {least / 60:.1f} min"
         )
+        if len(chosen) >= 2:
+            together = stats.MIN_PAIRS * 2 * self.job_s
+            text += (
+                f"; where two or more are kept, {stats.MIN_PAIRS} rounds more of them together "
+                f"and the job as it is, about {together / 60:.1f} min"
+            )
         if self.budget_s is None:
             return text + "; --budget SECONDS runs more rounds, until each effect settles"
         fit = int(self.budget_s // (runs * self.job_s)) if self.job_s else stats.MAX_PAIRS
@@ -206,6 +235,7 @@ def _alternate(
             _add(t, control, made[id(t)], trials, say)
         n += 1
         clock.rounds += 1
+        say(clock.progress(len(active)))
         more = clock.budget_s is not None  # (without it, MIN_PAIRS rounds and no more)
         _settle([t for t in active if len(t.pairs) >= stats.MIN_PAIRS], baseline, say, more)
     return trials, baseline
@@ -315,6 +345,9 @@ def _baseline(
         budget_s=budget_s,
         stopped=stopped,
         resolution=resolution(tried),
+        forecast_s=round(clock.forecast_s, 1),
+        revised_s=round(clock.revised_s, 1),
+        took_s=round(time.monotonic() - clock.start, 1),
     )
 
 

@@ -33,15 +33,30 @@ def keep_tensor(site: Site, cause: str) -> Patch:
     floats = [c for c in site.nodes(cst.Call) if dotted(c.func) == "float" and len(c.args) == 1]
     if floats:
         call = floats[0]
+        inner = call.args[0].value
+        if _numpy_value(inner):  # float() of a NumPy value: dropping it keeps NumPy's scalar
+            raise Refused(f"`{site.code(inner)}` is a NumPy value, not a tensor: no tensor to keep")
         check_value_uses(site, fn, call, site.line)
         return Patch(
-            cause, site.line, site.replaced((call, call.args[0].value)),
-            f"`{site.code(call)}` kept a 0-d tensor (no float())",
+            cause, site.line, site.replaced((call, inner)),
+            f"`{site.code(call)}` kept as the 0-d tensor `{site.code(inner)}` (no float())",
         )  # fmt: skip
     tolists = _method_calls(site, "tolist")
     if tolists:
         return _keep_list(site, fn, tolists[0], cause)
     raise Refused("no .item(), float() or .tolist() on the line")
+
+
+def _numpy_value(node: cst.BaseExpression) -> bool:
+    """`t.numpy()`, `t.cpu().numpy()[0]`, `np.linalg.norm(a)`: a value NumPy made."""
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    if not isinstance(node, cst.Call):
+        return False
+    name = dotted(node.func) or ""
+    if name.split(".")[0] in ("np", "numpy"):
+        return True
+    return isinstance(node.func, cst.Attribute) and node.func.attr.value == "numpy"
 
 
 def _keep_list(site: Site, fn: cst.FunctionDef, call: cst.Call, cause: str) -> Patch:

@@ -19,14 +19,23 @@ class Evidence:
     compiled_err: float  # the same, compiled
     compiled_ms: tuple[float | None, float | None]  # the compiled call, median
     grad_err: float | None = None  # --train: the parameters' gradients, eager and compiled
+    # what the counts were measured on: the kept patches below it already applied (`fix`
+    # patches from the last line up); [] the original file
+    after_lines: list[int] = field(default_factory=list)
 
     def text(self) -> str:
         g0, g1 = self.graphs
         err = max(self.eager_err, self.compiled_err, self.grad_err or 0.0)
         equal = "outputs" if self.grad_err is None else "outputs and gradients"
+        base = (
+            f" (measured after the patch{'es' * (len(self.after_lines) > 1)} at line"
+            f"{'s' * (len(self.after_lines) > 1)} {', '.join(map(str, self.after_lines))})"
+            if self.after_lines
+            else ""
+        )
         parts = [
             f"{self.gb_id or 'the break'} gone",
-            f"{g0} graph{'s' * (g0 != 1)} → {g1}",
+            f"{g0} graph{'s' * (g0 != 1)} → {g1}{base}",
             f"{equal} equal (max abs err {err:.3g})",
         ]
         before, after = self.compiled_ms

@@ -134,13 +134,14 @@ def test_the_jobs_error_and_torchs_hint_are_read_from_its_output(tmp_path: Path)
     # #76: a C++ log line printed as the rank exits (NCCL's shutdown warning, `[W730 …]` after
     # torchrun's `[rank0]:`) ends the message: never glued into its hint
     exited = (
-        "Traceback (most recent call last):\n  File \"job.py\", line 3, in <module>\n"
+        'Traceback (most recent call last):\n  File "job.py", line 3, in <module>\n'
         "[rank0]: RuntimeError: CUDA graphs need static inputs. Hint: mark them static\n"
         "[rank0]:[W730 15:32:17.841273251 ProcessGroupNCCL.cpp:1479] Warning: the group "
         "was left open (function operator())\n"
     )
     assert job_error(exited) == (
-        "RuntimeError: CUDA graphs need static inputs.", "Hint: mark them static"
+        "RuntimeError: CUDA graphs need static inputs.",
+        "Hint: mark them static",
     )
 
 
@@ -294,6 +295,12 @@ def test_a_remedy_that_helps_is_kept_applied_and_the_edited_job_is_faster(tmp_pa
     (t,) = report["runtime"]["tried"]
     assert t["remedy"] == "workers" and t["kept"] and t["ratio_high"] <= trials.KEEP_AT, t
     assert t["why"].startswith("kept: ") and "over 3 pairs of runs" in t["why"]
+    # #76 (3): the time said after the first round (by its runs' own time) is within 25% of
+    # what the rounds took; the time said before them is recorded beside it
+    base = report["runtime"]["try_baseline"]
+    assert base["forecast_s"] > 0 and base["took_s"] > 0
+    assert abs(base["revised_s"] - base["took_s"]) <= 0.25 * base["took_s"], base
+    assert "compilediag: round 1 done, " in proc.stderr
     runs = _runs(facts)[1:]
     pairs = [(runs[0], runs[1]), (runs[3], runs[2]), (runs[4], runs[5])]
     assert all(a["remedy"] == "" and b["remedy"] == "workers" for a, b in pairs)

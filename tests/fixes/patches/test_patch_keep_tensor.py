@@ -20,6 +20,21 @@ def test_float_of_a_tensor_kept_a_tensor() -> None:
     p = propose(HEAD + "def forward(x, w):\n    return w * float(x.mean()) + x\n", 5, "item")
     assert isinstance(p, Patch)
     assert p.text == HEAD + "def forward(x, w):\n    return w * x.mean() + x\n"
+    assert p.what == "`float(x.mean())` kept as the 0-d tensor `x.mean()` (no float())"
+
+
+def test_float_of_a_numpy_value_is_refused() -> None:
+    """#76 (5): dropping float() around a NumPy value keeps NumPy's scalar (numpy.float32 in
+    eager), no tensor: refused, and said why."""
+    for inner in ("x.mean().numpy()", "x.detach().cpu().numpy()[0]", "np.linalg.norm(a)"):
+        source = (
+            "import numpy as np\n"
+            + HEAD
+            + f"def forward(x, a, w):\n    return w * float({inner})\n"
+        )
+        p = propose(source, 6, "item")
+        assert isinstance(p, NoPatch), inner
+        assert p.why == f"`{inner}` is a NumPy value, not a tensor: no tensor to keep"
 
 
 def test_tolist_read_element_by_element_and_summed_stays_the_tensor() -> None:
