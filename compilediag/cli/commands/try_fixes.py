@@ -158,6 +158,8 @@ class _Clock:
         left = max(rounds - self.rounds, 0) * (1 + active) * self.run_s()
         if self.rounds == 1 and not self.revised_s:  # (the kept ones together: a second set)
             self.revised_s = spent + left
+        if rounds <= self.rounds:
+            return f"compilediag: round {self.rounds} done, {spent:.0f} s in all"
         return (
             f"compilediag: round {self.rounds} done, {spent:.0f} s so far ({self.run_s():.0f} s "
             f"a run): about {left:.0f} s more for {max(rounds - self.rounds, 0)} more round"
