@@ -1,8 +1,9 @@
 """`recompiles --requests`: the stream's serving section, after the worker's run (its sweep
 of the stream's distinct requests and its serving pass): the forecast and the plans as the
-run measured them, the chosen plan checked in fresh processes (warm-up, then the stream
-under `fail_on_recompile`) under empty caches, warm caches and torch's cache artifacts, and
-its code."""
+run measured them (fitted to the stream's first part), each that bounds the compiles
+checked in a fresh process on the held-out part (warm-up, then those requests under
+`fail_on_recompile`), the plan chosen by those counts, its cold start timed again with
+warm caches and torch's cache artifacts, and its code."""
 
 from __future__ import annotations
 
@@ -51,12 +52,14 @@ def serving_section(
         work, first = Path(tmp), {}
         plans = candidates(s)
         for n, plan in enumerate(plans):
+            which = "held-out requests" if held is not facts.stream else "requests"
             live.stage(
-                f"serving the {len(held)} held-out requests under the plan {PLAN_NAMES[plan.kind]}"
-                f" in a fresh process ({n + 1} of {len(plans)})"
+                f"serving the {len(held)} {which} under the plan {PLAN_NAMES[plan.kind]} in a "
+                f"fresh process ({n + 1} of {len(plans)})"
             )
             first[plan.kind] = _check(check, plan, work / f"plan{n}", timeout, "empty caches")
-            plan.held_out = held_out(first[plan.kind], facts.fit if held is not facts.stream else 0)
+            if held is not facts.stream:  # (too short to hold out: checked, nothing held out)
+                plan.held_out = held_out(first[plan.kind], facts.fit)
         s = choose(s)
         chosen = s.plan
         if chosen is None:

@@ -1,6 +1,8 @@
 """A plan verified where it will run: a fresh process that loads the model, applies the
-plan, runs its warm-up requests only (timed: the cold start), then replays the whole stream
-under torch's `fail_on_recompile` stance, counting each request that would have compiled.
+plan, runs its warm-up requests only (timed: the cold start), then serves the requests it
+was not fitted to (the stream's held-out part; a stream too short to hold out: all of it)
+under torch's `fail_on_recompile` stance, in the serving mode, counting each request that
+would have compiled, ran eager (above the largest bucket), or ran without a CUDA graph.
 Run three times for the cold start (the CLI decides): private empty caches; the same caches
 again (warm on disk); other empty caches with torch's cache artifacts of the first loaded
 at start-up (`torch.compiler.load_cache_artifacts`). The user's own caches are never
