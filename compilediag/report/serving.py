@@ -126,6 +126,7 @@ class Plan:
     cuda_graphs: GraphState | None = None  # under CUDA graphs: those its stream recorded
     held_out: HeldOut | None = None  # served the stream's part it was not fitted to
     request_ms: list[float] = field(default_factory=list)  # each fitted request, in order
+    reference_ms: list[float] = field(default_factory=list)  # ... the model in eager beside it
     padding: PaddingCheck | None = None  # buckets: the padding measured against the outputs
     options: list[BucketOption] = field(default_factory=list)  # buckets: the trade-off
 
@@ -212,6 +213,8 @@ class Serving:
     fit_shapes: int = 0  # ... of these distinct shapes
     mode: str = "inference_mode"  # the serving mode the stream and the plans ran in
     names: list[str] = field(default_factory=list)  # the call's tensors, by parameter name
+    # the model's own bound on a request's length: its position tables, the positions each holds
+    positions: dict[str, int] = field(default_factory=dict)
     unseen: Unseen | None = None
     distinct_shapes: int = 0
     replayed: int = 0  # requests replayed through the compile (the distinct ones)

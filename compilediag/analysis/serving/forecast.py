@@ -46,6 +46,7 @@ def forecast(report: Report, facts: ServingFacts) -> Serving:
         fit_shapes=len(distinct(fitted)),
         mode=facts.mode,
         names=list(facts.names),
+        positions=dict(facts.positions),
     )
     seen = {key(r) for r in fitted}
     s.unseen = Unseen(
@@ -111,6 +112,7 @@ def as_is(s: Serving, facts: ServingFacts, eager: list[int]) -> Plan:
         latency=latency(fitted_ms) if fitted_ms else None, warmup=warm,
         warmup_shapes=[full(facts.stream[n - 1], facts.base) for n in warm],
         request_ms=[round(x, 4) for x in fitted_ms],
+        reference_ms=[round(x, 4) for x in facts.eager_ms[: facts.fit]],
     )  # fmt: skip
 
 
@@ -226,14 +228,24 @@ def _why(good: list[Plan], best: Plan, faster: bool, alone: bool) -> str:
 
 def _faster(p: Plan, than: Plan) -> bool:
     """p's requests beat the other's by more than SAME_SPEED over the whole 95% interval of
-    their paired ratios (the same requests timed under each, in order); a plan without
-    per-request times by its medians."""
+    their paired ratios (the same requests timed under each, in order), each request's time
+    over the model's in eager beside it where both have those (the plans are measured one
+    after another: what the machine did meanwhile cancels); a plan without per-request
+    times by its medians."""
     if p.request_ms and len(p.request_ms) == len(than.request_ms):
-        effect = trials.effect(list(zip(than.request_ms, p.request_ms, strict=True)))
+        mine, theirs = _relative(p), _relative(than)
+        effect = trials.effect(list(zip(theirs, mine, strict=True)))
         return effect is not None and effect.high < 1 - SAME_SPEED
     if p.latency is None or than.latency is None:
         return False
     return p.latency.median_ms < (1 - SAME_SPEED) * than.latency.median_ms
+
+
+def _relative(p: Plan) -> list[float]:
+    """Each request's time over its eager reference's (its own time where it has none)."""
+    if len(p.reference_ms) != len(p.request_ms):
+        return p.request_ms
+    return [a / b if b > 0 else a for a, b in zip(p.request_ms, p.reference_ms, strict=True)]
 
 
 def verified(s: Serving, runs: list[VerifyFacts]) -> Serving:
@@ -287,6 +299,14 @@ def _notes(s: Serving, facts: ServingFacts) -> list[str]:
         out.append(
             f"the {s.replayed} distinct shapes of {s.requests} requests were replayed through "
             f"the compile; the other {repeats} repeat them, and replayed after, {held}"
+        )
+    for name, n in facts.positions.items():
+        longest = max((d for r in facts.stream for t in r if t for d in t[1:]), default=0)
+        past = [m for m in facts.most[1:] if m > n]
+        out.append(
+            f"the model's own bound: {name} holds {n} positions, so a request longer than "
+            f"{n} fails whatever the plan (this stream's longest size past the batch: "
+            f"{longest})" + (f"; --max-shape asks for {max(past)}, past it" if past else "")
         )
     short = [n for n, r in enumerate(facts.stream, 1) if len(r) < len(facts.base)]
     if short:  # the format fills them; said, so a request that named too few is seen

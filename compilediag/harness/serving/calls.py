@@ -123,6 +123,19 @@ def timed(torch: Any, fn: Any, calls: list[Call], device: str) -> list[float]:
     return out
 
 
+def timed_beside(
+    torch: Any, fn: Any, calls: list[Call], reference: Any, refs: list[Call], device: str
+) -> tuple[list[float], list[float]]:
+    """Each call timed, and beside it a reference call (the model in eager) timed at the
+    same moment: a plan's time over its reference's cancels what the machine did meanwhile
+    (another process, a slower core), which a pass measured after another's does not."""
+    ms, ref_ms = [], []
+    for call, ref in zip(calls, refs, strict=True):
+        ms += timed(torch, fn, [call], device)
+        ref_ms += timed(torch, reference, [ref], device)
+    return ms, ref_ms
+
+
 def latency(ms: list[float]) -> Latency:
     return Latency(round(statistics.mean(ms), 4), round(statistics.median(ms), 4), len(ms))
 

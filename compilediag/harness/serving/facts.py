@@ -22,6 +22,7 @@ class ServingFacts:
     eager_ms: list[float] = field(default_factory=list)
     plans: list[Plan] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)  # the model's position tables
     most: list[int] = field(default_factory=list)  # --max-shape: the largest request served
     fit: int = 0  # the plans are fitted to the stream's first `fit` requests (stream.fitted_part)
     mode: str = "inference_mode"  # the mode the stream was served in (calls.SERVING_MODES)

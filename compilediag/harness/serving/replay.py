@@ -7,6 +7,7 @@ of the run's trace: the report's graphs are the stream's own."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,7 +22,7 @@ from compilediag.harness.serving.calls import (
     in_mode,
     planned,
     regions,
-    timed,
+    timed_beside,
 )
 from compilediag.harness.serving.cudagraphs import graph_state, records_cuda_graphs
 from compilediag.harness.serving.cudagraphs import reset as reset_cuda_graphs
@@ -61,6 +62,7 @@ def stream_calls(
         fit=fitted_part(len(requests)), most=list(most or []),
     )  # fmt: skip
     facts.names, facts.dtypes = tensor_names(torch, model, first)
+    facts.positions = position_tables(torch, model)
     return facts, (build(torch, first, requests[i]) for i in facts.distinct)
 
 
@@ -78,18 +80,16 @@ def serve(
 
     calls = [build(torch, first, r) for r in facts.stream]
     compiled, eager = in_mode(torch, compiled, facts.mode), in_mode(torch, model, facts.mode)
-    stage(f"replaying {len(calls)} requests, compiled")
+    stage(f"replaying {len(calls)} requests, compiled and eager alternated")
     facts.regions = regions(torch, compiled, [calls[i] for i in facts.distinct], device)
     graphs = records_cuda_graphs(compile_kwargs, device)
     if graphs:  # each distinct request has run twice: warmed up, then recorded
         facts.cuda_graphs = graph_state(torch)
     before = compiles_now(torch)[0]
-    facts.compiled_ms = timed(torch, compiled, calls, device)
+    facts.compiled_ms, facts.eager_ms = timed_beside(torch, compiled, calls, eager, calls, device)
     facts.repeats_compiled = compiles_now(torch)[0] - before
     if graphs:
         facts.cuda_graphs_replayed = graph_state(torch)
-    stage(f"replaying {len(calls)} requests, eager")
-    facts.eager_ms = timed(torch, eager, calls, device)
     stop_trace()  # the plans' compiles are not the stream's
     for plan in propose(facts.stream[: facts.fit], facts.base, facts.most):  # the first part
         stage(f"measuring the plan {plan.kind}")
@@ -149,7 +149,12 @@ def measure_plan(
         )
     )
     plan.eager_requests = sum(1 for s in shapes if not ran[s])
-    plan.latency = latency(timed(torch, fn, calls, device))
+    # each request beside the model in eager at the same moment: the plans are measured one
+    # after another, and their times are compared over their references'
+    raw = [build(torch, first, r) for r in fitted]
+    ms, ref = timed_beside(torch, fn, calls, in_mode(torch, model, facts.mode), raw, device)
+    plan.latency = latency(ms)
+    plan.request_ms, plan.reference_ms = [round(x, 4) for x in ms], [round(x, 4) for x in ref]
     if graphs:
         plan.cuda_graphs = graph_state(torch)
     return plan
@@ -166,6 +171,24 @@ def plan_kwargs(compile_kwargs: dict[str, Any], plan: Plan) -> dict[str, Any]:
     if plan.kind == "mark_dynamic" and compile_kwargs.get("dynamic") is False:
         return {k: v for k, v in compile_kwargs.items() if k != "dynamic"}
     return dict(compile_kwargs)
+
+
+# the names models give their table of learnt positions (BERT's position_embeddings, GPT-2's
+# wpe, BART's embed_positions, ViT-style pos_embed): a request longer than it fails
+POSITION_TABLE = re.compile(r"(?:^|\.)(?:position_embeddings?|wpe|embed_positions|pos_emb\w*)$")
+
+
+def position_tables(torch: Any, model: Any) -> dict[str, int]:
+    """The model's own bound on a request's length: each embedding table of positions, by
+    its module's name, and the positions it holds."""
+    modules = getattr(model, "named_modules", None)
+    if modules is None:
+        return {}
+    return {
+        name: int(m.num_embeddings)
+        for name, m in modules()
+        if isinstance(m, torch.nn.Embedding) and POSITION_TABLE.search(name)
+    }
 
 
 def tensor_names(torch: Any, model: Any, first: Call) -> tuple[list[str], list[str]]:

@@ -117,3 +117,22 @@ def test_latency_decides_only_where_the_paired_interval_separates_the_plans() ->
         x * r for x, r in zip(marks.request_ms, [0.5, 1.4, 0.5, 1.3, 0.5, 0.6], strict=True)
     ]
     assert choose(_serving(marks, noisy)).plan is marks
+
+
+def test_a_plan_measured_while_the_machine_was_busy_does_not_lose_for_it() -> None:
+    """The plans are measured one after another: the marks' pass ran beside another job (its
+    requests and the eager model beside them both 10x slower), dynamic=True's did not. Over
+    their eager references they are alike: the smallest change stays the plan (before, the
+    raw times chose dynamic=True: BERT's stream here, 152 ms against 13.1 ms, eager 10 ms)."""
+    quiet = [10.0, 11.0, 9.5, 10.2, 10.8, 9.9]
+    marks = _plan("mark_dynamic", 1, 150.0)
+    marks.request_ms = [x * 15 for x in quiet]
+    marks.reference_ms = [x * 10 * 1.5 for x in quiet]  # the eager model, as slowed
+    dynamic = _plan("dynamic", 1, 13.0)
+    dynamic.request_ms = [x * 1.0 for x in quiet]
+    dynamic.reference_ms = list(quiet)
+    s = choose(_serving(marks, dynamic))
+    assert s.plan is marks and "the smallest change" in s.why_plan
+    # without the references, the raw times would have chosen the other
+    marks.reference_ms, dynamic.reference_ms = [], []
+    assert choose(_serving(marks, dynamic)).plan is dynamic

@@ -158,3 +158,25 @@ def test_a_request_that_names_fewer_tensors_than_the_call_is_said() -> None:
     (note,) = _notes(Serving(requests=4, replayed=4), facts)
     assert note.startswith("2 of 4 requests (2, 4) gave fewer shapes than the call's 2 tensors")
     assert "input_ids 1x8, attention_mask 1x8" in note and "null" in note
+
+
+def test_the_models_own_bound_on_a_requests_length_is_said() -> None:
+    """#75 (3): transformers' BERT from its config holds 512 positions
+    (bert.embeddings.position_embeddings): said beside the stream's longest size, and a
+    --max-shape past it said as past it."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from compilediag.analysis.serving.forecast import _notes
+    from compilediag.harness.serving.facts import ServingFacts
+    from compilediag.harness.serving.replay import position_tables
+    from compilediag.report.serving import Serving
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=40)  # fmt: skip
+    tables = position_tables(torch, BertModel(config))
+    assert tables == {"embeddings.position_embeddings": 40}
+    facts = ServingFacts(stream=STREAM, base=BASE, positions=tables, most=[8, 64])
+    (note,) = [n for n in _notes(Serving(requests=5, replayed=5), facts) if "own bound" in n]
+    assert "embeddings.position_embeddings holds 40 positions" in note
+    assert "longest size past the batch: 63" in note and "--max-shape asks for 64, past it" in note
