@@ -9,6 +9,7 @@ advice applied removes them by torch's own count."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -185,6 +186,12 @@ def test_fsdp_slow_rank_wait_is_what_its_batch_costs(tmp_path: Path) -> None:
         assert wait == pytest.approx(late, rel=0.35), (wait, late)
         assert wait <= ranks[0]["breakdown"]["call_ms"]
         assert ranks[0]["breakdown"]["hooks_ms"] >= 0.65 * late  # the wait is in its hooks
+        # #74 (4): the slow rank's own line is named: its get_batch, not the optimizer's step
+        (found,) = r["stragglers"]
+        line = next(i for i, x in enumerate(JOB.read_text().splitlines(), 1)
+                    if "x = get_batch(g, slow)" in x)  # fmt: skip
+        assert re.search(rf"get_batch \([^ ]*fsdp_blocks\.py:{line}\)", found["message"]), found
+        assert ".step()" not in found["message"], found
 
     measured_twice(check)
 
