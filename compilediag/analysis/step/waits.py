@@ -185,19 +185,33 @@ def called(source: str) -> str:
     return ""
 
 
+# a line of a waiting rank that holds at least this share of its wait is where it can show
+HOLDS_WAIT = 0.8
+
+
 def longer_line(
     slow: list[LoopLine], others: list[tuple[list[LoopLine], float]]
 ) -> tuple[LoopLine, float] | None:
     """The slow rank's line that takes longest beyond what the other ranks (each: its lines
     and its wait a step) do at the same line apart from waiting, with their time there (the
     median). A rank that waits shows the wait at one of its lines (where its host blocks:
-    backward's last all-reduce on CPU, a batch's copy to the device on CUDA), so each line
-    of theirs is taken less their wait. None where no line is longer."""
+    backward's last all-reduce on CPU, FSDP's first all-gather in the forward, a batch's
+    copy to the device on CUDA): of its lines that hold most of the wait, the one longest
+    beyond the slow rank's own, and only that line is taken less their wait (where none
+    holds it, each line is). None where no line is longer."""
+    mine = {(x.file, x.line): x.ms for x in slow}
+    held: list[tuple[dict[tuple[str, int], float], float, tuple[str, int] | None]] = []
+    for lines, wait in others:
+        theirs = {(x.file, x.line): x.ms for x in lines}
+        fits = [k for k, v in theirs.items() if wait > 0 and v >= HOLDS_WAIT * wait]
+        at = max(fits, key=lambda k: theirs[k] - mine.get(k, 0.0), default=None)
+        held.append((theirs, wait, at))
     best: tuple[LoopLine, float, float] | None = None  # line, theirs, excess
     for line in slow:
+        key = (line.file, line.line)
         at = [
-            (next((x.ms for x in lines if (x.file, x.line) == (line.file, line.line)), 0.0), wait)
-            for lines, wait in others
+            (t.get(key, 0.0), wait if where is None or key == where else 0.0)
+            for t, wait, where in held
         ]  # fmt: skip
         theirs = statistics.median(ms for ms, _ in at) if at else 0.0
         working = statistics.median(max(0.0, ms - wait) for ms, wait in at) if at else 0.0

@@ -448,3 +448,26 @@ def test_four_gpus_an_evaluating_rank_is_no_divergence_and_its_profile_holds_no_
         # a rank's wait in the window is a small part of its step: nobody straggles
         assert s["breakdown"]["communication_wait_ms"] < 0.2 * s["breakdown"]["call_ms"], s
     assert r["stragglers"] == []
+
+
+def test_the_wait_is_taken_off_the_one_line_that_holds_it() -> None:
+    """#74 (4): FSDP2 on 2 gloo ranks (fsdp_blocks.py, rank 1's get_batch 30 ms slower; the
+    lines' times of one run here): rank 0 waits 32.6 ms, in its forward's first all-gather
+    (line 101), not in backward (103), though its backward is as long as rank 1's. Taking the
+    wait off every line of rank 0 named rank 1's backward; off the line that holds it, its
+    get_batch (99). On an H200 (NCCL) the wait shows at the batch's copy, the same line as
+    the slow rank's work: that line alone holds it."""
+    from compilediag.analysis.step.waits import longer_line
+    from compilediag.report.model import LoopLine
+
+    def lines(times: dict[int, float]) -> list[LoopLine]:
+        return [LoopLine(file="job.py", line=n, ms=ms) for n, ms in times.items()]
+
+    slow = lines({103: 38.67, 99: 31.03, 101: 21.87, 105: 12.13})
+    waiting = lines({101: 52.85, 103: 38.39, 105: 13.14, 99: 0.61})
+    found = longer_line(slow, [(waiting, 32.6)])
+    assert found is not None and found[0].line == 99 and found[1] == 0.61
+    cuda_slow = lines({159: 16.13, 158: 4.42, 155: 3.23})
+    cuda_waiting = lines({159: 13.21, 158: 4.74, 155: 3.89})
+    found = longer_line(cuda_slow, [(cuda_waiting, 14.49)])
+    assert found is not None and found[0].line == 159

@@ -95,3 +95,29 @@ def test_several_calling_lines_share_an_interval_as_they_shared_the_step_before(
     clock.torch_lines = {(clock.loop, opt), (clock.loop, model)}
     shares = dict(clock._between(opt, model))
     assert set(shares) == {steps + 1, batch} and shares[batch] == pytest.approx(0.0079 / 0.008)
+
+
+def test_round_the_loop_means_the_loops_own_lines() -> None:
+    """#74 (4): where the step before the window was not learnt, an interval from the
+    optimizer's line to the model's call goes round the loop: the lines of the `for`, never
+    the set-up before it (FSDP2's `fully_shard(...)` call there took the slow rank's batch
+    time away from get_batch)."""
+    from compilediag.harness.bootstrap._compilediag_runtime.line_clock import _loop_lines
+
+    seen = []
+
+    def setup() -> None:
+        pass
+
+    def job() -> None:
+        setup()  # a call of the user's before the loop
+        total = 0
+        for i in range(2):
+            total += i
+            seen.append((sys._getframe().f_code.co_firstlineno, _loop_lines(sys._getframe())))
+        return None
+
+    job()
+    first, lines = seen[0]  # (read inside the loop, as the clock reads the live loop frame)
+    assert first + 1 not in lines and first + 2 not in lines  # setup(), total = 0
+    assert lines == [first + 3, first + 4, first + 5]  # the for and its body

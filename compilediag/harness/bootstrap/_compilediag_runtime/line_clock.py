@@ -154,7 +154,7 @@ class MarkClock(LineClock):
     def __init__(self, loop_frame: Any, skip: tuple[str, ...]) -> None:
         super().__init__({loop_frame.f_code}, loop_frame.f_code, [loop_frame])
         self.frame = loop_frame
-        self._order = sorted({n for _, _, n in loop_frame.f_code.co_lines() if n})
+        self._order = _loop_lines(loop_frame)
         self._calls = _own_calls(loop_frame, self._order, skip)  # line -> function it calls
         self._last: tuple[int, float] | None = None
         self._path: list[int] = []  # the loop's lines in the order the step before ran them
@@ -282,6 +282,34 @@ class MarkClock(LineClock):
             return []
         i, j = order.index(a), order.index(b)
         return order[i + 1 : j] if i < j else order[i + 1 :] + order[:j]
+
+
+def _loop_lines(frame: Any) -> list[int]:
+    """The lines of the innermost `for` or `while` of the frame's code that holds the line
+    the frame is at (the training loop), in order; the code's every line where none is
+    found (a loop at module level read from a file that changed). Going round it from one
+    read's line to the next never passes the set-up before the loop (a call of the user's
+    there, `fsdp1(model)`, is no candidate for the step's time)."""
+    lines = sorted({n for _, _, n in frame.f_code.co_lines() if n})
+    try:
+        source = "".join(linecache.getlines(frame.f_code.co_filename))
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return lines
+    at = frame.f_lineno
+    loops = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.For, ast.While))
+        and node.lineno <= at <= (node.end_lineno or node.lineno)
+        and lines
+        and node.lineno >= lines[0]
+    ]
+    if not loops:
+        return lines
+    loop = max(loops, key=lambda node: node.lineno)  # the innermost
+    inside = [n for n in lines if loop.lineno <= n <= (loop.end_lineno or loop.lineno)]
+    return inside or lines
 
 
 def installed(path: str) -> bool:
