@@ -202,10 +202,10 @@ def longer_line(
     mine = {(x.file, x.line): x.ms for x in slow}
     held: list[tuple[dict[tuple[str, int], float], float, tuple[str, int] | None]] = []
     for lines, wait in others:
-        theirs = {(x.file, x.line): x.ms for x in lines}
-        fits = [k for k, v in theirs.items() if wait > 0 and v >= HOLDS_WAIT * wait]
-        at = max(fits, key=lambda k: theirs[k] - mine.get(k, 0.0), default=None)
-        held.append((theirs, wait, at))
+        times = {(x.file, x.line): x.ms for x in lines}
+        fits = [k for k, v in times.items() if wait > 0 and v >= HOLDS_WAIT * wait]
+        shows = max(fits, key=lambda k: times[k] - mine.get(k, 0.0), default=None)
+        held.append((times, wait, shows))
     best: tuple[LoopLine, float, float] | None = None  # line, theirs, excess
     for line in slow:
         key = (line.file, line.line)
