@@ -85,7 +85,7 @@ def _bucket(stream: list[Shapes], base: list[list[int]], dims: list[PlanDim]) ->
 
 def _group(dims: list[PlanDim], x: PlanDim) -> int:
     """The index of x's size among the sizes the tensors share (ids and their mask)."""
-    return [(m.dim, m.low, m.high) for m in _by_size(dims)].index((x.dim, x.low, x.high))
+    return [(m.dim, m.low, m.high) for m in by_size(dims)].index((x.dim, x.low, x.high))
 
 
 def bucket_options(
@@ -94,7 +94,7 @@ def bucket_options(
     """For each count of padded shapes in TRADE_OFF, the bucket lists that pad the least
     work: each shared size's list the best of its length (fewest padded elements over the
     stream), the lengths whose product fits the count tried in turn."""
-    groups = _by_size(dims)
+    groups = by_size(dims)
     lists = [
         [best_sizes([full(r, base)[g.input][g.dim] for r in stream], k, g.high) for k in
          range(1, max(TRADE_OFF) + 1)]
@@ -169,7 +169,7 @@ def bucket_sizes(m: PlanDim) -> list[int]:
     return list(range(-(-m.low // k) * k, -(-m.high // k) * k + 1, k))
 
 
-def _by_size(marks: list[PlanDim]) -> list[PlanDim]:
+def by_size(marks: list[PlanDim]) -> list[PlanDim]:
     """One mark for each size the tensors share (ids and their mask vary together)."""
     seen: dict[tuple[int, int, int], PlanDim] = {}
     for m in marks:
@@ -179,7 +179,7 @@ def _by_size(marks: list[PlanDim]) -> list[PlanDim]:
 
 def bucket_warmup(base: list[list[int]], marks: list[PlanDim]) -> list[list[list[int]]]:
     """A call for each padded shape: the tensors that share a size take the same bucket."""
-    sizes = _by_size(marks)
+    sizes = by_size(marks)
     out = []
     for combo in itertools.product(*(bucket_sizes(m) for m in sizes)):
         shapes = [list(s) for s in base]

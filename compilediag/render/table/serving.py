@@ -10,6 +10,7 @@ from fractions import Fraction
 from rich.syntax import Syntax
 from rich.text import Text
 
+from compilediag.harness.serving.plans import by_size
 from compilediag.harness.serving.stream import FEWEST_HELD_OUT
 from compilediag.render import plural
 from compilediag.report.serving import PLAN_NAMES, Plan, PlanDim, Serving
@@ -179,7 +180,7 @@ def bucket_lines(s: Serving) -> list[str]:
     b = next((p for p in s.plans if p.kind == "bucket"), None)
     if b is None or not b.options:
         return []
-    chosen = [x.sizes for x in _shared(b)]
+    chosen = [x.sizes for x in by_size(b.dims)]
     pool = ""
     if b.cuda_graphs is not None and b.cuda_graphs.recorded:
         pool = f"; their CUDA graphs about {b.cuda_graphs.pool_mb / b.cuda_graphs.recorded:.3g} MB each in the pool"
@@ -189,7 +190,7 @@ def bucket_lines(s: Serving) -> list[str]:
     )
     sizes = "; ".join(
         f"{'/'.join(names_of(s, b, x))} dim {x.dim}: {', '.join(map(str, x.sizes))}"
-        for x in _shared(b)
+        for x in by_size(b.dims)
     )
     out = [
         f"buckets: {sizes}; padded work by the count of padded shapes: {rows}{pool}",
@@ -201,14 +202,6 @@ def bucket_lines(s: Serving) -> list[str]:
             f"{h.requests} held-out requests" + (f" ({_requests(h.eager)})" if h.eager else "")
         )
     return out
-
-
-def _shared(b: Plan) -> list[PlanDim]:
-    """One dimension for each size the tensors share (ids and their mask)."""
-    seen: dict[tuple[int, int, int], PlanDim] = {}
-    for x in b.dims:
-        seen.setdefault((x.dim, x.low, x.high), x)
-    return list(seen.values())
 
 
 def names_of(s: Serving, b: Plan, x: PlanDim) -> list[str]:
