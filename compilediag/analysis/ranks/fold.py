@@ -380,7 +380,7 @@ def _merge_findings(report: Report, groups: list[tuple[Report, list[int]]]) -> N
     report.compile_failures = once(
         lambda r: r.compile_failures, lambda f: (f.frame, f.fail_type, f.reason)
     )
-    report.notes = list(dict.fromkeys(n for n in _group_notes(report, groups)))
+    report.notes = list(dict.fromkeys(_group_notes(report, groups)))
     report.errors = list(dict.fromkeys(e for rep, _ in groups for e in rep.errors))
 
 

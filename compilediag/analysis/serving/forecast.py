@@ -215,13 +215,15 @@ def _why(good: list[Plan], best: Plan, faster: bool, alone: bool) -> str:
         else PLAN_NAMES[p.kind]
         for p in others
     )
+    counted = h is not None and h.requests > 0  # (else nothing held out: no counts)
+    peers = "that held as many" if counted else "that bound the compiles"
     how = (
         "the only one that held as many"
-        if alone
-        else f"faster by more than {SAME_SPEED:.0%} than a smaller change that held as many, over "
+        if alone and counted
+        else f"faster by more than {SAME_SPEED:.0%} than a smaller change {peers}, over "
         "the whole interval of the requests' paired times"
         if faster
-        else "the smallest change of those that held as many"
+        else f"the smallest change of those {peers}"
     )
     return f"{first} (the others: {said}); {how}"
 
@@ -300,8 +302,8 @@ def _notes(s: Serving, facts: ServingFacts) -> list[str]:
             f"the {s.replayed} distinct shapes of {s.requests} requests were replayed through "
             f"the compile; the other {repeats} repeat them, and replayed after, {held}"
         )
+    longest = max((d for r in facts.stream for t in r if t for d in t[1:]), default=0)
     for name, n in facts.positions.items():
-        longest = max((d for r in facts.stream for t in r if t for d in t[1:]), default=0)
         past = [m for m in facts.most[1:] if m > n]
         out.append(
             f"the model's own bound: {name} holds {n} positions, so a request longer than "

@@ -46,21 +46,25 @@ def serving_section(
         s.cuda_graphs.skip_reasons = list(result.cudagraph_skips)
     kwargs = spec.compile_kwargs()
     device = report.environment.device or "cpu"
-    held = facts.stream[facts.fit :] or facts.stream  # too short to hold out: the whole
+    holding = facts.fit < len(facts.stream)  # else too short to hold out: checked whole
+    held = facts.stream[facts.fit :] if holding else facts.stream
     check = VerifySpec(spec.target, held, [], None, kwargs, device, mode=facts.mode)
+    if not holding:  # no held-out counts to choose by: the chosen plan alone is checked
+        s = choose(s)
     with tempfile.TemporaryDirectory(prefix="compilediag-serving-") as tmp, Live() as live:
         work, first = Path(tmp), {}
-        plans = candidates(s)
+        plans = candidates(s) if holding else [s.plan] if s.plan else []
+        which = "held-out requests" if holding else "requests"
         for n, plan in enumerate(plans):
-            which = "held-out requests" if held is not facts.stream else "requests"
             live.stage(
                 f"serving the {len(held)} {which} under the plan {PLAN_NAMES[plan.kind]} in a "
                 f"fresh process ({n + 1} of {len(plans)})"
             )
             first[plan.kind] = _check(check, plan, work / f"plan{n}", timeout, "empty caches")
-            if held is not facts.stream:  # (too short to hold out: checked, nothing held out)
+            if holding:
                 plan.held_out = held_out(first[plan.kind], facts.fit)
-        s = choose(s)
+        if holding:
+            s = choose(s)
         chosen = s.plan
         if chosen is None:
             return replace(report, serving=s)

@@ -124,7 +124,8 @@ def measure_plan(
         reset_cuda_graphs(torch)
     fn = in_mode(torch, torch.compile(model, **plan_kwargs(compile_kwargs, plan)), facts.mode)
     fitted = facts.stream[: facts.fit]
-    calls = [planned(torch, build(torch, first, r), plan) for r in fitted]
+    raw = [build(torch, first, r) for r in fitted]  # (the eager reference's calls too)
+    calls = [planned(torch, c, plan) for c in raw]
     shapes = [key([list(t.shape) for t in tensors_of(torch, c)]) for c in calls]
     firsts = distinct(shapes)  # type: ignore[arg-type]
     graphs0, start = compiles_now(torch)[1], time.perf_counter()
@@ -151,7 +152,6 @@ def measure_plan(
     plan.eager_requests = sum(1 for s in shapes if not ran[s])
     # each request beside the model in eager at the same moment: the plans are measured one
     # after another, and their times are compared over their references'
-    raw = [build(torch, first, r) for r in fitted]
     ms, ref = timed_beside(torch, fn, calls, in_mode(torch, model, facts.mode), raw, device)
     plan.latency = latency(ms)
     plan.request_ms, plan.reference_ms = [round(x, 4) for x in ms], [round(x, 4) for x in ref]
