@@ -139,6 +139,7 @@ def run_saved(report: dict, *args: str) -> str:
         return proc.stdout
 
 
+@pytest.mark.quiet
 def test_the_optimizer_advice_applied_takes_its_share_away(as_written, tmp_path: Path) -> None:
     """AdamW(foreach=False) loops over the parameters: the report says so with the share
     it measured, and fused=True, applied, leaves a step whose optimizer part is a fraction
@@ -155,6 +156,7 @@ def test_the_optimizer_advice_applied_takes_its_share_away(as_written, tmp_path:
     assert not any("the optimizer step" in n for n in fixed["timings"]["notes"])
 
 
+@pytest.mark.quiet
 def test_the_data_advice_applied_takes_its_share_away(as_written, tmp_path: Path) -> None:
     """The loader makes each batch in the main process: the report names num_workers; two
     workers, applied, make batches while the step runs (the report's figure the job's own,

@@ -177,6 +177,7 @@ def test_a_wait_for_another_ranks_evaluation_is_out_of_the_collectives(gpt_ddp) 
     assert rank1["breakdown"]["communication_ms"] == pytest.approx(statistics.fmean(kept))
 
 
+@pytest.mark.quiet
 def test_a_trainer_window_that_holds_its_evaluation(tmp_path: Path) -> None:
     """Steps 10-20 hold evaluate() twice (after steps 12 and 18): before, the window's mean
     step held them, and the evaluation was unnamed. The kernel profile's steps after it (21-25)
