@@ -1,5 +1,5 @@
-"""Figures in words, for the analysis' findings and the renderers alike: a per-call time,
-a cache's hits and misses."""
+"""Figures in words, for the analysis' findings and the renderers alike: a count and its
+noun, a per-call time, a ratio, a share, a cache's hits and misses."""
 
 from __future__ import annotations
 
@@ -24,6 +24,14 @@ def ms(value: float) -> str:
     if value >= 0.001 or value <= 0:
         return f"{value:.3f} ms" if value else "0 ms"
     return f"{value:.2g} ms"
+
+
+def times(x: float, unit: bool = True) -> str:
+    """A ratio in at most 3 significant figures: `1.96×`, `25.6×`, `0.983×`, `142×`."""
+    text = f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
+    if x < 1:
+        text = f"{x:.3f}".rstrip("0").rstrip(".") if x >= 0.1 else f"{x:.3g}"
+    return text + ("×" if unit else "")
 
 
 def seconds(value: float | None) -> str:

@@ -15,6 +15,7 @@ from compilediag.analysis.diff.caches import cache_changes
 from compilediag.analysis.diff.model import Change, ChangeKind, Diff, RunInfo, Side, graph_place
 from compilediag.analysis.diff.timings import timing_changes
 from compilediag.report.model import GraphBreak, Recompile, Report
+from compilediag.report.words import times
 
 DIFF_KIND = "compilediag diff"
 DIFF_VERSION = 1
@@ -213,5 +214,5 @@ def compile_time_changes(a: Report, b: Report, tolerance: float) -> list[Change]
     )  # fmt: skip
     worse = ratio > 1 + tolerance and cb.total_s - ca.total_s > 0.5
     kind = ChangeKind.SAME if abs(ratio - 1) <= tolerance else ChangeKind.CHANGED
-    return [Change(kind, f"{ca.total_s:.2f} → {cb.total_s:.2f} s ({ratio:.2f}×): {phases}",
+    return [Change(kind, f"{ca.total_s:.2f} → {cb.total_s:.2f} s ({times(ratio)}): {phases}",
                    regression=worse)]  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 from compilediag.analysis.diff.model import Change, ChangeKind
 from compilediag.harness.threads import SLACK
 from compilediag.report.model import Report, Timings
+from compilediag.report.words import times
 
 
 def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
@@ -88,5 +89,5 @@ def _timed(
                       f"{fx:.3f} → {fy:.3f} ms, within {tolerance:.0%}: the medians moved "
                       "with the machine's load)")  # fmt: skip
     return Change(
-        ChangeKind.CHANGED, f"{what}: {x:.3f} → {y:.3f} ms ({y / x:.2f}×)", regression=y > x
+        ChangeKind.CHANGED, f"{what}: {x:.3f} → {y:.3f} ms ({times(y / x)})", regression=y > x
     )

@@ -16,6 +16,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from compilediag.report.words import times
+
 # kept only where the whole interval is at least this much faster (after/before at most)
 KEEP_AT = 0.95
 MIN_PAIRS = 3
@@ -95,14 +97,6 @@ class Effect:
         if self.wide:
             return f"{times(speed)}{how}, its interval past ±{WIDE:.0%}"
         return f"{times(speed)}{how} [{times(1 / self.high, unit=False)}-{times(1 / self.low)}]"
-
-
-def times(x: float, unit: bool = True) -> str:
-    """A ratio in at most 3 significant figures: `1.96×`, `25.6×`, `0.983×`, `142×`."""
-    text = f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
-    if x < 1:
-        text = f"{x:.3f}".rstrip("0").rstrip(".") if x >= 0.1 else f"{x:.3g}"
-    return text + ("×" if unit else "")
 
 
 def effect(pairs: list[tuple[float, float]]) -> Effect | None:

@@ -22,7 +22,7 @@ from compilediag.fixes.patches.kept import (
     callee_of,
     keywords_of,
 )
-from compilediag.report.words import ms
+from compilediag.report.words import ms, times
 
 if TYPE_CHECKING:
     from compilediag.cli.commands.try_fixes import EnvFor, Say
@@ -170,7 +170,7 @@ def _verify(
     base = runtime.try_baseline.step_ms if runtime.try_baseline else None
     if step is None or not base:
         return "not verified: the edited job's window was not measured"
-    gain = f"{base / step:.2f}× faster" if step < base else f"{step / base:.2f}× slower"
+    gain = f"{times(base / step)} faster" if step < base else f"{times(step / base)} slower"
     return (f"verified: the edited job ran steps {a}-{z} at {ms(step)} a step, one run, against "
             f"{ms(base)} as it was ({gain})")  # fmt: skip
 

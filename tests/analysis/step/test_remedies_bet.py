@@ -22,6 +22,7 @@ from compilediag.analysis.step import trials
 from compilediag.cli.commands.try_fixes import job_error
 from compilediag.fixes.patches.base import Refused
 from compilediag.fixes.patches.kept import SETTINGS, after_imports, at_call, keywords_of
+from compilediag.report.words import times
 from tests.conftest import ROOT, run_cli
 
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
@@ -100,8 +101,8 @@ def test_three_verdicts_and_an_undecided_one_says_what_would_decide_it() -> None
     flat = judged([(10.0, 10.0), (10.0, 10.05), (10.0, 9.95)])
     assert not flat.kept and not flat.undecided
     assert flat.why.startswith("not kept: ") and "under a 5% gain however read" in flat.why
-    assert trials.times(25.58) == "25.6×" and trials.times(1 / 0.9834) == "1.02×"
-    assert trials.times(0.98341) == "0.983×" and trials.times(142.3) == "142×"
+    assert times(25.58) == "25.6×" and times(1 / 0.9834) == "1.02×"
+    assert times(0.98341) == "0.983×" and times(142.3) == "142×"
 
 
 def test_a_remedy_still_settling_is_told_from_one_that_settled() -> None:
