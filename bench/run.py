@@ -44,6 +44,10 @@ spread (min-max) are reported, and ratios are taken between medians of the same 
 10. The numerics check where outputs match (no search runs): `explain --no-timings` against
    `explain --no-timings --no-numerics` on the models of figure 1, alternating (the check
    adds one eager call of a float64 copy of the model; target: within the runs' spread).
+11. `explain` with its timings against a bare script that compiles, calls once, and then
+   times the same calls as explain's report says it timed (its warm-up calls, then its
+   blocks of calls, eager and compiled alternated, ending in os._exit as explain's worker
+   does): what explain adds to the user's own timing loop (target: at most 1.10×).
 """
 
 from __future__ import annotations
@@ -458,10 +462,57 @@ def figure_numerics(models: list[str], runs: int) -> list[str]:
     return out
 
 
+# BARE, then the timing loop a user writes, ending without the teardown as explain's worker
+# does: argv[2:] are the warm-up calls, the blocks per variant and the calls per block
+# explain's report gave.
+BARE_TIMED = (
+    BARE
+    + """
+import os, time
+warmup, blocks, calls = map(int, sys.argv[2:5])
+call = (lambda f: f(**inputs)) if isinstance(inputs, dict) else (lambda f: f(*inputs))
+with torch.no_grad():
+    for f in (model, c):
+        for _ in range(warmup):
+            call(f)
+    times = {model: [], c: []}
+    for _ in range(blocks):
+        for f in (model, c):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                call(f)
+            times[f].append(time.perf_counter() - t0)
+sys.stdout.flush(); os._exit(0)
+"""
+)
+
+
+def figure_explain_timings(models: list[str], runs: int) -> list[str]:
+    """Figure 11: explain with its timings against a bare compile and a timing loop of the
+    same calls."""
+    tmp = Path(tempfile.mkdtemp())
+    script = tmp / "bare_timed.py"
+    script.write_text(BARE_TIMED)
+    out = ["| variant | median | spread | ratio to the bare loop |", "|---|---:|---|---:|"]
+    for model in models:
+        cmd = [*CLI, "explain", model, "--format", "json"]
+        t = json.loads(subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT,
+                                      text=True).stdout)["timings"]  # fmt: skip
+        counts = [str(t["warmup"]), str(t["repeat"]), str(t["calls_per_block"])]
+        times = alternate(
+            {f"bare compile + {t['repeat']} blocks of {t['calls_per_block']} calls · {model}":
+                ([sys.executable, str(script), model, *counts], {}),
+             f"explain · {model}": (cmd, {})}, runs,
+        )  # fmt: skip
+        ref = statistics.median(next(iter(times.values())))
+        out += [row(k, v, ref) for k, v in times.items()]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--figures", default="1,2,3,4,5,6,7,8,9,10")
+    ap.add_argument("--figures", default="1,2,3,4,5,6,7,8,9,10,11")
     ap.add_argument("--frames", type=int, default=70, help="frames of the big trace (~50 MB)")
     ap.add_argument("--device", default="cpu", help="figure 9's device (cpu, cuda)")
     args = ap.parse_args()
@@ -510,9 +561,13 @@ def main() -> None:
     if 10 in wanted:
         sections.append(("10. The numerics check where outputs match (target: within the spread)",
                          figure_numerics(models, args.runs)))  # fmt: skip
+    if 11 in wanted:
+        sections.append(("11. explain with timings over a bare compile and a timing loop of the "
+                         "same calls (target ≤ 1.10×)",
+                         figure_explain_timings(models, args.runs)))  # fmt: skip
     results = ROOT / "bench" / "RESULTS.md"
     kept = {}  # figures not run this time keep their last result, said so in the header
-    if wanted != set(range(1, 11)) and results.exists():
+    if wanted != set(range(1, 12)) and results.exists():
         for part in results.read_text().split("\n## ")[1:]:
             title, _, body = part.partition("\n")
             if int(title.split(".")[0]) not in wanted:

@@ -156,6 +156,13 @@ _SHARED = Path(tempfile.gettempdir()) / (
 )
 
 
+# tests/fixtures/run_jobs/bounded.py loading its batches slowly (JOB_BOUND=data): a workers
+# remedy's loader, once made, fills its prefetch (2 batches a worker) while the first steps
+# compile, so steps 4-8 take batches made before them, and later steps wait at the workers'
+# own pace. A workers remedy is judged past that: this window, of a job this many steps long.
+STEADY, STEADY_STEPS = "9-16", "20"
+
+
 # The samples whose `recompiles` run also measures each remedy (--try-fixes): the recompile
 # tests read the same run's findings (the remedies' runs only add `verified_fixes`).
 TRY_FIXES_SAMPLES = ("changing_batch.py", "changing_float.py", "per_layer_int.py")
@@ -165,6 +172,15 @@ def recompiles_run(sample: str) -> tuple[str, ...]:
     """The arguments of a sample's shared `recompiles` run (shared_json)."""
     args = ("recompiles", f"sample_models/{sample}")
     return (*args, "--try-fixes", "--jobs", "2") if sample in TRY_FIXES_SAMPLES else args
+
+
+def sigint_as_a_terminal_has_it() -> None:
+    """A Popen preexec_fn for a test that presses Ctrl-C: the process gets SIGINT's default
+    disposition, as from a terminal. A suite started in the background (`cmd &` in a script)
+    hands its processes SIGINT ignored, and a job started from them would ignore it too."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def shared_json(*args: str) -> tuple[dict, subprocess.CompletedProcess]:

@@ -22,7 +22,13 @@ import pytest
 from typer.testing import CliRunner
 
 from compilediag.cli.app import app
-from tests.conftest import ROOT, compilediag_cmd, read_terminal, run_cli
+from tests.conftest import (
+    ROOT,
+    compilediag_cmd,
+    read_terminal,
+    run_cli,
+    sigint_as_a_terminal_has_it,
+)
 
 runner = CliRunner()
 
@@ -347,6 +353,7 @@ def test_ctrl_c_stops_the_worker_and_cleans_up(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [*compilediag_cmd(), "explain", str(model), "--no-timings"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        preexec_fn=sigint_as_a_terminal_has_it,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     status = None
@@ -401,6 +408,7 @@ def test_ctrl_c_during_a_cpp_compile_leaves_no_compiler_temp_files(tmp_path: Pat
     proc = subprocess.Popen(
         [*compilediag_cmd(), "explain", str(model), "--no-timings", "--device", "cpu"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        preexec_fn=sigint_as_a_terminal_has_it,
     )  # fmt: skip
     deadline = time.monotonic() + 240
     compiling: dict[int, str] = {}

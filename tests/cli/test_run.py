@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, compilediag_cmd, compilediag_files, run_cli, run_torchrun
+from tests.conftest import (
+    ROOT,
+    compilediag_cmd,
+    compilediag_files,
+    run_cli,
+    run_torchrun,
+    sigint_as_a_terminal_has_it,
+)
 
 # the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
 pytestmark = pytest.mark.full
@@ -171,6 +178,7 @@ def test_ctrl_c_stops_the_job_and_reports_what_it_compiled(tmp_path: Path) -> No
          sys.executable, str(TRAIN), marker],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "JOB_WAIT": "120", "NO_COLOR": "1", "PYTHONFAULTHANDLER": "1"},
+        preexec_fn=sigint_as_a_terminal_has_it,
         cwd=ROOT,
     )  # fmt: skip
     assert proc.stderr is not None
@@ -373,6 +381,7 @@ def test_ctrl_c_before_anything_compiled_is_130_with_one_line() -> None:
         [*compilediag_cmd(), "run", "--format", "json", "--", sys.executable, "-c",
          "import time; print('ready', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        preexec_fn=sigint_as_a_terminal_has_it,
     )  # fmt: skip
     assert proc.stderr is not None
     for line in proc.stderr:

@@ -23,14 +23,10 @@ from compilediag.cli.commands.try_fixes import job_error
 from compilediag.fixes.patches.base import Refused
 from compilediag.fixes.patches.kept import SETTINGS, after_imports, at_call, keywords_of
 from compilediag.report.words import times
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, STEADY, STEADY_STEPS, run_cli
 
 JOBS = ROOT / "tests" / "fixtures" / "run_jobs"
 WINDOW = "4-8"
-# the loader's workers, once made, fill their prefetch (2 batches each) while the first steps
-# compile: steps 4-8 take batches made before them, and later steps wait at the workers' own
-# pace. The steps a workers remedy is judged on start past that.
-STEADY, STEADY_STEPS = "9-16", "20"
 
 
 def _pairs(ratio: float, noise: float, n: int, seed: int) -> list[tuple[float, float]]:

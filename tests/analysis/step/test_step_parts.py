@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, measured_twice, run_cli
 
 # the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
 pytestmark = pytest.mark.full
@@ -129,8 +130,6 @@ def test_the_rest_is_named_by_the_ops_the_step_ran_outside_its_graphs(as_written
 
 
 def run_saved(report: dict, *args: str) -> str:
-    import tempfile
-
     with tempfile.TemporaryDirectory() as d:
         saved = Path(d) / "report.json"
         saved.write_text(json.dumps(report))
@@ -149,11 +148,17 @@ def test_the_optimizer_advice_applied_takes_its_share_away(as_written, tmp_path:
     advice = " ".join(report["timings"]["notes"])
     assert "the optimizer step takes" in advice and "fused=True" in advice, advice
     assert "foreach=False" in advice
-    fixed, job_fixed = run_parts(tmp_path, JOB_OPTIMIZER="fused=True")
-    after = fixed["runtime"]["step_medians"]["optimizer"]
-    assert_own_median(after, job_fixed, "optimizer")
-    assert fastest(job_fixed, "optimizer") < fastest(job, "optimizer") / 3
-    assert not any("the optimizer step" in n for n in fixed["timings"]["notes"])
+
+    def check() -> None:
+        fixed, job_fixed = run_parts(
+            Path(tempfile.mkdtemp(dir=tmp_path)), JOB_OPTIMIZER="fused=True"
+        )
+        after = fixed["runtime"]["step_medians"]["optimizer"]
+        assert_own_median(after, job_fixed, "optimizer")
+        assert fastest(job_fixed, "optimizer") < fastest(job, "optimizer") / 3
+        assert not any("the optimizer step" in n for n in fixed["timings"]["notes"])
+
+    measured_twice(check)  # (one clean-clone CI run read 9.2 ms against 16 ms, alone 3-5x)
 
 
 @pytest.mark.quiet
@@ -165,12 +170,16 @@ def test_the_data_advice_applied_takes_its_share_away(as_written, tmp_path: Path
     report, job = as_written
     advice = " ".join(report["timings"]["notes"])
     assert "the data loader's next batch takes" in advice and "num_workers" in advice, advice
-    fixed, job_fixed = run_parts(tmp_path, JOB_WORKERS="2")
-    after = fixed["runtime"]["step_medians"]["data"]
-    assert_own_median(after, job_fixed, "data")
-    assert fastest(job_fixed, "data") < fastest(job, "data") / 2
-    assert not any("data loader" in n for n in fixed["timings"]["notes"])
-    assert fixed["runtime"]["loaders"] == {"workers": 2, "pin_memory": False}
+
+    def check() -> None:
+        fixed, job_fixed = run_parts(Path(tempfile.mkdtemp(dir=tmp_path)), JOB_WORKERS="2")
+        after = fixed["runtime"]["step_medians"]["data"]
+        assert_own_median(after, job_fixed, "data")
+        assert fastest(job_fixed, "data") < fastest(job, "data") / 2
+        assert not any("data loader" in n for n in fixed["timings"]["notes"])
+        assert fixed["runtime"]["loaders"] == {"workers": 2, "pin_memory": False}
+
+    measured_twice(check)
 
 
 def test_a_compiled_optimizer_step_is_still_the_step_and_compiles_as_without(
