@@ -88,6 +88,7 @@ def _grad_mode_recompiles(job: dict) -> set[str]:
     return out
 
 
+@pytest.mark.quiet
 def test_a_lightning_jobs_report(tmp_path: Path) -> None:
     """Each point of #50 on a real Lightning job, against torch's counts and the job's own
     clock: the step's model is training_step (not the sanity check's validation_step);
