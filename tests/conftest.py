@@ -305,7 +305,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("full"):
                 item.add_marker(skip)
-    items.sort(key=lambda item: item.name.split("[")[0] not in LONG_TESTS)  # stable
+    # the quiet tests first, one after another while no long test holds the other worker,
+    # then the long ones (a quiet test that waits for a long one idles its own worker)
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("quiet") is None,
+            item.name.split("[")[0] not in LONG_TESTS,
+        )
+    )  # stable
 
 
 # Tests marked `quiet` measure a speed by the job's own clock and decide on it (a remedy kept,

@@ -158,6 +158,7 @@ def test_fsdp_validation_recompiles_are_advised_where_its_mode_switched_and_the_
 
 
 @pytest.mark.full
+@pytest.mark.quiet
 def test_fsdp_slow_rank_wait_is_what_its_batch_costs(tmp_path: Path) -> None:
     """Rank 1's batches take 30 ms more: rank 0 waits in its first all-gather, inside its
     forward's hooks; the wait within 35% of what rank 1's own clock spent on data beyond

@@ -141,7 +141,7 @@ def run_saved(report: dict, *args: str) -> str:
 @pytest.mark.quiet
 def test_the_optimizer_advice_applied_takes_its_share_away(as_written, tmp_path: Path) -> None:
     """AdamW(foreach=False) loops over the parameters: the report says so with the share
-    it measured, and fused=True, applied, leaves a step whose optimizer part is a fraction
+    it measured, and fused=True, applied, leaves a step whose optimizer part is under half
     of what it was (the report's figure the job's own, the fraction by the job's clock) and
     no such advice."""
     report, job = as_written
@@ -155,10 +155,12 @@ def test_the_optimizer_advice_applied_takes_its_share_away(as_written, tmp_path:
         )
         after = fixed["runtime"]["step_medians"]["optimizer"]
         assert_own_median(after, job_fixed, "optimizer")
-        assert fastest(job_fixed, "optimizer") < fastest(job, "optimizer") / 3
+        assert fastest(job_fixed, "optimizer") < fastest(job, "optimizer") / 2
         assert not any("the optimizer step" in n for n in fixed["timings"]["notes"])
 
-    measured_twice(check)  # (one clean-clone CI run read 9.2 ms against 16 ms, alone 3-5x)
+    # (under half: alone, fused=True's fastest step is 3.3-4.6x faster; clean-clone CI runs
+    # read 2.65x, quiet, and 1.7x beside another test)
+    measured_twice(check)
 
 
 @pytest.mark.quiet
