@@ -47,6 +47,14 @@ class PlanDim:
     sizes: list[int] = field(default_factory=list)  # bucket: pad up to the next of these
 
 
+def by_size(marks: list[PlanDim]) -> list[PlanDim]:
+    """One mark for each size the tensors share (ids and their mask vary together)."""
+    seen: dict[tuple[int, int, int], PlanDim] = {}
+    for m in marks:
+        seen.setdefault((m.dim, m.low, m.high), m)
+    return list(seen.values())
+
+
 @dataclass
 class BucketOption:
     """A bucket list and what it costs: `buckets` padded shapes (graphs, and CUDA graphs to

@@ -12,7 +12,7 @@ import math
 from collections import Counter
 
 from compilediag.harness.serving.stream import Shapes
-from compilediag.report.serving import BucketOption, Plan, PlanDim
+from compilediag.report.serving import BucketOption, Plan, PlanDim, by_size
 
 BUCKETS = 4  # at most this many padded shapes: half the default recompile limit
 TRADE_OFF = (1, 2, 3, 4, 6, 8)  # the counts of padded shapes the trade-off shows
@@ -167,14 +167,6 @@ def bucket_sizes(m: PlanDim) -> list[int]:
         return list(m.sizes)
     k = m.multiple or 1
     return list(range(-(-m.low // k) * k, -(-m.high // k) * k + 1, k))
-
-
-def by_size(marks: list[PlanDim]) -> list[PlanDim]:
-    """One mark for each size the tensors share (ids and their mask vary together)."""
-    seen: dict[tuple[int, int, int], PlanDim] = {}
-    for m in marks:
-        seen.setdefault((m.dim, m.low, m.high), m)
-    return list(seen.values())
 
 
 def bucket_warmup(base: list[list[int]], marks: list[PlanDim]) -> list[list[list[int]]]:

@@ -10,10 +10,9 @@ from fractions import Fraction
 from rich.syntax import Syntax
 from rich.text import Text
 
-from compilediag.harness.serving.plans import by_size
 from compilediag.harness.serving.stream import FEWEST_HELD_OUT
 from compilediag.render import plural
-from compilediag.report.serving import PLAN_NAMES, Plan, PlanDim, Serving
+from compilediag.report.serving import PLAN_NAMES, Plan, PlanDim, Serving, by_size
 from compilediag.report.words import ms, seconds
 
 PLAN_COLUMNS = ["plan", "graphs", "compile", "eager requests", "held out", "a request (median)",
