@@ -56,6 +56,26 @@ def assert_own_median(figure: float, job: dict, part: str) -> None:
     assert low <= figure <= high, (part, figure, values)
 
 
+def assert_steps_are_the_jobs(report: dict, job: dict) -> None:
+    """The window's step is the job's own (optimizer end to end, its median by the job's
+    clock over the same steps), and the step the report gives is set on the job's own pace
+    (#74: the steps around the window, no instrument on). Not the job's mean over the
+    window: a step the machine's load stalled moves that, and the report sets it apart
+    (a clean-clone CI run read the mean as 95 ms with the pace at 75 ms). Where GradScaler
+    skipped a step, the probe's mark ends it at another point than the job's clock (no
+    optimizer step), moving one step's time to the next: the window's median is then
+    within a step of the job's, 51.4 ms where the job's was 54.0, its next below 51.4."""
+    r, bd = report["runtime"], report["timings"]["breakdown"]
+    a, b = WINDOW
+    mine = sorted(s["step"] for s in job["steps"][a - 1 : b])
+    mid, median = len(mine) // 2, statistics.median(mine)
+    low, high = (mine[mid - 1], mine[mid + 1]) if r["skipped_steps"] else (median, median)
+    low, high = low * 0.95, high * 1.05
+    assert low <= r["window_step_ms"] <= high, (r["window_step_ms"], mine)
+    paced = r["unprofiled_step_ms"] if r["at_pace"] else r["window_step_ms"]
+    assert bd["call_ms"] == pytest.approx(paced, rel=1e-3)
+
+
 def fastest(job: dict, part: str) -> float:
     """The job's fastest window step for a part, by its own clock: what a fix changed, where
     a median can be the machine's load (beside another test on two cores, a fused
@@ -77,15 +97,9 @@ def test_each_part_of_a_step_is_the_jobs_own(as_written) -> None:
     assert r["window_steps"] + len(r["window_stalled"]) == WINDOW[1] - WINDOW[0] + 1
     assert report["summary"]["graphs"] == job["backend_graphs"]  # torch's own count
     bd = report["timings"]["breakdown"]
-    # the parts add up to the step, and the window's steps are the job's own (optimizer end
-    # to end, its median by the job's clock over the same steps); the step the report gives
-    # is set on the job's own pace (#74: the steps around the window, no instrument on)
+    # the parts add up to the step, and the window's steps are the job's own
     assert sum(bd[p] for p in PARTS) == pytest.approx(bd["call_ms"], rel=0.01)
-    a, b = WINDOW
-    mine = statistics.median(s["step"] for s in job["steps"][a - 1 : b])
-    assert r["window_step_ms"] == pytest.approx(mine, rel=0.05), (r["window_step_ms"], mine)
-    paced = r["unprofiled_step_ms"] if r["at_pace"] else r["window_step_ms"]
-    assert bd["call_ms"] == pytest.approx(paced, rel=1e-3)
+    assert_steps_are_the_jobs(report, job)
     # each part within 25% of the job's own figure for it; forward is its graphs and the
     # Python between them (the call's guards are the rest's)
     forward = bd["in_graphs_ms"] + bd["between_graphs_ms"]
@@ -311,8 +325,7 @@ def test_a_step_gradscaler_skipped_is_still_a_step(tmp_path: Path) -> None:
     assert r["steps_at"] == "optimizer" and r["steps"] == len(job["steps"])
     assert r["skipped_steps"] == len(skipped)
     assert r["window_steps"] + len(r["window_stalled"]) == WINDOW[1] - WINDOW[0] + 1
-    bd = report["timings"]["breakdown"]
-    assert bd["call_ms"] == pytest.approx(own(job, "step"), rel=0.1)
+    assert_steps_are_the_jobs(report, job)
     assert "(1 skipped by GradScaler" not in run_saved(report, "render")
     assert f"({len(skipped)} skipped by GradScaler: inf or NaN gradients)" in run_saved(
         report, "render"
