@@ -132,8 +132,9 @@ def _graph_blocks(report: Report) -> list:
         return []
     t = new_table()
     t.add_column("graph", no_wrap=True)
-    t.add_column("frame")
-    t.add_column("where", no_wrap=True)
+    # a long path folds rather than squeeze the frame's words one to a line
+    t.add_column("frame", min_width=12)
+    t.add_column("where", overflow="fold")
     t.add_column("ops", justify="right")
     t.add_column("compile", justify="right", no_wrap=True)
     multi = len(report.ranks) > 1
