@@ -27,6 +27,13 @@ def pace_line(r: Runtime | None) -> str:
             f"pace: the window {1 + r.window_cost:.2f}x the job's own pace ({around}, shape "
             f"by shape: they ran other shapes); {own}"
         )
+    if r.pace_moved and r.before_step_ms and r.unprofiled_step_ms:
+        return (
+            f"pace: the window's steps took {window} (the median); the job's own pace moved "
+            f"during the run, {ms(r.before_step_ms)} a step just before the window and "
+            f"{ms(r.unprofiled_step_ms)} after it (no instrument on), so what the window's "
+            f"instruments cost is not told apart from that: {own}"
+        )
     if not r.at_pace or r.unprofiled_step_ms is None or r.window_cost is None:
         return (
             f"pace: the window's steps took {window} (the median), with too few steps around "

@@ -325,6 +325,11 @@ class Runtime:
     # wait) are set on the steps around it (shares of their median) - else on that median
     window_step_ms: float | None = None
     at_pace: bool = False
+    # the median of the steps just before the window (pace.MIN_BEFORE or more, no instrument
+    # on); where it and the steps after differ by more than pace.MOVED, the job's pace moved
+    # during the run (`pace_moved`): the figures are the window's own (at_pace false)
+    before_step_ms: float | None = None
+    pace_moved: bool = False
     # the machine's load average (1 minute) as the window ended and the cores the job's
     # process could use; [] where not read
     window_load: list[float] = field(default_factory=list)

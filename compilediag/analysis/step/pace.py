@@ -16,6 +16,13 @@ from compilediag.analysis.step.other_work import STALL, plain_training_ms, train
 from compilediag.harness.worker_types import ProcessRuntime, Profiled, RegionTime
 
 MIN_AROUND = 5  # steps around the window, at least, to set its figures on their pace
+MIN_BEFORE = 3  # steps just before the window, at least, to see whether the pace moved
+# the steps just before the window and those after it further apart than this (the slower's
+# median over the faster's): the job's pace moved during the run (a machine shared with other
+# work, a host's clock speed), and what the window's instruments cost is not told apart from
+# that. On 2 H200s the slow rank's Python batch took 29 ms a step, then 17 ms from step 24 on,
+# alike with and without compilediag (bench/README.md)
+MOVED = 1.25
 
 
 @dataclass
@@ -25,16 +32,30 @@ class Pace:
     window_ms: float | None = None  # the window's median step (its training steps)
     around_ms: float | None = None  # the median of the steps around it
     around: int = 0  # how many
+    before_ms: float | None = None  # the median of the steps just before it (MIN_BEFORE+)
+
+    @property
+    def moved(self) -> bool:
+        """Whether the job's pace moved between the steps before the window and after it."""
+        if self.before_ms is None or self.around < MIN_AROUND or not self.around_ms:
+            return False
+        high, low = max(self.before_ms, self.around_ms), min(self.before_ms, self.around_ms)
+        return low > 0 and high / low > MOVED
+
+    @property
+    def at_pace(self) -> bool:
+        """Whether the window's figures are set on the steps around it."""
+        return self.around >= MIN_AROUND and not self.moved
 
     @property
     def step_ms(self) -> float | None:
         """The step the window's figures are set on: the job's own pace where measured."""
-        return self.around_ms if self.around >= MIN_AROUND else self.window_ms
+        return self.around_ms if self.at_pace else self.window_ms
 
     @property
     def cost(self) -> float | None:
         """What the window's instruments added to a step, against the steps around it."""
-        if self.window_ms is None or self.around < MIN_AROUND or not self.around_ms:
+        if self.window_ms is None or not self.at_pace or not self.around_ms:
             return None
         return round(self.window_ms / self.around_ms - 1, 4)
 
@@ -48,11 +69,21 @@ def pace_of(p: ProcessRuntime, left_out: set[int], alike: bool) -> Pace:
     if not steps:
         return Pace()
     around = _around(p, left_out) if alike else []
+    before = _before(p, left_out) if alike else []
     return Pace(
         window_ms=round(statistics.median(steps), 6),
         around_ms=round(statistics.median(around), 6) if around else None,
         around=len(around),
+        before_ms=round(statistics.median(before), 6) if len(before) >= MIN_BEFORE else None,
     )
+
+
+def _before(p: ProcessRuntime, left_out: set[int]) -> list[float]:
+    """The last MIN_AROUND steps timed before the window (a compile's steps left out)."""
+    if len(p.plain_steps) != len(p.plain_step_ms) or not p.window:
+        return []
+    timed = zip(p.plain_steps, p.plain_step_ms, strict=True)
+    return [t for n, t in timed if n < p.window[0] and n not in left_out][-MIN_AROUND:]
 
 
 def _around(p: ProcessRuntime, left_out: set[int]) -> list[float]:

@@ -148,8 +148,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.window_work, job.window_cost = window_work(first, left_out)
         pace = pace_of(first, left_out, alike=not job.window_work)
         job.window_step_ms, job.window_load = pace.window_ms, list(first.load)
-        job.at_pace = pace.around >= MIN_AROUND
-        if job.at_pace:  # the steps the pace is taken from
+        job.at_pace, job.before_step_ms, job.pace_moved = pace.at_pace, pace.before_ms, pace.moved
+        if pace.around >= MIN_AROUND:  # the steps the pace is taken from
             job.unprofiled_step_ms, job.unprofiled_steps = pace.around_ms, pace.around
         if not job.window_work:
             job.window_cost = pace.cost

@@ -158,3 +158,54 @@ def test_a_busy_machines_stalls_are_counted_with_its_load() -> None:
     (said,) = [text for label, text in window_notes(quiet, None) if label == "stalled"]
     assert said.startswith("step 21 took 20 ms, 13x the median step (1.5 ms)") and "a pause" in said
     assert "busy" not in said
+
+
+def test_a_pace_that_moved_during_the_run_is_said_and_not_set_against() -> None:
+    """The 5 steps just before the window ran 1.0 ms, the window 1.05 ms, the steps after it
+    2.0 ms (the host's other work started): the pace moved, so the window's cost is not
+    told apart from that, and its figures are its own, not set on the steps after it."""
+    around = {k: 1.0 for k in range(10, 20)} | {k: 2.0 for k in range(31, 51)}
+    p = _process({k: [1.05, *ROW[1:]] for k in range(20, 31)}, around)
+    p.window = [20, 30]
+    pace = pace_of(p, set(), alike=True)
+    assert (pace.before_ms, pace.around_ms, pace.around) == (1.0, 2.0, 20)
+    assert pace.moved and not pace.at_pace and pace.cost is None
+    assert pace.step_ms == pytest.approx(1.05)
+    assert at_pace(p, set(), pace)[0].call_ms == pytest.approx(1.05)
+    steady = {k: 1.0 for k in range(10, 20)} | {k: 1.1 for k in range(31, 51)}
+    p.plain_steps, p.plain_step_ms = sorted(steady), [steady[k] for k in sorted(steady)]
+    unmoved = pace_of(p, set(), alike=True)
+    assert not unmoved.moved and unmoved.at_pace and unmoved.step_ms == pytest.approx(1.1)
+    r = Runtime(window=[20, 30], window_step_ms=1.05, before_step_ms=1.0, pace_moved=True,
+                unprofiled_step_ms=2.0, unprofiled_steps=20)  # fmt: skip
+    assert pace_line(r) == (
+        "pace: the window's steps took 1.05 ms (the median); the job's own pace moved during "
+        "the run, 1 ms a step just before the window and 2 ms after it (no instrument on), so "
+        "what the window's instruments cost is not told apart from that: the figures below "
+        "are the window's, its instruments on"
+    )
+
+
+@pytest.mark.full
+def test_a_job_whose_pace_moves_is_reported_at_its_windows_own(tmp_path: Path) -> None:
+    """The 1 ms job sleeping 2 ms more a step from step 34 on (after the window 20-30): the
+    steps after the window are not the window's pace, so the report says the pace moved,
+    with the job's own clock before the window and after it, and gives the window's own
+    step (before: set on the steps after it, a step of 3 ms given for a window of 1)."""
+    facts, saved = tmp_path / "facts.json", tmp_path / "report.json"
+    proc = run_cli(
+        "run", "--profile-steps", "20-30", "--no-kernels", "--format", "json", "-o", str(saved),
+        "--", sys.executable, str(JOB), env={"JOB_FACTS": str(facts), "JOB_PACE_FROM": "34"},
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(saved.read_text())
+    r, own = report["runtime"], json.loads(facts.read_text())["step_ms"]
+    assert r["pace_moved"] and not r["at_pace"] and r["window_cost"] is None
+    assert r["before_step_ms"] == pytest.approx(statistics.median(own[14:19]), rel=0.25)
+    assert r["unprofiled_step_ms"] == pytest.approx(statistics.median(own[33:]), rel=0.25)
+    window = statistics.median(own[19:30])  # the job's clock over the window's steps
+    assert r["window_step_ms"] == pytest.approx(window, rel=0.1)
+    assert report["timings"]["breakdown"]["call_ms"] == pytest.approx(r["window_step_ms"])
+    first = run_cli("render", str(saved)).stdout.splitlines()[:4]
+    assert any("the job's own pace moved during the run" in line for line in first), first
