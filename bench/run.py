@@ -499,14 +499,29 @@ def figure_explain_timings(models: list[str], runs: int) -> list[str]:
         t = json.loads(subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT,
                                       text=True).stdout)["timings"]  # fmt: skip
         counts = [str(t["warmup"]), str(t["repeat"]), str(t["calls_per_block"])]
+        saved: list[Path] = []
+
+        def explain(saved: list[Path] = saved, cmd: list[str] = cmd) -> tuple[list[str], dict]:
+            saved.append(tmp / f"explain_{len(saved)}.json")  # each run's own phases
+            return [*cmd, "-o", str(saved[-1])], {}
+
         times = alternate(
             {f"bare compile + {t['repeat']} blocks of {t['calls_per_block']} calls · {model}":
                 ([sys.executable, str(script), model, *counts], {}),
-             f"explain · {model}": (cmd, {})}, runs,
+             f"explain · {model}": explain}, runs,
         )  # fmt: skip
         ref = statistics.median(next(iter(times.values())))
         out += [row(k, v, ref) for k, v in times.items()]
+        out.append(f"| explain's phases (report.took_s, median of {runs} runs) · {model} | "
+                   + phases_of(saved[1:]) + " | | |")  # fmt: skip
     return out
+
+
+def phases_of(saved: list[Path]) -> str:
+    """Each phase's median over the runs' reports, largest first, in seconds."""
+    took = [json.loads(p.read_text())["took_s"] for p in saved]
+    medians = {k: statistics.median(t.get(k, 0.0) for t in took) for k in took[0]}
+    return " · ".join(f"{k} {v:.2f}" for k, v in sorted(medians.items(), key=lambda kv: -kv[1]))
 
 
 def main() -> None:

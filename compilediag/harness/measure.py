@@ -19,6 +19,7 @@ from compilediag.harness.checks import (
     sync,
 )
 from compilediag.harness.device_time import Step, device_time
+from compilediag.harness.phases import AGAIN
 from compilediag.harness.profiling import profile_regions, python_frames
 from compilediag.harness.threads import Threads, Trust
 from compilediag.harness.worker_types import (
@@ -156,7 +157,7 @@ def settled(
 
 def _rounds(progress: Callable[[str], None], n: int) -> Callable[[int, int], None]:
     """steady_state's progress (block i of n) as a line: the round, the block."""
-    of = f", round {n} of {NOISE_ROUNDS} (the blocks spread)" if n > 1 else ""
+    of = f", round {n} of {NOISE_ROUNDS} {AGAIN}" if n > 1 else ""
 
     def told(i: int, total: int) -> None:
         progress(f"timing eager vs compiled: block {i} of {total}{of}")

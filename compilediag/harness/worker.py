@@ -36,6 +36,7 @@ from compilediag.harness.checks import (
 )
 from compilediag.harness.measure import measure
 from compilediag.harness.numerics.diagnose import custom_op_checks, numerics
+from compilediag.harness.phases import PhaseClock
 from compilediag.harness.serving.cudagraphs import records_cuda_graphs
 from compilediag.harness.serving.replay import serve, served_step, stream_calls
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
@@ -73,16 +74,18 @@ class Worker:
         self._threads_at_import = 0  # torch's intra-op threads before the model file ran
         self._told = (0.0, "")  # the last progress line written, and when
         self._first: Any = None  # serving: get_inputs()'s call, the requests' base
+        self.clock = PhaseClock()  # what this run took, phase by phase
 
     def stage(self, text: str) -> None:
+        self.clock.mark(text)
         write_atomic(self.workdir / "status", text)
 
     def progress(self, text: str) -> None:
         """A stage's progress (a timing block): written at most every PROGRESS_S, a new
         phase at once; between timed blocks, never inside one (no fsync: the line is
         gone with the run)."""
-        now = time.monotonic()
-        last, said = self._told
+        self.clock.mark(text)
+        (last, said), now = self._told, time.monotonic()
         if now - last < PROGRESS_S and text.split(":")[0] == said.split(":")[0]:
             return
         self._told = (now, text)
@@ -94,6 +97,8 @@ class Worker:
             pass
 
     def finish(self, code: int = 0) -> int:
+        self.clock.mark("done")
+        self.result.phases_s = self.clock.rounded()
         write_atomic(self.workdir / "result.json", to_json(self.result))
         return code
 
@@ -120,6 +125,7 @@ class Worker:
             step = make_step(torch, self.spec.train)
             if self.result.serving is not None:  # the stream's calls in its serving mode
                 step = served_step(torch, step, self.result.serving.mode)
+            self.stage("setting up torch.compile")  # (its tracing clock imports Dynamo)
             cost = TracingCost(torch)
             cost.start()
             try:

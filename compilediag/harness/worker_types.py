@@ -380,3 +380,4 @@ class WorkerResult:
     error: WorkerFailure | None = None  # what ended the run
     tracing: Tracing | None = None  # Dynamo's tracing by function (None: torch can't say)
     serving: ServingFacts | None = None  # `recompiles --requests`: the serving pass
+    phases_s: dict[str, float] = field(default_factory=dict)  # harness/phases.py

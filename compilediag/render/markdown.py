@@ -22,7 +22,7 @@ from compilediag.render.views import (
     step_text,
     tracing_words,
 )
-from compilediag.render.window_words import pace_line
+from compilediag.render.window_words import pace_line, took_words
 from compilediag.report.model import Report
 
 
@@ -199,6 +199,7 @@ def _timings(report: Report) -> list[str]:
         f"speedup {t.speedup:.2f}x"
         + (f" (not reliable: {t.noise})" if t.noise else "")
         + f" · first call {seconds(t.first_call_s)}",
+        *(["", took_words(report.took_s)] if report.took_s else []),
         "",
     ]
 

@@ -1,10 +1,10 @@
-"""A `run` window's words about its own steps (#74): its pace against the job's own (the
-first screen's line), and the steps that stalled. views.window_notes gives them their
-place."""
+"""What the tool's own instruments and run cost, in words (#74): a `run` window's pace
+against the job's own (the first screen's line) and the steps that stalled
+(views.window_notes gives them their place); what explain's own run took, by phase."""
 
 from __future__ import annotations
 
-from compilediag.render import ms, plural
+from compilediag.render import ms, plural, seconds
 from compilediag.report.model import Runtime
 
 
@@ -85,3 +85,16 @@ def stalled_words(r: Runtime) -> str:
 
 STALLS_LISTED = 3  # stalled steps said one by one; more are counted
 BUSY = 0.9  # a load average this share of the cores or more: the machine was busy
+
+
+def took_words(took: dict[str, float]) -> str:
+    """What compilediag's own run took (report.took_s): "compilediag's run, 31.2 s: compile
+    and first calls 14.8 s · timing 9.1 s · ...", largest first, phases under 1% of it
+    counted, not named."""
+    total = sum(took.values())
+    shown = sorted((p for p in took.items() if p[1] >= total / 100), key=lambda p: -p[1])
+    rest = len(took) - len(shown)
+    words = " · ".join(f"{name} {seconds(s)}" for name, s in shown)
+    return f"compilediag's run, {seconds(total)}: {words}" + (
+        f" · {plural(rest, 'other phase')} under 1% each" if rest else ""
+    )

@@ -201,6 +201,9 @@ class Report:
     runtime: Runtime | None = None  # `compilediag run`: the job as it ran
     numerics: Numerics | None = None  # compiled against eager and float64, and why they part
     serving: Serving | None = None  # `recompiles --requests`: the stream, the plan, the cold start
+    # explain, recompiles: what compilediag's own run took, by phase, in seconds: the worker's
+    # (harness/phases.py), its start and exit, and the reading of its trace and kernels
+    took_s: dict[str, float] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -332,3 +332,29 @@ def test_a_run_that_compiled_nothing_says_so(tmp_path: Path) -> None:
     torch.compile(module.M(), backend=counter)(torch.randn(2, 4))
     torch._dynamo.reset()
     assert counter.frame_count == 0
+
+
+def test_what_explains_own_run_took_is_said_by_phase() -> None:
+    """report.took_s (#74): compilediag's own run, phase by phase, adds up to the command's
+    wall time less the CLI's own start and its printing; the timing phase holds at least
+    the blocks the report says it timed, each of its calls eager and compiled; the table
+    says it in one line."""
+    import time
+
+    args = ("explain", "sample_models/item_break.py", "--backend", "aot_eager", "--device",
+            "cpu", "--repeat", "5", "--warmup", "2")  # fmt: skip
+    started = time.monotonic()
+    report, proc = run_json(*args)
+    wall = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    took, t = report["took_s"], report["timings"]
+    for phase in ("compile and first calls", "timing", "timing: the profiler's pass",
+                  "numerics check", "trace read", "kernels read", "worker start and exit"):  # fmt: skip
+        assert phase in took, (phase, took)
+    assert wall - 3.0 <= sum(took.values()) <= wall, (took, wall)
+    blocks = (
+        t["repeat"] * t["calls_per_block"] * (t["eager_ms"]["median"] + t["compiled_ms"]["median"])
+    )
+    assert took["timing"] >= 0.5 * blocks / 1e3, (took["timing"], blocks)
+    table = run_cli(*args).stdout
+    assert "compilediag's run, " in table and "compile and first calls " in table

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -163,16 +164,26 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool | Live = True) ->
 
     shown = Live() if progress is True else nullcontext(progress)
     with workdir() as work, shown as live:
+        started = time.monotonic()
         if live:
             run = run_worker(spec, work, timeout, live.stage)
             live.stage("done")
         else:
             run = run_worker(spec, work, timeout)
-        logs = parse_path(run.trace_dir)
-        history = build_history(logs)
+        worker = time.monotonic()
+        history = build_history(parse_path(run.trace_dir))
+        read = time.monotonic()
         code = all_kernels(history)
+        kernels = time.monotonic()
         target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
         report = build_report(history, run.result, target, code=code)
+        phases = run.result.phases_s
+        report.took_s = {
+            **phases, "worker start and exit": worker - started - sum(phases.values()),
+            "trace read": read - worker, "kernels read": kernels - read,
+            "report": time.monotonic() - kernels,
+        }  # fmt: skip
+        report.took_s = {k: round(max(v, 0.0), 3) for k, v in report.took_s.items()}
     report = with_trust(report, run.trust)
     report = with_model_note(report, spec, run.result.model)
     return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code, run.result)

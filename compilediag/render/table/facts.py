@@ -27,6 +27,7 @@ from compilediag.render.views import (
     unmeasured_words,
     window_notes,
 )
+from compilediag.render.window_words import took_words
 from compilediag.report.model import Breakdown, CompileTime, Report, Runtime
 from compilediag.report.numerics import COMPILED_CLOSER, DIFFER, MATCH, RANDOM_ONLY, Numerics
 from compilediag.report.words import steps_words
@@ -273,7 +274,7 @@ def timing_lines(report: Report) -> list:
         if report.numerics is not None:  # the compile failed: the custom ops' checks
             return [details(numerics_rows(report.numerics))]
         if report.environment.source != "trace":
-            return []
+            return [details(took_rows(report))] if report.took_s else []
         out: list = [
             Text(
                 "  not measured: a trace has none (`compilediag run --profile-steps A-B -- "
@@ -341,7 +342,14 @@ def timing_lines(report: Report) -> list:
         rows.append(("cudagraphs", Text(f"skipped: {skip}", style="yellow")))
     for i, note in enumerate(t.notes):  # one label for all the reasons
         rows.append(("why slow?" if i == 0 else "", Text(note, style="yellow")))
-    return [details(rows + outputs_rows(report))]
+    return [details(rows + outputs_rows(report) + took_rows(report))]
+
+
+def took_rows(report: Report) -> list[Row]:
+    """What compilediag's own run took (report.took_s), its phases largest first."""
+    if not report.took_s:
+        return []
+    return [("took", Text(took_words(report.took_s), style="dim"))]
 
 
 def outputs_rows(report: Report) -> list[Row]:
