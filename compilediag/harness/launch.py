@@ -8,6 +8,7 @@ Standard library only."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -46,6 +47,63 @@ class Completion:
         return f"exited with status {self.returncode}"
 
 
+# a compiler's driver: the processes it starts are its passes (cc1plus, as, collect2)
+DRIVERS = {"gcc", "g++", "c++", "cc", "clang", "clang++"}
+
+
+def group_members(pgid: int) -> dict[int, tuple[str, str, int]]:
+    """The processes of process group `pgid`, from /proc: pid -> (name, state, parent's
+    pid); {} where /proc can't say."""
+    found = {}
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            # pid (name) state ppid pgrp ...: the name may hold spaces and parentheses
+            name = stat[stat.find(b"(") + 1 : stat.rfind(b")")].decode(errors="replace")
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if len(fields) > 2 and int(fields[2]) == pgid:
+                found[int(entry)] = (name, fields[0].decode(), int(fields[1]))
+    return found
+
+
+def live_members(pgid: int) -> list[int]:
+    """The processes of group `pgid` that have not ended (a zombie has), where /proc can
+    say; else the group, if any is left, as one."""
+    if not os.path.isdir("/proc"):
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        return [pgid]
+    return [pid for pid, (_, state, _) in group_members(pgid).items() if state != "Z"]
+
+
+def _send(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def drivers(pgid: int) -> list[int]:
+    """The compilers' drivers of group `pgid` still running."""
+    members = group_members(pgid)
+    return [p for p, (name, state, _) in members.items() if state != "Z" and name in DRIVERS]
+
+
+def compiler_passes(pgid: int) -> list[int]:
+    """The processes of group `pgid` a compiler's driver started (cc1plus, as)."""
+    members = group_members(pgid)
+    return [
+        pid for pid, (name, state, parent) in members.items()
+        if state != "Z" and name not in DRIVERS and members.get(parent, ("",))[0] in DRIVERS
+    ]  # fmt: skip
+
+
 @dataclass
 class Child:
     """A started child process, in a session of its own."""
@@ -68,14 +126,31 @@ class Child:
         """Stop the child and everything it started, and reap it: SIGINT first, as a Ctrl-C
         in the user's own run would, so that what it started cleans up after itself (gcc
         removes its temp files, Python its temporary folders, from the user's temp folder),
-        then SIGKILL to whatever is left after `grace` seconds."""
-        self.signal(signal.SIGINT)
+        then SIGKILL to whatever is left after `grace` seconds. Where a compiler runs (gcc's
+        driver and its passes: cc1plus, as), the group is frozen first, so that nothing
+        starts another compile; the passes are killed, and the drivers told before the rest:
+        each deletes the temp files it named, and no pass can write one again (a pass just
+        started, or a compile the job started after its driver ended, left its cc*.s in the
+        temp folder in 4 runs of 8 on a loaded machine)."""
         deadline = time.monotonic() + grace
+        frozen = bool(drivers(self.proc.pid))
+        if frozen:
+            self.signal(signal.SIGSTOP)
+            for pid in compiler_passes(self.proc.pid):
+                _send(pid, signal.SIGKILL)
+            compilers = drivers(self.proc.pid)
+            for pid in compilers:
+                _send(pid, signal.SIGINT)
+                _send(pid, signal.SIGCONT)
+            while compilers and time.monotonic() < deadline - grace / 2:
+                compilers = [p for p in compilers if p in drivers(self.proc.pid)]
+                time.sleep(0.01)
+        self.signal(signal.SIGINT)
+        if frozen:
+            self.signal(signal.SIGCONT)
         while time.monotonic() < deadline:
             self.proc.poll()  # reap the child, so that an empty group reads as empty
-            try:
-                os.killpg(self.proc.pid, 0)
-            except (ProcessLookupError, PermissionError):
+            if not live_members(self.proc.pid):  # (a zombie no one reaps is gone)
                 break
             time.sleep(0.02)
         self.signal(signal.SIGKILL)
