@@ -209,3 +209,17 @@ def test_a_job_whose_pace_moves_is_reported_at_its_windows_own(tmp_path: Path) -
     assert report["timings"]["breakdown"]["call_ms"] == pytest.approx(r["window_step_ms"])
     first = run_cli("render", str(saved)).stdout.splitlines()[:4]
     assert any("the job's own pace moved during the run" in line for line in first), first
+
+
+def test_after_a_kernel_profile_the_pace_is_the_steps_before_the_window() -> None:
+    """The kernel profile ran steps 31-35, after the window 20-30, and the steps after it
+    ran slower (torch.profiler's after-effect): the pace is the 5 steps just before the
+    window, not those, and the pace did not move."""
+    around = {k: 1.0 for k in range(10, 20)} | {k: 1.7 for k in range(36, 41)}
+    p = _process({k: [1.05, *ROW[1:]] for k in range(20, 31)}, around)
+    p.window, p.kernel_step_numbers = [20, 30], [31, 32, 33, 34, 35]
+    pace = pace_of(p, set(), alike=True)
+    assert (pace.around_ms, pace.around) == (1.0, MIN_AROUND)
+    assert pace.at_pace and not pace.moved and pace.cost == pytest.approx(0.05)
+    p.kernel_step_numbers = []  # no profile after it: the steps after the window, as before
+    assert pace_of(p, set(), alike=True).around_ms == 1.7
