@@ -57,12 +57,14 @@ def cold_warm_words(fx: VerifiedFix) -> str:
 
 
 def try_baseline_words(b: TryBaseline) -> str:
-    """`the job as it is, run 4 times more alternated with the remedies': 43.7 ms a step by
+    """`the job as it is, run 4 times more alternated with the remedies: 43.7 ms a step by
     their windows (within 6% of each other)`, and what ran beside them: these runs' step,
     each remedy's baseline, not the window's above."""
     text = (
-        f"the job as it is, run {'once' if b.runs == 1 else f'{b.runs} times'} more "
-        "alternated with the remedies': "
+        f"the job as it is, run once more alternated with the remedies: {ms(b.step_ms)} a "
+        "step by its window"
+        if b.runs == 1
+        else f"the job as it is, run {b.runs} times more alternated with the remedies: "
         f"{ms(b.step_ms)} a step by their windows (within {b.spread:.0%} of each other)"
-    )
+    )  # (one run: no spread to give)
     return "; ".join(x for x in (text, b.load, b.stopped, b.resolution) if x)
