@@ -411,3 +411,42 @@ def test_each_patchs_counts_say_the_base_they_were_measured_on(tmp_path: Path) -
     alone = TWO_BREAKS.replace("x.abs().max().item()", "x.abs().max()")
     assert graphs(TWO_BREAKS) == printed["evidence"]["graphs"][0]
     assert graphs(alone) == graphs(TWO_BREAKS) - 1 != g_item[1]  # its diff alone: not those
+
+
+ITEM_THEN_PRINT = '''\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        s = x.std().item()
+        print("s", s)
+        return self.fc(x / s)
+
+
+def get_model():
+    return Net()
+
+
+def get_inputs():
+    return (torch.randn(4, 8),)
+'''
+
+
+def test_a_refusal_names_the_files_own_line_after_a_patch_below_moved_it(tmp_path: Path) -> None:
+    """The print (line 12) is patched first and takes two lines; the .item() above it is
+    refused for its use in that print: said at line 12, the file's own, not 13, where the
+    print sits in the patched copy (a sixth look found 13)."""
+    (tmp_path / "net.py").write_text(ITEM_THEN_PRINT)
+    done = cli("fix", "net.py", "--backend", "eager", "--repeat", "1", "--format", "json",
+               cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    by_line = {b["line"]: b for b in json.loads(done.stdout)["breaks"]}
+    assert by_line[12]["patched"] and not by_line[11]["patched"]
+    assert by_line[11]["why"].startswith("line 12: `s` is given to print()"), by_line[11]["why"]
+    assert ITEM_THEN_PRINT.splitlines()[11].strip().startswith("print(")

@@ -178,7 +178,12 @@ def find_fixes(
                 continue
             found = propose(text, brk.line, brk.cause, shown(path))
             if not isinstance(found, Patch):
-                item.why = found.why
+                # said with the file's own lines where the file as it is gives the same
+                # refusal (the kept patches below moved the lines it names)
+                mine = propose(source, brk.line, brk.cause, shown(path)) if text != source else None
+                item.why = (
+                    mine.why if mine is not None and not isinstance(mine, Patch) else found.why
+                )
                 continue
             k += 1
             copy = scratch / str(k) / path.name
