@@ -18,6 +18,7 @@ from typing import Any
 from compilediag.errors import GATE_FAILED, OK
 from compilediag.report.model import Report, Rule, Site, Verdict
 from compilediag.report.numerics import PASSING
+from compilediag.report.words import ms
 
 
 @dataclass(frozen=True)
@@ -338,7 +339,7 @@ def _step(report: Report, base: Report, verdict: Verdict) -> None:
         f"; bound by {ob.part} → {nb.part}" if nb and ob and nb.part != ob.part
         else f"; bound by {nb.part}" if nb else ""
     )  # fmt: skip
-    words = f"a step {old:.3f} → {now:.3f} ms{bound}"
+    words = f"a step {ms(old)} → {ms(now)}{bound}"
     limit = old * (1 + STEP_TOLERANCE)
     if now > limit:
         verdict.regressions.append(f"{words} (tolerance {STEP_TOLERANCE:.0%})")

@@ -15,6 +15,7 @@ from compilediag.analysis.source import code_at
 from compilediag.harness.worker_types import FrameTime, WorkerResult
 from compilediag.report.model import Environment, Graph, GraphBreak, Report, TraceInfo
 from compilediag.report.vocabulary import Finding, FindingKind, Severity, Source
+from compilediag.report.words import ms
 from compilediag.trace.formats import (
     RECOMPILE_LIMIT,
     compile_failure_fix,
@@ -182,7 +183,7 @@ def skipped_frames(h: History, python_ms: list[FrameTime]) -> list[Finding]:
         head = f"{frame_name(m.name)} at {file}:{line} was not compiled and runs in eager mode"
         cost = eager_cost(python_ms, m.file, m.line, m.name)
         if cost is not None:
-            head += f", about {cost:.3f} ms of each call"
+            head += f", about {ms(cost)} of each call"
         cause = _break_that_skipped(e, parsed.gb_id)
         if cause:  # torch gave up the frame for a break inside it: name that break
             fix = (
@@ -235,9 +236,9 @@ def speedup_notes(report: Report) -> list[str]:
         lost = sum(b.time_lost_ms or 0.0 for b in costed)
         top = costed[0]
         notes.append(
-            f"the graph breaks leave {lost:.3f} ms of each {t.compiled_ms.median:.3f} ms "
+            f"the graph breaks leave {ms(lost)} of each {ms(t.compiled_ms.median)} "
             f"compiled call to eager Python ({lost / t.compiled_ms.median:.0%}); the costliest, "
-            f"at {top.file}:{top.line}, {top.time_lost_ms:.3f} ms."
+            f"at {top.file}:{top.line}, {ms(top.time_lost_ms)}."
         )
     elif s.unique_graph_breaks:
         notes.append(
@@ -251,7 +252,7 @@ def speedup_notes(report: Report) -> list[str]:
         if env.device.startswith("cuda") and env.mode != "reduce-overhead" and not t.bound:
             advice += ", or mode=reduce-overhead (CUDA graphs cut the per-call launch cost)"
         notes.append(
-            f"eager takes only {t.eager_ms.median:.3f} ms a call: compiled code still pays guard "
+            f"eager takes only {ms(t.eager_ms.median)} a call: compiled code still pays guard "
             f"checks and wrapper overhead per call, so a model this small gains little. {advice}."
         )
     if t.bound == "CPU-bound" and t.device_ms and t.compiled_ms:
@@ -263,9 +264,9 @@ def speedup_notes(report: Report) -> list[str]:
             else ""
         )
         notes.append(
-            f"compiled is CPU-bound: the GPU works {t.device_ms.compiled_ms:.3f} ms of each "
-            f"{t.compiled_ms.median:.3f} ms call (eager's call: {t.device_ms.eager_ms:.3f} ms of "
-            f"GPU time); {overhead:.3f} ms a call is CPU overhead (guards, launches).{advice}"
+            f"compiled is CPU-bound: the GPU works {ms(t.device_ms.compiled_ms)} of each "
+            f"{ms(t.compiled_ms.median)} call (eager's call: {ms(t.device_ms.eager_ms)} of "
+            f"GPU time); {ms(overhead)} a call is CPU overhead (guards, launches).{advice}"
         )
     if env.mode == "reduce-overhead" and t.cudagraph_skips:
         notes.append(

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from compilediag.render import (
     headline,
     limit_words,
+    ms,
     ranks_of,
     seconds,
     short_path,
@@ -91,7 +92,7 @@ def _graph_breaks(report: Report) -> list[str]:
         reason = _cell(gb.reason) + (f" ([{gb.gb_id}]({gb.doc_url}))" if gb.gb_id else "")
         if gb.time_lost_ms is not None:
             per = "a step" if report.runtime else "a call"
-            reason += f"<br>costs {gb.time_lost_ms:.3f} ms {per}"
+            reason += f"<br>costs {ms(gb.time_lost_ms)} {per}"
         code = f"<br>`{_cell(gb.code)}`" if gb.code else ""
         if gb.library and not gb.library_frame:
             code += f"<br>in {gb.library}"
@@ -195,7 +196,7 @@ def _timings(report: Report) -> list[str]:
     return [
         "### Timings",
         "",
-        f"eager {t.eager_ms.median:.3f} ms · compiled {t.compiled_ms.median:.3f} ms · "
+        f"eager {ms(t.eager_ms.median)} · compiled {ms(t.compiled_ms.median)} · "
         f"speedup {t.speedup:.2f}x"
         + (f" (not reliable: {t.noise})" if t.noise else "")
         + f" · first call {seconds(t.first_call_s)}",

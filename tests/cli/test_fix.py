@@ -413,7 +413,7 @@ def test_each_patchs_counts_say_the_base_they_were_measured_on(tmp_path: Path) -
     assert graphs(alone) == graphs(TWO_BREAKS) - 1 != g_item[1]  # its diff alone: not those
 
 
-ITEM_THEN_PRINT = '''\
+ITEM_THEN_PRINT = """\
 import torch
 from torch import nn
 
@@ -435,7 +435,7 @@ def get_model():
 
 def get_inputs():
     return (torch.randn(4, 8),)
-'''
+"""
 
 
 def test_a_refusal_names_the_files_own_line_after_a_patch_below_moved_it(tmp_path: Path) -> None:

@@ -10,8 +10,7 @@ from compilediag.report.model import TryBaseline
 def test_one_baseline_run_has_no_spread_to_give() -> None:
     one = try_baseline_words(TryBaseline(step_ms=43.7, runs=1, spread=0.0))
     assert one == (
-        "the job as it is, run once more alternated with the remedies: 43.7 ms a step by "
-        "its window"
+        "the job as it is, run once more alternated with the remedies: 43.7 ms a step by its window"
     )
     four = try_baseline_words(TryBaseline(step_ms=43.7, runs=4, spread=0.06))
     assert four == (

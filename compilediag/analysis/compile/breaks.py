@@ -12,7 +12,7 @@ from compilediag.fixes import Fix, fix_for
 from compilediag.paths import installed_package, is_library_file, possessive
 from compilediag.report.model import GraphBreak, Report, Site
 from compilediag.report.vocabulary import BreakCause
-from compilediag.report.words import percent
+from compilediag.report.words import ms, percent
 from compilediag.trace.compiles import Frame
 from compilediag.trace.formats import RESUME, ParsedBreak, parse_break_text
 
@@ -343,12 +343,12 @@ def framework_wrapped(report: Report, calls: list[tuple[str, str, int]]) -> None
     for b in breaks:
         if b.time_lost_ms is not None:
             share = f" ({percent(b.time_lost_ms / step)} of the step)" if step else ""
-            cost = f"Measured, it costs {b.time_lost_ms:.3f} ms a step{share}."
+            cost = f"Measured, it costs {ms(b.time_lost_ms)} a step{share}."
         elif breakdown is not None:
             cost = (
                 "In the profiled steps no time between graphs is its: that code runs before "
                 f"and after the compiled graph, within the rest of the step "
-                f"({breakdown.outside_ms:.3f} ms of {breakdown.call_ms:.3f} ms)."
+                f"({ms(breakdown.outside_ms)} of {ms(breakdown.call_ms)})."
             )
         else:
             cost = "--profile-steps A-B measures what it costs a step."

@@ -6,7 +6,7 @@ from __future__ import annotations
 from compilediag.analysis.diff.model import Change, ChangeKind
 from compilediag.harness.threads import SLACK
 from compilediag.report.model import Report, Timings
-from compilediag.report.words import times
+from compilediag.report.words import ms, times
 
 
 def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
@@ -37,7 +37,7 @@ def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
         for name in dict.fromkeys([*pa, *pb]):
             x, y = pa.get(name, 0.0), pb.get(name, 0.0)
             if abs(y - x) > tolerance * max(ba.call_ms, 1e-9):
-                out.append(Change(ChangeKind.CHANGED, f"{name}: {x:.3f} → {y:.3f} ms"))
+                out.append(Change(ChangeKind.CHANGED, f"{name}: {ms(x)} → {ms(y)}"))
     return out
 
 
@@ -52,7 +52,7 @@ def _against_eager(timed: Change, ta: Timings, tb: Timings, tolerance: float) ->
     if abs(rb - ra) > tolerance * ra:
         return None
     return Change(ChangeKind.SAME, f"{timed.text.split(' (')[0]}, the same against eager (eager "
-                  f"{ea.median:.3f} → {eb.median:.3f} ms in the same runs; compiled/eager "
+                  f"{ms(ea.median)} → {ms(eb.median)} in the same runs; compiled/eager "
                   f"{ra:.2f} → {rb:.2f}, within {tolerance:.0%}: the machine moved both)")  # fmt: skip
 
 
@@ -82,12 +82,12 @@ def _timed(
         why = "within the runs' own spread" if spread >= tolerance * x else (
             f"within {tolerance:.0%}"
         )  # fmt: skip
-        return Change(ChangeKind.SAME, f"{what}: {x:.3f} → {y:.3f} ms, the same ({why})")
+        return Change(ChangeKind.SAME, f"{what}: {ms(x)} → {ms(y)}, the same ({why})")
     if fastest is not None and abs(fastest[1] - fastest[0]) <= tolerance * fastest[0]:
         fx, fy = fastest
-        return Change(ChangeKind.SAME, f"{what}: {x:.3f} → {y:.3f} ms, the same (the fastest blocks "
-                      f"{fx:.3f} → {fy:.3f} ms, within {tolerance:.0%}: the medians moved "
+        return Change(ChangeKind.SAME, f"{what}: {ms(x)} → {ms(y)}, the same (the fastest blocks "
+                      f"{ms(fx)} → {ms(fy)}, within {tolerance:.0%}: the medians moved "
                       "with the machine's load)")  # fmt: skip
     return Change(
-        ChangeKind.CHANGED, f"{what}: {x:.3f} → {y:.3f} ms ({times(y / x)})", regression=y > x
+        ChangeKind.CHANGED, f"{what}: {ms(x)} → {ms(y)} ({times(y / x)})", regression=y > x
     )

@@ -41,13 +41,15 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             else "use foreach=True" + ("" if compiled else " or compile its step")
         )
         said = (
-            f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({b.optimizer_ms:.3f}"
-            f" ms of {step:.3f} ms; {name}, {how})"
+            f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({ms(b.optimizer_ms)}"
+            f" of {ms(step)}; {name}, {how})"
         )
         out.append((b.optimizer_ms, as_measured(said, f"{fused}.", tried_for(job, "optimizer"))))
     if step and b.data_ms / step >= DATA_SHARE:
         workers = job.loaders.get("workers", 0)
-        said = f"the data loader's next batch takes {b.data_ms / step:.0%} of a step ({b.data_ms:.3f} ms)"
+        said = (
+            f"the data loader's next batch takes {b.data_ms / step:.0%} of a step ({ms(b.data_ms)})"
+        )
         if not workers:
             fix = (
                 "load in worker processes: DataLoader(..., num_workers=N)"

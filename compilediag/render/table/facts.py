@@ -302,7 +302,7 @@ def timing_lines(report: Report) -> list:
                 (
                     "GPU time",
                     Text(
-                        f"eager {d.eager_ms:.3f} ms · compiled {d.compiled_ms:.3f} ms a call "
+                        f"eager {ms(d.eager_ms)} · compiled {ms(d.compiled_ms)} a call "
                         f"({d.eager_ms / d.compiled_ms:.2f}x); compiled is {t.bound}"
                     ),
                 )

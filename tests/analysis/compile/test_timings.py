@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from compilediag.report.words import ms
 from tests.conftest import SAMPLES, assert_timings_consistent, measured_twice, run_json
 
 # the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
@@ -263,7 +264,7 @@ def test_cpu_or_gpu_bound_verdict_follows_wall_against_device_time(
     assert len([n for n in t.notes if "mode=reduce-overhead" in n]) == int(advice)
     note = [n for n in t.notes if n.startswith("compiled is CPU-bound")]
     if verdict == "CPU-bound":
-        assert f"{compiled_wall - 0.20:.3f} ms a call is CPU overhead" in note[0]
+        assert f"{ms(compiled_wall - 0.20)} a call is CPU overhead" in note[0]
         assert ("Try mode=reduce-overhead" in note[0]) is advice
     else:
         assert not note
