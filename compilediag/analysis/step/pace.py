@@ -9,6 +9,7 @@ stalled_steps), set on that median."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, replace
 
@@ -36,11 +37,14 @@ class Pace:
 
     @property
     def moved(self) -> bool:
-        """Whether the job's pace moved between the steps before the window and after it."""
-        if self.before_ms is None or self.around < MIN_AROUND or not self.around_ms:
+        """Whether the job's pace moved between the steps before the window and after it:
+        they differ by more than MOVED, and the window ran nearer the steps before it (where
+        it ran nearer those after it, the few before it were the odd ones: a compile's
+        warm-up, a stall, and the steps after it are the job's pace)."""
+        b, a, w = self.before_ms, self.around_ms, self.window_ms
+        if b is None or self.around < MIN_AROUND or not a or not w or b <= 0:
             return False
-        high, low = max(self.before_ms, self.around_ms), min(self.before_ms, self.around_ms)
-        return low > 0 and high / low > MOVED
+        return max(b, a) / min(b, a) > MOVED and abs(math.log(w / b)) < abs(math.log(w / a))
 
     @property
     def at_pace(self) -> bool:

@@ -223,3 +223,15 @@ def test_after_a_kernel_profile_the_pace_is_the_steps_before_the_window() -> Non
     assert pace.at_pace and not pace.moved and pace.cost == pytest.approx(0.05)
     p.kernel_step_numbers = []  # no profile after it: the steps after the window, as before
     assert pace_of(p, set(), alike=True).around_ms == 1.7
+
+
+def test_a_few_slow_steps_before_the_window_are_not_a_pace_that_moved() -> None:
+    """The 5 steps just before the window stalled (1.6 ms), the window ran 1.05 ms and the
+    20 after it 1.0 ms: the odd steps are those before it, so the pace is the steps after
+    it, as without them."""
+    around = {k: 1.6 for k in range(15, 20)} | {k: 1.0 for k in range(31, 51)}
+    p = _process({k: [1.05, *ROW[1:]] for k in range(20, 31)}, around)
+    p.window = [20, 30]
+    pace = pace_of(p, set(), alike=True)
+    assert pace.before_ms == 1.6 and not pace.moved and pace.at_pace
+    assert pace.step_ms == 1.0 and pace.cost == pytest.approx(0.05)
