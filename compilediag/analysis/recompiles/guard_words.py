@@ -200,11 +200,21 @@ def string_words(m: re.Match[str]) -> Words:
     )
 
 
+def float_said(value: str) -> str:
+    """A guarded float as words: as torch wrote it where 6 significant figures hold it, else
+    those 6 and an ellipsis ("2.41455…" for torch's 2.4145517349243164)."""
+    try:
+        x = float(value)
+    except ValueError:
+        return value
+    return value if x != x or float(f"{x:.6g}") == x else f"{x:.6g}…"  # (nan is nan)
+
+
 def constant_words(m: re.Match[str]) -> Words:
     src, value = source_name(m["src"].strip()), m["v"]
     if "." in value or "e" in value:
         return (
-            f"{src} changed (was {value}): a Python float is baked into the graph",
+            f"{src} changed (was {float_said(value)}): a Python float is baked into the graph",
             RecompileCause.FLOAT,
             f"Pass `{src}` as a tensor (torch.tensor({value})), or compile with dynamic=True.",
         )

@@ -39,6 +39,11 @@ pytestmark = pytest.mark.full
             "temperature changed (was 0.7): a Python float is baked into the graph",
             "float",
         ),
+        (  # torch's full digits said in 6 significant figures (a sixth look read all 17)
+            "L['scale'] == 2.4145517349243164",
+            "scale changed (was 2.41455…): a Python float is baked into the graph",
+            "float",
+        ),
         (
             "L['self'].layer_id == 3",
             "self.layer_id changed (was 3): a Python int is baked into the graph",
