@@ -186,12 +186,13 @@ def local_after_break(c: Case) -> str:
     # locals: the user can't mark those
     if c.guard.cause != "shape" or not is_resume_frame(c.entry.code.name):
         return ""
+    # (marking the model input it is computed from does not reach it: torch 2.13 recompiled
+    # such a frame on its local's size with the input marked, and under dynamic=True)
     return (
         "The changed tensor is a local of forward here (after a graph break, the rest "
         "of forward runs as its own function, with forward's locals as inputs), so it "
-        "can't be marked: mark the model input it is computed from dynamic before the "
-        "first call (torch._dynamo.mark_dynamic(input, dim)), or compile with "
-        "dynamic=True. Removing the graph break above removes this frame."
+        "can't be marked, and marking the model input it is computed from does not reach "
+        "it. Removing the graph break above removes this frame."
     )
 
 

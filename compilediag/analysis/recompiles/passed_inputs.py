@@ -16,7 +16,7 @@ from compilediag.analysis.recompiles.guard_words import Guard, sizes_0_1
 from compilediag.analysis.recompiles.guards import parse_guard, reasons_of
 from compilediag.paths import possessive
 from compilediag.trace.compiles import Frame
-from compilediag.trace.formats import GUARD_SIZE, source_name
+from compilediag.trace.formats import GUARD_SIZE, is_resume_frame, source_name
 
 # a positional input of a `*args` wrapper (torch's `inner`, a library's decorator)
 POSITIONAL = re.compile(r"^args\[(?P<i>\d+)\]$")
@@ -159,6 +159,7 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     a, b = int(m["a"]), int(m["b"])
     if batch_sizes(h, e) != {a, b}:
         return ""  # batches of several sizes: not one last batch
+    after_break = is_resume_frame(e.code.name)
     name = source_name(m["n"])
     said = [f"A smaller batch ({a} → {b}) reached the model {_from(c)}: "]
     arg = ""
@@ -170,7 +171,7 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
             "dynamic=True, so the batch dim is dynamic from the first compile."
         )
     else:
-        if c.by == CalledBy.USER and c.frame is not None:
+        if c.by == CalledBy.USER and c.frame is not None and not after_break:
             arg = argument_at(c.frame, e, name)
         mark = (
             f"`torch._dynamo.mark_dynamic({arg}, 0)`"
@@ -180,14 +181,22 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
         said.append(
             "the loader's last, partial batch, most likely (the data's size is not a multiple "
             "of the batch size). `drop_last=True` on that loader (`DataLoader(..., "
-            "drop_last=True)`), or padding the last batch, removes the recompile; or mark the "
-            f"batch dim dynamic before the call: {mark}."
+            "drop_last=True)`), or padding the last batch, removes the recompile"
+            + (
+                f". This frame is the code after a graph break: its inputs ({name}) are "
+                "forward's locals, which marking the batch you pass does not reach (torch "
+                "recompiles it all the same); removing the break removes this frame."
+                if after_break
+                else f"; or mark the batch dim dynamic before the call: {mark}."
+            )
         )
     text = "".join(said)
     if dynamic:
         text += (
             " torch made the batch dim dynamic on this recompile (automatic dynamic), so later "
-            "sizes reuse this graph: either fix saves this one compile."
+            "sizes reuse this graph: "
+            + ("the fix saves" if after_break else "either fix saves")
+            + " this one compile."
         )
     if b in (0, 1):
         text += sizes_0_1(arg or name, "0")
