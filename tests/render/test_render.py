@@ -154,7 +154,7 @@ def test_a_fix_shared_by_recompiles_is_said_once() -> None:
     printed once, the other frames named in it."""
     from compilediag.report.model import Recompile
 
-    fix = "Mark the model input it is computed from dynamic before the first call."
+    fix = "Removing the graph break above removes this frame."
     report = Report(
         tool={"name": "compilediag"},
         target=TargetInfo(path="m.py"),
