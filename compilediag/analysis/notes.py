@@ -238,7 +238,7 @@ def speedup_notes(report: Report) -> list[str]:
         notes.append(
             f"the graph breaks leave {ms(lost)} of each {ms(t.compiled_ms.median)} "
             f"compiled call to eager Python ({lost / t.compiled_ms.median:.0%}); the costliest, "
-            f"at {top.file}:{top.line}, {ms(top.time_lost_ms)}."
+            f"at {top.file}:{top.line}, {ms(top.time_lost_ms or 0.0)}."
         )
     elif s.unique_graph_breaks:
         notes.append(

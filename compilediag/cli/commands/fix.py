@@ -29,6 +29,7 @@ from compilediag.fixes.patches import (
     BreakFix,
     Evidence,
     FixResult,
+    NoPatch,
     Patch,
     RecompileFix,
     parse,
@@ -178,12 +179,7 @@ def find_fixes(
                 continue
             found = propose(text, brk.line, brk.cause, shown(path))
             if not isinstance(found, Patch):
-                # said with the file's own lines where the file as it is gives the same
-                # refusal (the kept patches below moved the lines it names)
-                mine = propose(source, brk.line, brk.cause, shown(path)) if text != source else None
-                item.why = (
-                    mine.why if mine is not None and not isinstance(mine, Patch) else found.why
-                )
+                item.why = refused_why(found, source, text, brk, shown(path))
                 continue
             k += 1
             copy = scratch / str(k) / path.name
@@ -355,6 +351,15 @@ def compiled_times(before: Report, after: Report) -> tuple[float | None, float |
     if one[0] is not None and one[1] is not None:
         return one[0], one[1], f"the compiled call's times are its one-thread costs, {why}"
     return None, None, f"the compiled call's time is left out, {why}"
+
+
+def refused_why(found: NoPatch, source: str, text: str, brk: GraphBreak, path: str) -> str:
+    """Why no patch, said with the file's own lines where the file as it is gives the same
+    refusal (the kept patches below moved the lines it names)."""
+    if text == source:
+        return found.why
+    mine = propose(source, brk.line, brk.cause, path)
+    return found.why if isinstance(mine, Patch) else mine.why
 
 
 def _once(why: str, told: set[str]) -> str:
