@@ -145,6 +145,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.quiet  # two timed runs compared: beside another test's load one read 2.28x
 def test_two_runs_of_one_model_time_the_same_within_their_spread(tmp_path: Path) -> None:
     """explain twice on one model: the compiled call differs only by noise, which the
     diff calls the same; nothing else differs. In markdown too."""
