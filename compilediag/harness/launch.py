@@ -91,8 +91,10 @@ def _send(pid: int, sig: int) -> None:
 
 def drivers(pgid: int) -> list[int]:
     """The compilers' drivers of group `pgid` still running."""
-    members = group_members(pgid)
-    return [p for p, (name, state, _) in members.items() if state != "Z" and name in DRIVERS]
+    return [
+        p for p, (name, state, _) in group_members(pgid).items()
+        if state != "Z" and name in DRIVERS
+    ]  # fmt: skip
 
 
 def compiler_passes(pgid: int) -> list[int]:

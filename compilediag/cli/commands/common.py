@@ -178,12 +178,12 @@ def run_model(spec: WorkerSpec, timeout: float, progress: bool | Live = True) ->
         target = TargetInfo(path=spec.target.path, attr=spec.target.attr)
         report = build_report(history, run.result, target, code=code)
         phases = run.result.phases_s
-        report.took_s = {
+        took = {
             **phases, "worker start and exit": worker - started - sum(phases.values()),
             "trace read": read - worker, "kernels read": kernels - read,
             "report": time.monotonic() - kernels,
         }  # fmt: skip
-        report.took_s = {k: round(max(v, 0.0), 3) for k, v in report.took_s.items()}
+        report.took_s = {k: round(max(v, 0.0), 3) for k, v in took.items()}
     report = with_trust(report, run.trust)
     report = with_model_note(report, spec, run.result.model)
     return ModelRun(report, COMPILE_FAILED if run.compile_error else None, code, run.result)
