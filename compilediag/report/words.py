@@ -35,10 +35,14 @@ def times(x: float, unit: bool = True) -> str:
 
 
 def seconds(value: float | None) -> str:
-    """A compile's time: 231 ms, 6.13 s; "-" where there is none."""
+    """A compile's time in 3 significant digits: 231 ms, 6.13 s, 17.6 s, 236 s; "-" where
+    there is none."""
     if value is None:
         return "-"
-    return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
+    if round(value * 1e3) < 1000:
+        return f"{value * 1e3:.0f} ms"
+    places = 2 if round(value, 2) < 10 else 1 if round(value, 1) < 100 else 0
+    return f"{value:.{places}f} s"
 
 
 CACHE_NAMES = {"fx_graph": "FX graph", "aotautograd": "AOTAutograd"}
