@@ -234,6 +234,9 @@ class CompileTime:
     # each cache's bypasses by the reason torch gives: {"aotautograd": {"FX graph cache is
     # not enabled": 10}}
     bypasses: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the compile time the caches' hits saved, by torch's record of each hit (the time the
+    # compile it stored took): a run with an empty cache compiles that much longer
+    cache_saved_s: float = 0.0
     tracing: Tracing | None = None  # where Dynamo's tracing went, by function (explain)
 
 

@@ -143,6 +143,12 @@ def test_cache_hit_and_miss_are_what_torch_logged(version: str) -> None:
     caches = lambda r: r["compile_time"]["caches"]  # noqa: E731
     assert caches(cold).get("fx_graph_cache_miss") and not caches(cold).get("fx_graph_cache_hit")
     assert caches(warm).get("fx_graph_cache_hit") and not caches(warm).get("fx_graph_cache_miss")
+    # the time the hit saved, by torch's record of it, is what the cold run's compile
+    # took past Dynamo (the same program, the same machine, runs apart)
+    ct = lambda r: r["compile_time"]  # noqa: E731
+    backend = sum(ct(cold)[k] for k in ("aot_s", "inductor_s", "codegen_s", "backward_s"))
+    assert ct(cold)["cache_saved_s"] == 0
+    assert abs(ct(warm)["cache_saved_s"] - backend) <= 0.1 * backend, (ct(warm), backend)
     names = lambda r: sorted(k["name"] for k in r["kernels"])  # noqa: E731
     if warm["kernels"]:  # 2.11 and 2.13 log the generated code on a hit as well
         assert names(warm) == names(cold)

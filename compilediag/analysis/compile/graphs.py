@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from compilediag.analysis.history import Entry, History
 from compilediag.report.model import CompileTime, Graph
+from compilediag.trace.compiles import Compile
 
 
 def collect_graphs(h: History) -> list[Graph]:
@@ -67,6 +68,7 @@ def compile_time(h: History) -> CompileTime:
         for name in PHASES:
             setattr(t, name, getattr(t, name) + split[name])
         t.total_s += e.metrics.entire_frame_s + split["backward_s"]
+        t.cache_saved_s += cache_saved_s(c)
         for name in c.artifacts:
             if "_cache_" in name:
                 t.caches[name] = t.caches.get(name, 0) + len(c.artifacts[name])
@@ -76,6 +78,20 @@ def compile_time(h: History) -> CompileTime:
                     why = bypass_reason(data)
                     reasons[why] = reasons.get(why, 0) + 1
     return t
+
+
+def cache_saved_s(c: Compile) -> float:
+    """The compile time a compile's cache hits saved, by torch's record of each hit: an
+    AOTAutograd cache hit's covers the FX graph it holds, so the larger of the two."""
+
+    def saved(artifact: str, key: str) -> float:
+        found = [d.get(key) for d in c.json_artifacts(artifact) if isinstance(d, dict)]
+        return sum(float(n) for n in found if isinstance(n, (int, float)))
+
+    return max(
+        saved("fx_graph_cache_hit", "time_saved_ns") / 1e9,
+        saved("aotautograd_cache_hit", "time_saved_ms") / 1e3,
+    )
 
 
 def bypass_reason(data: object) -> str:

@@ -428,7 +428,7 @@ def _apply_report(opts: FixOptions) -> int:
     """`fix --apply REPORT.json`: the remedies a saved `run --try-fixes` report kept,
     written into the job's code and verified by running the edited job (without --apply:
     what would be written, nothing run)."""
-    from compilediag.cli.commands.apply_kept import applied_text, apply_kept, dry_run
+    from compilediag.cli.commands.again.apply_kept import applied_text, apply_kept, dry_run
     from compilediag.cli.commands.common import load_report
     from compilediag.cli.commands.run import job_env
 

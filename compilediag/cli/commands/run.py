@@ -28,7 +28,7 @@ from compilediag.errors import COMPILE_FAILED, INTERRUPTED, JOB_FAILED, UsageErr
 
 if TYPE_CHECKING:
     from compilediag.analysis.step.runtime import JobRun
-    from compilediag.cli.commands.try_fixes import Job
+    from compilediag.cli.commands.again.try_fixes import Job
     from compilediag.gate import Budgets
     from compilediag.harness.launch import Completion
     from compilediag.harness.worker_types import CompileCall, ProcessRuntime
@@ -178,20 +178,22 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     report = report_from_files(files, TargetInfo(path=command), run) if files else None
     if report is None or not report.trace or not report.trace.records:
         raise _compiled_nothing(command, done, opts.command, run.processes)
-    from compilediag.cli.commands.try_fixes import Job
+    from compilediag.cli.commands.again.try_clock import after_window_s
+    from compilediag.cli.commands.again.try_fixes import Job
 
     # the job as given, for the runs after this one (--try-fixes, --check-numerics)
     again = Job(
-        list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s, done.wall_s
-    )
+        list(opts.command), opts.profile_steps or "", opts.stop_after, opts.budget_s,
+        done.wall_s, after_window_s(run, opts.stop_after),
+    )  # fmt: skip
     if done.failed and not done.interrupted:  # the program's own error, or torch.compile's
-        from compilediag.cli.commands.check_numerics import eager_or_compile
+        from compilediag.cli.commands.again.check_numerics import eager_or_compile
 
         eager_or_compile(again, report, job_env, say)
     if opts.try_fixes and report.runtime is not None and not done.interrupted:
         _try_fixes(again, report, run, opts.apply)
     if opts.check_numerics and report.runtime is not None and not done.interrupted:
-        from compilediag.cli.commands.check_numerics import check_numerics
+        from compilediag.cli.commands.again.check_numerics import check_numerics
 
         report.runtime.numerics = check_numerics(again, run, job_env, say)
     report, code = judge(report, rules, opts.gate.junit, None)
@@ -214,7 +216,7 @@ def _try_fixes(again: Job, report: Report, run: JobRun, apply: bool) -> None:
     """--try-fixes: the remedies measured, the step's advice said past what they measured;
     --apply: the kept ones written into the code, verified."""
     from compilediag.analysis.step.runtime import timing_notes
-    from compilediag.cli.commands.try_fixes import try_fixes
+    from compilediag.cli.commands.again.try_fixes import try_fixes
 
     assert report.runtime is not None
     report.runtime.tried, report.runtime.try_baseline = try_fixes(again, report, run, job_env, say)
@@ -222,7 +224,7 @@ def _try_fixes(again: Job, report: Report, run: JobRun, apply: bool) -> None:
         cuda = any("cuda" in p.devices for p in run.processes)
         report.timings.notes = timing_notes(report, report.runtime, cuda)
     if apply:
-        from compilediag.cli.commands.apply_kept import applied_text, apply_kept
+        from compilediag.cli.commands.again.apply_kept import applied_text, apply_kept
 
         say(applied_text(apply_kept(report, job_env, say)))
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.step import trials
-from compilediag.cli.commands.try_fixes import job_error
+from compilediag.cli.commands.again.try_fixes import job_error
 from compilediag.fixes.patches.base import Refused
 from compilediag.fixes.patches.kept import SETTINGS, after_imports, at_call, keywords_of
 from compilediag.report.words import times

@@ -62,6 +62,7 @@ class Probe:
         self._optimizing = 0  # optimizer steps under way (a compiled step's hooks too)
         self._depth = 0  # compiled entries under way (one called inside another: depth 2)
         self.started = time.perf_counter()
+        self.window_end_s: float | None = None  # from the install to the window's end
         self.wrapper = ""  # the sharding wrapper whose hooks ran (FSDP2)
         self.loaders: dict[str, Any] = {}  # the data loader timed: its workers, pinned memory
         self._cuda: Any = None  # torch.cuda while CUDA is in use
@@ -363,6 +364,7 @@ class Probe:
                 self._plain_start = None
                 return
             self.reads.step_ended(self.steps - 1, now_ns)
+            self.window_end_s = wall - self.started
             self.load = load()
             self.tally()  # the window is over: its marks are read once
             if self._gc_seen in gc.callbacks:

@@ -25,7 +25,7 @@ from compilediag.fixes.patches.kept import (
 from compilediag.report.words import ms, times
 
 if TYPE_CHECKING:
-    from compilediag.cli.commands.try_fixes import EnvFor, Say
+    from compilediag.cli.commands.again.try_fixes import EnvFor, Say
     from compilediag.report.model import Report, Runtime, Tried
 
 # written by hand: what CUDA graphs need where the job keeps an output past the next call
@@ -151,7 +151,7 @@ def _verify(
     """The edited job once to the window's end: its step against the unchanged runs';
     a job that fails edited gets its files back."""
     from compilediag.analysis.step.remedies import window_mean
-    from compilediag.cli.commands.try_fixes import Job, launch_job
+    from compilediag.cli.commands.again.try_fixes import Job, launch_job
 
     a, z = runtime.window[:2] if len(runtime.window) >= 2 else (0, 0)
     if not z:

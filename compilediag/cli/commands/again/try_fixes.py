@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from compilediag.cli.commands.again.try_clock import RoundClock, cold_compile_s
 from compilediag.report.words import plural
 
 if TYPE_CHECKING:
@@ -47,13 +48,16 @@ Say = Callable[[str], None]
 class Job:
     """The job as `run` was given it: its command, --profile-steps' window, --stop-after,
     --budget (seconds the alternated runs may take; None: the fewest rounds that give an
-    interval), and how long its run under `run` took (a run's time, before any is timed)."""
+    interval), how long its run under `run` took (a run's time, before any is timed), and
+    of it, the time past the window's end (the kernel profile, the steps after it), which the
+    runs here do not run."""
 
     command: list[str]
     window: str
     stop_after: int | None = None
     budget_s: float | None = None
     job_s: float = 0.0
+    after_window_s: float = 0.0
 
 
 @dataclass
@@ -94,7 +98,9 @@ def try_fixes(
              "an edit of your code targets: the optimizer, the data loader, .item() breaks, "
              "a host-bound CUDA step, float32 matmuls without TF32)")  # fmt: skip
         return [], None
-    clock = _Clock(opts.budget_s, opts.job_s)
+    clock = RoundClock(
+        opts.budget_s, opts.job_s - opts.after_window_s, cold_compile_s(report), opts.after_window_s
+    )
     say(clock.plan(chosen))
     for c in chosen:
         say(f"compilediag:   {c.remedy}: {c.why}; it {c.expected}")
@@ -116,89 +122,8 @@ def try_fixes(
     return out, _baseline(baseline, opts.budget_s, clock, out)
 
 
-class _Clock:
-    """The rounds' time: without --budget, the fewest rounds that give an interval
-    (trials.MIN_PAIRS); with it, a round is started only where its runs, at the time a run
-    has taken so far (before any: the job's run under `run`), end within it (the first
-    round always runs)."""
-
-    def __init__(self, budget_s: float | None, job_s: float) -> None:
-        self.budget_s, self.job_s = budget_s, job_s
-        self.start, self.out, self.rounds, self.runs = time.monotonic(), False, 0, 0
-        self.forecast_s = 0.0  # said before the rounds (the job's run under `run`)
-        self.revised_s = 0.0  # said after the first round, by its runs' own time
-
-    def run_s(self) -> float:
-        spent = time.monotonic() - self.start
-        return spent / self.runs if self.runs else self.job_s
-
-    def room_for(self, runs: int, short: bool) -> bool:
-        """Another round of `runs` runs; `short`: a remedy has fewer pairs than an interval
-        needs."""
-        from compilediag.analysis.step import trials as stats
-
-        if self.budget_s is None:
-            if not short and self.rounds >= stats.MIN_PAIRS:
-                self.out = True  # (more would settle an interval: --budget)
-            return short
-        if self.rounds and time.monotonic() - self.start + runs * self.run_s() > self.budget_s:
-            self.out = True
-        return not self.out
-
-    def progress(self, active: int) -> str:
-        """After a round: the rounds left at the time a run has taken so far (its first round
-        pays for the remedies' own compiles), and the time they will take."""
-        from compilediag.analysis.step import trials as stats
-
-        spent = time.monotonic() - self.start
-        rounds = stats.MIN_PAIRS
-        if self.budget_s is not None:
-            fit = int((self.budget_s - spent) // max((1 + active) * self.run_s(), 1e-9))
-            rounds = min(stats.MAX_PAIRS, self.rounds + max(fit, 0))
-        left = max(rounds - self.rounds, 0) * (1 + active) * self.run_s()
-        if self.rounds == 1 and not self.revised_s:  # (the kept ones together: a second set)
-            self.revised_s = spent + left
-        if rounds <= self.rounds:
-            return f"compilediag: round {self.rounds} done, {spent:.0f} s in all"
-        return (
-            f"compilediag: round {self.rounds} done, {spent:.0f} s so far ({self.run_s():.0f} s "
-            f"a run): about {left:.0f} s more for {max(rounds - self.rounds, 0)} more round"
-            f"{'s' * (rounds - self.rounds != 1)}"
-            + ("" if self.budget_s is None else ", within --budget, unless each settles first")
-        )
-
-    def plan(self, chosen: list[Candidate]) -> str:
-        """What the rounds will take, said before they start."""
-        from compilediag.analysis.step import trials as stats
-
-        runs = 1 + len(chosen)
-        names = ", ".join(c.remedy for c in chosen)
-        least = stats.MIN_PAIRS * runs * self.job_s
-        self.forecast_s = least
-        text = (
-            f"compilediag: --try-fixes: the job as it is and with each remedy ({names}), to the "
-            f"window's end, alternated: {stats.MIN_PAIRS} rounds of {runs} runs, about "
-            f"{self.job_s:.0f} s a run (the job's run just now), about {least / 60:.1f} min"
-        )
-        if len(chosen) >= 2:
-            together = stats.MIN_PAIRS * 2 * self.job_s
-            text += (
-                f"; where two or more are kept, {stats.MIN_PAIRS} rounds more of them together "
-                f"and the job as it is, about {together / 60:.1f} min"
-            )
-        if self.budget_s is None:
-            return text + "; --budget SECONDS runs more rounds, until each effect settles"
-        fit = int(self.budget_s // (runs * self.job_s)) if self.job_s else stats.MAX_PAIRS
-        if fit >= stats.MIN_PAIRS:
-            return text + f"; more until each effect settles, within --budget {self.budget_s:g} s"
-        return text + (
-            f"; --budget {self.budget_s:g} s holds {max(fit, 1)} round"
-            f"{'s' if fit > 1 else ''}: the intervals will be the wider (or none, of one)"
-        )
-
-
 def _alternate(
-    opts: Job, trials: list[Trial], env_for: EnvFor, say: Say, clock: _Clock
+    opts: Job, trials: list[Trial], env_for: EnvFor, say: Say, clock: RoundClock
 ) -> tuple[list[Trial], list[Launched]]:
     """Rounds of the unchanged job and each unsettled remedy, in alternating order, until
     every remedy settles (trials.py), has trials.MAX_PAIRS pairs, or the budget runs out
@@ -319,7 +244,7 @@ def _together(report: Report, kept: list[Tried]) -> Candidate:
 
 
 def _baseline(
-    runs: list[Launched], budget_s: float | None, clock: _Clock, tried: list[Tried]
+    runs: list[Launched], budget_s: float | None, clock: RoundClock, tried: list[Tried]
 ) -> TryBaseline:
     from compilediag.analysis.step import trials
     from compilediag.analysis.step.remedies import window_mean

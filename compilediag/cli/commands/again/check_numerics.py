@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from compilediag.analysis.step.losses import parting, with_cause
 from compilediag.analysis.step.runtime import JobRun
-from compilediag.cli.commands.try_fixes import EnvFor, Job, launch_job
+from compilediag.cli.commands.again.try_fixes import EnvFor, Job, launch_job
 from compilediag.report.model import Report
 from compilediag.report.numerics import LossCheck
 from compilediag.trace.formats import FAKE_TENSOR_COMPILE_ONLY, FAKE_TENSOR_EAGER, FAKE_TENSOR_FIX
