@@ -315,7 +315,7 @@ def test_a_remedy_that_helps_is_kept_applied_and_the_edited_job_is_faster(tmp_pa
     changed = [(a, b) for a, b in zip(original.splitlines(), edited.splitlines(), strict=True)
                if a != b]  # fmt: skip
     assert len(changed) == 1 and "DataLoader(Decoded()" in changed[0][0]
-    assert "num_workers=" in changed[0][1] and "persistent_workers=True" in changed[0][1]
+    assert "num_workers=" in changed[0][1] and "persistent_workers" not in changed[0][1]
     assert f"--apply: verified: the edited job ran steps {STEADY}" in proc.stderr
     # the edited script alone against the original, by the job's own clock, alternated
     alone = tmp_path / "alone.jsonl"
@@ -478,3 +478,39 @@ def test_each_remedy_says_what_it_can_move_given_the_verdict() -> None:
     assert said["fused"] == f"can shorten the optimizer: at most {share:.0%} of the step"
     together = expected(Candidate("cudagraphs+fused", "", "the kept remedies, together"), report)
     assert together == "can shorten what each of them shortened alone, at once"
+
+
+# a seeded job's shuffled batches over three epochs, and the workers its loader ran with
+SHUFFLED = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+loader = DataLoader(TensorDataset(torch.arange(12)), batch_size=4, shuffle=True)
+order = [int(i) for _ in range(3) for (batch,) in loader for i in batch]
+print(loader.num_workers, order)
+"""
+
+
+def test_the_workers_remedy_keeps_the_jobs_data_order(tmp_path: Path) -> None:
+    """The `workers` remedy, made by the bootstrap in a seeded job that shuffles: the batches
+    come in the same order over three epochs as without it, so a remedy's losses are the
+    job's own. (A new user's look: with persistent_workers=True, which the remedy added,
+    the loader drew its seed once rather than each epoch, epoch 2 was shuffled otherwise,
+    and the remedy was rejected as "the losses differ".)"""
+    import os
+
+    script = tmp_path / "shuffled.py"
+    script.write_text(SHUFFLED)
+    bootstrap = ROOT / "compilediag" / "harness" / "bootstrap"
+    said = {}
+    for remedy in ("", "workers"):
+        env = {**os.environ, "PYTHONPATH": str(bootstrap), "COMPILEDIAG_REMEDY": remedy,
+               "COMPILEDIAG_RUNTIME_DIR": str(tmp_path / "runtime")}  # fmt: skip
+        proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        workers, _, order = proc.stdout.strip().partition(" ")
+        said[remedy] = (int(workers), order)
+    assert said[""][0] == 0 and said["workers"][0] >= 1, said
+    assert said["workers"][1] == said[""][1], said

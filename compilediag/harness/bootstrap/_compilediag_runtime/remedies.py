@@ -6,7 +6,9 @@ ones measured together):
   where the job left it off (a multi-tensor or one-kernel step instead of a loop over the
   parameters);
 - `workers`: each DataLoader made with num_workers=0 gets worker processes (one a core,
-  up to 4) kept between epochs, and pinned memory where CUDA is there;
+  up to 4), and pinned memory where CUDA is there (not kept between epochs: a loader with
+  persistent_workers draws its seed once, not each epoch, and shuffles epoch 2 otherwise
+  than the job: its losses would differ for that alone);
 - `scalars`: torch._dynamo.config.capture_scalar_outputs (a `.item()` stays in the graph);
 - `dynamic_ops`: torch._dynamo.config.capture_dynamic_output_shape_ops (nonzero(), unique()
   and the like stay in the graph);
@@ -191,8 +193,7 @@ def _loaders(torch: Any) -> None:
         given = bound.arguments
         if not given.get("num_workers", 0):
             given["num_workers"] = workers
-            given["persistent_workers"] = True
-            what = f"DataLoader(..., num_workers={workers}, persistent_workers=True"
+            what = f"DataLoader(..., num_workers={workers}"
             if torch.cuda.is_available() and not given.get("pin_memory"):
                 given["pin_memory"] = True
                 what += ", pin_memory=True"
