@@ -154,6 +154,7 @@ class Profiled:
     hooks_ms: float = 0.0
     module_ms: float = 0.0
     backward_hooks_ms: float = 0.0
+    in_call_ms: float = 0.0  # of forward, the compiled calls' own work outside their graphs
 
 
 @dataclass

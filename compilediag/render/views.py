@@ -178,7 +178,9 @@ def step_text(r: Runtime, b: Breakdown) -> str:
     window = f"steps {a}-{z}, {b.calls} measured" + (
         f", rank {r.window_rank}" if r.window_rank is not None else ""
     )
-    split = forward_split(b.in_graphs_ms, b.between_graphs_ms, b.hooks_ms, b.module_ms, b.wrapper)
+    split = forward_split(
+        b.in_graphs_ms, b.between_graphs_ms, b.hooks_ms, b.module_ms, b.wrapper, b.in_call_ms
+    )
     parts = b.parts()
     if len(parts) == 2:  # forward and the rest: no training part was seen
         return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"

@@ -89,6 +89,9 @@ class Breakdown:
     hooks_ms: float = 0.0
     module_ms: float = 0.0
     backward_hooks_ms: float = 0.0
+    # of forward, the compiled calls' own work outside their graphs (Dynamo's guard checks and
+    # its code around them), from a call's start to its first graph, from its last to its return
+    in_call_ms: float = 0.0
 
     def parts(self) -> list[tuple[str, float]]:
         """The step's parts in the order they run, those it has (a training step's
@@ -97,7 +100,11 @@ class Breakdown:
         parts = [
             (
                 "forward",
-                self.in_graphs_ms + self.between_graphs_ms + self.hooks_ms + self.module_ms,
+                self.in_graphs_ms
+                + self.between_graphs_ms
+                + self.hooks_ms
+                + self.module_ms
+                + self.in_call_ms,
             ),
             ("backward", self.backward_ms),
             ("optimizer", self.optimizer_ms),

@@ -347,8 +347,9 @@ def framework_wrapped(report: Report, calls: list[tuple[str, str, int]]) -> None
         elif breakdown is not None:
             cost = (
                 "In the profiled steps no time between graphs is its: that code runs before "
-                f"and after the compiled graph, within the rest of the step "
-                f"({ms(breakdown.outside_ms)} of {ms(breakdown.call_ms)})."
+                "and after the compiled graph, within the compiled call's own work and the "
+                f"rest of the step ({ms(breakdown.in_call_ms + breakdown.outside_ms)} of "
+                f"{ms(breakdown.call_ms)})."
             )
         else:
             cost = "--profile-steps A-B measures what it costs a step."

@@ -78,6 +78,7 @@ def breakdown_of(p: Profiled, scale: float = 1.0) -> Breakdown:
         hooks_ms=round(p.hooks_ms * scale, 6),
         module_ms=round(p.module_ms * scale, 6),
         backward_hooks_ms=round(p.backward_hooks_ms * scale, 6),
+        in_call_ms=round(p.in_call_ms * scale, 6),
     )
 
 

@@ -118,7 +118,7 @@ def training_profile(p: Profiled, left_out: set[int]) -> Profiled:
     return Profiled(
         calls=n, call_ms=mean(0), outside_ms=mean(5), backward_ms=mean(2), optimizer_ms=mean(3),
         data_ms=mean(4), evaluation_ms=mean(6), per_step=rows, wrapper=p.wrapper,
-        hooks_ms=mean(7), module_ms=mean(8), backward_hooks_ms=mean(9),
+        hooks_ms=mean(7), module_ms=mean(8), backward_hooks_ms=mean(9), in_call_ms=mean(10),
         step_numbers=[p.step_numbers[i] for i in kept],
         step_regions=[p.step_regions[i] for i in kept],
         regions=[RegionTime(cid, *(x / n for x in sums)) for cid, sums in regions.items()],

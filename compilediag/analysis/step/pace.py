@@ -153,7 +153,7 @@ def scaled(p: Profiled, by: float) -> Profiled:
         p,
         call_ms=x(p.call_ms), outside_ms=x(p.outside_ms), backward_ms=x(p.backward_ms),
         optimizer_ms=x(p.optimizer_ms), data_ms=x(p.data_ms), evaluation_ms=x(p.evaluation_ms),
-        hooks_ms=x(p.hooks_ms), module_ms=x(p.module_ms),
+        hooks_ms=x(p.hooks_ms), module_ms=x(p.module_ms), in_call_ms=x(p.in_call_ms),
         backward_hooks_ms=x(p.backward_hooks_ms),
         regions=[
             RegionTime(r.compile_id, x(r.graph_ms), x(r.gap_ms), x(r.backward_ms),

@@ -49,20 +49,30 @@ def test_the_wrappers_hooks_and_the_code_around_compiled_blocks_are_forwards() -
         (w, True, "", 9.0), (w, False, "", 10.5), (b, True, "0/0", 11.0), (b, False, "0/0", 11.5),
         ("b", False, "", 12.0), ("o", True, "", 12.0), ("o", False, "", 13.0),
     ]  # fmt: skip
-    step, forward, backward, optimizer, data, rest, evaluation, hooks, module, bhooks = [
+    step, forward, backward, optimizer, data, rest, evaluation, hooks, module, bhooks, call = [
         x / 1e3 for x in _parts(marks, 13.0)
     ]
     assert (step, forward, backward, optimizer, data, rest) == (13, 7.5, 4, 1, 0, 0.5)
-    assert (hooks, module, bhooks, evaluation) == (3.5, 1.5, 1.5, 0)
+    assert (hooks, module, bhooks, evaluation, call) == (3.5, 1.5, 1.5, 0, 0)
     parts = split_step(0.0, marks, 13.0, lambda a, b: b - a, True, True)
     assert parts.gap == {"0/0": 0.5}  # the break: 4-4.5 only
     assert parts.bgap == {"0/0": 1.0}  # 8.5-9 and 10.5-11, the hook's 1.5 left out
 
 
 def test_a_job_without_a_wrapper_splits_as_before() -> None:
+    """A compiled call 1-2.5 with its graph 1-2: forward is the call's, its graph and the
+    call's own work after it (its code to the return: 0.5); the rest is what is outside it."""
     g, e = Part.GRAPH.value, Part.ENTRY.value
     marks = [(e, True, "", 1.0), (g, True, "0/0", 1.0), (g, False, "0/0", 2.0), (e, False, "", 2.5)]
-    assert _parts(marks, 3.0)[:10] == [3e3, 1e3, 0, 0, 0, 2e3, 0, 0, 0, 0]
+    assert _parts(marks, 3.0) == [3e3, 1.5e3, 0, 0, 0, 1.5e3, 0, 0, 0, 0, 0.5e3]
+    # Dynamo's guard checks before the graph: the call's own too
+    marks = [
+        (e, True, "", 1.0),
+        (g, True, "0/0", 1.25),
+        (g, False, "0/0", 2.0),
+        (e, False, "", 2.5),
+    ]
+    assert _parts(marks, 3.0) == [3e3, 1.5e3, 0, 0, 0, 1.5e3, 0, 0, 0, 0, 0.75e3]
 
 
 @pytest.fixture(scope="module")

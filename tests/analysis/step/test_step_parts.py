@@ -20,8 +20,8 @@ pytestmark = pytest.mark.full
 
 JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "step_parts.py"
 WINDOW = (4, 10)
-PARTS = ("in_graphs_ms", "between_graphs_ms", "backward_ms", "optimizer_ms", "data_ms",
-         "outside_ms")  # fmt: skip
+PARTS = ("in_graphs_ms", "between_graphs_ms", "in_call_ms", "backward_ms", "optimizer_ms",
+         "data_ms", "outside_ms")  # fmt: skip
 
 
 def run_parts(tmp_path: Path, *options: str, **env: str) -> tuple[dict, dict]:
@@ -100,9 +100,12 @@ def test_each_part_of_a_step_is_the_jobs_own(as_written) -> None:
     # the parts add up to the step, and the window's steps are the job's own
     assert sum(bd[p] for p in PARTS) == pytest.approx(bd["call_ms"], rel=0.01)
     assert_steps_are_the_jobs(report, job)
-    # each part within 25% of the job's own figure for it; forward is its graphs and the
-    # Python between them (the call's guards are the rest's)
-    forward = bd["in_graphs_ms"] + bd["between_graphs_ms"]
+    # each part within 25% of the job's own figure for it; forward is its graphs, the
+    # Python between them and the compiled call's own work outside them (Dynamo's guard
+    # checks: a new user's look found them in the rest, forward reading 17-20% of the step
+    # where the job's clock read 23-25%)
+    assert bd["in_call_ms"] > 0
+    forward = bd["in_graphs_ms"] + bd["between_graphs_ms"] + bd["in_call_ms"]
     assert forward == pytest.approx(own(job, "forward"), rel=0.25)
     for part in ("backward", "optimizer", "data"):
         assert bd[f"{part}_ms"] == pytest.approx(own(job, part), rel=0.25), part

@@ -365,7 +365,8 @@ def parts_of(b: dict, kernel_step_ms: float | None) -> list[tuple[str, float]]:
     comm = b["communication_ms"] or 0.0
     drawn = min(1.0, comm / kernel_step_ms) * b["call_ms"] if kernel_step_ms else comm
     parts = [
-        ("forward", b["in_graphs_ms"] + b["between_graphs_ms"]), ("backward", b["backward_ms"]),
+        ("forward", b["in_graphs_ms"] + b["between_graphs_ms"] + b["in_call_ms"]),
+        ("backward", b["backward_ms"]),
         ("optimizer", b["optimizer_ms"]), ("data", b["data_ms"]),
         ("evaluation", b["evaluation_ms"]), ("the rest", b["outside_ms"]),
         ("collectives", drawn),

@@ -85,12 +85,12 @@ def _profiled(probe: Probe) -> dict[str, Any] | None:
     if not n:
         return None
     t, per = probe.total, 1e3 / n
-    step, _, backward, optimizer, data, outside, evaluation, hooks, module, bhooks = t.row()
+    step, _, backward, optimizer, data, outside, evaluation, hooks, module, bhooks, call = t.row()
     return {
         "calls": n, "call_ms": step / n, "outside_ms": outside / n,
         "backward_ms": backward / n, "optimizer_ms": optimizer / n, "data_ms": data / n,
         "evaluation_ms": evaluation / n, "wrapper": probe.wrapper, "hooks_ms": hooks / n,
-        "module_ms": module / n, "backward_hooks_ms": bhooks / n,
+        "module_ms": module / n, "backward_hooks_ms": bhooks / n, "in_call_ms": call / n,
         "per_step": probe.per_step, "step_numbers": probe.step_numbers,
         "step_regions": probe.step_regions,
         "regions": [

@@ -56,6 +56,7 @@ class StepParts:
         self.hooks = 0.0
         self.module = 0.0
         self.bhooks = 0.0
+        self.call = 0.0  # in a compiled call outside its graphs: Dynamo's guard checks, its code
 
     def add(self, other: StepParts) -> None:
         for mine, theirs in (
@@ -69,11 +70,13 @@ class StepParts:
 
     def row(self) -> list[float]:
         """[the step, forward, backward, optimizer, data, the rest, evaluation, of forward
-        the wrapper's hooks and its eager code, of backward the hooks] in ms."""
+        the wrapper's hooks and its eager code, of backward the hooks, of forward the
+        compiled calls' own work outside their graphs] in ms."""
         forward = sum(self.graph.values()) + sum(self.gap.values()) + self.hooks + self.module
+        forward += self.call
         backward = self.backward + sum(self.bgraph.values()) + sum(self.bgap.values())
         parts = [self.step, forward, backward + self.bhooks, self.optimizer, self.data]
-        more = [self.outside, self.evaluation, self.hooks, self.module, self.bhooks]
+        more = [self.outside, self.evaluation, self.hooks, self.module, self.bhooks, self.call]
         return [round(x * 1e3, 6) for x in [*parts, *more]]
 
     def regions(self, per: float = 1e3) -> dict[str, list[float]]:
@@ -87,7 +90,7 @@ class StepParts:
 
 
 PLAIN = ("step", "backward", "optimizer", "data", "evaluation", "outside", "hooks", "module",
-         "bhooks")  # fmt: skip
+         "bhooks", "call")  # fmt: skip
 
 
 def split_step(
@@ -123,7 +126,8 @@ def _split(
     optimisation, L-BFGS) is the step's forward and backward, not the optimizer's. Else in
     a forward graph, the graph's; else between the end of a graph and the start of the next
     one in the same compiled call (where calls are not seen: the same step), the first
-    graph's gap; else what remains. Inside backward: in a backward graph, its; between two
+    graph's gap; else in a compiled call (before its first graph, after its last: torch's
+    guards and wrappers), the call's own; else what remains. Inside backward: in a backward graph, its; between two
     backward graphs, the gap of the second (its forward ran first: the eager backward of the
     code after it); else the rest of backward. A wrapper's hook's moment (HOOKS) is its
     own, in backward or forward; between the wrapped model's outermost pre-forward and
@@ -152,6 +156,7 @@ class _Splitter:
         self.bafter: str | None = None  # ... in backward
         self.waiting = self.bwaiting = 0.0  # the time since then, given once it is known whose
         self.calls = 0 if by_entry else 1  # compiled calls under way (unseen: always in one)
+        self.entries = 0  # ... of them, seen (their start and end marked)
         self.hooked = 0  # the wrapper's hooks under way
         self.depth = 0  # its modules' forwards under way
 
@@ -186,6 +191,8 @@ class _Splitter:
             self.waiting += s
         elif self.depth:
             out.module += s
+        elif self.entries:
+            out.call += s
         else:
             out.outside += s
 
@@ -228,13 +235,14 @@ class _Splitter:
     def _call(self, entered: bool) -> None:
         """A compiled call's start or end."""
         self.calls += 1 if entered else -1
+        self.entries = max(0, self.entries + (1 if entered else -1))
         if Part.OPTIMIZER in self.outer:
             self.closure = max(0, self.closure + (1 if entered else -1))
         if not entered and self.calls <= 0:  # after the call's last graph: what remains
             if self.depth:
                 self.out.module += self.waiting
             else:
-                self.out.outside += self.waiting
+                self.out.call += self.waiting  # from the call's last graph to its return
             self.calls, self.after, self.waiting = 0, None, 0.0
 
 
