@@ -18,6 +18,7 @@ from compilediag.report.model import (
     StepBound,
     Tracing,
 )
+from compilediag.report.step import BOUND_CLOSE
 from compilediag.report.vocabulary import RecompileCause, RestKind, StepsAt
 from compilediag.report.words import ALSO_CHANGED as ALSO
 from compilediag.report.words import backward_split, forward_split, steps_words
@@ -125,7 +126,13 @@ def bound_words(b: StepBound) -> str:
     """`data, 58% of the step: the data loader's next batch: ...`; `no one part: ...`"""
     if b.part == "none":
         return f"no one part: {b.why}"
-    return f"{b.part}, {b.share:.0%} of the step: {b.why}"
+    said = f"{b.part}, {b.share:.0%} of the step: {b.why}"
+    if b.close:
+        said += (
+            f"; {b.close} close behind, {b.close_share:.0%} (within {1 - BOUND_CLOSE:.0%} of it: "
+            "either may lead from run to run)"
+        )
+    return said
 
 
 def tracing_words(t: Tracing, limit: int = 3) -> str:

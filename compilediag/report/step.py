@@ -213,12 +213,21 @@ class StepWork:
 class StepBound:
     """What bounds a `compilediag run` step (analysis/step/verdict.py): the part (data, optimizer,
     eager, communication, compute, device, host, evaluation), its share of the step, its
-    time a step, and why, in words."""
+    time a step, and why, in words; and the part next to it where that one's share is within
+    BOUND_CLOSE of it (which of the two leads may change from run to run of the same job)."""
 
     part: str
     share: float
     ms: float
     why: str
+    close: str = ""
+    close_share: float = 0.0
+
+
+# StepBound.close: the next part's share this much of the verdict's or more. A new user's
+# look saw "compute" in one run and "optimizer" in the next, the job's clock giving those
+# parts within 3% of each other
+BOUND_CLOSE = 0.9
 
 
 @dataclass

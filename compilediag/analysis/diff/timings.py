@@ -31,8 +31,12 @@ def timing_changes(a: Report, b: Report, tolerance: float) -> list[Change]:
         out.append(_timed("a step", ba.call_ms, bb.call_ms, 0.0, tolerance))
         va, vb = a.runtime.bound, b.runtime.bound
         if va is not None and vb is not None and va.part != vb.part:
-            out.append(Change(ChangeKind.CHANGED, f"bound by {va.part} ({va.share:.0%} of the step) → "
-                              f"{vb.part} ({vb.share:.0%})"))  # fmt: skip
+            flip = f"bound by {va.part} ({va.share:.0%} of the step) → {vb.part} ({vb.share:.0%})"
+            if va.close == vb.part and vb.close == va.part:  # each run had the other close behind
+                out.append(Change(ChangeKind.SAME, f"{flip}, the same: each run has the other "
+                                  "close behind it (either may lead from run to run)"))  # fmt: skip
+            else:
+                out.append(Change(ChangeKind.CHANGED, flip))
         pa, pb = dict(ba.parts()), dict(bb.parts())
         for name in dict.fromkeys([*pa, *pb]):
             x, y = pa.get(name, 0.0), pb.get(name, 0.0)

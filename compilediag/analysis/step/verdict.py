@@ -16,6 +16,7 @@ from collections.abc import Callable
 from compilediag.analysis.step.advice import loop_step, loop_work_lines
 from compilediag.report.model import Breakdown, LoopLine, Report, Runtime
 from compilediag.report.model import StepBound as Bound
+from compilediag.report.step import BOUND_CLOSE
 from compilediag.report.vocabulary import RecompileCause, RestKind, StepsAt
 from compilediag.report.words import ms
 
@@ -41,6 +42,8 @@ def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | 
     if waiting is not None:
         return waiting
     if not found or found[0].share >= REAL_SHARE:
+        if len(found) > 1 and found[1].share >= BOUND_CLOSE * found[0].share:
+            found[0].close, found[0].close_share = found[1].part, found[1].share
         return found[0] if found else None
     largest = ", ".join(f"{c.part} {c.share:.0%}" for c in found[:3])
     unseen = (

@@ -23,3 +23,43 @@ def test_one_process_is_never_said_to_wait_for_another_rank() -> None:
     waited = _device_or_host(report, job, ranks)
     assert waited is not None and "waiting for another rank and in the loop's own" in waited.why
     assert "apart" not in (_device_or_host(report, Runtime(), Breakdown(10.0, 1, 0, 9, 5)).why)
+
+
+def test_a_part_close_behind_the_verdict_is_said_and_a_flip_between_them_is_no_change() -> None:
+    """A new user's look saw "bound by compute" in one run and "optimizer" in the next, the
+    job's clock giving the two parts within 3% of each other: the part within BOUND_CLOSE of
+    the verdict's share is said beside it, and a diff of two runs that each had the other
+    close behind calls the flip the same. A part further behind is not said."""
+    from compilediag.analysis.diff.timings import timing_changes
+    from compilediag.analysis.step.verdict import bound_of
+    from compilediag.render.views import bound_words
+    from compilediag.report.step import BOUND_CLOSE
+
+    report = fixed_report()
+    job = Runtime(optimizer="AdamW", optimizer_options={"foreach": False})
+    close = Breakdown(10.0, 1.0, 0.0, 1.0, 5, backward_ms=1.0, optimizer_ms=3.3, data_ms=3.2)
+    bound = bound_of(report, job, close, cuda=False)
+    assert bound is not None and (bound.part, bound.close) == ("optimizer", "data"), bound
+    assert bound.close_share >= BOUND_CLOSE * bound.share
+    said = bound_words(bound)
+    assert said.startswith("optimizer, 33% of the step") and "; data close behind, 32%" in said
+    apart = Breakdown(10.0, 1.0, 0.0, 2.5, 5, backward_ms=1.0, optimizer_ms=3.3, data_ms=2.2)
+    far = bound_of(report, job, apart, cuda=False)
+    assert far is not None and far.close == "" and "close behind" not in bound_words(far)
+
+    # the next run: data first, the optimizer close behind it
+    flipped = Breakdown(10.0, 1.0, 0.0, 1.0, 5, backward_ms=1.0, optimizer_ms=3.2, data_ms=3.3)
+    a, b = fixed_report(), fixed_report()
+    for r, breakdown in ((a, close), (b, flipped)):
+        r.runtime = Runtime(optimizer="AdamW", optimizer_options={"foreach": False})
+        r.timings = Timings(breakdown=breakdown)
+        r.runtime.bound = bound_of(r, r.runtime, breakdown, cuda=False)
+    (flip,) = [c for c in timing_changes(a, b, 0.1) if "bound by" in c.text]
+    assert flip.kind == "same" and "the other close behind" in flip.text, flip
+    # a run where data leads by far: the optimizer not close behind it, a change
+    data = Breakdown(10.0, 1.0, 0.0, 1.0, 5, backward_ms=1.0, optimizer_ms=2.0, data_ms=5.0)
+    b.timings = Timings(breakdown=data)
+    b.runtime.bound = bound_of(b, b.runtime, data, cuda=False)
+    assert b.runtime.bound is not None and b.runtime.bound.part == "data"
+    (flip,) = [c for c in timing_changes(a, b, 0.1) if "bound by" in c.text]
+    assert flip.kind == "changed", flip
