@@ -22,11 +22,11 @@ REGION = "Torch-Compiled Region: "
 GRAPH_CALL = "## Call CompiledFxGraph"
 AOT_FORWARD = "CompiledFunction"  # AOTAutograd's forward of a graph that needs a backward
 BACKWARD = "## compilediag backward"  # --train: the step's backward (worker_torch.make_step)
-PROFILE_S = 0.3  # profiled calls: about this long, within [PROFILE_MIN_CALLS, PROFILE_MAX_CALLS]
+PROFILE_S = 0.15  # profiled calls: about this long, within [PROFILE_MIN_CALLS, PROFILE_MAX_CALLS]
 PROFILE_MIN_CALLS = 5
 # torch.profiler's events() costs about a millisecond per profiled call of a small model:
 # 2,500 calls of a 0.1 ms model took 11 s to read back, ten times the timing itself
-PROFILE_MAX_CALLS = 100
+PROFILE_MAX_CALLS = 50
 
 
 def profile_regions(
