@@ -20,7 +20,7 @@ from compilediag.harness.checks import (
 )
 from compilediag.harness.device_time import Step, device_time
 from compilediag.harness.phases import AGAIN
-from compilediag.harness.profiling import profile_regions, python_frames
+from compilediag.harness.profiling import NO_GRAPH_EVENTS, profile_regions, python_frames
 from compilediag.harness.threads import Threads, Trust
 from compilediag.harness.worker_types import (
     FrameTime,
@@ -93,11 +93,13 @@ def measure(
     if cuda:
         progress("timing: the GPU's own time")
         busy = device_time(torch, step, model, compiled, call, args_for)
-    progress("timing: profiling where a compiled call's time goes")
-    try:
-        profiled = profile_regions(torch, lambda a: step(compiled, a), args_for, c.median, cuda)
-    except Exception:  # noqa: BLE001 - a breakdown is extra: never lose the timings for it
-        profiled = None
+    profiled = None
+    if spec.backend not in NO_GRAPH_EVENTS:
+        progress("timing: profiling where a compiled call's time goes")
+        try:
+            profiled = profile_regions(torch, lambda a: step(compiled, a), args_for, c.median, cuda)
+        except Exception:  # noqa: BLE001 - a breakdown is extra: never lose the timings for it
+            profiled = None
     eager_frames: list[FrameTime] = []
     frames = torch._dynamo.utils.counters["frames"]
     if frames["total"] > frames["ok"]:  # torch gave up a frame: it runs in eager mode

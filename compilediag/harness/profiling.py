@@ -27,6 +27,9 @@ PROFILE_MIN_CALLS = 5
 # torch.profiler's events() costs about a millisecond per profiled call of a small model:
 # 2,500 calls of a 0.1 ms model took 11 s to read back, ten times the timing itself
 PROFILE_MAX_CALLS = 50
+# backends whose graphs torch.profiler does not show (no `## Call CompiledFxGraph`: only
+# Inductor's do): no pass is made for them, whose breakdown would be none
+NO_GRAPH_EVENTS = ("eager", "aot_eager")
 
 
 def profile_regions(

@@ -348,9 +348,12 @@ def test_what_explains_own_run_took_is_said_by_phase() -> None:
     wall = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     took, t = report["took_s"], report["timings"]
-    for phase in ("compile and first calls", "timing", "timing: the profiler's pass",
-                  "numerics check", "trace read", "kernels read", "worker start and exit"):  # fmt: skip
+    for phase in ("compile and first calls", "timing", "numerics check", "trace read",
+                  "kernels read", "worker start and exit"):  # fmt: skip
         assert phase in took, (phase, took)
+    # aot_eager's graphs are not in torch.profiler's events: no pass is made for a breakdown
+    # that would be none
+    assert "timing: the profiler's pass" not in took and t.get("breakdown") is None, took
     assert wall - 3.0 <= sum(took.values()) <= wall, (took, wall)
     blocks = (
         t["repeat"] * t["calls_per_block"] * (t["eager_ms"]["median"] + t["compiled_ms"]["median"])
