@@ -24,9 +24,9 @@ def after_window_s(run: JobRun, stop_after: int | None) -> float:
 
 def cold_compile_s(report: Report) -> float:
     """What each run here compiles past the job's run under `run`: its runs start with an
-    empty cache of their own (try_fixes.CACHE_VARS), so the compile time the job's cache hits saved,
-    by torch's records, less what the hits took in its place (the compile past Dynamo); a
-    rank's (the ranks compile side by side)."""
+    empty cache of their own (try_fixes.CACHE_VARS), so the compile time the job's cache
+    hits saved, by torch's records, less what the hits took in its place (the compile past
+    Dynamo); a rank's (the ranks compile side by side)."""
     ct = report.compile_time
     if ct is None or not ct.cache_saved_s:
         return 0.0
