@@ -110,8 +110,8 @@ def test_a_training_loop_as_torch_counted_it(tmp_path: Path) -> None:
     # the window's step: its parts add up to it, and it is the step the job timed itself
     bd = report["timings"]["breakdown"]
     assert bd["calls"] == r["window_steps"]
-    parts = ("in_graphs_ms", "between_graphs_ms", "backward_ms", "optimizer_ms", "data_ms",
-             "outside_ms")  # fmt: skip
+    parts = ("in_graphs_ms", "between_graphs_ms", "in_call_ms", "backward_ms", "optimizer_ms",
+             "data_ms", "outside_ms")  # fmt: skip
     assert sum(bd[p] for p in parts) == pytest.approx(bd["call_ms"], abs=1e-5)
     assert bd["backward_ms"] > 0 and bd["optimizer_ms"] > 0 and bd["data_ms"] == 0
     # the report's median step (a mean moves with one slow step) against the job's own steps

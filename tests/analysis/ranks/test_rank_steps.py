@@ -78,7 +78,7 @@ def test_each_rank_has_its_step_in_parts_as_the_job_timed_it(straggling) -> None
         assert mine["summary"]["graph_breaks"] == torch_saw["graph_breaks"]
         assert mine["summary"]["graphs"] == torch_saw["graphs"]
         parts = b["in_graphs_ms"] + b["between_graphs_ms"] + b["backward_ms"]
-        parts += b["optimizer_ms"] + b["data_ms"] + b["outside_ms"]
+        parts += b["optimizer_ms"] + b["data_ms"] + b["outside_ms"] + b["in_call_ms"]
         assert parts == pytest.approx(b["call_ms"], rel=0.01)
     # the slow rank's data wait as it timed it itself (the other's is too short to compare):
     # the mean over the window, and the median step (the job's figure is a median)

@@ -187,6 +187,7 @@ def test_a_pace_that_moved_during_the_run_is_said_and_not_set_against() -> None:
 
 
 @pytest.mark.full
+@pytest.mark.quiet  # the job's pace by its own clock: beside another test's load, it moved
 def test_a_job_whose_pace_moves_is_reported_at_its_windows_own(tmp_path: Path) -> None:
     """The 1 ms job sleeping 2 ms more a step from step 34 on (after the window 20-30): the
     steps after the window are not the window's pace, so the report says the pace moved,
