@@ -110,8 +110,9 @@ WRAPPER_HOOKS = {"FSDP2": FSDP_HOOKS, "FSDP1": FSDP_HOOKS}
 def forward_split(in_graphs: float, between: float, hooks: float, module: float,
                   wrapper: str, in_call: float = 0.0) -> str:  # fmt: skip
     """`in graphs 4.9 ms · Python between them 0.44 ms · the calls' own 0.12 ms (Dynamo's
-    guard checks and its code around the graphs)`, and in a sharded model's forward `· FSDP2's hooks 13.1 ms (its
-    all-gathers, …) · eager code around the compiled calls 1.2 ms`."""
+    guard checks and its code around the graphs)`, and in a sharded model's forward
+    `· FSDP2's hooks 13.1 ms (its all-gathers, …) · eager code around the compiled calls
+    1.2 ms`."""
     said = f"in graphs {ms(in_graphs)} · Python between them {ms(between)}"
     if in_call:
         said += (

@@ -126,10 +126,10 @@ def _split(
     optimisation, L-BFGS) is the step's forward and backward, not the optimizer's. Else in
     a forward graph, the graph's; else between the end of a graph and the start of the next
     one in the same compiled call (where calls are not seen: the same step), the first
-    graph's gap; else in a compiled call (before its first graph, after its last: torch's
-    guards and wrappers), the call's own; else what remains. Inside backward: in a backward graph, its; between two
-    backward graphs, the gap of the second (its forward ran first: the eager backward of the
-    code after it); else the rest of backward. A wrapper's hook's moment (HOOKS) is its
+    graph's gap; else in a compiled call (before its first graph, after its last: Dynamo's
+    guard checks, its code), the call's own; else what remains. Inside backward: in a
+    backward graph, its; between two backward graphs, the gap of the second (its forward ran
+    first: the eager backward of the code after it); else the rest of backward. A wrapper's hook's moment (HOOKS) is its
     own, in backward or forward; between the wrapped model's outermost pre-forward and
     post-forward, a moment outside any compiled call is the model's (its eager code)."""
     split = _Splitter(out, by_entry)
