@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.source import code_at, context_at
+from compilediag.analysis.source import assignments_in_function, code_at, context_at
 from compilediag.fixes import Fix, fix_for
 from compilediag.paths import installed_package, is_library_file, possessive
 from compilediag.report.model import GraphBreak, Report, Site
@@ -222,7 +223,46 @@ def collect_breaks(h: History) -> tuple[list[GraphBreak], int]:
         if not _seen_again(sites, key, c.compile_id):
             sites[key] = _restart_break(c, site, reason)
     ordered = sorted(sites.values(), key=lambda b: (-b.count, -b.ops_before, b.file, b.line))
+    captured_then_deferred(ordered)
     return ordered, len(broken)
+
+
+ASSIGNED = re.compile(r"^\s*(\w+)\s*=(?!=)")
+REORDER = "reorderable_logging_functions.add("
+
+
+def captured_then_deferred(breaks: list[GraphBreak]) -> None:
+    """A logging call's fix that defers it (reorderable_logging_functions) holds while its
+    arguments are tensors, constants or string formatters (torch's can_reorder_logs): a
+    number an `.item()` before it read is a constant while that read breaks the graph, and
+    an unbacked symbol once its own fix (capture_scalar_outputs) traces it; with both fixes
+    the call breaks again. Where the call is given such a value, its advice says so."""
+    reads = [
+        (b, m.group(1))
+        for b in breaks
+        if b.cause is BreakCause.ITEM
+        and "capture_scalar_outputs" in b.suggestion
+        and (m := ASSIGNED.match(b.code))
+    ]
+    for b in breaks:
+        if REORDER not in b.suggestion:
+            continue
+        for read, name in reads:
+            if read.file != b.file or read.line >= b.line:
+                continue
+            if not re.search(rf"\b{name}\b", b.code):
+                continue
+            assigned = [n for n, _ in assignments_in_function(b.file, b.line, name) if n < b.line]
+            if not assigned or assigned[-1] != read.line:
+                continue
+            said = (
+                f"Deferring it holds while `{name}` (line {read.line}) is a Python number: "
+                f"line {read.line}'s fix (capture_scalar_outputs) traces it as a symbol, which "
+                "Dynamo cannot defer, so with both fixes guard the call instead."
+            )
+            head, sep, expected = b.suggestion.partition(" Expected: ")
+            b.suggestion = f"{head} {said}{sep}{expected}"
+            break
 
 
 def _seen_again(

@@ -1,0 +1,97 @@
+"""Two fixes of one frame against torch, applied together: the `.item()` read's fix
+(capture_scalar_outputs) and the print's after it (reorderable_logging_functions). Each
+removes its break alone; where the print is given the value the read returned, the two
+together leave the print broken (torch defers only tensors, constants and string formatters,
+and the captured value is a symbol), and the report says so at the print. Where the print is
+given another value, they hold together and the report says nothing more."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compilediag.report.vocabulary import BreakCause
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+
+class ScaledPrint(nn.Module):
+    def forward(self, x):
+        h = torch.relu(x)
+        s = h.std().item()  # a read into Python
+        print("scale", s)  # given the value read
+        return h / s
+
+
+class GuardedPrint(nn.Module):
+    def forward(self, x):
+        h = torch.relu(x)
+        s = h.std().item()  # a read into Python
+        if not torch.compiler.is_compiling():
+            print("scale", s)
+        return h / s
+
+
+class OtherPrint(nn.Module):
+    def forward(self, x):
+        h = torch.relu(x)
+        s = h.std().item()  # a read into Python
+        n = 3
+        print("blocks", n)  # given another value
+        return h / s
+
+
+CAPTURE: dict[str, Any] = {"capture_scalar_outputs": True}
+BOTH: dict[str, Any] = {**CAPTURE, "reorderable_logging_functions": {print}}
+
+
+def torch_breaks(model: nn.Module, config: dict[str, Any]) -> list[str]:
+    """torch's own record of the graph breaks (its counters: each break's gb_type), with
+    `config` applied."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        with torch._dynamo.config.patch(**config):
+            torch.compile(model, backend="eager")(torch.randn(4, 8))
+        return sorted(
+            k.splitlines()[0] for k, n in counters["graph_break"].items() for _ in range(n)
+        )
+    finally:
+        torch._dynamo.reset()
+
+
+def advice(model: nn.Module) -> dict[BreakCause, str]:
+    from compilediag.testing import compile_report
+
+    report = compile_report(model, (torch.randn(4, 8),))
+    return {b.cause: b.suggestion for b in report.graph_breaks}
+
+
+def test_the_print_given_the_read_value_says_the_two_fixes_do_not_hold_together() -> None:
+    said = advice(ScaledPrint())
+    assert set(said) == {BreakCause.ITEM, BreakCause.PRINT}, said
+    assert "capture_scalar_outputs = True" in said[BreakCause.ITEM]
+    line = ScaledPrint.forward.__code__.co_firstlineno + 2  # s = h.std().item()
+    assert f"`s` (line {line}) is a Python number" in said[BreakCause.PRINT], said
+    assert "with both fixes guard the call instead" in said[BreakCause.PRINT]
+    # torch: each fix alone removes its break; together the print still breaks; the read's
+    # fix with the guard the advice names removes both
+    printed, item = torch_breaks(ScaledPrint(), {})  # sorted by gb_type
+    assert "item()" in item and "builtin operator" in printed, (item, printed)
+    assert torch_breaks(ScaledPrint(), CAPTURE) == [printed]
+    assert torch_breaks(ScaledPrint(), {"reorderable_logging_functions": {print}}) == [item]
+    (left,) = torch_breaks(ScaledPrint(), BOTH)  # the print's: a symbol can't be deferred
+    assert left != item and "reorder" in left, left
+    assert torch_breaks(GuardedPrint(), CAPTURE) == []
+
+
+def test_a_print_given_another_value_keeps_its_advice_and_both_fixes_hold() -> None:
+    said = advice(OtherPrint())
+    assert "reorderable_logging_functions.add(print)" in said[BreakCause.PRINT]
+    assert "Python number" not in said[BreakCause.PRINT], said
+    assert len(torch_breaks(OtherPrint(), {})) == 2
+    assert torch_breaks(OtherPrint(), BOTH) == []
