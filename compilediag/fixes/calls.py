@@ -128,7 +128,10 @@ def _builtin(b: Break) -> Fix:
 
 
 LOGGER_REORDERED = (2, 15)  # the first release that reorders a Logger method (2.13 breaks)
-LOGGER_METHOD = re.compile(r"\.(debug|info|warning|warn|error|exception|critical|log)\(")
+# a Logger method, and those a library adds to logging.Logger (transformers' warning_once)
+LOGGER_METHOD = re.compile(
+    r"\.((?:debug|info|warning|warn|error|exception|critical)(?:_\w+)?|log)\("
+)
 
 
 @rule("GB0291", "logging.Logger method not supported for non-export cases")

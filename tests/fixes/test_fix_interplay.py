@@ -47,16 +47,17 @@ CAPTURE: dict[str, Any] = {"capture_scalar_outputs": True}
 BOTH: dict[str, Any] = {**CAPTURE, "reorderable_logging_functions": {print}}
 
 
-def torch_breaks(model: nn.Module, config: dict[str, Any]) -> list[str]:
+def torch_breaks(model: nn.Module, config: dict[str, Any], **inputs: Any) -> list[str]:
     """torch's own record of the graph breaks (its counters: each break's gb_type), with
-    `config` applied."""
+    `config` applied, the model called on `inputs` (else a 4x8 tensor)."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
     counters.clear()
     try:
         with torch._dynamo.config.patch(**config):
-            torch.compile(model, backend="eager")(torch.randn(4, 8))
+            compiled = torch.compile(model, backend="eager")
+            compiled(**inputs) if inputs else compiled(torch.randn(4, 8))
         return sorted(
             k.splitlines()[0] for k, n in counters["graph_break"].items() for _ in range(n)
         )

@@ -10,6 +10,7 @@ from dataclasses import replace
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.source import assignments_in_function, code_at, context_at
 from compilediag.fixes import Fix, fix_for
+from compilediag.fixes.model import GUARD
 from compilediag.paths import installed_package, is_library_file, possessive
 from compilediag.report.model import GraphBreak, Report, Site
 from compilediag.report.vocabulary import BreakCause
@@ -151,8 +152,9 @@ def from_your_side(library: str, fix: Fix) -> str:
         return text[:1].lower() + text[1:]
 
     own = possessive(library)
-    if fix.config:
-        return f"The line is {own} code, but a setting removes the break: " + lower(fix.suggestion)
+    if fix.config:  # the setting, not the guard: that one edits the library's line
+        text = fix.suggestion.replace(f", or {GUARD}", "").replace(f" Or {GUARD}.", "")
+        return f"The line is {own} code, but a setting removes the break: " + lower(text)
     inside = f" Inside {library}, this would remove it: {lower(fix.text)}" if fix.specific else ""
     return (
         f"The line is {own} own code, which you don't edit. From your side: compile the parts "
