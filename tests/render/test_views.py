@@ -99,3 +99,27 @@ def test_a_kernels_rate_below_the_reports_precision_is_never_shown_as_0(tmp_path
     html = run_cli("render", str(saved), "--format", "html").stdout
     assert "&lt;0.001 TFLOP/s" in html and "2.64 TB/s" in html
     assert not re.search(r"[>\s]0 (TFLOP|GB)/s", html)
+
+
+def test_the_lines_row_shows_the_loops_costliest_lines_it_names() -> None:
+    """The Job section's `lines` row said the loop's lines were timed and showed none of
+    them (#76 U8): now the costliest, costliest first, each at its line with its text and
+    its time a step as the report holds it (a gloo DDP job recorded with torch 2.13)."""
+    import json
+
+    from compilediag.report.words import ms
+    from tests.conftest import ROOT
+
+    saved = ROOT / "tests" / "fixtures" / "reports" / "schema6_gloo_straggler_torch2.13.json"
+    report = Report.from_dict(json.loads(saved.read_text()))
+    assert report.runtime is not None and len(report.runtime.loop) > 4
+    table = " ".join(render(report, "table", width=200).split())  # its rows unwrapped
+    top = sorted(report.runtime.loop, key=lambda x: -x.ms)
+    row = table[table.index("lines a step's costliest") :]
+    row = row[: row.index(f"` {ms(top[3].ms)}") + len(ms(top[3].ms)) + 2]
+    shown = [f":{x.line} `{x.source[:20]}" for x in top[:4]]  # a long text is cut
+    at = [row.find(s) for s in shown]
+    assert all(i > 0 for i in at) and at == sorted(at), (row, shown)
+    assert all(f"` {ms(x.ms)}" in row for x in top[:4]), row
+    assert f"{top[0].file}:{top[0].line}" in row, row
+    assert not table[table.index(row) + len(row) :].startswith(" ·"), table  # 4 lines, no more
