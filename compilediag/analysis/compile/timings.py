@@ -25,8 +25,8 @@ def bound(wall_ms: float, device_ms: float) -> Bound:
 
 def attribute_time(report: Report, p: Profiled) -> None:
     """Each graph's time per call, and the eager time around it, given to the graph break
-    that ended it (the region of the last graph has no break: its time is overhead); the
-    breaks then rank by the time they cost.
+    that ended it (the region of the last graph has no break: its time is the call's own);
+    the breaks then rank by the time they cost.
 
     The profiler's own overhead stretches every part a little: the parts are its shares
     of the profiled call, applied to the timed call (the compiled median), so they add up
@@ -58,7 +58,14 @@ def attribute_time(report: Report, p: Profiled) -> None:
             b.time_lost_share = round(lost / p.call_ms, 4) if p.call_ms else None
     report.graph_breaks.sort(key=lambda b: -(b.time_lost_ms or 0.0))
     if report.timings is not None:
-        report.timings.breakdown = breakdown_of(p, scale)
+        b = breakdown_of(p, scale)
+        # a region no break ended (the last graph's, one with no break): its time outside
+        # its graph is the call's own (the runtime wrapper, the code to the return), not
+        # Python between two graphs; "between them" is then the breaks' time, as they say
+        own = sum(r.gap_ms for r in p.regions if r.compile_id not in given) * scale
+        b.between_graphs_ms = round(b.between_graphs_ms - own, 6)
+        b.in_call_ms = round(b.in_call_ms + own, 6)
+        report.timings.breakdown = b
 
 
 def breakdown_of(p: Profiled, scale: float = 1.0) -> Breakdown:

@@ -316,6 +316,11 @@ def timing_lines(report: Report) -> list:
                         f"a compiled {'step' if b.backward_ms else 'call'}, {ms(b.call_ms)}: "
                         f"graphs {ms(b.in_graphs_ms)} · Python between them "
                         f"{ms(b.between_graphs_ms)}"
+                        + (
+                            f" · the call's own code around them {ms(b.in_call_ms)}"
+                            if b.in_call_ms
+                            else ""
+                        )
                         + (f" · backward {ms(b.backward_ms)}" if b.backward_ms else "")
                         + f" · outside compiled code {ms(b.outside_ms)} (torch.profiler's "
                         f"shares of {plural(b.calls, 'call')})"

@@ -113,6 +113,7 @@ def test_fsdp_forward_holds_its_all_gathers_and_the_break_only_its_own_frame(fsd
         assert b["wrapper"] == "FSDP2" and b["hooks_ms"] > 0 and b["backward_hooks_ms"] > 0, b
         parts = {name: b[k] for name, k in (("backward", "backward_ms"), ("rest", "outside_ms"))}
         forward = b["in_graphs_ms"] + b["between_graphs_ms"] + b["hooks_ms"] + b["module_ms"]
+        forward += b["in_call_ms"]
         total = forward + parts["backward"] + b["optimizer_ms"] + b["data_ms"] + parts["rest"]
         assert total == pytest.approx(b["call_ms"], rel=1e-3), b
         # the breakdown is each part's share of the window's steps (their means) of the step
