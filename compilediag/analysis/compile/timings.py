@@ -58,14 +58,14 @@ def attribute_time(report: Report, p: Profiled) -> None:
             b.time_lost_share = round(lost / p.call_ms, 4) if p.call_ms else None
     report.graph_breaks.sort(key=lambda b: -(b.time_lost_ms or 0.0))
     if report.timings is not None:
-        b = breakdown_of(p, scale)
+        parts = breakdown_of(p, scale)
         # a region no break ended (the last graph's, one with no break): its time outside
         # its graph is the call's own (the runtime wrapper, the code to the return), not
         # Python between two graphs; "between them" is then the breaks' time, as they say
         own = sum(r.gap_ms for r in p.regions if r.compile_id not in given) * scale
-        b.between_graphs_ms = round(b.between_graphs_ms - own, 6)
-        b.in_call_ms = round(b.in_call_ms + own, 6)
-        report.timings.breakdown = b
+        parts.between_graphs_ms = round(parts.between_graphs_ms - own, 6)
+        parts.in_call_ms = round(parts.in_call_ms + own, 6)
+        report.timings.breakdown = parts
 
 
 def breakdown_of(p: Profiled, scale: float = 1.0) -> Breakdown:
