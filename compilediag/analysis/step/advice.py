@@ -44,7 +44,13 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({ms(b.optimizer_ms)}"
             f" of {ms(step)}; {name}, {how})"
         )
-        out.append((b.optimizer_ms, as_measured(said, f"{fused}.", tried_for(job, "optimizer"))))
+        foreach = job.optimizer_options.get("foreach")
+        # --try-fixes' remedies for it (remedies.candidates): fused, foreach
+        tryable = not compiled and (
+            name in FUSED or foreach is False or (foreach is None and not cuda)
+        )
+        tried = tried_for(job, "optimizer")
+        out.append((b.optimizer_ms, as_measured(said, f"{fused}.", tried, tryable)))
     if step and b.data_ms / step >= DATA_SHARE:
         workers = job.loaders.get("workers", 0)
         said = (
@@ -62,7 +68,8 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
                 "or persistent_workers=True"
             )
         said += ", waited for in the main process"
-        out.append((b.data_ms, as_measured(said, f"{fix}.", tried_for(job, "data"))))
+        tried = tried_for(job, "data")
+        out.append((b.data_ms, as_measured(said, f"{fix}.", tried, tryable=not workers)))
     ordered = [text for _, text in sorted(out, key=lambda x: -x[0])]
     past_limit = sorted(set(job.limit_eager_steps) & set(job.kernel_step_numbers))
     return (
@@ -78,11 +85,16 @@ def tried_for(job: Runtime, part: str) -> Tried | None:
     return next((t for t in found if t.kept), found[0] if found else None)
 
 
-def as_measured(said: str, fix: str, t: Tried | None) -> str:
-    """A part's advice, past what this run measured: the fix where nothing was tried; kept,
-    the fix with its measured effect; not kept, the measurement in the fix's place."""
+UNTRIED = "Untried: --try-fixes runs the job with it and keeps it only where the step is faster."
+
+
+def as_measured(said: str, fix: str, t: Tried | None, tryable: bool = False) -> str:
+    """A part's advice, past what this run measured: the fix where nothing was tried (and
+    where --try-fixes has it as a remedy, that it is untried: on 2 cores a TensorDataset's
+    batches came 5x slower from workers); kept, the fix with its measured effect; not kept,
+    the measurement in the fix's place."""
     if t is None:
-        return f"{said}: {fix}"
+        return f"{said}: {fix}" + (f" {UNTRIED}" if tryable else "")
     if t.kept:
         return f"{said}: {fix} Tried (--try-fixes): {t.why}."
     return f"{said}. Tried (--try-fixes), `{t.code}`: {t.why}."

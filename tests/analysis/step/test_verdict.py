@@ -143,3 +143,24 @@ def test_the_parts_advice_comes_larger_part_first(data: float, optimizer: float)
     said = step_advice(job, b, cuda=False)
     first = "the optimizer step" if optimizer > data else "the data loader"
     assert said[0].startswith(first) and len(said) >= 2, said
+
+
+def test_a_parts_advice_says_it_is_untried_where_try_fixes_has_its_remedy() -> None:
+    """Workers for a data loader in the main process, fused for AdamW: said as untried
+    (on 2 cores a TensorDataset's batches came 5x slower from workers: #76 U3), each with
+    the way to measure it; a loader with workers already has no remedy to try, and a
+    remedy --try-fixes measured is said as measured."""
+    from compilediag.analysis.step.advice import UNTRIED, step_advice
+    from compilediag.report.model import Breakdown, Runtime, Tried
+
+    b = Breakdown(15.0, 1.0, 0.0, 1.0, 5, data_ms=5.0, optimizer_ms=8.0)
+    optimizer, data = step_advice(Runtime(optimizer="AdamW"), b, cuda=False)[:2]
+    assert optimizer.endswith(UNTRIED) and data.endswith(UNTRIED), (optimizer, data)
+    job = Runtime(optimizer="AdamW", loaders={"workers": 2})
+    data = next(s for s in step_advice(job, b, cuda=False) if s.startswith("the data loader"))
+    assert UNTRIED not in data, data
+    tried = Tried("workers", "workers", "DataLoader(..., num_workers=2)", part="data",
+                  ratio=0.2, kept=False, why="5x slower")  # fmt: skip
+    job = Runtime(optimizer="AdamW", tried=[tried])
+    data = next(s for s in step_advice(job, b, cuda=False) if s.startswith("the data loader"))
+    assert UNTRIED not in data and "5x slower" in data, data
