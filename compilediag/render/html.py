@@ -45,7 +45,7 @@ from compilediag.render.views import (
     unmeasured_words,
     window_notes,
 )
-from compilediag.render.window_words import pace_line
+from compilediag.render.window_words import pace_line, took_words
 from compilediag.report.model import RankSummary, Summary
 from compilediag.report.ranksets import rank_set
 
@@ -95,6 +95,7 @@ def render_html(report: Any) -> str:
             serving=serving_view(s) if (s := _serving_of(report)) else None,
             inputs_line=inputs_words(list(_get(_get(report, "target"), "inputs", None) or []), s),
             per_rank=_per_rank(report),
+            took=took_words(report.took_s) if _get(report, "took_s") else "",
             ranks_of=_ranks_of(report),
             kernel_groups=_kernel_counts(report),
             kernel_note=kernel_count_note(

@@ -552,3 +552,14 @@ def test_one_cause_is_one_block_with_its_fix_once(tmp_path: Path) -> None:
     assert section.count('class="finding recompile') == len(cause.items)
     assert section.count('<span class="label">fix') == 1 + len(cause.more)
     assert section.count("A fix has to cover each of them") == 1
+
+
+def test_what_explains_own_run_took_is_in_the_html_as_in_the_table(planted: Report) -> None:
+    """explain's `took` row (its own run, by phase: #74) was the table's alone."""
+    from markupsafe import escape
+
+    from compilediag.render.window_words import took_words
+
+    assert planted.took_s, "explain records what its run took"
+    said = took_words(planted.took_s)
+    assert f'<dd class="muted took">{escape(said)}</dd>' in render_html(planted)
