@@ -16,9 +16,9 @@ def plural(n: int, word: str) -> str:
 def ms(value: float) -> str:
     """A per-call time: 0.214 ms, 1.52 ms, 12.3 ms; below a microsecond, its own digits
     (0.00042 ms), never "0.000 ms" for a time that is not zero; from a second on, seconds
-    (1.49 s, not 1.49e+03 ms)."""
+    as `seconds()` writes them (1.49 s, not 1.49e+03 ms)."""
     if value >= 999.5:
-        return f"{value / 1e3:.3g} s"
+        return seconds(value / 1e3)
     if value >= 1:
         return f"{value:.3g} ms"
     if value >= 0.001 or value <= 0:
