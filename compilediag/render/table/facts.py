@@ -308,25 +308,7 @@ def timing_lines(report: Report) -> list:
                 )
             )
         if t.breakdown:
-            b = t.breakdown
-            rows.append(
-                (
-                    "where",
-                    Text(
-                        f"a compiled {'step' if b.backward_ms else 'call'}, {ms(b.call_ms)}: "
-                        f"graphs {ms(b.in_graphs_ms)} · Python between them "
-                        f"{ms(b.between_graphs_ms)}"
-                        + (
-                            f" · the call's own code around them {ms(b.in_call_ms)}"
-                            if b.in_call_ms
-                            else ""
-                        )
-                        + (f" · backward {ms(b.backward_ms)}" if b.backward_ms else "")
-                        + f" · outside compiled code {ms(b.outside_ms)} (torch.profiler's "
-                        f"shares of {plural(b.calls, 'call')})"
-                    ),
-                )
-            )
+            rows.append(("where", Text(_where_words(t.breakdown))))
         method = (
             f"median of {t.repeat} interleaved blocks of {plural(t.calls_per_block, 'call')}, "
             f"after {t.warmup} warm-up calls; {t.method}"
@@ -348,6 +330,18 @@ def timing_lines(report: Report) -> list:
     for i, note in enumerate(t.notes):  # one label for all the reasons
         rows.append(("why slow?" if i == 0 else "", Text(note, style="yellow")))
     return [details(rows + outputs_rows(report) + took_rows(report))]
+
+
+def _where_words(b: Breakdown) -> str:
+    """Where a compiled call's (or step's) time goes, by torch.profiler's shares."""
+    return (
+        f"a compiled {'step' if b.backward_ms else 'call'}, {ms(b.call_ms)}: "
+        f"graphs {ms(b.in_graphs_ms)} · Python between them {ms(b.between_graphs_ms)}"
+        + (f" · the call's own code around them {ms(b.in_call_ms)}" if b.in_call_ms else "")
+        + (f" · backward {ms(b.backward_ms)}" if b.backward_ms else "")
+        + f" · outside compiled code {ms(b.outside_ms)} (torch.profiler's "
+        f"shares of {plural(b.calls, 'call')})"
+    )
 
 
 def took_rows(report: Report) -> list[Row]:
