@@ -3,6 +3,7 @@ by cause over every frame and rank (one block, its fix said once)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compilediag.paths import where
@@ -191,7 +192,7 @@ def step_text(r: Runtime, b: Breakdown) -> str:
     parts = b.parts()
     if len(parts) == 2:  # forward and the rest: no training part was seen
         return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
-    inside = {"forward": f" ({split})", "the rest": rest_named(b, bool(r.kernel_device)),
+    inside = {"forward": f" ({split})", "the rest": rest_named(b, bool(r.kernel_device), r.kernel_step_numbers),
               "backward": backward_split(b.backward_hooks_ms, b.wrapper)}  # fmt: skip
     said = [f"{name} {ms(v)}{inside.get(name, '')}" for name, v in parts]
     mine = next((s for s in r.rank_steps if s.rank == r.window_rank), None)
@@ -201,11 +202,13 @@ def step_text(r: Runtime, b: Breakdown) -> str:
     )
 
 
-def rest_named(b: Breakdown, device: bool = True) -> str:
+def rest_named(b: Breakdown, device: bool = True, profiled: Sequence[int] = ()) -> str:
     """` (of it: eager ops outside graphs 3.1 ms: aten::mm 2 ms, aten::tanh 0.9 ms); 1 value
     read or wait for the device a step (aten::item: 0.02 ms on the host)`: what the kernel
     profile's steps named of the rest; '' where it named nothing. `device`: a GPU ran the
-    steps (without one a value read waits for nothing: its reads alone are said)."""
+    steps (without one a value read waits for nothing: its reads alone are said);
+    `profiled`: the kernel profile's steps (fewer reads than steps are counted over them,
+    not made a rate)."""
     syncs = [r for r in b.rest if r.kind == RestKind.SYNC]
     moved = [r for r in b.rest if r.kind == RestKind.TO_DEVICE]
     eager = [r for r in b.rest if r.kind not in (RestKind.SYNC, RestKind.TO_DEVICE)]
@@ -220,8 +223,11 @@ def rest_named(b: Breakdown, device: bool = True) -> str:
         top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3] if r.ms >= total / 10)
         named.append(f"eager ops outside graphs {ms(total)}: {top}")
     said, of = "", "of it and of forward's eager code" if b.wrapper else "of it"
-    if named and b.rest_holds(sum(r.ms for r in moved + eager)):
+    profiled_ms = sum(r.ms for r in moved + eager)
+    if named and profiled_ms <= b.outside_ms + b.module_ms:
         said = f" ({of}: {'; '.join(named)})"
+    elif named and b.rest_holds(profiled_ms):  # over the part, within the steps' difference
+        said = f" ({of}, about all, by torch.profiler's own steps: {'; '.join(named)})"
     elif named:  # the profiler's reading, larger than the part it would be of
         said = (
             f"; torch.profiler read {'; '.join(named)} a step, more than the job's clock gives "
@@ -237,10 +243,16 @@ def rest_named(b: Breakdown, device: bool = True) -> str:
                 return f"value read{s} or wait{s} for the device"
             return f"value read{s} (.item(), float())"
 
-        count = (
-            f"{reads:g} {what('s' * many)} a step" if reads >= 1
-            else f"a {what('')} every {1 / reads:.0f} steps"
-        )  # fmt: skip
+        total = round(reads * len(profiled))
+        if reads >= 1:
+            count = f"{reads:g} {what('s' * many)} a step"
+        elif profiled and total >= 1:  # a read some steps make: an epoch's end, a log
+            count = (
+                f"{total} {what('s' * (total > 1))} in the kernel profile's "
+                f"{plural(len(profiled), 'step')} ({steps_words(list(profiled))}), not each step"
+            )
+        else:
+            count = f"a {what('')} every {1 / reads:.0f} steps"
         said += (
             f"; {count} ({', '.join(r.name for r in syncs)}: "
             f"{ms(sum(r.ms for r in syncs))} on the host)"

@@ -30,3 +30,16 @@ def test_a_gpu_runs_value_reads_are_waits_for_the_device() -> None:
         "; 1 value read or wait for the device a step"
     )
     assert rest_named(_rest(2), device=True).startswith("; 2 value reads or waits for the device a")
+
+
+def test_a_read_fewer_steps_make_than_were_profiled_is_counted_over_them() -> None:
+    """A job that reads loss.item() once an epoch, its kernel profile over 2 steps across an
+    epoch's end: 1 read in those 2 steps, not "every 2 steps" of a window that made none
+    (#76, the seventh look)."""
+    said = rest_named(_rest(0.5), device=False, profiled=[61, 62])
+    assert said.startswith(
+        "; 1 value read (.item(), float()) in the kernel profile's 2 steps (steps 61, 62), "
+        "not each step"
+    ), said
+    assert "every" not in said
+    assert rest_named(_rest(3), device=False, profiled=[61, 62]).startswith("; 3 value reads")
