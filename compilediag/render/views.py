@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from compilediag.paths import where
 from compilediag.render import ms, plural, seconds
 from compilediag.render.glance import WAIT_METHODS
-from compilediag.render.window_words import stalled_words
+from compilediag.render.window_words import loop_lines_words, stalled_words
 from compilediag.report.model import (
     Breakdown,
     KernelTiming,
@@ -406,7 +406,7 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
     if r.wait_method:
         notes.append(("waits", WAIT_METHODS.get(r.wait_method, r.wait_method)))
     if r.loop and r.loop_steps:
-        notes.append(("lines", _loop_lines(r)))
+        notes.append(("lines", loop_lines_words(r)))
     if r.kernels_off:
         notes.append(("kernels", "not profiled (--no-kernels)"))
     elif r.kernel_steps and r.kernel_device:
@@ -417,29 +417,6 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
             "on an H100, in one process: bench/cupti_after.py); --no-kernels leaves it out",
         ))  # fmt: skip
     return notes
-
-
-LOOP_LINES = 4  # the loop's costliest lines shown
-SOURCE_CHARS = 40  # of each line's text
-
-
-def _loop_lines(r: Runtime) -> str:
-    """The loop's costliest lines a step, each with its text, by the job's own clock."""
-
-    def text(source: str) -> str:
-        return source if len(source) <= SOURCE_CHARS else source[: SOURCE_CHARS - 1] + "…"
-
-    top = sorted(r.loop, key=lambda x: -x.ms)[:LOOP_LINES]
-    shown = " · ".join(
-        f"{'' if i and x.file == top[i - 1].file else x.file}:{x.line}"
-        + (f" `{text(x.source)}`" if x.source else "")
-        + f" {ms(x.ms)}"
-        for i, x in enumerate(top)
-    )
-    return (
-        f"a step's costliest, by the job's own clock at each line over "
-        f"{steps_words(r.loop_steps)}: {shown}"
-    )
 
 
 def _profiling(r: Runtime) -> str:

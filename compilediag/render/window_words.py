@@ -1,11 +1,13 @@
 """What the tool's own instruments and run cost, in words (#74): a `run` window's pace
 against the job's own (the first screen's line) and the steps that stalled
-(views.window_notes gives them their place); what explain's own run took, by phase."""
+(views.window_notes gives them their place); what explain's own run took, by phase; the
+loop's costliest lines by the job's own clock."""
 
 from __future__ import annotations
 
 from compilediag.render import ms, plural, seconds
 from compilediag.report.model import Runtime
+from compilediag.report.words import steps_words
 
 
 def pace_line(r: Runtime | None) -> str:
@@ -97,4 +99,27 @@ def took_words(took: dict[str, float]) -> str:
     words = " · ".join(f"{name} {seconds(s)}" for name, s in shown)
     return f"compilediag's run, {seconds(total)}: {words}" + (
         f" · {plural(rest, 'other phase')} under 1% each" if rest else ""
+    )
+
+
+LOOP_LINES = 4  # the loop's costliest lines shown
+SOURCE_CHARS = 40  # of each line's text
+
+
+def loop_lines_words(r: Runtime) -> str:
+    """The loop's costliest lines a step, each with its text, by the job's own clock."""
+
+    def text(source: str) -> str:
+        return source if len(source) <= SOURCE_CHARS else source[: SOURCE_CHARS - 1] + "…"
+
+    top = sorted(r.loop, key=lambda x: -x.ms)[:LOOP_LINES]
+    shown = " · ".join(
+        f"{'' if i and x.file == top[i - 1].file else x.file}:{x.line}"
+        + (f" `{text(x.source)}`" if x.source else "")
+        + f" {ms(x.ms)}"
+        for i, x in enumerate(top)
+    )
+    return (
+        f"a step's costliest, by the job's own clock at each line over "
+        f"{steps_words(r.loop_steps)}: {shown}"
     )
