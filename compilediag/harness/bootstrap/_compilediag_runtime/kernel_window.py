@@ -20,6 +20,9 @@ COLLECTIVE_KERNELS = ("nccl",)  # NCCL's kernels (ncclDevKernel_..., ncclKernel_
 STEP_MARK = "## compilediag step"  # a step's start in the kernel profile
 REGION = "Torch-Compiled Region"  # Dynamo's record_function around a compiled frame's call
 OPTIMIZER_MARK = "## compilediag optimizer"  # an optimizer step's start in the kernel profile
+# a Tensor.backward call in the kernel profile: the ops autograd's set-up of the gradients
+# runs (ones_like) are backward's, as the window's parts have them, not the rest's top ops
+BACKWARD_MARK = "## compilediag backward"
 # what a step runs outside compiled code that the profiler names: eager aten ops (the loss,
 # a metric, .item()) at the top, and the CUDA runtime's waits no op made
 # (torch.cuda.synchronize: the runtime's calls are on the thread's system id)
@@ -116,6 +119,13 @@ class _KernelWindow:
 
         with record_function(OPTIMIZER_MARK):
             pass
+
+    @staticmethod
+    def backward() -> Any:
+        """A range around a backward call (BACKWARD_MARK)."""
+        from torch.autograd.profiler import record_function
+
+        return record_function(BACKWARD_MARK)
 
     def _wrap_generated(self) -> None:
         try:

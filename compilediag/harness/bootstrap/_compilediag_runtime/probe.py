@@ -349,7 +349,7 @@ class Probe:
                 self.plain_step(wall)
             self.timing = a <= self.steps <= b
             if self.timing:
-                self._step_start, self._marks = mark, []
+                self._marks = []
                 self.reads.step_started(self.steps, now_ns, self.other.training_code)
                 self._gc_s = 0.0
                 if self._gc_seen not in gc.callbacks:
@@ -362,6 +362,9 @@ class Probe:
                 if module is not None and not getattr(module, "training", True):
                     self.eval_steps += 1
                 self._plain_start = None
+                # the step starts once the probe's own work at its boundary is done: that
+                # is the tool's cost, not a moment of the job's (its pace line states it)
+                self._step_start = self.clock()
                 return
             self.reads.step_ended(self.steps - 1, now_ns)
             self.window_end_s = wall - self.started
@@ -415,6 +418,13 @@ class Probe:
         self.reads.mark(entered)
         self._marks.append((part, entered, cid, self.clock()))
         return True
+
+    def backward_range(self) -> Any:
+        """In the kernel profile's steps, a range to hold a backward call's ops; else None."""
+        kernels = self.plan.kernels
+        if kernels is None or kernels.steps_left is None:
+            return None
+        return kernels.backward()
 
     def time_backward(self, cid: str, out: Any) -> None:
         """In the window, mark the start and end of the backward of each call of a graph

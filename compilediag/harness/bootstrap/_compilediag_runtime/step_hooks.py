@@ -4,6 +4,7 @@ and GradScaler's skipped steps. Each returns its undo."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -11,49 +12,17 @@ from .probe import Probe
 
 
 def watch_step_parts(probe: Probe) -> Any:
-    """Mark the parts of a step no graph shows: each optimizer step (torch's global step
-    hooks; they do nothing while Dynamo traces them, so a compiled step's graphs are as
-    they would be), backward (autograd's engine call, behind backward() and grad()), and
-    the data loader's next batch. Returns the undo."""
+    """Mark the parts of a step no graph shows: each optimizer step and each backward, from
+    the start to the end of what the job calls (`opt.step()`, `loss.backward()`: torch's own
+    code around the work included, as the job's line holds it), the data loader's next
+    batch, and a module's switch between training and evaluation. Returns the undo."""
     import torch
 
     undo: list[Any] = []
     compiler = getattr(torch, "compiler", None)
     tracing = getattr(compiler, "is_compiling", None) or (lambda: False)
-    optim = sys.modules.get("torch.optim.optimizer")
-    pre = getattr(optim, "register_optimizer_step_pre_hook", None)
-    post = getattr(optim, "register_optimizer_step_post_hook", None)
-    if pre is not None and post is not None:
-
-        def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if not tracing():
-                probe.optimizer_enter()
-
-        def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if not tracing():
-                probe.optimizer_exit(optimizer)
-
-        undo += [pre(before_step).remove, post(after_step).remove]
-        undo += _watch_skipped_steps(probe, tracing)
-
-    autograd = torch.autograd
-    engine_name = (
-        "_engine_run_backward" if hasattr(autograd, "_engine_run_backward") else "backward"
-    )
-    engine = getattr(autograd, engine_name)
-
-    def run_backward(*args: Any, **kwargs: Any) -> Any:
-        if probe.losses is not None and args:
-            probe.loss(args[0])
-        if not probe.mark("b", True):
-            return engine(*args, **kwargs)
-        try:
-            return engine(*args, **kwargs)
-        finally:
-            probe.mark("b", False)
-
-    setattr(autograd, engine_name, run_backward)
-    undo.append(lambda: setattr(autograd, engine_name, engine))
+    undo += _watch_optimizer_steps(probe, tracing)
+    undo += _watch_backward(probe, torch)
     undo.append(_watch_modes(probe, torch.nn.Module))
 
     try:
@@ -79,6 +48,116 @@ def watch_step_parts(probe: Probe) -> Any:
     setattr(loader_iter, "__next__", timed_next)  # noqa: B010
     undo.append(lambda: setattr(loader_iter, "__next__", next_batch))
     return lambda: [u() for u in undo]
+
+
+def _watch_optimizer_steps(probe: Probe, tracing: Any) -> list[Any]:
+    """Each optimizer step, marked where the job calls it: torch's global step hooks mark
+    an optimizer class's first step and wrap the class's step (torch's own wrapper of it,
+    which runs the hooks inside a profiler range: some 60 us a step on a CPU, in the job's
+    `opt.step()` line and not between the hooks) for the steps after. While Dynamo traces
+    a step, neither does anything, so a compiled step's graphs are as they would be.
+    Returns the undos."""
+    optim = sys.modules.get("torch.optim.optimizer")
+    pre = getattr(optim, "register_optimizer_step_pre_hook", None)
+    post = getattr(optim, "register_optimizer_step_post_hook", None)
+    if pre is None or post is None:
+        return []
+    outer = [0]  # steps under way that a class's wrapper marks: the hooks leave them be
+    wrapped: dict[Any, Any] = {}  # class -> torch's hooked step it had
+
+    def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if outer[0] or tracing():
+            return
+        probe.optimizer_enter()
+        cls = type(optimizer)
+        hooked = vars(cls).get("step")
+        if cls not in wrapped and getattr(hooked, "hooked", False):
+            wrapped[cls] = hooked
+            cls.step = _marked_step(probe, hooked, outer, tracing)
+
+    def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not outer[0] and not tracing():
+            probe.optimizer_exit(optimizer)
+
+    def undo_classes() -> None:
+        for cls, hooked in wrapped.items():
+            cls.step = hooked
+        wrapped.clear()
+
+    return [pre(before_step).remove, post(after_step).remove, undo_classes,
+            *_watch_skipped_steps(probe, tracing)]  # fmt: skip
+
+
+def _marked_step(probe: Probe, hooked: Any, outer: list[int], tracing: Any) -> Any:
+    """torch's hooked `step` of an optimizer class, marked from its start to its end (its
+    attributes, `hooked` among them, kept: torch wraps it no more)."""
+
+    @functools.wraps(hooked)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        if outer[0] or not args or tracing():  # a step inside a step, or traced
+            return hooked(*args, **kwargs)
+        outer[0] += 1
+        probe.optimizer_enter()
+        try:
+            out = hooked(*args, **kwargs)
+        finally:
+            outer[0] -= 1
+        probe.optimizer_exit(args[0])
+        return out
+
+    return step
+
+
+def _watch_backward(probe: Probe, torch: Any) -> list[Any]:
+    """backward, marked from the start to the end of `Tensor.backward` (autograd's set-up
+    of the gradients included: some 30 us on a CPU, in the job's `loss.backward()` line;
+    in the kernel profile's steps, a range holds its ops), and where the job calls autograd
+    itself (torch.autograd.backward, grad) its engine's call. Dynamo traces or breaks at `backward()` by its name, not this attribute. Each
+    backward's outputs are the step's loss under --try-fixes. Returns the undos."""
+    outer = [0]  # Tensor.backward calls under way, marked
+    tensor_backward = torch.Tensor.backward
+
+    @functools.wraps(tensor_backward)
+    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if outer[0]:
+            return tensor_backward(self, *args, **kwargs)
+        marked = probe.mark("b", True)
+        held = None if marked else probe.backward_range()  # the kernel profile's steps
+        if not marked and held is None:
+            return tensor_backward(self, *args, **kwargs)
+        outer[0] += 1
+        try:
+            if held is None:
+                return tensor_backward(self, *args, **kwargs)
+            with held:
+                return tensor_backward(self, *args, **kwargs)
+        finally:
+            outer[0] -= 1
+            if marked:
+                probe.mark("b", False)
+
+    autograd = torch.autograd
+    engine_name = (
+        "_engine_run_backward" if hasattr(autograd, "_engine_run_backward") else "backward"
+    )
+    engine = getattr(autograd, engine_name)
+
+    def run_backward(*args: Any, **kwargs: Any) -> Any:
+        if probe.losses is not None and args:
+            probe.loss(args[0])
+        if outer[0] or not probe.mark("b", True):
+            return engine(*args, **kwargs)
+        try:
+            return engine(*args, **kwargs)
+        finally:
+            probe.mark("b", False)
+
+    torch.Tensor.backward = backward
+    setattr(autograd, engine_name, run_backward)
+    return [
+        lambda: setattr(torch.Tensor, "backward", tensor_backward),
+        lambda: setattr(autograd, engine_name, engine),
+    ]
 
 
 def _watch_modes(probe: Probe, module_class: Any) -> Any:
