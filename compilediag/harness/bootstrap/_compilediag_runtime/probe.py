@@ -58,6 +58,7 @@ class Probe:
         self.optimizer_steps = 0  # its steps done (those GradScaler skipped too)
         self.optimizer_runs = 0  # optimizer steps that ran, of any optimizer
         self.skipped_steps = 0  # its steps GradScaler skipped (inf or NaN gradients)
+        self._skipped = False  # the step that just ended was one of them
         self.compiled_optimizers: set[int] = set()  # optimizers whose step torch.compile got
         self._optimizing = 0  # optimizer steps under way (a compiled step's hooks too)
         self._depth = 0  # compiled entries under way (one called inside another: depth 2)
@@ -290,6 +291,7 @@ class Probe:
             return
         self.optimizer_steps += 1
         self.skipped_steps += not ran
+        self._skipped = not ran
         self.step()  # the optimizer's part runs to the step's end
 
     def _by_optimizer(self, optimizer: Any) -> None:
@@ -386,14 +388,16 @@ class Probe:
 
     def plain_step(self, now: float | None = None) -> None:
         """A step outside the window: timed start to start, one clock reading each, near
-        the window (the 32 steps before it and after it), a step that compiled left out."""
+        the window (the 32 steps before it and after it), a step that compiled left out,
+        and one GradScaler skipped (no optimizer step: a mixed-precision job's first steps,
+        a third faster than its others on an H200, are not its pace)."""
         a, b = self.window or (0, 0)
         if not (a - 33 <= self.steps <= b + 33):
             self._plain_start = None
             return
         now = time.perf_counter() if now is None else now
         compiled = _frames_compiled()
-        if self._plain_start is not None and compiled == self._plain_compiles:
+        if self._plain_start is not None and compiled == self._plain_compiles and not self._skipped:
             self.plain_step_s.append(now - self._plain_start)
             self.plain_steps.append(self.steps - 1)
         self._plain_start, self._plain_compiles = now, compiled
