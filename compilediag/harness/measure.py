@@ -185,7 +185,7 @@ def busy_cores(threads: Threads) -> list[str]:
         else f"set OMP_NUM_THREADS={fits}, or time on a quieter machine"
     )
     return [
-        f"the cores were busy ({load.words()}) for {threads.used} threads{keep}: a thread "
+        f"the cores were busy ({load.words()}) for {plural(threads.used, 'thread')}{keep}: a thread "
         "that waits on a busy core makes every call wait, so these figures may be many "
         f"times the calls' cost; {fix}"
     ]

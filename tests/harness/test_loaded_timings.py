@@ -58,6 +58,7 @@ def test_busy_cores_flag_the_figures_with_cause_and_fix() -> None:
     # one thread already, the load alone filling the cores: fewer threads is no fix
     (one,) = busy_cores(Threads(1, 1, "you", True, load, "OMP_NUM_THREADS=1", fits=1))
     assert "set OMP_NUM_THREADS" not in one and one.endswith("time on a quieter machine")
+    assert " for 1 thread (" in one and " for 2 threads (" in said  # (a look read "1 threads")
 
 
 def _report(noise: str = "") -> Report:

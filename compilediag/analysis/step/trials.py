@@ -56,8 +56,16 @@ class Effect:
 
     @property
     def undecided(self) -> bool:
-        """The interval holds both no gain and a gain of 5% (one pair: it holds all)."""
+        """The interval holds both a gain of 5% and less than that (one pair: it holds all)."""
         return not self.kept and not self.rejected
+
+    def holds(self, gain: str) -> str:
+        """What an undecided interval holds, in words: no gain where it reaches 1x (or has
+        no end), else a gain under `gain` ("5%") besides one of it. (A look read "holds
+        both no gain and a gain of 5%" beside [1.01-1.12x].)"""
+        if self.high >= 1 or self.pairs < 2:
+            return f"both no gain and a gain of {gain}"
+        return f"both a gain under {gain} and one of {gain} or more"
 
     @property
     def wide(self) -> bool:

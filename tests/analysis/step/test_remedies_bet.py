@@ -97,6 +97,12 @@ def test_three_verdicts_and_an_undecided_one_says_what_would_decide_it() -> None
     flat = judged([(10.0, 10.0), (10.0, 10.05), (10.0, 9.95)])
     assert not flat.kept and not flat.undecided
     assert flat.why.startswith("not kept: ") and "under a 5% gain however read" in flat.why
+    # an interval wholly faster, from 1.02x, holds no "no gain" (a look read that it did
+    # beside [1.01-1.12x]): it holds a gain under 5% and one over it
+    faster = judged([(10.0, 9.3), (10.0, 9.5), (10.0, 9.1)])
+    assert faster.undecided and faster.ratio_high is not None and faster.ratio_high < 1
+    assert "no gain" not in faster.why, faster.why
+    assert "holds both a gain under 5% and one of 5% or more" in faster.why, faster.why
     assert times(25.58) == "25.6×" and times(1 / 0.9834) == "1.02×"
     assert times(0.98341) == "0.983×" and times(142.3) == "142×"
 
