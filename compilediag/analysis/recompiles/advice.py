@@ -15,7 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.recompiles.guard_words import NEW_VALUES, Guard, sizes_0_1
+from compilediag.analysis.recompiles.guard_words import (
+    NEW_VALUES,
+    Guard,
+    mark_after_break,
+    sizes_0_1,
+)
 from compilediag.analysis.recompiles.guards import is_mode_switch
 from compilediag.analysis.recompiles.library_advice import (
     inner_library_frame,
@@ -186,13 +191,11 @@ def local_after_break(c: Case) -> str:
     # locals: the user can't mark those
     if c.guard.cause != "shape" or not is_resume_frame(c.entry.code.name):
         return ""
-    # (marking the model input it is computed from does not reach it: torch 2.13 recompiled
-    # such a frame on its local's size with the input marked, and under dynamic=True)
     return (
         "The changed tensor is a local of forward here (after a graph break, the rest "
         "of forward runs as its own function, with forward's locals as inputs), so it "
-        "can't be marked, and marking the model input it is computed from does not reach "
-        "it. Removing the graph break above removes this frame."
+        f"can't be marked; {mark_after_break('the model input it is computed from', 'it')}. "
+        "Removing the graph break above removes this frame."
     )
 
 

@@ -298,6 +298,21 @@ def unnamed_stack(text: str) -> str:
 
 # where a Python number's new values recompile: said by recompiles.values_count, from the
 # run's own recompiles of that frame (torch's automatic dynamic stops them after the first)
+# the backends that carry a model input's mark_dynamic through a graph break, so that the
+# frame after it takes the marked dim as dynamic from its first compile, by torch's own count
+# of the frames it compiled (torch 2.13: aot_eager 2 frames, Inductor and eager 3; checked on
+# the torch at hand by tests/analysis/recompiles/test_mark_after_break.py)
+MARK_REACHES = ("aot_eager",)
+
+
+def mark_after_break(what: str, them: str) -> str:
+    """Whether marking `what` dynamic reaches the frame after a graph break, in words."""
+    return (
+        f"marking {what} reaches {them} only under some backends (by torch's own count: "
+        f"{', '.join(MARK_REACHES)}, not Inductor or eager)"
+    )
+
+
 NEW_VALUES = "{new values}"
 TO_PYTHON = re.compile(r"\.(item|tolist)\(\)|\b(float|int|bool)\(")
 

@@ -12,7 +12,7 @@ import re
 
 from compilediag.analysis.callers import CalledBy, Caller, shown
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.recompiles.guard_words import Guard, sizes_0_1
+from compilediag.analysis.recompiles.guard_words import Guard, mark_after_break, sizes_0_1
 from compilediag.analysis.recompiles.guards import parse_guard, reasons_of
 from compilediag.paths import possessive
 from compilediag.trace.compiles import Frame
@@ -184,8 +184,8 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
             "drop_last=True)`), or padding the last batch, removes the recompile"
             + (
                 f". This frame is the code after a graph break: its inputs ({name}) are "
-                "forward's locals, which marking the batch you pass does not reach (torch "
-                "recompiles it all the same); removing the break removes this frame."
+                f"forward's locals: {mark_after_break('the batch you pass', 'them')}; removing "
+                "the break removes this frame."
                 if after_break
                 else f"; or mark the batch dim dynamic before the call: {mark}."
             )
