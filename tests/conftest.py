@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -87,8 +86,11 @@ def read_terminal(primary: int) -> str:
 
 
 def compilediag_cmd() -> list[str]:
-    exe = shutil.which("compilediag")
-    return [exe] if exe else [sys.executable, "-m", "compilediag"]
+    """The CLI of the Python that runs the tests (its venv's script, else `-m`): not one
+    another venv on PATH put first (a shell with another checkout's venv active ran that
+    checkout's compilediag, on its torch)."""
+    beside = Path(sys.executable).parent / "compilediag"
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "compilediag"]
 
 
 def eager_sweep(args: tuple[str, ...], cwd: Path) -> tuple[str, ...]:
