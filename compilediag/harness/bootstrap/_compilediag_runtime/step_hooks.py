@@ -112,8 +112,9 @@ def _watch_backward(probe: Probe, torch: Any) -> list[Any]:
     """backward, marked from the start to the end of `Tensor.backward` (autograd's set-up
     of the gradients included: some 30 us on a CPU, in the job's `loss.backward()` line;
     in the kernel profile's steps, a range holds its ops), and where the job calls autograd
-    itself (torch.autograd.backward, grad) its engine's call. Dynamo traces or breaks at `backward()` by its name, not this attribute. Each
-    backward's outputs are the step's loss under --try-fixes. Returns the undos."""
+    itself (torch.autograd.backward, grad) its engine's call. Dynamo traces or breaks at
+    `backward()` by its name, not this attribute. Each backward's outputs are the step's
+    loss under --try-fixes. Returns the undos."""
     outer = [0]  # Tensor.backward calls under way, marked
     tensor_backward = torch.Tensor.backward
 
