@@ -15,7 +15,7 @@ from compilediag.analysis.source import code_at
 from compilediag.harness.worker_types import FrameTime, WorkerResult
 from compilediag.report.model import Environment, Graph, GraphBreak, Report, TraceInfo
 from compilediag.report.vocabulary import Finding, FindingKind, Severity, Source
-from compilediag.report.words import ms
+from compilediag.report.words import ms, plural
 from compilediag.trace.formats import (
     RECOMPILE_LIMIT,
     compile_failure_fix,
@@ -241,9 +241,9 @@ def speedup_notes(report: Report) -> list[str]:
             f"at {top.file}:{top.line}, {ms(top.time_lost_ms or 0.0)}."
         )
     elif s.unique_graph_breaks:
-        notes.append(
-            f"{s.graph_breaks} graph breaks split the model into {s.graphs} graphs, with Python "
-            "running between them."
+        notes.append(  # (a frame torch skipped after a break runs eagerly: no graph of it)
+            f"the model runs as {plural(s.graphs, 'graph')} with eager Python at its "
+            f"{plural(s.graph_breaks, 'graph break')}."
         )
     # (recompiles cost compile time, not steady-state time: they are no reason here)
     if t.eager_ms and t.eager_ms.median < 0.2:
