@@ -121,3 +121,23 @@ def test_round_the_loop_means_the_loops_own_lines() -> None:
     first, lines = seen[0]  # (read inside the loop, as the clock reads the live loop frame)
     assert first + 1 not in lines and first + 2 not in lines  # setup(), total = 0
     assert lines == [first + 3, first + 4, first + 5]  # the for and its body
+
+
+def test_lines_that_call_none_of_the_users_share_an_interval_as_the_step_before() -> None:
+    """From the model's call to backward's start the loop runs its loss and zero_grad lines
+    (torch's functions: no call of the user's): the interval goes to them as the step
+    before the window spent its time there, not to the model's line (a ninth look: the
+    model's line read 1.003 ms against the job's 0.544, a loss line of 0.408 ms unlisted)."""
+    frame = _loop()
+    clock = MarkClock(frame, own_dirs())
+    model, opt = _line("MODEL"), _line("OPT")
+    loss, zero = model + 101, model + 102  # lines of no call of the user's
+    clock._path = [model, loss, zero, opt]
+    clock.torch_lines = {(clock.loop, opt), (clock.loop, model)}
+    clock._took = {model: 0.0005, loss: 0.0004, zero: 0.0001}
+    shares = dict(clock._between(model, opt))
+    assert set(shares) == {loss, zero}, shares
+    assert shares[loss] == pytest.approx(0.8) and shares[zero] == pytest.approx(0.2)
+    # nothing run between, or nothing timed there: the line the interval began on
+    clock._took = {}
+    assert clock._between(model, opt) == [(model, 1.0)]

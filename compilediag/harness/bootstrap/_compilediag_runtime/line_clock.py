@@ -12,7 +12,8 @@ cost to them, so that the lines of the loop add up to its steps:
   call, backward, the optimizer, a DataLoader's batch) and at each step's start. Time
   between two reads on one line is that line's; time that spans lines goes to the one line
   run between them that calls a Python function of the user's or a library's (get_batch),
-  where exactly one does, else to the line the interval began on. Which lines run between
+  where exactly one does, else to the lines run between them as the step before the window
+  shared its time among them, else to the line the interval began on. Which lines run between
   two reads is learnt in the step before the window, traced line by line (its cost is in
   that step alone, which no figure takes).
 
@@ -253,16 +254,17 @@ class MarkClock(LineClock):
         lines run between them (as the step before the window ran them; else in the loop's
         order, round the loop where b comes first) that call a function of the user's or a
         library's - one takes it all; several share it as they shared the step before's
-        time (a loop that calls `clock()` around `make_batch()`) -, else `a`."""
+        time (a loop that calls `clock()` around `make_batch()`) -, else those run between
+        as they shared it (the loss's line and zero_grad's between the model's call and
+        backward: a look found their time given to the model's line), else `a`."""
         ran = self._ran_between(a, b)
-        calling = sorted(
-            {n for n in ran if n in self._calls and (self.loop, n) not in self.torch_lines}
-        )
+        own = sorted({n for n in ran if (self.loop, n) not in self.torch_lines})
+        calling = [n for n in own if n in self._calls]
         if len(calling) == 1:
             return [(calling[0], 1.0)]
-        took = {n: self._took.get(n, 0.0) for n in calling}
+        took = {n: self._took.get(n, 0.0) for n in calling or own}
         total = sum(took.values())
-        if not calling or total <= 0:
+        if total <= 0:
             return [(a, 1.0)]
         return [(n, t / total) for n, t in took.items() if t > 0]
 
