@@ -450,3 +450,63 @@ def test_a_refusal_names_the_files_own_line_after_a_patch_below_moved_it(tmp_pat
     assert by_line[12]["patched"] and not by_line[11]["patched"]
     assert by_line[11]["why"].startswith("line 12: `s` is given to print()"), by_line[11]["why"]
     assert ITEM_THEN_PRINT.splitlines()[11].strip().startswith("print(")
+
+
+def test_a_patch_after_which_torch_compiles_nothing_is_not_kept(tmp_path: Path) -> None:
+    """The print's guard removes its break, but then torch meets a generator and `id()` in
+    the same frame and skips it whole: 1 graph before, none after (torch's own count). A
+    ninth look found such a patch kept as verified ("1 graph → 0")."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        def pieces(t):
+            for part in t.split(2, dim=1):
+                yield part.mean(1, keepdim=True)
+
+
+        def forward(x):
+            h = x * 2
+            print("h", tuple(h.shape))
+            h = h + torch.cat(list(pieces(h)), 1).sum()
+            h = h + id(h) % 1
+            return h + 1
+
+
+        def get_model():
+            return forward
+
+
+        def get_inputs():
+            return (torch.randn(4, 4),)
+        """
+    )
+    model = tmp_path / "skipped.py"
+    model.write_text(source)
+    done = cli("fix", str(model), "--backend", "eager", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    printed = next(b for b in data["breaks"] if b["line"] == 11)
+    assert not printed["patched"], printed
+    assert (
+        printed["why"]
+        == "torch compiles nothing after it (1 graph → 0): the code left falls back to eager"
+    )
+    # torch's own count on the guard's edit: nothing compiled
+    guarded = source.replace(
+        '    print("h", tuple(h.shape))',
+        '    if not torch.compiler.is_compiling():\n        print("h", tuple(h.shape))',
+    )
+    frames = []
+    for text in (source, guarded):
+        scope: dict = {}
+        exec(compile(text, str(model), "exec"), scope)
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        torch.compile(scope["forward"], backend=counter)(torch.randn(4, 4))
+        frames.append(counter.frame_count)
+    assert frames == [1, 0], frames

@@ -38,6 +38,7 @@ from compilediag.fixes.patches import (
 from compilediag.harness.worker_types import WorkerResult, WorkerSpec
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.vocabulary import RecompileCause
+from compilediag.report.words import plural
 
 SEED = 0
 FORMATS = ("table", "json")
@@ -291,6 +292,13 @@ def judge(brk: GraphBreak, before: Run, after: Run) -> tuple[str, Evidence | Non
         ), None
     if a.summary.recompiles > b.summary.recompiles:
         return f"the patch adds recompiles ({b.summary.recompiles} → {a.summary.recompiles})", None
+    if b.summary.graphs and not a.summary.graphs:
+        # (with the break gone, torch meets code it can't trace in the same frame and skips
+        # it whole: the model no longer compiled at all is no fix)
+        return (
+            f"torch compiles nothing after it ({plural(b.summary.graphs, 'graph')} → 0): the "
+            "code left falls back to eager"
+        ), None
     checks = after.result.reference_check
     if (
         len(checks) != 2
