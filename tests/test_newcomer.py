@@ -191,7 +191,11 @@ def test_a_job_that_compiled_nothing_still_has_its_steps_measured(tmp_path: Path
     runtime = report["runtime"]
     assert runtime["steps"] == len(own[0]["step_ms"]) == 40 and runtime["steps_at"] == "optimizer"
     b = report["timings"]["breakdown"]
-    theirs = statistics.median(own[0]["step_ms"][4:15])
+    # the report's step is set on the job's pace (the steps around the window: #74), so it
+    # is held against the job's own median step, the first (its start) left out, not the
+    # window's alone (a clean-clone CI run under load read the window's median as 3.77 ms
+    # by the job's clock, and the report's step, set on the steps around it, as 1.31 ms)
+    theirs = statistics.median(own[0]["step_ms"][1:])
     assert 0.5 * theirs <= b["call_ms"] <= 2 * theirs, (b["call_ms"], own[0]["step_ms"])
     path = tmp_path / "report.json"
     path.write_text(proc.stdout)

@@ -6,8 +6,8 @@ same steps); the steps it held are named."""
 from __future__ import annotations
 
 from .kernel_window import _KernelWindow
-from .progress import say as _say
 from .torch_state import _frames_compiled
+from .torch_state import say as _say
 
 
 class KernelPlan:

@@ -13,8 +13,8 @@ from .kernel_plan import KernelPlan
 from .kernel_window import KERNEL_STEPS, _KernelWindow
 from .other_work import OtherWork
 from .parts import BackwardMarks, Mark, Part, StepParts, split_step
-from .progress import say as _say
 from .torch_state import _compile_id, _evaluating, _frames_compiled, _holds, _user_site, load
+from .torch_state import say as _say
 from .tracing import TracingCost
 from .window_reads import WindowReads
 

@@ -1,6 +1,6 @@
 """What the probe reads of torch's own state: the compile under way, the frames Dynamo has
-compiled, CUDA graphs' counters; and of the machine's, its load. Standard library only
-(torch is looked up in sys.modules)."""
+compiled, CUDA graphs' counters; of the machine's, its load; and the process's terminal,
+where it says its progress. Standard library only (torch is looked up in sys.modules)."""
 
 from __future__ import annotations
 
@@ -121,3 +121,16 @@ def load() -> list[float]:
         return [round(os.getloadavg()[0], 2), float(cores or 0)]
     except OSError:
         return []
+
+
+def say(text: str) -> None:
+    """A progress line on the job's terminal (its stderr a TTY; never when piped), from
+    the lowest rank only."""
+    if os.environ.get("RANK", "0") != "0":
+        return
+    try:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"compilediag: {text}\n")
+            sys.stderr.flush()
+    except (AttributeError, ValueError, OSError):  # a stream replaced or closed by the job
+        pass
