@@ -62,11 +62,15 @@ def test_the_slow_speedup_note_counts_torchs_graphs(tmp_path: Path) -> None:
     report, proc = run_json("explain", str(path), "--backend", "eager")
     assert proc.returncode == 0, proc.stderr[-2000:]
     graphs, breaks = report["summary"]["graphs"], report["summary"]["graph_breaks"]
-    assert graphs == _torch_graphs(path) == 1 and breaks >= 1
-    notes = [n for n in report["timings"]["notes"] if "eager Python at its" in n]
-    if report["timings"]["speedup"] is not None and report["timings"]["speedup"] < 1.2:
-        breaks_words = f"{breaks} graph break" + ("s" if breaks != 1 else "")
-        assert notes == [f"the model runs as 1 graph with eager Python at its {breaks_words}."]
-        assert not any(
-            "split the model" in n or "1 graphs" in n for n in report["timings"]["notes"]
-        )
+    assert graphs == _torch_graphs(path) and breaks >= 1  # (2.13 skips the frame: 1; 2.15: 2)
+    said = report["timings"]["notes"]
+    assert not any("split the model" in n or "1 graphs" in n for n in said), said
+    expected = (
+        f"the model runs as {graphs} graph{'s' * (graphs != 1)} with eager Python at its "
+        f"{breaks} graph break{'s' * (breaks != 1)}."
+    )
+    notes = [n for n in said if "eager Python at its" in n]
+    if graphs == 1:  # no break's own cost to give (its frame skipped): this note says why
+        assert notes == [expected], said
+    else:
+        assert notes in ([], [expected]), said
