@@ -1,5 +1,5 @@
 """Why a compiled model is slow, in words that match torch's count (#76, a ninth look): a
-model whose frame after a break torch skips (a generator, then `id()`) compiles one graph;
+model whose frame after a break torch 2.13 skips (a generator, then `id()`) compiles one graph;
 the note said "2 graph breaks split the model into 1 graphs, with Python running between
 them". It now says how many graphs torch made and how many breaks the eager Python sits at."""
 
