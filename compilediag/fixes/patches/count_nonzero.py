@@ -18,12 +18,9 @@ def count_nonzero(site: Site, cause: str) -> Patch:
     assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
     if not (isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)):
         return _counted_in_place(site, cause, stmt)
-    call = assign.value
-    arg = _nonzero_of(call)
-    if arg is None:
-        if any(_nonzero_of(c) is not None for c in calls(stmt)):
-            return _counted_in_place(site, cause, stmt)
-        raise Refused(f"the line calls `{site.code(call.func)}`, not a plain nonzero()")
+    arg = _nonzero_of(assign.value)
+    if arg is None:  # (`n = len(x.nonzero())`: the count on the line)
+        return _counted_in_place(site, cause, stmt)
     if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
         raise Refused("the indices are not assigned to one name")
     var = assign.targets[0].target.value
@@ -67,7 +64,7 @@ def _counted_in_place(site: Site, cause: str, stmt: cst.CSTNode) -> Patch:
     arithmetic with tensors."""
     found = [(c, a) for c in calls(stmt) if (a := _nonzero_of(c)) is not None]
     if len(found) != 1:
-        raise Refused("the line does not call nonzero() once")
+        raise Refused("the line does not call a plain nonzero() once")
     call, arg = found[0]
     whole = _row_count(site, call)
     if whole is None:

@@ -425,10 +425,8 @@ class Probe:
 
     def backward_range(self) -> Any:
         """In the kernel profile's steps, a range to hold a backward call's ops; else None."""
-        kernels = self.plan.kernels
-        if kernels is None or kernels.steps_left is None:
-            return None
-        return kernels.backward()
+        kernels = self.kernels
+        return None if kernels is None or kernels.steps_left is None else kernels.backward()
 
     def time_backward(self, cid: str, out: Any) -> None:
         """In the window, mark the start and end of the backward of each call of a graph

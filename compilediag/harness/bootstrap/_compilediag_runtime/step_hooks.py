@@ -4,6 +4,7 @@ and GradScaler's skipped steps. Each returns its undo."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from typing import Any
@@ -128,9 +129,7 @@ def _watch_backward(probe: Probe, torch: Any) -> list[Any]:
             return tensor_backward(self, *args, **kwargs)
         outer[0] += 1
         try:
-            if held is None:
-                return tensor_backward(self, *args, **kwargs)
-            with held:
+            with held or contextlib.nullcontext():
                 return tensor_backward(self, *args, **kwargs)
         finally:
             outer[0] -= 1
