@@ -21,7 +21,7 @@ from compilediag.harness.checks import (
 from compilediag.harness.device_time import Step, device_time
 from compilediag.harness.phases import AGAIN
 from compilediag.harness.profiling import NO_GRAPH_EVENTS, profile_regions, python_frames
-from compilediag.harness.threads import Threads, Trust
+from compilediag.harness.threads import Threads, Trust, Watch
 from compilediag.harness.worker_types import (
     FrameTime,
     Measured,
@@ -55,10 +55,11 @@ def measure(
     fresh_each_call: bool = False,
     trust: Trust | None = None,
     progress: Callable[[str], None] = lambda s: None,
+    watch: Watch | None = None,
 ) -> Measured:
     """Steady-state time per call of eager and compiled, in milliseconds (steady_state()),
     then, on CPU, the flag of busy cores (`trust` holds the threads the timing runs with
-    and the load beside it, and gets what it flags), the device's time (CUDA) and where a compiled
+    and gets the load `watch` saw beside the timing, and what it flags), the device's time (CUDA) and where a compiled
     call's time goes. The profilers go last: a process that has run torch.profiler times
     its later calls slower, and its device time longer (docs/benchmarks.md). `progress`
     is told each phase and block."""
@@ -87,6 +88,8 @@ def measure(
     if trust is not None and trust.threads is not None and not cuda:
         # No one-thread cross-check: a compiled call under another thread count fails
         # Dynamo's global-state guard and recompiles (the user's findings would change).
+        if watch is not None:
+            trust.threads = watch.judged(trust.threads)
         trust.flags = busy_cores(trust.threads)
         noise = "; ".join([*trust.flags, *([noise] if noise else [])])
     busy = None

@@ -18,7 +18,6 @@ PHASES = (
     ("compiling and running", "compile and first calls"),
     ("the compile failed", "custom op checks"),
     ("replaying", "serving replay"),
-    ("timing: looking at how busy", "busy cores check"),
     ("timing: the GPU's own time", "timing: the GPU's own time"),
     ("timing: profiling", "timing: the profiler's pass"),
     ("timing eager vs compiled", "timing"),

@@ -3,7 +3,8 @@
 Threads that wait on a core another process holds are what turns a 0.1 ms call into
 20 ms on a loaded machine (OpenMP's threads spin at each region's barrier until the
 descheduled one runs; the blocks of one run stay alike, so their spread does not show
-it). The worker looks at the cores just before it times, while it sleeps; where they are
+it). The worker watches the cores while it times (`Watch`: the cores' busy time less its
+own, others' runnable tasks read between the blocks; no wait of its own); where they were
 oversubscribed, the figures are flagged with the thread count that would fit. The count
 is never changed: Dynamo guards on it, and another count recompiles the user's model.
 
@@ -16,13 +17,9 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
-# the window the cores are watched in before timing, and how often the runnable count is read
-WINDOW_S = 0.25
-READS = 10
 # threads + the load beside us above cores + SLACK: oversubscribed (a shell, the CLI's
 # own poll of the worker take a little of a core and are no reason to time differently)
 SLACK = 0.5
@@ -125,35 +122,78 @@ def _procs_running() -> int | None:
     return None
 
 
-def sample(window: float = WINDOW_S) -> Load:
-    """The load beside this process over `window` seconds, while it sleeps: the share of
-    our cores others kept busy (this process's own CPU time taken out) and the median
-    count of others' runnable tasks."""
-    cores = own_cores()
-    total_cpus = os.cpu_count() or len(cores)
-    try:
-        loadavg = os.getloadavg()[0]
-    except (OSError, AttributeError):
-        loadavg = 0.0
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    start, mine0 = _cpu_jiffies(cores), os.times()
-    counts: list[int] = []
-    for _ in range(READS):
+class Watch:
+    """The load beside this process while it times, with no wait of its own: from `Watch()`
+    to `load()`, the busy time of our cores (/proc/stat) less this process's own CPU time,
+    and others' tasks running or waiting to run, read (`read()`) between the timing's
+    blocks, less this process's own running threads."""
+
+    def __init__(self) -> None:
+        self._cores = own_cores()
+        self._start, self._mine = _cpu_jiffies(self._cores), os.times()
+        self._counts: list[int] = []
+        self.read()
+
+    def read(self) -> None:
         n = _procs_running()
         if n is not None:
-            counts.append(max(0, n - 1))  # (this process is running while it reads)
-        time.sleep(window / READS)
-    end, mine1 = _cpu_jiffies(cores), os.times()
-    busy = -1.0
-    if start is not None and end is not None and end[1] > start[1]:
-        ours = (mine1.user + mine1.system - mine0.user - mine0.system) * tick
-        used = max(0.0, end[0] - start[0] - ours)
-        busy = round(len(cores) * used / (end[1] - start[1]), 2)
-    runnable = -1.0
-    if counts:
-        # tasks on cores this process may not use don't wait for ours
-        runnable = round(statistics.median(counts) * len(cores) / max(total_cpus, 1), 1)
-    return Load(cores=len(cores), busy=busy, runnable=runnable, loadavg=round(loadavg, 2))
+            self._counts.append(max(0, n - _own_running()))
+
+    def reading(self, progress: Callable[[str], None]) -> Callable[[str], None]:
+        """`progress`, told each of the timing's steps, with a read before each."""
+
+        def told(text: str) -> None:
+            self.read()
+            progress(text)
+
+        return told
+
+    def load(self) -> Load:
+        self.read()
+        end, mine = _cpu_jiffies(self._cores), os.times()
+        try:
+            loadavg = os.getloadavg()[0]
+        except (OSError, AttributeError):
+            loadavg = 0.0
+        busy = -1.0
+        start = self._start
+        if start is not None and end is not None and end[1] > start[1]:
+            tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+            ours = (mine.user + mine.system - self._mine.user - self._mine.system) * tick
+            used = max(0.0, end[0] - start[0] - ours)
+            busy = round(len(self._cores) * used / (end[1] - start[1]), 2)
+        runnable = -1.0
+        if self._counts:
+            # tasks on cores this process may not use don't wait for ours
+            share = len(self._cores) / max(os.cpu_count() or len(self._cores), 1)
+            runnable = round(statistics.median(self._counts) * share, 1)
+        return Load(len(self._cores), busy, runnable, round(loadavg, 2))
+
+    def judged(self, threads: Threads) -> Threads:
+        """`threads` as timed, with the load beside them and whether they were more than
+        the cores (decide); the count itself is never changed."""
+        chosen = decide(threads.default, self.load(), threads.user_setting)
+        return replace(
+            threads, oversubscribed=chosen.oversubscribed, load=chosen.load, fits=chosen.used
+        )
+
+
+def _own_running() -> int:
+    """This process's threads running or waiting to run now (this one, reading, included)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    running = 0
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        state = stat[stat.rindex(")") + 2 : stat.rindex(")") + 3]
+        running += state == "R"
+    return max(1, running)
 
 
 def user_setting(environ: Mapping[str, str]) -> str:

@@ -40,7 +40,7 @@ from compilediag.harness.phases import PhaseClock
 from compilediag.harness.serving.cudagraphs import records_cuda_graphs
 from compilediag.harness.serving.replay import serve, served_step, stream_calls
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
-from compilediag.harness.threads import Threads, Trust, decide, sample, user_setting
+from compilediag.harness.threads import Threads, Trust, Watch, user_setting
 from compilediag.harness.worker_torch import (
     cross_check,
     describe_model,
@@ -380,36 +380,29 @@ class Worker:
         trust = Trust()
         try:
             trust.threads = self.threads_for_timing(torch)
+            cpu = not self.result.environment.device.startswith("cuda")  # type: ignore[union-attr]
+            watch = Watch() if cpu else None  # the cores beside the timing, as it runs
             self.stage("timing eager vs compiled")
             self.result.timings = measure(
                 torch, step, model, compiled, call0,
                 self.result.environment.device, self.spec,  # type: ignore[union-attr]
-                fresh_each_call=bool(self.result.mutated_inputs),
-                trust=trust, progress=self.progress,
+                fresh_each_call=bool(self.result.mutated_inputs), trust=trust,
+                progress=watch.reading(self.progress) if watch else self.progress, watch=watch,
             )  # fmt: skip
         except BaseException as e:  # timing must never lose the report
             self.result.errors.append(f"timing failed: {type(e).__name__}: {e}")
         write_atomic(self.workdir / "threads.json", to_json(trust))
 
     def threads_for_timing(self, torch: Any) -> Threads:
-        """The intra-op threads the timing runs with, and whether they and the load beside
-        this run are more than the cores (threads.decide). The count is never changed:
-        Dynamo guards on it (its global state), so a compiled call under another count
-        recompiles - findings, compile time and caches no longer the user's run's. Busy
-        cores flag the figures instead, with the count that would fit."""
+        """The intra-op threads the timing runs with: torch's own count, never changed
+        (Dynamo guards on it, its global state: a compiled call under another count
+        recompiles - findings, compile time and caches no longer the user's run's). Busy
+        cores flag the figures instead, with the count that would fit (Watch.judged)."""
         threads = torch.get_num_threads()
         user = user_setting(os.environ)
         if not user and threads != self._threads_at_import:
             user = f"torch.set_num_threads({threads}) in the model file"
-        device = self.result.environment.device  # type: ignore[union-attr]
-        if device.startswith("cuda"):  # the GPU's time is what is timed: threads stay
-            return Threads(threads, threads, "you" if user else "torch", False, None, user)
-        self.stage("timing: looking at how busy the cores are")
-        chosen = decide(threads, sample(), user)
-        return Threads(
-            threads, threads, chosen.set_by if not chosen.changed else "torch",
-            chosen.oversubscribed, chosen.load, chosen.user_setting, fits=chosen.used,
-        )  # fmt: skip
+        return Threads(threads, threads, "you" if user else "torch", False, None, user)
 
     def run_cross_check(self, torch: Any, model: Any, call0: Any) -> None:
         if not self.spec.cross_check:

@@ -4,23 +4,26 @@ A newcomer's explain read eager 23.8 ms and compiled 61.3 ms a call while anothe
 kept two cores busy; the model's own loop said 0.1-1.5 ms, and with OMP_NUM_THREADS=1 the
 tool said 0.166 / 0.254 ms. Threads that wait on a core another process holds (OpenMP
 spins at each region's barrier until the descheduled thread runs) make every call wait,
-and the blocks stay alike, so the spread check passes. The worker now looks at the cores
-before it times, times with the threads they leave free (a count the user set is kept),
-and checks each figure against the same call on one thread.
+and the blocks stay alike, so the spread check passes. The worker watches the cores while
+it times (no wait of its own: the cores' busy time less its own, others' runnable tasks
+between the blocks) and flags the figures where torch's threads and that load were more
+than the cores (the count is kept: Dynamo guards on it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from compilediag.harness.threads import Load, Threads, Trust, decide
+from compilediag.harness.threads import Load, Threads, Trust, Watch, decide
 from compilediag.report.model import Report, Stat, Summary, Timings
 from tests.conftest import SAMPLES, compilediag_cmd
 
@@ -129,6 +132,50 @@ def test_fix_sets_only_trusted_times_side_by_side() -> None:
         "the compiled call's times are its one-thread costs, the timings are not reliable: "
         "the machine was busy",
     )  # fmt: skip
+
+
+def _hash_for(seconds: float) -> None:
+    data = b"x" * (8 << 20)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        hashlib.sha256(data).digest()  # (the GIL released: a thread of this process runs)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="no /proc to watch")
+def test_the_watch_counts_other_processes_and_leaves_this_ones_threads_out() -> None:
+    """The load beside a timing, with no wait of its own: while a thread of this process
+    keeps a core busy and a child process spins on another, the Watch counts the child's
+    core (by the child's own CPU time) and not this process's (by its own)."""
+    ctx = multiprocessing.get_context("spawn")
+    child = ctx.Process(target=_spin, args=(time.time() + 60,), daemon=True)
+    child.start()
+    try:
+        time.sleep(0.3)  # (the child's start, out of the watch)
+        child_cpu0, mine0, wall0 = _cpu_of(child.pid), os.times(), time.monotonic()
+        watch = Watch()
+        worker = threading.Thread(target=_hash_for, args=(1.0,))
+        worker.start()
+        while worker.is_alive():
+            time.sleep(0.1)
+            watch.read()
+        load = watch.load()
+        wall = time.monotonic() - wall0
+        child_share = (_cpu_of(child.pid) - child_cpu0) / wall
+        mine = os.times()
+        own_share = (mine.user + mine.system - mine0.user - mine0.system) / wall
+    finally:
+        child.kill()
+        child.join()
+    assert own_share > 0.3 and child_share > 0.3, (own_share, child_share)
+    assert load.busy >= child_share - 0.25, (load, child_share)
+    assert load.busy <= load.cores - own_share + 0.25, (load, own_share)
+    assert load.runnable >= 1 * load.cores / (os.cpu_count() or 1) - 1e-9, load
+
+
+def _cpu_of(pid: int | None) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # ---- end to end: explain beside a busy loop on every core --------------------------------
