@@ -20,7 +20,9 @@ compilediag of `--root` (default this checkout), and with `--before DIR` (a work
 older commit) a third kind, `compilediag run` with that tree's compilediag, in the same
 rounds: the "before" column. For each run: the job's own median step over the window's steps, the
 report's step (`timings.breakdown.call_ms`), and with two ranks rank 0's wait for rank 1. Printed:
-per kind the median of its runs; `window pace` = run's own median over the window / plain's;
+per kind the median of its runs; `window pace` = run's own median over the window / plain's
+(and `window_pace_paired`: each round's ratio to its own plain run, their geometric mean and
+95% interval, as --try-fixes judges a remedy);
 `in_run_pace` = (window / the 5 steps just before it) in run's runs over the same in plain's,
 each by the job's clock (a host whose pace moves between runs moves both steps alike);
 on `gpt_nccl`, `wait_over_extra` = the report's wait / the slow rank's extra get_batch time
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 JOBS = HERE / "tests" / "fixtures" / "run_jobs"
@@ -111,6 +114,19 @@ def one(name: str, kind: str, root: Path, out: Path, slow: bool = True) -> dict[
     return got
 
 
+def paired(runs: dict[str, list[dict[str, float]]], key: str) -> dict[str, Any] | None:
+    """Run's `key` over plain's own step, round by round: the geometric mean of the
+    rounds' ratios and its 95% interval (analysis/step/trials.effect, Student's t)."""
+    sys.path.insert(0, str(HERE))
+    from compilediag.analysis.step.trials import effect
+
+    got = effect([(p["own"], r[key]) for p, r in zip(runs["plain"], runs["run"], strict=True)])
+    if got is None:
+        return None
+    return {"ratio": round(got.ratio, 3), "interval": [round(got.low, 3), round(got.high, 3)],
+            "rounds": got.pairs}  # fmt: skip
+
+
 def main() -> None:
     args = sys.argv[1:]
     root, before = HERE, None
@@ -156,6 +172,10 @@ def main() -> None:
             # the window over the steps just before it, run's over plain's (each a median)
             "in_run_pace": round(med("run", "in_run") / med("plain", "in_run"), 3),
             "in_run_each": {k: [round(r["in_run"], 3) for r in runs[k]] for k in ("plain", "run")},
+            # each round's run over its own plain run: the ratio and its 95% interval (the
+            # --try-fixes method: a host whose pace moves between processes widens it)
+            "window_pace_paired": paired(runs, "own"),
+            "report_step_paired": paired(runs, "report"),
         }
         if name == "gpt_nccl":  # the wait against the slow rank's extra work in the same run
             row["wait_over_extra"] = round(med("run", "wait") / med("run", "extra_ms"), 3)
