@@ -319,7 +319,9 @@ def _judge(
     if e.rejected:
         return False, f"not kept: {e.words()} {runs}, under a {gain} gain however read"
     t.undecided, t.more_pairs = True, e.more_pairs()
-    said = f"undecided: {e.words()} {runs}, an interval that holds {e.holds(gain)}"
+    said = f"undecided: {e.words()} {runs}"
+    if e.pairs >= 2:  # (one pair has no interval to hold anything: a look read it as one)
+        said += f", an interval that holds {e.holds(gain)}"
     if e.pairs + t.more_pairs > trials.MAX_PAIRS:
         return False, (
             f"{said}; more pairs than --try-fixes runs ({trials.MAX_PAIRS}) would be needed "

@@ -85,10 +85,14 @@ def test_three_verdicts_and_an_undecided_one_says_what_would_decide_it() -> None
     one = judged([(10.0, 10.0 / 1.96)])
     assert not one.kept and one.undecided and one.more_pairs == 2
     assert one.why == (
-        "undecided: 1.96× faster (no interval) on one pair of runs, an "
-        "interval that holds both no gain and a gain of 5%; 2 more pairs, about 90 s, would "
-        "decide it (--budget SECONDS runs more rounds)"
+        "undecided: 1.96× faster (no interval) on one pair of runs; 2 more pairs, about 90 s, "
+        "would decide it (--budget SECONDS runs more rounds)"
     ), one.why
+    # one pair has no interval: none is said to hold anything (a look read "(no interval)
+    # ... an interval that holds both no gain and a gain of 5%" beside 0.374x, slower)
+    slower = judged([(1.38, 3.68)])
+    assert slower.undecided and "interval that holds" not in slower.why, slower.why
+    assert slower.why.startswith("undecided: 0.375× (slower) (no interval) on one pair of runs;")
     spread = judged([(10.0, 10.0 / 0.85), (10.0, 5.0), (10.0, 6.0)])
     assert spread.undecided and "its interval past ±50%" in spread.why, spread.why
     assert "%:" not in spread.why and "no measurable" not in spread.why
