@@ -73,11 +73,16 @@ def remedies_for(report: Report) -> list[Remedy]:
             kind="recompiles",
         )
         out[r.name] = r
-    if RecompileCause.INT in causes:
+    # the setting is of an nn.Module's int attributes (`self.n`): none for an argument
+    attributes = [
+        x.failed_guard for x in report.recompiles
+        if x.cause == RecompileCause.INT and x.failed_guard.startswith("self.")
+    ]  # fmt: skip
+    if attributes:
         out["allow_unspec_int_on_nn_module"] = Remedy(
             "allow_unspec_int_on_nn_module",
             "torch._dynamo.config.allow_unspec_int_on_nn_module = True",
-            [x.failed_guard for x in report.recompiles if x.cause == RecompileCause.INT],
+            attributes,
             config={"allow_unspec_int_on_nn_module": True},
             kind="recompiles",
         )

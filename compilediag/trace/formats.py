@@ -164,6 +164,10 @@ GUARD_CID_PREFIX = re.compile(r"^(?:!\d+/)?\d+/\d+: ")
 GUARD_LOCATION = re.compile(
     r"#\s*(?P<code>.*?)\s*#\s*(?P<file>[^#]+?):(?P<line>\d+) in (?P<fn>\S+)"
 )
+# each site a guard's text names (a guard of two bounds names two: `2 <= x.size()[0] <= 6  #
+# F.linear(...)  # nn/modules/linear.py:134 in forward (...) and if x.shape[0] > 6:  #
+# main/model.py:15 in forward`)
+GUARD_SITE = re.compile(r"#\s*(?P<file>[^#\s][^#]*?):(?P<line>\d+) in (?P<fn>\S+)")
 GUARD_HINT = re.compile(r"\(HINT: (?P<hint>.+?)\)\s*$", re.S)
 GUARD_USER_STACK = "\nUser stack trace:"
 

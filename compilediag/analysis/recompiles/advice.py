@@ -174,7 +174,7 @@ PINNED_DIM = re.compile(r"\.size\(\)\[(\d+)\]$")
 def already_dynamic(c: Case) -> str:
     """torch's automatic dynamic made the new graph dynamic: the guard's own advice only
     saves this one recompile."""
-    if c.guard.cause not in ("shape", "float") or not c.dynamic:
+    if c.guard.cause not in ("shape", "float", "int") or not c.dynamic:
         return ""
     said = first_answer(GUARD_ADVISORS, c)
     return (

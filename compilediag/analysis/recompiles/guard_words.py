@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compilediag.analysis.source import code_at
 from compilediag.report.vocabulary import RecompileCause
@@ -44,6 +44,9 @@ class Guard:
     hint: str = ""  # torch's own hint, when it gives one
     # the line that installed it, the user's or a library's: the innermost of its stack
     at: tuple[str, int] = ("", 0)
+    # every site of the user's the guard's text names, torch's shortened paths (a guard of
+    # two bounds names two: a library's line may come first)
+    sites: list[tuple[str, int]] = field(default_factory=list)
 
 
 # what changed, the cause, the advice
@@ -218,11 +221,16 @@ def constant_words(m: re.Match[str]) -> Words:
             RecompileCause.FLOAT,
             f"Pass `{src}` as a tensor (torch.tensor({value})), or compile with dynamic=True.",
         )
+    advice = f"Make `{src}` a tensor or compile with dynamic=True"
+    if src.startswith("self."):  # (the setting is of modules' attributes: none for an argument)
+        advice += (
+            "; an int attribute of an nn.Module stays static unless "
+            "torch._dynamo.config.allow_unspec_int_on_nn_module = True"
+        )
     return (
         f"{src} changed (was {value}): a Python int is baked into the graph",
         RecompileCause.INT,
-        f"Make `{src}` a tensor or compile with dynamic=True; an int attribute of an "
-        "nn.Module stays static unless torch._dynamo.config.allow_unspec_int_on_nn_module = True.",
+        advice + ".",
     )
 
 

@@ -5,6 +5,8 @@ specialisation or torch's automatic dynamic, which attribute chain a guard reads
 
 from __future__ import annotations
 
+import re
+
 from compilediag.analysis.history import Entry
 from compilediag.analysis.recompiles.guard_words import Guard, mode_switch, translate
 from compilediag.paths import is_library_file
@@ -13,10 +15,11 @@ from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.formats import (
     GUARD_ATTRIBUTE_CHAIN,
     GUARD_CID_PREFIX,
+    GUARD_CONSTANT,
     GUARD_DICT_CONTAINS,
     GUARD_HINT,
-    GUARD_LOCATION,
     GUARD_LOWER_BOUND,
+    GUARD_SITE,
     GUARD_SIZE,
     GUARD_USER_STACK,
     STACK_FILE_LINE,
@@ -38,7 +41,8 @@ def parse_guard(reason: str) -> Guard:
     first = head.splitlines()[0] if head else ""
     guard = first.split("  #", 1)[0].strip()
     hint_m = GUARD_HINT.search(head)
-    loc = GUARD_LOCATION.search(first)
+    sites = [(m["file"], int(m["line"])) for m in GUARD_SITE.finditer(first)]
+    sites = [(f, n) for f, n in sites if not is_library_file(f)]
     file, line = "", 0
     frames = [f for f in STACK_FILE_LINE.finditer(stack) if not is_library_file(f["file"])]
     if frames:
@@ -49,9 +53,10 @@ def parse_guard(reason: str) -> Guard:
     g = Guard(guard, words, cause, suggestion, file, line, hint_m["hint"].strip() if hint_m else "")
     innermost = list(STACK_FILE_LINE.finditer(stack))[-1:]
     g.at = (innermost[0]["file"], int(innermost[0]["line"])) if innermost else (file, line)
-    if not g.file and loc and not is_library_file(loc["file"]):
+    g.sites = sites
+    if not g.file and sites:
         # torch shortens this path ("main/models/net.py"); the caller resolves it
-        g.file, g.line = loc["file"], int(loc["line"])
+        g.file, g.line = sites[0]
     return g
 
 
@@ -61,8 +66,9 @@ def deciding_guard(guards: list[Guard], co_file: str) -> Guard:
     Its file is the compiled frame's where torch shortened the path to a tail of it."""
     g = next((x for x in guards if not mode_switch(x.guard)), guards[0])
     if g.file and not g.file.startswith(("/", "<")):
-        g.file = co_file if co_file.endswith(g.file) else ""
-        g.line = g.line if g.file else 0
+        # the first site in the frame's file (a bound's first site may be a library's line)
+        site = next(((f, n) for f, n in g.sites if co_file.endswith(f)), None)
+        g.file, g.line = (co_file, site[1]) if site else ("", 0)
     return g
 
 
@@ -101,8 +107,15 @@ def specialised(guards: list[Guard]) -> bool:
     return False
 
 
-def became_dynamic(e: Entry) -> bool:
-    """The recompiled graph has symbolic sizes: torch's automatic dynamic kicked in."""
+def became_dynamic(e: Entry, g: Guard | None = None) -> bool:
+    """The recompiled graph has symbolic sizes: torch's automatic dynamic kicked in. For a
+    baked-in int (`g`), that int itself: the graph takes it as a symbol (its placeholder,
+    `L['top_k']` as `L_top_k_`, a Sym), not only another input made dynamic before."""
+    if g is not None and g.cause == RecompileCause.INT:
+        m = GUARD_CONSTANT.match(g.guard)  # (`top_k == 5`, `L['top_k'] == 5`)
+        name = re.sub(r"[^0-9A-Za-z_]+", "_", m["src"].strip()).strip("_") if m else ""
+        placeholder = re.compile(rf"\b(?:[LG]_)?{re.escape(name)}_?: \"Sym\(")
+        return bool(name) and placeholder.search(e.compile.output_graph) is not None
     return "Sym(" in e.compile.output_graph or e.metrics.shape_env_guard_count > 0
 
 

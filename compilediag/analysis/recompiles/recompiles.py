@@ -110,7 +110,7 @@ def case_of(h: History, e: Entry, reasons: list[str], dims: list[tuple[str, str]
         if k.id.frame_compile <= e.id.frame_compile
     )
     pinned = pinned_by_backend(e, g)
-    dynamic = became_dynamic(e) and not specialised(guards) and not baked_in and not pinned
+    dynamic = became_dynamic(e, g) and not specialised(guards) and not baked_in and not pinned
     return Case(h, e, g, guards, dims, baked_in, dynamic, pinned)
 
 

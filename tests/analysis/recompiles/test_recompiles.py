@@ -360,3 +360,62 @@ def test_what_else_a_call_changed_names_each_value_of_a_dict_it_was_passed() -> 
     (r,) = report.recompiles
     assert r.failed_guard == "x dim 0 changed 2 → 3"
     assert r.also_changed == ["`feats['a']` (size 3x3 → size anyx3)"], r.also_changed
+
+
+def test_an_int_argument_made_dynamic_is_said_so_and_no_module_setting_is_advised() -> None:
+    """A sampler's `k` (an argument of forward, not a module's attribute): a new value
+    recompiles once and torch takes it as a symbol after (a further value compiles nothing,
+    CompileCounter). The words say torch made it dynamic, as for a float, and advise no
+    allow_unspec_int_on_nn_module (a look read it beside an argument, where it does
+    nothing); compiled with dynamic=True, as advised, nothing recompiles."""
+    torch = pytest.importorskip("torch")
+    from compilediag.fixes.remedies import remedies_for
+    from compilediag.testing import compile_report
+
+    def sample(x, k):
+        v, _ = torch.topk(x, k)
+        return torch.softmax(v, dim=-1)
+
+    x = torch.randn(4, 50)
+    first, calls = (x, 5), [(x, 8)]
+    report = compile_report(sample, first, calls=calls)
+    assert len(report.recompiles) == _frame_count(sample, first, calls) - 1 == 1
+    (r,) = report.recompiles
+    assert r.cause == "int" and r.failed_guard.startswith("k changed (was 5)"), r.failed_guard
+    assert _frame_count(sample, first, [*calls, (x, 10)]) == 2  # later values: no compile
+    assert r.automatic_dynamic and "torch already made it dynamic" in r.suggestion, r.suggestion
+    assert "allow_unspec_int_on_nn_module" not in r.suggestion
+    assert "allow_unspec_int_on_nn_module" not in {m.name for m in remedies_for(report)}
+    assert _frame_count(sample, first, [*calls, (x, 10)], dynamic=True) == 1
+
+
+def test_a_bound_a_library_line_names_first_is_given_at_the_users_line() -> None:
+    """A Linear, then `if x.shape[0] > 6:`: sizes 2, 4, 8. torch's guard for the third
+    names two sites, the Linear's line in torch first (the 0/1 specialisation) and then
+    the user's comparison; the guard's line is the user's (a look read none, while the
+    README promises it), as torch's own recompile reason says it."""
+    torch = pytest.importorskip("torch")
+    from compilediag.testing import compile_report
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            h = self.lin(x)
+            if x.shape[0] > 6:
+                h = h * 0.5
+            return h + x
+
+    torch.manual_seed(0)
+    model = Encoder()
+    first, calls = (torch.randn(2, 16),), [(torch.randn(4, 16),), (torch.randn(8, 16),)]
+    report = compile_report(model, first, calls=calls)
+    assert len(report.recompiles) == _frame_count(model, first, calls) - 1 == 2
+    bounded = report.recompiles[-1]
+    here = Path(__file__).read_text().splitlines()
+    line = here.index("            if x.shape[0] > 6:") + 1
+    named = [r for r in bounded.reasons if f"{Path(__file__).name}:{line}" in r]
+    assert named, bounded.reasons  # torch's own reason names the user's line
+    assert (Path(bounded.guard_file).name, bounded.guard_line) == (Path(__file__).name, line)

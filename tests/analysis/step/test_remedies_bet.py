@@ -524,3 +524,26 @@ def test_the_workers_remedy_keeps_the_jobs_data_order(tmp_path: Path) -> None:
         said[remedy] = (int(workers), order)
     assert said[""][0] == 0 and said["workers"][0] >= 1, said
     assert said["workers"][1] == said[""][1], said
+
+
+def test_a_first_run_far_off_its_forecast_says_the_rounds_time_again() -> None:
+    """#76 (a tenth look): "about 9 s a run", then 21 s a run (an empty cache cost more than
+    torch's records of the job's cache hits said), and --budget 120 held one round, unsaid.
+    After the first run here, a run more than 25% off its forecast says the rounds' time by
+    it, and what the budget holds then; one within 25% says nothing more."""
+    import time
+
+    from compilediag.cli.commands.again.try_clock import RoundClock
+
+    clock = RoundClock(120.0, job_s=6.0, cold_s=3.0)
+    clock.start -= 21.0  # (the first run took 21 s)
+    clock.runs = 1
+    said = clock.first_run(4)
+    assert said == (
+        "compilediag: the job as it is took 21 s here, not about 9 s: 3 rounds of 4 runs, "
+        "about 4.2 min; --budget 120 s holds 1 round: the intervals will be the wider (or "
+        "none, of one)"
+    ), said
+    near = RoundClock(None, job_s=20.0)
+    near.start, near.runs = time.monotonic() - 22.0, 1
+    assert near.first_run(4) == ""

@@ -34,6 +34,10 @@ def cold_compile_s(report: Report) -> float:
     return max(ct.cache_saved_s - loaded, 0.0) / max(len(report.ranks), 1)
 
 
+# a first run this far off the time a run was said to take: the rounds' time is said again
+FORECAST_OFF = 0.25
+
+
 class RoundClock:
     """The rounds' time: without --budget, the fewest rounds that give an interval
     (trials.MIN_PAIRS); with it, a round is started only where its runs, at the time a run
@@ -118,6 +122,32 @@ class RoundClock:
                 f"; --budget {self.budget_s:g} s holds less than a round: one runs (the first "
                 f"always does, about {runs * self.job_s:.0f} s), its remedies undecided"
             )
+        return text + (
+            f"; --budget {self.budget_s:g} s holds {plural(fit, 'round')}: the intervals will "
+            "be the wider (or none, of one)"
+        )
+
+    def first_run(self, runs: int) -> str:
+        """After the first run here (the job as it is, in an empty cache of its own): where
+        it took more than FORECAST_OFF off the time a run was said to take, the rounds'
+        time again by it, and the rounds a --budget holds then ('' where the forecast held;
+        a look saw 21 s a run after "about 9 s": the compile an empty cache costs is more
+        than torch's records of the job's cache hits say)."""
+        from compilediag.analysis.step import trials as stats
+
+        took = self.run_s()
+        if self.runs != 1 or not self.job_s or abs(took / self.job_s - 1) <= FORECAST_OFF:
+            return ""
+        least = stats.MIN_PAIRS * runs * took
+        text = (
+            f"compilediag: the job as it is took {took:.0f} s here, not about {self.job_s:.0f} "
+            f"s: {stats.MIN_PAIRS} rounds of {runs} runs, about {least / 60:.1f} min"
+        )
+        if self.budget_s is None:
+            return text
+        fit = max(int(self.budget_s // (runs * took)), 1)
+        if fit >= stats.MIN_PAIRS:
+            return text + f", within --budget {self.budget_s:g} s"
         return text + (
             f"; --budget {self.budget_s:g} s holds {plural(fit, 'round')}: the intervals will "
             "be the wider (or none, of one)"

@@ -148,6 +148,8 @@ def _alternate(
             say(f"compilediag: round {n + 1}: {name}")
             launched, interrupted = launch_job(opts, t.candidate.remedy if t else None, env_for)
             clock.runs += 1
+            if t is None and (again := clock.first_run(len(order))):
+                say(again)
             if interrupted:
                 say("compilediag: --try-fixes interrupted: the rounds run so far are reported")
                 return trials, baseline if n else []
