@@ -4,6 +4,7 @@ a saved report renders the same on a machine that has none of the user's files."
 from __future__ import annotations
 
 import linecache
+import re
 
 from compilediag.report.model import SourceLine
 
@@ -71,3 +72,31 @@ def assignments_in_function(file: str, line: int, target: str) -> list[tuple[int
         if any(ast.unparse(t) == target for t in targets):
             out.append((node.lineno, ast.unparse(value)))
     return sorted(out)
+
+
+# calls that only report: a print, a log's or warnings' call
+REPORTING = re.compile(r"^(?:print|warnings\.\w+|logging\.\w+|(?:\w+\.)*_?log(?:ger)?\.\w+)$")
+
+
+def branch_only_reports(file: str, line: int) -> bool:
+    """The `if` at `line` of `file` whose branches only report (a print, a log's or
+    warnings' call, a raise): nothing torch.where could pick between. False where the file
+    can't be read or the line holds no `if`."""
+    import ast
+
+    text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    found = next((n for n in ast.walk(tree) if isinstance(n, ast.If) and n.lineno == line), None)
+    if found is None:
+        return False
+
+    def reports(s: ast.stmt) -> bool:
+        if isinstance(s, ast.Raise):
+            return True
+        call = s.value if isinstance(s, ast.Expr) else None
+        return isinstance(call, ast.Call) and bool(REPORTING.match(ast.unparse(call.func)))
+
+    return all(reports(s) for s in [*found.body, *found.orelse])

@@ -196,7 +196,9 @@ def find_model(module: Any, attr: str | None, path: str) -> Any:
     ]
     if len(classes) == 1:
         return classes[0]()
-    found = f" Found {len(classes)}: " + ", ".join(c.__name__ for c in classes) if classes else ""
+    found = (
+        f" Found {len(classes)}: " + ", ".join(c.__name__ for c in classes) + "." if classes else ""
+    )
     if not classes:
         found = _needing_arguments(module)
     raise UsageError(

@@ -8,7 +8,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.source import assignments_in_function, code_at, context_at
+from compilediag.analysis.source import (
+    assignments_in_function,
+    branch_only_reports,
+    code_at,
+    context_at,
+)
 from compilediag.fixes import Fix, fix_for
 from compilediag.fixes.model import GUARD
 from compilediag.paths import installed_package, is_library_file, possessive
@@ -282,6 +287,12 @@ def _seen_again(
     return True
 
 
+REPORTING_BRANCH = (
+    "The branch only reports (a print, a log, a warning or a raise): nothing torch.where "
+    f"could pick between. Move the check out of the compiled code, or {GUARD}."
+)
+
+
 def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -> GraphBreak:
     """A break torch logged, with its fix: a framework's own setting where the break is in
     its code and the fix would edit it, the library's side where it is a library's."""
@@ -294,6 +305,9 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
         code + " " + lib_code, lib.file if lib else None, c.metrics.pytorch_version,
     )  # fmt: skip
     cause, suggestion = fix.cause, fix.suggestion
+    branch = (BreakCause.ITEM_BRANCH, BreakCause.DATA_DEPENDENT_BRANCH)
+    if cause in branch and branch_only_reports(site.file, site.line):
+        suggestion = REPORTING_BRANCH  # (torch.where can't hold a print: a look read it)
     framework = None
     if lib is not None:
         chain = [f.file for f in parsed.frames if is_library_file(f.file)] + [lib.file]

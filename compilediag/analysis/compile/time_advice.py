@@ -100,7 +100,9 @@ def _portable_cache(report: Report) -> str:
         return ""
     return (
         f"{seconds(kernels)} of the {seconds(ct.total_s)} compile generated and compiled "
-        f"kernels, and every graph ({misses}) missed the FX graph cache: on a new machine "
+        f"kernels, and every graph Inductor compiled ({misses}"
+        f"{': forward and backward, one each' if ct.backward_s else ''}) missed the FX graph "
+        "cache: on a new machine "
         "(CI, a fresh container) that is paid again. torch.compiler.save_cache_artifacts() "
         "after a run, and torch.compiler.load_cache_artifacts() before the next one's "
         "compile, carry the compiled kernels over."

@@ -331,4 +331,4 @@ def _judge(
     if pair_s:
         took = t.more_pairs * pair_s
         more += f", about {took:.0f} s,"
-    return False, f"{said}; {more} would decide it (--budget SECONDS runs more rounds)"
+    return False, f"{said}; {more} would decide it (a --budget that holds them runs them)"

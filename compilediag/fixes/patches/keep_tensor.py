@@ -44,7 +44,13 @@ def keep_tensor(site: Site, cause: str) -> Patch:
     tolists = _method_calls(site, "tolist")
     if tolists:
         return _keep_list(site, fn, tolists[0], cause)
-    raise Refused("no .item(), float() or .tolist() on the line")
+    ints = [c for c in site.nodes(cst.Call) if dotted(c.func) == "int" and len(c.args) == 1]
+    if ints:  # (a look read "no .item(), float() or .tolist()" beside int(h.sum()))
+        raise Refused(
+            f"`{site.code(ints[0])}` truncates the tensor's value to a Python int: a tensor "
+            "kept in its place would hold another value"
+        )
+    raise Refused("no .item(), float(), int() or .tolist() on the line")
 
 
 def _numpy_value(node: cst.BaseExpression) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from compilediag.analysis.compile.breaks import classify, collect_breaks, user_site
 from compilediag.analysis.history import build_history, history_of
@@ -161,3 +162,44 @@ def test_a_break_belongs_to_the_framework_it_is_in() -> None:
     assert framework_of(*ddp)[0] == DDP  # DDP's wrapper decides wherever it stands
     assert framework_of("/usr/lib/python3.11/logging/__init__.py")[0] == "logging"
     assert framework_of("/home/me/model.py") is None
+
+
+def _reporting_branch(x):
+    y = x * 2
+    if y.sum().item() > 1e9:
+        print("overflow")
+    return y
+
+
+def _reporting_branch_guarded(x):
+    y = x * 2
+    if not torch.compiler.is_compiling():
+        if y.sum().item() > 1e9:
+            print("overflow")
+    return y
+
+
+def _picking_branch(x):
+    y = x * 2
+    if y.sum().item() > 1e9:
+        y = y * 0.5
+    return y
+
+
+def test_a_branch_that_only_reports_is_advised_out_of_the_graph_not_to_torch_where() -> None:
+    """`if y.sum().item() > 1e9: print("overflow")`: torch.where can pick between values,
+    not hold a print (a look read "pick with torch.where" and "removes the break" beside it).
+    Its advice is to take the check out of the compiled code or guard it; applied as said,
+    torch's explain counts no break. A branch that picks a value keeps torch.where."""
+    from compilediag.testing import compile_report
+
+    x = torch.randn(4, 8)
+    (reporting,) = compile_report(_reporting_branch, (x,)).graph_breaks
+    (picking,) = compile_report(_picking_branch, (x,)).graph_breaks
+    assert "pick with torch.where" not in reporting.suggestion, reporting.suggestion
+    assert reporting.suggestion.startswith("The branch only reports"), reporting.suggestion
+    assert "if not torch.compiler.is_compiling():" in reporting.suggestion
+    assert "pick with torch.where" in picking.suggestion, picking.suggestion
+    for fn, breaks in ((_reporting_branch, 1), (_reporting_branch_guarded, 0)):
+        torch._dynamo.reset()
+        assert len(torch._dynamo.explain(fn)(x).break_reasons) == breaks, fn

@@ -62,3 +62,19 @@ def test_a_list_used_whole_is_refused() -> None:
     p = propose(before, 5, "tolist")
     assert isinstance(p, NoPatch)
     assert p.why == "line 6: `v` is used as a list (`v`), not element by element"
+
+
+def test_int_of_a_tensor_is_refused_with_what_it_does() -> None:
+    """A tenth look: `int(h.sum())` is the break, and the refusal read "no .item(), float()
+    or .tolist() on the line". int() truncates: a tensor kept in its place holds another
+    value (torch agrees: int(t) of 2.7 is 2, t stays 2.7)."""
+    import torch
+
+    p = propose(HEAD + "def forward(x, h):\n    return x * int(h.sum())\n", 5, "item")
+    assert isinstance(p, NoPatch)
+    assert p.why == (
+        "`int(h.sum())` truncates the tensor's value to a Python int: a tensor kept in its "
+        "place would hold another value"
+    )
+    t = torch.tensor(2.7)
+    assert int(t) != t.item()
