@@ -134,8 +134,9 @@ def loop_advice(job: Runtime, b: Breakdown) -> list[str]:
     step = loop_step(job, b)
     for x in loop_work_lines(job, b):
         out.append(
-            f"{x.named} takes {x.ms / step:.0%} of a step ({ms(x.ms)} of {ms(step)}, "
-            "by the job's clock at that line): work the loop does itself, outside the model. "
+            f"{x.named} takes {x.ms / step:.0%} of a step ({ms(x.ms)} of the {ms(step)} the "
+            "loop's lines took, by the job's clock at each line): work the loop does itself, "
+            "outside the model. "
             "Where it prepares a batch: index with a list or a numpy array (ix.tolist()) rather "
             "than one 0-d tensor at a time, or make it a Dataset's __getitem__ served by a "
             "DataLoader with workers (num_workers=N, pin_memory=True), so batches are made "

@@ -182,8 +182,8 @@ def _loop(job: Runtime, b: Breakdown) -> Bound | None:
         return None
     return Bound(
         "loop", round(share, 4), round(share * b.call_ms, 6),
-        f"the loop's own work: {top.named} takes {ms(top.ms)} of a {ms(loop_step(job, b))} "
-        "step (by the job's clock at that line)",
+        f"the loop's own work: {top.named} takes {ms(top.ms)} of the {ms(loop_step(job, b))} "
+        "the loop's lines took a step (by the job's clock at each line)",
     )  # fmt: skip
 
 

@@ -211,7 +211,9 @@ def find_fixes(
             live.say(f"  line {brk.line} ({brk.cause}): kept: {evidence.text()}")
             if why := untimed(current, after):
                 said = _once(why, told)
-                say(f"line {brk.line}: {said}")
+                # (said with what it is about: a look read it above the report, unplaced)
+                say(f"compilediag fix: line {brk.line} ({brk.cause}), kept by its counts and "
+                    f"outputs; {said}")  # fmt: skip
             text, current = found.text, after
         result.diff = unified(source, text, shown(path)) if text != source else ""
         result.breaks.sort(key=lambda b: b.line)

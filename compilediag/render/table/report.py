@@ -262,7 +262,8 @@ def fix_blocks(report: Report) -> list:
     t = new_table()
     for col in ("remedy", "verdict", "graphs", "break sites", "recompiles", "compile", "speedup",
                 "outputs"):  # fmt: skip
-        t.add_column(col, justify="left" if col in ("remedy", "verdict") else "right")
+        words = col in ("remedy", "verdict")  # (a figure and its unit stay on one line)
+        t.add_column(col, justify="left" if words else "right", no_wrap=not words)
 
     def change(a: float | None, b: float | None, fmt: str = "{:g}") -> str:
         if a is None or b is None:
