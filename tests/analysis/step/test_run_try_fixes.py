@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, STEADY, STEADY_STEPS, run_cli
+from tests.conftest import ROOT, STEADY, STEADY_STEPS, measured_twice, run_cli
 
 # the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
 pytestmark = pytest.mark.full
@@ -238,21 +238,26 @@ def test_the_forecast_holds_the_compile_a_warm_cache_saved(tmp_path: Path) -> No
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "JOB_BACKEND": "inductor",
         "JOB_BOUND": "optimizer", "PYTHONPATH": str(JOB.parent),
     }  # fmt: skip
-    warm = subprocess.run([sys.executable, str(JOB)], env={**os.environ, **env}, timeout=600)
-    assert warm.returncode == 0
-    proc = run_cli(
-        "run", "--try-fixes", "--budget", "1", "-o", str(tmp_path / "r.json"), "--format",
-        "json", "--profile-steps", WINDOW, "--", sys.executable, str(JOB), timeout=900, env=env,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert report["compile_time"]["caches"].get("fx_graph_cache_hit"), report["compile_time"]
-    plan = next(x for x in proc.stderr.splitlines() if "rounds of" in x)
-    said = re.search(r"about (\d+) s a run \(the job's run just now to its window's end, "
-                     r"\d+ s, and (\d+) s of compiling its cache saved it", plan)  # fmt: skip
-    assert said, plan
-    assert int(said[2]) > 0
-    (done,) = re.findall(r"round 1 done, (\d+) s in all", proc.stderr)
-    runs = 1 + len(report["runtime"]["tried"])
-    took = int(done) / runs
-    assert abs(int(said[1]) - took) <= 0.25 * took, (plan, done)
+
+    def check() -> None:
+        warm = subprocess.run([sys.executable, str(JOB)], env={**os.environ, **env}, timeout=600)
+        assert warm.returncode == 0
+        proc = run_cli(
+            "run", "--try-fixes", "--budget", "1", "-o", str(tmp_path / "r.json"), "--format",
+            "json", "--profile-steps", WINDOW, "--", sys.executable, str(JOB), timeout=900, env=env,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert report["compile_time"]["caches"].get("fx_graph_cache_hit"), report["compile_time"]
+        plan = next(x for x in proc.stderr.splitlines() if "rounds of" in x)
+        said = re.search(r"about (\d+) s a run \(the job's run just now to its window's end, "
+                         r"\d+ s, and (\d+) s of compiling its cache saved it", plan)  # fmt: skip
+        assert said, plan
+        assert int(said[2]) > 0
+        (done,) = re.findall(r"round 1 done, (\d+) s in all", proc.stderr)
+        runs = 1 + len(report["runtime"]["tried"])
+        took = int(done) / runs
+        assert abs(int(said[1]) - took) <= 0.25 * took, (plan, done)
+
+    # (a process's pace moves between processes on a busy host: measured again once)
+    measured_twice(check)

@@ -66,15 +66,15 @@ def test_a_list_used_whole_is_refused() -> None:
 
 def test_int_of_a_tensor_is_refused_with_what_it_does() -> None:
     """A tenth look: `int(h.sum())` is the break, and the refusal read "no .item(), float()
-    or .tolist() on the line". int() truncates: a tensor kept in its place holds another
-    value (torch agrees: int(t) of 2.7 is 2, t stays 2.7)."""
+    or .tolist() on the line". int() truncates a fraction, a tensor kept in its place would
+    not (torch agrees: int(t) of 2.7 is 2, t stays 2.7)."""
     import torch
 
     p = propose(HEAD + "def forward(x, h):\n    return x * int(h.sum())\n", 5, "item")
     assert isinstance(p, NoPatch)
     assert p.why == (
-        "`int(h.sum())` truncates the tensor's value to a Python int: a tensor kept in its "
-        "place would hold another value"
+        "`int(h.sum())`: int() truncates a fraction, which a tensor kept in its place would "
+        "not (no patch for int())"
     )
     t = torch.tensor(2.7)
     assert int(t) != t.item()
