@@ -155,13 +155,9 @@ class Watch:
             loadavg = os.getloadavg()[0]
         except (OSError, AttributeError):
             loadavg = 0.0
-        busy = -1.0
-        start = self._start
-        if start is not None and end is not None and end[1] > start[1]:
-            tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-            ours = (mine.user + mine.system - self._mine.user - self._mine.system) * tick
-            used = max(0.0, end[0] - start[0] - ours)
-            busy = round(len(self._cores) * used / (end[1] - start[1]), 2)
+        ours = mine.user + mine.system - self._mine.user - self._mine.system
+        busy = _others_cores(self._start, end, ours, len(self._cores))
+        busy = -1.0 if busy is None else busy
         runnable = -1.0
         if self._counts:
             # tasks on cores this process may not use don't wait for ours
@@ -230,11 +226,19 @@ class Beside:
         if self._at is None:
             return None
         (start, mine0), end, mine1 = self._at, _cpu_jiffies(self._cores), _own_and_children()
-        if start is None or end is None or end[1] <= start[1]:
-            return None
-        tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        others = max(0.0, end[0] - start[0] - (mine1 - mine0) * tick)
-        return round(min(1.0, others / (end[1] - start[1])) * len(self._cores), 2)
+        return _others_cores(start, end, mine1 - mine0, len(self._cores))
+
+
+def _others_cores(
+    start: tuple[float, float] | None, end: tuple[float, float] | None, own_s: float, cores: int
+) -> float | None:
+    """Core-equivalents other processes kept busy on our `cores` between two /proc/stat
+    readings (busy, total jiffies), this process's own CPU seconds (`own_s`) taken out."""
+    if start is None or end is None or end[1] <= start[1]:
+        return None
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    others = max(0.0, end[0] - start[0] - own_s * tick)
+    return round(min(1.0, others / (end[1] - start[1])) * cores, 2)
 
 
 def _own_and_children() -> float:
