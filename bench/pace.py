@@ -1,5 +1,6 @@
 """The window's pace against the job's own (#74):
-`python bench/pace.py [ROUNDS] [--root DIR] [--before DIR] [--jobs one_ms,gloo_ddp,mlp_cuda,gpt_nccl]`.
+`python bench/pace.py [ROUNDS] [--root DIR] [--before DIR] [--jobs one_ms,gloo_ddp,mlp_cuda,gpt_nccl]
+[--window A-B --iters N]` (the window and the job's length, where not each job's own below).
 
 The jobs, each timing itself with its own clock (time.perf_counter):
 - `one_ms`: tests/fixtures/run_jobs/one_ms_step.py, a compiled MLP and AdamW, a step of about
@@ -25,6 +26,8 @@ per kind the median of its runs; `window pace` = run's own median over the windo
 95% interval, as --try-fixes judges a remedy);
 `in_run_pace` = (window / the 5 steps just before it) in run's runs over the same in plain's,
 each by the job's clock (a host whose pace moves between runs moves both steps alike);
+`around_pace`: the same against the 10 steps before the window and the 10 after it (where the
+job runs that long: --iters);
 on `gpt_nccl`, `wait_over_extra` = the report's wait / the slow rank's extra get_batch time
 over the window's steps in the same run (rank 1's batch_ms minus rank 0's, the job's clock);
 `report's step` = the report's step / plain's own median; with two ranks, `wait / cost` = the
@@ -50,6 +53,9 @@ def _port() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return str(s.getsockname()[1])
+
+
+ITERS: dict[str, str] = {}  # the job's length, where --iters sets it
 
 
 def _job(name: str, env: dict[str, str]) -> list[str]:
@@ -83,6 +89,8 @@ def one(name: str, kind: str, root: Path, out: Path, slow: bool = True) -> dict[
     if not slow:
         env["JOB_SLOW_MS"], env["JOB_SLOW_RANK"] = "0", "-1"
     cmd = _job(name, env)
+    if name in ITERS:
+        env["JOB_ITERS" if name in RANKS else "JOB_STEPS"] = ITERS[name]
     a, b = WINDOW[name]
     report = facts / "report.json"
     if kind == "run":
@@ -101,6 +109,8 @@ def one(name: str, kind: str, root: Path, out: Path, slow: bool = True) -> dict[
     # within the run: the window against the 5 steps just before it, by the job's clock (on a
     # host whose pace moves between runs, what a run-to-run ratio cannot hold still)
     got["in_run"] = got["own"] / statistics.median(own[a - 6 : a - 1])
+    if len(own) >= b + 10 and a > 11:  # the 10 steps before the window and the 10 after it
+        got["around"] = got["own"] / statistics.median(own[a - 11 : a - 1] + own[b : b + 10])
     slow_rank = facts / "rank1.json"
     if name == "gpt_nccl" and slow:  # the slow rank's extra batch time over the window's steps
         mine = json.loads(slow_rank.read_text())["batch_ms"][a - 1 : b]
@@ -143,6 +153,15 @@ def main() -> None:
         i = args.index("--jobs")
         jobs = args[i + 1].split(",")
         del args[i : i + 2]
+    if "--window" in args:
+        i = args.index("--window")
+        a, b = (int(n) for n in args[i + 1].split("-"))
+        WINDOW.update({name: (a, b) for name in WINDOW})
+        del args[i : i + 2]
+    if "--iters" in args:
+        i = args.index("--iters")
+        ITERS.update({name: args[i + 1] for name in WINDOW})
+        del args[i : i + 2]
     rounds = int(args[0]) if args else 4
     out = Path(tempfile.mkdtemp(prefix="bench_pace_"))
     result: dict[str, dict] = {"root": {"path": str(root)}}
@@ -172,9 +191,20 @@ def main() -> None:
             # the window over the steps just before it, run's over plain's (each a median)
             "in_run_pace": round(med("run", "in_run") / med("plain", "in_run"), 3),
             "in_run_each": {k: [round(r["in_run"], 3) for r in runs[k]] for k in ("plain", "run")},
+            "around_each": {
+                k: [round(r["around"], 3) for r in runs[k] if "around" in r]
+                for k in ("plain", "run")
+            },
+            "around_pace": (
+                round(med("run", "around") / med("plain", "around"), 3)
+                if all("around" in r for r in runs["run"] + runs["plain"])
+                else None
+            ),
             # each round's run over its own plain run: the ratio and its 95% interval (the
             # --try-fixes method: a host whose pace moves between processes widens it)
             "window_pace_paired": paired(runs, "own"),
+            # the report's step against the job's own median over the window, in the same run
+            "report_over_own_each": [round(r["report"] / r["own"], 3) for r in runs["run"]],
             "report_step_paired": paired(runs, "report"),
         }
         if name == "gpt_nccl":  # the wait against the slow rank's extra work in the same run

@@ -1,25 +1,35 @@
 """What each of the window's instruments costs a step (#74), in one process, so that no
 drift between processes (up to 1.8x on a GPU host: RESULTS) reads as a cost:
-`python bench/window_instruments.py [ROUNDS] [--device cuda]`.
+`python bench/window_instruments.py [ROUNDS] [--device cuda]`, or on 2 ranks
+`torchrun --nproc-per-node 2 bench/window_instruments.py [ROUNDS] --job gpt_ddp`.
 
-The probe is installed as `compilediag run`'s bootstrap installs it (hooks.install), on a
-compiled MLP trained with AdamW (the 1 ms CPU step of tests/fixtures/run_jobs/
-one_ms_step.py, Inductor; on CUDA each step ends in a synchronize, as mlp_launch.py's do).
-Its window is opened again and again (41 steps, the probe's own window logic), and each
-time the job's own clock (time.perf_counter) gives the median step inside it against the
-median of the steps around it (the 22 before it, the 20 after), one instrument turned off
-at a time: `full` (every instrument the window takes), `no lines` (the loop's line clock),
-`no backward marks` (each compiled graph's backward timed), `no marks` (no part timed at
-all: the step's start alone). Variants alternate within each round; printed per variant:
-the median over the rounds of window / around, and each round's."""
+The probe is installed as `compilediag run`'s bootstrap installs it (hooks.install), on a job
+whose loop times its own steps by its clock (time.perf_counter; on CUDA after a synchronize):
+- `mlp` (default): a compiled MLP trained with AdamW (the 1 ms CPU step of
+  tests/fixtures/run_jobs/one_ms_step.py, Inductor; on CUDA each step ends in a synchronize,
+  as mlp_launch.py's do);
+- `gpt_ddp`: the nanoGPT-style DDP job of tests/fixtures/run_jobs/gpt_ddp.py (its model and
+  get_batch, Inductor, two micro-steps under no_sync, clipping, AdamW), rank 1's get_batch
+  slow ($JOB_SLOW_RANK, default 1): NCCL on GPUs, gloo on CPU. Printed by rank 0; the ranks
+  switch instruments at the same steps.
+Its window is opened again and again (41 steps, the probe's own window logic), and each time
+the job's own clock gives the median step inside it against the median of the steps around
+it (the 22 before it, the 20 after), one instrument turned off at a time: `full` (every
+instrument the window takes), `no lines` (the loop's line clock), `no backward marks` (each
+compiled graph's backward timed), `no marks` (no part timed at all: the step's start alone).
+Variants alternate within each round; printed per variant: the median over the rounds of
+window / around, and each round's."""
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "compilediag" / "harness" / "bootstrap"))
@@ -34,12 +44,7 @@ from torch import nn  # noqa: E402
 VARIANTS = ["full", "no lines", "no backward marks", "no marks"]
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    device = "cuda" if "--device" in args and args[args.index("--device") + 1] == "cuda" else "cpu"
-    rounds = int(next((a for a in args if a.isdigit()), "8"))
-    probe = Probe(None, False)
-    install(probe)
+def mlp_steps(device: str) -> Callable[[int], list[float]]:
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 8)
@@ -61,6 +66,54 @@ def main() -> None:
             out.append((time.perf_counter() - start) * 1e3)
         return out
 
+    return steps
+
+
+def gpt_ddp_steps() -> Callable[[int], list[float]]:
+    """gpt_ddp.py's model, batches and loop (its iteration, evaluation left out)."""
+    os.environ.setdefault("JOB_SLOW_RANK", "1")
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "run_jobs"))
+    import gpt_ddp as job  # its process group, rank and device, its slow rank's batches
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(1337)
+    raw = job.GPT().to(job.DEVICE)
+    optimizer = torch.optim.AdamW(raw.parameters(), lr=6e-4)
+    model = DistributedDataParallel(torch.compile(raw))
+    batch = list(job.get_batch("train"))
+
+    def steps(n: int) -> list[float]:
+        out = []
+        end = job.clock()
+        for _ in range(n):
+            for micro in range(job.ACCUM):
+                if micro < job.ACCUM - 1:
+                    with model.no_sync():
+                        _, loss = model(*batch)
+                        (loss / job.ACCUM).backward()
+                else:
+                    _, loss = model(*batch)
+                    (loss / job.ACCUM).backward()
+                batch[:] = job.get_batch("train")
+            torch.nn.utils.clip_grad_norm_(raw.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            now = job.clock()
+            out.append((now - end) * 1e3)
+            end = now
+        return out
+
+    return steps
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    device = "cuda" if "--device" in args and args[args.index("--device") + 1] == "cuda" else "cpu"
+    job = args[args.index("--job") + 1] if "--job" in args else "mlp"
+    rounds = int(next((a for a in args if a.isdigit()), "8"))
+    probe = Probe(None, False)
+    install(probe)
+    steps = gpt_ddp_steps() if job == "gpt_ddp" else mlp_steps(device)
     steps(60)
     lines, backward, mark = (
         window_reads._loop_clock, Probe.time_backward, Probe.mark  # the probe's own
@@ -83,9 +136,11 @@ def main() -> None:
             window, around = ms[26:64], ms[:22] + ms[80:]
             ratios[v].append(statistics.median(window) / statistics.median(around))
     variant("full")
+    if os.environ.get("RANK", "0") != "0":
+        return
+    where: Any = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     print(json.dumps({
-        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-        "torch": torch.__version__,
+        "job": job, "device": where, "torch": torch.__version__,
         "window_over_around": {v: round(statistics.median(r), 4) for v, r in ratios.items()},
         "each_round": {v: [round(x, 4) for x in r] for v, r in ratios.items()},
     }, indent=1))  # fmt: skip
