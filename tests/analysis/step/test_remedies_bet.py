@@ -526,6 +526,23 @@ def test_the_workers_remedy_keeps_the_jobs_data_order(tmp_path: Path) -> None:
     assert said["workers"][1] == said[""][1], said
 
 
+def test_a_forecast_from_the_caches_records_is_said_as_a_floor() -> None:
+    """#76 (a tenth look): "about 9 s a run" from the job's warm run and torch's records of
+    what its cache hits saved, then 21 s a run: an empty cache also builds the kernels a
+    shared cache held, which those records leave out. Where the forecast rests on them it is
+    said as a floor; from the job's own run alone (its cache cold), as it is."""
+    from types import SimpleNamespace
+
+    from compilediag.cli.commands.again.try_clock import RoundClock
+
+    chosen = [SimpleNamespace(remedy="workers")]
+    said = RoundClock(None, job_s=6.0, cold_s=3.0).plan(chosen)  # type: ignore[arg-type]
+    assert "about 9 s a run or more (" in said and "about 0.9 min or more" in said, said
+    assert "which can cost more" in said, said
+    cold = RoundClock(None, job_s=9.0).plan(chosen)  # type: ignore[arg-type]
+    assert "about 9 s a run (" in cold and "or more" not in cold, cold
+
+
 def test_a_first_run_far_off_its_forecast_says_the_rounds_time_again() -> None:
     """#76 (a tenth look): "about 9 s a run", then 21 s a run (an empty cache cost more than
     torch's records of the job's cache hits said), and --budget 120 held one round, unsaid.
