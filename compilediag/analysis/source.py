@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import linecache
 import re
+from collections.abc import Sequence
 
 from compilediag.report.model import SourceLine
 
@@ -100,3 +101,42 @@ def branch_only_reports(file: str, line: int) -> bool:
         return isinstance(call, ast.Call) and bool(REPORTING.match(ast.unparse(call.func)))
 
     return all(reports(s) for s in [*found.body, *found.orelse])
+
+
+# loops over these are over Python values already (a list, a range): no tensor indexes
+PYTHON_ITERS = re.compile(r"^(?:range|enumerate|zip|list|sorted|reversed|.*\.tolist)$")
+
+
+def indexes_item_by_item(file: str, function: str) -> bool:
+    """`function` (a name, defined in `file`) indexes with each item of a loop over a value
+    that is not a Python list or range (`for i in ix: d[i : i + n]`, a comprehension
+    alike): over a tensor, each item a 0-d tensor. False where it can't be found or read."""
+    import ast
+
+    text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    name = function.rpartition(".")[2]
+    defs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name]
+
+    def over_items(target: ast.expr, iterable: ast.expr, body: Sequence[ast.AST]) -> bool:
+        if not isinstance(target, ast.Name) or isinstance(iterable, ast.List | ast.Tuple):
+            return False
+        if isinstance(iterable, ast.Call) and PYTHON_ITERS.match(ast.unparse(iterable.func)):
+            return False
+        return any(
+            isinstance(n, ast.Subscript)
+            and any(isinstance(m, ast.Name) and m.id == target.id for m in ast.walk(n.slice))
+            for b in body for n in ast.walk(b)
+        )  # fmt: skip
+
+    for fn in defs:
+        for node in ast.walk(fn):
+            if isinstance(node, ast.For) and over_items(node.target, node.iter, node.body):
+                return True
+            if isinstance(node, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+                if any(over_items(g.target, g.iter, [node.elt]) for g in node.generators):
+                    return True
+    return False

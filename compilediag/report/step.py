@@ -166,6 +166,9 @@ class LoopLine:
     # (the model's call, backward, the optimizer's step; '' too in files before it)
     calls: str = ""
     source: str = ""  # the line's text
+    # the function it calls (defined in its file) indexes with each item of a loop over a
+    # tensor (source.indexes_item_by_item): a list of ints would do it in Python
+    item_by_item: bool = False
 
     @property
     def own_work(self) -> bool:

@@ -73,7 +73,7 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
     ordered = [text for _, text in sorted(out, key=lambda x: -x[0])]
     past_limit = sorted(set(job.limit_eager_steps) & set(job.kernel_step_numbers))
     return (
-        ordered + loop_advice(job, b)
+        ordered + loop_advice(job, b, cuda)
         + rest_advice(b, explained=_loop_work_ms(job, b), past_limit=past_limit)
     )  # fmt: skip
 
@@ -127,20 +127,26 @@ def _loop_work_ms(job: Runtime, b: Breakdown) -> float:
     return sum(x.ms for x in loop_work_lines(job, b))
 
 
-def loop_advice(job: Runtime, b: Breakdown) -> list[str]:
+def loop_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
     """Host work at the loop's own line: its function, where, its share of the step; the
-    advice for work that prepares data (most of what a loop calls beside the model)."""
+    advice for work that prepares data (most of what a loop calls beside the model): a list
+    of ints to index with where its function indexes item by item, workers; pinned memory
+    where a device copies the batch."""
     out = []
     step = loop_step(job, b)
     for x in loop_work_lines(job, b):
+        index = (
+            "index with a list of ints (ix.tolist()) rather than one 0-d tensor at a time, or "
+            if x.item_by_item
+            else ""
+        )
         out.append(
             f"{x.named} takes {x.ms / step:.0%} of a step ({ms(x.ms)} of the {ms(step)} the "
             "loop's lines took, by the job's clock at each line): work the loop does itself, "
-            "outside the model. "
-            "Where it prepares a batch: index with a list or a numpy array (ix.tolist()) rather "
-            "than one 0-d tensor at a time, or make it a Dataset's __getitem__ served by a "
-            "DataLoader with workers (num_workers=N, pin_memory=True), so batches are made "
-            "while the step runs."
+            f"outside the model. Where it prepares a batch: {index}make it a Dataset's "
+            "__getitem__ served by a DataLoader with workers (num_workers=N"
+            + (", pin_memory=True" if cuda else "")
+            + "), so batches are made while the step runs."
         )
     return out
 

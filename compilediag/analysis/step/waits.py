@@ -27,6 +27,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from compilediag.analysis.source import indexes_item_by_item
 from compilediag.analysis.step.other_work import training_profile
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.paths import Owner, owner_of, portable_path
@@ -135,10 +136,11 @@ def loop_lines(p: ProcessRuntime, left_out: set[int]) -> list[LoopLine]:
             continue
         per = sum(x.ms.get(str(n), 0.0) for n in steps) / len(steps)
         source = _source(x.file, x.line)
+        calls = LOOP_TORCH if x.torch else called(source)
         out.append(
             LoopLine(
-                portable_path(x.file, os.getcwd()), x.line, round(per, 6), x.function,
-                LOOP_TORCH if x.torch else called(source), source,
+                portable_path(x.file, os.getcwd()), x.line, round(per, 6), x.function, calls,
+                source, bool(calls) and calls != LOOP_TORCH and indexes_item_by_item(x.file, calls),
             )
         )  # fmt: skip
     return sorted(out, key=lambda x: -x.ms)[:LOOP_LINES]
