@@ -36,6 +36,7 @@ from compilediag.analysis.recompiles.passed_inputs import (
     last_batch,
     markable,
     where,
+    where_guards_hold,
 )
 from compilediag.analysis.recompiles.state_advice import mutation_advice, state_advice
 from compilediag.analysis.source import code_at
@@ -179,8 +180,9 @@ def already_dynamic(c: Case) -> str:
     said = first_answer(GUARD_ADVISORS, c)
     return (
         "torch already made it dynamic on this recompile (automatic dynamic), so later "
-        "values reuse this graph. To skip this recompile too: " + said[:1].lower() + said[1:]
-    )
+        f"values reuse this graph{where_guards_hold(c.history, c.entry)}. To skip this recompile too: "
+        + said[:1].lower() + said[1:]
+    )  # fmt: skip
 
 
 # --- the advice for the guard itself -------------------------------------------------------

@@ -142,6 +142,17 @@ def batch_sizes(h: History, e: Entry) -> set[int]:
     return sizes
 
 
+def where_guards_hold(h: History, e: Entry) -> str:
+    """Where the frame compiled again after this dynamic graph (a bound its guards keep: `if
+    x.shape[0] > 6`), later values reuse it only within them: said, with those compiles."""
+    frame = h.frame_of(e)
+    later = [str(x.id) for x in frame[frame.index(e) + 1 :] if x.graph]
+    if not later:
+        return ""
+    see = "them" if len(later) > 1 else "it"
+    return f" where its guards hold ({', '.join(later)} compiled again: see {see})"
+
+
 def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     """A batch dim that changed once, from the batch size to a smaller one: the loader's
     last, partial batch (the data's size is not a multiple of the batch size), in the user's
@@ -194,7 +205,7 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     if dynamic:
         text += (
             " torch made the batch dim dynamic on this recompile (automatic dynamic), so later "
-            "sizes reuse this graph: "
+            f"sizes reuse this graph{where_guards_hold(h, e)}: "
             + ("the fix saves" if after_break else "either fix saves")
             + " this one compile."
         )

@@ -419,3 +419,10 @@ def test_a_bound_a_library_line_names_first_is_given_at_the_users_line() -> None
     named = [r for r in bounded.reasons if f"{Path(__file__).name}:{line}" in r]
     assert named, bounded.reasons  # torch's own reason names the user's line
     assert (Path(bounded.guard_file).name, bounded.guard_line) == (Path(__file__).name, line)
+    # 0/1 made the size dynamic: "later values reuse this graph" holds within its bound
+    # alone, and 8 compiled again (a look read the sentence whole)
+    dynamic = report.recompiles[0]
+    assert dynamic.automatic_dynamic, dynamic
+    assert f"reuse this graph where its guards hold ({bounded.compile_id} compiled again" in (
+        dynamic.suggestion
+    ), dynamic.suggestion
