@@ -139,3 +139,20 @@ def percent(share: float) -> str:
     call is not "0%")."""
     said = f"{share:.0%}"
     return "<1%" if share > 0 and said == "0%" else said
+
+
+def what_changed(guard_words: str) -> str:
+    """A failed guard's words up to their explanation: `x dim 0 changed 2 → 4` of `x dim 0
+    changed 2 → 4: ...`; a ': ' inside a quoted line or parentheses (`lengths` (line 25:
+    `...`)[0] changed (was 8)) is the value's name, not the end."""
+    depth, quoted = 0, False
+    for i, ch in enumerate(guard_words):
+        if ch == "`":
+            quoted = not quoted
+        elif not quoted and ch in "([":
+            depth += 1
+        elif not quoted and ch in ")]":
+            depth = max(depth - 1, 0)
+        elif ch == ":" and not quoted and not depth and guard_words[i + 1 : i + 2] == " ":
+            return guard_words[:i]
+    return guard_words

@@ -29,7 +29,7 @@ from compilediag.analysis.recompiles.state_advice import also_changed
 from compilediag.analysis.source import code_at
 from compilediag.report.model import LimitHit, Recompile
 from compilediag.report.vocabulary import Finding, FindingKind, RecompileCause, Severity
-from compilediag.report.words import ALSO_CHANGED
+from compilediag.report.words import ALSO_CHANGED, what_changed
 from compilediag.trace.compiles import Specialized, id_of
 from compilediag.trace.formats import (
     FAKE_TENSOR_ERROR,
@@ -64,14 +64,19 @@ def collect_recompiles(h: History) -> list[Recompile]:
     return values_count(out)
 
 
+ITEMS = re.compile(r"(?:\[\d+\])+$")  # a list's item (`lengths`[5]): the list's value
+
+
 def values_count(found: list[Recompile]) -> list[Recompile]:
     """What new values of a Python number did in this run, in each advice that speaks of
     them (guard_words.NEW_VALUES): its recompiles of the frame, counted, said as this run
     showed them (one, then none; or one a value), never as a prediction."""
 
     def key(r: Recompile) -> tuple[object, str]:  # the frame (by torch's id) and the value
+        # (a list's items are one value: `lengths`[0] and [5] of one `.tolist()`)
         cid = id_of(r.compile_id)
-        return (cid.frame if cid else r.frame, r.failed_guard.split(" changed", 1)[0])
+        value = ITEMS.sub("", what_changed(r.failed_guard).split(" changed", 1)[0])
+        return (cid.frame if cid else r.frame, value)
 
     count: dict[tuple[object, str], int] = {}
     for r in found:

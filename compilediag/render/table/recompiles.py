@@ -18,6 +18,7 @@ from compilediag.render.table.parts import Row, details, new_table
 from compilediag.render.views import Cause, recompile_causes
 from compilediag.report.model import Report
 from compilediag.report.ranksets import rank_set
+from compilediag.report.words import what_changed
 
 
 def failed_words(report: Report, cause: Cause) -> list[Row]:
@@ -26,9 +27,9 @@ def failed_words(report: Report, cause: Cause) -> list[Row]:
     values (`input_ids dim 1 changed 38 → 39 on rank 1`)."""
     first, rest = cause.items[0], cause.items[1:]
     if len({i for r in cause.items for i in r.ranks}) <= 1:  # (the header names the rank)
-        said = [g.failed_guard.split(": ")[0] for g in rest]
+        said = [what_changed(g.failed_guard) for g in rest]
         rows: list[Row] = [("failed", Text(first.failed_guard, style="yellow"))]
-        if said and all(x == first.failed_guard.split(": ")[0] for x in said):
+        if said and all(x == what_changed(first.failed_guard) for x in said):
             rows.append(
                 ("then", Text(f"the same, {plural(len(said), 'more time')}", style="yellow"))
             )
@@ -37,7 +38,7 @@ def failed_words(report: Report, cause: Cause) -> list[Row]:
         return rows
     by_text: dict[str, list[int]] = {}
     for r in cause.items:
-        by_text.setdefault(r.failed_guard.split(": ")[0], []).extend(r.ranks)
+        by_text.setdefault(what_changed(r.failed_guard), []).extend(r.ranks)
     if len(by_text) == 1:  # the same on every rank (the header names them)
         return [("failed", Text(first.failed_guard, style="yellow"))]
     said = [f"{text} on {rank_set(report.ranks, ranks)}" for text, ranks in by_text.items()]

@@ -426,3 +426,45 @@ def test_a_bound_a_library_line_names_first_is_given_at_the_users_line() -> None
     assert f"reuse this graph where its guards hold ({bounded.compile_id} compiled again" in (
         dynamic.suggestion
     ), dynamic.suggestion
+
+
+def test_a_lists_items_that_change_in_turn_are_two_recompiles_not_the_same_one() -> None:
+    """An eleventh look: lengths = (x != 0).sum(1).tolist() after a break; item 0 changed
+    first, then item 5 (which torch had left static at the first recompile). The report said
+    "then the same, 1 more time" (the quoted line's ': ' cut both guards' words to the same
+    text) and "one recompile of this frame for a new value, then none" for each item. Now
+    the second is item 5, and the run's recompiles of the frame for the list are counted
+    together, as torch's CompileCounter counts them."""
+    torch = pytest.importorskip("torch")
+    from compilediag.render.table.recompiles import failed_words
+    from compilediag.render.views import recompile_causes
+    from compilediag.testing import compile_report
+
+    class Bag(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(20, 8)
+
+        def forward(self, x):
+            h = self.emb(x)
+            lengths = (x != 0).sum(1).tolist()
+            return torch.stack([h[i, :n].mean(0) for i, n in enumerate(lengths)])
+
+    def batch(lengths: list[int]) -> tuple:
+        x = torch.zeros(len(lengths), 8, dtype=torch.long)
+        for i, n in enumerate(lengths):
+            x[i, :n] = 1 + i
+        return (x,)
+
+    first = batch([8, 8, 8, 8, 8, 8])
+    calls = [batch([5, 6, 7, 5, 6, 8]), batch([6, 5, 5, 7, 7, 4])]
+    report = compile_report(Bag(), first, calls=calls)
+    frames = _frame_count(Bag(), first, calls)
+    items = [r for r in report.recompiles if "`lengths`" in r.failed_guard]
+    assert len(items) == 2 and frames == 2 + 2, (frames, [r.failed_guard for r in items])
+    assert "[0] changed" in items[0].failed_guard and "[5] changed" in items[1].failed_guard
+    for r in items:
+        assert "2 recompiles of this frame for its new values" in r.suggestion, r.suggestion
+    (cause,) = [c for c in recompile_causes(report) if c.items[0] in items]
+    rows = dict((k, str(v)) for k, v in failed_words(report, cause))
+    assert "[5] changed" in rows["then"] and "the same" not in rows["then"], rows
