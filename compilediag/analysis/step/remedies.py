@@ -331,4 +331,8 @@ def _judge(
     if pair_s:
         took = t.more_pairs * pair_s
         more += f", about {took:.0f} s,"
-    return False, f"{said}; {more} would decide it (a --budget that holds them runs them)"
+    # one pair's spread is unknown: more give an interval, no promise of a decision (a look
+    # saw "2 more pairs would decide it" and 5 pairs decide nothing); past it, the count is
+    # the spread's estimate
+    will = "would give an interval" if e.pairs < 2 else "would decide it at this spread"
+    return False, f"{said}; {more} {will} (a --budget that holds them runs them)"

@@ -86,7 +86,7 @@ def test_three_verdicts_and_an_undecided_one_says_what_would_decide_it() -> None
     assert not one.kept and one.undecided and one.more_pairs == 2
     assert one.why == (
         "undecided: 1.96× faster (no interval) on one pair of runs; 2 more pairs, about 90 s, "
-        "would decide it (a --budget that holds them runs them)"
+        "would give an interval (a --budget that holds them runs them)"
     ), one.why
     # one pair has no interval: none is said to hold anything (a look read "(no interval)
     # ... an interval that holds both no gain and a gain of 5%" beside 0.374x, slower)
