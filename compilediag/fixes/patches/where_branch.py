@@ -81,13 +81,44 @@ def where_branch(site: Site, cause: str) -> Patch:
     )  # fmt: skip
 
 
-def _as_line(text: str, stmt: cst.If) -> cst.SimpleStatementLine:
-    """One statement in place of the `if`: its blank lines above, its header's comment."""
+def _as_line(text: str, stmt: cst.If, *removed: cst.CSTNode) -> cst.SimpleStatementLine:
+    """One statement in place of the `if` (and `removed`, the return after it): its blank
+    lines above, and every comment the replaced lines held - the header's, or where it has
+    none the one comment of a branch, at its end; the others on lines above it (a look saw
+    `pooled = pooled * 1.0  # padded batch` lose its comment)."""
     new = cst.parse_statement(text)
     assert isinstance(new, cst.SimpleStatementLine)
     header = stmt.body.header if isinstance(stmt.body, cst.IndentedBlock) else None
-    trailing = header if header is not None and header.comment else new.trailing_whitespace
-    return new.with_changes(leading_lines=stmt.leading_lines, trailing_whitespace=trailing)
+    comments = _comments(stmt.body)
+    if stmt.orelse is not None:
+        else_header = getattr(stmt.orelse.body, "header", None)
+        comments += [else_header.comment] if else_header and else_header.comment else []
+        comments += _comments(stmt.orelse.body)
+    for node in removed:
+        comments += _comments(cst.IndentedBlock(body=[node]))  # type: ignore[list-item,unused-ignore]
+    trailing = new.trailing_whitespace
+    if header is not None and header.comment:
+        trailing = header
+    elif comments:
+        trailing = trailing.with_changes(
+            whitespace=cst.SimpleWhitespace("  "), comment=comments.pop()
+        )
+    above = [cst.EmptyLine(indent=True, comment=c) for c in comments]
+    return new.with_changes(
+        leading_lines=[*stmt.leading_lines, *above], trailing_whitespace=trailing
+    )
+
+
+def _comments(block: cst.BaseSuite) -> list[cst.Comment]:
+    """The comments of a branch's statements: on lines of their own above them, and at
+    their ends."""
+    out: list[cst.Comment] = []
+    for line in getattr(block, "body", []):
+        out += [e.comment for e in getattr(line, "leading_lines", []) if e.comment]
+        end = getattr(line, "trailing_whitespace", None)
+        if end is not None and end.comment:
+            out.append(end.comment)
+    return out
 
 
 def _where_return(
@@ -111,7 +142,8 @@ def _where_return(
     true, false = code(yes.value), code(no.value)
     if "," in true or "," in false:
         raise Refused("a branch returns several values")
-    new = _as_line(f"return torch.where({cond}, {true}, {false})\n", stmt)
+    removed = [after] if after is not None else []
+    new = _as_line(f"return torch.where({cond}, {true}, {false})\n", stmt, *removed)
     if after is None:
         return Patch(
             cause, site.line, site.replaced((stmt, new)),

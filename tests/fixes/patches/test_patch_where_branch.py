@@ -29,6 +29,29 @@ def test_two_assignments_become_one_where_with_the_header_comment() -> None:
     assert p.what == "the branch is computed on both sides and picked with torch.where"
 
 
+def test_every_comment_of_the_replaced_lines_is_kept() -> None:
+    """The README says fix keeps your comments: a look saw `pooled = pooled * 1.0  # padded
+    batch` become a torch.where line without it. A branch's one comment ends the new line
+    where the header has none; with the header's there, the others go on lines above."""
+    one = HEAD + (
+        "def forward(mask, pooled):\n    if mask.sum() < mask.numel():\n"
+        "        pooled = pooled * 1.0  # padded batch\n    return pooled\n"
+    )
+    p = propose(one, 5, "data_dependent_branch")
+    assert isinstance(p, Patch)
+    assert "mask.numel(), pooled * 1.0, pooled)  # padded batch\n" in p.text, p.text
+    many = HEAD + (
+        "def forward(x):\n    if x.sum() > 0:  # positive\n        # doubled\n"
+        "        return x * 2\n    return x - 1  # otherwise\n"
+    )
+    p = propose(many, 5, "data_dependent_branch")
+    assert isinstance(p, Patch)
+    assert p.text == HEAD + (
+        "def forward(x):\n    # doubled\n    # otherwise\n"
+        "    return torch.where(x.sum() > 0, x * 2, x - 1)  # positive\n"
+    ), p.text
+
+
 def test_a_return_and_the_return_after_the_if_become_one() -> None:
     before = HEAD + (
         "def forward(x):\n    if x.mean().item() > 0:\n        return x.abs()\n    return x + 1\n"
