@@ -89,7 +89,7 @@ def comparable(output: str) -> list[str]:
     """The lines that say what was found, numbers masked, in any order (explain ranks the
     breaks by their measured cost); a machine's measurements left out."""
     lines, timing = [], False
-    for line in without_machine_notes(output):
+    for line in _evidence_joined(without_machine_notes(output)):
         if line.startswith(("Timings", "Job")):
             timing = True
         elif line.startswith("Kernels in the window"):  # its rows: this machine's costliest
@@ -116,6 +116,18 @@ def comparable(output: str) -> list[str]:
         line = re.sub(r"\d+(\.\d+)?( ?(ms|s|µs)\b)?", "#", line)  # 8.05 s, 672 ms: one width
         lines.append(" ".join(line.split()))
     return sorted(lines)
+
+
+def _evidence_joined(lines: list[str]) -> list[str]:
+    """fix's evidence, wrapped onto lines indented 12 columns, as one line again."""
+    out: list[str] = []
+    for line in lines:
+        wrapped = line.startswith(" " * 12) and not line.startswith(" " * 13)
+        if wrapped and out and out[-1].lstrip().startswith("evidence: "):
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line)
+    return out
 
 
 def made_with(output: str) -> str:

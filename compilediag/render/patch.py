@@ -9,6 +9,8 @@ import textwrap
 
 from compilediag.fixes.patches import BreakFix, FixResult, RecompileFix
 
+WIDTH = 100  # a terminal's columns, the README's too
+
 
 def render_fix(result: FixResult, fmt: str = "table") -> str:
     if fmt == "json":
@@ -37,9 +39,11 @@ def render_fix_table(result: FixResult) -> str:
         "",
     ]
     for b in kept:
-        out.append(f"line {b.line} · {b.cause} · {b.what}")
+        out += textwrap.wrap(f"line {b.line} · {b.cause} · {b.what}", WIDTH, subsequent_indent="  ")
         assert b.evidence is not None
-        out.append(f"  evidence: {b.evidence.text()}")
+        out += textwrap.wrap(
+            b.evidence.text(), WIDTH, initial_indent="  evidence: ", subsequent_indent=" " * 12
+        )
         out.append(b.diff.rstrip("\n"))
         out.append("")
     if left:
