@@ -56,6 +56,14 @@ def cold_warm_words(fx: VerifiedFix) -> str:
     )
 
 
+def _spread(spread: float) -> str:
+    """How far the runs' steps spread ((max - min) / median): a share where it is one, else
+    in median steps (a look read "within 3045% of each other")."""
+    if spread <= 0.5:
+        return f"within {spread:.0%} of each other"
+    return f"the slowest and the fastest {spread:.3g}× the median step apart"
+
+
 def try_baseline_words(b: TryBaseline) -> str:
     """`the job as it is, run 4 times more alternated with the remedies: 43.7 ms a step by
     their windows (within 6% of each other)`, and what ran beside them: these runs' step,
@@ -65,6 +73,6 @@ def try_baseline_words(b: TryBaseline) -> str:
         "step by its window"
         if b.runs == 1
         else f"the job as it is, run {b.runs} times more alternated with the remedies: "
-        f"{ms(b.step_ms)} a step by their windows (within {b.spread:.0%} of each other)"
+        f"{ms(b.step_ms)} a step by their windows ({_spread(b.spread)})"
     )  # (one run: no spread to give)
     return "; ".join(x for x in (text, b.load, b.stopped, b.resolution) if x)
