@@ -178,6 +178,12 @@ GUARD_SIZE = re.compile(
 GUARD_LOWER_BOUND = re.compile(r"(?P<lo>\d+) <= (?P<src>.+)\.size\(\)\[(?P<i>\d+)\]$")
 # a dynamic dim bounded above by a comparison in the code (`if x.shape[1] < 10:`)
 GUARD_RANGE = re.compile(r"(?P<lo>\d+) <= (?P<src>.+)\.size\(\)\[(?P<i>\d+)\] <= (?P<hi>\d+)$")
+# any other condition on a dynamic dim (`(x.size()[0] % 2) != 1` of `if n % 2 == 1:`), not an
+# equality with a number (a size made static again, GUARD_CONSTANT's)
+GUARD_SIZE_CONDITION = re.compile(
+    r"^(?!.*\.size\(\)\[\d+\] == -?\d+$).*?"
+    r"(?P<src>(?:[LG]\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+|\[[^\]]*\])*?)\.size\(\)\[(?P<i>\d+)\]"
+)
 GUARD_TENSOR_META = re.compile(
     r"tensor '(?P<n>.+?)' (?P<what>dtype|device|requires_grad|stride|dispatch key set|rank|ndim)s? mismatch(?:[^.]*)\.?\s*(?P<rest>.*)"
 )

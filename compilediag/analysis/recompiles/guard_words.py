@@ -23,6 +23,7 @@ from compilediag.trace.formats import (
     GUARD_OBJ_ID,
     GUARD_RANGE,
     GUARD_SIZE,
+    GUARD_SIZE_CONDITION,
     GUARD_STRIDE,
     GUARD_STRING,
     GUARD_TENSOR_META,
@@ -110,6 +111,19 @@ def range_words(m: re.Match[str]) -> Words:
         "another graph, for the other side of the comparison. Expected where the code "
         "must branch on the size; otherwise compute both sides as tensors (torch.where) "
         "or move the branch out of the compiled code.",
+    )
+
+
+def size_condition_words(m: re.Match[str]) -> Words:
+    name, dim = source_name(m["src"]), m["i"]
+    said = m.string.strip().replace(m.group("src") + f".size()[{dim}]", f"{name} dim {dim}")
+    return (
+        f"{name} dim {dim} no longer meets `{said}`, a condition its dynamic graph holds",
+        RecompileCause.BOUNDED,  # already dynamic: mark_dynamic, dynamic=True cannot help
+        f"A condition on {name} dim {dim} in the code (where the guard was installed) split "
+        "the dynamic graph: a size on its other side compiles another graph. Expected where "
+        "the code must branch on the size; otherwise compute both sides as tensors "
+        "(torch.where) or move the branch out of the compiled code.",
     )
 
 
@@ -250,6 +264,7 @@ GUARD_WORDS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Words]]] = [
     (GUARD_TYPE_ID, type_words),
     (GUARD_LEN, length_words),
     (GUARD_STRING, string_words),
+    (GUARD_SIZE_CONDITION, size_condition_words),
     (GUARD_CONSTANT, constant_words),
 ]
 

@@ -316,6 +316,37 @@ def test_a_dynamic_size_bounded_by_a_comparison_is_said_so_and_torch_where_remov
     assert _frame_count(fixed, first, calls) - 1 == 1  # only 4 -> 5 (automatic dynamic) is left
 
 
+def test_a_condition_on_a_dynamic_size_is_put_in_words_and_moving_it_out_removes_it() -> None:
+    """An eleventh look: `n = int(h.shape[0]); if n % 2 == 1:` after the batch turned dynamic
+    recompiled at the odd size with `failed (x.size()[0] % 2) != 1` and no fix named. Now the
+    condition is said on the dim, at its line, with the bounded advice; applied (the branch
+    moved out of the compiled code) only the automatic-dynamic recompile is left, as
+    CompileCounter counts."""
+    torch = pytest.importorskip("torch")
+    from compilediag.testing import compile_report
+
+    def parity(x):
+        n = int(x.shape[0])
+        if n % 2 == 1:
+            x = x + 1
+        return x * 2
+
+    def moved(x):
+        return x * 2
+
+    first = (torch.randn(32, 4),)
+    calls = [(torch.randn(n, 4),) for n in (16, 8, 7)]
+    report = compile_report(parity, first, calls=calls)
+    assert len(report.recompiles) == _frame_count(parity, first, calls) - 1 == 2
+    split = report.recompiles[-1]
+    assert split.cause == "bounded", split
+    assert split.failed_guard.startswith("x dim 0 no longer meets `(x dim 0 % 2)"), split
+    here = Path(__file__).read_text().splitlines()
+    assert split.guard_line == here.index("        if n % 2 == 1:") + 1, split
+    assert "move the branch out of the compiled code" in split.suggestion, split.suggestion
+    assert _frame_count(moved, first, calls) - 1 == 1  # only 32 -> 16 (automatic dynamic)
+
+
 def test_what_else_a_call_changed_names_the_field_that_moved() -> None:
     """also_changed's words for two guard sets of one source (check_tensor and the other
     value guards, as torch 2.13-2.15 write them in `dynamo_cpp_guards_str`): a 0-d tensor
