@@ -208,8 +208,8 @@ def close_to_limit(h: History, recompiles: list[Recompile]) -> list[Finding]:
         r = mine[0]
         filled = _sizes(mine) or _distinct(x.failed_guard for x in mine)
         text = (
-            f"{r.frame} at {r.file}:{r.line} is close to torch's "
-            f"recompile limit: {len(frame)} graphs of {limit} "
+            f"{r.frame} at {r.file}:{r.line} has used {len(frame)} of torch's recompile "
+            f"limit of {limit} graphs "
             "(torch._dynamo.config.recompile_limit); past it, a call that needs a new graph "
             "runs in eager mode. What filled it: " + "; ".join(filled or ["its recompiles"])
             + " (the advice for each is under Recompiles)."
