@@ -123,3 +123,18 @@ def test_the_lines_row_shows_the_loops_costliest_lines_it_names() -> None:
     assert all(f"` {ms(x.ms)}" in row for x in top[:4]), row
     assert f"{top[0].file}:{top[0].line}" in row, row
     assert not table[table.index(row) + len(row) :].startswith(" ·"), table  # 4 lines, no more
+
+
+def test_a_folded_cause_says_how_many_cached_graphs_each_call_checked() -> None:
+    """An eleventh look: `0/2 … 0/3 (2×)` said "(2 cached graphs were checked ...)" where
+    0/3 checked 3 (torch's recompiles log listed 0/2, 0/1 and 0/0). A group whose calls
+    checked different numbers says the range."""
+    fix = "Mark it dynamic."
+    two = _r("0/2", "forward", "`x` dim 0 changed 4 → 8", fix)
+    three = _r("0/3", "forward", "`x` dim 0 changed 8 → 16", fix)
+    two.failed_guards, three.failed_guards = ["a", "b"], ["a", "b", "c"]
+    table = render(_report(two, three), "table", width=120)
+    assert "(2 to 3 cached graphs were checked, by call; each failed a guard)" in table, table
+    three.failed_guards = ["a", "b"]
+    table = render(_report(two, three), "table", width=120)
+    assert "(2 cached graphs were checked; each failed a guard)" in table, table

@@ -75,9 +75,12 @@ def recompile_blocks(report: Report) -> list:
         rows = failed_words(report, cause)
         for frame, file, at in cause.frames[1:]:
             rows.append(("also in", Text(f"{frame} at {where(file, at)}")))
-        if len(r.failed_guards) > 1:
+        checked = sorted({len(x.failed_guards) for x in group})
+        if checked[-1] > 1:  # (each recompile of the group checked the graphs before it)
+            n = str(checked[0]) if len(checked) == 1 else f"{checked[0]} to {checked[-1]}"
             rows.append(("", Text(
-                f"({len(r.failed_guards)} cached graphs were checked; each failed a guard)",
+                f"({n} cached graphs were checked{'' if len(checked) == 1 else ', by call'}; "
+                "each failed a guard)",
                 style="dim",
             )))  # fmt: skip
         if r.guard_file:
