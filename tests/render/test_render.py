@@ -210,3 +210,16 @@ def test_breaks_are_said_to_be_ranked_by_cost_only_where_they_were_timed() -> No
     page = render(untimed, "html")
     assert "Most costly first" not in page and "Each site is where Dynamo stopped" in page
     assert "Most costly first" in render(timed, "html")
+
+
+def test_a_warm_caches_inductor_phase_says_its_graphs_came_from_the_cache() -> None:
+    """An eleventh look read "inductor 0 ms · codegen 0 ms" on a run whose FX graph cache hit
+    as Inductor not run: its graphs were loaded, inside AOTAutograd's phase. A backend that
+    is not Inductor (no cache hit) keeps its zeros."""
+    from compilediag.render.table.facts import compile_phases
+    from compilediag.report.compile import CompileTime
+
+    warm = CompileTime(total_s=2.0, dynamo_s=0.3, aot_s=1.7, caches={"fx_graph_cache_hit": 2})
+    assert "inductor: its graphs loaded from its cache, within aot" in compile_phases(warm)
+    eager = CompileTime(total_s=2.0, dynamo_s=0.3, aot_s=1.7)
+    assert "inductor 0 ms · codegen 0 ms" in compile_phases(eager), compile_phases(eager)

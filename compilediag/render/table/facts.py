@@ -257,7 +257,12 @@ def compile_rows(report: Report) -> list[Row]:
 
 
 def compile_phases(ct: CompileTime) -> str:
-    phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)} · inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
+    inductor = f"inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
+    if not ct.inductor_s and not ct.codegen_s and ct.caches.get("fx_graph_cache_hit"):
+        # (a look read "inductor 0 ms" as Inductor not run: its graphs came from its cache,
+        # loaded inside AOTAutograd's phase)
+        inductor = "inductor: its graphs loaded from its cache, within aot"
+    phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)} · {inductor}"
     if ct.backward_s:
         phases += f" · backward {seconds(ct.backward_s)}"
     if ct.kernel_compile_s:
