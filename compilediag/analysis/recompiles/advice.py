@@ -39,7 +39,7 @@ from compilediag.analysis.recompiles.passed_inputs import (
     where_guards_hold,
 )
 from compilediag.analysis.recompiles.state_advice import mutation_advice, state_advice
-from compilediag.analysis.source import code_at
+from compilediag.analysis.source import assignments_in_function, code_at
 from compilediag.paths import Owner
 from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.compiles import Specialized
@@ -129,6 +129,34 @@ def python_state(c: Case) -> str:
 
 
 # --- what torch did about the value --------------------------------------------------------
+
+
+# a value that is a clock's reading: new at every call
+CLOCK = re.compile(r"\b(?:perf_counter|monotonic|process_time|time)(?:_ns)?\(\)|\bnow\(")
+
+
+def clock_reading(c: Case) -> str:
+    """A number that changed at every call because it is a clock's reading (`t0 =
+    time.perf_counter()` in a timing decorator, the code after its break compiled with
+    it): no tensor or dynamic setting is the fix; the timing out of the compiled code is
+    (an eleventh look was told to pass it as torch.tensor(14170.674946891))."""
+    if c.guard.cause not in (RecompileCause.FLOAT, RecompileCause.INT):
+        return ""
+    named = re.match(r"`?([\w.]+)", c.guard.words)  # (`t0` (line 10: ...) of a stack value)
+    if named is None:
+        return ""
+    name = named[1]
+    file, line = c.entry.place
+    found = [(n, v) for n, v in assignments_in_function(file, line, name) if CLOCK.search(v)]
+    if not found:
+        return ""
+    at, value = found[0]
+    return (
+        f"`{name}` is a clock's reading (line {at}: `{name} = {value}`), new at every call, "
+        f"which torch guards on{NEW_VALUES}: time outside the compiled function (around your "
+        "call of the compiled model), not inside it; that also removes the graph break the "
+        "clock's call makes."
+    )
 
 
 def float_baked_in(c: Case) -> str:
@@ -257,6 +285,7 @@ ADVISORS: list[Advisor] = [
     library_frame,
     training_loop_batches,
     python_state,
+    clock_reading,
     float_baked_in,
     already_dynamic,
     *GUARD_ADVISORS,

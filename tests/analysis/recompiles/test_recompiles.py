@@ -501,3 +501,50 @@ def test_a_lists_items_that_change_in_turn_are_two_recompiles_not_the_same_one()
     (cause,) = [c for c in recompile_causes(report) if c.items[0] in items]
     rows = dict((k, str(v)) for k, v in failed_words(report, cause))
     assert "[5] changed" in rows["then"] and "the same" not in rows["then"], rows
+
+
+def _timed(fn):
+    """A timing decorator, as a user writes one (the clock read inside the compiled code)."""
+    import functools
+    import time
+
+    @functools.wraps(fn)
+    def wrapper(*args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        wrapper.last = time.perf_counter() - t0
+        return out
+
+    return wrapper
+
+
+def test_a_clock_reading_is_advised_out_of_the_compiled_code_not_into_a_tensor() -> None:
+    """An eleventh look: `t0 = time.perf_counter()` in a timing decorator, its value passed
+    on after the clock's break, recompiled the code after it; the advice was "Pass `t0` as a
+    tensor (torch.tensor(14170.674946891))". Now it is named a clock's reading, with what
+    this run showed of its new values, and the advice (time around the compiled call)
+    applied leaves one graph, no break and no recompile (CompileCounter)."""
+    torch = pytest.importorskip("torch")
+    from compilediag.testing import compile_report
+
+    @_timed
+    def attend(x):
+        return torch.softmax(x, -1)
+
+    def model(x):
+        return attend(x) * 2
+
+    def timed_outside(x):
+        return torch.softmax(x, -1) * 2
+
+    x = torch.randn(4, 8)
+    first, calls = (x,), [(x,), (x,), (x,)]
+    report = compile_report(model, first, calls=calls)
+    clock = [r for r in report.recompiles if "t0" in r.failed_guard]
+    assert clock, [r.failed_guard for r in report.recompiles]
+    for r in clock:
+        assert "is a clock's reading (line" in r.suggestion and "t0 = time.perf_counter()" in (
+            r.suggestion
+        ), r.suggestion
+        assert "torch.tensor(" not in r.suggestion and "in this run, " in r.suggestion
+    assert _frame_count(timed_outside, first, calls) == 1
