@@ -223,3 +223,15 @@ def test_a_warm_caches_inductor_phase_says_its_graphs_came_from_the_cache() -> N
     assert "inductor: its graphs loaded from its cache, within aot" in compile_phases(warm)
     eager = CompileTime(total_s=2.0, dynamo_s=0.3, aot_s=1.7)
     assert "inductor 0 ms · codegen 0 ms" in compile_phases(eager), compile_phases(eager)
+
+
+def test_untimed_breaks_are_in_a_said_order_the_most_frequent_then_the_sources() -> None:
+    """An eleventh look: explain's breaks came in neither the source's order nor a said one
+    (24, 26, 22). Untimed (a trace), they are the most frequent first, then in the source's
+    order, and the header says so where their counts differ."""
+    report = build_report(parse_path(fixture_trace("graph_breaks.eager")), None, TargetInfo())
+    breaks = report.graph_breaks
+    keys = [(-b.count, b.file, b.line) for b in breaks]
+    assert len(breaks) >= 2 and keys == sorted(keys), keys
+    header = next(x for x in render(report, "table").splitlines() if x.startswith("Graph breaks"))
+    assert ("most frequent first" in header) == (len({b.count for b in breaks}) > 1), header

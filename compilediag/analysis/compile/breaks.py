@@ -229,7 +229,9 @@ def collect_breaks(h: History) -> tuple[list[GraphBreak], int]:
         key = (site.file, site.line, reason, "", 0)
         if not _seen_again(sites, key, c.compile_id):
             sites[key] = _restart_break(c, site, reason)
-    ordered = sorted(sites.values(), key=lambda b: (-b.count, -b.ops_before, b.file, b.line))
+    # the most frequent first, then in the source's order (explain's timings, where taken,
+    # order them by cost: timings.py); the table's header says which
+    ordered = sorted(sites.values(), key=lambda b: (-b.count, b.file, b.line))
     captured_then_deferred(ordered)
     return ordered, len(broken)
 

@@ -105,7 +105,11 @@ def _graph_break_blocks(report: Report, color: bool) -> list:
         if findings != sites:
             counted = f"{findings} findings at {counted}"
         timed = any(b.time_lost_ms is not None for b in report.graph_breaks)
-        order = ", most costly first" if timed else ""  # their order is their cost only where timed
+        # their order: their cost where timed, else how often, then the source's order
+        counts = {b.count for b in report.graph_breaks}
+        order = (
+            ", most costly first" if timed else ", most frequent first" if len(counts) > 1 else ""
+        )
         out.append(Text(f"\nGraph breaks ({counted}{order})", style="bold"))
         first: dict[tuple[str, str], int] = {}  # a cause explained once, then referred to
         for i, gb in enumerate(report.graph_breaks, 1):
