@@ -92,10 +92,11 @@ def _keep_list(site: Site, fn: cst.FunctionDef, call: cst.Call, cause: str) -> P
                 raise Refused(f"line {site.start(use)}: sum() with a start value")
             check_value_uses(site, fn, whole, site.line)
             pairs.append((whole, cst.parse_expression(f"{name}.sum()")))
-        else:
+        else:  # (an argument is shown with its call: `len(counts)`, not `counts`)
+            shown = site.parent(parent) if isinstance(parent, cst.Arg) else parent
             raise Refused(
                 f"line {site.start(use)}: `{name}` is used as a list "
-                f"(`{site.code(parent or use)}`), not element by element"
+                f"(`{site.code(shown or use)}`), not element by element"
             )
     assert isinstance(call.func, cst.Attribute)
     pairs.append((call, call.func.value))

@@ -58,10 +58,12 @@ def test_a_number_used_as_a_count_is_refused() -> None:
 
 
 def test_a_list_used_whole_is_refused() -> None:
+    """The use is shown with its call (an eleventh look read "`counts` is used as a list
+    (`counts`)", for `len(counts)`)."""
     before = HEAD + "def forward(x, w):\n    v = x.tolist()\n    return w * len(v)\n"
     p = propose(before, 5, "tolist")
     assert isinstance(p, NoPatch)
-    assert p.why == "line 6: `v` is used as a list (`v`), not element by element"
+    assert p.why == "line 6: `v` is used as a list (`len(v)`), not element by element"
 
 
 def test_int_of_a_tensor_is_refused_with_what_it_does() -> None:
