@@ -285,7 +285,9 @@ def _compiler_disable(b: Break) -> Fix:
         f"{shown} is wrapped in torch.compiler.disable (or torch._dynamo.disable), so Dynamo "
         "stops the graph around it: remove the decorator if the function traces, or call it "
         "outside the compiled model.",
-        "removes the break (once the function is traced into the graph)",
+        # (a look removed one and got two breaks: its float(t.std()) broke in its place)
+        "removes this break where the function traces; one that reads a tensor's value "
+        "(float(t), .item()) breaks there instead",
     )  # fmt: skip
 
 

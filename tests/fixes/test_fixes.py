@@ -555,3 +555,38 @@ def test_a_kept_patchs_call_time_is_no_verdict_on_one_pair_of_runs() -> None:
     assert said(0.1, 0.15).endswith("compiled call 0.1 → 0.15 ms (one run each: undecided)")
     assert said(0.253, 0.136).endswith("ms (one run each: undecided)")
     assert "slower" not in said(0.136, 0.253)
+
+
+def test_the_disable_advice_says_what_removing_the_decorator_does() -> None:
+    """GB0098's advice, on the program it is given for (an eleventh look): removing
+    torch.compiler.disable from a helper of tensor ops removes the break; from one that
+    reads a tensor's value (float(t.std())) a break comes in its place, as the expected
+    effect now says."""
+    import torch
+
+    from compilediag.fixes import fix_for
+
+    fix = fix_for(
+        "GB0098", "Skip calling `torch.compiler.disable()`d function",
+        "Skip calling function `<function helper at 0x1>` since it was wrapped with "
+        "`torch.compiler.disable` (reason: None)", (), "helper(x)",
+    )  # fmt: skip
+    assert "remove the decorator" in fix.text and "breaks there instead" in fix.effect
+
+    def pure(t):
+        return t.std() * 2
+
+    def reads(t):
+        return float(t.std())
+
+    def breaks(helper, disabled: bool) -> int:
+        fn = torch.compiler.disable(helper) if disabled else helper
+
+        def f(x):
+            return torch.tanh(x) * fn(x)
+
+        torch._dynamo.reset()
+        return len(torch._dynamo.explain(f)(torch.randn(8)).break_reasons)
+
+    assert breaks(pure, True) >= 1 and breaks(pure, False) == 0
+    assert breaks(reads, True) >= 1 and breaks(reads, False) >= 1
