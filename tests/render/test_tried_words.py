@@ -25,3 +25,19 @@ def test_a_spread_wider_than_half_a_step_is_said_in_steps_not_as_a_share() -> No
     wide = try_baseline_words(TryBaseline(step_ms=1.36, runs=4, spread=30.45))
     assert wide.endswith("(the slowest and the fastest 30.4× the median step apart)"), wide
     assert "%" not in wide
+
+
+def test_a_step_shortened_past_its_parts_whole_time_is_remarked() -> None:
+    """An eleventh look: "(it can shorten the optimizer: at most 23% of the step): the step
+    1.9 ms → 1.34 ms" (30% shorter) with no remark. A step shortened by more than the
+    remedy's part took in all is said to hold the runs' spread too."""
+    from compilediag.render.tried import tried_words
+    from compilediag.report.model import Tried
+
+    t = Tried("foreach", "AdamW(..., foreach=True)", part="optimizer")
+    t.step_ms, t.step_ms_after, t.part_ms, t.part_ms_after = 1.9, 1.34, 0.44, 0.3
+    t.why = "undecided: 1.42× faster (no interval) on one pair of runs"
+    said = tried_words(t)
+    assert "the step 1.9 ms → 1.34 ms (more than the optimizer's whole 0.440 ms" in said, said
+    t.step_ms_after = 1.7
+    assert "more than" not in tried_words(t)
