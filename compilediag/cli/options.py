@@ -239,7 +239,7 @@ Budget = Annotated[
     float | None,
     typer.Option(
         "--budget",
-        help="With --try-fixes: the seconds its alternated runs may take, kept to the run: a round starts only where it fits (the first always runs), and more rounds run until each remedy's interval settles (at most 8). Without it: the 3 rounds an interval needs, their time said before they start.",
+        help="With --try-fixes: the seconds its alternated runs may take (the job's first run, before them, not counted), kept to the run: a round starts only where it fits (the first always runs), and more rounds run until each remedy's interval settles (at most 8). Without it: the 3 rounds an interval needs, their time said before they start.",
         metavar="SECONDS",
         min=0,
         show_default=False,
