@@ -78,6 +78,7 @@ def try_baseline_words(b: TryBaseline) -> str:
         "step by its window"
         if b.runs == 1
         else f"the job as it is, run {b.runs} times more alternated with the remedies: "
-        f"{ms(b.step_ms)} a step by their windows ({_spread(b.spread)})"
-    )  # (one run: no spread to give)
+        f"{ms(b.step_ms)} a step by their windows ({_spread(b.spread)}), each remedy set "
+        "against those of its own rounds"
+    )  # (one run: no spread to give; a remedy decided early has fewer rounds, its own step)
     return "; ".join(x for x in (text, b.load, b.stopped, b.resolution) if x)
