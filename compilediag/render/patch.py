@@ -42,8 +42,9 @@ def render_fix_table(result: FixResult) -> str:
         out += textwrap.wrap(f"line {b.line} · {b.cause} · {b.what}", WIDTH, subsequent_indent="  ")
         assert b.evidence is not None
         out += textwrap.wrap(
-            b.evidence.text(), WIDTH, initial_indent="  evidence: ", subsequent_indent=" " * 12
-        )
+            b.evidence.text(), WIDTH, initial_indent="  evidence: ", subsequent_indent=" " * 12,
+            break_on_hyphens=False, break_long_words=False,  # (1e-05, a path: whole)
+        )  # fmt: skip
         out.append(b.diff.rstrip("\n"))
         out.append("")
     if left:
