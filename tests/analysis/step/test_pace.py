@@ -131,10 +131,19 @@ def test_a_one_ms_steps_report_is_at_the_jobs_own_pace(tmp_path: Path) -> None:
         report = json.loads(saved.read_text())
         r = report["runtime"]
         own = json.loads(facts.read_text())["step_ms"]
-        around = statistics.median(own[1:18] + own[32:])  # the job's clock, no window
-        assert r["at_pace"] and r["window_step_ms"] > 0 and r["window_cost"] is not None
         step = report["timings"]["breakdown"]["call_ms"]
-        assert step == pytest.approx(around, rel=0.10), (step, around, r["window_step_ms"])
+        shown = {k: r[k] for k in ("at_pace", "pace_moved", "window_step_ms", "before_step_ms")}
+        if r["pace_moved"]:
+            # a host whose pace moved during the run (a slow CI host's did): the figures are
+            # the window's own, and the job's own clock says its pace moved there too
+            before, after = statistics.median(own[13:18]), statistics.median(own[31:])
+            assert max(before, after) / min(before, after) > 1.15, (before, after, shown)
+            window = statistics.median(own[19:30])
+            assert step == pytest.approx(window, rel=0.10), (step, window, shown)
+        else:
+            around = statistics.median(own[1:18] + own[32:])  # the job's clock, no window
+            assert r["at_pace"] and r["window_step_ms"] > 0 and r["window_cost"] is not None
+            assert step == pytest.approx(around, rel=0.10), (step, around, shown)
         first = run_cli("render", str(saved)).stdout.splitlines()[:4]
         assert any(line.startswith("pace: the window ") for line in first), first
 
