@@ -29,7 +29,7 @@ from compilediag.analysis.recompiles.state_advice import also_changed
 from compilediag.analysis.source import code_at
 from compilediag.report.model import LimitHit, Recompile
 from compilediag.report.vocabulary import Finding, FindingKind, RecompileCause, Severity
-from compilediag.report.words import ALSO_CHANGED, what_changed
+from compilediag.report.words import ALSO_CHANGED
 from compilediag.trace.compiles import Specialized, id_of
 from compilediag.trace.formats import (
     FAKE_TENSOR_ERROR,
@@ -75,7 +75,7 @@ def values_count(found: list[Recompile]) -> list[Recompile]:
     def key(r: Recompile) -> tuple[object, str]:  # the frame (by torch's id) and the value
         # (a list's items are one value: `lengths`[0] and [5] of one `.tolist()`)
         cid = id_of(r.compile_id)
-        value = ITEMS.sub("", what_changed(r.failed_guard).split(" changed", 1)[0])
+        value = ITEMS.sub("", r.failed_guard.split(" changed", 1)[0])
         return (cid.frame if cid else r.frame, value)
 
     count: dict[tuple[object, str], int] = {}

@@ -5,6 +5,8 @@ in-place change, Python truth of tensors, `torch.equal`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from compilediag.fixes.patches.base import Patch, Refused, Site, calls, dotted, require_torch
@@ -89,13 +91,12 @@ def _as_line(text: str, stmt: cst.If, *removed: cst.CSTNode) -> cst.SimpleStatem
     new = cst.parse_statement(text)
     assert isinstance(new, cst.SimpleStatementLine)
     header = stmt.body.header if isinstance(stmt.body, cst.IndentedBlock) else None
-    comments = _comments(stmt.body)
+    comments = _comments(getattr(stmt.body, "body", []))
     if stmt.orelse is not None:
         else_header = getattr(stmt.orelse.body, "header", None)
         comments += [else_header.comment] if else_header and else_header.comment else []
-        comments += _comments(stmt.orelse.body)
-    for node in removed:
-        comments += _comments(cst.IndentedBlock(body=[node]))  # type: ignore[list-item,unused-ignore]
+        comments += _comments(getattr(stmt.orelse.body, "body", []))
+    comments += _comments(removed)
     trailing = new.trailing_whitespace
     if header is not None and header.comment:
         trailing = header
@@ -109,11 +110,11 @@ def _as_line(text: str, stmt: cst.If, *removed: cst.CSTNode) -> cst.SimpleStatem
     )
 
 
-def _comments(block: cst.BaseSuite) -> list[cst.Comment]:
+def _comments(lines: Sequence[cst.CSTNode]) -> list[cst.Comment]:
     """The comments of a branch's statements: on lines of their own above them, and at
     their ends."""
     out: list[cst.Comment] = []
-    for line in getattr(block, "body", []):
+    for line in lines:
         out += [e.comment for e in getattr(line, "leading_lines", []) if e.comment]
         end = getattr(line, "trailing_whitespace", None)
         if end is not None and end.comment:

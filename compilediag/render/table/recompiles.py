@@ -29,7 +29,7 @@ def failed_words(report: Report, cause: Cause) -> list[Row]:
     if len({i for r in cause.items for i in r.ranks}) <= 1:  # (the header names the rank)
         said = [what_changed(g.failed_guard) for g in rest]
         rows: list[Row] = [("failed", Text(first.failed_guard, style="yellow"))]
-        if said and all(x == what_changed(first.failed_guard) for x in said):
+        if said and set(said) == {what_changed(first.failed_guard)}:
             rows.append(
                 ("then", Text(f"the same, {plural(len(said), 'more time')}", style="yellow"))
             )
