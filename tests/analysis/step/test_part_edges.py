@@ -44,18 +44,16 @@ def test_backward_and_the_optimizer_are_the_jobs_lines_that_call_them(tmp_path: 
         report, own = json.loads(saved.read_text()), json.loads(facts.read_text())
         r, b = report["runtime"], report["timings"]["breakdown"]
         a, z = r["window"]
-        steps = [n for n in range(a, z + 1) if n not in set(r["window_left_out"])]
+        # the window's last step by the job's clock holds the probe's close of the window (its
+        # marks read, a line to stderr: 1-5 ms, once) in its optimizer line, after the mark
+        # that ends the step: the tool's own work, no step's (a slow CI host's mean over it
+        # read backward 1.09x and the optimizer 0.87x of the job's shares)
+        steps = [n for n in range(a, z) if n not in set(r["window_left_out"])]
         step = b["call_ms"]
-        # the job's optimizer line also holds the probe's own work at the step's end (its
-        # post-step bookkeeping, 20-50 us on a quiet host, 0.15 ms on a slow CI host), which
-        # no part of the step is given: at most what the window's instruments cost a step,
-        # by the tool's own measure of it (the pace's window_cost)
-        probe = max(r.get("window_cost") or 0.0, 0.0) * (r.get("window_step_ms") or step)
         for part in ("backward", "optimizer"):
             # before, these read 14-40% short on this job (torch's wrappers left out)
             mine = _share(own, part, steps) * step
-            low = mine * 0.92 - 0.04 - (probe if part == "optimizer" else 0.0)
-            assert low <= b[f"{part}_ms"] <= mine * 1.08, (part, b, mine, probe)
+            assert mine * 0.92 - 0.04 <= b[f"{part}_ms"] <= mine * 1.08, (part, b, mine)
         # the job's lines outside backward and the optimizer hold the model's call and the
         # rest (the loss's eager ops, zero_grad, the loop's own lines)
         outside = (1 - _share(own, "backward", steps) - _share(own, "optimizer", steps)) * step
