@@ -526,21 +526,20 @@ def test_the_workers_remedy_keeps_the_jobs_data_order(tmp_path: Path) -> None:
     assert said["workers"][1] == said[""][1], said
 
 
-def test_a_forecast_from_the_caches_records_is_said_as_a_floor() -> None:
-    """#76 (a tenth look): "about 9 s a run" from the job's warm run and torch's records of
-    what its cache hits saved, then 21 s a run: an empty cache also builds the kernels a
-    shared cache held, which those records leave out. Where the forecast rests on them it is
-    said as a floor; from the job's own run alone (its cache cold), as it is."""
+def test_a_forecast_takes_off_what_the_jobs_run_compiled_into_its_cache() -> None:
+    """#76 (a tenth and an eleventh look): "about 9 s a run", then 21 s a run, when each run
+    here compiled in an empty cache. The runs now share a copy of the job's caches: a run
+    takes the job's run, less what it compiled into its cache (loaded by the runs here)."""
     from types import SimpleNamespace
 
     from compilediag.cli.commands.again.try_clock import RoundClock
 
     chosen = [SimpleNamespace(remedy="workers")]
-    said = RoundClock(None, job_s=6.0, cold_s=3.0).plan(chosen)  # type: ignore[arg-type]
-    assert "about 9 s a run or more (" in said and "about 0.9 min or more" in said, said
-    assert "which can cost more" in said, said
-    cold = RoundClock(None, job_s=9.0).plan(chosen)  # type: ignore[arg-type]
-    assert "about 9 s a run (" in cold and "or more" not in cold, cold
+    said = RoundClock(None, job_s=9.0, stored_s=3.0).plan(chosen)  # type: ignore[arg-type]
+    assert "about 6 s a run (the job's run just now, less 3 s of the compile it stored in " in said
+    assert "about 0.6 min;" in said and "or more" not in said, said
+    warm = RoundClock(None, job_s=9.0).plan(chosen)  # type: ignore[arg-type]
+    assert "about 9 s a run (the job's run just now; each run here compiles with a copy" in warm
 
 
 def test_a_first_run_far_off_its_forecast_says_the_rounds_time_again() -> None:
@@ -552,7 +551,7 @@ def test_a_first_run_far_off_its_forecast_says_the_rounds_time_again() -> None:
 
     from compilediag.cli.commands.again.try_clock import RoundClock
 
-    clock = RoundClock(120.0, job_s=6.0, cold_s=3.0)
+    clock = RoundClock(120.0, job_s=12.0, stored_s=3.0)
     clock.start -= 21.0  # (the first run took 21 s)
     clock.runs = 1
     said = clock.first_run(4)

@@ -12,6 +12,7 @@ a step marked at each call, the outputs cloned and the gradients the parameters'
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import shutil
@@ -19,11 +20,12 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compilediag.cli.commands.again.try_clock import RoundClock, cold_compile_s
+from compilediag.cli.commands.again.job_caches import copied_caches
+from compilediag.cli.commands.again.try_clock import RoundClock, stored_compile_s
 from compilediag.report.words import plural
 
 if TYPE_CHECKING:
@@ -31,8 +33,8 @@ if TYPE_CHECKING:
     from compilediag.analysis.step.runtime import JobRun
     from compilediag.report.model import Report, Tried, TryBaseline
 
-# each remedy's run keeps torch's caches in a folder of its own: the user's stay as their
-# own run left them (a remedy's settings are cache keys of their own)
+# a run of the job with no caches given (Job.caches) keeps torch's in a folder of its own:
+# the user's stay as their own run left them
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 # others kept this many of the job's cores busy during its runs: said, and every pair run
 LOADED = 0.5
@@ -58,6 +60,9 @@ class Job:
     budget_s: float | None = None
     job_s: float = 0.0
     after_window_s: float = 0.0
+    # the environment that gives its runs torch's caches (job_caches.copied_caches); None:
+    # each run in empty ones of its own
+    caches: dict[str, str] | None = None
 
 
 @dataclass
@@ -98,15 +103,32 @@ def try_fixes(
              "an edit of your code targets: the optimizer, the data loader, .item() breaks, "
              "a host-bound CUDA step, float32 matmuls without TF32)")  # fmt: skip
         return [], None
-    clock = RoundClock(
-        opts.budget_s, opts.job_s - opts.after_window_s, cold_compile_s(report), opts.after_window_s
-    )
+    clock = RoundClock(opts.budget_s, opts.job_s - opts.after_window_s, stored_compile_s(report),
+                       opts.after_window_s)  # fmt: skip
     say(clock.plan(chosen))
     for c in chosen:
         say(f"compilediag:   {c.remedy}: {c.why}; it {c.expected}")
-    trials, baseline = _alternate(opts, [Trial(c, []) for c in chosen], env_for, say, clock)
+    with copied_caches(dict(os.environ)) as caches:
+        out, baseline = _rounds(replace(opts, caches=caches), report, chosen, env_for, say, clock)
     if not baseline:
         return [], None
+    say("compilediag: --try-fixes: " + "; ".join(f"{t.remedy} {t.why}" for t in out))
+    return out, _baseline(baseline, opts.budget_s, clock, out)
+
+
+def _rounds(
+    opts: Job,
+    report: Report,
+    chosen: list[Candidate],
+    env_for: EnvFor,
+    say: Say,
+    clock: RoundClock,
+) -> tuple[list[Tried], list[Launched]]:
+    """The remedies' rounds, then the kept ones' together: each measured, and the unchanged
+    runs they were measured against ([] where the job as it is did not run)."""
+    trials, baseline = _alternate(opts, [Trial(c, []) for c in chosen], env_for, say, clock)
+    if not baseline:
+        return [], []
     out = [_measured(t, baseline, 2 * clock.run_s()) for t in trials]
     kept = [t for t in out if t.kept]
     if len(kept) >= 2:
@@ -118,8 +140,7 @@ def try_fixes(
         if again:
             out.insert(0, _measured(more[0], again, 2 * clock.run_s()))
             baseline += again
-    say("compilediag: --try-fixes: " + "; ".join(f"{t.remedy} {t.why}" for t in out))
-    return out, _baseline(baseline, opts.budget_s, clock, out)
+    return out, baseline
 
 
 def _alternate(
@@ -322,8 +343,10 @@ def launch_job(
             env[REMEDY_ENV] = remedy
         env[LOSSES_ENV] = "1"
         env.update(extra_env or {})
-        for var in CACHE_VARS:
-            env[var] = str(folder / "cache" / var.lower())
+        if opts.caches is None:
+            env.update({var: str(folder / "cache" / var.lower()) for var in CACHE_VARS})
+        else:
+            env.update(opts.caches)
         log = folder / "job.log"
         beside = Beside()
         beside.start()
