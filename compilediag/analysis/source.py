@@ -140,3 +140,44 @@ def indexes_item_by_item(file: str, function: str) -> bool:
                 if any(over_items(g.target, g.iter, [node.elt]) for g in node.generators):
                     return True
     return False
+
+
+def branched_on(file: str, line: int) -> tuple[int, str] | None:
+    """Where the name the statement at `line` assigns (`conf = probs.max().item()`) is next
+    a Python condition in the same function (an `if`, `while`, `assert` or conditional
+    expression's test): its line and code. None where there is none, or the file can't be
+    read."""
+    import ast
+
+    text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    fns = [
+        n for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]  # fmt: skip
+    fn = max(fns, key=lambda n: n.lineno, default=None)
+    if fn is None:
+        return None
+    assigned = next(
+        (n for n in ast.walk(fn) if isinstance(n, ast.Assign) and n.lineno == line), None
+    )
+    if (
+        assigned is None
+        or len(assigned.targets) != 1
+        or not isinstance(assigned.targets[0], ast.Name)
+    ):
+        return None
+    name = assigned.targets[0].id
+    tests = [
+        n.test for n in ast.walk(fn)
+        if isinstance(n, ast.If | ast.While | ast.Assert | ast.IfExp) and n.lineno > line
+    ]  # fmt: skip
+    uses = sorted(
+        t.lineno for t in tests
+        if any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(t))
+    )  # fmt: skip
+    return (uses[0], code_at(file, uses[0])) if uses else None

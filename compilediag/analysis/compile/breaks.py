@@ -11,6 +11,7 @@ from compilediag.analysis.history import Entry, History
 from compilediag.analysis.source import (
     assignments_in_function,
     branch_only_reports,
+    branched_on,
     code_at,
     context_at,
 )
@@ -306,9 +307,18 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
         parsed.gb_id, parsed.reason, parsed.explanation, parsed.hints,
         code + " " + lib_code, lib.file if lib else None, c.metrics.pytorch_version,
     )  # fmt: skip
+    branch_line = site.line
+    if fix.cause == BreakCause.ITEM and (used := branched_on(site.file, site.line)):
+        # the value is a condition a line later: capture_scalar_outputs moves the break there
+        # (a look: "the break is gone" where torch's explain still found it, at the `if`)
+        fix = fix_for(
+            parsed.gb_id, parsed.reason, parsed.explanation, parsed.hints,
+            f"{used[1]} {code}", lib.file if lib else None, c.metrics.pytorch_version,
+        )  # fmt: skip
+        branch_line = used[0]
     cause, suggestion = fix.cause, fix.suggestion
     branch = (BreakCause.ITEM_BRANCH, BreakCause.DATA_DEPENDENT_BRANCH)
-    if cause in branch and branch_only_reports(site.file, site.line):
+    if cause in branch and branch_only_reports(site.file, branch_line):
         suggestion = REPORTING_BRANCH  # (torch.where can't hold a print: a look read it)
     framework = None
     if lib is not None:

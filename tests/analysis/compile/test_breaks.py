@@ -203,3 +203,36 @@ def test_a_branch_that_only_reports_is_advised_out_of_the_graph_not_to_torch_whe
     for fn, breaks in ((_reporting_branch, 1), (_reporting_branch_guarded, 0)):
         torch._dynamo.reset()
         assert len(torch._dynamo.explain(fn)(x).break_reasons) == breaks, fn
+
+
+def _confidence_gate(x):
+    probs = (x * 2).softmax(-1)
+    conf = probs.max().item()
+    if conf < 0.01:
+        return probs * 0
+    return probs
+
+
+def _confidence_gate_where(x):
+    probs = (x * 2).softmax(-1)
+    conf = probs.max()
+    return torch.where(conf < 0.01, probs * 0, probs)
+
+
+def test_an_item_value_branched_on_a_line_later_is_advised_as_the_branch() -> None:
+    """`conf = probs.max().item()` then `if conf < 0.01:` (a twelfth look, a Llama model):
+    the advice read "capture_scalar_outputs ... the break is gone", where torch's explain
+    with that setting still finds the break, moved to the `if`. It is advised as a branch on
+    the value (torch.where, or torch.cond), which applied leaves no break."""
+    from compilediag.report.vocabulary import BreakCause
+    from compilediag.testing import compile_report
+
+    x = torch.randn(4, 8)
+    (brk,) = compile_report(_confidence_gate, (x,)).graph_breaks
+    assert brk.cause == BreakCause.ITEM_BRANCH, (brk.cause, brk.suggestion)
+    assert "torch.where" in brk.suggestion and "the break is gone" not in brk.suggestion
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        assert len(torch._dynamo.explain(_confidence_gate)(x).break_reasons) == 1
+    torch._dynamo.reset()
+    assert len(torch._dynamo.explain(_confidence_gate_where)(x).break_reasons) == 0
