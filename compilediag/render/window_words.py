@@ -36,6 +36,13 @@ def pace_line(r: Runtime | None) -> str:
             f"{ms(r.unprofiled_step_ms)} after it (no instrument on), so what the window's "
             f"instruments cost is not told apart from that: {own}"
         )
+    if r.pace_apart and r.unprofiled_step_ms:
+        return (
+            f"pace: the window's steps took {window} (the median), "
+            f"{r.window_step_ms / r.unprofiled_step_ms:.2f}x the job's own "
+            f"{ms(r.unprofiled_step_ms)} ({around}): more than its instruments cost, so the "
+            f"machine's pace moved between them (other work on it): {own}"
+        )
     if not r.at_pace or r.unprofiled_step_ms is None or r.window_cost is None:
         return (
             f"pace: the window's steps took {window} (the median), with too few steps around "

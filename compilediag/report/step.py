@@ -349,6 +349,10 @@ class Runtime:
     # during the run (`pace_moved`): the figures are the window's own (at_pace false)
     before_step_ms: float | None = None
     pace_moved: bool = False
+    # the window's median step and the steps around it further apart than pace.APART (more
+    # than its instruments cost): the machine's pace moved between them, and the figures are
+    # the window's own (at_pace false)
+    pace_apart: bool = False
     # the machine's load average (1 minute) as the window ended and the cores the job's
     # process could use; [] where not read
     window_load: list[float] = field(default_factory=list)

@@ -24,6 +24,14 @@ MIN_BEFORE = 3  # steps just before the window, at least, to see whether the pac
 # that. On 2 H200s the slow rank's Python batch took 29 ms a step, then 17 ms from step 24 on,
 # alike with and without compilediag (bench/README.md)
 MOVED = 1.25
+# the window's median step further than this from the steps around it, either way: far more
+# than its instruments cost a step (1.006-1.06x measured, bench/README.md), so the machine's
+# pace moved between them (another's work on it), and a figure set on the steps around it
+# would be neither's (a new user's window ran 2.82x the steps around it, and its sleep-bound
+# data part was set at a third of what it took, under the sleep's own floor). Not nearer:
+# a job's own steps vary that much by where they fall (a Trainer's window read 1.26x the
+# steps around it by the job's own clock, the steps after an evaluation slower)
+APART = 1.5
 
 
 @dataclass
@@ -47,9 +55,18 @@ class Pace:
         return max(b, a) / min(b, a) > MOVED and abs(math.log(w / b)) < abs(math.log(w / a))
 
     @property
+    def apart(self) -> bool:
+        """Whether the window ran further than APART from the steps around it (the pace not
+        seen to move before and after it)."""
+        a, w = self.around_ms, self.window_ms
+        if self.around < MIN_AROUND or not a or not w or self.moved:
+            return False
+        return max(a, w) / min(a, w) > APART
+
+    @property
     def at_pace(self) -> bool:
         """Whether the window's figures are set on the steps around it."""
-        return self.around >= MIN_AROUND and not self.moved
+        return self.around >= MIN_AROUND and not self.moved and not self.apart
 
     @property
     def step_ms(self) -> float | None:

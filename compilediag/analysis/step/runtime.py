@@ -149,6 +149,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         pace = pace_of(first, left_out, alike=not job.window_work)
         job.window_step_ms, job.window_load = pace.window_ms, list(first.load)
         job.at_pace, job.before_step_ms, job.pace_moved = pace.at_pace, pace.before_ms, pace.moved
+        job.pace_apart = pace.apart
         if pace.around >= MIN_AROUND:  # the steps the pace is taken from
             job.unprofiled_step_ms, job.unprofiled_steps = pace.around_ms, pace.around
         if not job.window_work:

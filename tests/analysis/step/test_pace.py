@@ -221,6 +221,35 @@ def test_a_job_whose_pace_moves_is_reported_at_its_windows_own(tmp_path: Path) -
     assert any("the job's own pace moved during the run" in line for line in first), first
 
 
+def test_a_window_far_from_the_steps_around_it_keeps_its_own_figures() -> None:
+    """A twelfth look: the window ran 55.9 ms a step, the steps around it 19.8 ms (another
+    user's work on the machine came and went), and the window's parts were set on 19.8 ms:
+    its data part, 9.45 ms by the loop's own line clock and a sleep of at least 6.4 ms, read
+    3.29 ms. More than 1.5x apart, either way, is far more than the instruments cost: the
+    figures are the window's own, and the pace line says the machine's pace moved; 1.12x
+    apart is set on the steps around it, as before."""
+    around = {k: 19.8 for k in [*range(5, 15), *range(40, 50)]}
+    row = [55.9, 20.0, 20.0, 3.0, 9.45, 3.45, 0.0]
+    p = _process({k: list(row) for k in range(20, 31)}, around)
+    p.window = [20, 30]
+    pace = pace_of(p, set(), alike=True)
+    assert pace.apart and not pace.at_pace and not pace.moved and pace.cost is None
+    kept, by = at_pace(p, set(), pace)
+    assert by == pytest.approx(1.0) and kept.data_ms == p.profiled.data_ms  # type: ignore[union-attr]
+    faster = _process({k: list(row) for k in range(20, 31)}, {k: 90.0 for k in around})
+    assert pace_of(faster, set(), alike=True).apart  # (the other way alike)
+    near = _process({k: list(row) for k in range(20, 31)}, {k: 50.0 for k in around})
+    assert not pace_of(near, set(), alike=True).apart and pace_of(near, set(), alike=True).at_pace
+    r = Runtime(window=[20, 30], window_step_ms=55.9, unprofiled_step_ms=19.8,
+                unprofiled_steps=20, pace_apart=True)  # fmt: skip
+    assert pace_line(r) == (
+        "pace: the window's steps took 55.9 ms (the median), 2.82x the job's own 19.8 ms (20 "
+        "steps around it, no instrument on): more than its instruments cost, so the machine's "
+        "pace moved between them (other work on it): the figures below are the window's, its "
+        "instruments on"
+    )
+
+
 def test_after_a_kernel_profile_the_pace_is_the_steps_before_the_window() -> None:
     """The kernel profile ran steps 31-35, after the window 20-30, and the steps after it
     ran slower (torch.profiler's after-effect): the pace is the 5 steps just before the
