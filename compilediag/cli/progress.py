@@ -17,6 +17,23 @@ def show_progress() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
+def say(text: str) -> None:
+    """A line of what a command found or does, on stderr: on a terminal, wrapped to its
+    width (the next lines indented); piped, one line each, as grep and a log read them
+    (a --try-fixes plan ran to 554 columns on a new user's terminal)."""
+    if sys.stderr.isatty():
+        import shutil
+        import textwrap
+
+        width = shutil.get_terminal_size((100, 24)).columns
+        if len(text) > width:
+            text = textwrap.fill(
+                text, width, subsequent_indent="  ", break_long_words=False,
+                break_on_hyphens=False,
+            )  # fmt: skip
+    print(text, file=sys.stderr, flush=True)
+
+
 def stage_text(stage: str) -> str:
     # the worker's last stage is "done"; what the user waits for then is our part
     return "building the report" if stage == "done" else stage

@@ -316,3 +316,24 @@ def test_profile_steps_help_and_error_say_what_a_step_is_in_one_wording() -> Non
             f"--profile-steps 3-7 ({words})."
         ), line
         assert "first compiled frame" not in line
+
+
+def test_a_long_line_on_stderr_fits_the_terminal_and_stays_whole_in_a_pipe(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--try-fixes' plan ran to 554 columns on a new user's terminal (two looks read it):
+    on a terminal, a line is wrapped to its width at spaces, the next lines indented, a
+    path kept whole; piped, each stays one line for grep and a log."""
+    from compilediag.cli.progress import say
+
+    words = "compilediag: --try-fixes: " + " ".join(["a remedy, alternated,"] * 20)
+    path = "/tmp/compilediag-caches-abcdef/inductor/some/long/path/kernel.so"
+    say(f"{words} {path}")
+    assert capsys.readouterr().err == f"{words} {path}\n"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "80")
+    say(f"{words} {path}")
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) > 5 and all(len(x) <= 80 for x in lines), lines
+    assert all(x.startswith("  ") for x in lines[1:]) and lines[-1].strip() == path
+    assert " ".join(x.strip() for x in lines) == f"{words} {path}"

@@ -23,7 +23,7 @@ from compilediag.cli import verified
 from compilediag.cli.commands.common import OutputOptions, check_outputs, make_spec, wrote
 from compilediag.cli.config import load_config
 from compilediag.cli.options import RunOptions
-from compilediag.cli.progress import Live
+from compilediag.cli.progress import Live, say
 from compilediag.errors import COMPILE_FAILED, DiagError, UsageError
 from compilediag.fixes.patches import (
     BreakFix,
@@ -116,11 +116,6 @@ def shown(path: Path) -> str:
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def say(text: str) -> None:
-    """A fact about the result on stderr, piped or not (progress goes to `Live`)."""
-    print(text, file=sys.stderr, flush=True)
 
 
 def run_spec(

@@ -4,7 +4,6 @@ to --jobs at a time. The measured before/after counts go into the Report."""
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -12,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from compilediag.cli.progress import say
 from compilediag.errors import DiagError
 from compilediag.fixes.remedies import Remedy, combined, compile_verdict, remedies_for, verdict
 from compilediag.harness.worker_types import WorkerSpec
@@ -121,7 +121,3 @@ def _failed(fix: VerifiedFix, done: Any) -> VerifiedFix:
             done.report.errors[0].text if done.report.errors else "torch.compile failed",
         )
     return fix
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)

@@ -24,6 +24,7 @@ from compilediag.cli.commands.common import (
     wrote,
 )
 from compilediag.cli.config import load_config
+from compilediag.cli.progress import say
 from compilediag.errors import COMPILE_FAILED, INTERRUPTED, JOB_FAILED, UsageError
 
 if TYPE_CHECKING:
@@ -468,10 +469,6 @@ def check_trace_dir(path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"cannot create --trace-dir {path}: {e.strerror}.") from None
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def write_profile(folder: Path, report: Report, path: str) -> None:
