@@ -211,9 +211,10 @@ def string_words(m: re.Match[str]) -> Words:
     return (
         f"{src} changed (was {m['v']}): a Python string is baked into the graph",
         RecompileCause.STRING,
-        f"Each value of `{src}` compiles its own graph. Resolve it outside the compiled "
-        f"code (e.g. pick the function once in __init__: self.fn = getattr(torch, {src})), "
-        "so forward no longer reads the string.",
+        f"Each value of `{src}` compiles its own graph once; a value seen before reuses "
+        "its graph, so a few values cost a few compiles. Where it takes many, choose what "
+        f"it selects before the compiled call (a compiled function for each value of "
+        f"`{src}`), so the compiled code no longer reads the string.",
     )
 
 

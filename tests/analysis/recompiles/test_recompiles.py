@@ -80,6 +80,28 @@ def test_translate(guard: str, words: str, cause: str) -> None:
     assert advice
 
 
+def test_a_strings_advice_holds_for_any_string() -> None:
+    """A twelfth look: `mode` ("greedy" or "sample") was advised `self.fn = getattr(torch,
+    mode)`, and torch.greedy does not exist. The advice says what torch does with each
+    value, true by torch's own count (a value seen before compiles nothing), and how to
+    take the string out of the compiled code whatever it names."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    _, _, advice = translate("L['mode'] == 'sample'")
+    assert "getattr(torch" not in advice and "a value seen before reuses its graph" in advice
+
+    def pick(x: torch.Tensor, mode: str) -> torch.Tensor:
+        return x.argmax(-1).float() if mode == "greedy" else x.softmax(-1).sum(-1)
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(pick, backend=counter)
+    for mode in ("greedy", "sample", "greedy", "sample", "greedy"):
+        compiled(torch.randn(2, 8), mode)
+    assert counter.frame_count == 2
+
+
 def test_mark_dynamic_advice_names_the_input_and_dim() -> None:
     _, _, advice = translate("tensor 'x' size mismatch at index 1. expected 512, actual 256")
     assert "torch._dynamo.mark_dynamic(x, 1)" in advice
