@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import textwrap
 
 from compilediag.fixes.patches import BreakFix, FixResult, RecompileFix
@@ -50,7 +51,7 @@ def render_fix_table(result: FixResult) -> str:
     if left:
         out.append("No safe patch")
         for b in left:
-            out.extend(_left(b))
+            out.extend(_left(b, result.file))
         out.append("")
     if result.recompiles:
         n = sum(r.count for r in result.recompiles)
@@ -65,9 +66,19 @@ def render_fix_table(result: FixResult) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _left(b: BreakFix) -> list[str]:
+def _place(b: BreakFix, target: str) -> str:
+    """`line 7`, in the target file; else the file too, from the target's folder where it is
+    under it (`vendorlib/stats.py:7`: a look read "line 7" as the model's)."""
+    if not b.file or os.path.realpath(b.file) == os.path.realpath(target):
+        return f"line {b.line}"
+    folder = os.path.dirname(os.path.realpath(target))
+    where = os.path.relpath(os.path.realpath(b.file), folder)
+    return f"{b.file if where.startswith('..') else where}:{b.line}"
+
+
+def _left(b: BreakFix, target: str) -> list[str]:
     lines = [
-        f"  line {b.line} · {b.cause or 'other'} · {b.gb_id or b.reason}",
+        f"  {_place(b, target)} · {b.cause or 'other'} · {b.gb_id or b.reason}",
         f"    {b.code.strip()}",
     ]
     lines += textwrap.wrap(b.why, 96, initial_indent="    why  ", subsequent_indent="         ")

@@ -235,3 +235,21 @@ def test_untimed_breaks_are_in_a_said_order_the_most_frequent_then_the_sources()
     assert len(breaks) >= 2 and keys == sorted(keys), keys
     header = next(x for x in render(report, "table").splitlines() if x.startswith("Graph breaks"))
     assert ("most frequent first" in header) == (len({b.count for b in breaks}) > 1), header
+
+
+def test_fixs_break_in_another_file_is_named_with_its_file(tmp_path, monkeypatch) -> None:
+    """A twelfth look: `fix model.py` listed "line 7 · item" for a break in the model's own
+    vendorlib/stats.py, read as the model's line 7. A break in another file is given with
+    that file (from the model's folder); one in the model file, by its line."""
+    from compilediag.fixes.patches import BreakFix, FixResult
+    from compilediag.render.patch import render_fix_table
+
+    (tmp_path / "vendorlib").mkdir()
+    for name in ("model.py", "vendorlib/stats.py"):
+        (tmp_path / name).write_text("\n" * 30)
+    monkeypatch.chdir(tmp_path)
+    helper = BreakFix("vendorlib/stats.py", 7, "q = t.max().item()", "item", "GB0124", "")
+    own = BreakFix("model.py", 18, "print(x)", "print", "GB0059", "")
+    text = render_fix_table(FixResult("model.py", "", [helper, own]))
+    assert "  vendorlib/stats.py:7 · item · GB0124" in text.splitlines(), text
+    assert "  line 18 · print · GB0059" in text.splitlines(), text
