@@ -17,6 +17,7 @@ from compilediag.report.model import Environment, Graph, GraphBreak, Report, Tra
 from compilediag.report.vocabulary import Finding, FindingKind, Severity, Source
 from compilediag.report.words import ms, plural
 from compilediag.trace.formats import (
+    NOT_FAILURES,
     RECOMPILE_LIMIT,
     compile_failure_fix,
     frame_name,
@@ -283,11 +284,13 @@ def compile_failure_note(worker: WorkerResult, h: History) -> Finding | None:
     err = worker.error
     if err is None or err.kind != "compile":
         return None
-    file, line = err.file, err.line
-    for e in h:
-        if e.metrics.fail_user_file:
-            file, line = e.metrics.fail_user_file, e.metrics.fail_user_line
+    file, line, caller = err.file, err.line, err.called_from
+    for e in h:  # torch's own record of a compile that failed (not a frame it skipped)
+        m = e.metrics
+        if m.fail_user_file and m.fail_type and m.fail_type not in NOT_FAILURES:
+            file, line, caller = m.fail_user_file, m.fail_user_line, ""
     where = f" at {file}:{line}" if file else ""
+    where += f" (called from {caller})" if caller else ""
     return Finding(
         FindingKind.COMPILE_FAILED,
         f"torch.compile failed{where}: {err.message}",

@@ -42,6 +42,7 @@ from compilediag.harness.serving.replay import serve, served_step, stream_calls
 from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
 from compilediag.harness.threads import Threads, Trust, Watch, user_setting
 from compilediag.harness.worker_torch import (
+    called_from,
     cross_check,
     describe_model,
     environment,
@@ -107,6 +108,7 @@ class Worker:
         if exc is not None:
             err.exception = type(exc).__name__
             err.file, err.line, err.code = user_frame(exc, self.spec.target.path)
+            err.called_from = called_from(exc, self.spec.target.path, err.file)
         self.result.error = err
         return self.finish(code)
 

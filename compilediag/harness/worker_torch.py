@@ -169,18 +169,30 @@ def first_line(e: BaseException) -> str:
 
 
 def user_frame(exc: BaseException, path: str) -> tuple[str, int, str]:
-    """The innermost frame of the user's own code in an exception's traceback."""
+    """The innermost frame of the user's own code in an exception's traceback: the line
+    that raised, in the model's file or a helper of theirs beside it (a vendored module),
+    else the model file's innermost frame."""
     frames = traceback.extract_tb(exc.__traceback__)
     target = os.path.realpath(path)
-    mine = [f for f in frames if os.path.realpath(f.filename) == target]
-    if not mine:
-        mine = [f for f in frames if not is_library_file(f.filename)]
+    mine = [f for f in frames if not is_library_file(f.filename)]
+    mine = mine or [f for f in frames if os.path.realpath(f.filename) == target]
     if isinstance(exc, SyntaxError) and exc.filename:
         return exc.filename, exc.lineno or 0, (exc.text or "").strip()
     if not mine:
         return "", 0, ""
     f = mine[-1]
     return f.filename, f.lineno or 0, (f.line or "").strip()
+
+
+def called_from(exc: BaseException, path: str, file: str) -> str:
+    """`model.py:23`: the model file's innermost frame, where the exception was raised in
+    another `file` of the user's ('' where it was raised in the model file)."""
+    target = os.path.realpath(path)
+    if not file or os.path.realpath(file) == target:
+        return ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    outer = [f for f in frames if os.path.realpath(f.filename) == target]
+    return f"{outer[-1].filename}:{outer[-1].lineno}" if outer else ""
 
 
 def regional(model: Any, path: str, kwargs: dict[str, Any]) -> Any:

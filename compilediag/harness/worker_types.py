@@ -343,6 +343,7 @@ class WorkerFailure:
     line: int = 0
     code: str = ""
     traceback: str = ""
+    called_from: str = ""  # `model.py:23`, where `file` is another file of the user's
 
 
 @dataclass

@@ -561,3 +561,61 @@ def test_saved_report_holds_no_path_of_this_machine(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert report["target"]["path"] == "models/net.py"
     assert [(b["file"], b["line"]) for b in report["graph_breaks"]] == [("models/net.py", 5)]
+
+
+HELPER_FAILS = """\
+import numpy as np
+
+
+def robust_scale(t):
+    q = np.percentile(t.detach().cpu().numpy(), 90)
+    return t / float(q + 1e-6)
+"""
+LOOP_THEN_HELPER = """\
+import torch
+from vendorlib.stats import robust_scale
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        for col in range(2):
+            idx = torch.nonzero(x[:, col] > 0).squeeze(-1)
+            out[idx] += 1
+        return robust_scale(out + x)
+
+
+def get_inputs():
+    return (torch.randn(8, 4),)
+"""
+
+
+def test_a_compile_failure_in_a_helper_file_is_said_at_its_line(tmp_path: Path) -> None:
+    """A twelfth look: "torch.compile failed at model.py:21", the line of a nonzero break in a
+    loop (a frame torch skipped, no failure), where torch's own traceback ends in the user's
+    vendored helper (vendorlib/stats.py:8, NumPy under compile). The failure is said where
+    torch's traceback puts it, with the model's line that called it."""
+    (tmp_path / "vendorlib").mkdir()
+    (tmp_path / "vendorlib" / "__init__.py").write_text("")
+    (tmp_path / "vendorlib" / "stats.py").write_text(HELPER_FAILS)
+    (tmp_path / "model.py").write_text(LOOP_THEN_HELPER)
+    proc = run_cli("explain", "model.py", "--backend", "eager", "--no-timings", "--format",
+                   "json", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 4, proc.stderr
+    (err,) = json.loads(proc.stdout)["errors"]
+    assert err["message"].startswith(
+        "torch.compile failed at vendorlib/stats.py:6 (called from model.py:11): "
+    ), err
+    # torch's own: plain torch.compile raises there, and the model runs in eager mode
+    code = (
+        "import sys, traceback, torch; sys.path.insert(0, '.'); import model\n"
+        "x = model.get_inputs()[0]; model.Net()(x)\n"
+        "try:\n    torch.compile(model.Net(), backend='eager')(x)\n"
+        "except Exception as e:\n"
+        "    f = traceback.extract_tb(e.__traceback__)[-1]; print(f.filename, f.lineno)\n"
+    )
+    torch_says = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                                text=True, timeout=300)  # fmt: skip
+    assert torch_says.stdout.split() == [str(tmp_path / "vendorlib" / "stats.py"), "6"], (
+        torch_says.stdout + torch_says.stderr
+    )
