@@ -287,7 +287,9 @@ def _compiler_disable(b: Break) -> Fix:
         "outside the compiled model.",
         # (a look removed one and got two breaks: its float(t.std()) broke in its place)
         "removes this break where the function traces; one that reads a tensor's value "
-        "(float(t), .item()) breaks there instead",
+        "(float(t), .item()) breaks there instead, and one that adds to a list or dict it "
+        "keeps (a metrics hook) compiles again each call, torch guarding on its length: "
+        "keep the decorator there",
     )  # fmt: skip
 
 

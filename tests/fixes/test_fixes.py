@@ -590,3 +590,29 @@ def test_the_disable_advice_says_what_removing_the_decorator_does() -> None:
 
     assert breaks(pure, True) >= 1 and breaks(pure, False) == 0
     assert breaks(reads, True) >= 1 and breaks(reads, False) >= 1
+    # a twelfth look: a metrics hook that appends to a dict of lists it keeps traces, and
+    # without the decorator torch compiles again each call (its guard on the list's length)
+    assert "compiles again each call" in fix.effect and "keep the decorator" in fix.effect
+    from torch._dynamo.testing import CompileCounter
+
+    kept: dict[str, list] = {}
+
+    def record(t):
+        kept.setdefault("hidden", []).append(t.detach().norm())
+
+    for disabled, most in ((True, 2), (False, 4)):
+        torch._dynamo.reset()
+        kept.clear()
+        hook = torch.compiler.disable(record) if disabled else record
+        counter = CompileCounter()
+
+        def g(x, hook=hook):
+            h = torch.relu(x)
+            hook(h)
+            return h * 2
+
+        compiled = torch.compile(g, backend=counter)
+        for _ in range(4):
+            compiled(torch.randn(8))
+        frames = counter.frame_count
+        assert frames <= most if disabled else frames >= most, (disabled, frames)
