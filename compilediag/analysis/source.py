@@ -6,6 +6,7 @@ from __future__ import annotations
 import linecache
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from compilediag.report.model import SourceLine
 
@@ -27,18 +28,16 @@ def context_at(file: str, line: int, around: int = CONTEXT_LINES) -> list[Source
     return [SourceLine(n, lines[n - 1].rstrip("\n")) for n in range(lo, hi + 1)]
 
 
-def assignments_in_function(file: str, line: int, target: str) -> list[tuple[int, str]]:
-    """The lines of the innermost function of `file` that holds `line` that assign
-    `target` (an attribute chain as written: `self.config.problem_type`), by `=`, an
-    augmented assignment or `setattr(self.config, "problem_type", ...)`, each with the
-    value's text; empty where the file can't be read or parsed."""
+def _function_at(file: str, line: int) -> Any:
+    """The innermost function (an ast.FunctionDef or AsyncFunctionDef) of `file` that holds
+    `line`, its decorators counted; None where there is none or the file can't be read."""
     import ast
 
     text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        return []
+        return None
     holding = [
         n
         for n in ast.walk(tree)
@@ -47,7 +46,17 @@ def assignments_in_function(file: str, line: int, target: str) -> list[tuple[int
         <= line
         <= (n.end_lineno or n.lineno)
     ]
-    fn = max(holding, key=lambda n: n.lineno, default=None)  # the innermost
+    return max(holding, key=lambda n: n.lineno, default=None)
+
+
+def assignments_in_function(file: str, line: int, target: str) -> list[tuple[int, str]]:
+    """The lines of the innermost function of `file` that holds `line` that assign
+    `target` (an attribute chain as written: `self.config.problem_type`), by `=`, an
+    augmented assignment or `setattr(self.config, "problem_type", ...)`, each with the
+    value's text; empty where the file can't be read or parsed."""
+    import ast
+
+    fn = _function_at(file, line)
     if fn is None:
         return []
     out = []
@@ -149,17 +158,7 @@ def branched_on(file: str, line: int) -> tuple[int, str] | None:
     read."""
     import ast
 
-    text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
-    fns = [
-        n for n in ast.walk(tree)
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-        and n.lineno <= line <= (n.end_lineno or n.lineno)
-    ]  # fmt: skip
-    fn = max(fns, key=lambda n: n.lineno, default=None)
+    fn = _function_at(file, line)
     if fn is None:
         return None
     assigned = next(
