@@ -279,7 +279,9 @@ class ProcessRuntime:
     compile_calls: list[CompileCall] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)  # the graphs' input devices (`cuda`)
     wall_s: float = 0.0  # from the probe's install to the file's writing
-    window_end_s: float | None = None  # ... to the window's end (the steps after it: wall_s)
+    window_end_s: float | None = None  # ... to the window's end
+    last_step_s: float | None = None  # ... to the last step's end (the job's exit after it)
+    exit_s: float | None = None  # ... to the start of the file's writing, its exit done
     cudagraph_skips: int = 0  # graphs run without a CUDA graph (torch's counter)
     cudagraph_skip_reasons: list[str] = field(default_factory=list)  # as torch logged them
     cudagraph_rerecords: int = 0  # CUDA graphs recorded again (torch's tree managers)

@@ -16,9 +16,16 @@ if TYPE_CHECKING:
 
 
 def after_window_s(run: JobRun, stop_after: int | None) -> float:
-    """The time the job's run spent past its window's end, by its processes' own clocks
-    (the least of them: the job ends with its last); 0 where --stop-after ended it."""
-    past = [p.wall_s - p.window_end_s for p in run.processes if p.window_end_s is not None]
+    """The time the job's run spent on its steps past its window's end, which a run here
+    (ended there) leaves out, by its processes' own clocks (the least of them: the job ends
+    with its last); 0 where --stop-after ended it. Its exit is not in it: a run here pays
+    it too (a CUDA job's, on an H200: 8-10 s from its window's end to its facts written,
+    stopped there; bench/results/gpu_try_fixes_parts)."""
+    past = [
+        p.last_step_s - p.window_end_s + (p.wall_s - p.exit_s)  # (and the probe's at exit)
+        for p in run.processes
+        if p.window_end_s is not None and p.last_step_s is not None and p.exit_s is not None
+    ]
     return max(min(past), 0.0) if past and stop_after is None else 0.0
 
 

@@ -68,6 +68,8 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "devices": list(probe.devices),
         "wall_s": time.perf_counter() - probe.started,
         "window_end_s": probe.window_end_s,
+        "last_step_s": probe.last_step_s,
+        "exit_s": probe.exit_s,
         "cudagraph_skips": skips,
         "cudagraph_skip_reasons": list(dict.fromkeys(probe.skip_reasons)),
         "cudagraph_rerecords": rerecords,

@@ -64,6 +64,8 @@ class Probe:
         self._depth = 0  # compiled entries under way (one called inside another: depth 2)
         self.started = time.perf_counter()
         self.window_end_s: float | None = None  # from the install to the window's end
+        self.last_step_s: float | None = None  # ... to the last step's end
+        self.exit_s: float | None = None  # ... to its facts' writing at exit (writer.py)
         self.wrapper = ""  # the sharding wrapper whose hooks ran (FSDP2)
         self.loaders: dict[str, Any] = {}  # the data loader timed: its workers, pinned memory
         self._cuda: Any = None  # torch.cuda while CUDA is in use
@@ -318,6 +320,7 @@ class Probe:
         """A step starts (and the one before it ends); past --stop-after's step, the job
         ends here, its figures written at exit as at any end."""
         self._next_step(module)
+        self.last_step_s = time.perf_counter() - self.started
         if self.stop_after is not None and self.steps > self.stop_after:
             self.stop_after = None  # once: the exit's own code may make steps
             if os.environ.get("RANK", "0") == "0":

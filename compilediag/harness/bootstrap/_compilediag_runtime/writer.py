@@ -7,6 +7,7 @@ import atexit
 import json
 import os
 import signal
+import time
 from typing import Any
 
 from . import remedies
@@ -31,6 +32,7 @@ def write(probe: Probe, folder: str) -> None:
     if _written or not (probe.calls or probe.compile_calls or probe.losses):
         return
     _written = True
+    probe.exit_s = time.perf_counter() - probe.started  # the job's own exit is done
     facts = process_facts(probe)
     name = f"runtime-{facts['rank'] if facts['rank'] is not None else 'x'}-{facts['pid']}.json"
     os.makedirs(folder, exist_ok=True)
