@@ -45,11 +45,13 @@ from compilediag.harness.worker_torch import (
     called_from,
     cross_check,
     describe_model,
+    drawn_after,
     environment,
     first_line,
     make_step,
     marked,
     regional,
+    rng_restorer,
     seed,
     stop_trace,
     to_device,
@@ -75,6 +77,7 @@ class Worker:
         self._threads_at_import = 0  # torch's intra-op threads before the model file ran
         self._told = (0.0, "")  # the last progress line written, and when
         self._first: Any = None  # serving: get_inputs()'s call, the requests' base
+        self._draws: Any = None  # the random state the first call started from: its restorer
         self.clock = PhaseClock()  # what this run took, phase by phase
 
     def stage(self, text: str) -> None:
@@ -277,6 +280,9 @@ class Worker:
         # them (x.mul_(), a KV cache it appends to) must not hand the compiled run what
         # eager left behind.
         pristine, eager_call = fresh(call), fresh(call)
+        same_draws = rng_restorer(torch)
+        if i == 0:  # (numerics' calls start from it too)
+            self._draws = same_draws
         try:
             eager_out = step(model, eager_call)
             sync(torch, device)
@@ -303,6 +309,7 @@ class Worker:
             self.result.mutated_inputs = changed_inputs(torch, model, pristine, eager_call)
         self.stage(f"compiling and running call {i + 1} with {spec.backend}")
         try:
+            same_draws()
             start_wall, start = time.time(), time.perf_counter()
             compiled_out = step(compiled, marked(torch, fresh(pristine), spec))
             sync(torch, device)
@@ -423,9 +430,10 @@ class Worker:
             return
         self.stage("comparing outputs with eager and float64")
         stop_trace()
-        try:
+        try:  # (each of its calls from the random state the first call started from)
             self.result.numerics = numerics(
-                torch, model, call0, eager_out, compiled_out, make_step(torch, False),
+                torch, model, call0, eager_out, compiled_out,
+                drawn_after(self._draws, make_step(torch, False)),
                 spec.backend, self.result.environment.device,  # type: ignore[union-attr]
                 spec.target.path, spec.repro_dir, self.stage,
             )  # fmt: skip
@@ -475,13 +483,10 @@ def await_spec() -> bool:
 
 
 def exit_now(code: int) -> NoReturn:
-    """End the worker once its result is written, without the interpreter's teardown.
-
-    Freeing torch's objects one by one at exit takes 1-1.5 s of CPU after a compile
-    (measured on 2.13, a bare compile-and-call script pays it too) and produces nothing:
-    the result is on disk. The exit handlers still run, so the trace's log handler is
-    flushed and closed and torch's compile workers are told to stop.
-    """
+    """End the worker once its result is written, without the interpreter's teardown:
+    freeing torch's objects one by one takes 1-1.5 s of CPU after a compile (2.13) for
+    nothing. The exit handlers still run: the trace's log handler flushed and closed,
+    torch's compile workers told to stop."""
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from compilediag.harness.checks import map_tensors, tensors_of
@@ -217,3 +218,36 @@ def seed(torch: Any, value: int | None) -> None:
     numpy = sys.modules.get("numpy")  # torch imports it where it is installed
     if numpy is not None:
         numpy.random.seed(value)
+
+
+def rng_restorer(torch: Any) -> Callable[[], None]:
+    """Python's, NumPy's and torch's random states as they are now, and the call that puts
+    them back: the compiled call draws what the eager one drew (a model that calls
+    random.gauss() picks the same rows in both; before, its outputs read as torch.compile's
+    difference)."""
+    import random
+
+    numpy = sys.modules.get("numpy")
+    python, cpu = random.getstate(), torch.get_rng_state()
+    np_state = numpy.random.get_state() if numpy is not None else None
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+
+    def restore() -> None:
+        random.setstate(python)
+        torch.set_rng_state(cpu)
+        if numpy is not None:
+            numpy.random.set_state(np_state)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+    return restore
+
+
+def drawn_after(draws: Callable[[], None], step: Callable[[Any, Any], Any]) -> Any:
+    """`step`, each of its calls made from the random state `draws` puts back."""
+
+    def call(model: Any, inputs: Any) -> Any:
+        draws()
+        return step(model, inputs)
+
+    return call
