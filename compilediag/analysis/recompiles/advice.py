@@ -43,7 +43,7 @@ from compilediag.analysis.source import assignments_in_function, code_at
 from compilediag.paths import Owner
 from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.compiles import Specialized
-from compilediag.trace.formats import GUARD_SIZE, is_resume_frame, source_name
+from compilediag.trace.formats import GUARD_SIZE, RESUME, is_resume_frame, source_name
 
 
 @dataclass
@@ -219,11 +219,13 @@ def already_dynamic(c: Case) -> str:
 def local_after_break(c: Case) -> str:
     # the code after a graph break runs as its own function whose inputs are forward's
     # locals: the user can't mark those
-    if c.guard.cause != "shape" or not is_resume_frame(c.entry.code.name):
+    resumed = RESUME.match(c.entry.code.name or "")
+    if c.guard.cause != "shape" or not resumed:
         return ""
+    fn = resumed["fn"]  # the function the break was in (a helper of forward's too)
     return (
-        "The changed tensor is a local of forward here (after a graph break, the rest "
-        "of forward runs as its own function, with forward's locals as inputs), so it "
+        f"The changed tensor is a local of {fn} here (after a graph break, the rest "
+        f"of {fn} runs as its own function, with {fn}'s locals as inputs), so it "
         f"can't be marked; {mark_after_break('the model input it is computed from', 'it')}. "
         "Removing the graph break above removes this frame."
     )

@@ -236,6 +236,31 @@ def test_an_int_that_sets_a_loops_count_is_advised_as_an_int() -> None:
     assert graphs([(x, 4) for x, _ in sets]) == 1  # one bucket: one graph
 
 
+def test_the_code_after_a_break_in_a_helper_is_named_as_the_helpers() -> None:
+    """A break inside a helper that forward calls: the code after it, whose local changes
+    size, is the helper's own (torch recompiles torch_dynamo_resume_in_pick_at_N), and the
+    advice names the helper. Before: "a local of forward here" (a thirteenth look)."""
+    import torch
+
+    from tests.fixtures.helper_break import get_model
+
+    report, proc = run_json(
+        "recompiles", "tests/fixtures/helper_break.py", "--shapes", "2x16,4x16", "--backend",
+        "eager",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (r,) = [r for r in report["recompiles"] if r["frame"].startswith("pick, after line")]
+    assert "a local of pick here" in r["suggestion"] and "of forward" not in r["suggestion"]
+    # torch's answer: the frame whose guard failed is the helper's resumed code
+    torch._dynamo.reset()
+    model = torch.compile(get_model(), backend="eager")
+    for n in (2, 4):
+        model(torch.randn(n, 16))
+    names = {code.co_name for code in torch._dynamo.utils.guard_failures}
+    assert any(x.startswith("torch_dynamo_resume_in_pick_at_") for x in names), names
+    torch._dynamo.reset()
+
+
 def test_max_recompiles_gate() -> None:
     over = run_cli("recompiles", "sample_models/changing_float.py", "--max-recompiles", "0")
     assert over.returncode == 1 and "FAIL max-recompiles" in over.stdout
