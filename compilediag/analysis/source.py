@@ -158,6 +158,43 @@ def branched_on(file: str, line: int) -> tuple[int, str] | None:
     read."""
     import ast
 
+    found = _assigned_at(file, line)
+    if found is None:
+        return None
+    fn, name = found
+    tests = [
+        n.test for n in ast.walk(fn)
+        if isinstance(n, ast.If | ast.While | ast.Assert | ast.IfExp) and n.lineno > line
+    ]  # fmt: skip
+    uses = sorted(
+        t.lineno for t in tests
+        if any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(t))
+    )  # fmt: skip
+    return (uses[0], code_at(file, uses[0])) if uses else None
+
+
+def read_later(file: str, line: int) -> tuple[str, int, str] | None:
+    """The name the statement at `line` assigns (`rows = keep.nonzero().tolist()`), and
+    where it is next read in the same function, on a later line: that line and its code.
+    None where it is not, or the file can't be read."""
+    import ast
+
+    found = _assigned_at(file, line)
+    if found is None:
+        return None
+    fn, name = found
+    reads = sorted(
+        n.lineno for n in ast.walk(fn)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        and n.lineno > line
+    )  # fmt: skip
+    return (name, reads[0], code_at(file, reads[0])) if reads else None
+
+
+def _assigned_at(file: str, line: int) -> tuple[Any, str] | None:
+    """The function holding `line`, and the one name the statement there assigns."""
+    import ast
+
     fn = _function_at(file, line)
     if fn is None:
         return None
@@ -170,13 +207,4 @@ def branched_on(file: str, line: int) -> tuple[int, str] | None:
         or not isinstance(assigned.targets[0], ast.Name)
     ):
         return None
-    name = assigned.targets[0].id
-    tests = [
-        n.test for n in ast.walk(fn)
-        if isinstance(n, ast.If | ast.While | ast.Assert | ast.IfExp) and n.lineno > line
-    ]  # fmt: skip
-    uses = sorted(
-        t.lineno for t in tests
-        if any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(t))
-    )  # fmt: skip
-    return (uses[0], code_at(file, uses[0])) if uses else None
+    return fn, assigned.targets[0].id

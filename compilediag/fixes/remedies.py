@@ -151,11 +151,17 @@ def compile_verdict(before: float, after: float, outputs_match: bool | None) -> 
     return FixOutcome.CUTS_COMPILE if after <= 0.9 * before else FixOutcome.NO_EFFECT
 
 
-def verdict(before: int, after: int, outputs_match: bool | None) -> FixOutcome:
+def verdict(
+    before: int, after: int, outputs_match: bool | None, graphs: tuple[int, int] = (0, 0)
+) -> FixOutcome:
+    """What a remedy did to the findings it targets (`before`, `after`: their counts), the
+    graphs (before, after) telling a break moved elsewhere, one graph more, from none (a
+    look: "no effect" beside "graphs 2 → 3", a BERT's break moved into its attention)."""
     if outputs_match is False:
         return FixOutcome.BREAKS_OUTPUTS
     if after == 0 and before > 0:
         return FixOutcome.REMOVES
     if after < before:
         return FixOutcome.PARTLY
-    return FixOutcome.NO_EFFECT
+    worse = after > before or (after == before and graphs[1] > graphs[0])
+    return FixOutcome.WORSE if worse else FixOutcome.NO_EFFECT

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 
 from compilediag.fixes.constant import constant
 from compilediag.fixes.model import MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
@@ -12,6 +13,7 @@ from compilediag.report.vocabulary import BreakCause
 # --- data-dependent values and shapes --------------------------------------------------------
 
 CONTROL_FLOW = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.*\belse\b|\brange\(")
+TO_PYTHON = re.compile(r"\.(tolist|item)\(\)")  # a tensor made Python numbers
 
 
 def _scalar_fix(b: Break, what: str) -> Fix:
@@ -21,6 +23,28 @@ def _scalar_fix(b: Break, what: str) -> Fix:
         "symbolic scalar; or keep the value a 0-d tensor instead.",
         "the scalar stays in the graph (an unbacked symbol); the break is gone",
         config={"capture_scalar_outputs": True}, code_edit=False,
+    )  # fmt: skip
+
+
+def scalar_read_later(f: Fix, code: str, name: str, line: int, later: str) -> Fix:
+    """The value `code` converts to Python (`f`, capture_scalar_outputs' fix) is assigned to
+    `name`, read at `line` (`later`): a list from .tolist() indexes or sizes there, where an
+    unbacked number breaks again (a look: torch's break moved to `return h[rows]`); a
+    number may be needed there too (a slice bound a library checks: a BERT's break moved
+    into its attention, 2 graphs to 3)."""
+    at = f"line {line} (`{later.strip()}`)"
+    if ".tolist()" in code:
+        return replace(
+            f, text=f"`{name}` (a list of Python numbers from .tolist()) is used at {at}: "
+            "capture_scalar_outputs only moves the break there, where the unbacked numbers "
+            "index or size. Keep it a tensor: drop .tolist() and index with the tensor.",
+            effect="no conversion to Python here, so no break for it", config={},
+            code_edit=True,
+        )  # fmt: skip
+    return replace(
+        f, effect="the scalar stays in the graph (an unbacked symbol) and this line's break "
+        f"is gone; `{name}` is used at {at}: where torch needs its value there (a size, an "
+        "index, a library's check), the break moves there",
     )  # fmt: skip
 
 
@@ -120,6 +144,18 @@ def _dynamic_shape(b: Break) -> Fix:
     op = _op(b)
     if op and has_dynamic_meta(op) is False:
         return _no_meta(b, op, configured=False)
+    if made := TO_PYTHON.search(b.code):
+        return fix(
+            b, BreakCause.DYNAMIC_OUTPUT_SHAPE,
+            f"The op's result is made Python numbers on this line ({made[0]}): with "
+            "capture_dynamic_output_shape_ops = True torch fails here instead (it can't guard "
+            f"on a data-dependent size). Keep the result a tensor (drop {made[0]}; index with "
+            "the tensor) and set torch._dynamo.config.capture_dynamic_output_shape_ops = True; "
+            "or keep sizes fixed (torch.where(mask, x, 0), masking instead of indexing).",
+            "with the result a tensor and the setting, the op is traced with an unbacked size; "
+            "the break is gone",
+            config={"capture_dynamic_output_shape_ops": True},
+        )  # fmt: skip
     return fix(
         b, BreakCause.DYNAMIC_OUTPUT_SHAPE,
         "Set torch._dynamo.config.capture_dynamic_output_shape_ops = True so the op is traced "

@@ -96,3 +96,18 @@ def test_a_print_given_another_value_keeps_its_advice_and_both_fixes_hold() -> N
     assert "Python number" not in said[BreakCause.PRINT], said
     assert len(torch_breaks(OtherPrint(), {})) == 2
     assert torch_breaks(OtherPrint(), BOTH) == []
+
+
+def test_a_remedy_after_which_the_graphs_grow_is_not_said_to_have_no_effect() -> None:
+    """--try-fixes' verdict from the targeted counts and the graphs: a break that moved (its
+    sites the same count) with one graph more is worse, not "no effect" (a look's BERT:
+    capture_scalar_outputs "no effect" beside "graphs 2 → 3", the break moved into its
+    attention); more sites are worse; the same counts and graphs, no effect."""
+    from compilediag.fixes.remedies import verdict
+    from compilediag.report.vocabulary import FixOutcome
+
+    assert verdict(1, 1, True, (2, 3)) == FixOutcome.WORSE
+    assert verdict(4, 5, True, (5, 4)) == FixOutcome.WORSE
+    assert verdict(1, 1, True, (2, 2)) == FixOutcome.NO_EFFECT
+    assert verdict(2, 1, True, (3, 4)) == FixOutcome.PARTLY
+    assert verdict(1, 1, False, (2, 3)) == FixOutcome.BREAKS_OUTPUTS

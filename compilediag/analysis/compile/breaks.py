@@ -14,9 +14,11 @@ from compilediag.analysis.source import (
     branched_on,
     code_at,
     context_at,
+    read_later,
 )
 from compilediag.fixes import Fix, fix_for
 from compilediag.fixes.model import GUARD
+from compilediag.fixes.values import scalar_read_later
 from compilediag.paths import installed_package, is_library_file, possessive
 from compilediag.report.model import GraphBreak, Report, Site
 from compilediag.report.vocabulary import BreakCause
@@ -316,6 +318,8 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
             f"{used[1]} {code}", lib.file if lib else None, c.metrics.pytorch_version,
         )  # fmt: skip
         branch_line = used[0]
+    elif fix.cause == BreakCause.ITEM and fix.config and (read := read_later(site.file, site.line)):
+        fix = scalar_read_later(fix, code, *read)  # (read, not branched on: it may break there)
     cause, suggestion = fix.cause, fix.suggestion
     branch = (BreakCause.ITEM_BRANCH, BreakCause.DATA_DEPENDENT_BRANCH)
     if cause in branch and branch_only_reports(site.file, branch_line):

@@ -84,7 +84,7 @@ def _run(
             after.graph_breaks + after.recompiles,
         ),
     }[remedy.kind]
-    fix.verdict = verdict(*judged, fix.outputs_match)
+    fix.verdict = verdict(*judged, fix.outputs_match, (before.graphs, after.graphs))
     return _failed(fix, done)
 
 

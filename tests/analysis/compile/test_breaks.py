@@ -236,3 +236,67 @@ def test_an_item_value_branched_on_a_line_later_is_advised_as_the_branch() -> No
         assert len(torch._dynamo.explain(_confidence_gate)(x).break_reasons) == 1
     torch._dynamo.reset()
     assert len(torch._dynamo.explain(_confidence_gate_where)(x).break_reasons) == 0
+
+
+def _active_rows(h):
+    keep = h.mean(-1) > 0.0
+    rows = keep.nonzero().flatten().tolist()
+    return h[rows] * 2
+
+
+def _active_rows_tensor(h):
+    keep = h.mean(-1) > 0.0
+    rows = keep.nonzero().flatten()
+    return h[rows] * 2
+
+
+def _trimmed(x, mask):
+    longest = int(mask.sum(-1).max())
+    return x[:, :longest].softmax(-1)
+
+
+def _break_lines(fn, *args, **config) -> list[int]:
+    """torch's explain: the line of each break's innermost frame, with `config` set."""
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(**config):
+        found = torch._dynamo.explain(fn)(*args)
+    torch._dynamo.reset()
+    return [r.user_stack[-1].lineno for r in found.break_reasons]
+
+
+def test_nonzero_made_python_numbers_is_advised_kept_a_tensor() -> None:
+    """`rows = keep.nonzero().flatten().tolist()` then `h[rows]` (a thirteenth look): the
+    advice read capture_dynamic_output_shape_ops "the break is gone", where torch then fails
+    to compile (it can't guard on the size .tolist() reads), and capture_scalar_outputs "the
+    break is gone" for the .tolist(), where torch's break moves to `h[rows]`. Now: keep the
+    indices a tensor, with the setting: torch's explain finds no break."""
+    from compilediag.report.vocabulary import BreakCause
+    from compilediag.testing import compile_report
+
+    h = torch.randn(16, 8)
+    found = {b.cause: b for b in compile_report(_active_rows, (h,)).graph_breaks}
+    shape, scalar = found[BreakCause.DYNAMIC_OUTPUT_SHAPE], found[BreakCause.ITEM]
+    assert "torch fails here instead" in shape.suggestion and "drop .tolist()" in shape.suggestion
+    line = scalar.line + 1
+    assert f"is used at line {line} (`return h[rows] * 2`)" in scalar.suggestion
+    assert "the break is gone" not in scalar.suggestion
+    torch._dynamo.reset()
+    with (
+        torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True),
+        pytest.raises(Exception, match="data-dependent"),
+    ):
+        torch.compile(_active_rows, backend="eager", fullgraph=False)(h)
+    assert line in _break_lines(_active_rows, h, capture_scalar_outputs=True)
+    assert _break_lines(_active_rows_tensor, h, capture_dynamic_output_shape_ops=True) == []
+
+
+def test_an_item_value_read_later_is_said_to_move_the_break_where_it_is_needed() -> None:
+    """`longest = int(mask.sum(-1).max())` then `x[:, :longest]`: capture_scalar_outputs
+    removes this line's break, and the words say where the value is read next, where torch
+    may need it (a look's BERT: the break moved into its attention, 2 graphs to 3)."""
+    from compilediag.testing import compile_report
+
+    x, mask = torch.randn(2, 8), torch.ones(2, 8)
+    (brk,) = compile_report(_trimmed, (x, mask)).graph_breaks
+    assert f"`longest` is used at line {brk.line + 1} (`return x[:, :longest]" in brk.suggestion
+    assert brk.line not in _break_lines(_trimmed, x, mask, capture_scalar_outputs=True)
