@@ -3,14 +3,11 @@ kernel's calls and time, the collectives, and the eager ops a step runs outside 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from .torch_state import distributed
+from .torch_state import distributed, quiet
 
 KERNEL_STEPS = 5  # the steps after the window whose kernels are profiled, at most
 GRAPH_CALL = "## Call CompiledFxGraph"  # Inductor's record_function around a graph's call
@@ -81,8 +78,9 @@ class _KernelWindow:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         self._prof: Any = profile(activities=activities, record_shapes=True, with_flops=True)
         self._wrap_generated()
-        with _quiet():
+        with quiet():
             self._prof.start()
+        self._pause_while_compiling()
 
     def step(self, number: int) -> None:
         """The job's step `number` begins."""
@@ -126,6 +124,33 @@ class _KernelWindow:
         from torch.autograd.profiler import record_function
 
         return record_function(BACKWARD_MARK)
+
+    def _pause_while_compiling(self) -> None:
+        """The profiler's CPU ops off while torch compiles (Dynamo's callbacks, a lazy
+        backward's too): with_flops reads each op's sizes as ints, which on a compile's fake
+        tensors is a guard that pins a dynamic size (`Eq(s17, 32)`: a look's job recompiled
+        once more after its kernel profile). A step that compiled is held out anyway."""
+        try:
+            from torch._dynamo.callback import callback_handler as calls
+            from torch.profiler import ProfilerActivity
+        except ImportError:
+            return
+        if not hasattr(self._prof, "toggle_collection_dynamic"):
+            return
+        prof = self._prof
+
+        def collect(on: bool) -> Any:
+            def toggle(_: Any) -> None:
+                with quiet():  # (Kineto's words on toggling CPU with GPU activity on)
+                    prof.toggle_collection_dynamic(on, [ProfilerActivity.CPU])
+
+            return toggle
+
+        pause, resume = collect(False), collect(True)
+        calls.register_start_callback(pause)
+        calls.register_end_callback(resume)
+        self._undo += [lambda: calls.remove_start_callback(pause),
+                       lambda: calls.remove_end_callback(resume)]  # fmt: skip
 
     def _wrap_generated(self) -> None:
         try:
@@ -198,7 +223,7 @@ class _KernelWindow:
         self.steps = len(self.step_numbers)
         if lengths:
             self.step_ms = round(sum(lengths) * 1e3 / len(lengths), 6)
-        with _quiet():
+        with quiet():
             self._prof.stop()
         for undo in reversed(self._undo):
             undo()
@@ -206,9 +231,8 @@ class _KernelWindow:
         from .writer import PROFILE_OUT_ENV
 
         if os.environ.get(PROFILE_OUT_ENV) != "1":
-            # its events freed here, in the step it stopped at, not in the interpreter's end
-            # after the job's facts are written: 3.5 s of 5 profiled steps on a 2-core CPU,
-            # a time a run of --try-fixes (no kernel profile) does not have
+            # its events freed here, not after the job's facts at exit: 3.5 s of 5 steps on
+            # a 2-core CPU, which a run of --try-fixes (no kernel profile) does not have
             self._prof = None
 
     def export(self, path: str) -> None:
@@ -321,38 +345,6 @@ class _KernelWindow:
         self.collectives_ms = _covered(collectives) / 1e3
         beside = _covered(collectives) + _covered(compute) - _covered(collectives + compute)
         self.exposed_ms = max(0.0, self.collectives_ms - beside / 1e3)
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """The job's stdout and stderr, at the file descriptors, sent nowhere while torch's
-    profiler starts or stops: its C++ side prints `USDT: ... profiler_start` lines there,
-    which are compilediag's noise in the job's own output (a few milliseconds; the job's
-    Python streams are flushed first, and are its own again after)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (AttributeError, ValueError, OSError):
-            pass
-    saved: list[tuple[int, int]] = []
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        yield
-        return
-    try:
-        for fd in (1, 2):
-            try:
-                saved.append((fd, os.dup(fd)))
-                os.dup2(null, fd)
-            except OSError:
-                continue
-        yield
-    finally:
-        for fd, copy in saved:
-            os.dup2(copy, fd)
-            os.close(copy)
-        os.close(null)
 
 
 def _cutoffs(events: Any, marks: list[float], ended: bool) -> tuple[float, float]:

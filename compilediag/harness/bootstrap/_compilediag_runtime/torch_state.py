@@ -1,11 +1,14 @@
 """What the probe reads of torch's own state: the compile under way, the frames Dynamo has
 compiled, CUDA graphs' counters; of the machine's, its load; and the process's terminal,
-where it says its progress. Standard library only (torch is looked up in sys.modules)."""
+where it says its progress, and its output quieted while torch's profiler speaks. Standard
+library only (torch is looked up in sys.modules)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -134,3 +137,35 @@ def say(text: str) -> None:
             sys.stderr.flush()
     except (AttributeError, ValueError, OSError):  # a stream replaced or closed by the job
         pass
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """The job's stdout and stderr, at the file descriptors, sent nowhere while torch's
+    profiler starts or stops: its C++ side prints `USDT: ... profiler_start` lines there,
+    which are compilediag's noise in the job's own output (a few milliseconds; the job's
+    Python streams are flushed first, and are its own again after)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+    saved: list[tuple[int, int]] = []
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        yield
+        return
+    try:
+        for fd in (1, 2):
+            try:
+                saved.append((fd, os.dup(fd)))
+                os.dup2(null, fd)
+            except OSError:
+                continue
+        yield
+    finally:
+        for fd, copy in saved:
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(null)
