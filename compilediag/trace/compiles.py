@@ -283,6 +283,9 @@ class Specialized:
     value: str
     by: str = ""
     op: str = ""
+    # the function of torch's Python API that took it as a number (`max_pool1d`'s kernel
+    # size, `cross_entropy`'s label_smoothing), by its frame in the record's stack
+    needs: str = ""
 
     @staticmethod
     def of(meta: dict[str, Any], stack: list[Frame]) -> Specialized:
@@ -297,7 +300,13 @@ class Specialized:
         ]
         op = ops[-1].strip("_") if ops else ""
         sources = [str(x) for x in meta.get("sources") or []]
-        return Specialized(sources, str(meta.get("value", "")), by, op)
+        api = [f.name for f in stack if TORCH_API.search(f.file) and not f.name.startswith("<")]
+        needs = api[-1].strip("_") if api else ""
+        return Specialized(sources, str(meta.get("value", "")), by, op, needs)
+
+
+# torch's Python functions a user calls (torch.nn.functional's, torch.functional's)
+TORCH_API = re.compile(r"torch/(nn/)?functional\.py$")
 
 
 @dataclass

@@ -60,6 +60,8 @@ class Case:
     # the backend made the changed size a constant again in the new graph (its dims, by
     # torch's record): the input's dims it pinned, and what needed them
     pinned: list[Specialized] = field(default_factory=list)
+    # the function of torch's API that took the changed number as a number (its record)
+    needs: str = ""
 
 
 Advisor = Callable[[Case], str]  # the advice, or '' where it has none
@@ -156,6 +158,22 @@ def clock_reading(c: Case) -> str:
         f"which torch guards on{NEW_VALUES}: time outside the compiled function (around your "
         "call of the compiled model), not inside it; that also removes the graph break the "
         "clock's call makes."
+    )
+
+
+def torch_takes_a_number(c: Case) -> str:
+    """A float or int that a function of torch's API takes as a number (torch's record of
+    it made a constant names the function): a look's `F.max_pool1d` kernel size and
+    `F.cross_entropy` label_smoothing, where a tensor broke the graph or guarded on its
+    value, and dynamic=True compiled a graph for each value all the same."""
+    if not c.needs:
+        return ""
+    what = c.guard.words.split(" changed", 1)[0]
+    return (
+        f"torch's `{c.needs}` takes {what} as a Python number, so each value is baked into "
+        f"the graph{NEW_VALUES}. A tensor is no fix there (a graph break, or a guard on its "
+        "value), nor is dynamic=True: pass few values (each compiles once, up to the "
+        f"recompile limit), or call `{c.needs}` outside the compiled code."
     )
 
 
@@ -288,6 +306,7 @@ ADVISORS: list[Advisor] = [
     training_loop_batches,
     python_state,
     clock_reading,
+    torch_takes_a_number,
     float_baked_in,
     already_dynamic,
     *GUARD_ADVISORS,

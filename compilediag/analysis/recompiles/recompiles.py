@@ -34,6 +34,7 @@ from compilediag.trace.compiles import Specialized, id_of
 from compilediag.trace.formats import (
     FAKE_TENSOR_ERROR,
     FAKE_TENSOR_RECOMPILE,
+    GUARD_CONSTANT,
     RECOMPILE_LIMIT,
     RECOMPILE_LIMIT_VALUE,
     float_specialised,
@@ -115,8 +116,27 @@ def case_of(h: History, e: Entry, reasons: list[str], dims: list[tuple[str, str]
         if k.id.frame_compile <= e.id.frame_compile
     )
     pinned = pinned_by_backend(e, g)
-    dynamic = became_dynamic(e, g) and not specialised(guards) and not baked_in and not pinned
-    return Case(h, e, g, guards, dims, baked_in, dynamic, pinned)
+    needs = number_taken_by(e, g)
+    dynamic = (
+        became_dynamic(e, g) and not specialised(guards) and not baked_in and not pinned
+        and not needs
+    )  # fmt: skip
+    return Case(h, e, g, guards, dims, baked_in, dynamic, pinned, needs)
+
+
+def number_taken_by(e: Entry, g: Guard) -> str:
+    """The function of torch's Python API that took the changed float or int as a number
+    (`max_pool1d`, `cross_entropy`), by torch's record of the value made a constant in the
+    new graph; '' where there is none."""
+    m = GUARD_CONSTANT.match(g.guard)
+    if g.cause not in (RecompileCause.FLOAT, RecompileCause.INT) or m is None:
+        return ""
+    source = source_name(m["src"].strip())
+    return next(
+        (s.needs for s in e.compile.specialized
+         if s.needs and any(source_name(x) == source for x in s.sources)),
+        "",
+    )  # fmt: skip
 
 
 def pinned_by_backend(e: Entry, g: Guard) -> list[Specialized]:

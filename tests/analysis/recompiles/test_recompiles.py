@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from compilediag.analysis.history import build_history
 from compilediag.analysis.recompiles.guard_words import translate
@@ -259,6 +260,56 @@ def test_the_code_after_a_break_in_a_helper_is_named_as_the_helpers() -> None:
     names = {code.co_name for code in torch._dynamo.utils.guard_failures}
     assert any(x.startswith("torch_dynamo_resume_in_pick_at_") for x in names), names
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize(
+    ("fixture", "backend", "function", "as_tensor"),
+    [
+        ("pool_windows", "eager", "max_pool1d", lambda x, w: (x, [torch.tensor(w[0]), w[1]])),
+        ("smoothing_eps", "aot_eager", "cross_entropy",
+         lambda x, y, eps: (x, y, torch.tensor(eps))),
+    ],
+)  # fmt: skip
+def test_a_number_torchs_function_takes_is_not_advised_as_a_tensor_or_dynamic(
+    fixture: str, backend: str, function: str, as_tensor
+) -> None:
+    """A float or int a function of torch's API takes as a Python number (max_pool1d's
+    kernel size, cross_entropy's label_smoothing; a thirteenth look's F7, F8): torch's record
+    of it made a constant names the function, and the advice says neither a tensor nor
+    dynamic=True keeps one graph. Before: "torch already made it dynamic ... later values
+    reuse this graph" and "Pass `eps` as a tensor, or compile with dynamic=True"; by torch's
+    own count dynamic=True compiles as many graphs, and a tensor compiles no fewer."""
+    import importlib
+
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    report, proc = run_json("recompiles", f"tests/fixtures/{fixture}.py", "--backend", backend)
+    assert proc.returncode == 0, proc.stderr
+    assert report["recompiles"]
+    for r in report["recompiles"]:
+        said = r["suggestion"]
+        assert f"torch's `{function}` takes" in said and "nor is dynamic=True" in said, said
+        assert "reuse this graph" not in said and not r["automatic_dynamic"]
+    module = importlib.import_module(f"tests.fixtures.{fixture}")
+
+    def frames(sets: list, **kwargs: object) -> int:
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend(backend)
+        model = torch.compile(module.get_model(), backend=counter, **kwargs)
+        for args in sets:
+            model(*args)
+        torch._dynamo.reset()
+        return counter.frame_count
+
+    sets = module.get_input_sets()
+    plain = frames(sets)  # (a backend call more where torch restarted to bake a float in)
+    assert plain >= len(sets) == len(report["recompiles"]) + 1
+    assert frames(sets, dynamic=True) >= len(sets)  # dynamic=True: a graph a value all the same
+    # a tensor: a graph a value all the same, or a break where the function reads it
+    tensors = [as_tensor(*a) for a in sets]
+    torch._dynamo.reset()
+    broken = len(torch._dynamo.explain(module.get_model())(*tensors[0]).break_reasons)
+    assert frames(tensors) > 1 or broken >= 1, broken
 
 
 def test_max_recompiles_gate() -> None:
