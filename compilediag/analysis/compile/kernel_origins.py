@@ -16,6 +16,7 @@ from pathlib import Path
 from compilediag.paths import Owner, is_library_file, owner_of
 from compilediag.trace.compiles import Compile
 from compilediag.trace.formats import (
+    ATEN_TARGET,
     FUSED_INFIX,
     GRAPH_ATEN_ALIASES,
     GRAPH_COMMON_OPS,
@@ -68,13 +69,17 @@ class GraphNode:
 def graph_nodes(graph_code: str) -> list[GraphNode]:
     """The Dynamo graph's computing nodes in order, each with the user line it came from
     (a node whose line is torch's own - the inside of a functional collective - names no
-    line of the user's, and is left out)."""
+    line of the user's, and is left out); an AOT graph's alike, each node its ATen op."""
     out: list[GraphNode] = []
     for a, place, line in _assignments(graph_code):
         if owner_of(place.rpartition(":")[0]) == Owner.TORCH:
             continue
+        aten = ATEN_TARGET.search(line)  # (an AOT graph's node: `torch.ops.aten.div.Tensor(`)
         call, operator = GRAPH_NODE_CALL.search(line), GRAPH_NODE_OPERATOR.search(line)
-        op = call["fn"] if call else GRAPH_OPERATORS[operator["op"]] if operator else ""
+        op = (
+            aten[1] if aten else call["fn"] if call
+            else GRAPH_OPERATORS[operator["op"]] if operator else ""
+        )  # fmt: skip
         if op:
             out.append(GraphNode(a["names"].split(",")[0].strip(), _op_word(op), place))
     return out
@@ -112,12 +117,18 @@ def lines_from_ops(
     return _claim(telling, order, claimed) or _claim(words, order, claimed)
 
 
+def unplaced(ops: list[str], nodes: list[GraphNode]) -> list[str]:
+    """The ops no node of `nodes` computes, by any name (F.normalize's clamp_min and div,
+    where the Dynamo graph holds `normalize`): for the AOT graph's nodes to place."""
+    return [op for op in ops if not any(n.op in _accepted(_op_word(op)) for n in nodes)]
+
+
 def _one_line(word: str, order: list[GraphNode]) -> bool:
     return len({n.line for n in order if n.op in _accepted(word)}) == 1
 
 
 def _accepted(word: str) -> tuple[str, ...]:
-    return GRAPH_ATEN_ALIASES.get(word, (word,))
+    return (*GRAPH_ATEN_ALIASES.get(word, ()), word)
 
 
 def _claim(words: list[str], order: list[GraphNode], claimed: set[str]) -> list[str]:

@@ -29,6 +29,7 @@ from compilediag.analysis.compile.kernel_origins import (
     ops_from_name,
     provenance_lines,
     provenance_nodes,
+    unplaced,
 )
 from compilediag.analysis.history import History
 from compilediag.report.model import Kernel
@@ -147,12 +148,14 @@ def kernels_of_graph(
     modules: dict[str, str] | None = None,
     mapped: dict[str, list[list[str]]] | None = None,
     graph: list[GraphNode] | None = None,
+    aten: list[GraphNode] | None = None,
 ) -> list[KernelSource]:
     """`aot`: `code` is AOTInductor's C++ (wrapper and kernels), not a Python wrapper.
     `modules`: node -> submodule (node_modules); `mapped`: this wrapper's provenance node
     mappings (provenance_nodes), which name a kernel's own nodes where the comment above
     a call names its whole group; `graph`: the Dynamo graph's nodes (graph_nodes), for the
-    lines of a kernel that neither names."""
+    lines of a kernel that neither names; `aten`: the AOT graph's, the ATen ops a call
+    decomposed to (F.normalize's clamp_min and div, which no Dynamo node is named)."""
     defs = _aot_definitions(code) if aot else _definitions(code)
     calls = _Calls(compile_id, defs, nodes, modules or {}, mapped or {}, graph)
     calls.read(code, aot)
@@ -162,8 +165,10 @@ def kernels_of_graph(
         if name not in found:
             found[name] = _generated(name, definition, compile_id)
     backward = bool(AOT_BACKWARD_ID.search(code))
+    aten_claimed: set[str] = set()
     for ks in found.values():
-        _complete(ks, known_ops or set(), provenance, graph, calls.claimed, backward)
+        _complete(ks, known_ops or set(), provenance, graph, calls.claimed, backward,
+                  aten, aten_claimed)  # fmt: skip
     return list(found.values())
 
 
@@ -252,6 +257,8 @@ def _complete(
     graph: list[GraphNode] | None,
     claimed: set[str],
     backward: bool,
+    aten: list[GraphNode] | None = None,
+    aten_claimed: set[str] | None = None,
 ) -> None:
     """A kernel's ops where its call named none (from its name, else its body), and its
     lines from Inductor's provenance, else matched from the graph by its ops."""
@@ -262,6 +269,10 @@ def _complete(
         k.source_lines = provenance[k.name]
     elif graph and not k.source_lines and k.kind != "extern":
         k.source_lines = lines_from_ops(k.ops, graph, claimed, backward)
+        if aten and not backward:  # the ATen ops a call decomposed to (F.normalize's div)
+            claimed_aten = aten_claimed if aten_claimed is not None else set()
+            more = lines_from_ops(unplaced(k.ops, graph), aten, claimed_aten)
+            k.source_lines += [x for x in more if x not in k.source_lines]
 
 
 def collect_kernels(h: History) -> list[GraphCode]:
@@ -277,11 +288,12 @@ def collect_kernels(h: History) -> list[GraphCode]:
         prov = _this_compiles(provenance_lines(c), nodes)
         mods = node_modules(c.output_graph)
         mappings = provenance_nodes(c)
-        graph = graph_nodes(c.output_graph)
+        graph, aten = graph_nodes(c.output_graph), graph_nodes(c.aot_graph)
         for code in c.output_code:
             kernels = kernels_of_graph(
                 c.compile_id, code, nodes, known, prov,
                 modules=mods, mapped=mappings_for(code, mappings), graph=graph,
+                aten=aten,
             )  # fmt: skip
             graphs.append(GraphCode(c.compile_id, code, kernels))
     return graphs

@@ -484,6 +484,51 @@ def test_a_common_op_one_line_alone_computes_places_its_kernel_there_too(tmp_pat
     assert with_any and all(any(x.endswith(f":{line}") for x in m) for m in with_any), pairs
 
 
+NORMALIZE_STEP = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Pooler(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.proj(x).transpose(1, 2)
+        out = F.avg_pool1d(h, 4).mean(-1)
+        return F.normalize(out, dim=-1)
+
+
+model = torch.compile(Pooler())
+model(torch.randn(2, 24, 32))
+"""
+
+
+@pytest.mark.slow
+def test_a_kernel_of_a_calls_decomposed_ops_gets_that_calls_line(tmp_path: Path) -> None:
+    """F.normalize is one Dynamo node (`normalize`) and its kernel's ops are what it
+    decomposed to (clamp_min, div, linalg_vector_norm): its line came from no match, and the
+    kernel read "from L13" alone (a thirteenth look's F10; Inductor's records: 13 and 14). The AOT graph's nodes place
+    the ops the Dynamo graph can't; every matched line is one Inductor's provenance records
+    give, the normalize line among them."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pool.py").write_text(NORMALIZE_STEP)
+    env = {**os.environ, "INDUCTOR_PROVENANCE": "1", "TORCH_TRACE": str(tmp_path / "trace"),
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    subprocess.run([sys.executable, "pool.py"], cwd=tmp_path, env=env, check=True, timeout=600)
+    pairs = _lines_with_and_without_provenance(parse_path(tmp_path / "trace"))
+    _check_matched_lines(pairs, share=1.0)
+    line = next(i for i, x in enumerate(NORMALIZE_STEP.splitlines(), 1) if "F.normalize" in x)
+    normed = [(r, m) for name, r, m in pairs if "clamp_min" in name]
+    assert normed, pairs
+    assert all(any(x.endswith(f":{line}") for x in m) for _, m in normed), normed
+
+
 @pytest.mark.gpu
 def test_triton_kernel_lines_without_provenance_are_torchs(tmp_path: Path) -> None:
     """On CUDA: Triton kernels' calls carry Inductor's source-node comments; with them and
