@@ -606,9 +606,13 @@ def test_every_recorded_kernels_ops_are_aten_ops() -> None:
     `aten.`, `aten.log`, `aten.softmax`; `mul_sgn` as one op; `all_reduce` as aten's
     `all` and `reduce`)."""
     torch = pytest.importorskip("torch")
+    pytest.importorskip("torch._inductor.compile_fx")  # registers Inductor's own prims ops
+
     from compilediag.analysis.compile.kernels import all_kernels
     from compilediag.analysis.history import build_history
 
+    # (prims.prepare_softmax_online, in a 2.11 CUDA recording, is registered by Inductor's
+    # import: alone, the test failed; after a test that compiled, it passed)
     seen, missing = 0, set()
     for folder in trace_sets():
         for path in sorted(folder.rglob("*.log*")):
