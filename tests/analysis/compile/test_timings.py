@@ -302,8 +302,9 @@ def get_inputs():
 
 def test_a_frame_left_to_eager_says_what_it_costs(tmp_path) -> None:
     """torch skips forward (a break in its loop, GB7000), so each call runs it in eager
-    mode: the note gives its time per call from a profile hook, which is about the
-    model's eager call (the hook's own cost on top)."""
+    mode: the note gives its time per call from a profile hook, scaled by the call's time
+    without the hook over its time with it: about the model's eager call, and never more
+    than the compiled call it is part of (a look: 0.488 ms of a 0.283 ms call)."""
     model = tmp_path / "loop_break.py"
     model.write_text(LOOP_BREAK)
     report, proc = run_json(
@@ -314,7 +315,8 @@ def test_a_frame_left_to_eager_says_what_it_costs(tmp_path) -> None:
     m = re.search(r"runs in eager mode, about ([\d.]+) ms of each call", note)
     assert m, note
     eager = report["timings"]["eager_ms"]["median"]
-    assert 0.5 * eager <= float(m[1]) <= 4 * eager, (m[1], eager)
+    compiled = report["timings"]["compiled_ms"]["median"]
+    assert 0.5 * eager <= float(m[1]) <= 1.01 * compiled, (m[1], eager, compiled)
 
 
 TRAIN_MODEL = """
