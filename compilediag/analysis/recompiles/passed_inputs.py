@@ -16,7 +16,7 @@ from compilediag.analysis.recompiles.guard_words import Guard, mark_after_break,
 from compilediag.analysis.recompiles.guards import parse_guard, reasons_of
 from compilediag.paths import possessive
 from compilediag.trace.compiles import Frame
-from compilediag.trace.formats import GUARD_SIZE, is_resume_frame, source_name
+from compilediag.trace.formats import GUARD_SIZE, RESUME, source_name
 
 # a positional input of a `*args` wrapper (torch's `inner`, a library's decorator)
 POSITIONAL = re.compile(r"^args\[(?P<i>\d+)\]$")
@@ -170,7 +170,11 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     a, b = int(m["a"]), int(m["b"])
     if batch_sizes(h, e) != {a, b}:
         return ""  # batches of several sizes: not one last batch
-    after_break = is_resume_frame(e.code.name)
+    resumed = RESUME.match(e.code.name or "")
+    after_break = resumed is not None
+    first = h.entries[0].code.name if h.entries else ""
+    if resumed and resumed["fn"] != first:  # a helper's local after its break, not a batch
+        return ""  # (a look: a nonzero's row count, 5 → 4, read as the loader's last batch)
     name = source_name(m["n"])
     said = [f"A smaller batch ({a} → {b}) reached the model {_from(c)}: "]
     arg = ""
@@ -195,7 +199,7 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
             "drop_last=True)`), or padding the last batch, removes the recompile"
             + (
                 f". This frame is the code after a graph break: its inputs ({name}) are "
-                f"forward's locals: {mark_after_break('the batch you pass', 'them')}; removing "
+                f"{first}'s locals: {mark_after_break('the batch you pass', 'them')}; removing "
                 "the break removes this frame."
                 if after_break
                 else f"; or mark the batch dim dynamic before the call: {mark}."

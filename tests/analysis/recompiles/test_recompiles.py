@@ -312,6 +312,28 @@ def test_a_number_torchs_function_takes_is_not_advised_as_a_tensor_or_dynamic(
     assert frames(tensors) > 1 or broken >= 1, broken
 
 
+def test_a_helpers_row_count_after_its_break_is_not_called_a_loaders_last_batch() -> None:
+    """A helper's `nonzero` rows, 5 then 4, recompile the code after its break: a local of
+    the helper, not a batch (the model's input is 8 rows each call) and no loader anywhere.
+    Before: "A smaller batch (5 → 4) ... the loader's last, partial batch ... drop_last=True"
+    (a re-check of a thirteenth look). torch names the frame the helper's resumed code."""
+    from tests.fixtures.helper_rows import get_input_sets, get_model
+
+    report, proc = run_json("recompiles", "tests/fixtures/helper_rows.py", "--backend", "eager")
+    assert proc.returncode == 0, proc.stderr
+    (r,) = [r for r in report["recompiles"] if r["frame"].startswith("pick, after line")]
+    assert "drop_last" not in r["suggestion"] and "batch" not in r["suggestion"], r
+    assert "a local of pick here" in r["suggestion"]
+    torch._dynamo.reset()
+    model = torch.compile(get_model(), backend="eager")
+    for (x,) in get_input_sets():
+        assert x.shape[0] == 8
+        model(x)
+    names = {code.co_name for code in torch._dynamo.utils.guard_failures}
+    assert any(x.startswith("torch_dynamo_resume_in_pick_at_") for x in names), names
+    torch._dynamo.reset()
+
+
 def test_max_recompiles_gate() -> None:
     over = run_cli("recompiles", "sample_models/changing_float.py", "--max-recompiles", "0")
     assert over.returncode == 1 and "FAIL max-recompiles" in over.stdout
