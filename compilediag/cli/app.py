@@ -95,7 +95,10 @@ def _handled() -> Iterator[None]:
     try:
         yield
     except DiagError as e:
-        typer.echo(e.render(), err=True)
+        from compilediag.cli.progress import say
+
+        for line in e.render().splitlines():  # (each wrapped to a terminal's width)
+            say(line)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         typer.echo("interrupted.", err=True)

@@ -192,6 +192,6 @@ class FixOutcome(StrEnum):
     PARTLY = "partly"
     CUTS_COMPILE = "cuts compile time"
     NO_EFFECT = "no effect"
-    WORSE = "makes more of them"  # more breaks or recompiles than without it
+    WORSE = "worse"  # more breaks or recompiles, or graphs, than without it
     BREAKS_OUTPUTS = "breaks outputs"
     FAILED = "failed"

@@ -244,12 +244,14 @@ def judge(
     if failed:
         # the report (stdout) holds the failure as a finding; stderr says it too, like
         # every other error
+        from compilediag.cli.progress import say
+
         if report.errors:
-            print(f"error: {report.errors[0].text}", file=sys.stderr)
+            say(f"error: {report.errors[0].text}")
         else:
             f = report.compile_failures[0]
             where = f" at {f.file}:{f.line}" if f.file else ""
-            print(f"error: {f.by} failed{where}: {f.reason}", file=sys.stderr)
+            say(f"error: {f.by} failed{where}: {f.reason}")
     if junit:
         from compilediag.fsutil import write_output_file
         from compilediag.render import render
