@@ -175,18 +175,23 @@ def branched_on(file: str, line: int) -> tuple[int, str] | None:
 
 def read_later(file: str, line: int) -> tuple[str, int, str] | None:
     """The name the statement at `line` assigns (`rows = keep.nonzero().tolist()`), and
-    where it is next read in the same function, on a later line: that line and its code.
-    None where it is not, or the file can't be read."""
+    where it is next read in the same function, on a later line, other than as an operand of
+    arithmetic (`h / threshold` traces with the value a symbol: torch's explain finds no break
+    there): that line and its code. None where there is none, or the file can't be read."""
     import ast
 
     found = _assigned_at(file, line)
     if found is None:
         return None
     fn, name = found
+    operands = {
+        id(x) for n in ast.walk(fn) if isinstance(n, ast.BinOp | ast.UnaryOp)
+        for x in ((n.left, n.right) if isinstance(n, ast.BinOp) else (n.operand,))
+    }  # fmt: skip
     reads = sorted(
         n.lineno for n in ast.walk(fn)
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-        and n.lineno > line
+        and n.lineno > line and id(n) not in operands
     )  # fmt: skip
     return (name, reads[0], code_at(file, reads[0])) if reads else None
 

@@ -255,6 +255,11 @@ def _trimmed(x, mask):
     return x[:, :longest].softmax(-1)
 
 
+def _scaled(x):
+    top = x.abs().max().item()
+    return x / top
+
+
 def _break_lines(fn, *args, **config) -> list[int]:
     """torch's explain: the line of each break's innermost frame, with `config` set."""
     torch._dynamo.reset()
@@ -300,3 +305,7 @@ def test_an_item_value_read_later_is_said_to_move_the_break_where_it_is_needed()
     (brk,) = compile_report(_trimmed, (x, mask)).graph_breaks
     assert f"`longest` is used at line {brk.line + 1} (`return x[:, :longest]" in brk.suggestion
     assert brk.line not in _break_lines(_trimmed, x, mask, capture_scalar_outputs=True)
+    # read only in arithmetic (`x / top`): the value traces as a symbol, no break anywhere
+    (brk,) = compile_report(_scaled, (x,)).graph_breaks
+    assert "the break is gone" in brk.suggestion and "is used at" not in brk.suggestion
+    assert _break_lines(_scaled, x, capture_scalar_outputs=True) == []

@@ -469,19 +469,30 @@ def test_a_common_op_one_line_alone_computes_places_its_kernel_there_too(tmp_pat
     """#62: a forward kernel that fuses a layer norm, an add and the only `.any()` of the
     forward gets the `.any()` line too (it once got the layer norm's alone); every line
     matched is one Inductor's provenance records give."""
+    _placed_at(_recorded_pairs(tmp_path, ANY_STEP), ANY_STEP, ".any()", "_any_")
+
+
+def _recorded_pairs(tmp_path: Path, source: str) -> list[tuple[str, list[str], list[str]]]:
+    """`source` run as a script with Inductor's provenance records on (its own caches):
+    each kernel's lines by the records, and as matched without them."""
     import os
     import subprocess
     import sys
 
-    (tmp_path / "gate.py").write_text(ANY_STEP)
+    (tmp_path / "job.py").write_text(source)
     env = {**os.environ, "INDUCTOR_PROVENANCE": "1", "TORCH_TRACE": str(tmp_path / "trace"),
            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
-    subprocess.run([sys.executable, "gate.py"], cwd=tmp_path, env=env, check=True, timeout=600)
-    pairs = _lines_with_and_without_provenance(parse_path(tmp_path / "trace"))
+    subprocess.run([sys.executable, "job.py"], cwd=tmp_path, env=env, check=True, timeout=600)
+    return _lines_with_and_without_provenance(parse_path(tmp_path / "trace"))
+
+
+def _placed_at(pairs: list, source: str, code: str, kernel: str) -> None:
+    """Every matched line is one the records give; each kernel whose name holds `kernel`
+    is placed at the line of `source` that holds `code`."""
     _check_matched_lines(pairs, share=1.0)
-    line = next(i for i, x in enumerate(ANY_STEP.splitlines(), 1) if ".any()" in x)
-    with_any = [m for name, _, m in pairs if "_any_" in name]
-    assert with_any and all(any(x.endswith(f":{line}") for x in m) for m in with_any), pairs
+    line = next(i for i, x in enumerate(source.splitlines(), 1) if code in x)
+    found = [m for name, _, m in pairs if kernel in name]
+    assert found and all(any(x.endswith(f":{line}") for x in m) for m in found), pairs
 
 
 NORMALIZE_STEP = """\
@@ -510,23 +521,11 @@ model(torch.randn(2, 24, 32))
 def test_a_kernel_of_a_calls_decomposed_ops_gets_that_calls_line(tmp_path: Path) -> None:
     """F.normalize is one Dynamo node (`normalize`) and its kernel's ops are what it
     decomposed to (clamp_min, div, linalg_vector_norm): its line came from no match, and the
-    kernel read "from L13" alone (a thirteenth look's F10; Inductor's records: 13 and 14). The AOT graph's nodes place
-    the ops the Dynamo graph can't; every matched line is one Inductor's provenance records
-    give, the normalize line among them."""
-    import os
-    import subprocess
-    import sys
-
-    (tmp_path / "pool.py").write_text(NORMALIZE_STEP)
-    env = {**os.environ, "INDUCTOR_PROVENANCE": "1", "TORCH_TRACE": str(tmp_path / "trace"),
-           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
-    subprocess.run([sys.executable, "pool.py"], cwd=tmp_path, env=env, check=True, timeout=600)
-    pairs = _lines_with_and_without_provenance(parse_path(tmp_path / "trace"))
-    _check_matched_lines(pairs, share=1.0)
-    line = next(i for i, x in enumerate(NORMALIZE_STEP.splitlines(), 1) if "F.normalize" in x)
-    normed = [(r, m) for name, r, m in pairs if "clamp_min" in name]
-    assert normed, pairs
-    assert all(any(x.endswith(f":{line}") for x in m) for _, m in normed), normed
+    kernel read "from L13" alone (a thirteenth look's F10; Inductor's records: 13 and 14).
+    The AOT graph's nodes place the ops the Dynamo graph can't; every matched line is one
+    Inductor's provenance records give, the normalize line among them."""
+    pairs = _recorded_pairs(tmp_path, NORMALIZE_STEP)
+    _placed_at(pairs, NORMALIZE_STEP, "F.normalize", "clamp_min")
 
 
 @pytest.mark.gpu

@@ -9,6 +9,8 @@ from typing import Any
 
 from .torch_state import distributed, quiet
 
+PROFILE_OUT_ENV = "COMPILEDIAG_PROFILE_OUT"  # "1": the kernel profile kept as a Chrome trace
+
 KERNEL_STEPS = 5  # the steps after the window whose kernels are profiled, at most
 GRAPH_CALL = "## Call CompiledFxGraph"  # Inductor's record_function around a graph's call
 # record_function ranges torch puts on the GPU's timeline too (not kernels)
@@ -228,8 +230,6 @@ class _KernelWindow:
         for undo in reversed(self._undo):
             undo()
         self.rows = self._read(self._prof.events(), numbers, ended)
-        from .writer import PROFILE_OUT_ENV
-
         if os.environ.get(PROFILE_OUT_ENV) != "1":
             # its events freed here, not after the job's facts at exit: 3.5 s of 5 steps on
             # a 2-core CPU, which a run of --try-fixes (no kernel profile) does not have

@@ -13,13 +13,13 @@ from typing import Any
 from . import remedies
 from .facts import process_facts
 from .hooks import install
+from .kernel_window import PROFILE_OUT_ENV
 from .probe import Probe, parse_window
 
 DIR_ENV = "COMPILEDIAG_RUNTIME_DIR"
 STEPS_ENV = "COMPILEDIAG_PROFILE_STEPS"
 KERNELS_ENV = "COMPILEDIAG_KERNELS"  # "0": no kernel profile after the window (--no-kernels)
 STOP_ENV = "COMPILEDIAG_STOP_AFTER"  # N: the job ends after its step N (--stop-after)
-PROFILE_OUT_ENV = "COMPILEDIAG_PROFILE_OUT"  # "1": the kernel profile kept as a Chrome trace
 LOSSES_ENV = "COMPILEDIAG_LOSSES"  # "1": each step's loss kept (--try-fixes compares them)
 
 _written = False
