@@ -243,7 +243,7 @@ def test_the_forecast_keeps_the_jobs_exit(tmp_path: Path) -> None:
     job's exit: a job whose exit waits 8 s (its own handler, as a library's shutdown) is
     forecast with it, within 25% of the first round. Before, everything after the window
     was left out, the exit too: on an H200 "about 18 s a run", 28 s taken (its CUDA job's
-    exit, 7-10 s)."""
+    exit, 5-12 s)."""
 
     def check() -> None:
         proc = run_cli(

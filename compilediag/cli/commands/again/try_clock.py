@@ -19,7 +19,7 @@ def after_window_s(run: JobRun, stop_after: int | None) -> float:
     """The time the job's run spent on its steps past its window's end, which a run here
     (ended there) leaves out, by its processes' own clocks (the least of them: the job ends
     with its last); 0 where --stop-after ended it. Its exit is not in it: a run here pays
-    it too (a CUDA job's, on an H200: 7-10 s from its window's end to its facts written,
+    it too (a CUDA job's, on an H200: 5-12 s from its window's end to its exit handler,
     stopped there; bench/results/gpu_try_fixes_parts)."""
     past = [
         p.last_step_s - p.window_end_s + (p.wall_s - p.exit_s)  # (and the probe's at exit)
