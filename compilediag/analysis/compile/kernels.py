@@ -257,11 +257,12 @@ def _complete(
     graph: list[GraphNode] | None,
     claimed: set[str],
     backward: bool,
-    aten: list[GraphNode] | None = None,
-    aten_claimed: set[str] | None = None,
+    aten: list[GraphNode] | None,
+    aten_claimed: set[str],
 ) -> None:
     """A kernel's ops where its call named none (from its name, else its body), and its
-    lines from Inductor's provenance, else matched from the graph by its ops."""
+    lines from Inductor's provenance, else matched from the graph by its ops (and the ops
+    no Dynamo node names, from the AOT graph's `aten` nodes; `aten_claimed`: theirs taken)."""
     k = ks.kernel
     if not k.ops and k.kind != "extern":
         k.ops = ops_from_name(k.name, known) or ops_from_body(ks.source)
@@ -270,8 +271,7 @@ def _complete(
     elif graph and not k.source_lines and k.kind != "extern":
         k.source_lines = lines_from_ops(k.ops, graph, claimed, backward)
         if aten and not backward:  # the ATen ops a call decomposed to (F.normalize's div)
-            claimed_aten = aten_claimed if aten_claimed is not None else set()
-            more = lines_from_ops(unplaced(k.ops, graph), aten, claimed_aten)
+            more = lines_from_ops(unplaced(k.ops, graph), aten, aten_claimed)
             k.source_lines += [x for x in more if x not in k.source_lines]
 
 
