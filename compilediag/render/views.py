@@ -244,12 +244,14 @@ def rest_named(b: Breakdown, device: bool = True, profiled: Sequence[int] = ()) 
             return f"value read{s} (.item(), float())"
 
         total = round(reads * len(profiled))
-        if reads >= 1:
-            count = f"{reads:g} {what('s' * many)} a step"
-        elif profiled and total >= 1:  # a read some steps make: an epoch's end, a log
+        whole = abs(reads - round(reads)) < 0.05  # as many each step: a rate
+        if reads >= 1 and (whole or not profiled):
+            count = f"{round(reads) if whole else reads:g} {what('s' * many)} a step"
+        elif profiled and total >= 1:  # reads some steps make: an epoch's end, a log
             count = (
                 f"{total} {what('s' * (total > 1))} in the kernel profile's "
-                f"{plural(len(profiled), 'step')} ({steps_words(list(profiled))}), not each step"
+                f"{plural(len(profiled), 'step')} ({steps_words(list(profiled))})"
+                + (", not each step" if reads < 1 else "")
             )
         else:
             count = f"a {what('')} every {1 / reads:.0f} steps"

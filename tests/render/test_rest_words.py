@@ -43,3 +43,17 @@ def test_a_read_fewer_steps_make_than_were_profiled_is_counted_over_them() -> No
     ), said
     assert "every" not in said
     assert rest_named(_rest(3), device=False, profiled=[61, 62]).startswith("; 3 value reads")
+
+
+def test_reads_that_differ_between_the_profiled_steps_are_counted_over_them() -> None:
+    """Two loss.item() a step, and an epoch's one-batch step among the kernel profile's: 9
+    reads over its 5 steps, said as such, not "1.8 value reads a step" beside the window's
+    steps it was not counted over (#76, the thirteenth look's U5)."""
+    said = rest_named(_rest(1.8), device=False, profiled=[18, 20, 21, 22, 23])
+    assert said.startswith(
+        "; 9 value reads (.item(), float()) in the kernel profile's 5 steps (steps 18, 20-23) ("
+    ), said
+    assert "1.8" not in said and "not each step" not in said
+    assert rest_named(_rest(2.0), device=False, profiled=[18, 20]).startswith(
+        "; 2 value reads (.item(), float()) a step"
+    )
