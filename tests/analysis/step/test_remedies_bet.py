@@ -563,3 +563,21 @@ def test_a_first_run_far_off_its_forecast_says_the_rounds_time_again() -> None:
     near = RoundClock(None, job_s=20.0)
     near.start, near.runs = time.monotonic() - 22.0, 1
     assert near.first_run(4) == ""
+
+
+def test_the_step_before_and_after_are_as_far_apart_as_the_effect_says() -> None:
+    """Runs that swung between two paces (a tenant's threads, #76's thirteenth look): each
+    side's median read "the step 90.8 ms → 8.68 ms" beside "1.98× faster". The step's
+    figures are the runs' geometric means, whose ratio is the pairs' effect."""
+    from compilediag.analysis.step.remedies import _figures, _judge
+    from compilediag.report.model import Tried
+
+    pairs = [(90.0, 9.0), (92.0, 88.0), (9.0, 4.6), (91.0, 8.5), (8.8, 4.5)]
+    t = Tried("workers", "workers", part="data")
+    before = [([b] * 4, [b / 2] * 4) for b, _ in pairs]
+    after = [([a] * 4, [a / 2] * 4) for _, a in pairs]
+    _figures(t, before, after=False)
+    _figures(t, after, after=True)
+    _judge(t, [s for s, _ in before], [s for s, _ in after])
+    assert t.step_ms is not None and t.step_ms_after is not None and t.ratio is not None
+    assert t.step_ms / t.step_ms_after == pytest.approx(1 / t.ratio, rel=1e-3)
