@@ -21,7 +21,7 @@ from compilediag.harness.checks import (
 from compilediag.harness.device_time import Step, device_time
 from compilediag.harness.phases import AGAIN
 from compilediag.harness.profiling import NO_GRAPH_EVENTS, profile_regions, python_frames
-from compilediag.harness.threads import Threads, Trust, Watch
+from compilediag.harness.threads import Trust, Watch, busy_cores
 from compilediag.harness.worker_types import (
     FrameTime,
     Measured,
@@ -168,30 +168,6 @@ def _rounds(progress: Callable[[str], None], n: int) -> Callable[[int, int], Non
         progress(f"timing eager vs compiled: block {i} of {total}{of}")
 
     return told
-
-
-# a figure more than this many times its one-thread cost is never given unflagged
-
-
-def busy_cores(threads: Threads) -> list[str]:
-    """The figures flagged where torch's threads and the load beside this run were more
-    than the cores: threads that wait on busy cores make a call many times its cost (100x
-    was seen), while its blocks agree with each other; the cause and the fix, in words."""
-    if not threads.oversubscribed or threads.load is None:
-        return []
-    load = threads.load
-    fits = threads.fits or max(1, int(load.cores - load.beside + 0.5))
-    keep = f" ({threads.user_setting}, yours, kept)" if threads.user_setting else ""
-    fix = (
-        "time on a quieter machine"
-        if threads.used <= fits  # fewer threads would not help: the load alone fills the cores
-        else f"set OMP_NUM_THREADS={fits}, or time on a quieter machine"
-    )
-    return [
-        f"the cores were busy ({load.words()}) for {plural(threads.used, 'thread')}{keep}: a thread "
-        "that waits on a busy core makes every call wait, so these figures may be many "
-        f"times the calls' cost; {fix}"
-    ]
 
 
 def noise_reason(torch: Any, eager: Stat, compiled: Stat, rounds: int) -> str:

@@ -20,6 +20,8 @@ import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from compilediag.report.words import plural
+
 # threads + the load beside us above cores + SLACK: oversubscribed (a shell, the CLI's
 # own poll of the worker take a little of a core and are no reason to time differently)
 SLACK = 0.5
@@ -244,3 +246,25 @@ def _others_cores(
 def _own_and_children() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
+
+
+def busy_cores(threads: Threads, what: str = "call") -> list[str]:
+    """The figures flagged where torch's threads and the load beside this run were more
+    than the cores: threads that wait on busy cores make a call (`what`: or a step) many
+    times its cost (100x was seen), while its blocks agree with each other; the cause and
+    the fix, in words."""
+    if not threads.oversubscribed or threads.load is None:
+        return []
+    load = threads.load
+    fits = threads.fits or max(1, int(load.cores - load.beside + 0.5))
+    keep = f" ({threads.user_setting}, yours, kept)" if threads.user_setting else ""
+    fix = (
+        "time on a quieter machine"
+        if threads.used <= fits  # fewer threads would not help: the load alone fills the cores
+        else f"set OMP_NUM_THREADS={fits}, or time on a quieter machine"
+    )
+    return [
+        f"the cores were busy ({load.words()}) for {plural(threads.used, 'thread')}{keep}: a thread "
+        f"that waits on a busy core makes every {what} wait, so these figures may be many "
+        f"times the {what}s' cost; {fix}"
+    ]

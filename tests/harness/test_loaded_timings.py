@@ -50,7 +50,7 @@ def test_busy_cores_flag_the_figures_with_cause_and_fix() -> None:
     """The issue's case: load 4 on 2 cores beside torch's 2 threads (the user's
     OMP_NUM_THREADS=2, kept): every figure flagged, with the load, the count that fits and
     the fix; quiet cores flag nothing."""
-    from compilediag.harness.measure import busy_cores
+    from compilediag.harness.threads import busy_cores
 
     load = Load(cores=2, busy=2.0, runnable=4, loadavg=4.0)
     threads = Threads(2, 2, "you", True, load, "OMP_NUM_THREADS=2", fits=1)
