@@ -353,9 +353,13 @@ class Runtime:
     # than its instruments cost): the machine's pace moved between them, and the figures are
     # the window's own (at_pace false)
     pace_apart: bool = False
-    # the machine's load average (1 minute) as the window ended and the cores the job's
-    # process could use; [] where not read
+    # the machine's load average (1 minute) as the window ended, the cores the job's
+    # process could use and torch's threads in it (an older release's: the first two); []
+    # where not read
     window_load: list[float] = field(default_factory=list)
+    # the cores other processes kept busy, of those the job could use, while it ran (its own
+    # processes' CPU time left out); None where not read
+    beside_cores: float | None = None
     rank_steps: list[RankStep] = field(default_factory=list)  # several ranks: each one's window
     # the rank the others wait for, in the window's steps: a performance finding, not
     # divergence (its ranks compile alike); gated by --max-wait-share

@@ -11,9 +11,12 @@ it holds a fifth of the step or more; else the verdict is "none", with the large
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import replace
 
 from compilediag.analysis.step.advice import loop_step, loop_work_lines
+from compilediag.harness.threads import Load, Threads, busy_cores, decide, user_setting
 from compilediag.report.model import Breakdown, LoopLine, Report, Runtime
 from compilediag.report.model import StepBound as Bound
 from compilediag.report.step import BOUND_CLOSE
@@ -27,7 +30,16 @@ REAL_SHARE = 0.2  # a verdict names a part of at least this share of the step; e
 
 
 def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | None:
-    """The verdict, or None where the window measured no step."""
+    """The verdict, or None where the window measured no step; on CPU, where other
+    processes kept the job's cores busy beside its threads, that its parts hold waits for
+    a core (a look read "bound by compute" at 92 ms a step that took 3.3 ms on quiet cores)."""
+    bound = _verdict(report, job, b, cuda)
+    if bound is not None and not cuda:
+        bound.why += "".join(f"; {x}" for x in contended(job))
+    return bound
+
+
+def _verdict(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | None:
     step = b.call_ms
     if not step:
         return None
@@ -196,6 +208,23 @@ def _compute(report: Report, b: Breakdown) -> Bound | None:
         "compute", _share(spent, b), spent,
         f"the compiled graphs' own work: {ms(spent)} a step (forward and backward graphs)",
     )  # fmt: skip
+
+
+def contended(job: Runtime) -> list[str]:
+    """Where torch's threads in the job and what other processes kept busy on its cores
+    while it ran were more than the cores: the step's figures flagged, the cause and the
+    fix (harness.threads' rule, as explain's timings have it); [] where not read."""
+    if job.beside_cores is None or len(job.window_load) < 3 or not job.window_load[2]:
+        return []
+    loadavg, cores, threads = job.window_load[:3]
+    user = user_setting(os.environ)
+    chosen = decide(int(threads), Load(int(cores), job.beside_cores, -1.0, loadavg), user)
+    ran = Threads(int(threads), int(threads), "you" if user else "torch", False, None, user)
+    # the job's own count, as it ran; the count the free cores would take beside it
+    return busy_cores(
+        replace(ran, oversubscribed=chosen.oversubscribed, load=chosen.load, fits=chosen.used),
+        "step",
+    )
 
 
 def _device_or_host(report: Report, job: Runtime, b: Breakdown) -> Bound | None:

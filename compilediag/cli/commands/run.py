@@ -141,6 +141,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     from compilediag.analysis.step.runtime import JobRun, read_processes, save_job
     from compilediag.cli.commands.common import judge
     from compilediag.harness.launch import launch
+    from compilediag.harness.threads import Beside
     from compilediag.render.views import window_missed
     from compilediag.report.model import Runtime, TargetInfo
     from compilediag.trace.parse import trace_files
@@ -150,6 +151,8 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     # stdout is the report's: a report for machines (json, csv, ...) printed there gets
     # the job's own stdout moved to stderr, so that it stays parseable
     machine = opts.out.format != "table" and not opts.out.output
+    beside = Beside()  # what other processes keep busy on the job's cores while it runs
+    beside.start()
     done = launch(
         opts.command,
         job_env(
@@ -171,6 +174,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
         interrupted=done.interrupted,
         wall_s=round(done.wall_s, 3),
         stop_after=opts.stop_after,
+        beside_cores=None if (busy := beside.cores()) is None else round(busy, 2),
     )
     if kept:
         save_job(folder, job)

@@ -5,16 +5,18 @@ measured parts, checked against the job's own clock over the same steps
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.analysis.step.test_run_try_fixes import job_runs, own_median
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, compilediag_cmd, run_cli
 
 # the whole suite's (`pytest --full`): end-to-end runs, tens of seconds each on 2 cores
 pytestmark = pytest.mark.full
@@ -95,6 +97,72 @@ def test_the_verdict_names_the_part_the_jobs_clock_finds_largest(
     assert f"bound by {bound} ({share} of the step) → host (90%)" in [
         t["text"] for t in said["timings"]
     ], said["timings"]
+
+
+# a CPU job whose matmuls fill the step, its own clock a step (OMP_NUM_THREADS: as given)
+MATMULS = """
+import json, os, statistics, sys, time
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))
+compiled = torch.compile(model, backend="aot_eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(256, 512), torch.randint(0, 10, (256,))
+took = []
+for step in range(20):
+    t0 = time.perf_counter()
+    nn.functional.cross_entropy(compiled(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+    took.append((time.perf_counter() - t0) * 1e3)
+print(json.dumps({"threads": torch.get_num_threads(), "step_ms": statistics.median(took[5:])}))
+"""
+
+
+def _spin(deadline: float) -> None:
+    while time.time() < deadline:
+        pass
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: torch runs one thread")
+def test_a_step_beside_busy_cores_is_said_to_wait_for_them(tmp_path: Path) -> None:
+    """A busy process on every core while the job's threads run its matmuls: the run
+    measures what they kept busy beside the job, and its verdict says the step's figures
+    hold waits for a core and the thread count the free cores take (#76, the thirteenth
+    look's U3: "bound by compute" at 92 ms a step that took 3.3-5 ms on quiet cores)."""
+    job = tmp_path / "matmuls.py"
+    job.write_text(MATMULS)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    ctx = multiprocessing.get_context("spawn")
+    deadline = time.time() + 300  # bounded, whatever happens to this test
+    busy = [ctx.Process(target=_spin, args=(deadline,), daemon=True)
+            for _ in range(os.cpu_count() or 1)]  # fmt: skip
+    for p in busy:
+        p.start()
+    try:
+        proc = subprocess.run(
+            [*compilediag_cmd(), "run", "--format", "json", "--profile-steps", "6-12", "--",
+             sys.executable, str(job)],
+            capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+    finally:
+        for p in busy:
+            p.kill()
+            p.join()
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    runtime = report["runtime"]
+    # the job's own line (its stdout goes to stderr where the report takes stdout)
+    own = json.loads(next(x for x in proc.stderr.splitlines() if x.startswith('{"threads"')))
+    cores = os.cpu_count() or 1
+    assert runtime["window_load"][1:] == [float(len(os.sched_getaffinity(0))), own["threads"]]
+    # the spinners held what the job's threads left of the cores: half of them, or more
+    assert runtime["beside_cores"] >= 0.4 * cores, runtime["beside_cores"]
+    why = runtime["bound"]["why"]
+    assert "the cores were busy (load " in why and f"for {own['threads']} threads" in why, why
+    assert "every step wait" in why and "OMP_NUM_THREADS=" in why, why
 
 
 @pytest.mark.gpu

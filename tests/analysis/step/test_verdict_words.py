@@ -63,3 +63,26 @@ def test_a_part_close_behind_the_verdict_is_said_and_a_flip_between_them_is_no_c
     assert b.runtime.bound is not None and b.runtime.bound.part == "data"
     (flip,) = [c for c in timing_changes(a, b, 0.1) if "bound by" in c.text]
     assert flip.kind == "changed", flip
+
+
+def test_a_cpu_verdict_says_where_other_processes_kept_the_jobs_cores_busy(monkeypatch) -> None:
+    """A look read "bound by compute, 96% of the step" at 92 ms a step that took 3.3-5 ms
+    with one thread or quiet cores (#76, the thirteenth look's U3): the verdict says what
+    was busy beside the job's threads, and the count the free cores take."""
+    from compilediag.analysis.step.verdict import bound_of
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    report = fixed_report()
+    b = Breakdown(10.0, 9.0, 0.0, 1.0, 5)
+    busy = bound_of(report, Runtime(window_load=[3.0, 2.0, 2.0], beside_cores=1.0), b, False)
+    assert busy is not None and busy.part == "compute"
+    assert "the cores were busy (load 1.0 beside this run on 2 cores" in busy.why, busy.why
+    assert "for 2 threads" in busy.why and "set OMP_NUM_THREADS=1" in busy.why
+    assert "every step wait" in busy.why
+    quiet = bound_of(report, Runtime(window_load=[2.0, 2.0, 2.0], beside_cores=0.1), b, False)
+    assert quiet is not None and "busy" not in quiet.why
+    older = bound_of(report, Runtime(window_load=[3.0, 2.0], beside_cores=1.0), b, False)
+    assert older is not None and "busy" not in older.why  # no thread count read: not said
+    one = bound_of(report, Runtime(window_load=[3.0, 2.0, 1.0], beside_cores=1.0), b, False)
+    assert one is not None and "busy" not in one.why  # one thread fits beside a busy core

@@ -118,11 +118,14 @@ def distributed(ranks: int = 1) -> bool:
 
 def load() -> list[float]:
     """[the load average over the last minute (runnable processes, the job's own among
-    them), the cores this process may use]; [] where the system keeps none."""
+    them), the cores this process may use, torch's intra-op threads (0: not read)]; []
+    where the system keeps none."""
+    torch = sys.modules.get("torch")
     try:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        return [round(os.getloadavg()[0], 2), float(cores or 0)]
-    except OSError:
+        threads = torch.get_num_threads() if torch is not None else 0
+        return [round(os.getloadavg()[0], 2), float(cores or 0), float(threads)]
+    except (OSError, AttributeError):
         return []
 
 
