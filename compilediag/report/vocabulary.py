@@ -29,6 +29,7 @@ class RecompileCause(StrEnum):
     LENGTH = "length"  # a list or tuple of another length
     TENSOR_META = "tensor_meta"  # a tensor's dtype, device, requires_grad ...
     STRING = "string"
+    BOOL = "bool"
     OTHER = "other"
 
 

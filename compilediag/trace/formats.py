@@ -189,6 +189,8 @@ GUARD_TENSOR_META = re.compile(
 )
 GUARD_GLOBAL_STATE = re.compile(r"GLOBAL_STATE changed: (?P<what>.+)")
 GUARD_TRAINING = re.compile(r"(?P<src>.+)\.training == (?P<v>True|False)$")
+# a bool argument or attribute, always baked in (no dynamic bool); after GUARD_TRAINING
+GUARD_BOOL = re.compile(r"(?P<src>[^=<>!]+?) == (?P<v>True|False)$")
 GUARD_OBJ_ID = re.compile(r"___check_obj_id\((?P<src>[^,]+),")
 # torch drops a cache entry whose guarded object was freed (2.6+: a weakref callback)
 GUARD_FREED = re.compile(r"Cache line invalidated because (?P<src>.+?) got deallocated")

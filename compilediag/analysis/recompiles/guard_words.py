@@ -14,6 +14,7 @@ from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.formats import (
     AUTOGRAD_KEY,
     GLOBAL_STATE_MODE,
+    GUARD_BOOL,
     GUARD_CONSTANT,
     GUARD_DISPATCH_KEYS,
     GUARD_FREED,
@@ -218,6 +219,18 @@ def string_words(m: re.Match[str]) -> Words:
     )
 
 
+def bool_words(m: re.Match[str]) -> Words:
+    src = source_name(m["src"].strip())
+    return (
+        f"{src} changed (was {m['v']}): a Python bool is baked into the graph",
+        RecompileCause.BOOL,
+        f"Expected: each value of `{src}` compiles its own graph once, two at most, and "
+        "later calls reuse them (dynamic=True does not change it: a bool is never "
+        f"dynamic). Where it picks between two results, one graph takes `{src}` as a 0-d "
+        "bool tensor and picks with torch.where(flag, a, b), computing both.",
+    )
+
+
 def float_said(value: str) -> str:
     """A guarded float as words: as torch wrote it where 6 significant figures hold it, else
     those 6 and an ellipsis ("2.41455…" for torch's 2.4145517349243164)."""
@@ -260,6 +273,7 @@ GUARD_WORDS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Words]]] = [
     (GUARD_TENSOR_META, tensor_meta_words),
     (GUARD_GLOBAL_STATE, global_state_words),
     (GUARD_TRAINING, training_words),
+    (GUARD_BOOL, bool_words),
     (GUARD_OBJ_ID, object_words),
     (GUARD_FREED, freed_words),
     (GUARD_TYPE_ID, type_words),

@@ -219,7 +219,7 @@ def find_fixes(
 
 # a guard on Python values the forward itself sets (a list it appends to, a counter)
 STATE = (RecompileCause.LENGTH, RecompileCause.INT, RecompileCause.FLOAT, RecompileCause.OBJECT,
-         RecompileCause.STRING, RecompileCause.TYPE)  # fmt: skip
+         RecompileCause.STRING, RecompileCause.BOOL, RecompileCause.TYPE)  # fmt: skip
 
 
 def recompile_fixes(report: Report, path: Path) -> list[RecompileFix]:
