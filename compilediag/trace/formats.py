@@ -549,8 +549,8 @@ def guard_values(tree: str) -> dict[str, frozenset[str]]:
 
 
 def guard_value(leaves: frozenset[str]) -> str:
-    """The value a source's guards pin, in a few words: `None`, `'x'`, `size 2x16` (`2xany`
-    where the dim is dynamic), `a 0-d tensor`, `length 3`; "" where none says."""
+    """The value a source's guards pin, in a few words: `None`, `'x'`, `size 2x16` (`size
+    2xN with dim 1 dynamic`), `a 0-d tensor`, `length 3`; "" where none says."""
     for leaf in sorted(leaves):
         kind, _, expr = leaf.partition(": ")
         if kind == "NONE_MATCH":
@@ -561,7 +561,11 @@ def guard_value(leaves: frozenset[str]) -> str:
             dims = [d.strip() for d in m[1].split(",") if d.strip()]
             if not dims:
                 return "a 0-d tensor"
-            return "size " + "x".join("any" if d == "None" else d for d in dims)
+            free = [i for i, d in enumerate(dims) if d == "None"]
+            said = "size " + "x".join("N" if d == "None" else d for d in dims)
+            if free:  # ("anyx3" read as jargon)
+                said += f" with dim{'s' * (len(free) > 1)} {', '.join(map(str, free))} dynamic"
+            return said
         if kind in ("LENGTH_CHECK", "DICT_LENGTH") and (m := LENGTH.search(expr)):
             return f"length {m[1]}"
     return ""
