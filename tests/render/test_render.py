@@ -253,3 +253,31 @@ def test_fixs_break_in_another_file_is_named_with_its_file(tmp_path, monkeypatch
     text = render_fix_table(FixResult("model.py", "", [helper, own]))
     assert "  vendorlib/stats.py:7 · item · GB0124" in text.splitlines(), text
     assert "  line 18 · print · GB0059" in text.splitlines(), text
+
+
+def test_a_long_kernel_names_facts_and_ops_wrap_under_their_own_start() -> None:
+    """A fused kernel's name can fill the width: its facts folded under it at column 2
+    read as part of the name (#76, the thirteenth look: `  view_0  reduction · from
+    L14,20`). At 80 columns each kernel's name starts at column 2, whole (one longer than
+    the width too: the terminal wraps it, a search finds it), nothing else does, and every
+    other line fits; a short name keeps its facts beside it."""
+    from compilediag.report.model import Kernel
+
+    report = fixed_report()
+    long = "cpp_fused_avg_pool2d_clamp_min_div_expand_linalg_vector_norm_mean_mul_squeeze_0"
+    ops = [f"aten.op_number_{i}" for i in range(12)]
+    report.kernels = [
+        Kernel(name=long, kind="reduction", compile_id="0/0", ops=ops,
+               source_lines=["sample_models/graph_breaks.py:14"]),
+        Kernel(name="cpp_fused_relu_1", kind="pointwise", compile_id="0/0", ops=["aten.relu"]),
+    ]  # fmt: skip
+    lines = render(report, "table", width=80).splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("Kernels (")))
+    block = lines[start + 1 : start + 1 + next(
+        i for i, x in enumerate(lines[start + 1 :]) if not x.strip()
+    )]  # fmt: skip
+    named = [x for x in block if x.startswith("  ") and not x.startswith("   ")]
+    assert all(len(x) <= 80 for x in block if x not in named), block
+    assert named == [f"  {long}", "  cpp_fused_relu_1  pointwise"], block
+    assert "      reduction · from L14" in block, block
+    assert all(x.startswith("      ") for x in block if x not in named), block

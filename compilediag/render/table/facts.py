@@ -3,6 +3,9 @@ and timings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.padding import Padding
 from rich.text import Text
 
@@ -113,9 +116,8 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
     # One kernel a line, not a table: a kernel name cut or folded can't be looked up, and
     # at 80 columns a table has no room for the name beside the rest. Wrapping only
     # happens at spaces, after the name.
-    rows: list[Text] = []
+    rows: list[KernelLine] = []
     for k in shown:
-        line = Text(k.name.removeprefix("torch.ops.").removesuffix(".default"), style="bold")
         facts = [KIND_LABELS.get(k.kind, k.kind)]
         if several:
             facts.insert(0, f"graph {k.compile_id}")
@@ -123,17 +125,14 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
             facts.append("from " + compact_lines(k.source_lines, target))
         if k.modules:
             facts.append("in " + ", ".join(k.modules))
-        line.append("  " + " · ".join(facts))
-        if k.ops:
-            ops = ", ".join(o.removeprefix("aten.") for o in k.ops)
-            line.append(
-                "\n    " + (f"lays out data for {ops}" if k.kind == "copy" else ops), style="dim"
-            )
-        rows.append(line)
+        ops = ", ".join(o.removeprefix("aten.") for o in k.ops)
+        rows.append(KernelLine(
+            k.name.removeprefix("torch.ops.").removesuffix(".default"), " · ".join(facts),
+            f"lays out data for {ops}" if k.kind == "copy" and ops else ops,
+        ))  # fmt: skip
     # what the count counts against torch's generated_kernel_count is the HTML report's
     # and docs/usage.md's to say: a paragraph on every run is noise here
-    out: list = [Text(title, style="bold")]
-    out += [Padding(r, (0, 0, 0, 2)) for r in rows]
+    out: list = [Text(title, style="bold"), *rows]
     if len(shown) < len(report.kernels):
         more = len(report.kernels) - len(shown)
         where = {  # a trace has no model to dump, nor has a capture() block
@@ -142,6 +141,27 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
         }.get(report.environment.source, "`compilediag dump-kernels` lists all")
         out.append(Text(f"  ... {more} more: {where}", style="dim"))
     return out
+
+
+@dataclass
+class KernelLine:
+    """A kernel's name, its facts beside it where the width holds both (else on a line of
+    their own: a fused kernel's name can fill the width, and facts folded under it read as
+    part of it), and its ops below, each wrapped under its own start; the name is never
+    folded."""
+
+    name: str
+    facts: str
+    ops: str
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if 2 + len(self.name) + 2 + len(self.facts) <= options.max_width:
+            yield Padding(Text.assemble((self.name, "bold"), "  " + self.facts), (0, 0, 0, 2))
+        else:  # a name past the width stays whole, for search (the terminal wraps it)
+            yield Text.assemble("  ", (self.name, "bold"), no_wrap=True, overflow="ignore")
+            yield Padding(Text(self.facts), (0, 0, 0, 6))
+        if self.ops:
+            yield Padding(Text(self.ops, style="dim"), (0, 0, 0, 6))
 
 
 def compact_lines(places: list[str], target: str = "") -> str:
