@@ -77,10 +77,11 @@ def _place(b: BreakFix, target: str) -> str:
 
 
 def _left(b: BreakFix, target: str) -> list[str]:
-    lines = [
-        f"  {_place(b, target)} · {b.cause or 'other'} · {b.gb_id or b.reason}",
-        f"    {b.code.strip()}",
-    ]
+    lines = textwrap.wrap(
+        f"{_place(b, target)} · {b.cause or 'other'} · {b.gb_id or b.reason}", WIDTH,
+        initial_indent="  ", subsequent_indent="    ", break_long_words=False,
+    )  # fmt: skip
+    lines.append(f"    {b.code.strip()}")
     lines += textwrap.wrap(b.why, 96, initial_indent="    why  ", subsequent_indent="         ")
     if b.advice:
         lines += textwrap.wrap(
@@ -91,7 +92,10 @@ def _left(b: BreakFix, target: str) -> list[str]:
 
 def _recompile(r: RecompileFix) -> list[str]:
     where = f"{r.file.rsplit('/', 1)[-1]}:{r.line}" if r.file else "?"
-    lines = [f"  {where} · {r.cause} · {r.guard}" + (f" ({r.count}×)" if r.count > 1 else "")]
+    lines = textwrap.wrap(
+        f"{where} · {r.cause} · {r.guard}" + (f" ({r.count}×)" if r.count > 1 else ""), WIDTH,
+        initial_indent="  ", subsequent_indent="    ", break_long_words=False,
+    )  # fmt: skip
     if r.code:
         lines.append(f"    {r.code}")
     lines += textwrap.wrap(r.why, 96, initial_indent="    why  ", subsequent_indent="         ")

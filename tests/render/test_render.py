@@ -254,6 +254,16 @@ def test_fixs_break_in_another_file_is_named_with_its_file(tmp_path, monkeypatch
     assert "  vendorlib/stats.py:7 · item · GB0124" in text.splitlines(), text
     assert "  line 18 · print · GB0059" in text.splitlines(), text
 
+    # a recompile's head line past the width wraps under itself (a look read 107 columns)
+    from compilediag.fixes.patches.results import RecompileFix
+
+    guard = "length of `rows` (the list the nonzero's indices were made into) changed (was 5)"
+    long = RecompileFix("feats.py", 9, "return h[rows]", "length", guard, 5, "why", "fix")
+    lines = render_fix_table(FixResult("model.py", "", [], recompiles=[long])).splitlines()
+    head = lines.index(next(x for x in lines if x.startswith("  feats.py:9 · length · ")))
+    assert all(len(x) <= 100 for x in lines), lines
+    assert lines[head + 1].startswith("    ") and lines[head + 1].endswith("(was 5) (5×)"), lines
+
 
 def test_a_long_kernel_names_facts_and_ops_wrap_under_their_own_start() -> None:
     """A fused kernel's name can fill the width: its facts folded under it at column 2
