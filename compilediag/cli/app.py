@@ -200,7 +200,7 @@ def recompiles(
         str | None,
         typer.Option(
             "--shapes",
-            help="Sweep: vary the first tensor input through these shapes, e.g. 2x16,4x16,8x16 (default: the file's get_input_sets()).",
+            help="Sweep: vary the first tensor input through these shapes, e.g. 2x16,4x16,8x16, and every tensor input of its shape with it (an attention mask beside input_ids) (default: the file's get_input_sets()).",
             metavar="SHAPES",
         ),
     ] = None,

@@ -310,22 +310,36 @@ def find_input_sets(module: Any, target: Target, path: str, sweep: bool) -> Iter
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
     if not positions:
         raise UsageError(
-            "--shapes varies the first tensor argument, but the model's inputs have none.",
+            "--shapes varies the first tensor argument (and those of its shape), but the "
+            "model's inputs have none.",
             hint="Pass the inputs positionally, or describe them with --input.",
         )
     tensor = args[positions[0]]
+    # the tensors of the first one's shape go with it (an attention mask beside input_ids)
+    alike = [i for i in positions if args[i].shape == tensor.shape]
     for shape in target.shapes:
         if len(shape) != tensor.dim():
             raise UsageError(
                 f"--shapes entry {'x'.join(map(str, shape))} has {len(shape)} dims; "
                 f"the first input has {tensor.dim()} ({'x'.join(map(str, tensor.shape))}).",
             )
-        spec = InputSpec(shape=shape, dtype=str(tensor.dtype).removeprefix("torch."))
-        if not tensor.dtype.is_floating_point and tensor.numel():
-            spec.high = int(tensor.max().item()) + 1
         new_args = list(args)
-        new_args[positions[0]] = make_tensor(spec)
+        for i in alike:
+            new_args[i] = _resized(args[i], shape)
         yield tuple(new_args), kwargs
+
+
+def _resized(tensor: Any, shape: list[int]) -> Any:
+    """A tensor of `shape` like `tensor`: its dtype, its one value where it holds one (a
+    mask of ones stays ones), else values drawn in its range (integers below its largest)."""
+    import torch
+
+    if tensor.numel() and bool((tensor == tensor.flatten()[0]).all()):
+        return torch.full(shape, tensor.flatten()[0].item(), dtype=tensor.dtype)
+    spec = InputSpec(shape=shape, dtype=str(tensor.dtype).removeprefix("torch."))
+    if not tensor.dtype.is_floating_point and tensor.dtype != torch.bool and tensor.numel():
+        spec.high = int(tensor.max().item()) + 1
+    return make_tensor(spec)
 
 
 def describe_value(value: Any) -> str:
