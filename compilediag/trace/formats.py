@@ -561,7 +561,7 @@ def guard_value(leaves: frozenset[str]) -> str:
             dims = [d.strip() for d in m[1].split(",") if d.strip()]
             if not dims:
                 return "a 0-d tensor"
-            free = [i for i, d in enumerate(dims) if d == "None"]
+            free = dynamic_dims(leaves)
             said = "size " + "x".join("N" if d == "None" else d for d in dims)
             if free:  # ("anyx3" read as jargon)
                 said += f" with dim{'s' * (len(free) > 1)} {', '.join(map(str, free))} dynamic"
@@ -569,6 +569,16 @@ def guard_value(leaves: frozenset[str]) -> str:
         if kind in ("LENGTH_CHECK", "DICT_LENGTH") and (m := LENGTH.search(expr)):
             return f"length {m[1]}"
     return ""
+
+
+def dynamic_dims(leaves: frozenset[str]) -> list[int]:
+    """The dims a tensor's guard leaves free (`size=[2, None]`: dim 1): dynamic in its graph."""
+    for leaf in leaves:
+        kind, _, expr = leaf.partition(": ")
+        if kind == "TENSOR_MATCH" and (m := TENSOR_SIZE.search(expr)):
+            dims = [d.strip() for d in m[1].split(",") if d.strip()]
+            return [i for i, d in enumerate(dims) if d == "None"]
+    return []
 
 
 TENSOR_SIZE = re.compile(r"size=\[([^\]]*)\]")

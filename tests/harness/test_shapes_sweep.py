@@ -48,3 +48,40 @@ def test_the_sweeps_recompiles_are_torchs() -> None:
     assert [c["compiled"] for c in report["calls"]] == [True, True, True]
     said = [r["failed_guard"] for r in report["recompiles"]]
     assert said == ["input_ids dim 1 changed 16 → 24", "input_ids dim 0 changed 2 → 4"], said
+
+
+@pytest.mark.full
+def test_the_mark_dynamic_advice_marks_every_input_torch_made_dynamic() -> None:
+    """The mask's size is tied to the ids' in the graph: torch names the ids' failed guard
+    alone, and `mark_dynamic(input_ids, 1)` alone raises ConstraintViolationError (#76, the
+    thirteenth look's GPT-2). The advice marks each dim torch's later graph made dynamic;
+    applied before the first call, the sweep compiles once."""
+    import re
+
+    report, proc = run_json(
+        "recompiles", str(SAMPLE), "--shapes", "2x16,2x24,2x32", "--backend", "eager"
+    )
+    assert proc.returncode == 0, proc.stderr
+    (r,) = report["recompiles"]
+    marks = re.findall(r"torch\._dynamo\.mark_dynamic\((\w+), (\d+)\)", r["suggestion"])
+    assert marks == [("input_ids", "1"), ("attention_mask", "1")], r["suggestion"]
+    module = load_module(str(SAMPLE))
+    names = ("input_ids", "attention_mask", "bias")
+
+    def sweep(marked: list[tuple[str, str]]) -> int:
+        model, counter = module.get_model(), CompileCounter()
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend=counter)
+        for n in (16, 24, 32):
+            args = (torch.randint(0, 50, (2, n)), torch.ones(2, n, dtype=torch.int64),
+                    torch.zeros(3))  # fmt: skip
+            if n == 16:
+                for name, dim in marked:
+                    torch._dynamo.mark_dynamic(args[names.index(name)], int(dim))
+            compiled(*args)
+        torch._dynamo.reset()
+        return counter.frame_count
+
+    assert sweep(marks) == 1
+    with pytest.raises(Exception, match="ConstraintViolation|Constraints violated"):
+        sweep(marks[:1])

@@ -37,10 +37,12 @@ from compilediag.trace.formats import (
     GUARD_CONSTANT,
     RECOMPILE_LIMIT,
     RECOMPILE_LIMIT_VALUE,
+    dynamic_dims,
     float_specialised,
     frame_name,
     guard_pattern,
     guard_text,
+    guard_values,
     source_name,
 )
 
@@ -97,9 +99,20 @@ def values_count(found: list[Recompile]) -> list[Recompile]:
 
 
 def frame_dims(h: History, e: Entry) -> list[tuple[str, str]]:
-    """Every size guard that failed in the frame, over all its recompiles: the advice
-    covers every dim at once."""
-    return shape_dims([parse_guard(r) for k in h.frame_of(e) for r in reasons_of(k)])
+    """Every size guard that failed in the frame, over all its recompiles, and every dim of
+    an input its later graphs made dynamic that its first kept static (torch names one
+    failed guard a call; marking that one alone, where the code ties its size to another
+    input's, raises ConstraintViolationError): the advice covers every dim at once."""
+    frame = h.frame_of(e)
+    failed = shape_dims([parse_guard(r) for k in frame for r in reasons_of(k)])
+    first = guard_values(frame[0].compile.guards) if frame[0].compile.guards else {}
+    made = [
+        (source_name(src), str(i))
+        for k in frame[1:] if k.compile.guards
+        for src, leaves in guard_values(k.compile.guards).items() if src.startswith("L[")
+        for i in dynamic_dims(leaves) if i not in dynamic_dims(first.get(src, frozenset()))
+    ]  # fmt: skip
+    return list(dict.fromkeys(failed + made))
 
 
 def case_of(h: History, e: Entry, reasons: list[str], dims: list[tuple[str, str]]) -> Case:
