@@ -301,6 +301,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )  # fmt: skip
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """xdist's controller names the session's run id itself (its workers' _SHARED), so that
+    it can remove their folder at the end."""
+    if not hasattr(config, "workerinput") and getattr(config.option, "testrunuid", 0) is None:
+        import uuid
+
+        config.option.testrunuid = uuid.uuid4().hex
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session's shared runs and locks are removed at its end, by the process that ran
+    it (xdist's controller, after its workers; a run without xdist itself): nothing of the
+    suite stays in the temporary folder."""
+    if hasattr(session.config, "workerinput"):
+        return
+    import shutil
+
+    uid = getattr(session.config.option, "testrunuid", None)
+    for folder in (_SHARED, _SHARED.with_name(f"compilediag-tests-{uid}") if uid else None):
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--full"):
         skip = pytest.mark.skip(reason="the whole suite's: pytest --full")

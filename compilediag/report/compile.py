@@ -59,6 +59,9 @@ class GraphBreak:
     time_lost_share: float | None = None
     backward_lost_ms: float | None = None  # run, in training: the part of it in backward
     ops_before: int = 0  # ops in the graph this break cut short
+    # the function whose rest torch ran in eager mode, not resuming after this break ('' where
+    # it resumed): the code after the break compiles only once the break is gone
+    skipped_rest: str = ""
     context: list[SourceLine] = field(default_factory=list)  # the lines around the site
     ranks: list[int] = field(default_factory=list)  # several ranks: those with it (in ranks[])
 

@@ -60,6 +60,9 @@ GB_URL = re.compile(r"(https?://\S+/(gb\d+)\.html)", re.I)
 # When a break happens while Dynamo handles another one, torch chains the texts with this
 # banner; the last part is what made it give up the frame (2.8 - 2.13).
 WHILE_HANDLING = "*** While handling this graph break, another graph break occurred: ***"
+# a break torch could not resume after: it compiled up to it and ran the rest of the function
+# in eager mode (a break inside a `with` block of a context manager it cannot enter, 2.8+)
+NO_RESUME = re.compile(r"graph break that we cannot resume from|skipping the rest of the function")
 
 
 @dataclass

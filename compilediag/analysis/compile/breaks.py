@@ -24,7 +24,7 @@ from compilediag.report.model import GraphBreak, Report, Site
 from compilediag.report.vocabulary import BreakCause
 from compilediag.report.words import ms, percent
 from compilediag.trace.compiles import Frame
-from compilediag.trace.formats import RESUME, ParsedBreak, parse_break_text
+from compilediag.trace.formats import NO_RESUME, RESUME, ParsedBreak, frame_name, parse_break_text
 
 
 def user_site(parsed: ParsedBreak, outer: Sequence[Frame] = ()) -> tuple[Site, Site | None]:
@@ -337,6 +337,9 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
         suggestion = framework[1]
     elif library:
         suggestion = from_your_side(library, fix)
+    skipped = frame_name(c.code.name) if NO_RESUME.search(parsed.raw_reason) else ""
+    if skipped:
+        suggestion = f"{suggestion} {rest_words(skipped)}".strip()
     return GraphBreak(
         file=site.file,
         line=site.line,
@@ -355,6 +358,17 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
         compile_ids=[c.compile_id],
         ops_before=c.metrics.graph_op_count,
         context=context_at(site.file, site.line),
+        skipped_rest=skipped,
+    )
+
+
+def rest_words(function: str) -> str:
+    """What a break torch could not resume after leaves: the rest of the function uncompiled,
+    which the break's fix lets torch compile, with whatever breaks further in it."""
+    return (
+        f"torch could not resume after this break: the rest of {function} runs in eager mode, "
+        "in no graph. With the break gone that code compiles too, and a break further in it "
+        "shows then."
     )
 
 

@@ -309,3 +309,56 @@ def test_an_item_value_read_later_is_said_to_move_the_break_where_it_is_needed()
     (brk,) = compile_report(_scaled, (x,)).graph_breaks
     assert "the break is gone" in brk.suggestion and "is used at" not in brk.suggestion
     assert _break_lines(_scaled, x, capture_scalar_outputs=True) == []
+
+
+def test_a_break_torch_cannot_resume_after_says_the_rest_runs_eagerly_until_it_is_gone() -> None:
+    """A timer's `time.perf_counter` inside a `with` block (#76, the thirteenth look's U6):
+    torch compiles up to the `with` and runs the rest of forward in eager mode, its random
+    draw further in unseen; "the break is gone" read as fewer graphs where there were more.
+    The finding says the rest ran eagerly and that a break further in shows once the break
+    is gone; torch's explain agrees: one graph and that break alone before, and after the
+    fix two graphs and a break at the draw."""
+    import importlib.util
+
+    from compilediag.testing import compile_report
+    from tests.conftest import ROOT
+
+    def loaded(path: Path):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    timed = ROOT / "tests" / "fixtures" / "timed_block.py"
+    module = loaded(timed)
+    (found,) = compile_report(module.get_model(), module.get_inputs()).graph_breaks
+    assert found.skipped_rest == "forward", found
+    assert "the rest of forward runs in eager mode" in found.suggestion, found.suggestion
+    assert "a break further in it shows then" in found.suggestion
+
+    def explained(m) -> tuple[int, list[int]]:
+        torch._dynamo.reset()
+        out = torch._dynamo.explain(m.get_model())(*m.get_inputs())
+        torch._dynamo.reset()
+        lines = [b.user_stack[-1].lineno for b in out.break_reasons if b.user_stack]
+        return out.graph_count, lines
+
+    graphs, _ = explained(module)
+    assert graphs == 1
+    fixed = Path(__file__).parent / "_timed_fixed.py"
+    fixed.write_text(timed.read_text().replace(
+        "    t0 = time.perf_counter()\n",
+        "    t0 = time.perf_counter() if not torch.compiler.is_compiling() else 0.0\n",
+    ).replace(
+        "    SPENT[name] = time.perf_counter() - t0\n",
+        "    if not torch.compiler.is_compiling():\n        SPENT[name] = time.perf_counter() - t0\n",
+    ))  # fmt: skip
+    draw = fixed.read_text().splitlines().index("        noise = random.gauss(0.0, 0.01)") + 1
+    try:
+        graphs, lines = explained(loaded(fixed))
+    finally:
+        fixed.unlink()
+    assert graphs == 2 and lines == [draw], (graphs, lines)
+    # a break torch resumed after says nothing of the kind
+    resumed = compile_report(_active_rows, (torch.randn(16, 8),)).graph_breaks
+    assert resumed and all(not b.skipped_rest for b in resumed)
