@@ -66,7 +66,8 @@ def _spread(spread: float) -> str:
     in median steps (a look read "within 3045% of each other")."""
     if spread <= 0.5:
         return f"within {spread:.0%} of each other"
-    return f"the slowest and the fastest {spread:.3g}× the median step apart"
+    # ("the slowest and the fastest 0.972× the median step apart" read as hard to parse)
+    return f"the slowest run's step less the fastest's: {spread:.2g}× the median step"
 
 
 def try_baseline_words(b: TryBaseline) -> str:
