@@ -85,3 +85,36 @@ def test_the_mark_dynamic_advice_marks_every_input_torch_made_dynamic() -> None:
     assert sweep(marks) == 1
     with pytest.raises(Exception, match="ConstraintViolation|Constraints violated"):
         sweep(marks[:1])
+
+
+def test_an_image_size_that_changes_both_dims_is_marked_in_both() -> None:
+    """Batches, then the image's height and width together (#76, the fourteenth look's timm
+    model): torch names one failed guard a call (dim 0, then dim 2), and the advice marked
+    those two; dim 3 changed with dim 2 and still recompiled. It marks each dim torch's
+    later graphs made dynamic; applied before the first call, torch compiles once."""
+    import re
+
+    from compilediag.testing import compile_report
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1))
+    sizes = [(2, 16), (4, 16), (4, 24), (4, 32)]
+
+    def image(b: int, s: int) -> torch.Tensor:
+        return torch.randn(b, 3, s, s)
+
+    report = compile_report(model, (image(*sizes[0]),), calls=[(image(*s),) for s in sizes[1:]])
+    said = {r.suggestion for r in report.recompiles}
+    marks = {m for s in said for m in re.findall(r"mark_dynamic\(\w+(?:\[0\])?, (\d)\)", s)}
+    assert marks == {"0", "2", "3"}, said
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(model, backend=counter)
+    for i, s in enumerate(sizes):
+        x = image(*s)
+        if i == 0:
+            for dim in sorted(marks):
+                torch._dynamo.mark_dynamic(x, int(dim))
+        compiled(x)
+    torch._dynamo.reset()
+    assert counter.frame_count == 1
