@@ -9,6 +9,7 @@ the command ran in. Never a machine path for a library."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 from collections.abc import Iterable
@@ -182,6 +183,20 @@ def portable_text(text: str, root: str) -> str:
 
 def where(file: str, line: int) -> str:
     return f"{short_path(file)}:{line}"
+
+
+@functools.cache
+def _torch_folder() -> str:
+    spec = importlib.util.find_spec("torch")  # (found, not imported)
+    return os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
+
+
+def torch_source(shown: str) -> str:
+    """A path as torch's guard comments show its own files (from its package folder:
+    `nn/modules/conv.py`) as the file of this machine's torch; '' where it is none."""
+    folder = _torch_folder()
+    path = os.path.join(folder, shown) if folder and shown else ""
+    return path if path and os.path.isfile(path) else ""
 
 
 def resolve_file(shown: str, near: str) -> str:

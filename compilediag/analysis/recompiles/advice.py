@@ -40,7 +40,7 @@ from compilediag.analysis.recompiles.passed_inputs import (
 )
 from compilediag.analysis.recompiles.state_advice import mutation_advice, state_advice
 from compilediag.analysis.source import assignments_in_function, code_at
-from compilediag.paths import Owner
+from compilediag.paths import Owner, torch_source
 from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.compiles import Specialized
 from compilediag.trace.formats import GUARD_SIZE, RESUME, is_resume_frame, source_name
@@ -177,6 +177,28 @@ def torch_takes_a_number(c: Case) -> str:
     )
 
 
+def torch_bounds(c: Case) -> str:
+    """A bound on a dynamic size that torch's own code installed, every site the guard names
+    in torch (an op's implementation choosing by the size: a look's F.conv2d, `41 <= x dim 3
+    <= 80`): no line of the user's branches, and neither mark_dynamic nor dynamic=True
+    removes it (torch's count: as many graphs)."""
+    if c.guard.cause != RecompileCause.BOUNDED or not c.guard.named:
+        return ""
+    found = [(f, n, torch_source(f)) for f, n in c.guard.named]
+    if not all(path for _, _, path in found):
+        return ""
+    shown, line, path = found[0]
+    code = code_at(path, line).strip()
+    return (
+        f"torch's own code installed this bound, not a line of yours: torch/{shown}:{line}"
+        + (f" (`{code}`)" if code else "") + ", whose implementation depends on the size. "
+        "A size past it compiles another graph, up to the recompile limit, and neither "
+        "mark_dynamic nor dynamic=True removes that: pass few sizes (resize or pad the "
+        "inputs to a few), and call the model once with each before the work you time or "
+        "serve."
+    )  # fmt: skip
+
+
 def float_baked_in(c: Case) -> str:
     if c.guard.cause != RecompileCause.FLOAT or not c.baked_in:
         return ""
@@ -307,6 +329,7 @@ ADVISORS: list[Advisor] = [
     python_state,
     clock_reading,
     torch_takes_a_number,
+    torch_bounds,
     float_baked_in,
     already_dynamic,
     *GUARD_ADVISORS,
@@ -354,11 +377,13 @@ def user_call(e: Entry, g: Guard) -> str:
         )
     else:
         return ""
-    if library and dim != "0":
+    if library and dim == "1":  # a sequence's length, as a tokenizer pads it
         text += (
             "; or pad it to a few lengths (the tokenizer's or the collator's "
             "`pad_to_multiple_of=8`), so that few sizes compile"
         )
+    elif library and dim != "0":  # an image's height or width (a look: tokenizer words there)
+        text += "; or resize or pad it to a few sizes, so that few sizes compile"
     text += "; or compile with dynamic=True."
     if {a, b} & {0, 1}:
         text += sizes_0_1(arg, dim)

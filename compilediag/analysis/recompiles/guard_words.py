@@ -49,6 +49,8 @@ class Guard:
     # every site of the user's the guard's text names, torch's shortened paths (a guard of
     # two bounds names two: a library's line may come first)
     sites: list[tuple[str, int]] = field(default_factory=list)
+    # every site its text names, a library's and torch's own too (`nn/modules/conv.py:560`)
+    named: list[tuple[str, int]] = field(default_factory=list)
 
 
 # what changed, the cause, the advice

@@ -41,8 +41,8 @@ def parse_guard(reason: str) -> Guard:
     first = head.splitlines()[0] if head else ""
     guard = first.split("  #", 1)[0].strip()
     hint_m = GUARD_HINT.search(head)
-    sites = [(m["file"], int(m["line"])) for m in GUARD_SITE.finditer(first)]
-    sites = [(f, n) for f, n in sites if not is_library_file(f)]
+    named = list(dict.fromkeys((m["file"], int(m["line"])) for m in GUARD_SITE.finditer(first)))
+    sites = [(f, n) for f, n in named if not is_library_file(f)]
     file, line = "", 0
     frames = [f for f in STACK_FILE_LINE.finditer(stack) if not is_library_file(f["file"])]
     if frames:
@@ -53,7 +53,7 @@ def parse_guard(reason: str) -> Guard:
     g = Guard(guard, words, cause, suggestion, file, line, hint_m["hint"].strip() if hint_m else "")
     innermost = list(STACK_FILE_LINE.finditer(stack))[-1:]
     g.at = (innermost[0]["file"], int(innermost[0]["line"])) if innermost else (file, line)
-    g.sites = sites
+    g.sites, g.named = sites, named
     if not g.file and sites:
         # torch shortens this path ("main/models/net.py"); the caller resolves it
         g.file, g.line = sites[0]

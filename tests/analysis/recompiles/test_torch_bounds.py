@@ -1,0 +1,72 @@
+"""A bound on a dynamic image width that torch's own F.conv2d installs (#76, the fourteenth
+look's timm model): the advice read "a comparison of x dim 3 in the code ... torch.where",
+with no line of the user's to change, and neither mark_dynamic nor dynamic=True removes it.
+Checked by torch's own count of the same calls."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.testing import CompileCounter
+
+WIDTHS = (64, 80, 96, 112)
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
+        nn.Conv2d(64, 192, 3, stride=2, padding=1), nn.AdaptiveAvgPool2d(1),
+    ).eval()  # fmt: skip
+
+
+def _frames(model: nn.Module, mark: bool = False, dynamic: bool | None = None) -> int:
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(model, backend=counter, dynamic=dynamic)
+    with torch.no_grad():
+        for i, w in enumerate(WIDTHS):
+            x = torch.randn(1, 3, 64, w)
+            if mark and i == 0:
+                torch._dynamo.mark_dynamic(x, 3)
+            compiled(x)
+    torch._dynamo.reset()
+    return counter.frame_count
+
+
+def test_a_bound_torchs_conv_installs_is_said_as_torchs_with_advice_that_holds() -> None:
+    from compilediag.testing import compile_report
+
+    model = _model()
+    calls = [(torch.randn(1, 3, 64, w),) for w in WIDTHS]
+    with torch.no_grad():
+        report = compile_report(model, calls[0], calls=calls[1:])
+    bounded = [r for r in report.recompiles if r.cause == "bounded"]
+    assert bounded, [r.failed_guard for r in report.recompiles]
+    for r in bounded:
+        assert "torch's own code installed this bound" in r.suggestion, r.suggestion
+        assert "nn/modules/conv.py:" in r.suggestion and "F.conv2d" in r.suggestion
+        assert "torch.where" not in r.suggestion and "in the code" not in r.suggestion
+    # torch's count: one graph a width without a mark; with the dim marked, or dynamic=True,
+    # the bounds still compile more than one (the advice says neither removes them)
+    assert _frames(model) == len(WIDTHS)
+    assert _frames(model, mark=True) > 1
+    assert _frames(model, dynamic=True) > 1
+
+
+@pytest.mark.full
+def test_an_images_width_is_advised_resized_or_padded_not_a_tokenizers_padding() -> None:
+    """A library's image model (a look's timm model): its width's advice read "the
+    tokenizer's or the collator's pad_to_multiple_of=8"."""
+    from tests.conftest import ROOT, run_json
+
+    report, proc = run_json(
+        "recompiles", str(ROOT / "tests" / "fixtures" / "image_widths.py"), "--backend", "eager"
+    )
+    assert proc.returncode == 0, proc.stderr
+    (r,) = report["recompiles"]
+    assert r["failed_guard"] == "x dim 3 changed 16 → 24", r
+    assert "resize or pad it to a few sizes" in r["suggestion"], r["suggestion"]
+    assert "tokenizer" not in r["suggestion"] and "pad_to_multiple_of" not in r["suggestion"]
