@@ -330,6 +330,36 @@ def test_a_trainer_runs_the_loop_so_no_loop_line_is_the_users(tmp_path: Path) ->
     assert all(x["file"].endswith("hf_trainer.py") for x in r["loop"]), r["loop"]
 
 
+@pytest.mark.full
+def test_a_trainers_last_batch_is_advised_at_its_arguments_and_that_removes_it(
+    tmp_path: Path,
+) -> None:
+    """The Trainer builds the DataLoader from the dataset it is given (#76, the fourteenth
+    look): the advice named `DataLoader(..., drop_last=True)`, a loader the user never makes.
+    It names TrainingArguments' dataloader_drop_last; applied, torch's log has no recompile."""
+    pytest.importorskip("accelerate")
+
+    def run(**env: str) -> tuple[dict, int]:
+        proc = run_cli(
+            "run", "--format", "json", "--", sys.executable, str(JOBS / "hf_trainer.py"),
+            env={"JOB_OUT": str(tmp_path / "out"), "JOB_ROWS": "20", "JOB_MAX_STEPS": "6",
+                 "TORCH_LOGS": "recompiles", **env},
+            timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+        return json.loads(proc.stdout), proc.stderr.count("Recompiling function")
+
+    report, logged = run()
+    assert len(report["recompiles"]) == logged >= 1
+    batch = [r for r in report["recompiles"] if "A smaller batch (8 → 4)" in r["suggestion"]]
+    assert batch, [r["suggestion"] for r in report["recompiles"]]
+    for r in batch:
+        assert "TrainingArguments(..., dataloader_drop_last=True)" in r["suggestion"], r
+        assert "DataLoader(..., drop_last=True)" not in r["suggestion"]
+    report, logged = run(JOB_DROP_LAST="1")
+    assert logged == 0 and report["recompiles"] == []
+
+
 def test_capture_in_process_counts_what_torch_counted() -> None:
     """`with compilediag.capture() as run:` - for notebooks and test suites."""
     import torch

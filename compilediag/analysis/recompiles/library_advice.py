@@ -50,8 +50,11 @@ def size_advice(g: Guard, dynamic: bool, loop: str = "") -> str:
             "step to step (a sampler, or a loader that makes batches of several sizes)."
         )
         fix = (
-            "give every batch one size (`DataLoader(..., drop_last=True)` where only the last "
-            "batch is smaller), or compile with dynamic=True"
+            "give every batch one size (`TrainingArguments(..., dataloader_drop_last=True)` "
+            "where only the last batch is smaller), or compile with dynamic=True"
+            if loop == "the Trainer"  # (the Trainer builds the loader: no DataLoader of yours)
+            else "give every batch one size (`DataLoader(..., drop_last=True)` where only the "
+            "last batch is smaller), or compile with dynamic=True"
         )
     else:
         made = (

@@ -178,7 +178,15 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     name = source_name(m["n"])
     said = [f"A smaller batch ({a} → {b}) reached the model {_from(c)}: "]
     arg = ""
-    if c.by == CalledBy.FRAMEWORK:
+    if c.by == CalledBy.FRAMEWORK and c.framework == "the Trainer":
+        # (it builds the loader from the dataset it is given: no DataLoader of the user's)
+        said.append(
+            "the last, partial batch of the DataLoader the Trainer builds from your dataset, "
+            "most likely (the data's size is not a multiple of the batch size). "
+            "`TrainingArguments(..., dataloader_drop_last=True)` removes the recompile; or "
+            "compile with dynamic=True, so the batch dim is dynamic from the first compile."
+        )
+    elif c.by == CalledBy.FRAMEWORK:
         said.append(
             f"the last, partial batch of the DataLoader you give {c.framework}, most likely (the "
             "data's size is not a multiple of the batch size). `drop_last=True` on that loader "
