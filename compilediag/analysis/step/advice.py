@@ -44,12 +44,8 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             f"the optimizer step takes {b.optimizer_ms / step:.0%} of a step ({ms(b.optimizer_ms)}"
             f" of {ms(step)}; {name}, {how})"
         )
-        foreach = job.optimizer_options.get("foreach")
-        # --try-fixes' remedies for it (remedies.candidates): fused, foreach
-        tryable = not compiled and (
-            name in FUSED or foreach is False or (foreach is None and not cuda)
-        )
         tried = tried_for(job, "optimizer")
+        tryable = bool(optimizer_remedies(job, cuda))
         out.append((b.optimizer_ms, as_measured(said, f"{fused}.", tried, tryable)))
     if step and b.data_ms / step >= DATA_SHARE:
         workers = job.loaders.get("workers", 0)
@@ -69,13 +65,38 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             )
         said += ", waited for in the main process"
         tried = tried_for(job, "data")
-        out.append((b.data_ms, as_measured(said, f"{fix}.", tried, tryable=not workers)))
+        out.append((b.data_ms, as_measured(said, f"{fix}.", tried, data_remedy(job))))
     ordered = [text for _, text in sorted(out, key=lambda x: -x[0])]
     past_limit = sorted(set(job.limit_eager_steps) & set(job.kernel_step_numbers))
     return (
         ordered + loop_advice(job, b, cuda)
         + rest_advice(b, explained=_loop_work_ms(job, b), past_limit=past_limit)
     )  # fmt: skip
+
+
+MIN_SHARE = 0.1  # --try-fixes runs a remedy for a part this share of the median step
+
+
+def median_share(job: Runtime, part: str) -> float:
+    step = job.step_medians.get("step") or 0.0
+    return (job.step_medians.get(part) or 0.0) / step if step else 0.0
+
+
+def optimizer_remedies(job: Runtime, cuda: bool) -> list[str]:
+    """The optimizer's remedies --try-fixes runs for this job (remedies.candidates): fused
+    where the optimizer has it, foreach where it loops over the parameters; none where the
+    window's median step gives it under MIN_SHARE (its mean, raised by slow steps, may not:
+    a look read "Untried: --try-fixes runs the job with it" beside a run that had not)."""
+    opts = job.optimizer_options
+    if median_share(job, "optimizer") < MIN_SHARE or opts.get("fused") or opts.get("compiled"):
+        return []
+    loops = opts.get("foreach") is False or (opts.get("foreach") is None and not cuda)
+    return [r for r, ok in (("fused", job.optimizer in FUSED), ("foreach", loops)) if ok]
+
+
+def data_remedy(job: Runtime) -> bool:
+    """--try-fixes runs the job with DataLoader workers (remedies.candidates)."""
+    return median_share(job, "data") >= MIN_SHARE and not job.loaders.get("workers")
 
 
 def tried_for(job: Runtime, part: str) -> Tried | None:

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 
 from compilediag.analysis.step import trials
-from compilediag.analysis.step.advice import FUSED
+from compilediag.analysis.step.advice import data_remedy, median_share, optimizer_remedies
 from compilediag.analysis.step.kernel_times import GEMMS
 from compilediag.analysis.step.other_work import training_profile, work_steps
 from compilediag.analysis.step.pace import steady
@@ -22,8 +22,6 @@ from compilediag.report.model import Report, Tried
 from compilediag.report.vocabulary import BreakCause
 from compilediag.report.words import ms, plural
 
-# a part this share of the step is worth a run of its own
-MIN_SHARE = 0.1
 # a step this much shorter (and beyond the runs' spread) is an improvement
 MIN_GAIN = 0.05
 # the largest difference of two runs' losses over the window, as a share of the mean loss,
@@ -52,25 +50,17 @@ def candidates(report: Report, cuda: bool = False) -> list[Candidate]:
     step their part holds); `cuda`: the job's graphs ran on CUDA (where an optimizer left
     to torch's default already runs foreach)."""
     job = report.runtime
-    if job is None or not job.step_medians:
-        return []
-    medians = job.step_medians
-    step = medians.get("step") or 0.0
-    if not step:
+    if job is None or not job.step_medians.get("step"):
         return []
     out: list[tuple[float, Candidate]] = []
 
     def share(part: str) -> float:
-        return (medians.get(part) or 0.0) / step
+        return median_share(job, part)
 
-    opts = job.optimizer_options
-    if share("optimizer") >= MIN_SHARE and not opts.get("fused") and not opts.get("compiled"):
-        why = f"the optimizer step takes {share('optimizer'):.0%} of the step"
-        if job.optimizer in FUSED:  # one kernel for every parameter: tried first
-            out.append((share("optimizer"), Candidate("fused", "optimizer", why)))
-        if opts.get("foreach") is False or (opts.get("foreach") is None and not cuda):
-            out.append((share("optimizer") - 1e-6, Candidate("foreach", "optimizer", why)))
-    if share("data") >= MIN_SHARE and not job.loaders.get("workers"):
+    why = f"the optimizer step takes {share('optimizer'):.0%} of the step"
+    for i, remedy in enumerate(optimizer_remedies(job, cuda)):  # fused, one kernel, first
+        out.append((share("optimizer") - i * 1e-6, Candidate(remedy, "optimizer", why)))
+    if data_remedy(job):
         why = f"the data loader's next batch takes {share('data'):.0%} of the step, in the main process"
         out.append((share("data"), Candidate("workers", "data", why)))
     causes = {b.cause for b in report.graph_breaks}
