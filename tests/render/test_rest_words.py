@@ -17,7 +17,8 @@ def _rest(calls: float) -> Breakdown:
 
 def test_a_cpu_runs_value_reads_wait_for_no_device() -> None:
     assert rest_named(_rest(0.2), device=False) == (
-        "; a value read (.item(), float()) every 5 steps (aten::item: 0.020 ms on the host)"
+        "; a value read (.item(), float()) every 5 steps, outside the model, backward and the "
+        "optimizer (aten::item: 0.020 ms on the host)"
     )
     assert rest_named(_rest(3), device=False).startswith(
         "; 3 value reads (.item(), float()) a step"
@@ -39,7 +40,7 @@ def test_a_read_fewer_steps_make_than_were_profiled_is_counted_over_them() -> No
     said = rest_named(_rest(0.5), device=False, profiled=[61, 62])
     assert said.startswith(
         "; 1 value read (.item(), float()) in the kernel profile's 2 steps (steps 61, 62), "
-        "not each step"
+        "not each step, outside the model, backward and the optimizer"
     ), said
     assert "every" not in said
     assert rest_named(_rest(3), device=False, profiled=[61, 62]).startswith("; 3 value reads")
@@ -51,7 +52,8 @@ def test_reads_that_differ_between_the_profiled_steps_are_counted_over_them() ->
     steps it was not counted over (#76, the thirteenth look's U5)."""
     said = rest_named(_rest(1.8), device=False, profiled=[18, 20, 21, 22, 23])
     assert said.startswith(
-        "; 9 value reads (.item(), float()) in the kernel profile's 5 steps (steps 18, 20-23) ("
+        "; 9 value reads (.item(), float()) in the kernel profile's 5 steps (steps 18, 20-23), "
+        "outside the model, backward and the optimizer ("
     ), said
     assert "1.8" not in said and "not each step" not in said
     assert rest_named(_rest(2.0), device=False, profiled=[18, 20]).startswith(
