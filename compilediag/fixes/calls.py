@@ -127,7 +127,7 @@ def _builtin(b: Break) -> Fix:
     )  # fmt: skip
 
 
-LOGGER_REORDERED = (2, 15)  # the first release that reorders a Logger method (2.13 breaks)
+LOGGER_REORDERED = (2, 14)  # the first release that reorders a Logger method (2.13 breaks)
 # a Logger method, and those a library adds to logging.Logger (transformers' warning_once)
 LOGGER_METHOD = re.compile(
     r"\.((?:debug|info|warning|warn|error|exception|critical)(?:_\w+)?|log)\("
@@ -139,7 +139,7 @@ def _logging(b: Break) -> Fix:
     m = LOGGER_METHOD.search(b.code)
     tail = (
         "On this torch reorderable_logging_functions does not help: Dynamo breaks on Logger "
-        "methods even when they are in it (torch 2.15 reorders them)."
+        "methods even when they are in it (torch 2.14 and later reorder them)."
     )
     if not m:
         return fix(

@@ -29,6 +29,7 @@ import pytest
 
 from compilediag.analysis.compile.breaks import classify
 from compilediag.fixes import GENERIC, Fix, fix_for, join_hints, registry, table
+from compilediag.fixes.calls import LOGGER_REORDERED
 from compilediag.report.model import GraphBreak
 from compilediag.trace.releases import release
 from tests.conftest import ROOT, SAMPLES
@@ -39,10 +40,10 @@ BREAKS = SAMPLES / "breaks"
 SAMPLE_FILES = sorted(BREAKS.glob("b*.py"))
 SAMPLE_NAMES = [p.stem for p in SAMPLE_FILES]
 
-# torch 2.15 reorders a Logger method (it still logs); before it, the call is skipped
+# torch 2.14 and later reorder a Logger method (it still logs); before, the call is skipped
 LOGGER_SETTING = (
     "reorderable_logging_functions"
-    if release(torch.__version__) >= (2, 15)  # type: ignore[operator]
+    if release(torch.__version__) >= LOGGER_REORDERED  # type: ignore[operator]
     else "ignore_logging_functions"
 )
 
@@ -304,11 +305,11 @@ def test_a_reordered_call_with_keywords_is_advised_for_this_torch() -> None:
 def test_a_logger_call_is_reordered_where_this_torch_does_and_still_logs(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """torch 2.15 reorders a Logger method in reorderable_logging_functions (no break, the
+    """torch 2.14+ reorders a Logger method in reorderable_logging_functions (no break, the
     message still logged); 2.13 breaks on it there, and the fix says so and skips the call
     instead (ignore_logging_functions). The test above applies either."""
     c = case("b03_logger_info")
-    reorders = release(torch.__version__) >= (2, 15)  # type: ignore[operator]
+    reorders = release(torch.__version__) >= LOGGER_REORDERED  # type: ignore[operator]
     assert ("reorderable_logging_functions.add(logging.Logger.info)" in c.fix.text) is reorders
     assert ("does not help" in c.fix.text) is not reorders
     torch._dynamo.reset()

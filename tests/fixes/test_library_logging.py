@@ -11,6 +11,7 @@ import logging
 
 import pytest
 
+from compilediag.fixes.calls import LOGGER_REORDERED
 from compilediag.report.vocabulary import BreakCause
 from compilediag.trace.releases import release
 from tests.fixes.test_fix_interplay import torch_breaks
@@ -37,7 +38,7 @@ def test_a_librarys_logger_method_is_named_in_the_setting_that_removes_the_break
     assert b.library_frame is not None and "warning_once(" in b.library_frame.code, b
     setting = (
         "reorderable_logging_functions"
-        if release(torch.__version__) >= (2, 15)  # type: ignore[operator]
+        if release(torch.__version__) >= LOGGER_REORDERED  # type: ignore[operator]
         else "ignore_logging_functions"
     )
     said = f"torch._dynamo.config.{setting}.add(logging.Logger.warning_once)"
