@@ -197,6 +197,9 @@ class Kernel:
     # the submodules whose parameters it uses, by path: `body.0 (Conv2d)` (the class where
     # the model was at hand; a trace alone gives the path)
     modules: list[str] = field(default_factory=list)
+    # its ops read from its name: Inductor's code names none for it (C++ kernels), and a
+    # name can leave an op out (a multiply by a dynamic scalar, a look found)
+    ops_by_name: bool = False
 
 
 @dataclass

@@ -265,7 +265,8 @@ def _complete(
     no Dynamo node names, from the AOT graph's `aten` nodes; `aten_claimed`: theirs taken)."""
     k = ks.kernel
     if not k.ops and k.kind != "extern":
-        k.ops = ops_from_name(k.name, known) or ops_from_body(ks.source)
+        named = ops_from_name(k.name, known)
+        k.ops, k.ops_by_name = named or ops_from_body(ks.source), bool(named)
     if provenance and provenance.get(k.name) and (not k.source_lines or k.kind != "extern"):
         k.source_lines = provenance[k.name]
     elif graph and not k.source_lines and k.kind != "extern":

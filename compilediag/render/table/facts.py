@@ -132,7 +132,13 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
         ))  # fmt: skip
     # what the count counts against torch's generated_kernel_count is the HTML report's
     # and docs/usage.md's to say: a paragraph on every run is noise here
-    out: list = [Text(title, style="bold"), *rows]
+    out: list = [Text(title, style="bold")]
+    if any(k.ops_by_name for k in shown):
+        out.append(Text(
+            "  ops by each kernel's name where Inductor's code names none (its C++ kernels); "
+            "a name can leave an op out", style="dim",
+        ))  # fmt: skip
+    out += rows
     if len(shown) < len(report.kernels):
         more = len(report.kernels) - len(shown)
         where = {  # a trace has no model to dump, nor has a capture() block

@@ -98,6 +98,31 @@ def test_triton_kernel_ops_come_from_inductors_comments() -> None:
         assert ks.kernel.ops == [o.strip() for o in comment.split(",")]
         assert ks.kernel.kind in ("pointwise", "reduction", "persistent_reduction", "template")
 
+        assert not ks.kernel.ops_by_name  # Inductor's own list, said as it is
+
+
+def test_a_kernels_ops_read_from_its_name_are_said_to_be(tmp_path: Path) -> None:
+    """A recorded CPU compile (torch 2.13): Inductor's code names no ops for its C++
+    kernels, so their ops come from their names, which can leave one out (#76, the
+    fourteenth look: `cpp_fused_gt_silu_sum_1` multiplied by a dynamic `alpha` too). Each
+    such kernel says so, and the table says it once, under the header."""
+    from compilediag.analysis.build import build_report
+    from compilediag.harness.worker_types import WorkerResult
+    from compilediag.render import render
+    from compilediag.report.model import TargetInfo
+
+    path = fixture_trace("clean_mlp.inductor")
+    (g,) = [x for x in collect_kernels(build_history(parse_path(path))) if x.kernels]
+    cpp = [ks.kernel for ks in g.kernels if ks.kernel.name.startswith("cpp_")]
+    assert cpp
+    for k in cpp:  # torch's own record: no "Original ATen" comment where it is called
+        call = g.wrapper.index(f"{k.name}(")
+        before = g.wrapper[:call].rsplit("\n", 2)[-2]
+        assert "Original ATen" not in before and k.ops_by_name, (k.name, before)
+    report = build_report(parse_path(path), WorkerResult(), TargetInfo(path="x.py"))
+    text = render(report, "table", width=100)
+    assert text.count("ops by each kernel's name where Inductor's code names none") == 1, text
+
 
 @pytest.mark.slow
 def test_dump_kernels_writes_one_file_per_generated_kernel(tmp_path: Path) -> None:
