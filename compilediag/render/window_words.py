@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from compilediag.render import ms, plural, seconds
 from compilediag.report.model import Runtime
-from compilediag.report.words import steps_words
+from compilediag.report.words import steps_words, times
 
 
 def pace_line(r: Runtime | None) -> str:
@@ -26,7 +26,7 @@ def pace_line(r: Runtime | None) -> str:
     around = f"{plural(r.unprofiled_steps, 'step')} around it, no instrument on"
     if r.window_work and r.window_cost is not None:  # other shapes: compared shape by shape
         return (
-            f"pace: the window {1 + r.window_cost:.2f}x the job's own pace ({around}, shape "
+            f"pace: the window {times(1 + r.window_cost, False)}x the job's own pace ({around}, shape "
             f"by shape: they ran other shapes); {own}"
         )
     if r.pace_moved and r.before_step_ms and r.unprofiled_step_ms:
@@ -39,7 +39,7 @@ def pace_line(r: Runtime | None) -> str:
     if r.pace_apart and r.unprofiled_step_ms:
         return (
             f"pace: the window's steps took {window} (the median), "
-            f"{r.window_step_ms / r.unprofiled_step_ms:.2f}x the job's own "
+            f"{times(r.window_step_ms / r.unprofiled_step_ms, False)}x the job's own "
             f"{ms(r.unprofiled_step_ms)} ({around}): more than its instruments cost, so the "
             f"machine's pace moved between them (other work on it): {own}"
         )
@@ -49,7 +49,7 @@ def pace_line(r: Runtime | None) -> str:
             f"it to set that against: {own}"
         )
     return (
-        f"pace: the window {window} a step, {1 + r.window_cost:.2f}x the job's own "
+        f"pace: the window {window} a step, {times(1 + r.window_cost, False)}x the job's own "
         f"{ms(r.unprofiled_step_ms)} ({around}); the figures below are set on the job's pace"
     )
 

@@ -59,3 +59,14 @@ def test_reads_that_differ_between_the_profiled_steps_are_counted_over_them() ->
     assert rest_named(_rest(2.0), device=False, profiled=[18, 20]).startswith(
         "; 2 value reads (.item(), float()) a step"
     )
+
+
+def test_one_call_of_a_steps_other_work_is_said_in_the_singular() -> None:
+    """A look read "checkpoint 1 time ... 1 torch.save calls" (#76, nanoGPT)."""
+    from compilediag.analysis.step.other_work import _calls
+    from compilediag.report.step import StepWork
+
+    assert _calls(StepWork("checkpoint", "save", "t.py", 3, calls=1)) == "1 torch.save call"
+    assert _calls(StepWork("checkpoint", "save", "t.py", 3, calls=2)) == "2 torch.save calls"
+    said = _calls(StepWork("evaluation", "estimate_loss", "t.py", 3, calls=1))
+    assert said == "1 call of the compiled model"

@@ -187,7 +187,11 @@ def short_name(function: str) -> str:
     return function.rsplit("<locals>.", 1)[-1]
 
 
-CALLS = {"evaluation": "calls of the compiled model", "checkpoint": "torch.save calls"}
+# each kind's calls, one and several
+CALLS = {
+    "evaluation": ("call of the compiled model", "calls of the compiled model"),
+    "checkpoint": ("torch.save call", "torch.save calls"),
+}
 
 
 def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> list[Finding]:
@@ -222,7 +226,8 @@ def _calls(w: StepWork) -> str:
     """`16 calls of the compiled model`; an evaluation that made none ran uncompiled."""
     if w.kind == "evaluation" and not w.calls:
         return "the model uncompiled (no call of the compiled model)"
-    return f"{w.calls:g} {CALLS.get(w.kind, 'calls')}"
+    one, several = CALLS.get(w.kind, ("call", "calls"))
+    return f"{w.calls:g} {one if w.calls == 1 else several}"  # (a look read "1 torch.save calls")
 
 
 def _named(w: StepWork) -> str:

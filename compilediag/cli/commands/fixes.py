@@ -42,7 +42,8 @@ def try_fixes(
         return []
     before = counts(report)
     results: dict[str, VerifiedFix] = {}
-    say(f"trying {len(remedies)} fix(es), {min(jobs, len(remedies))} at a time")
+    n = len(remedies)
+    say(f"trying {n} fix{'es' * (n != 1)}, {min(jobs, n)} at a time")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         runs = {pool.submit(_run, spec, r, before, timeout, run_model): r for r in remedies}
         for done in as_completed(runs):

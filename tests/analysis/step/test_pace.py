@@ -103,6 +103,10 @@ def test_the_pace_line_says_what_the_figures_are_set_on() -> None:
         "pace: the window 1.1 ms a step, 1.10x the job's own 1 ms (20 steps around it, no "
         "instrument on); the figures below are set on the job's pace"
     )
+    # three significant digits, as every ratio (a look read "42.60x")
+    slow = Runtime(window=[20, 30], window_step_ms=42.6, unprofiled_step_ms=1.0,
+                   unprofiled_steps=20, at_pace=True, window_cost=41.6)  # fmt: skip
+    assert "a step, 42.6x the job's own" in pace_line(slow), pace_line(slow)
     few = Runtime(window=[20, 30], window_step_ms=1.1, unprofiled_steps=2)
     assert "too few steps around it" in pace_line(few)
     assert "its instruments on" in pace_line(few)
