@@ -3,6 +3,8 @@ noun, a per-call time, a ratio, a share, a cache's hits and misses."""
 
 from __future__ import annotations
 
+import math
+
 # where a recompile's advice goes on to what else its call changed (analysis/recompiles'
 # also_said); a renderer that gives one fix for several recompiles says only that part again
 ALSO_CHANGED = " torch names only the first guard that failed; this call also changed "
@@ -23,7 +25,9 @@ def ms(value: float) -> str:
         return f"{value:.3g} ms"
     if value >= 0.001 or value <= 0:
         return f"{value:.3f} ms" if value else "0 ms"
-    return f"{value:.2g} ms"
+    # (f"{8.8e-05:.2g}" is "8.8e-05": a look read it beside "0.005 ms")
+    places = 1 - math.floor(math.log10(value))  # two significant digits, never an exponent
+    return f"{value:.{places}f}".rstrip("0") + " ms"
 
 
 def times(x: float, unit: bool = True) -> str:

@@ -168,6 +168,8 @@ def test_no_time_that_is_not_zero_reads_zero() -> None:
 
     assert ms(0.00042) == "0.00042 ms" and ms(0.214) == "0.214 ms" and ms(12.34) == "12.3 ms"
     assert ms(0) == "0 ms"
+    # never an exponent beside plain figures (a look read "IQR 8.8e-05 ms")
+    assert ms(8.8e-05) == "0.000088 ms" and ms(3e-7) == "0.0000003 ms"
 
 
 def test_one_fast_block_is_no_noise_but_a_far_median_is() -> None:
