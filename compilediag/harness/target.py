@@ -196,15 +196,16 @@ def find_model(module: Any, attr: str | None, path: str) -> Any:
     ]
     if len(classes) == 1:
         return classes[0]()
-    found = (
-        f" Found {len(classes)}: " + ", ".join(c.__name__ for c in classes) + "." if classes else ""
-    )
-    if not classes:
-        found = _needing_arguments(module)
+    if classes:  # ("no model found ... Found 2" read as a contradiction)
+        names = ", ".join(c.__name__ for c in classes)
+        raise UsageError(
+            f"{len(classes)} models in {path}: {names}; which one to run?",
+            hint=f"Name one, e.g. {path}:{classes[0].__name__}, or add get_model().",
+        )
     raise UsageError(
-        f"no model found in {path}.{found}",
+        f"no model found in {path}.{_needing_arguments(module)}",
         hint=run_instead(path, "add get_model() and get_inputs()")
-        or f"Looked for {MODEL_LOOKUP}. Name one with {path}:ATTR.",
+        or f"Looked for {MODEL_LOOKUP}. Add one, or name what to run with {path}:ATTR.",
     )
 
 

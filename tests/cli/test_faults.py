@@ -168,7 +168,7 @@ FAULTS: dict[str, Fault] = {
         IMPORTS_MISSING, [], 2, "imports `nosuchpackage_xyz`", "pip install nosuchpackage_xyz"
     ),
     "no model in the file": Fault("import torch\nx = 1\n", [], 2, "no model found", ":ATTR"),
-    "several candidate models": Fault(TWO_MODELS, [], 2, "Found 2: A, B", "Name one with"),
+    "several candidate models": Fault(TWO_MODELS, [], 2, "2 models in", "Name one, e.g."),
     "a model class that needs constructor arguments": Fault(
         NEEDS_ARGUMENTS, [], 2, "Net(vocab, dim) needs constructor arguments", "def get_model()"
     ),
