@@ -79,25 +79,27 @@ def run(opts: RunJobOptions) -> int:
                 hint=f"Stop after the window: --stop-after {last + min(5, last)} keeps the "
                 "kernel profile's steps after it too.",
             )
+    window = f"--profile-steps {opts.profile_steps or '5-10'}"
+    job = shlex.join(opts.command)  # the hints give the user's own command back
     if opts.try_fixes and not opts.profile_steps:
         raise UsageError(
             "--try-fixes measures each remedy by the job's steps in the window of "
             "--profile-steps, and none was given.",
-            hint="Add a window of steps after the compile: compilediag run --try-fixes "
-            "--profile-steps 5-10 -- python train.py",
+            hint=f"Add a window of steps after the compile: compilediag run --try-fixes "
+            f"{window} -- {job}",
         )
     if opts.budget_s is not None and not opts.try_fixes:
         raise UsageError(
             "--budget is the seconds --try-fixes' alternated runs may take, and --try-fixes "
             "was not given.",
-            hint="compilediag run --try-fixes --budget 300 --profile-steps 5-10 -- python "
-            "train.py (or leave --budget out)",
+            hint=f"compilediag run --try-fixes --budget {opts.budget_s:g} {window} -- {job} (or "
+            "leave --budget out)",
         )
     if opts.apply and not opts.try_fixes:
         raise UsageError(
             "--apply writes the remedies --try-fixes kept, and --try-fixes was not given.",
-            hint="compilediag run --try-fixes --apply --profile-steps 5-10 -- python train.py "
-            "(or compilediag fix --apply REPORT.json with a report saved by --try-fixes)",
+            hint=f"compilediag run --try-fixes --apply {window} -- {job} (or compilediag fix "
+            "--apply REPORT.json with a report saved by --try-fixes)",
         )
     if opts.profile_out:
         from compilediag.fsutil import check_output_file

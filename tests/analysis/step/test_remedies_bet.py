@@ -358,6 +358,9 @@ def test_apply_needs_try_fixes_and_fix_needs_a_try_fixes_report(tmp_path: Path) 
                    f"open({str(ran)!r}, 'w')")  # fmt: skip
     assert proc.returncode == 2 and "--try-fixes was not given" in proc.stderr, proc.stderr
     assert "--budget" in proc.stderr.splitlines()[0] and not ran.exists()
+    # the fix gives the user's own command and budget back (a look read `-- python train.py`)
+    said = " ".join(proc.stderr.split())
+    assert f"--try-fixes --budget 30 --profile-steps 5-10 -- {sys.executable} -c " in said, said
     # a report with no --try-fixes runs: a recorded trace's
     trace = next((ROOT / "tests" / "fixtures" / "traces").glob("torch-2.1*/clean_mlp.inductor.log"))
     plain = tmp_path / "r.json"
