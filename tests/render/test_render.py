@@ -291,3 +291,18 @@ def test_a_long_kernel_names_facts_and_ops_wrap_under_their_own_start() -> None:
     assert named == [f"  {long}", "  cpp_fused_relu_1  pointwise"], block
     assert "      reduction · from L14" in block, block
     assert all(x.startswith("      ") for x in block if x not in named), block
+
+
+def test_a_window_kernels_long_name_stays_whole_with_its_figures_under_it() -> None:
+    """A look read `…scalar_te` / `nsor_view_0` folded in "Kernels in the window" (#76)."""
+    from compilediag.render.table.facts import kernel_time_blocks
+    from compilediag.render.table.parts import print_items
+    from compilediag.report.model import KernelTiming, Timings
+
+    report = fixed_report()
+    long = "triton_poi_fused__to_copy_add_mul_native_layer_norm_scalar_tensor_view_0"
+    report.timings = Timings(kernels=[KernelTiming(long, "generated", 2, 1.5, 0.2)])
+    lines = print_items(kernel_time_blocks(report, None), 60, False).splitlines()
+    assert f"  {long}" in lines, lines
+    figures = lines[lines.index(f"  {long}") + 1]
+    assert figures.startswith("      1.5 ms a step"), lines

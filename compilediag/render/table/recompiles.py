@@ -77,13 +77,13 @@ def recompile_blocks(report: Report) -> list:
             rows.append(("also in", Text(f"{frame} at {where(file, at)}")))
         checked = sorted({len(x.failed_guards) for x in group})
         if checked[-1] > 1:  # (each recompile of the group checked the graphs before it)
-            said = (  # ("1 to 2 cached graphs were checked, by call" read as hard to parse)
+            seen = (  # ("1 to 2 cached graphs were checked, by call" read as hard to parse)
                 f"({checked[0]} cached graphs were checked; each failed a guard)"
                 if len(checked) == 1
                 else f"(each call checked the {checked[0]} to {checked[-1]} graphs cached before "
                 "it; each failed a guard)"
             )
-            rows.append(("", Text(said, style="dim")))
+            rows.append(("", Text(seen, style="dim")))
         if r.guard_file:
             code = r.guard_code
             rows.append(("guard", Text(
