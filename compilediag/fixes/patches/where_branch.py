@@ -83,6 +83,9 @@ def where_branch(site: Site, cause: str) -> Patch:
     )  # fmt: skip
 
 
+END_COMMENT_WITHIN = 88  # a statement and its end comment, before their indentation
+
+
 def _as_line(text: str, stmt: cst.If, *removed: cst.CSTNode) -> cst.SimpleStatementLine:
     """One statement in place of the `if` (and `removed`, the return after it): its blank
     lines above, and every comment the replaced lines held - the header's, or where it has
@@ -97,10 +100,12 @@ def _as_line(text: str, stmt: cst.If, *removed: cst.CSTNode) -> cst.SimpleStatem
         comments += [else_header.comment] if else_header and else_header.comment else []
         comments += _comments(getattr(stmt.orelse.body, "body", []))
     comments += _comments(removed)
-    trailing = new.trailing_whitespace
     if header is not None and header.comment:
-        trailing = header
-    elif comments:
+        comments.append(header.comment)  # the header's at the end (its own spaces dropped)
+    trailing = new.trailing_whitespace
+    # at the end where the line stays short (a look's was 126 columns, the `if`'s
+    # alignment kept); else on a line of its own above
+    if comments and len(text) + 2 + len(comments[-1].value) <= END_COMMENT_WITHIN:
         trailing = trailing.with_changes(
             whitespace=cst.SimpleWhitespace("  "), comment=comments.pop()
         )

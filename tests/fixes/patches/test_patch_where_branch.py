@@ -74,3 +74,27 @@ def test_conditions_without_an_exact_tensor_twin_are_refused() -> None:
     p = propose(both, 5, "data_dependent_branch")
     assert isinstance(p, NoPatch)
     assert p.why == "the condition uses and/or/not (Python truth of tensors)"
+
+
+def test_the_headers_comment_loses_its_alignment_and_a_long_one_goes_above() -> None:
+    """A look's patched line ran 126 columns: the `if`'s comment kept its alignment spaces
+    after the longer torch.where line."""
+    aligned = HEAD + (
+        "def forward(x):\n"
+        "    if x.mean() > 0.3:                 # data-dependent branch: a doubled activation\n"
+        "        x = x * 2.0 + x.abs().mean(dim=-1, keepdim=True)\n    return x\n"
+    )
+    p = propose(aligned, 5, "data_dependent_branch")
+    assert isinstance(p, Patch)
+    assert p.text == HEAD + (
+        "def forward(x):\n    # data-dependent branch: a doubled activation\n"
+        "    x = torch.where(x.mean() > 0.3, x * 2.0 + x.abs().mean(dim=-1, keepdim=True), x)\n"
+        "    return x\n"
+    ), p.text
+    short = aligned.replace("# data-dependent branch: a doubled activation", "# gate").replace(
+        " + x.abs().mean(dim=-1, keepdim=True)", ""
+    )
+    p = propose(short, 5, "data_dependent_branch")
+    assert isinstance(p, Patch)
+    assert "    x = torch.where(x.mean() > 0.3, x * 2.0, x)  # gate\n" in p.text, p.text
+    assert all(len(line) <= 100 for line in p.text.splitlines())
