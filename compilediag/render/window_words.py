@@ -60,7 +60,7 @@ def stalled_words(r: Runtime) -> str:
     it took most of the pause, and the machine's load where it was busy (other_work.
     stalled_steps decides)."""
     usual = r.window_step_ms or r.step_medians.get("step") or 0.0
-    against = f" the median step ({ms(usual)})" if usual else ""
+    against = f" the window's median step ({ms(usual)})" if usual else ""
     said, by_gc = [], bool(r.window_stalled_gc)
     if len(r.window_stalled) > STALLS_LISTED and not by_gc:
         times = sorted(r.window_stalled.values())
