@@ -306,3 +306,23 @@ def test_a_window_kernels_long_name_stays_whole_with_its_figures_under_it() -> N
     assert f"  {long}" in lines, lines
     figures = lines[lines.index(f"  {long}") + 1]
     assert figures.startswith("      1.5 ms a step"), lines
+
+
+def test_a_verified_fixs_remedy_name_is_never_cut() -> None:
+    """A look read `capture_sca…` in the Verified fixes table at 100 columns (#76)."""
+    from compilediag.report.model import Counts, VerifiedFix
+    from compilediag.report.vocabulary import FixOutcome
+
+    report = fixed_report()
+    before = Counts(graphs=2, graph_breaks=1, recompiles=0, speedup=1.13, compile_s=1.98)
+    after = Counts(graphs=1, graph_breaks=0, recompiles=0, speedup=1.14, compile_s=1.35)
+    report.verified_fixes = [VerifiedFix(
+        "capture_scalar_outputs", "torch._dynamo.config.capture_scalar_outputs = True",
+        ["model.py:15"], before, after, True, FixOutcome.REMOVES,
+    )]  # fmt: skip
+    text = render(report, "table", width=100)
+    table = text.split("Verified fixes", 1)[1].split("\nTimings", 1)[0]
+    assert "\n  capture_scalar_outputs" in table and "removes it · graphs 2 → 1" in table, table
+    assert "outputs match" in " ".join(table.split()), table
+    assert "…" not in table
+    assert all(len(line) <= 100 for line in table.splitlines()), table

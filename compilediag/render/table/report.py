@@ -22,6 +22,7 @@ from compilediag.render import (
 )
 from compilediag.render.glance import rank_glance
 from compilediag.render.table.facts import (
+    KernelLine,
     cross_check_lines,
     kernel_blocks,
     kernel_time_blocks,
@@ -260,42 +261,39 @@ def failure_blocks(report: Report) -> list:
 
 
 def fix_blocks(report: Report) -> list:
-    """--try-fixes: each remedy, measured in a run of its own."""
+    """--try-fixes: each remedy, measured in a run of its own: its name and its figures
+    beside it, under it where they do not fit (a table of eight columns cut the remedy's
+    name to `capture_sca…` at 100 columns, and every column at 80)."""
     if not report.verified_fixes:
         return []
-    t = new_table()
-    for col in ("remedy", "verdict", "graphs", "break sites", "recompiles", "compile", "speedup",
-                "outputs"):  # fmt: skip
-        words = col in ("remedy", "verdict")  # (a figure and its unit stay on one line)
-        t.add_column(col, justify="left" if words else "right", no_wrap=not words)
 
     def change(a: float | None, b: float | None, fmt: str = "{:g}") -> str:
-        if a is None or b is None:
-            return "-"
-        return fmt.format(a) if a == b else f"{fmt.format(a)} → {fmt.format(b)}"
+        return "-" if a is None or b is None else (
+            fmt.format(a) if a == b else f"{fmt.format(a)} → {fmt.format(b)}"
+        )  # fmt: skip
 
+    rows: list = []
     for fx in report.verified_fixes:
         b, a = fx.before, fx.after
-        style = {"removes it": "green", "cuts compile time": "green", "partly": "yellow"}.get(
-            fx.verdict, "red"
-        )
-        if a is None:
-            t.add_row(fx.remedy, Text(fx.verdict, style=style), "-", "-", "-", "-", "-", "-")
-            continue
-        match = "-" if fx.outputs_match is None else ("match" if fx.outputs_match else "DIFFER")
-        t.add_row(
-            fx.remedy,
-            Text(fx.verdict, style=style),
-            change(b.graphs, a.graphs),
-            change(b.graph_breaks, a.graph_breaks),
-            change(b.recompiles, a.recompiles),
-            # (a compile remedy's: with empty caches, as the line under the table says)
-            change(b.compile_s_cold or b.compile_s, a.compile_s_cold or a.compile_s, "{:.2f} s"),
-            change(b.speedup, a.speedup, "{:.2f}x"),
-            match,
-        )
+        facts: list[str] = [str(fx.verdict)]
+        if a is not None:
+            match = "" if fx.outputs_match is None else (
+                "outputs match" if fx.outputs_match else "outputs DIFFER"
+            )  # fmt: skip
+            facts += [
+                f"graphs {change(b.graphs, a.graphs)}",
+                f"break sites {change(b.graph_breaks, a.graph_breaks)}",
+                f"recompiles {change(b.recompiles, a.recompiles)}",
+                # (a compile remedy's: with empty caches, as the line under it says)
+                "compile " + change(
+                    b.compile_s_cold or b.compile_s, a.compile_s_cold or a.compile_s, "{:.2f} s"
+                ),
+                f"speedup {change(b.speedup, a.speedup, '{:.2f}x')}",
+                match,
+            ]  # fmt: skip
+        rows.append(KernelLine(fx.remedy, " · ".join(f for f in facts if f), ""))
     out: list = [Text("\nVerified fixes (each measured in a run of its own)", style="bold")]
-    out.append(Padding(t, (0, 0, 0, 2)))
+    out += rows
     for fx in report.verified_fixes:
         if cold_warm := cold_warm_words(fx):
             out.append(Text(f"  {fx.remedy}: {cold_warm}"))
