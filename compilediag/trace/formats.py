@@ -36,7 +36,9 @@ RESUME = re.compile(r"torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
 MODULE_WRAPPER = ("inner", "_dynamo/external_utils.py")
 
 
-WRAPPER_FRAME = "compiled call (torch's wrapper of what torch.compile was given)"
+# (a look read the longer "compiled call (torch's wrapper of what torch.compile was given)"
+# as jargon, wrapping the Graphs table)
+WRAPPER_FRAME = "torch.compile's wrapper"
 
 
 def is_resume_frame(co_name: str) -> bool:
