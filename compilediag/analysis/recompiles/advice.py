@@ -368,7 +368,8 @@ def user_call(e: Entry, g: Guard) -> str:
         at = (
             f"at the call, {where(site)}" + (f" (`{arg}` there)" if spread else "")
             if site
-            else "(your model file's get_inputs() or get_input_sets() makes it)"
+            else "(your model file's get_inputs() or get_input_sets() makes it, or --shapes "
+            "sizes it from get_inputs())"
         )
         arg = param
         text = (

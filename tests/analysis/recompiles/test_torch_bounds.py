@@ -70,3 +70,6 @@ def test_an_images_width_is_advised_resized_or_padded_not_a_tokenizers_padding()
     assert r["failed_guard"] == "x dim 3 changed 16 → 24", r
     assert "resize or pad it to a few sizes" in r["suggestion"], r["suggestion"]
     assert "tokenizer" not in r["suggestion"] and "pad_to_multiple_of" not in r["suggestion"]
+    # who made the input: the file's input sets, or --shapes from its get_inputs() (a
+    # re-check read the first alone where --shapes had made it)
+    assert "get_input_sets() makes it, or --shapes sizes it" in r["suggestion"], r["suggestion"]
