@@ -99,9 +99,7 @@ def try_fixes(
 
     chosen = candidates(report, cuda=any("cuda" in p.devices for p in run.processes))
     if not chosen:
-        say("compilediag: --try-fixes: nothing to try (no part of the step a remedy without "
-             "an edit of your code targets: the optimizer, the data loader, .item() breaks, "
-             "a host-bound CUDA step, float32 matmuls without TF32)")  # fmt: skip
+        say(f"compilediag: --try-fixes: nothing to try: {nothing_words(report)}")
         return [], None
     clock = RoundClock(opts.budget_s, opts.job_s - opts.after_window_s, stored_compile_s(report),
                        opts.after_window_s)  # fmt: skip
@@ -255,6 +253,26 @@ def _measured(t: Trial, baseline: list[Launched], pair_s: float | None = None) -
         runs = Runs([(baseline[0].run, made)], baseline[0].report, None,  # type: ignore[arg-type]
                     runs.failure, runs.hint)  # fmt: skip
     return measured(t.candidate, runs, loss_noise([x.run for x in baseline]), pair_s)
+
+
+def nothing_words(report: Report) -> str:
+    """Why no remedy was tried, by the figures candidates() chose on: the optimizer's and
+    the data loader's shares of the window's median step (a re-check read "nothing to try
+    ... the optimizer" beside the step's mean, optimizer 17%, that slow steps had raised)."""
+    from compilediag.analysis.step.advice import MIN_SHARE, median_share
+
+    job = report.runtime
+    shares = ""
+    if job is not None and job.step_medians.get("step"):
+        shares = (
+            f"in the window's median step the optimizer holds "
+            f"{median_share(job, 'optimizer'):.0%} and the data loader "
+            f"{median_share(job, 'data'):.0%}, a remedy runs for {MIN_SHARE:.0%} or more; "
+        )
+    return (
+        f"{shares}no .item() break, no host-bound CUDA step, no float32 matmul without TF32 "
+        "(a part an optimizer already fused, or a loader with workers, has none to try)"
+    )
 
 
 def _together(report: Report, kept: list[Tried]) -> Candidate:
