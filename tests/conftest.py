@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import compileall
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -174,6 +175,36 @@ def recompiles_run(sample: str) -> tuple[str, ...]:
     """The arguments of a sample's shared `recompiles` run (shared_json)."""
     args = ("recompiles", f"sample_models/{sample}")
     return (*args, "--try-fixes", "--jobs", "2") if sample in TRY_FIXES_SAMPLES else args
+
+
+def spin(deadline: float) -> None:
+    """A busy loop until `deadline` (time.time()): another process holding a core."""
+    import time
+
+    while time.time() < deadline:
+        pass
+
+
+@contextlib.contextmanager
+def busy_every_core(settle_s: float = 0.0) -> Iterator[None]:
+    """A busy process on every core while the block runs (at most 300 s, whatever happens
+    to the test), waiting `settle_s` for them to start."""
+    import multiprocessing
+    import time
+
+    ctx = multiprocessing.get_context("spawn")
+    deadline = time.time() + 300
+    busy = [ctx.Process(target=spin, args=(deadline,), daemon=True)
+            for _ in range(os.cpu_count() or 1)]  # fmt: skip
+    for p in busy:
+        p.start()
+    try:
+        time.sleep(settle_s)
+        yield
+    finally:
+        for p in busy:
+            p.kill()
+            p.join()
 
 
 def sigint_as_a_terminal_has_it() -> None:

@@ -25,7 +25,7 @@ import pytest
 
 from compilediag.harness.threads import Load, Threads, Trust, Watch, decide
 from compilediag.report.model import Report, Stat, Summary, Timings
-from tests.conftest import SAMPLES, compilediag_cmd
+from tests.conftest import SAMPLES, busy_every_core, compilediag_cmd, spin
 
 # ---- the decision, the cross-check, the words: from figures -------------------------------
 
@@ -147,7 +147,7 @@ def test_the_watch_counts_other_processes_and_leaves_this_ones_threads_out() -> 
     keeps a core busy and a child process spins on another, the Watch counts the child's
     core (by the child's own CPU time) and not this process's (by its own)."""
     ctx = multiprocessing.get_context("spawn")
-    child = ctx.Process(target=_spin, args=(time.time() + 60,), daemon=True)
+    child = ctx.Process(target=spin, args=(time.time() + 60,), daemon=True)
     child.start()
     try:
         time.sleep(0.3)  # (the child's start, out of the watch)
@@ -201,11 +201,6 @@ print(json.dumps({"eager": median_ms(model), "compiled": median_ms(compiled)}))
 """
 
 
-def _spin(deadline: float) -> None:
-    while time.time() < deadline:
-        pass
-
-
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: torch times with one thread")
 def test_explain_beside_a_busy_loop_on_every_core_gives_figures_within_3x_or_flags_them() -> None:
     """The model timed quietly on one thread here first; then explain, run as the user
@@ -222,22 +217,11 @@ def test_explain_beside_a_busy_loop_on_every_core_gives_figures_within_3x_or_fla
     assert quiet_proc.returncode == 0, quiet_proc.stderr
     quiet = json.loads(quiet_proc.stdout.strip().splitlines()[-1])
 
-    ctx = multiprocessing.get_context("spawn")
-    deadline = time.time() + 300  # bounded, whatever happens to this test
-    busy = [ctx.Process(target=_spin, args=(deadline,), daemon=True)
-            for _ in range(os.cpu_count() or 1)]  # fmt: skip
-    for p in busy:
-        p.start()
-    try:
-        time.sleep(1.0)
+    with busy_every_core(settle_s=1.0):
         proc = subprocess.run(
             [*compilediag_cmd(), "explain", sample, "--backend", "aot_eager", "--format", "json"],
             capture_output=True, text=True, timeout=300, env={**env, "NO_COLOR": "1"},
         )  # fmt: skip
-    finally:
-        for p in busy:
-            p.kill()
-            p.join()
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     t = report["timings"]

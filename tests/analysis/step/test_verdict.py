@@ -5,18 +5,16 @@ measured parts, checked against the job's own clock over the same steps
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.analysis.step.test_run_try_fixes import job_runs, own_median
-from tests.conftest import ROOT, compilediag_cmd, run_cli
+from tests.conftest import ROOT, busy_every_core, compilediag_cmd, run_cli
 
 # the whole suite's (`pytest --full`): end-to-end runs, tens of seconds each on 2 cores
 pytestmark = pytest.mark.full
@@ -121,11 +119,6 @@ print(json.dumps({"threads": torch.get_num_threads(), "step_ms": statistics.medi
 """
 
 
-def _spin(deadline: float) -> None:
-    while time.time() < deadline:
-        pass
-
-
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: torch runs one thread")
 def test_a_step_beside_busy_cores_is_said_to_wait_for_them(tmp_path: Path) -> None:
     """A busy process on every core while the job's threads run its matmuls: the run
@@ -135,22 +128,12 @@ def test_a_step_beside_busy_cores_is_said_to_wait_for_them(tmp_path: Path) -> No
     job = tmp_path / "matmuls.py"
     job.write_text(MATMULS)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    ctx = multiprocessing.get_context("spawn")
-    deadline = time.time() + 300  # bounded, whatever happens to this test
-    busy = [ctx.Process(target=_spin, args=(deadline,), daemon=True)
-            for _ in range(os.cpu_count() or 1)]  # fmt: skip
-    for p in busy:
-        p.start()
-    try:
+    with busy_every_core():
         proc = subprocess.run(
             [*compilediag_cmd(), "run", "--format", "json", "--profile-steps", "6-12", "--",
              sys.executable, str(job)],
             capture_output=True, text=True, timeout=300, env=env,
         )  # fmt: skip
-    finally:
-        for p in busy:
-            p.kill()
-            p.join()
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     runtime = report["runtime"]
