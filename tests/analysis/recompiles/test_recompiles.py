@@ -512,7 +512,9 @@ def test_what_else_a_call_changed_names_each_value_of_a_dict_it_was_passed() -> 
     assert len(report.recompiles) == _frame_count(f, first, calls) - 1 == 1
     (r,) = report.recompiles
     assert r.failed_guard == "x dim 0 changed 2 → 3"
-    assert r.also_changed == ["`feats['a']` (size 3x3 → size Nx3 with dim 0 dynamic)"], r.also_changed
+    assert r.also_changed == ["`feats['a']` (size 3x3 → size Nx3 with dim 0 dynamic)"], (
+        r.also_changed
+    )
 
 
 def test_an_int_argument_made_dynamic_is_said_so_and_no_module_setting_is_advised() -> None:

@@ -164,12 +164,17 @@ def test_a_busy_machines_stalls_are_counted_with_its_load() -> None:
         window_stalled={"21": 20.0, "23": 31.0, "26": 45.0, "28": 50.0},
     )  # fmt: skip
     (said,) = [text for label, text in window_notes(busy, None) if label == "stalled"]
-    assert said.startswith("4 of 11 steps stalled, 20 ms to 50 ms, 13-33x the window's median step (1.5 ms)")
+    assert said.startswith(
+        "4 of 11 steps stalled, 20 ms to 50 ms, 13-33x the window's median step (1.5 ms)"
+    )
     assert said.endswith("; the machine was busy: load 2.7 on 2 cores"), said
     quiet = Runtime(window=[20, 30], window_steps=10, window_step_ms=1.5, window_load=[0.3, 2.0],
                     window_stalled={"21": 20.0})  # fmt: skip
     (said,) = [text for label, text in window_notes(quiet, None) if label == "stalled"]
-    assert said.startswith("step 21 took 20 ms, 13x the window's median step (1.5 ms)") and "a pause" in said
+    assert (
+        said.startswith("step 21 took 20 ms, 13x the window's median step (1.5 ms)")
+        and "a pause" in said
+    )
     assert "busy" not in said
 
 
