@@ -339,7 +339,7 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
         suggestion = from_your_side(library, fix)
     skipped = frame_name(c.code.name) if NO_RESUME.search(parsed.raw_reason) else ""
     if skipped:
-        suggestion = f"{suggestion} {rest_words(skipped)}".strip()
+        suggestion = f"{suggestion} {not_resumed_words(skipped)}".strip()
     return GraphBreak(
         file=site.file,
         line=site.line,
@@ -362,7 +362,7 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
     )
 
 
-def rest_words(function: str) -> str:
+def not_resumed_words(function: str) -> str:
     """What a break torch could not resume after leaves: the rest of the function uncompiled,
     which the break's fix lets torch compile, with whatever breaks further in it."""
     return (
