@@ -68,7 +68,7 @@ def kernel_time_blocks(report: Report, limit: int | None) -> list:
     for k in shown:
         # (its name whole, its figures under it where both do not fit: a look read
         # `…scalar_te` / `nsor_view_0` folded)
-        rows.append(KernelLine(kernel_name(k.name), " · ".join(kernel_timing_words(k, t.peak)), ""))
+        rows.append(NamedLine(kernel_name(k.name), " · ".join(kernel_timing_words(k, t.peak)), ""))
         call = " ".join(part for part in (k.op, k.shapes) if part)  # a library call's
         if call:
             rows.append(Padding(Text(call, style="dim"), (0, 0, 0, 6)))
@@ -116,7 +116,7 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
     # One kernel a line, not a table: a kernel name cut or folded can't be looked up, and
     # at 80 columns a table has no room for the name beside the rest. Wrapping only
     # happens at spaces, after the name.
-    rows: list[KernelLine] = []
+    rows: list[NamedLine] = []
     for k in shown:
         facts = [KIND_LABELS.get(k.kind, k.kind)]
         if several:
@@ -126,7 +126,7 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
         if k.modules:
             facts.append("in " + ", ".join(k.modules))
         ops = ", ".join(o.removeprefix("aten.") for o in k.ops)
-        rows.append(KernelLine(
+        rows.append(NamedLine(
             k.name.removeprefix("torch.ops.").removesuffix(".default"), " · ".join(facts),
             f"lays out data for {ops}" if k.kind == "copy" and ops else ops,
         ))  # fmt: skip
@@ -150,22 +150,23 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
 
 
 @dataclass
-class KernelLine:
-    """A kernel's name, its facts beside it where the width holds both (else on a line of
-    their own: a fused kernel's name can fill the width, and facts folded under it read as
-    part of it), and its ops below, each wrapped under its own start; the name is never
-    folded."""
+class NamedLine:
+    """A name (a kernel's, a remedy's), its facts beside it where the width holds both (else
+    on a line of their own: a fused kernel's name can fill the width, and facts folded under
+    it read as part of it), and a line below (a kernel's ops), each wrapped under its own
+    start; the name is never folded."""
 
     name: str
-    facts: str
+    facts: str | Text
     ops: str
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if 2 + len(self.name) + 2 + len(self.facts) <= options.max_width:
-            yield Padding(Text.assemble((self.name, "bold"), "  " + self.facts), (0, 0, 0, 2))
+        facts = self.facts if isinstance(self.facts, Text) else Text(self.facts)
+        if 2 + len(self.name) + 2 + len(facts) <= options.max_width:
+            yield Padding(Text.assemble((self.name, "bold"), "  ", facts), (0, 0, 0, 2))
         else:  # a name past the width stays whole, for search (the terminal wraps it)
             yield Text.assemble("  ", (self.name, "bold"), no_wrap=True, overflow="ignore")
-            yield Padding(Text(self.facts), (0, 0, 0, 6))
+            yield Padding(facts, (0, 0, 0, 6))
         if self.ops:
             yield Padding(Text(self.ops, style="dim"), (0, 0, 0, 6))
 

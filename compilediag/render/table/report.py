@@ -22,7 +22,7 @@ from compilediag.render import (
 )
 from compilediag.render.glance import rank_glance
 from compilediag.render.table.facts import (
-    KernelLine,
+    NamedLine,
     cross_check_lines,
     kernel_blocks,
     kernel_time_blocks,
@@ -275,7 +275,10 @@ def fix_blocks(report: Report) -> list:
     rows: list = []
     for fx in report.verified_fixes:
         b, a = fx.before, fx.after
-        facts: list[str] = [str(fx.verdict)]
+        style = {"removes it": "green", "cuts compile time": "green", "partly": "yellow"}.get(
+            fx.verdict, "red"
+        )
+        facts: list[str] = []
         if a is not None:
             match = "" if fx.outputs_match is None else (
                 "outputs match" if fx.outputs_match else "outputs DIFFER"
@@ -291,7 +294,8 @@ def fix_blocks(report: Report) -> list:
                 f"speedup {change(b.speedup, a.speedup, '{:.2f}x')}",
                 match,
             ]  # fmt: skip
-        rows.append(KernelLine(fx.remedy, " · ".join(f for f in facts if f), ""))
+        said = Text(fx.verdict, style=style) + "".join(f" · {f}" for f in facts if f)
+        rows.append(NamedLine(fx.remedy, said, ""))
     out: list = [Text("\nVerified fixes (each measured in a run of its own)", style="bold")]
     out += rows
     for fx in report.verified_fixes:
