@@ -294,7 +294,7 @@ def fix_blocks(report: Report) -> list:
                 f"speedup {change(b.speedup, a.speedup, '{:.2f}x')}",
                 match,
             ]  # fmt: skip
-        said = Text(fx.verdict, style=style) + "".join(f" · {f}" for f in facts if f)
+        said = Text.assemble((fx.verdict, style), "".join(f" · {f}" for f in facts if f))
         rows.append(NamedLine(fx.remedy, said, ""))
     out: list = [Text("\nVerified fixes (each measured in a run of its own)", style="bold")]
     out += rows
