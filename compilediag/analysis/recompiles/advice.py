@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guard_words import (
     NEW_VALUES,
+    STACK_VALUE,
     Guard,
     mark_after_break,
     sizes_0_1,
+    stack_value,
 )
-from compilediag.analysis.recompiles.guards import is_mode_switch
+from compilediag.analysis.recompiles.guards import is_mode_switch, specialised
 from compilediag.analysis.recompiles.library_advice import (
     inner_library_frame,
     library_recompile_advice,
@@ -263,11 +265,39 @@ def local_after_break(c: Case) -> str:
     if c.guard.cause != "shape" or not resumed:
         return ""
     fn = resumed["fn"]  # the function the break was in (a helper of forward's too)
+    if STACK_VALUE.search(c.guard.guard):  # what the breaking call returned, made eagerly
+        made = stack_value(c.entry.code.name, c.entry.code.file)
+        call = f" (line {made[1]}: `{made[2]}`)" if made else ""
+        return (
+            f"The changed tensor is what the call that broke the graph returned{call}: that "
+            "call runs in eager mode, between the graphs, so no mark_dynamic on the model "
+            "input reaches it, under any backend. Compile with dynamic=True (this frame is "
+            "then dynamic from its first compile), or remove the graph break above, which "
+            "removes this frame."
+        )
     return (
         f"The changed tensor is a local of {fn} here (after a graph break, the rest "
         f"of {fn} runs as its own function, with {fn}'s locals as inputs), so it "
         f"can't be marked; {mark_after_break('the model input it is computed from', 'it')}. "
         "Removing the graph break above removes this frame."
+    )
+
+
+def size_one(c: Case) -> str:
+    """A size that changed to 0 or 1 (or fell below a dynamic dim's 2): torch specialises
+    those whatever is marked dynamic, dynamic=True too (a look's batch of 1 was advised
+    marks that left its recompile)."""
+    m = GUARD_SIZE.match(c.guard.guard)
+    if c.guard.cause != RecompileCause.SHAPE or not specialised([c.guard]):
+        return ""
+    if not m:  # a lower bound: its own words say it
+        return c.guard.suggestion
+    name, dim, size = source_name(m["n"]), m["i"], m["b"]
+    return (
+        f"A size of {size} is always specialised (broadcasting differs), so a call with "
+        f"{name} dim {dim} at {size} compiles a graph of its own whatever is marked dynamic, "
+        f"dynamic=True too: keep {name} dim {dim} at 2 or more (no batch of 1, no one-token "
+        "prompt), or pad; or accept this one compile."
     )
 
 
@@ -316,7 +346,7 @@ def translated(c: Case) -> str:
 
 
 GUARD_ADVISORS: list[Advisor] = [
-    local_after_break, every_dim, int_sets_control_flow, at_the_call, translated,
+    local_after_break, size_one, every_dim, int_sets_control_flow, at_the_call, translated,
 ]  # fmt: skip
 ADVISORS: list[Advisor] = [
     model_sets_it,

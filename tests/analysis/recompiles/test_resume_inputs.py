@@ -1,0 +1,70 @@
+"""Two recompiles whose advice torch's count refuted (#76, the fifteenth look): a size the
+call that broke the graph returned (its eager result: no mark on the model input reaches
+it, under any backend), and a batch of 1 (specialised whatever is marked dynamic). Each
+advice checked by torch's own count of the same calls."""
+
+from __future__ import annotations
+
+import torch
+from torch._dynamo.testing import CompileCounterWithBackend
+
+from compilediag.testing import compile_report
+
+
+@torch.compiler.disable
+def embed(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+def tagger(x: torch.Tensor) -> torch.Tensor:
+    h = embed(x)
+    return torch.tanh(h).sum(-1)
+
+
+def _graphs(fn, calls: list[torch.Tensor], mark: int | None = None, backend: str = "eager",
+            **kw) -> int:  # fmt: skip
+    """The graphs torch compiles for `calls` (the first marked dynamic at dim `mark`)."""
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend(backend)
+    compiled = torch.compile(fn, backend=counter, **kw)
+    for i, x in enumerate(calls):
+        if i == 0 and mark is not None:
+            torch._dynamo.mark_dynamic(x, mark)
+        compiled(x)
+    torch._dynamo.reset()
+    return counter.frame_count
+
+
+def test_a_size_the_breaking_call_returned_is_advised_dynamic_true_not_a_mark() -> None:
+    calls = [torch.randn(2, n) for n in (9, 13, 17)]
+    report = compile_report(tagger, (calls[0],), calls=[(x,) for x in calls[1:]])
+    resumed = [r for r in report.recompiles if "after line" in r.frame]
+    assert resumed, [(r.frame, r.failed_guard) for r in report.recompiles]
+    line = tagger.__code__.co_firstlineno + 1
+    for r in resumed:
+        assert (
+            f"what the call that broke the graph returned (line {line}: `embed(x)`)" in r.suggestion
+        ), r.suggestion
+        assert "reaches it only under some backends" not in r.suggestion
+    # torch's count (the frame before the break holds no op: no graph): the model input
+    # marked, under aot_eager, the frame after the break still compiles twice, as unmarked;
+    # with dynamic=True, once
+    unmarked = _graphs(tagger, calls, backend="aot_eager")
+    assert unmarked == 2 and _graphs(tagger, calls, mark=1, backend="aot_eager") == unmarked
+    assert _graphs(tagger, calls, dynamic=True) == 1
+
+
+def pool(x: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(x).mean(0)
+
+
+def test_a_batch_of_one_is_said_to_compile_whatever_is_marked() -> None:
+    calls = [torch.randn(b, 16) for b in (2, 1, 3)]  # a static batch dim meets a batch of 1
+    report = compile_report(pool, (calls[0],), calls=[(x,) for x in calls[1:]])
+    (one,) = [r for r in report.recompiles if r.failed_guard.endswith("→ 1")]
+    assert "A size of 1 is always specialised" in one.suggestion, one.suggestion
+    assert "whatever is marked dynamic, dynamic=True too" in one.suggestion
+    assert "mark_dynamic(" not in one.suggestion
+    # torch's count: marked from the first call, or dynamic=True, the batch of 1 compiles
+    assert _graphs(pool, calls, mark=0) == 2
+    assert _graphs(pool, calls, dynamic=True) == 2
