@@ -567,7 +567,9 @@ def guard_value(leaves: frozenset[str]) -> str:
             if not dims:
                 return "a 0-d tensor"
             free = dynamic_dims(leaves)
-            said = "size " + "x".join("N" if d == "None" else d for d in dims)
+            # a letter of its own for each dynamic dim ("NxN" read as a square)
+            letters = iter("NMKLPQ")
+            said = "size " + "x".join(next(letters, "N") if d == "None" else d for d in dims)
             if free:  # ("anyx3" read as jargon)
                 said += f" with dim{'s' * (len(free) > 1)} {', '.join(map(str, free))} dynamic"
             return said

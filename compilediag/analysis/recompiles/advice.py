@@ -272,14 +272,15 @@ def local_after_break(c: Case) -> str:
             f"The changed tensor is what the call that broke the graph returned{call}: that "
             "call runs in eager mode, between the graphs, so no mark_dynamic on the model "
             "input reaches it, under any backend. Compile with dynamic=True (this frame is "
-            "then dynamic from its first compile), or remove the graph break above, which "
-            "removes this frame."
+            f"then dynamic from its first compile), or remove the graph break at line "
+            f"{resumed['line']} (explain shows it), which removes this frame."
         )
     return (
         f"The changed tensor is a local of {fn} here (after a graph break, the rest "
         f"of {fn} runs as its own function, with {fn}'s locals as inputs), so it "
         f"can't be marked; {mark_after_break('the model input it is computed from', 'it')}. "
-        "Removing the graph break above removes this frame."
+        f"Removing the graph break at line {resumed['line']} (explain shows it) removes this "
+        "frame."
     )
 
 
