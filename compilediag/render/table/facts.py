@@ -134,10 +134,10 @@ def kernel_blocks(report: Report, limit: int | None) -> list:
     # and docs/usage.md's to say: a paragraph on every run is noise here
     out: list = [Text(title, style="bold")]
     if any(k.ops_by_name for k in shown):
-        out.append(Text(
-            "  ops by each kernel's name where Inductor's code names none (its C++ kernels); "
-            "a name can leave an op out", style="dim",
-        ))  # fmt: skip
+        out.append(Padding(Text(
+            "ops by each kernel's name where Inductor's code names none (its C++ kernels); a "
+            "name can leave an op out", style="dim",
+        ), (0, 0, 0, 2)))  # fmt: skip
     out += rows
     if len(shown) < len(report.kernels):
         more = len(report.kernels) - len(shown)
