@@ -28,6 +28,16 @@ FRAMEWORK_LOOPS: tuple[tuple[str, str], ...] = (
     ("pytorch_lightning/", "Lightning"),
     ("lightning_fabric/", "Lightning Fabric"),
 )
+
+
+def drop_last_code(framework: str) -> str:
+    """The setting that drops a loader's last, partial batch: the Trainer's argument (it
+    builds the DataLoader from the dataset it is given), else the DataLoader's own."""
+    if framework == "the Trainer":
+        return "TrainingArguments(..., dataloader_drop_last=True)"
+    return "DataLoader(..., drop_last=True)"
+
+
 # a loop's function (or file) that evaluates: where a framework switches to eval()
 EVALUATION = re.compile(r"val|eval|predict|test|infer", re.I)
 

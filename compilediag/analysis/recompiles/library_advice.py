@@ -4,7 +4,7 @@ batches its loop passes (a collator's padding)."""
 
 from __future__ import annotations
 
-from compilediag.analysis.callers import CalledBy
+from compilediag.analysis.callers import CalledBy, drop_last_code
 from compilediag.analysis.history import Entry
 from compilediag.analysis.recompiles.guard_words import UNNAMED, Guard, guard_head
 from compilediag.paths import Owner, possessive
@@ -50,11 +50,8 @@ def size_advice(g: Guard, dynamic: bool, loop: str = "") -> str:
             "step to step (a sampler, or a loader that makes batches of several sizes)."
         )
         fix = (
-            "give every batch one size (`TrainingArguments(..., dataloader_drop_last=True)` "
-            "where only the last batch is smaller), or compile with dynamic=True"
-            if loop == "the Trainer"  # (the Trainer builds the loader: no DataLoader of yours)
-            else "give every batch one size (`DataLoader(..., drop_last=True)` where only the "
-            "last batch is smaller), or compile with dynamic=True"
+            f"give every batch one size (`{drop_last_code(loop)}` where only the last batch "
+            "is smaller), or compile with dynamic=True"
         )
     else:
         made = (

@@ -10,7 +10,7 @@ import linecache
 import os
 import re
 
-from compilediag.analysis.callers import CalledBy, Caller, shown
+from compilediag.analysis.callers import CalledBy, Caller, drop_last_code, shown
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guard_words import Guard, mark_after_break, sizes_0_1
 from compilediag.analysis.recompiles.guards import parse_guard, reasons_of
@@ -178,20 +178,20 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     name = source_name(m["n"])
     said = [f"A smaller batch ({a} → {b}) reached the model {_from(c)}: "]
     arg = ""
-    if c.by == CalledBy.FRAMEWORK and c.framework == "the Trainer":
-        # (it builds the loader from the dataset it is given: no DataLoader of the user's)
+    if c.by == CalledBy.FRAMEWORK:
+        # (the Trainer builds the loader from the dataset it is given: no DataLoader of yours)
+        trainer = c.framework == "the Trainer"
+        loader = (
+            "the DataLoader the Trainer builds from your dataset" if trainer
+            else f"the DataLoader you give {c.framework}"
+        )  # fmt: skip
+        setting = f"`{drop_last_code(c.framework)}`"
         said.append(
-            "the last, partial batch of the DataLoader the Trainer builds from your dataset, "
-            "most likely (the data's size is not a multiple of the batch size). "
-            "`TrainingArguments(..., dataloader_drop_last=True)` removes the recompile; or "
-            "compile with dynamic=True, so the batch dim is dynamic from the first compile."
-        )
-    elif c.by == CalledBy.FRAMEWORK:
-        said.append(
-            f"the last, partial batch of the DataLoader you give {c.framework}, most likely (the "
-            "data's size is not a multiple of the batch size). `drop_last=True` on that loader "
-            "(`DataLoader(..., drop_last=True)`) removes the recompile; or compile with "
-            "dynamic=True, so the batch dim is dynamic from the first compile."
+            f"the last, partial batch of {loader}, most likely (the data's size is not a "
+            "multiple of the batch size). "
+            + (setting if trainer else f"`drop_last=True` on that loader ({setting})")
+            + " removes the recompile; or compile with dynamic=True, so the batch dim is "
+            "dynamic from the first compile."
         )
     else:
         if c.by == CalledBy.USER and c.frame is not None and not after_break:

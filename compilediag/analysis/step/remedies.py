@@ -8,6 +8,7 @@ the whole interval is at least 5% faster and nothing got worse."""
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass
 
@@ -53,10 +54,7 @@ def candidates(report: Report, cuda: bool = False) -> list[Candidate]:
     if job is None or not job.step_medians.get("step"):
         return []
     out: list[tuple[float, Candidate]] = []
-
-    def share(part: str) -> float:
-        return median_share(job, part)
-
+    share = functools.partial(median_share, job)
     why = f"the optimizer step takes {share('optimizer'):.0%} of the step"
     for i, remedy in enumerate(optimizer_remedies(job, cuda)):  # fused, one kernel, first
         out.append((share("optimizer") - i * 1e-6, Candidate(remedy, "optimizer", why)))
