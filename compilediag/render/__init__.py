@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from compilediag.paths import short_path, where
 from compilediag.report.compile import LimitHit
-from compilediag.report.model import RankSpread, Report, Rule, Summary
+from compilediag.report.model import Environment, RankSpread, Report, Rule, Summary
 from compilediag.report.ranksets import rank_set
+from compilediag.report.vocabulary import Source
 from compilediag.report.words import cache_text as cache_text  # the renderers' import
 from compilediag.report.words import ms as ms
 from compilediag.report.words import plural as plural
@@ -65,17 +66,23 @@ def headline(report: Report) -> str:
     if e.device_name or e.device:
         parts.append(e.device_name or e.device)
     if e.backend:
-        parts.append(
-            e.backend
-            + (f"/{e.mode}" if e.mode else "")
-            + (" +train" if e.train else "")
-            + (" dynamic" if e.dynamic else "")
-        )
+        parts.append(compiled_as(e))
     multi = len(report.ranks) > 1
     counts = _rank_counts(report.summary, len(report.ranks)) if multi else _counts(report.summary)
     if report.numerics is not None and report.numerics.verdict == "differ":
         counts.append("outputs DIFFER from eager")
     return " · ".join(parts) + "\n" + " · ".join(counts)
+
+
+def compiled_as(e: Environment) -> str:
+    """The backend, its mode, and what a model file's calls ran under: `aot_eager/default
+    no_grad`, `inductor/default +train dynamic` (torch traces a different graph in each)."""
+    return (
+        e.backend
+        + (f"/{e.mode}" if e.mode else "")
+        + (" +train" if e.train else " no_grad" if e.source == Source.RUN else "")
+        + (" dynamic" if e.dynamic else "")
+    )
 
 
 def _rank_counts(s: Summary, ranks: int) -> list[str]:

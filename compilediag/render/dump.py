@@ -17,6 +17,7 @@ from compilediag.analysis.compile.kernels import GraphCode
 from compilediag.errors import UsageError
 from compilediag.fsutil import public_dir, write_atomic
 from compilediag.paths import short_path
+from compilediag.render import compiled_as
 from compilediag.report.model import Report
 from compilediag.report.serial import to_plain
 
@@ -110,7 +111,7 @@ def index_markdown(report: Report) -> str:
     out = [
         f"# Kernels of `{short_path(report.target.path)}`",
         "",
-        f"torch {e.torch} · {e.device_name or e.device} · {e.backend}/{e.mode}",
+        f"torch {e.torch} · {e.device_name or e.device} · {compiled_as(e)}",
         "",
         "| kernel | graph | kind | fused ATen ops | from | modules | lines | file |",
         "|---|---|---|---|---|---|---:|---|",

@@ -229,6 +229,65 @@ def test_train_step_compiles_forward_and_backward() -> None:
     assert report["compile_time"]["aot_s"] > 0
 
 
+GRAD_MODES = """
+import torch
+from torch import nn
+
+
+class Running(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+        self.register_buffer("mean", torch.zeros(6))
+
+    def forward(self, x):
+        h = self.proj(x).relu()
+        with torch.no_grad():
+            self.mean.mul_(0.9).add_(0.1 * h.mean(0))
+        return h - self.mean
+
+
+def get_model():
+    return Running()
+
+
+def get_inputs():
+    return (torch.randn(3, 6),)
+"""
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_a_graphs_ops_are_torchs_count_in_the_grad_mode_the_header_names(
+    tmp_path: Path, train: bool
+) -> None:
+    """torch traces a model with a no_grad region into a different graph with grad on than
+    off: each graph's ops equal CompileCounter's count in the mode the header names."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    model = tmp_path / "running.py"
+    model.write_text(GRAD_MODES)
+    flags = ["--train"] if train else []
+    out = tmp_path / "r.json"
+    proc = run_cli(
+        "explain", str(model), "--backend", "eager", "--no-timings", *flags,
+        "--format", "json", "-o", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    shown = run_cli("render", str(out)).stdout
+    (head,) = [line for line in shown.splitlines() if line.startswith("torch ")]
+    assert head.endswith("+train" if train else "eager/default no_grad"), shown
+
+    namespace: dict = {}
+    exec(compile(GRAD_MODES, str(model), "exec"), namespace)
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    with torch.set_grad_enabled(train):
+        torch.compile(namespace["get_model"](), backend=counter)(*namespace["get_inputs"]())
+    graphs = json.loads(out.read_text())["graphs"]
+    assert [g["ops"] for g in graphs] == [counter.op_count], (graphs, counter.op_count)
+
+
 def test_get_model_may_return_a_plain_function(tmp_path: Path) -> None:
     model = tmp_path / "fn_model.py"
     model.write_text(

@@ -49,7 +49,7 @@ def test_table_exact_lines(monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     lines = render(fixed_report(), "table", width=100).splitlines()
     assert lines[0] == "compilediag · sample_models/graph_breaks.py  inputs: 8x32:float32"
-    assert lines[1] == "torch 2.13.0+cpu · cpu · eager/default"
+    assert lines[1] == "torch 2.13.0+cpu · cpu · eager/default no_grad"  # the calls' grad mode
     assert (
         lines[2]
         == "4 graphs · 3 graph breaks at 3 sites · 0 recompiles · compile 200 ms · speedup 2.00x"
