@@ -298,9 +298,23 @@ def _delayed(b: Break) -> Fix:
     if "torch.compiler.disable" in b.explanation:
         return _compiler_disable(b)
     reason = quoted(r"Reason: (.+)$", b.explanation)
+    if "allow_rnn" in b.explanation:
+        return _allow_rnn(b)
     return fix(
         b, BreakCause.UNSUPPORTED_CALL,
         f"Dynamo will not trace this call ({reason or 'see the explanation'}): call it outside "
         "the compiled function.",
         MOVES_OUT,
+    )  # fmt: skip
+
+
+@rule("GB0014", "Attempted to wrap RNN, GRU, or LSTM")
+def _allow_rnn(b: Break) -> Fix:
+    return fix(
+        b, BreakCause.UNSUPPORTED_CALL,
+        "Set torch._dynamo.config.allow_rnn = True before the first call (torch's "
+        "experimental support for RNN, GRU and LSTM): Dynamo then traces the recurrent "
+        "module into the graph. Or call it outside the compiled function.",
+        "the recurrent module is traced into the graph; the break is gone",
+        config={"allow_rnn": True}, code_edit=False,
     )  # fmt: skip

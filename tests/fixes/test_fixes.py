@@ -61,6 +61,7 @@ CONFIG_FIXES = {
     "b35_backward": {"trace_autograd_ops": True},
     "b36_autograd_grad": {"trace_autograd_ops": True},
     "b38_skipfile_inline": {"dont_skip_tracing": True},
+    "b46_gru": {"allow_rnn": True},
 }
 
 # --- torch's answer -----------------------------------------------------------------------
