@@ -391,6 +391,11 @@ def test_a_run_that_compiled_nothing_says_so(tmp_path: Path) -> None:
     torch.compile(module.M(), backend=counter)(torch.randn(2, 4))
     torch._dynamo.reset()
     assert counter.frame_count == 0
+    # `recompiles` shows the breaks its note points to (it shows none where graphs compiled)
+    proc = run_cli("recompiles", str(model), "--backend", "eager")
+    assert proc.returncode == 0, proc.stderr
+    below = proc.stdout.split("No recompiles.", 1)[1]
+    assert "Graph breaks (1 site)" in below and "print('start')" in below, proc.stdout
 
 
 def test_what_explains_own_run_took_is_said_by_phase() -> None:

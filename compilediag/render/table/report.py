@@ -362,6 +362,8 @@ def render_recompiles(report: Report, width: int | None = None, color: bool = Fa
     items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
     for note in report.notes:
         items.append(Text(f"! {note.text}", style="yellow"))
+    if not report.graphs:  # nothing compiled: the breaks are the whole story (the note says so)
+        items += _graph_break_blocks(report, color)
     items += fix_blocks(report)
     for line in verdict_lines(report):
         items.append(Text(("\n" if line.startswith("verdict") else "") + line, style="bold"))
