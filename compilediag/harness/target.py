@@ -8,6 +8,7 @@ is `target_source.py`.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import os
@@ -128,7 +129,34 @@ def check_target_file(path: str) -> Path:
         raise UsageError(
             f"model file {path} cannot be read (no permission).", hint="Check its rights."
         )
+    try:  # (a file that is no Python never reaches a worker)
+        compile(p.read_bytes(), str(p), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError) as e:
+        at = f"{path}:{e.lineno}" if isinstance(e, SyntaxError) and e.lineno else path
+        message = e.msg if isinstance(e, SyntaxError) else str(e)
+        raise UsageError(
+            f"{at}: {type(e).__name__}: {message}.",
+            hint="Fix the file: compilediag imports it as Python.",
+        ) from None
     return p.resolve()
+
+
+def misfit(target: Target, i: int, served: int | None, described: list[str], said: str) -> str:
+    """Call `i`'s inputs, which the user typed or a later input set gave, refused by the
+    model (`said`: the error); `served`: the request it is of a stream (0-based)."""
+    what = (
+        "--input" if target.inputs and not target.shapes and not target.stream
+        else f"--shapes entry {i + 1}" if target.shapes
+        else f"request {served + 1}" if served is not None
+        else f"input set {i + 1}"
+    )  # fmt: skip
+    text = f"{what} ({', '.join(described)}) does not fit the model: {said}"
+    if what == "--input":
+        text += (
+            ". --input replaces all of get_inputs(): give one --input for each tensor "
+            "argument, in order (an argument that is no tensor needs get_inputs())"
+        )
+    return text
 
 
 # --- worker side: everything below imports torch -------------------------------------

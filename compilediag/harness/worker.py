@@ -39,7 +39,13 @@ from compilediag.harness.numerics.diagnose import custom_op_checks, numerics
 from compilediag.harness.phases import PhaseClock
 from compilediag.harness.serving.cudagraphs import records_cuda_graphs
 from compilediag.harness.serving.replay import serve, served_step, stream_calls
-from compilediag.harness.target import describe_call, find_input_sets, find_model, load_module
+from compilediag.harness.target import (
+    describe_call,
+    find_input_sets,
+    find_model,
+    load_module,
+    misfit,
+)
 from compilediag.harness.threads import Threads, Trust, Watch, user_setting
 from compilediag.harness.worker_torch import (
     called_from,
@@ -294,17 +300,9 @@ class Worker:
                 raise self.stop("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e) from None
             # inputs the user typed (--input, --shapes), or a later input set after the
             # model ran: the inputs are wrong, not the model
-            what = (
-                "--input" if target.inputs and not target.shapes and not target.stream
-                else f"--shapes entry {i + 1}" if target.shapes
-                else f"request {self.result.serving.distinct[i] + 1}" if self.result.serving
-                else f"input set {i + 1}"
-            )  # fmt: skip
-            raise self.stop(
-                "usage", USAGE,
-                f"{what} ({', '.join(described)}) does not fit the model: "
-                f"{type(e).__name__}: {first_line(e)}",
-            ) from None  # fmt: skip
+            served = self.result.serving.distinct[i] if self.result.serving else None
+            said = misfit(target, i, served, described, f"{type(e).__name__}: {first_line(e)}")
+            raise self.stop("usage", USAGE, said) from None
         if i == 0:
             self.result.mutated_inputs = changed_inputs(torch, model, pristine, eager_call)
         self.stage(f"compiling and running call {i + 1} with {spec.backend}")

@@ -162,7 +162,7 @@ FAULTS: dict[str, Fault] = {
     "missing model file": Fault(None, [], 2, "does not exist", "Check the path", True),
     "a folder given as the model": Fault("<dir>", [], 2, "is a folder", "Pass a .py file", True),
     "syntax error in the model file": Fault(
-        "import torch\ndef get_model(:\n    pass\n", [], 3, "SyntaxError", "eager mode first"
+        "import torch\ndef get_model(:\n    pass\n", [], 2, ":2: SyntaxError", "Fix the file", True
     ),
     "the model file imports a missing package": Fault(
         IMPORTS_MISSING, [], 2, "imports `nosuchpackage_xyz`", "pip install nosuchpackage_xyz"
@@ -179,7 +179,8 @@ FAULTS: dict[str, Fault] = {
         "import torch\nmodel = torch.nn.Linear(2, 2)\n", [], 2, "no inputs found", "--input"
     ),
     "--input that does not fit the model": Fault(
-        EAGER_FAILS, ["--input", "3x7"], 2, "--input (3x7:float32) does not fit the model"
+        EAGER_FAILS, ["--input", "3x7"], 2, "--input (3x7:float32) does not fit the model",
+        "one --input for each tensor argument",
     ),
     "get_inputs() that does not fit the model": Fault(
         EAGER_FAILS, [], 3, "mat1 and mat2 shapes cannot be multiplied", "eager mode first"
