@@ -15,7 +15,8 @@ def test_one_baseline_run_has_no_spread_to_give() -> None:
     four = try_baseline_words(TryBaseline(step_ms=43.7, runs=4, spread=0.06))
     assert four == (
         "the job as it is, run 4 times more alternated with the remedies: 43.7 ms a step "
-        "by their windows, the median (within 6% of each other), each remedy set against "
+        "by their windows (their geometric mean, as each remedy's step before it; within 6% "
+        "of each other), each remedy set against "
         "those of its own rounds"
     )
 
@@ -25,8 +26,7 @@ def test_a_spread_wider_than_half_a_step_is_said_in_steps_not_as_a_share() -> No
     on a busy machine: a spread past ±50% is said in median steps."""
     wide = try_baseline_words(TryBaseline(step_ms=1.36, runs=4, spread=30.45))
     assert (
-        "a step by their windows, the median (the slowest run's step less the fastest's: "
-        "30× that median)" in wide
+        "the slowest run's step less the fastest's: 30× the median run's)" in wide
     ), wide
     assert "%" not in wide
 

@@ -175,8 +175,8 @@ def _figures(tried: Tried, runs: list[Window], after: bool) -> None:
     so that the step before and after are as far apart as the pairs' effect says (each
     side's median read "the step 90.8 ms → 8.68 ms" beside 1.98x where runs swung between
     two paces)."""
-    step = _geomean([m for m in (_mean(s) for s, _ in runs) if m is not None])
-    part = _geomean([m for m in (_mean(p) for _, p in runs) if m is not None])
+    step = geomean([m for m in (_mean(s) for s, _ in runs) if m is not None])
+    part = geomean([m for m in (_mean(p) for _, p in runs) if m is not None])
     if after:
         tried.step_ms_after, tried.part_ms_after = step, part
     else:
@@ -232,7 +232,7 @@ def _mean(xs: list[float]) -> float | None:
     return round(statistics.fmean(xs), 6) if xs else None
 
 
-def _geomean(xs: list[float]) -> float | None:
+def geomean(xs: list[float]) -> float | None:
     if not xs:
         return None
     # (a part some run measured at 0 has no geometric mean: its plain mean)
@@ -318,8 +318,9 @@ def _judge(
         said += f", an interval that holds {e.holds(gain)}"
     if e.pairs + t.more_pairs > trials.MAX_PAIRS:
         return False, (
-            f"{said}; more pairs than --try-fixes runs ({trials.MAX_PAIRS}) would be needed "
-            "to decide it: a longer --profile-steps window narrows each pair's spread"
+            f"{said}; at this spread, deciding it takes more than the {trials.MAX_PAIRS} "
+            "pairs --try-fixes runs at most: a longer --profile-steps window narrows each "
+            "pair's spread"
         )
     more = plural(t.more_pairs, "more pair")
     if pair_s:

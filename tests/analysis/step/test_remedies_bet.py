@@ -262,6 +262,9 @@ def test_a_remedy_with_no_effect_beside_a_busy_core_is_not_kept_and_apply_leaves
     assert t["ratio_high"] > trials.KEEP_AT
     base = job_facts["try_baseline"]
     assert base["runs"] == 3 and "busy" in base["load"], base
+    # one baseline: the job as it is is said as the step each remedy set against it (a
+    # look read 3.86 ms there, the runs' median, and "the step 4.05 ms → ..." under each)
+    assert base["step_ms"] == t["step_ms"], (base, t)
     # the job's own clock: the runs alternated, three of each, and no 5% gain across them
     runs = _runs(facts)[1:]
     assert [r["remedy"] for r in runs] == ["", "foreach", "foreach", "", "", "foreach"]
@@ -584,3 +587,34 @@ def test_the_step_before_and_after_are_as_far_apart_as_the_effect_says() -> None
     _judge(t, [s for s, _ in before], [s for s, _ in after])
     assert t.step_ms is not None and t.step_ms_after is not None and t.ratio is not None
     assert t.step_ms / t.step_ms_after == pytest.approx(1 / t.ratio, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("more", "budget", "pairs", "tail"),
+    [
+        (True, True, 3, ", not settled: another round"),
+        (False, True, 3, ", not settled; the budget holds no more rounds"),
+        (False, False, 3, ", not settled"),
+        (True, True, 8, ", not settled after the 8 rounds --try-fixes runs at most"),
+    ],
+)
+def test_a_remedy_not_settled_is_promised_another_round_only_where_one_runs(
+    monkeypatch: pytest.MonkeyPatch, more: bool, budget: bool, pairs: int, tail: str
+) -> None:
+    """A fifteenth look: "fused: 1.17× faster [0.856-1.59×] after 3 rounds, not settled:
+    another round", and no round ran (--budget 90 was spent). Another round is said only
+    where the budget holds one and the remedy has fewer than the most pairs."""
+    from types import SimpleNamespace
+
+    from compilediag.analysis.step import remedies, trials
+    from compilediag.cli.commands.again import try_fixes
+
+    assert trials.MAX_PAIRS == 8
+    wide = SimpleNamespace(ratio=0.855, ratio_low=0.629, ratio_high=1.17, pairs=pairs)
+    monkeypatch.setattr(remedies, "measured", lambda *a: wide)
+    run = SimpleNamespace(run=None, report=None, beside=None)
+    t = try_fixes.Trial(SimpleNamespace(remedy="fused"), [(run, run)] * pairs)  # type: ignore[arg-type]
+    said: list[str] = []
+    try_fixes._settle([t], [run], said.append, more, budget)  # type: ignore[list-item]
+    assert not t.settled and said[0].endswith(tail), said
+    assert said[0].startswith(f"compilediag:   fused: 1.17× faster [0.855-1.59×] after {pairs} ")

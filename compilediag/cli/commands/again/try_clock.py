@@ -95,6 +95,11 @@ class RoundClock:
             self.out = True
         return not self.out
 
+    def fits(self, runs: int) -> bool:
+        """Whether --budget holds another round of `runs` runs (room_for, unmarked)."""
+        spent = time.monotonic() - self.start
+        return self.budget_s is not None and spent + runs * self.run_s() <= self.budget_s
+
     def progress(self, active: int) -> str:
         """After a round: the rounds left at the time a run has taken so far (its first round
         pays for the remedies' own compiles), and the time they will take."""

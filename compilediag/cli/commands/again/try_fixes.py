@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import shutil
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -184,8 +183,11 @@ def _alternate(
         n += 1
         clock.rounds += 1
         say(clock.progress(len(active)))
-        more = clock.budget_s is not None  # (without it, MIN_PAIRS rounds and no more)
-        _settle([t for t in active if len(t.pairs) >= stats.MIN_PAIRS], baseline, say, more)
+        # (without --budget, MIN_PAIRS rounds and no more: said after them)
+        budget = clock.budget_s is not None
+        more = budget and clock.fits(1 + len(active))
+        done = [t for t in active if len(t.pairs) >= stats.MIN_PAIRS]
+        _settle(done, baseline, say, more, budget)
     return trials, baseline
 
 
@@ -208,10 +210,14 @@ def _add(t: Trial, control: Launched, after: Launched, trials: list[Trial], say:
             "gradients their own")  # fmt: skip
 
 
-def _settle(active: list[Trial], baseline: list[Launched], say: Say, more: bool) -> None:
+def _settle(
+    active: list[Trial], baseline: list[Launched], say: Say, more: bool, budget: bool
+) -> None:
     """Each remedy whose interval will not change its decision is done; where others kept
-    the job's cores busy, every pair is run (up to trials.MAX_PAIRS)."""
+    the job's cores busy, every pair is run (up to trials.MAX_PAIRS). `more`: --budget
+    holds another round; `budget`: there is one."""
     from compilediag.analysis.step.remedies import measured
+    from compilediag.analysis.step.trials import MAX_PAIRS
 
     loaded = any((x.beside or 0.0) >= LOADED for x in baseline)
     for t in active:
@@ -225,8 +231,16 @@ def _settle(active: list[Trial], baseline: list[Launched], say: Say, more: bool)
 
         e = Effect(tried.ratio, tried.ratio_low or 0.0, tried.ratio_high or math.inf, tried.pairs)
         t.settled = e.settled and not (loaded and not e.kept)
-        say(f"compilediag:   {t.candidate.remedy}: {e.words()} after {plural(e.pairs, 'round')}"
-            + ("" if t.settled else ", not settled" + (": another round" if more else "")))  # fmt: skip
+        said = f"compilediag:   {t.candidate.remedy}: {e.words()} after {plural(e.pairs, 'round')}"
+        if not t.settled:  # (a look read "another round" where the budget ran none)
+            said += (
+                ", not settled: another round" if more and len(t.pairs) < MAX_PAIRS
+                else f", not settled after the {MAX_PAIRS} rounds --try-fixes runs at most"
+                if len(t.pairs) >= MAX_PAIRS
+                else ", not settled; the budget holds no more rounds" if budget
+                else ", not settled"
+            )  # fmt: skip
+        say(said)
 
 
 def _runs(t: Trial) -> Runs:
@@ -288,7 +302,7 @@ def _baseline(
     runs: list[Launched], budget_s: float | None, clock: RoundClock, tried: list[Tried]
 ) -> TryBaseline:
     from compilediag.analysis.step import trials
-    from compilediag.analysis.step.remedies import window_mean
+    from compilediag.analysis.step.remedies import geomean, window_mean
     from compilediag.report.model import TryBaseline
 
     means = [m for m in (window_mean(x.run) for x in runs) if m is not None]
@@ -306,7 +320,7 @@ def _baseline(
             "intervals (--budget SECONDS)"
         )  # fmt: skip
     return TryBaseline(
-        step_ms=round(statistics.median(means), 6) if means else 0.0,
+        step_ms=geomean(means) or 0.0,  # as each remedy's step before it
         runs=len(runs),
         spread=round(trials.spread(means), 4),
         load=load,
