@@ -217,7 +217,9 @@ def contended(job: Runtime) -> list[str]:
     if job.beside_cores is None or len(job.window_load) < 3 or not job.window_load[2]:
         return []
     loadavg, cores, threads = job.window_load[:3]
-    user = user_setting(os.environ)
+    user = user_setting(os.environ)  # (a report before the job's own was kept: this one's)
+    if len(job.window_load) > 3:  # the setting the job's own environment had
+        user = f"OMP_NUM_THREADS={job.window_load[3]:.0f}" if job.window_load[3] else ""
     chosen = decide(int(threads), Load(int(cores), job.beside_cores, -1.0, loadavg), user)
     ran = Threads(int(threads), int(threads), "you" if user else "torch", False, None, user)
     # the job's own count, as it ran; the count the free cores would take beside it

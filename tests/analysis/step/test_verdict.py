@@ -140,7 +140,7 @@ def test_a_step_beside_busy_cores_is_said_to_wait_for_them(tmp_path: Path) -> No
     # the job's own line (its stdout goes to stderr where the report takes stdout)
     own = json.loads(next(x for x in proc.stderr.splitlines() if x.startswith('{"threads"')))
     cores = os.cpu_count() or 1
-    assert runtime["window_load"][1:] == [float(len(os.sched_getaffinity(0))), own["threads"]]
+    assert runtime["window_load"][1:] == [float(len(os.sched_getaffinity(0))), own["threads"], 0.0]
     # the spinners held what the job's threads left of the cores: half of them, or more
     assert runtime["beside_cores"] >= 0.4 * cores, runtime["beside_cores"]
     why = runtime["bound"]["why"]

@@ -86,3 +86,10 @@ def test_a_cpu_verdict_says_where_other_processes_kept_the_jobs_cores_busy(monke
     assert older is not None and "busy" not in older.why  # no thread count read: not said
     one = bound_of(report, Runtime(window_load=[3.0, 2.0, 1.0], beside_cores=1.0), b, False)
     assert one is not None and "busy" not in one.why  # one thread fits beside a busy core
+    # the job's own environment set the count (the 4th: OMP_NUM_THREADS, 0 where unset):
+    # said as the user's, not this process's environment
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    theirs = bound_of(report, Runtime(window_load=[3.0, 2.0, 2.0, 2.0], beside_cores=1.0), b, False)
+    assert theirs is not None and "OMP_NUM_THREADS=2" in theirs.why, theirs.why
+    unset = bound_of(report, Runtime(window_load=[3.0, 2.0, 2.0, 0.0], beside_cores=1.0), b, False)
+    assert unset is not None and "set OMP_NUM_THREADS=1" in unset.why, unset.why

@@ -118,13 +118,15 @@ def distributed(ranks: int = 1) -> bool:
 
 def load() -> list[float]:
     """[the load average over the last minute (runnable processes, the job's own among
-    them), the cores this process may use, torch's intra-op threads (0: not read)]; []
-    where the system keeps none."""
+    them), the cores this process may use, torch's intra-op threads (0: not read), the
+    OMP_NUM_THREADS the job's environment set (0: none)]; [] where the system keeps none."""
     torch = sys.modules.get("torch")
     try:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         threads = torch.get_num_threads() if torch is not None else 0
-        return [round(os.getloadavg()[0], 2), float(cores or 0), float(threads)]
+        setting = os.environ.get("OMP_NUM_THREADS", "")
+        chosen = float(setting) if setting.strip().isdigit() else 0.0
+        return [round(os.getloadavg()[0], 2), float(cores or 0), float(threads), chosen]
     except (OSError, AttributeError):
         return []
 
