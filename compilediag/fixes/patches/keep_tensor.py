@@ -47,8 +47,9 @@ def keep_tensor(site: Site, cause: str) -> Patch:
     ints = [c for c in site.nodes(cst.Call) if dotted(c.func) == "int" and len(c.args) == 1]
     if ints:  # (a look read "no .item(), float() or .tolist()" beside int(h.sum()))
         raise Refused(
-            f"`{site.code(ints[0])}`: int() truncates a fraction, which a tensor kept in its "
-            "place would not (no patch for int())"
+            f"`{site.code(ints[0])}`: int() makes a Python int; where it is read as one (a "
+            "size, a range, an index) a tensor in its place is read there too, and of a "
+            "float it truncates the fraction (no patch for int())"
         )
     raise Refused("no .item(), float(), int() or .tolist() on the line")
 

@@ -75,8 +75,9 @@ def test_int_of_a_tensor_is_refused_with_what_it_does() -> None:
     p = propose(HEAD + "def forward(x, h):\n    return x * int(h.sum())\n", 5, "item")
     assert isinstance(p, NoPatch)
     assert p.why == (
-        "`int(h.sum())`: int() truncates a fraction, which a tensor kept in its place would "
-        "not (no patch for int())"
+        "`int(h.sum())`: int() makes a Python int; where it is read as one (a size, a range, "
+        "an index) a tensor in its place is read there too, and of a float it truncates the "
+        "fraction (no patch for int())"
     )
     t = torch.tensor(2.7)
     assert int(t) != t.item()
