@@ -247,11 +247,13 @@ def already_dynamic(c: Case) -> str:
     saves this one recompile."""
     if c.guard.cause not in ("shape", "float", "int") or not c.dynamic:
         return ""
-    said = first_answer(GUARD_ADVISORS, c)
+    said = from_size_one(c)
+    if not said:
+        said = first_answer(GUARD_ADVISORS, c)
+        said = "To skip this recompile too: " + said[:1].lower() + said[1:]
     return (
         "torch already made it dynamic on this recompile (automatic dynamic), so later "
-        f"values reuse this graph{where_guards_hold(c.history, c.entry)}. To skip this recompile too: "
-        + said[:1].lower() + said[1:]
+        f"values reuse this graph{where_guards_hold(c.history, c.entry)}. {said}"
     )  # fmt: skip
 
 
@@ -284,10 +286,28 @@ def local_after_break(c: Case) -> str:
     )
 
 
+def from_size_one(c: Case) -> str:
+    """A size that changed from 0 or 1: the graph before was specialised to it whatever was
+    marked dynamic (dynamic=True too), so no mark skips this recompile (a look's sweep from
+    a batch of 1 was advised marks that left it: torch's count, 2 graphs either way)."""
+    m = GUARD_SIZE.match(c.guard.guard)
+    if c.guard.cause != RecompileCause.SHAPE or not m or int(m["a"]) not in (0, 1):
+        return ""
+    name, dim, size = source_name(m["n"]), m["i"], m["a"]
+    return (
+        f"This recompile stays whatever is marked dynamic, dynamic=True too: torch always "
+        f"specialises a size of {size} (broadcasting differs), so the graph before served "
+        f"{name} dim {dim} at {size} alone. To skip it, make the first call's {name} dim "
+        f"{dim} 2 or more (no batch of 1 first), or pad; or accept this one compile."
+    )
+
+
 def size_one(c: Case) -> str:
-    """A size that changed to 0 or 1 (or fell below a dynamic dim's 2): torch specialises
-    those whatever is marked dynamic, dynamic=True too (a look's batch of 1 was advised
-    marks that left its recompile)."""
+    """A size that changed to 0 or 1 (or fell below a dynamic dim's 2), or from it: torch
+    specialises those whatever is marked dynamic, dynamic=True too (a look's batch of 1
+    was advised marks that left its recompile)."""
+    if said := from_size_one(c):
+        return said
     m = GUARD_SIZE.match(c.guard.guard)
     if c.guard.cause != RecompileCause.SHAPE or not specialised([c.guard]):
         return ""

@@ -68,3 +68,18 @@ def test_a_batch_of_one_is_said_to_compile_whatever_is_marked() -> None:
     # torch's count: marked from the first call, or dynamic=True, the batch of 1 compiles
     assert _graphs(pool, calls, mark=0) == 2
     assert _graphs(pool, calls, dynamic=True) == 2
+
+
+def test_a_sweep_from_a_batch_of_one_is_said_to_recompile_whatever_is_marked() -> None:
+    """A sixteenth look: a sweep starting at batch 1 (1x8, 2x8, ...): the 1 → 2 recompile
+    was advised marks "to skip this recompile too"; with them, or dynamic=True, torch still
+    compiles the batch of 1 apart (size mismatch, expected 1, actual 2)."""
+    calls = [torch.randn(b, 8) for b in (1, 2, 3)]
+    report = compile_report(pool, (calls[0],), calls=[(x,) for x in calls[1:]])
+    (first,) = [r for r in report.recompiles if r.failed_guard.endswith("1 → 2")]
+    assert "This recompile stays whatever is marked dynamic" in first.suggestion, first.suggestion
+    assert "To skip this recompile too" not in first.suggestion
+    # torch's count: marked from the first call, or dynamic=True, 2 graphs; from a batch of
+    # 2, marked, one
+    assert _graphs(pool, calls, mark=0) == 2 and _graphs(pool, calls, dynamic=True) == 2
+    assert _graphs(pool, calls[1:], mark=0) == 1
