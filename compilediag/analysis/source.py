@@ -177,7 +177,9 @@ def read_later(file: str, line: int) -> tuple[str, int, str] | None:
     """The name the statement at `line` assigns (`rows = keep.nonzero().tolist()`), and
     where it is next read in the same function, on a later line, other than as an operand of
     arithmetic (`h / threshold` traces with the value a symbol: torch's explain finds no break
-    there): that line and its code. None where there is none, or the file can't be read."""
+    there) or by len() (a list's length is the tensor's: a look's `print(len(counts))` kept
+    no break with the list's numbers symbols): that line and its code. None where there is
+    none, or the file can't be read."""
     import ast
 
     found = _assigned_at(file, line)
@@ -187,13 +189,30 @@ def read_later(file: str, line: int) -> tuple[str, int, str] | None:
     operands = {
         id(x) for n in ast.walk(fn) if isinstance(n, ast.BinOp | ast.UnaryOp)
         for x in ((n.left, n.right) if isinstance(n, ast.BinOp) else (n.operand,))
-    }  # fmt: skip
+    } | {id(n.args[0]) for n in ast.walk(fn) if isinstance(n, ast.Call) and _length_of(n)}  # fmt: skip
     reads = sorted(
         n.lineno for n in ast.walk(fn)
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
         and n.lineno > line and id(n) not in operands
     )  # fmt: skip
     return (name, reads[0], code_at(file, reads[0])) if reads else None
+
+
+def _length_of(node: Any) -> bool:
+    """`len(x)`: the call reads no value of `x`, only how many it holds."""
+    import ast
+
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
+        and len(node.args) == 1 and not node.keywords
+    )  # fmt: skip
+
+
+def reads_values(code: str, name: str) -> bool:
+    """`name` is read in `code` other than by len() (`print("batch", len(counts))` reads
+    none of the list's values)."""
+    rest = re.sub(rf"\blen\(\s*{re.escape(name)}\s*\)", "", code)
+    return re.search(rf"\b{re.escape(name)}\b", rest) is not None
 
 
 def _assigned_at(file: str, line: int) -> tuple[Any, str] | None:

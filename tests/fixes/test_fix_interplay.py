@@ -43,6 +43,14 @@ class OtherPrint(nn.Module):
         return h / s
 
 
+class CountedPrint(nn.Module):
+    def forward(self, x):
+        h = torch.relu(x)
+        counts = (h > 0).sum(dim=1).tolist()  # a read into Python numbers
+        print("rows", len(counts))  # given the list's length only
+        return h * 2
+
+
 CAPTURE: dict[str, Any] = {"capture_scalar_outputs": True}
 BOTH: dict[str, Any] = {**CAPTURE, "reorderable_logging_functions": {print}}
 
@@ -111,3 +119,18 @@ def test_a_remedy_after_which_the_graphs_grow_is_not_said_to_have_no_effect() ->
     assert verdict(1, 1, True, (2, 2)) == FixOutcome.NO_EFFECT
     assert verdict(2, 1, True, (3, 4)) == FixOutcome.PARTLY
     assert verdict(1, 1, False, (2, 3)) == FixOutcome.BREAKS_OUTPUTS
+
+
+def test_a_print_of_a_lists_length_keeps_both_fixes() -> None:
+    """A sixteenth look: `counts = ....tolist()`, then `print("batch", len(counts))`: the
+    read's fix was said to "only move the break there" and the print's to fail beside it.
+    A list's length is the tensor's, no symbol: torch removes both breaks, each fix alone
+    its own, and the report advises each as it would alone."""
+    said = advice(CountedPrint())
+    assert "capture_scalar_outputs = True" in said[BreakCause.ITEM], said
+    assert "only moves the break" not in said[BreakCause.ITEM]
+    assert "Python number" not in said[BreakCause.PRINT], said
+    item, printed = torch_breaks(CountedPrint(), {})  # sorted by gb_type
+    assert "Data dependent" in item and "builtin operator" in printed, (item, printed)
+    assert torch_breaks(CountedPrint(), CAPTURE) == [printed]
+    assert torch_breaks(CountedPrint(), BOTH) == []

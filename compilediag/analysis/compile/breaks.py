@@ -15,6 +15,7 @@ from compilediag.analysis.source import (
     code_at,
     context_at,
     read_later,
+    reads_values,
 )
 from compilediag.fixes import Fix, fix_for
 from compilediag.fixes.model import GUARD
@@ -262,7 +263,7 @@ def captured_then_deferred(breaks: list[GraphBreak]) -> None:
         for read, name in reads:
             if read.file != b.file or read.line >= b.line:
                 continue
-            if not re.search(rf"\b{name}\b", b.code):
+            if not reads_values(b.code, name):  # (a list's len() is no symbol: deferred)
                 continue
             assigned = [n for n, _ in assignments_in_function(b.file, b.line, name) if n < b.line]
             if not assigned or assigned[-1] != read.line:
