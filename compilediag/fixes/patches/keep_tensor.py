@@ -86,14 +86,16 @@ def _keep_list(site: Site, fn: cst.FunctionDef, call: cst.Call, cause: str) -> P
             if not (isinstance(index, cst.Index) and literal(index.value)):
                 raise Refused(f"line {site.start(use)}: `{site.code(parent)}` is not one element")
             check_value_uses(site, fn, parent, site.line)
-        elif isinstance(parent, cst.Arg) and dotted(site.parent(parent).func) == "sum":  # type: ignore[union-attr]
+        elif isinstance(parent, cst.Arg) and _called(site, parent, "sum"):
             whole = site.parent(parent)
             assert isinstance(whole, cst.Call)
             if len(whole.args) != 1:
                 raise Refused(f"line {site.start(use)}: sum() with a start value")
             check_value_uses(site, fn, whole, site.line)
             pairs.append((whole, cst.parse_expression(f"{name}.sum()")))
-        else:  # (an argument is shown with its call: `len(counts)`, not `counts`)
+        elif isinstance(parent, cst.Arg) and _called(site, parent, "len", 1):
+            pass  # len() of the tensor is the list's (its first dim; a 0-d one raises alike)
+        else:  # (an argument is shown with its call: `print(counts)`, not `counts`)
             shown = site.parent(parent) if isinstance(parent, cst.Arg) else parent
             raise Refused(
                 f"line {site.start(use)}: `{name}` is used as a list "
@@ -104,4 +106,13 @@ def _keep_list(site: Site, fn: cst.FunctionDef, call: cst.Call, cause: str) -> P
     return Patch(
         cause, site.line, site.replaced(*pairs),
         f"`{name}` kept a tensor (no .tolist()); its elements are 0-d tensors",
+    )  # fmt: skip
+
+
+def _called(site: Site, arg: cst.Arg, name: str, args: int | None = None) -> bool:
+    """`arg` is an argument of a call of `name` (with `args` arguments, where given)."""
+    call = site.parent(arg)
+    return (
+        isinstance(call, cst.Call) and dotted(call.func) == name
+        and (args is None or len(call.args) == args)
     )  # fmt: skip

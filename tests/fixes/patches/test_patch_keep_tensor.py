@@ -60,10 +60,23 @@ def test_a_number_used_as_a_count_is_refused() -> None:
 def test_a_list_used_whole_is_refused() -> None:
     """The use is shown with its call (an eleventh look read "`counts` is used as a list
     (`counts`)", for `len(counts)`)."""
-    before = HEAD + "def forward(x, w):\n    v = x.tolist()\n    return w * len(v)\n"
+    before = HEAD + "def forward(x, w):\n    v = x.tolist()\n    return w * max(v)\n"
     p = propose(before, 5, "tolist")
     assert isinstance(p, NoPatch)
-    assert p.why == "line 6: `v` is used as a list (`len(v)`), not element by element"
+    assert p.why == "line 6: `v` is used as a list (`max(v)`), not element by element"
+
+
+def test_a_lists_length_is_the_tensors() -> None:
+    """A sixteenth look: `counts = t.tolist()` read by `len(counts)` was refused; the
+    tensor's len() is the list's (torch: the same number, for 1-d and 2-d alike)."""
+    import torch
+
+    before = HEAD + "def forward(x, w):\n    v = x.tolist()\n    return w * len(v)\n"
+    p = propose(before, 5, "tolist")
+    assert isinstance(p, Patch), p
+    assert p.text == HEAD + "def forward(x, w):\n    v = x\n    return w * len(v)\n"
+    for t in (torch.arange(5), torch.ones(3, 4)):
+        assert len(t) == len(t.tolist())
 
 
 def test_int_of_a_tensor_is_refused_with_what_it_does() -> None:
