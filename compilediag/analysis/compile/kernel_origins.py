@@ -114,7 +114,26 @@ def lines_from_ops(
     telling = [w for w in words if w not in GRAPH_COMMON_OPS]
     if not backward:  # a common op one line alone computes (`any` of a layer norm's kernel)
         telling += [w for w in words if w in GRAPH_COMMON_OPS and _one_line(w, order)]
-    return _claim(telling, order, claimed) or _claim(words, order, claimed)
+    lines = _claim(telling, order, claimed)
+    if not lines:
+        return _claim(words, order, claimed)
+    # its common ops on the lines it was placed at are its own there: a later kernel's
+    # `add` is not the RMSNorm's `var + eps` this one fused (a look read the residual
+    # add's kernel at the norm's line)
+    for word in words:
+        if word not in telling:
+            _claim_on(word, lines, order, claimed)
+    return lines
+
+
+def _claim_on(word: str, lines: list[str], order: list[GraphNode], claimed: set[str]) -> None:
+    """The first node not yet taken that computes `word` on one of `lines`, taken."""
+    accepted = _accepted(word)
+    node = next(
+        (n for n in order if n.op in accepted and n.line in lines and n.name not in claimed), None
+    )
+    if node is not None:
+        claimed.add(node.name)
 
 
 def unplaced(ops: list[str], nodes: list[GraphNode]) -> list[str]:

@@ -553,6 +553,49 @@ def test_a_kernel_of_a_calls_decomposed_ops_gets_that_calls_line(tmp_path: Path)
     _placed_at(pairs, NORMALIZE_STEP, "F.normalize", "clamp_min")
 
 
+RESIDUAL_STEP = """\
+import torch
+from torch import nn
+
+
+class Norm(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        var = x.pow(2).mean(-1, keepdim=True)
+        return x * torch.rsqrt(var + 1e-6) * self.weight
+
+
+class Block(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.norm = Norm(d)
+        self.proj = nn.Linear(d, d, bias=False)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(self.norm(x)))
+        return x + self.proj(h)
+
+
+model = torch.compile(Block())
+model(torch.randn(4, 6, 32))
+"""
+
+
+@pytest.mark.slow
+def test_a_common_op_a_kernel_before_fused_on_its_lines_is_not_a_later_kernels(
+    tmp_path: Path,
+) -> None:
+    """A sixteenth look: the residual `x + self.proj(h)` kernel (its ops: a view and an
+    add) read "from" the norm's `var + eps` line, whose add the norm's kernel had fused. A
+    kernel placed by its telling ops takes its common ops on those lines; the residual's
+    kernel is placed at the residual's line, as Inductor's records have it."""
+    pairs = _recorded_pairs(tmp_path, RESIDUAL_STEP)
+    _placed_at(pairs, RESIDUAL_STEP, "return x + self.proj(h)", "_view_add_")
+
+
 @pytest.mark.gpu
 def test_triton_kernel_lines_without_provenance_are_torchs(tmp_path: Path) -> None:
     """On CUDA: Triton kernels' calls carry Inductor's source-node comments; with them and
