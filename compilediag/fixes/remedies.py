@@ -110,15 +110,18 @@ def remedies_for(report: Report) -> list[Remedy]:
 
 
 def _marks(report: Report) -> list[tuple[str, int, int]]:
-    """(input name, its position, dim) for size recompiles on a positional model input."""
+    """(input name, its position, dim) for size recompiles on a positional model input:
+    every dim the advice marks (a look's remedy marked input_ids alone, which raised
+    ConstraintViolationError, where the advice marked attention_mask's too)."""
     marks = []
     for r in report.recompiles:
         if r.cause != "shape" or r.change is None:
             continue
-        name, dim = r.change.source, r.change.dim
-        position = report.target.params.index(name) if name in report.target.params else -1
-        if position >= 0 and (name, position, dim) not in marks:
-            marks.append((name, position, dim))
+        dims = [(n, int(d)) for n, _, d in (x.rpartition(":") for x in r.dims)]
+        for name, dim in dims or [(r.change.source, r.change.dim)]:
+            position = report.target.params.index(name) if name in report.target.params else -1
+            if position >= 0 and (name, position, dim) not in marks:
+                marks.append((name, position, dim))
     return marks
 
 

@@ -96,6 +96,9 @@ class Recompile:
     change: GuardChange | None = None  # the first failed guard, where it is a size's
     # beyond the first failed guard (torch names one): what else the call changed, in words
     also_changed: list[str] = field(default_factory=list)
+    # a size recompile of a model input's frame: every input dim the frame's calls changed
+    # (`input_ids:1`), the ones its advice marks dynamic and --try-fixes marks
+    dims: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -85,6 +85,13 @@ def test_the_mark_dynamic_advice_marks_every_input_torch_made_dynamic() -> None:
     assert sweep(marks) == 1
     with pytest.raises(Exception, match="ConstraintViolation|Constraints violated"):
         sweep(marks[:1])
+    # --try-fixes marks what the advice marks (a sixteenth look's remedy marked input_ids
+    # alone, and read "mark_dynamic failed: ConstraintViolationError" under that advice)
+    from compilediag.fixes.remedies import remedies_for
+    from compilediag.report.model import Report
+
+    (remedy,) = [x for x in remedies_for(Report.from_dict(report)) if x.name == "mark_dynamic"]
+    assert remedy.mark_dynamic == [(names.index(n), int(d)) for n, d in marks], remedy
 
 
 def test_an_image_size_that_changes_both_dims_is_marked_in_both() -> None:

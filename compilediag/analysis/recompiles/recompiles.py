@@ -43,6 +43,7 @@ from compilediag.trace.formats import (
     guard_pattern,
     guard_text,
     guard_values,
+    is_resume_frame,
     source_name,
 )
 
@@ -193,6 +194,9 @@ def recompile(case: Case, reasons: list[str], suggestion: str, also: list[str]) 
         suggestion=suggestion,
         change=size_change(g.guard),
         also_changed=also,
+        dims=[f"{n}:{d}" for n, d in case.dims]
+        if g.cause == RecompileCause.SHAPE and not is_resume_frame(e.code.name)
+        else [],
     )
 
 
