@@ -205,7 +205,9 @@ def length_words(m: re.Match[str]) -> Words:
     return (
         f"length of `{source_name(m['src'])}` changed (was {m['n']})",
         RecompileCause.LENGTH,
-        "Keep the container the same length, or stack it into one tensor.",
+        "Keep the container the same length, or stack it into one tensor and mark that "
+        "tensor's dim 0 dynamic before the first call (`torch._dynamo.mark_dynamic(t, 0)`): "
+        "stacked alone, its length is a size, and the next length recompiles once.",
     )
 
 
