@@ -85,8 +85,26 @@ def recompile_causes(report: Report) -> list[Cause]:
             if fix and fix not in said:
                 said.add(fix)
                 more.append((cid, fix))
-        also = {guard_pattern(a): a for r in items for a in r.also_changed}
-        out.append(Cause(items, frames, core_fix(lead), more, list(also.values())))
+        also = _each_source_once([a for r in items for a in r.also_changed])
+        out.append(Cause(items, frames, core_fix(lead), more, also))
+    return out
+
+
+def _each_source_once(also: list[str]) -> list[str]:
+    """What else the calls changed, a source once (its digits kept: `feats[1]` and
+    `feats[2]` are two) with each kind of change it had: `attention_mask` (size 1x8 → size
+    Nx8 ...; then size Nx8 ... → size NxM ...)."""
+    changes: dict[str, dict[str, str]] = {}
+    for a in also:
+        name, sep, change = a.partition(" (")
+        changes.setdefault(name, {}).setdefault(guard_pattern(change), change)
+    out = []
+    for name, kinds in changes.items():
+        said = list(kinds.values())
+        if len(said) == 1 or not all(x.endswith(")") for x in said):
+            out += [f"{name} ({x}" if x else name for x in said]
+            continue
+        out.append(f"{name} ({'; then '.join(x[:-1] for x in said)})")
     return out
 
 

@@ -52,6 +52,23 @@ def test_one_cause_is_one_block_over_frames_and_its_fix_said_once() -> None:
     assert render(report, "json").count("Or pad it.") == 1
 
 
+def test_what_else_changed_names_each_source_once_with_each_change() -> None:
+    """A sixteenth look: three feats changed dtype, and the also line named `feats[2]` alone
+    (feats[1] folded into it, their digits blanked); an attention mask changed twice was
+    named twice in one sentence. Each source once, its changes joined."""
+    dtype = "(dtype torch.float32 → torch.float64)"
+    a = _r("0/1", "forward", "feats[0] dtype changed", "Cast it.", cause="dtype")
+    a.also_changed = [f"`feats[1]` {dtype}", f"`feats[2]` {dtype}"]
+    b = _r("0/2", "forward", "input_ids dim 0 changed 1 → 2", "Pad it.")
+    b.also_changed = ["`attention_mask` (size 1x8 → size Nx8)"]
+    c = _r("0/3", "forward", "input_ids dim 1 changed 8 → 24", "Pad it.")
+    c.also_changed = ["`attention_mask` (size Nx8 → size NxM)"]
+    report = _report(a, b, c)
+    feats, sizes = recompile_causes(report)
+    assert feats.also == [f"`feats[1]` {dtype}", f"`feats[2]` {dtype}"], feats.also
+    assert sizes.also == ["`attention_mask` (size 1x8 → size Nx8; then size Nx8 → size NxM)"]
+
+
 def test_the_table_and_the_html_group_a_real_trace_alike() -> None:
     report = build_report(
         parse_path(fixture_trace("recompile_limit.eager")), None, TargetInfo(path="m")
