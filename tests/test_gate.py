@@ -18,6 +18,7 @@ from compilediag.gate import Budgets, evaluate
 from compilediag.harness.worker_types import WorkerResult
 from compilediag.render import render
 from compilediag.report.model import GraphBreak, Stat, TargetInfo, Timings
+from compilediag.report.words import seconds
 from compilediag.trace.parse import parse_path
 from tests.conftest import SAMPLES, fixture_trace, run_cli
 
@@ -364,7 +365,8 @@ def test_a_gate_that_fails_says_why_on_the_terminal_whatever_the_outputs(tmp_pat
         assert failed.returncode == 1, failed.stderr
         lines = failed.stderr.splitlines()
         assert "verdict: FAIL" in lines, failed.stderr
-        assert f"  FAIL max-compile-time: {spent:g} s (at most {limit:g} s)" in lines, lines
+        # the time in 3 digits, as the headline's (a look read "9.7498 s" beside "9.75 s")
+        assert f"  FAIL max-compile-time: {seconds(spent)} (at most {limit:g} s)" in lines, lines
         breaks = json.loads(run_cli("report", trace, "--format", "json").stdout)["summary"][
             "graph_breaks"
         ]

@@ -244,6 +244,7 @@ def in_users_words(report: Report, model: ModelInfo) -> None:
         r.failed_guard = named(r.failed_guard)
         if r.change:
             r.change.source = named(r.change.source)
+        r.dims = [named(x) for x in r.dims]
         r.failed_guards = [named(g) for g in r.failed_guards]
         r.suggestion = named(r.suggestion)
     for g in report.graphs:

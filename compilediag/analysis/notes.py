@@ -308,7 +308,8 @@ def trace_notes(info: TraceInfo) -> list[Finding]:
         notes.append(
             Finding(
                 FindingKind.IGNORED_FILES,
-                f"ignored {len(ignored)} file(s) with no trace record: " + ", ".join(ignored),
+                f"ignored {plural(len(ignored), 'file')} with no trace record: "
+                + ", ".join(ignored),
             )
         )
     if info.skipped_lines:

@@ -172,7 +172,9 @@ def rule_text(r: Rule) -> str:
     if "speedup" in r.name:
         return f"{r.value:.2f}x (at least {r.limit:.2f}x)"
     value, limit = RULE_UNITS.get(r.name, lambda v: f"{v:g}"), f"{r.limit:g}"
-    if r.name in ("max-compile-time", "max-wait-share"):
+    if r.name == "max-compile-time":  # (the measured time in 3 digits, the limit as typed)
+        limit = f"{r.limit:g} s"
+    elif r.name == "max-wait-share":
         limit = value(r.limit)  # a figure with its unit (a count's limit reads bare)
     if r.message:  # a multi-rank report's worst rank, by name
         return f"{r.message} (at most {limit})"
@@ -188,7 +190,7 @@ RULE_UNITS: dict[str, Callable[[float], str]] = {
     "fullgraph": _count("graph-break site"),
     "max-graph-breaks": _count("graph-break site"),
     "max-recompiles": _count("recompile"),
-    "max-compile-time": lambda v: f"{v:g} s",
+    "max-compile-time": seconds,
     "max-wait-share": lambda v: f"{v:.0%} of its step",
     "divergence": _count("divergence finding"),
 }

@@ -261,8 +261,8 @@ def _compiled_nothing(
         error = UsageError(
             f"`{command}` {ended}, and compiled nothing: it called torch.compile ({sites}) "
             "but never called what torch.compile returned"
-            + (" before it failed (its error is above)." if done.failed else "."),
-            hint="Fix the job's error above: compilediag reports what it compiles."
+            + (" before it failed (any error it printed is above)." if done.failed else "."),
+            hint="Fix the job's error first: compilediag reports what it compiles."
             if done.failed
             else "Call the object torch.compile returned (`model = torch.compile(model)`, "
             "then `model(x)`); a method other than forward runs uncompiled "
@@ -273,7 +273,7 @@ def _compiled_nothing(
         )
     elif not calls and done.failed:
         error = UsageError(
-            f"`{command}` {ended} before it called torch.compile (its error is above).",
+            f"`{command}` {ended} before it called torch.compile (any error it printed is above).",
             hint="Fix the job's error first; compilediag reports what it compiles.",
         )
     else:

@@ -205,6 +205,6 @@ def test_one_process_is_judged_and_summed_as_before() -> None:
     assert s["total_compile_time_s"] is None and s["total_graphs"] is None
     (rule,) = report["verdict"]["rules"]
     assert (rule["value"], rule["rank"], rule["message"]) == (own.compile_time_s, "", "")
-    assert f"FAIL max-compile-time: {own.compile_time_s:g} s (at most 1 s)" in render(
+    assert f"FAIL max-compile-time: {seconds(own.compile_time_s)} (at most 1 s)" in render(
         Report.from_dict(report), "table", width=200
     )
