@@ -149,7 +149,7 @@ def _verified_fixes(report: Report) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for fx in report.verified_fixes:
-        a = fx.after
+        a = None if fx.verdict == "failed" else fx.after  # (a failed run compiled nothing)
         sites = f"{fx.before.graph_breaks} → {a.graph_breaks}" if a else "-"
         recs = f"{fx.before.recompiles} → {a.recompiles}" if a else "-"
         took = (

@@ -326,3 +326,24 @@ def test_a_verified_fixs_remedy_name_is_never_cut() -> None:
     assert "outputs match" in " ".join(table.split()), table
     assert "…" not in table
     assert all(len(line) <= 100 for line in table.splitlines()), table
+
+
+def test_a_remedy_whose_run_failed_shows_no_counts_of_it() -> None:
+    """A sixteenth look: "mark_dynamic failed · graphs 3 → 0 · break sites 0 · recompiles 2 →
+    0" read as a gain where the run compiled nothing; a failed run's counts are not shown,
+    its error is."""
+    from compilediag.report.model import Counts, VerifiedFix
+    from compilediag.report.vocabulary import FixOutcome
+
+    report = fixed_report()
+    before = Counts(graphs=3, graph_breaks=0, recompiles=2, speedup=1.0, compile_s=1.0)
+    report.verified_fixes = [VerifiedFix(
+        "mark_dynamic", "torch._dynamo.mark_dynamic(input_ids, 0)", ["input_ids dim 0"],
+        before, Counts(), None, FixOutcome.FAILED,
+        error="torch.compile failed: ConstraintViolationError: Constraints violated",
+    )]  # fmt: skip
+    for fmt in ("table", "markdown"):
+        text = render(report, fmt, width=100)
+        table = text.split("erified fixes", 1)[1]
+        assert "3 → 0" not in table and "2 → 0" not in table, table
+        assert "ConstraintViolationError" in table or fmt == "markdown", table

@@ -35,6 +35,7 @@ from compilediag.render.tried import cold_warm_words
 from compilediag.render.window_words import pace_line
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
+from compilediag.report.vocabulary import FixOutcome
 from compilediag.report.words import percent
 
 
@@ -279,7 +280,9 @@ def fix_blocks(report: Report) -> list:
             fx.verdict, "red"
         )
         facts: list[str] = []
-        if a is not None:
+        # (a run that failed compiled nothing: "graphs 3 → 0 · recompiles 2 → 0" read as a
+        # gain; its error is under the table)
+        if a is not None and fx.verdict != FixOutcome.FAILED:
             match = "" if fx.outputs_match is None else (
                 "outputs match" if fx.outputs_match else "outputs DIFFER"
             )  # fmt: skip
