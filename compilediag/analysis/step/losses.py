@@ -69,8 +69,14 @@ def parting(compiled: JobRun, eager: list[JobRun]) -> LossCheck:
     out.gap, out.compiled, out.eager = round(gap, 6), cs[s], e1[s]
     own = f"eager's own runs differ by at most {out.spread:.1%}"
     if out.first_step is None:
+        # (a look read "widest gap 0.00% at step 1" where no step differed)
+        widest_words = (
+            "equal at every step" if not gap
+            else f"widest gap {gap:.2%} at step {s}" if gap >= 5e-5
+            else f"widest gap under 0.01% at step {s}"
+        )  # fmt: skip
         out.words = (
-            f"follow eager over {plural(len(steps), 'step')} (widest gap {gap:.2%} at step {s}; "
+            f"follow eager over {plural(len(steps), 'step')} ({widest_words}; "
             f"{own}; tolerance {out.tolerance:.2%})"
         )
     else:

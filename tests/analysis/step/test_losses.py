@@ -98,3 +98,13 @@ def test_an_unseeded_job_is_not_compared() -> None:
     runs = [_run({1: 1.0}, seed=s) for s in (1, 2, 3)]
     got = parting(runs[0], runs[1:])
     assert got.steps == 0 and "not seeded" in got.words and "manual_seed" in got.words
+
+
+def test_losses_equal_at_every_step_name_no_step_for_a_gap() -> None:
+    """A sixteenth look read "widest gap 0.00% at step 1" where every step's losses were
+    equal; a gap under 0.01% is said as under it."""
+    same = {1: 1.0, 2: 0.9, 3: 0.8}
+    equal = parting(_run(same), [_run(same), _run(same)])
+    assert "(equal at every step;" in equal.words and "0.00%" not in equal.words, equal.words
+    tiny = parting(_run({**same, 2: 0.9 * (1 + 1e-6)}), [_run(same), _run(same)])
+    assert "widest gap under 0.01% at step 2" in tiny.words, tiny.words
