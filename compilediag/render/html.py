@@ -320,7 +320,7 @@ def _job_words(report: Any) -> dict[str, Any]:
         "parts": b.parts() if b is not None else [],
         "unmeasured": unmeasured_words(r) if r.window and b is None else "",
         "notes": ([("pace", pace_line(r).removeprefix("pace: "))] if pace_line(r) else [])
-        + (window_notes(r, b) if r.window else []),
+        + (window_notes(r, report.timings) if r.window else []),
         "ranks": rank_step_rows(r),
         "picture": step_picture(report) if r.window and b is not None else "",
         "glance": [x.strip() for x in rank_glance(report)],

@@ -17,6 +17,7 @@ from compilediag.report.model import (
     Report,
     Runtime,
     StepBound,
+    Timings,
     Tracing,
 )
 from compilediag.report.step import BOUND_CLOSE
@@ -390,10 +391,11 @@ def window_missed(r: Runtime) -> str:
     return f"{said}; profile steps within them, e.g. --profile-steps {start}-{end}"
 
 
-def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
+def window_notes(r: Runtime, t: Timings | None) -> list[tuple[str, str]]:
     """What a reader of the window's figures must know: steps left out because torch
     compiled in them (and where to look instead), evaluation steps, what the window's own
-    timing cost against the steps around it, and what the kernel profile costs after it."""
+    timing cost against the steps around it, and what the kernel profile costs after it
+    (and, where it timed no kernel, what it gave: `t`, the report's timings)."""
     notes: list[tuple[str, str]] = []
     a, z = r.window
     if r.window_compiled:
@@ -423,7 +425,7 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
     if r.window_stalled:
         notes.append(("stalled", stalled_words(r)))
     if r.unprofiled_step_ms and r.kernel_step_ms and r.kernel_step_ms > 1.05 * r.unprofiled_step_ms:
-        notes.append(("profiling", _profiling(r)))
+        notes.append(("profiling", _profiling(r, bool(t and t.kernels))))
     if r.wait_method:
         notes.append(("waits", WAIT_METHODS.get(r.wait_method, r.wait_method)))
     if r.loop and r.loop_steps:
@@ -440,16 +442,21 @@ def window_notes(r: Runtime, b: Breakdown | None) -> list[tuple[str, str]]:
     return notes
 
 
-def _profiling(r: Runtime) -> str:
+def _profiling(r: Runtime, kernels: bool) -> str:
     """What the kernel profile's steps took against the steps around the window (their
-    pace: pace_line)."""
+    pace: pace_line), and where it timed no kernel, what it gave (a look read it with no
+    kernels section after it: aot_eager generates none)."""
     assert r.unprofiled_step_ms and r.kernel_step_ms
     out = f"; {steps_words(r.kernel_steps_held)} held other work, left out"
+    gave = "" if kernels else (
+        "; no generated or library kernel ran in them (the backend generates none): it "
+        "named the eager ops of the rest"
+    )  # fmt: skip
     return (
         f"the kernel profile's steps ({kernel_steps_words(r)}"
         f"{out if r.kernel_steps_held else ''}) took {ms(r.kernel_step_ms)}, "
         f"{r.kernel_step_ms / r.unprofiled_step_ms:.2g}x the steps around the window: "
-        "torch.profiler's own cost, so its figures are set against its own steps"
+        f"torch.profiler's own cost, so its figures are set against its own steps{gave}"
     )
 
 

@@ -237,7 +237,9 @@ def runtime_lines(report: Report) -> list:
         else:
             rows.append(("a step", Text(unmeasured_words(r), style="dim")))
         rows.extend((label, Text(text)) for label, text in rank_step_rows(r))
-        rows.extend((label, Text(text, style="yellow")) for label, text in window_notes(r, b))
+        rows.extend(
+            (label, Text(text, style="yellow")) for label, text in window_notes(r, report.timings)
+        )
         notes = report.timings.notes if report.timings else []
         rows.extend(
             ("advice" if i == 0 else "", Text(n, style="green")) for i, n in enumerate(notes)

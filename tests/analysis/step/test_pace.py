@@ -283,3 +283,20 @@ def test_a_few_slow_steps_before_the_window_are_not_a_pace_that_moved() -> None:
     pace = pace_of(p, set(), alike=True)
     assert pace.before_ms == 1.6 and not pace.moved and pace.at_pace
     assert pace.step_ms == 1.0 and pace.cost == pytest.approx(0.05)
+
+
+def test_a_kernel_profile_that_timed_no_kernel_says_what_it_gave() -> None:
+    """A sixteenth look (aot_eager): "profiling the kernel profile's steps ... took 9.95 ms"
+    and no kernels section after it. Where it timed none, the line says so and what it
+    gave; where it timed kernels, nothing more."""
+    from compilediag.render.views import window_notes
+    from compilediag.report.model import KernelTiming, Timings
+
+    r = Runtime(window=[10, 25], window_steps=16, window_step_ms=7.5, unprofiled_step_ms=8.0,
+                kernel_step_ms=9.95, kernel_steps=[26, 30])  # fmt: skip
+    (none,) = [t for label, t in window_notes(r, Timings()) if label == "profiling"]
+    assert none.endswith("no generated or library kernel ran in them (the backend generates "
+                         "none): it named the eager ops of the rest"), none  # fmt: skip
+    timed = Timings(kernels=[KernelTiming("cpp_fused_relu_0", "generated", 5, 0.4, 0.1)])
+    (some,) = [t for label, t in window_notes(r, timed) if label == "profiling"]
+    assert "no generated" not in some and some.endswith("set against its own steps"), some
