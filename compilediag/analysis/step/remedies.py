@@ -295,7 +295,12 @@ def _judge(
     if t.recompiles_after > t.recompiles:
         worse.append(f"recompiles {t.recompiles} → {t.recompiles_after}")
     if t.loss_match is False:
-        worse.append("the losses differ")
+        worse.append(
+            "the losses differ (where the dataset draws random numbers, an augmentation, "
+            "each worker draws from a generator of its own: the batches differ, not the "
+            "step's math; seed the draws per sample to compare)"
+            if t.remedy == "workers" else "the losses differ"
+        )  # fmt: skip
     pairs = [(b, a) for b, a in zip(map(_mean, before), map(_mean, after), strict=True)
              if b is not None and a is not None]  # fmt: skip
     e = trials.effect(pairs)

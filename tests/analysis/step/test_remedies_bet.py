@@ -618,3 +618,39 @@ def test_a_remedy_not_settled_is_promised_another_round_only_where_one_runs(
     try_fixes._settle([t], [run], said.append, more, budget)  # type: ignore[list-item]
     assert not t.settled and said[0].endswith(tail), said
     assert said[0].startswith(f"compilediag:   fused: 1.17× faster [0.855-1.59×] after {pairs} ")
+
+
+class _Augmented:
+    """A dataset that draws a random number per sample, as an augmentation does."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int):  # type: ignore[no-untyped-def]
+        import torch
+
+        return torch.rand(1) + i
+
+
+def test_losses_that_differ_with_workers_say_the_batches_differ() -> None:
+    """A sixteenth look: workers "not kept: the losses differ", true, and read as "workers
+    are unsafe here": the dataset's random draws came from each worker's own generator.
+    The words say so; torch: the same seed gives other batches with workers."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from compilediag.analysis.step.remedies import _judge
+    from compilediag.report.model import Tried
+
+    def first_batch(workers: int) -> torch.Tensor:
+        torch.manual_seed(0)
+        return next(iter(DataLoader(_Augmented(), batch_size=4, num_workers=workers)))
+
+    assert not torch.equal(first_batch(0), first_batch(2))
+    t = Tried("workers", "workers", part="data")
+    t.loss_match = False
+    kept, why = _judge(t, [[10.0] * 4] * 3, [[8.0] * 4] * 3)
+    assert not kept and "each worker draws from a generator of its own" in why, why
+    other = Tried("fused", "fused", part="optimizer")
+    other.loss_match = False
+    assert _judge(other, [[10.0] * 4] * 3, [[8.0] * 4] * 3)[1] == "not kept: the losses differ"
