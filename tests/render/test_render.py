@@ -223,6 +223,9 @@ def test_a_warm_caches_inductor_phase_says_its_graphs_came_from_the_cache() -> N
     assert "inductor: its graphs loaded from its cache, within aot" in compile_phases(warm)
     eager = CompileTime(total_s=2.0, dynamo_s=0.3, aot_s=1.7)
     assert "inductor 0 ms · codegen 0 ms" in compile_phases(eager), compile_phases(eager)
+    # the eager backend runs no AOTAutograd (a sixteenth look read "aot 2 ms" there)
+    said = compile_phases(eager, "eager")
+    assert said == "dynamo 300 ms · the eager backend 1.70 s", said
 
 
 def test_untimed_breaks_are_in_a_said_order_the_most_frequent_then_the_sources() -> None:

@@ -277,7 +277,12 @@ def compile_rows(report: Report) -> list[Row]:
     ct = report.compile_time
     if not ct or not ct.total_s:
         return []
-    rows: list[Row] = [("compile", Text(f"{seconds(ct.total_s)} = {compile_phases(ct)}"))]
+    rows: list[Row] = [
+        (
+            "compile",
+            Text(f"{seconds(ct.total_s)} = {compile_phases(ct, report.environment.backend)}"),
+        )
+    ]
     if ct.tracing is not None and ct.tracing.total_s:
         rows.append(("tracing", Text(tracing_words(ct.tracing))))
     if ct.caches:
@@ -285,7 +290,11 @@ def compile_rows(report: Report) -> list[Row]:
     return rows
 
 
-def compile_phases(ct: CompileTime) -> str:
+def compile_phases(ct: CompileTime, backend: str = "") -> str:
+    """The compile's phases; under the eager backend (no AOTAutograd, no Inductor: a look
+    read "aot 2 ms" there) Dynamo's and the backend's call alone."""
+    if backend == "eager" and not ct.inductor_s and not ct.codegen_s:
+        return f"dynamo {seconds(ct.dynamo_s)} · the eager backend {seconds(ct.aot_s)}"
     inductor = f"inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
     if not ct.inductor_s and not ct.codegen_s and ct.caches.get("fx_graph_cache_hit"):
         # (a look read "inductor 0 ms" as Inductor not run: its graphs came from its cache,
