@@ -43,7 +43,7 @@ from compilediag.cli.options import (
     gate_rules,
     run_options,
 )
-from compilediag.cli.typer_patches import plain_help, plain_strings
+from compilediag.cli.typer_patches import plain_help, plain_strings, plain_usage_errors
 from compilediag.errors import EXIT_CODES_HELP, DiagError
 from compilediag.report.model import VERSION
 
@@ -72,6 +72,7 @@ app = typer.Typer(
 
 plain_help()
 plain_strings()
+plain_usage_errors()
 
 
 def _version(value: bool) -> None:

@@ -59,3 +59,23 @@ def plain_strings() -> None:
         return build(descriptor)
 
     core.build_runtime_param = build_runtime_param  # type: ignore[union-attr]
+
+
+def plain_usage_errors() -> None:
+    """click's usage errors (a bad value of a typed option, an unknown option) in the
+    form of every other error here, `error: ...` and the fix on the next line, not click's
+    four-line Usage/Try/Error block (a look read the two forms side by side)."""
+    import importlib
+
+    def show(self: Any, file: Any = None) -> None:
+        command = self.ctx.command_path if self.ctx is not None else "compilediag"
+        message = self.format_message().rstrip(".")
+        sys.stderr.write(f"error: {message}.\nSee `{command} --help`.\n")
+
+    # click's, and the copy typer 0.2x carries of it (typer._click)
+    for name in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        module.UsageError.show = show

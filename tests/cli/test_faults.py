@@ -193,6 +193,11 @@ FAULTS: dict[str, Fault] = {
         OK_MODEL, ["--mode", "fastest"], 2, "unknown --mode", "reduce-overhead", True
     ),
     "bad --format": Fault(OK_MODEL, ["--format", "xml"], 2, "unknown --format", "json", True),
+    # (click's own check, in the form of every other error: a look read click's four lines)
+    "a negative --max-graph-breaks": Fault(
+        OK_MODEL, ["--max-graph-breaks", "-1"], 2,
+        "error: Invalid value for '--max-graph-breaks'", "See `compilediag explain --help`", True,
+    ),  # fmt: skip
     "bad [tool.compilediag] value": Fault(
         OK_MODEL, [], 2, "max_graph_breaks = 'zero'", "a whole number", True
     ),
