@@ -37,7 +37,6 @@ from compilediag.render.table.serving import inputs_words, serving_view
 from compilediag.render.tried import tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
-    kernel_achieved,
     rank_step_rows,
     recompile_causes,
     step_text,
@@ -45,7 +44,7 @@ from compilediag.render.views import (
     unmeasured_words,
     window_notes,
 )
-from compilediag.render.window_words import pace_line, took_words
+from compilediag.render.window_words import kernel_achieved, pace_line, took_words
 from compilediag.report.model import RankSummary, Summary
 from compilediag.report.ranksets import rank_set
 

@@ -12,7 +12,6 @@ from compilediag.render.glance import WAIT_METHODS
 from compilediag.render.window_words import loop_lines_words, stalled_words
 from compilediag.report.model import (
     Breakdown,
-    KernelTiming,
     Recompile,
     Report,
     Runtime,
@@ -458,50 +457,3 @@ def _profiling(r: Runtime, kernels: bool) -> str:
         f"{r.kernel_step_ms / r.unprofiled_step_ms:.2g}x the steps around the window: "
         f"torch.profiler's own cost, so its figures are set against its own steps{gave}"
     )
-
-
-KERNEL_KINDS = {"generated": "generated", "library": "library call", "device": "CUDA kernel"}
-
-
-# the precision a report keeps a kernel's GB/s and TFLOP/s in (analysis/step/kernel_times.py rounds
-# them to it); a rate is set only where the kernel moved bytes or did FLOPs, so a 0 there is
-# a positive rate below it
-RATE_PRECISION = 0.001
-
-
-def rate(value: float, unit: str) -> str:
-    """`0.011 TFLOP/s`, `1.2 TB/s` (for 1200 GB/s; `:.3g` alone writes `1.2e+03`); a
-    positive rate that rounded to 0, `<0.001 TFLOP/s` (never `0`)."""
-    if value < RATE_PRECISION:
-        return f"<{RATE_PRECISION:g} {unit}"
-    if unit == "GB/s" and value >= 1000:
-        value, unit = value / 1000, "TB/s"
-    return f"{value:.0f} {unit}" if value >= 1000 else f"{value:.3g} {unit}"
-
-
-def kernel_achieved(k: KernelTiming, peak: str) -> str:
-    """`1.2 TB/s, 36% of H100 80GB HBM3's peak` / `0.08 TFLOP/s`; '' where not measured."""
-    if k.gb_per_s is not None:
-        said = rate(k.gb_per_s, "GB/s")
-    elif k.tflop_per_s is not None:
-        said = rate(k.tflop_per_s, "TFLOP/s")
-    else:
-        return ""
-    if k.peak_share is not None and peak:
-        unit = {"fp32": " float32", "tf32": " TF32", "bf16": " bf16"}.get(k.peak_unit, "")
-        said += f", {k.peak_share:.0%} of {peak.partition(':')[0]}'s{unit} peak"
-        if k.peak_share > 1 and k.gb_per_s is not None:
-            said += " (above its memory's: the data came from the L2 cache)"
-    return said
-
-
-def kernel_timing_words(k: KernelTiming, peak: str) -> list[str]:
-    """A timed kernel's facts, in the order a reader weighs them."""
-    calls = f"{k.calls:g} call{'s' * (k.calls != 1)} a step"
-    facts = [f"{ms(k.ms)} a step ({k.share:.1%})", calls, KERNEL_KINDS.get(k.kind, k.kind)]
-    if k.compile_id:
-        facts.append(f"graph {k.compile_id}")
-    achieved = kernel_achieved(k, peak)
-    if achieved:
-        facts.append(achieved)
-    return facts

@@ -73,7 +73,7 @@ def test_a_job_that_failed_before_calling_what_it_compiled(tmp_path: Path) -> No
     assert "the data folder is missing" in proc.stderr  # the job's own error, passed through
     said = _error(proc)
     assert "failed (exited with status 1)" in said and "Linear at crash.py:3" in said, said
-    assert "before it failed" in said and "Fix the job's error above" in said
+    assert "before it failed" in said and "Fix the job's error first" in said
 
 
 def test_a_job_that_never_called_torch_compile(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from compilediag.render.tried import tried_words, try_baseline_words
 from compilediag.render.views import (
     bound_words,
     kernel_steps_words,
-    kernel_timing_words,
     rank_step_rows,
     step_text,
     step_words,
@@ -30,7 +29,7 @@ from compilediag.render.views import (
     unmeasured_words,
     window_notes,
 )
-from compilediag.render.window_words import took_words
+from compilediag.render.window_words import kernel_timing_words, took_words
 from compilediag.report.model import Breakdown, CompileTime, Report, Runtime
 from compilediag.report.numerics import COMPILED_CLOSER, DIFFER, MATCH, RANDOM_ONLY, Numerics
 from compilediag.report.words import steps_words
