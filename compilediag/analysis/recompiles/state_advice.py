@@ -76,14 +76,11 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
     tree (the one that differs in fewest values: the graph the call would have used, where
     torch checks graphs newest first and names one failed guard each) and the new graph's
     (each in words, with the fix where the model sets it itself)."""
-    frame = h.frame_of(e)
-    before = [k for k in frame[: frame.index(e)] if k.compile.guards]
-    if not before or not e.compile.guards:
+    found = nearest_cached(h, e)
+    if found is None:
         return []
     new = guard_values(e.compile.guards)
-    changed = min(
-        (changed_values(guard_values(k.compile.guards), new) for k in reversed(before)), key=len
-    )
+    changed = changed_values(guard_values(found[0].compile.guards), new)
     first = f"{g.guard} {g.words}"
     out = []
     for src in changed:
@@ -118,6 +115,21 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
             text += f": the model sets it itself ({where}); set it before the first call (`{fix}`)"
         out.append(text)
     return out
+
+
+def nearest_cached(h: History, e: Entry) -> tuple[Entry, bool] | None:
+    """The cached graph a recompiling call came nearest to using: the one whose guarded
+    values differ from the new graph's in fewest (the newest of those that tie), and
+    whether it is the only one that near; None where the trees are not in the trace."""
+    frame = h.frame_of(e)
+    before = [k for k in frame[: frame.index(e)] if k.compile.guards]
+    if not before or not e.compile.guards:
+        return None
+    new = guard_values(e.compile.guards)
+    counted = [(len(changed_values(guard_values(k.compile.guards), new)), k) for k in before]
+    fewest = min(n for n, _ in counted)
+    near = [k for n, k in counted if n == fewest]
+    return near[-1], len(near) == 1
 
 
 def changed_values(old: dict[str, frozenset[str]], new: dict[str, frozenset[str]]) -> dict:

@@ -47,3 +47,24 @@ def test_a_lists_length_is_advised_stacked_and_marked() -> None:
     tensors = [torch.stack(x) for x in lists]
     assert _graphs(stacked, tensors) == 2
     assert _graphs(stacked, tensors, mark=True) == 1
+
+
+def mixed(feats: list, temperature: float) -> torch.Tensor:
+    return torch.softmax(sum(f.tanh() for f in feats) / temperature, dim=-1)
+
+
+def test_the_failed_guard_is_the_nearest_graphs_not_the_newest() -> None:
+    """A seventeenth look: calls of 2 tensors at 0.7, 3 at 0.7, then 2 at 0.9. torch names
+    the newest graph's failed guard first (`len(feats) == 3`), then the first graph's
+    (`temperature == 0.7`); the report read "then length of `feats` changed (was 3)" where
+    the call had the first graph's length and only the float changed. The guard of the
+    cached graph the call came nearest to is the one said."""
+    from compilediag.testing import compile_report
+
+    two, three = [torch.randn(4) for _ in range(2)], [torch.randn(4) for _ in range(3)]
+    report = compile_report(mixed, (two, 0.7), calls=[(three, 0.7), (two, 0.9)])
+    first, second = report.recompiles
+    assert first.cause == RecompileCause.LENGTH, first.failed_guard
+    # torch's own record of the third call: both graphs' failed guards, the newest first
+    assert "len(" in second.reasons[0] and "temperature" in second.reasons[1], second.reasons
+    assert second.failed_guard.startswith("temperature changed (was 0.7)"), second.failed_guard
