@@ -23,7 +23,12 @@ from compilediag.analysis.recompiles.guard_words import (
     sizes_0_1,
     stack_value,
 )
-from compilediag.analysis.recompiles.guards import is_mode_switch, specialised
+from compilediag.analysis.recompiles.guards import (
+    is_mode_switch,
+    parse_guard,
+    reasons_of,
+    specialised,
+)
 from compilediag.analysis.recompiles.library_advice import (
     inner_library_frame,
     library_recompile_advice,
@@ -201,6 +206,30 @@ def torch_bounds(c: Case) -> str:
     )  # fmt: skip
 
 
+def bounded_by_torch(c: Case) -> str:
+    """A size recompile of a frame whose dynamic graphs torch's own code bounds (a later
+    recompile of it is such a bound: torch_bounds): marking the dims ahead, or dynamic=True,
+    gives the first graph those bounds, and each size past one compiles again (a look's
+    timm resnet: 4 graphs for 4 image sizes, marked or not)."""
+    if c.guard.cause != RecompileCause.SHAPE:
+        return ""
+    for k in c.history.frame_of(c.entry):
+        for reason in reasons_of(k):
+            g = parse_guard(reason)
+            if (
+                g.cause == RecompileCause.BOUNDED
+                and g.named
+                and all(torch_source(f) for f, _ in g.named)
+            ):
+                return (
+                    "Marking the dims dynamic before the first call, or dynamic=True, would "
+                    f"not skip it: torch's own code bounds this frame's dynamic sizes ({k.compile_id} "
+                    "and on: see them), so sizes past each bound compile again whatever is "
+                    "marked. Pass few sizes (resize or pad the inputs to a few)."
+                )
+    return ""
+
+
 def float_baked_in(c: Case) -> str:
     if c.guard.cause != RecompileCause.FLOAT or not c.baked_in:
         return ""
@@ -247,7 +276,7 @@ def already_dynamic(c: Case) -> str:
     saves this one recompile."""
     if c.guard.cause not in ("shape", "float", "int") or not c.dynamic:
         return ""
-    said = from_size_one(c)
+    said = from_size_one(c) or bounded_by_torch(c)
     if not said:
         said = first_answer(GUARD_ADVISORS, c)
         said = "To skip this recompile too: " + said[:1].lower() + said[1:]
