@@ -326,8 +326,10 @@ def from_size_one(c: Case) -> str:
     return (
         f"This recompile stays whatever is marked dynamic, dynamic=True too: torch always "
         f"specialises a size of {size} (broadcasting differs), so the graph before served "
-        f"{name} dim {dim} at {size} alone. To skip it, make the first call's {name} dim "
-        f"{dim} 2 or more (no batch of 1 first), or pad; or accept this one compile."
+        f"{name} dim {dim} at {size} alone. To skip it, start at 2 or more (no batch of 1 "
+        f"first) with the dim marked dynamic before that first call "
+        f"(`torch._dynamo.mark_dynamic({name}, {dim})`: unmarked, the next size recompiles "
+        "once instead), or pad; or accept this one compile."
     )
 
 

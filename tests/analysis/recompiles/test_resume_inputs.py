@@ -79,7 +79,12 @@ def test_a_sweep_from_a_batch_of_one_is_said_to_recompile_whatever_is_marked() -
     (first,) = [r for r in report.recompiles if r.failed_guard.endswith("1 → 2")]
     assert "This recompile stays whatever is marked dynamic" in first.suggestion, first.suggestion
     assert "To skip this recompile too" not in first.suggestion
+    assert "start at 2 or more (no batch of 1 first) with the dim marked dynamic" in (
+        first.suggestion
+    ), first.suggestion
     # torch's count: marked from the first call, or dynamic=True, 2 graphs; from a batch of
     # 2, marked, one
     assert _graphs(pool, calls, mark=0) == 2 and _graphs(pool, calls, dynamic=True) == 2
-    assert _graphs(pool, calls[1:], mark=0) == 1
+    # (fresh tensors each time: a mark stays on the tensor it was put on)
+    assert _graphs(pool, [torch.randn(b, 8) for b in (2, 3)], mark=0) == 1
+    assert _graphs(pool, [torch.randn(b, 8) for b in (2, 3)]) == 2  # unmarked: one recompile
