@@ -126,3 +126,39 @@ def test_reorderable_print_removes_a_print_of_a_string() -> None:
     assert torch_breaks("graph_breaks.py", config)[1] == 2
     together = next(f for f in report["verified_fixes"] if f["remedy"] == "all of the above")
     assert together["after"]["graph_breaks"] < fix["after"]["graph_breaks"]
+
+
+DTYPES = """\
+import torch
+
+
+def scaled(x):
+    return torch.tanh(x) * 2
+
+
+def get_model():
+    return scaled
+
+
+def get_inputs():
+    return (torch.randn(2, 4),)
+
+
+def get_input_sets():
+    return [(torch.randn(2, 4),), (torch.randn(2, 4, dtype=torch.float64),)]
+"""
+
+
+def test_try_fixes_with_nothing_to_try_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A seventeenth look: `recompiles --try-fixes` printed no remedies and no line saying
+    why. A recompile no setting removes (a dtype), and a model with no finding, each say
+    there is nothing to try, and why."""
+    from tests.conftest import run_cli
+
+    model = tmp_path / "dtypes.py"
+    model.write_text(DTYPES)
+    proc = run_cli("recompiles", str(model), "--backend", "eager", "--try-fixes")
+    assert "--try-fixes: nothing to try: no finding here has a remedy" in proc.stderr, proc.stderr
+    clean = run_cli("explain", "sample_models/clean_mlp.py", "--backend", "eager",
+                    "--no-timings", "--try-fixes")  # fmt: skip
+    assert "nothing to try: no graph break and no recompile to remove" in clean.stderr

@@ -38,7 +38,14 @@ def try_fixes(
     together = combined(remedies)
     if together is not None:
         remedies.append(together)
-    if not remedies:
+    if not remedies:  # (a look read nothing at all, and took it for --try-fixes ignored)
+        found = report.summary.graph_breaks or report.summary.recompiles
+        say(
+            "compilediag: --try-fixes: nothing to try: "
+            + ("no finding here has a remedy that needs no edit of your code (a setting, a "
+               "torch.compile argument, a mark); the advice under each says what to change"
+               if found else "no graph break and no recompile to remove")
+        )  # fmt: skip
         return []
     before = counts(report)
     results: dict[str, VerifiedFix] = {}
