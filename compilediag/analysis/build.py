@@ -195,17 +195,24 @@ MIN_BLOCKS = 4
 
 
 def repeated_blocks(modules: dict[str, str]) -> Repeated | None:
-    """The container with the most children, each of one class (`blocks.0` ... `blocks.11`,
-    Block): the model's repeated blocks; None where there are fewer than MIN_BLOCKS."""
-    children: dict[str, list[str]] = {}
+    """The container with the most children of one build, each child's class and its
+    submodules' the same (`blocks.0` ... `blocks.11`, Block): the model's repeated blocks;
+    None where there are fewer than MIN_BLOCKS (a look's detection heads, six Sequentials
+    of other layers each, read as "6 identical blocks")."""
+    children: dict[str, list[tuple[str, ...]]] = {}
     for path, cls in modules.items():
         parent, _, index = path.rpartition(".")
         if index.isdigit():
-            children.setdefault(parent, []).append(cls)
+            inside = tuple(
+                f"{p.removeprefix(path)}={c}"
+                for p, c in modules.items()
+                if p.startswith(path + ".")
+            )
+            children.setdefault(parent, []).append((cls, *inside))
     runs = [
-        Repeated(parent, classes[0], len(classes))
-        for parent, classes in children.items()
-        if parent and len(classes) >= MIN_BLOCKS and len(set(classes)) == 1
+        Repeated(parent, builds[0][0], len(builds))
+        for parent, builds in children.items()
+        if parent and len(builds) >= MIN_BLOCKS and len(set(builds)) == 1
     ]
     return max(runs, key=lambda r: r.count) if runs else None
 

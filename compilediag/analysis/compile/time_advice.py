@@ -85,8 +85,9 @@ def _regional(report: Report) -> str:
         f"The compile took {seconds(ct.total_s)} for a model of {blocks.count} identical "
         f"blocks ({blocks.cls}, in {blocks.path}) compiled as one: compiling each block instead "
         f"(`for block in model.{blocks.path}: block.compile()`, not torch.compile(model)) "
-        f"compiles one block's code, which all {blocks.count} reuse; the code around them "
-        "runs eagerly. --try-fixes measures it (compile time, speed and outputs)."
+        f"compiles one block's code, which every block of the same parameter shapes reuses; "
+        "the code around them runs eagerly. --try-fixes measures it (compile time, speed "
+        "and outputs)."
     )
 
 
