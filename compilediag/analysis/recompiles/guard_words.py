@@ -119,7 +119,9 @@ def range_words(m: re.Match[str]) -> Words:
 
 def size_condition_words(m: re.Match[str]) -> Words:
     name, dim = source_name(m["src"]), m["i"]
-    said = m.string.strip().replace(m.group("src") + f".size()[{dim}]", f"{name} dim {dim}")
+    # every dim of the tensor in words (a look read `x dim 3` beside `x.size()[2]`)
+    src = re.escape(m.group("src"))
+    said = re.sub(rf"{src}\.size\(\)\[(\d+)\]", rf"{name} dim \1", m.string.strip())
     return (
         f"{name} dim {dim} no longer meets `{said}`, a condition its dynamic graph holds",
         RecompileCause.BOUNDED,  # already dynamic: mark_dynamic, dynamic=True cannot help

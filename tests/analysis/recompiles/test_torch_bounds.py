@@ -80,3 +80,18 @@ def test_an_images_width_is_advised_resized_or_padded_not_a_tokenizers_padding()
     # who made the input: the file's input sets, or --shapes from its get_inputs() (a
     # re-check read the first alone where --shapes had made it)
     assert "get_input_sets() makes it, or --shapes sizes it" in r["suggestion"], r["suggestion"]
+
+
+def test_a_bound_over_two_dims_names_both_in_words() -> None:
+    """A seventeenth look read `x dim 3` beside `x.size()[2]` in one bound: each dim of the
+    tensor the guard names is said in words (the condition is torch's, F.conv2d's)."""
+    from compilediag.analysis.recompiles.guards import parse_guard
+
+    g = parse_guard(
+        "0/1: 128 + 128*(((-1) + L['x'].size()[3]) // 8) + 128*(((-1) + L['x'].size()[2]) "
+        "// 8) <= 20480  # return F.conv2d(  # nn/modules/conv.py:560 in _conv_forward"
+    )
+    assert g.words == (
+        "x dim 3 no longer meets `128 + 128*(((-1) + x dim 3) // 8) + 128*(((-1) + x dim 2) "
+        "// 8) <= 20480`, a condition its dynamic graph holds"
+    ), g.words
