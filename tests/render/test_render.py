@@ -215,17 +215,22 @@ def test_breaks_are_said_to_be_ranked_by_cost_only_where_they_were_timed() -> No
 def test_a_warm_caches_inductor_phase_says_its_graphs_came_from_the_cache() -> None:
     """An eleventh look read "inductor 0 ms · codegen 0 ms" on a run whose FX graph cache hit
     as Inductor not run: its graphs were loaded, inside AOTAutograd's phase. A backend that
-    is not Inductor (no cache hit) keeps its zeros."""
+    is not Inductor (no record of Inductor's) has no Inductor phase."""
     from compilediag.render.table.facts import compile_phases
     from compilediag.report.compile import CompileTime
 
     warm = CompileTime(total_s=2.0, dynamo_s=0.3, aot_s=1.7, caches={"fx_graph_cache_hit": 2})
     assert "inductor: its graphs loaded from its cache, within aot" in compile_phases(warm)
     eager = CompileTime(total_s=2.0, dynamo_s=0.3, aot_s=1.7)
-    assert "inductor 0 ms · codegen 0 ms" in compile_phases(eager), compile_phases(eager)
+    # no record of Inductor's (no FX graph cache lookup): no Inductor phase to give
+    assert compile_phases(eager) == "dynamo 300 ms · aot 1.70 s", compile_phases(eager)
+    looked = CompileTime(total_s=2.0, dynamo_s=0.3, aot_s=1.7, caches={"fx_graph_cache_miss": 1})
+    assert "inductor 0 ms · codegen 0 ms" in compile_phases(looked), compile_phases(looked)
     # the eager backend runs no AOTAutograd (a sixteenth look read "aot 2 ms" there)
     said = compile_phases(eager, "eager")
     assert said == "dynamo 300 ms · the eager backend 1.70 s", said
+    # nor Inductor under aot_eager (a seventeenth look read its zeros there)
+    assert compile_phases(eager, "aot_eager") == "dynamo 300 ms · aot 1.70 s"
 
 
 def test_untimed_breaks_are_in_a_said_order_the_most_frequent_then_the_sources() -> None:

@@ -295,11 +295,16 @@ def compile_phases(ct: CompileTime, backend: str = "") -> str:
     if backend == "eager" and not ct.inductor_s and not ct.codegen_s:
         return f"dynamo {seconds(ct.dynamo_s)} · the eager backend {seconds(ct.aot_s)}"
     inductor = f"inductor {seconds(ct.inductor_s)} · codegen {seconds(ct.codegen_s)}"
+    ran = any(k.startswith("fx_graph_cache_") for k in ct.caches)  # (Inductor's own records)
+    if not ct.inductor_s and not ct.codegen_s and (backend.startswith("aot_") or not ran):
+        inductor = ""  # (a look read "inductor 0 ms · codegen 0 ms" under aot_eager)
     if not ct.inductor_s and not ct.codegen_s and ct.caches.get("fx_graph_cache_hit"):
         # (a look read "inductor 0 ms" as Inductor not run: its graphs came from its cache,
         # loaded inside AOTAutograd's phase)
         inductor = "inductor: its graphs loaded from its cache, within aot"
-    phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)} · {inductor}"
+    phases = f"dynamo {seconds(ct.dynamo_s)} · aot {seconds(ct.aot_s)}" + (
+        f" · {inductor}" if inductor else ""
+    )
     if ct.backward_s:
         phases += f" · backward {seconds(ct.backward_s)}"
     if ct.kernel_compile_s:
