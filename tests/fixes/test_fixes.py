@@ -557,6 +557,10 @@ def test_a_kept_patchs_call_time_is_no_verdict_on_one_pair_of_runs() -> None:
     assert said(0.1, 0.15).endswith("compiled call 0.1 → 0.15 ms (one run each: undecided)")
     assert said(0.253, 0.136).endswith("ms (one run each: undecided)")
     assert "slower" not in said(0.136, 0.253)
+    # a frame another break keeps from compiling (a seventeenth look read "0 graphs → 0")
+    skipped = Evidence("GB0033", (0, 0), (2, 1), (0, 0), 0.0, 0.0, (None, None)).text()
+    assert "still no graph: another break keeps the frame from compiling" in skipped, skipped
+    assert "→ 0" not in skipped
 
 
 def test_the_disable_advice_says_what_removing_the_decorator_does() -> None:

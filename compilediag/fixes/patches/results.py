@@ -33,9 +33,15 @@ class Evidence:
             if self.after_lines
             else ""
         )
+        graphs = (
+            f"{g0} graph{'s' * (g0 != 1)} → {g1}{base}" if g0 != g1
+            # (a look read "0 graphs → 0": another break kept the frame uncompiled either way)
+            else f"still {g0} graph{'s' * (g0 != 1)}{base}" if g0
+            else f"still no graph{base}: another break keeps the frame from compiling"
+        )  # fmt: skip
         parts = [
             f"{self.gb_id or 'the break'} gone",
-            f"{g0} graph{'s' * (g0 != 1)} → {g1}{base}",
+            graphs,
             f"{equal} equal (max abs err {err:.3g})",
         ]
         before, after = self.compiled_ms
