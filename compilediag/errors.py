@@ -48,6 +48,15 @@ class UsageError(DiagError):
     exit_code = USAGE
 
 
+def does_not_parse(path: object, line: object, message: str, what: str) -> UsageError:
+    """A file that is no Python, where it stops parsing, and the fix (`what`: what
+    compilediag does with the file)."""
+    return UsageError(
+        f"{path} does not parse: line {line}: {message}",
+        hint=f"Fix the syntax error first; {what}.",
+    )
+
+
 class ModelError(DiagError):
     exit_code = MODEL_FAILED
 

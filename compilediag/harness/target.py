@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compilediag.errors import UsageError
+from compilediag.errors import UsageError, does_not_parse
 from compilediag.harness.target_source import run_instead
 
 DTYPES = {
@@ -131,13 +131,10 @@ def check_target_file(path: str) -> Path:
         )
     try:  # (a file that is no Python never reaches a worker)
         compile(p.read_bytes(), str(p), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except (SyntaxError, ValueError) as e:
-        at = f"{path}:{e.lineno}" if isinstance(e, SyntaxError) and e.lineno else path
-        message = e.msg if isinstance(e, SyntaxError) else str(e)
-        raise UsageError(
-            f"{at}: {type(e).__name__}: {message}.",
-            hint="Fix the file: compilediag imports it as Python.",
-        ) from None
+    except SyntaxError as e:
+        raise does_not_parse(path, e.lineno, e.msg, "compilediag imports it as Python") from None
+    except ValueError as e:  # (a null byte)
+        raise does_not_parse(path, "?", str(e), "compilediag imports it as Python") from None
     return p.resolve()
 
 

@@ -162,7 +162,12 @@ FAULTS: dict[str, Fault] = {
     "missing model file": Fault(None, [], 2, "does not exist", "Check the path", True),
     "a folder given as the model": Fault("<dir>", [], 2, "is a folder", "Pass a .py file", True),
     "syntax error in the model file": Fault(
-        "import torch\ndef get_model(:\n    pass\n", [], 2, ":2: SyntaxError", "Fix the file", True
+        "import torch\ndef get_model(:\n    pass\n",
+        [],
+        2,
+        "does not parse: line 2",
+        "Fix the syntax",
+        True,
     ),
     "the model file imports a missing package": Fault(
         IMPORTS_MISSING, [], 2, "imports `nosuchpackage_xyz`", "pip install nosuchpackage_xyz"
@@ -179,7 +184,10 @@ FAULTS: dict[str, Fault] = {
         "import torch\nmodel = torch.nn.Linear(2, 2)\n", [], 2, "no inputs found", "--input"
     ),
     "--input that does not fit the model": Fault(
-        EAGER_FAILS, ["--input", "3x7"], 2, "--input (3x7:float32) does not fit the model",
+        EAGER_FAILS,
+        ["--input", "3x7"],
+        2,
+        "--input (3x7:float32) does not fit the model",
         "one --input for each tensor argument",
     ),
     "get_inputs() that does not fit the model": Fault(
@@ -195,8 +203,12 @@ FAULTS: dict[str, Fault] = {
     "bad --format": Fault(OK_MODEL, ["--format", "xml"], 2, "unknown --format", "json", True),
     # (click's own check, in the form of every other error: a look read click's four lines)
     "a negative --max-graph-breaks": Fault(
-        OK_MODEL, ["--max-graph-breaks", "-1"], 2,
-        "error: Invalid value for '--max-graph-breaks'", "See `compilediag explain --help`", True,
+        OK_MODEL,
+        ["--max-graph-breaks", "-1"],
+        2,
+        "error: Invalid value for '--max-graph-breaks'",
+        "See `compilediag explain --help`",
+        True,
     ),  # fmt: skip
     "bad [tool.compilediag] value": Fault(
         OK_MODEL, [], 2, "max_graph_breaks = 'zero'", "a whole number", True

@@ -12,7 +12,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
-from compilediag.errors import UsageError
+from compilediag.errors import does_not_parse
 
 
 @dataclass(frozen=True)
@@ -41,17 +41,14 @@ def parse(source: str, path: str = "the file") -> cst.Module:
     try:  # Python's own parser names the line the user sees
         ast.parse(source)
     except SyntaxError as e:
-        raise UsageError(
-            f"{path} does not parse: line {e.lineno}: {e.msg}",
-            hint="Fix the syntax error first; compilediag fix edits only a file Python reads.",
-        ) from None
+        raise does_not_parse(path, e.lineno, e.msg, EDITS) from None
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as e:
-        raise UsageError(
-            f"{path} does not parse: line {e.raw_line}: {e.message}",
-            hint="Fix the syntax error first; compilediag fix edits only a file Python reads.",
-        ) from None
+        raise does_not_parse(path, e.raw_line, e.message, EDITS) from None
+
+
+EDITS = "compilediag fix edits only a file Python reads"
 
 
 class Site:
