@@ -264,7 +264,8 @@ def test_a_remedy_with_no_effect_beside_a_busy_core_is_not_kept_and_apply_leaves
     assert base["runs"] == 3 and "busy" in base["load"], base
     # one baseline: the job as it is is said as the step each remedy set against it (a
     # look read 3.86 ms there, the runs' median, and "the step 4.05 ms → ..." under each)
-    assert base["step_ms"] == t["step_ms"], (base, t)
+    # (a remedy still settling is judged on the window's later half: its own step before)
+    assert t.get("settling") or base["step_ms"] == t["step_ms"], (base, t)
     # the job's own clock: the runs alternated, three of each, and no 5% gain across them
     runs = _runs(facts)[1:]
     assert [r["remedy"] for r in runs] == ["", "foreach", "foreach", "", "", "foreach"]
