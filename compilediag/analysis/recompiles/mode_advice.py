@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from compilediag.analysis.callers import EVALUATION, CalledBy, Caller, shown
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.recompiles.guards import is_mode_switch, parse_guard, reasons_of
+from compilediag.analysis.recompiles.guards import is_mode_switch, parse_guard
+from compilediag.analysis.recompiles.nearest import case_reasons
 from compilediag.paths import installed_package, is_library_file, library_path, possessive
 from compilediag.trace.compiles import Frame
 from compilediag.trace.formats import (
@@ -212,7 +213,9 @@ def frame_graphs(h: History, e: Entry) -> list[ModeGraph]:
     compile refused at the recompile limit made none)."""
     frame = [k for k in h.frame_of(e) if not RECOMPILE_LIMIT.search(k.metrics.fail_reason)]
     return [mode_graph(k) for k in frame[:1]] + [
-        mode_graph(k) for k in frame[1:] if is_mode_switch([parse_guard(r) for r in reasons_of(k)])
+        mode_graph(k)
+        for k in frame[1:]
+        if is_mode_switch([parse_guard(r) for r in case_reasons(h, k)])
     ]
 
 

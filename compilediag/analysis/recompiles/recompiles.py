@@ -25,7 +25,8 @@ from compilediag.analysis.recompiles.guards import (
     size_change,
     specialised,
 )
-from compilediag.analysis.recompiles.state_advice import also_changed, nearest_cached
+from compilediag.analysis.recompiles.nearest import case_reasons
+from compilediag.analysis.recompiles.state_advice import also_changed
 from compilediag.analysis.source import code_at
 from compilediag.report.model import LimitHit, Recompile
 from compilediag.report.vocabulary import Finding, FindingKind, RecompileCause, Severity
@@ -52,13 +53,13 @@ def collect_recompiles(h: History) -> list[Recompile]:
     out = []
     dims_of: dict[object, list[tuple[str, str]]] = {}
     for e in h:
-        reasons = reasons_of(e)
+        reasons = reasons_of(e)  # (torch's, in its order, in the report)
         if not reasons:
             continue
         key = e.id.frame_key
         if key not in dims_of:
             dims_of[key] = frame_dims(h, e)
-        case = case_of(h, e, nearest_first(h, e, reasons), dims_of[key])
+        case = case_of(h, e, case_reasons(h, e), dims_of[key])
         # (a graph of another mode is no cached graph this call could have used)
         also = [] if is_mode_switch(case.guards) else also_changed(h, e, case.guard)
         said = advise(case) + also_said(also)
@@ -66,17 +67,6 @@ def collect_recompiles(h: History) -> list[Recompile]:
             said, also = FAKE_TENSOR_RECOMPILE.format(cid=e.compile_id), []
         out.append(recompile(case, reasons, said, also))
     return values_count(out)
-
-
-def nearest_first(h: History, e: Entry, reasons: list[str]) -> list[str]:
-    """torch's failed guards, the one of the cached graph the call came nearest to using
-    first (torch names the newest graph's first: a look's float change read as the list
-    length, which the graph before had, and the nearest, failed on the float)."""
-    found = nearest_cached(h, e)
-    if found is None or not found[1]:
-        return reasons
-    tag = f"{found[0].compile_id}: "
-    return sorted(reasons, key=lambda r: not r.startswith(tag))
 
 
 ITEMS = re.compile(r"(?:\[\d+\])+$")  # a list's item (`lengths`[5]): the list's value

@@ -17,6 +17,7 @@ from compilediag.analysis.recompiles.guard_words import (
     unnamed_stack,
 )
 from compilediag.analysis.recompiles.guards import guarded_chain
+from compilediag.analysis.recompiles.nearest import changed_values, nearest_cached
 from compilediag.analysis.source import assignments_in_function, code_at
 from compilediag.paths import is_library_file, resolve_file
 from compilediag.report.vocabulary import RecompileCause
@@ -115,38 +116,6 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
             text += f": the model sets it itself ({where}); set it before the first call (`{fix}`)"
         out.append(text)
     return out
-
-
-def nearest_cached(h: History, e: Entry) -> tuple[Entry, bool] | None:
-    """The cached graph a recompiling call came nearest to using: the one whose guarded
-    values differ from the new graph's in fewest (the newest of those that tie), and
-    whether it is the only one that near; None where the trees are not in the trace."""
-    frame = h.frame_of(e)
-    before = [k for k in frame[: frame.index(e)] if k.compile.guards]
-    if not before or not e.compile.guards:
-        return None
-    new = guard_values(e.compile.guards)
-    counted = [(len(changed_values(guard_values(k.compile.guards), new)), k) for k in before]
-    fewest = min(n for n, _ in counted)
-    near = [k for n, k in counted if n == fewest]
-    return near[-1], len(near) == 1
-
-
-def changed_values(old: dict[str, frozenset[str]], new: dict[str, frozenset[str]]) -> dict:
-    """The sources whose value guards differ between a cached graph and the new one (their
-    old guards), leaving out a value the new graph made dynamic."""
-    return {
-        src: leaves
-        for src, leaves in old.items()
-        if src in new and leaves != new[src] and src.startswith(("L[", "G["))
-        and not _made_dynamic(new[src])
-    }  # fmt: skip
-
-
-def _made_dynamic(leaves: frozenset[str]) -> bool:
-    """The new graph guards only the value's type (a float torch's automatic dynamic made a
-    symbol): any later value reuses it, so no fix has to cover it."""
-    return bool(leaves) and all(leaf.startswith("TYPE_MATCH:") for leaf in leaves)
 
 
 # a line that grows a container: `self.stats.append(x)`, `.extend(`, `.insert(`, `+= [`

@@ -68,3 +68,59 @@ def test_the_failed_guard_is_the_nearest_graphs_not_the_newest() -> None:
     # torch's own record of the third call: both graphs' failed guards, the newest first
     assert "len(" in second.reasons[0] and "temperature" in second.reasons[1], second.reasons
     assert second.failed_guard.startswith("temperature changed (was 0.7)"), second.failed_guard
+
+
+EVAL_AFTER_A_FLOAT = """\
+import torch
+from torch import nn
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x, temperature):
+        return self.drop(torch.tanh(self.lin(x))) / temperature
+
+
+MODEL = None
+
+
+def get_model():
+    global MODEL
+    torch.manual_seed(0)
+    MODEL = Scorer()
+    return MODEL
+
+
+def get_inputs():
+    return (torch.randn(2, 8), 0.7)
+
+
+def get_input_sets():
+    x = torch.randn(2, 8)
+    yield (x, 0.7)
+    yield (x, 0.9)
+    MODEL.eval()
+    yield (x, 0.9)
+"""
+
+
+@pytest.mark.full
+def test_a_switch_to_eval_after_a_float_change_is_the_mode_switch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An eighteenth look: after a float's recompile, `.eval()`'s recompile read as the
+    float's (torch names the newest graph's `training == True` first, then the first
+    graph's `temperature == 0.7`): no cached graph is of the eval mode, so the call is the
+    mode switch, and advised as one."""
+    from tests.conftest import run_json
+
+    model = tmp_path / "scorer.py"
+    model.write_text(EVAL_AFTER_A_FLOAT)
+    report, proc = run_json("recompiles", str(model), "--backend", "eager")
+    assert proc.returncode == 0, proc.stderr
+    *_, last = report["recompiles"]
+    assert "training" in last["reasons"][0] and "temperature" in last["reasons"][1], last
+    assert last["cause"] == "training" and "one graph per mode" in last["suggestion"], last
+    assert "temperature" not in last["failed_guard"]

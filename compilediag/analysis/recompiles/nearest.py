@@ -1,0 +1,80 @@
+"""The cached graphs a recompiling call was checked against, compared by their guard trees:
+the one it came nearest to using, and whether its train()/eval() mode is one no cached
+graph has; torch's failed guards put in that light (one per cached graph, the newest's
+first)."""
+
+from __future__ import annotations
+
+from compilediag.analysis.history import Entry, History
+from compilediag.analysis.recompiles.guard_words import mode_switch
+from compilediag.analysis.recompiles.guards import parse_guard, reasons_of
+from compilediag.trace.formats import guard_values
+
+
+def case_reasons(h: History, e: Entry) -> list[str]:
+    """torch's reasons for the compile, in the order the advice reads them."""
+    return nearest_first(h, e, reasons_of(e))
+
+
+def nearest_first(h: History, e: Entry, reasons: list[str]) -> list[str]:
+    """torch's failed guards, the one of the cached graph the call came nearest to using
+    first (torch names the newest graph's first: a look's float change read as the list
+    length, which the graph before had, and the nearest, failed on the float); a call in a
+    train()/eval() mode no cached graph has is that switch alone (the other graphs' failed
+    guards are of graphs of the other mode: a look's `.eval()` read as a float change)."""
+    modes = [r for r in reasons if mode_switch(parse_guard(r).guard) == "train()/eval()"]
+    if modes and len(modes) < len(reasons) and new_mode(h, e):
+        return modes
+    found = nearest_cached(h, e)
+    if found is None or not found[1]:
+        return reasons
+    tag = f"{found[0].compile_id}: "
+    return sorted(reasons, key=lambda r: not r.startswith(tag))
+
+
+def new_mode(h: History, e: Entry) -> bool:
+    """The new graph's modules' train()/eval() flags are those of no cached graph of its
+    frame (by their guard trees; False where a tree is not in the trace)."""
+    frame = h.frame_of(e)
+    before = [k for k in frame[: frame.index(e)]]
+    if not before or not e.compile.guards or not all(k.compile.guards for k in before):
+        return False
+
+    def flags(k: Entry) -> dict[str, frozenset[str]]:
+        values = guard_values(k.compile.guards)
+        return {s: v for s, v in values.items() if s.endswith(".training")}
+
+    new = flags(e)
+    return bool(new) and all(flags(k) != new for k in before)
+
+
+def nearest_cached(h: History, e: Entry) -> tuple[Entry, bool] | None:
+    """The cached graph a recompiling call came nearest to using: the one whose guarded
+    values differ from the new graph's in fewest (the newest of those that tie), and
+    whether it is the only one that near; None where the trees are not in the trace."""
+    frame = h.frame_of(e)
+    before = [k for k in frame[: frame.index(e)] if k.compile.guards]
+    if not before or not e.compile.guards:
+        return None
+    new = guard_values(e.compile.guards)
+    counted = [(len(changed_values(guard_values(k.compile.guards), new)), k) for k in before]
+    fewest = min(n for n, _ in counted)
+    near = [k for n, k in counted if n == fewest]
+    return near[-1], len(near) == 1
+
+
+def changed_values(old: dict[str, frozenset[str]], new: dict[str, frozenset[str]]) -> dict:
+    """The sources whose value guards differ between a cached graph and the new one (their
+    old guards), leaving out a value the new graph made dynamic."""
+    return {
+        src: leaves
+        for src, leaves in old.items()
+        if src in new and leaves != new[src] and src.startswith(("L[", "G["))
+        and not _made_dynamic(new[src])
+    }  # fmt: skip
+
+
+def _made_dynamic(leaves: frozenset[str]) -> bool:
+    """The new graph guards only the value's type (a float torch's automatic dynamic made a
+    symbol): any later value reuses it, so no fix has to cover it."""
+    return bool(leaves) and all(leaf.startswith("TYPE_MATCH:") for leaf in leaves)
