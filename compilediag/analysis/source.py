@@ -177,8 +177,8 @@ def read_later(file: str, line: int) -> tuple[str, int, str] | None:
     """The name the statement at `line` assigns (`rows = keep.nonzero().tolist()`), and
     where it is next read in the same function, on a later line, other than as an operand of
     arithmetic (`h / threshold` traces with the value a symbol: torch's explain finds no break
-    there) or by len() (a list's length is the tensor's: a look's `print(len(counts))` kept
-    no break with the list's numbers symbols): that line and its code. None where there is
+    there), by len() (a list's length is the tensor's: a look's `print(len(counts))` kept
+    no break with the list's numbers symbols) or at a constant index: that line and its code. None where there is
     none, or the file can't be read."""
     import ast
 
@@ -189,7 +189,13 @@ def read_later(file: str, line: int) -> tuple[str, int, str] | None:
     operands = {
         id(x) for n in ast.walk(fn) if isinstance(n, ast.BinOp | ast.UnaryOp)
         for x in ((n.left, n.right) if isinstance(n, ast.BinOp) else (n.operand,))
-    } | {id(n.args[0]) for n in ast.walk(fn) if isinstance(n, ast.Call) and _length_of(n)}  # fmt: skip
+    } | {id(n.args[0]) for n in ast.walk(fn) if isinstance(n, ast.Call) and _length_of(n)} | {
+        # an element read at a constant index (`first = lengths[0]`): a number like the
+        # others, kept a symbol (an eighteenth look: torch kept no break there)
+        id(n.value) for n in ast.walk(fn)
+        if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+        and isinstance(n.slice.value, int)
+    }  # fmt: skip
     reads = sorted(
         n.lineno for n in ast.walk(fn)
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)

@@ -51,6 +51,14 @@ class CountedPrint(nn.Module):
         return h * 2
 
 
+class FirstElement(nn.Module):
+    def forward(self, x):
+        h = torch.relu(x)
+        counts = (h > 0).sum(dim=1).tolist()  # a read into Python numbers
+        first = counts[0]  # one element, at a constant index
+        return h * (first / 8)
+
+
 CAPTURE: dict[str, Any] = {"capture_scalar_outputs": True}
 BOTH: dict[str, Any] = {**CAPTURE, "reorderable_logging_functions": {print}}
 
@@ -134,3 +142,14 @@ def test_a_print_of_a_lists_length_keeps_both_fixes() -> None:
     assert "Data dependent" in item and "builtin operator" in printed, (item, printed)
     assert torch_breaks(CountedPrint(), CAPTURE) == [printed]
     assert torch_breaks(CountedPrint(), BOTH) == []
+
+
+def test_a_lists_element_at_a_constant_index_keeps_the_capture_advice() -> None:
+    """An eighteenth look: `first = lengths[0]` after `.tolist()`, used in arithmetic: the
+    advice read "capture_scalar_outputs only moves the break there"; torch keeps no break
+    there with it (the element is a symbol like the others)."""
+    said = advice(FirstElement())
+    assert "capture_scalar_outputs = True" in said[BreakCause.ITEM], said
+    assert "only moves the break" not in said[BreakCause.ITEM], said
+    assert len(torch_breaks(FirstElement(), {})) == 1
+    assert torch_breaks(FirstElement(), CAPTURE) == []
