@@ -378,6 +378,9 @@ def stack_value(co_name: str, co_file: str) -> tuple[str, int, str] | None:
     return name, line, expr
 
 
+BRANCHES = re.compile(r"^\s*(?:if|elif|while|assert)\b|\bif\b.*\belse\b")
+
+
 def name_stack_values(g: Guard, co_name: str, co_file: str) -> Guard:
     """After a graph break the rest of the function runs as a frame of its own, and the
     value the breaking line made reaches it as `___stack0`: name it as the user wrote it,
@@ -392,9 +395,18 @@ def name_stack_values(g: Guard, co_name: str, co_file: str) -> Guard:
     g.words = STACK_VALUE.sub(name, g.words, count=1)
     if g.cause in (RecompileCause.FLOAT, RecompileCause.INT) and (made := TO_PYTHON.search(expr)):
         call = made[0] if made[0].startswith(".") else made[0] + "…)"
-        g.suggestion = (
+        head = (
             f"Line {line} turns a tensor into a Python number (`{call}`), which torch guards "
-            f"on{NEW_VALUES}: keep it a 0-d tensor (drop `{call}`), or set "
+            f"on{NEW_VALUES}: "
+        )
+        g.suggestion = head + (
+            # (an eighteenth look: "which also keeps the graph whole" at an `if` on it,
+            # where torch's break stayed, data-dependent branching)
+            "it decides a branch, so keep the comparison a tensor and pick the results with "
+            "torch.where (or torch.cond); with capture_scalar_outputs alone torch still "
+            "breaks at the branch (data-dependent branching)."
+            if BRANCHES.search(expr)
+            else f"keep it a 0-d tensor (drop `{call}`), or set "
             "torch._dynamo.config.capture_scalar_outputs = True, which also keeps the graph "
             f"whole at line {line}."
         )

@@ -124,3 +124,30 @@ def test_a_switch_to_eval_after_a_float_change_is_the_mode_switch(tmp_path) -> N
     assert "training" in last["reasons"][0] and "temperature" in last["reasons"][1], last
     assert last["cause"] == "training" and "one graph per mode" in last["suggestion"], last
     assert "temperature" not in last["failed_guard"]
+
+
+def checked(x: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(x)
+    if h.mean().item() > 10:
+        h = h * 0
+    return h + 1
+
+
+def test_a_branch_on_an_item_is_not_said_kept_whole_by_capture() -> None:
+    """An eighteenth look: the recompile of a value `if h.mean().item() > 10:` read
+    advised capture_scalar_outputs, "which also keeps the graph whole at line 16"; torch
+    still breaks there with it (data-dependent branching)."""
+    from compilediag.testing import compile_report
+
+    calls = [(torch.randn(4, 8),) for _ in range(3)]
+    report = compile_report(checked, calls[0], calls=calls[1:])
+    valued = [r for r in report.recompiles if r.cause in ("float", "int")]
+    assert valued, [(r.cause, r.failed_guard) for r in report.recompiles]
+    for r in valued:
+        assert "keeps the graph whole" not in r.suggestion, r.suggestion
+        assert "torch.where" in r.suggestion, r.suggestion
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        explained = torch._dynamo.explain(checked)(calls[0][0])
+    assert explained.graph_break_count == 1, explained.break_reasons  # at the branch
+    torch._dynamo.reset()
