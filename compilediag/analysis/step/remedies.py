@@ -323,8 +323,8 @@ def _judge(
         said += f", an interval that holds {e.holds(gain)}"
     if e.pairs + t.more_pairs > trials.MAX_PAIRS:
         return False, (
-            f"{said}; at this spread, deciding it takes more than the {trials.MAX_PAIRS} "
-            "pairs --try-fixes runs at most: a longer --profile-steps window narrows each "
+            f"{said}; at this spread, only more pairs than the {trials.MAX_PAIRS} --try-fixes "
+            "runs at most would decide it: a longer --profile-steps window narrows each "
             "pair's spread"
         )
     more = plural(t.more_pairs, "more pair")
