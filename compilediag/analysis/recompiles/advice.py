@@ -184,17 +184,24 @@ def torch_takes_a_number(c: Case) -> str:
     )
 
 
+def bound_of_torch(g: Guard) -> tuple[str, int, str] | None:
+    """The first site of a bound on a dynamic size whose every named site is in torch's own
+    code (shown name, line, the file), or None."""
+    if g.cause != RecompileCause.BOUNDED or not g.named:
+        return None
+    found = [(f, n, torch_source(f)) for f, n in g.named]
+    return found[0] if all(path for _, _, path in found) else None
+
+
 def torch_bounds(c: Case) -> str:
     """A bound on a dynamic size that torch's own code installed, every site the guard names
     in torch (an op's implementation choosing by the size: a look's F.conv2d, `41 <= x dim 3
     <= 80`): no line of the user's branches, and neither mark_dynamic nor dynamic=True
     removes it (torch's count: as many graphs)."""
-    if c.guard.cause != RecompileCause.BOUNDED or not c.guard.named:
+    site = bound_of_torch(c.guard)
+    if site is None:
         return ""
-    found = [(f, n, torch_source(f)) for f, n in c.guard.named]
-    if not all(path for _, _, path in found):
-        return ""
-    shown, line, path = found[0]
+    shown, line, path = site
     code = code_at(path, line).strip()
     return (
         f"torch's own code installed this bound, not a line of yours: torch/{shown}:{line}"
@@ -215,12 +222,7 @@ def bounded_by_torch(c: Case) -> str:
         return ""
     for k in c.history.frame_of(c.entry):
         for reason in reasons_of(k):
-            g = parse_guard(reason)
-            if (
-                g.cause == RecompileCause.BOUNDED
-                and g.named
-                and all(torch_source(f) for f, _ in g.named)
-            ):
+            if bound_of_torch(parse_guard(reason)) is not None:
                 return (
                     "Marking the dims dynamic before the first call, or dynamic=True, would "
                     f"not skip it: torch's own code bounds this frame's dynamic sizes ({k.compile_id} "
