@@ -123,6 +123,8 @@ def caller_of(stack: list[Frame], code_name: str, code_package: str) -> Caller:
             )
             continue
         if owner_of(f.file) == Owner.USER:
+            if harness:  # compilediag's call with the inputs a test of the user's gave it
+                return Caller(CalledBy.HARNESS, loop=loop)
             return Caller(CalledBy.USER, f, "", f, (), loop)
         package = installed_package(f.file)
         user_at = next(

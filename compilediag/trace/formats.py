@@ -172,7 +172,9 @@ GUARD_LOCATION = re.compile(
 # each site a guard's text names (a guard of two bounds names two: `2 <= x.size()[0] <= 6  #
 # F.linear(...)  # nn/modules/linear.py:134 in forward (...) and if x.shape[0] > 6:  #
 # main/model.py:15 in forward`)
-GUARD_SITE = re.compile(r"#\s*(?P<file>[^#\s][^#]*?):(?P<line>\d+) in (?P<fn>\S+)")
+# (a site of torch's own with no user line above it in parentheses: `# (_inductor/codegen/
+# cpp.py:2397 in need_use_acc_helper)`)
+GUARD_SITE = re.compile(r"#\s*\(?(?P<file>[^#\s(][^#]*?):(?P<line>\d+) in (?P<fn>[^\s)]+)")
 GUARD_HINT = re.compile(r"\(HINT: (?P<hint>.+?)\)\s*$", re.S)
 GUARD_USER_STACK = "\nUser stack trace:"
 
@@ -532,6 +534,41 @@ VALUE_GUARDS = frozenset(
     ("NONE_MATCH", "EQUALS_MATCH", "ID_MATCH", "TENSOR_MATCH", "TYPE_MATCH", "LENGTH_CHECK",
      "DICT_LENGTH", "NOT_NONE_MATCH", "TRUE_MATCH", "FALSE_MATCH")
 )  # fmt: skip
+
+
+# a size's guard in a compile's own tree, the text a failed one has in a recompile reason
+# (`LAMBDA_GUARD: 3 <= L['x'].size()[0] <= 15  # (_inductor/codegen/cpp.py:2397 in ...)`)
+GUARD_TREE_SIZE = re.compile(r"\+- LAMBDA_GUARD: (?P<text>.*\.size\(\)\[\d+\].*)$")
+SIZE_OF = re.compile(
+    r"(?P<src>(?:[LG]\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+|\[[^\]]*\])*?)\.size\(\)\[(?P<i>\d+)\]"
+)
+ARITHMETIC = re.compile(r"[\d\s<>=!*+\-/%()]+")
+
+
+def size_guards(tree: str) -> list[str]:
+    """The guards on sizes a compile's tree holds, each as torch's text with its sites."""
+    return [m["text"] for line in tree.splitlines() if (m := GUARD_TREE_SIZE.search(line))]
+
+
+def sizes_in_words(expr: str) -> str:
+    """A guard's sizes as the report names them: `3 <= L['x'].size()[0]` -> `3 <= x dim 0`."""
+    return SIZE_OF.sub(lambda m: f"{source_name(m['src'])} dim {m['i']}", expr)
+
+
+def size_holds(guard: str, name: str, dim: int, size: int) -> bool | None:
+    """Whether a guard on sizes holds with `name` dim `dim` at `size`; None where it names
+    another size, or reads as more than arithmetic."""
+    expr = guard.split("  #", 1)[0]
+    left = SIZE_OF.sub(
+        lambda m: str(size) if (source_name(m["src"]), int(m["i"])) == (name, dim) else m[0],
+        expr,
+    )
+    if left == expr or not ARITHMETIC.fullmatch(left) or "**" in left:
+        return None
+    try:
+        return bool(eval(left, {"__builtins__": {}}))  # digits and operators alone
+    except (SyntaxError, ArithmeticError):
+        return None
 
 
 def guard_values(tree: str) -> dict[str, frozenset[str]]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guard_words import (
     NEW_VALUES,
+    OR_DYNAMIC_TRUE,
     STACK_VALUE,
     Guard,
     mark_after_break,
@@ -25,8 +26,6 @@ from compilediag.analysis.recompiles.guard_words import (
 )
 from compilediag.analysis.recompiles.guards import (
     is_mode_switch,
-    parse_guard,
-    reasons_of,
     specialised,
 )
 from compilediag.analysis.recompiles.library_advice import (
@@ -46,11 +45,17 @@ from compilediag.analysis.recompiles.passed_inputs import (
     where_guards_hold,
 )
 from compilediag.analysis.recompiles.state_advice import mutation_advice, state_advice
+from compilediag.analysis.recompiles.torch_bounds import frame_bounded, or_dynamic_true, torch_bound
 from compilediag.analysis.source import assignments_in_function, code_at
-from compilediag.paths import Owner, torch_source
+from compilediag.paths import Owner
 from compilediag.report.vocabulary import RecompileCause
 from compilediag.trace.compiles import Specialized
-from compilediag.trace.formats import GUARD_SIZE, RESUME, is_resume_frame, source_name
+from compilediag.trace.formats import (
+    GUARD_SIZE,
+    RESUME,
+    is_resume_frame,
+    source_name,
+)
 
 
 @dataclass
@@ -184,52 +189,12 @@ def torch_takes_a_number(c: Case) -> str:
     )
 
 
-def bound_of_torch(g: Guard) -> tuple[str, int, str] | None:
-    """The first site of a bound on a dynamic size whose every named site is in torch's own
-    code (shown name, line, the file), or None."""
-    if g.cause != RecompileCause.BOUNDED or not g.named:
-        return None
-    found = [(f, n, torch_source(f)) for f, n in g.named]
-    return found[0] if all(path for _, _, path in found) else None
-
-
 def torch_bounds(c: Case) -> str:
-    """A bound on a dynamic size that torch's own code installed, every site the guard names
-    in torch (an op's implementation choosing by the size: a look's F.conv2d, `41 <= x dim 3
-    <= 80`): no line of the user's branches, and neither mark_dynamic nor dynamic=True
-    removes it (torch's count: as many graphs)."""
-    site = bound_of_torch(c.guard)
-    if site is None:
-        return ""
-    shown, line, path = site
-    code = code_at(path, line).strip()
-    return (
-        f"torch's own code installed this bound, not a line of yours: torch/{shown}:{line}"
-        + (f" (`{code}`)" if code else "") + ", whose implementation depends on the size. "
-        "A size past it compiles another graph, up to the recompile limit, and neither "
-        "mark_dynamic nor dynamic=True removes that: pass few sizes (resize or pad the "
-        "inputs to a few), and call the model once with each before the work you time or "
-        "serve."
-    )  # fmt: skip
+    return torch_bound(c.guard)
 
 
 def bounded_by_torch(c: Case) -> str:
-    """A size recompile of a frame whose dynamic graphs torch's own code bounds (a later
-    recompile of it is such a bound: torch_bounds): marking the dims ahead, or dynamic=True,
-    gives the first graph those bounds, and each size past one compiles again (a look's
-    timm resnet: 4 graphs for 4 image sizes, marked or not)."""
-    if c.guard.cause != RecompileCause.SHAPE:
-        return ""
-    for k in c.history.frame_of(c.entry):
-        for reason in reasons_of(k):
-            if bound_of_torch(parse_guard(reason)) is not None:
-                return (
-                    "Marking the dims dynamic before the first call, or dynamic=True, would "
-                    f"not skip it: torch's own code bounds this frame's dynamic sizes ({k.compile_id} "
-                    "and on: see them), so sizes past each bound compile again whatever is "
-                    "marked. Pass few sizes (resize or pad the inputs to a few)."
-                )
-    return ""
+    return frame_bounded(c.guard, c.history, c.entry)
 
 
 def float_baked_in(c: Case) -> str:
@@ -284,7 +249,7 @@ def already_dynamic(c: Case) -> str:
         said = "To skip this recompile too: " + said[:1].lower() + said[1:]
     return (
         "torch already made it dynamic on this recompile (automatic dynamic), so later "
-        f"values reuse this graph{where_guards_hold(c.history, c.entry)}. {said}"
+        f"values reuse this graph{where_guards_hold(c.history, c.entry, c.guard)}. {said}"
     )  # fmt: skip
 
 
@@ -362,7 +327,7 @@ def every_dim(c: Case) -> str:
     marks = "; ".join(f"torch._dynamo.mark_dynamic({n}, {d})" for n, d in c.dims)
     return (
         f"{len(c.dims)} dims of this frame's inputs change across calls: mark each "
-        f"dynamic before the first call: {marks}; or compile with dynamic=True."
+        f"dynamic before the first call: {marks}" + or_dynamic_true(c.guard, c.entry)
     )
 
 
@@ -396,7 +361,7 @@ def at_the_call(c: Case) -> str:
 
 def translated(c: Case) -> str:
     # the advice `translate` gave the guard's text (or torch's hint, for an int)
-    return c.guard.suggestion
+    return c.guard.suggestion.replace(OR_DYNAMIC_TRUE, or_dynamic_true(c.guard, c.entry))
 
 
 GUARD_ADVISORS: list[Advisor] = [
@@ -469,7 +434,7 @@ def user_call(e: Entry, g: Guard) -> str:
         )
     elif library and dim != "0":  # an image's height or width (a look: tokenizer words there)
         text += "; or resize or pad it to a few sizes, so that few sizes compile"
-    text += "; or compile with dynamic=True."
+    text += or_dynamic_true(g, e)
     if {a, b} & {0, 1}:
         text += sizes_0_1(arg, dim)
     return text

@@ -31,6 +31,7 @@ from compilediag.trace.formats import (
     GUARD_TRAINING,
     GUARD_TYPE_ID,
     RESUME,
+    sizes_in_words,
     source_name,
 )
 
@@ -73,6 +74,9 @@ MODE_ADVICE = (
 OTHER_ADVICE = "See the guard above; TORCH_LOGS=recompiles_verbose shows every guard."
 
 
+OR_DYNAMIC_TRUE = "; or compile with dynamic=True."
+
+
 def sizes_0_1(name: str, dim: str) -> str:
     """Why a dynamic dim still recompiles for a size of 0 or 1, and what to keep it at."""
     return (
@@ -85,8 +89,8 @@ def sizes_0_1(name: str, dim: str) -> str:
 def size_words(m: re.Match[str]) -> Words:
     name, dim, a, b = source_name(m["n"]), m["i"], int(m["a"]), int(m["b"])
     advice = (
-        f"Mark it dynamic before the first call: torch._dynamo.mark_dynamic({name}, {dim}); "
-        "or compile with dynamic=True."
+        f"Mark it dynamic before the first call: torch._dynamo.mark_dynamic({name}, {dim})"
+        + OR_DYNAMIC_TRUE
     )
     if {a, b} & {0, 1}:
         advice += sizes_0_1(name, dim)
@@ -120,8 +124,7 @@ def range_words(m: re.Match[str]) -> Words:
 def size_condition_words(m: re.Match[str]) -> Words:
     name, dim = source_name(m["src"]), m["i"]
     # every dim of the tensor in words (a look read `x dim 3` beside `x.size()[2]`)
-    src = re.escape(m.group("src"))
-    said = re.sub(rf"{src}\.size\(\)\[(\d+)\]", rf"{name} dim \1", m.string.strip())
+    said = sizes_in_words(m.string.strip())
     return (
         f"{name} dim {dim} no longer meets `{said}`, a condition its dynamic graph holds",
         RecompileCause.BOUNDED,  # already dynamic: mark_dynamic, dynamic=True cannot help

@@ -13,10 +13,18 @@ import re
 from compilediag.analysis.callers import CalledBy, Caller, drop_last_code, shown
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guard_words import Guard, mark_after_break, sizes_0_1
-from compilediag.analysis.recompiles.guards import parse_guard, reasons_of
+from compilediag.analysis.recompiles.guards import parse_guard, reasons_of, size_change
 from compilediag.paths import possessive
 from compilediag.trace.compiles import Frame
-from compilediag.trace.formats import GUARD_SIZE, RESUME, source_name
+from compilediag.trace.formats import (
+    GUARD_LOWER_BOUND,
+    GUARD_SIZE,
+    RESUME,
+    size_guards,
+    size_holds,
+    sizes_in_words,
+    source_name,
+)
 
 # a positional input of a `*args` wrapper (torch's `inner`, a library's decorator)
 POSITIONAL = re.compile(r"^args\[(?P<i>\d+)\]$")
@@ -142,15 +150,25 @@ def batch_sizes(h: History, e: Entry) -> set[int]:
     return sizes
 
 
-def where_guards_hold(h: History, e: Entry) -> str:
+def where_guards_hold(h: History, e: Entry, g: Guard) -> str:
     """Where the frame compiled again after this dynamic graph (a bound its guards keep: `if
-    x.shape[0] > 6`), later values reuse it only within them: said, with those compiles."""
+    x.shape[0] > 6`), later values reuse it only within them: said, with those compiles;
+    else the bounds its own guards keep on the size that changed (`3 <= x dim 0 <= 15`)."""
     frame = h.frame_of(e)
     later = [str(x.id) for x in frame[frame.index(e) + 1 :] if x.graph]
-    if not later:
+    if later:
+        see = "them" if len(later) > 1 else "it"
+        return f" where its guards hold ({', '.join(later)} compiled again: see {see})"
+    change = size_change(g.guard)
+    if change is None:
         return ""
-    see = "them" if len(later) > 1 else "it"
-    return f" where its guards hold ({', '.join(later)} compiled again: see {see})"
+    kept = [
+        said
+        for text in size_guards(e.compile.guards)
+        if size_holds(text, change.source, change.dim, change.new) is not None
+        and not GUARD_LOWER_BOUND.match(said := text.split("  #", 1)[0].strip())
+    ]
+    return f" where its guards hold (`{'`, `'.join(map(sizes_in_words, kept))}`)" if kept else ""
 
 
 def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
@@ -217,7 +235,7 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     if dynamic:
         text += (
             " torch made the batch dim dynamic on this recompile (automatic dynamic), so later "
-            f"sizes reuse this graph{where_guards_hold(h, e)}: "
+            f"sizes reuse this graph{where_guards_hold(h, e, g)}: "
             + ("the fix saves" if after_break else "either fix saves")
             + " this one compile."
         )

@@ -95,3 +95,93 @@ def test_a_bound_over_two_dims_names_both_in_words() -> None:
         "x dim 3 no longer meets `128 + 128*(((-1) + x dim 3) // 8) + 128*(((-1) + x dim 2) "
         "// 8) <= 20480`, a condition its dynamic graph holds"
     ), g.words
+
+
+class _NormBlock(nn.Module):
+    """A conv, a group norm and a pooled head, as the eighteenth look's job had them
+    (`check`: a branch on an activation's mean, a graph break): torch's own code bounds the
+    batch dim of the graph made dynamic for it."""
+
+    def __init__(self, check: bool = False) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 8)
+        self.head = nn.Linear(8, 4)
+        self.check = check
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.gelu(self.norm(self.conv(x)))
+        h = h * torch.sigmoid(h)
+        if self.check and h.mean().item() > 10:
+            h = h / 10
+        return self.head(h.mean(dim=(2, 3)))
+
+
+def _inductor_frames(
+    model: nn.Module, batches: tuple[int, ...], mark: bool = False, dynamic: bool | None = None
+) -> int | str:
+    """torch's count of frames compiled for these batch sizes under Inductor, with the
+    batch dim marked on the first call (`mark`) or dynamic=True; the error's name where
+    torch refuses."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(model, backend=counter, dynamic=dynamic)
+    try:
+        with torch.no_grad():
+            for i, b in enumerate(batches):
+                x = torch.randn(b, 3, 16, 16)
+                if mark and i == 0:
+                    torch._dynamo.mark_dynamic(x, 0)
+                compiled(x)
+    except Exception as e:  # torch refusing the mark is its answer too
+        return type(e).__name__
+    finally:
+        torch._dynamo.reset()
+    return counter.frame_count
+
+
+def _batch_recompile(model: nn.Module, batches: tuple[int, ...]) -> str:
+    from compilediag.testing import compile_report
+
+    calls = [(torch.randn(b, 3, 16, 16),) for b in batches]
+    report = compile_report(model, calls[0], calls=calls[1:], backend="inductor")
+    (r,) = [r for r in report.recompiles if r.failed_guard == "x dim 0 changed 2 → 4"]
+    return r.suggestion
+
+
+@pytest.mark.full
+def test_a_bound_torch_keeps_outside_the_first_size_is_no_mark_advice() -> None:
+    """The eighteenth look's F3: the batch 2 → 4 recompile read "to skip this recompile too:
+    mark it dynamic before the first call ... or compile with dynamic=True"; torch's own
+    code bounds the graph made dynamic at 4 to sizes 2 lies outside, so torch raises on the
+    mark and dynamic=True compiles 4 again."""
+    model = _NormBlock(check=True).eval()
+    said = _batch_recompile(model, (2, 2, 4))
+    assert "would not skip it: torch's own code keeps this graph's x dim 0" in said, said
+    assert "the size 2 before lies outside" in said and "torch/nn/modules/conv.py:" in said
+    assert "To skip this recompile too" not in said and "mark_dynamic(x" not in said, said
+    assert "where its guards hold (`3 <= x dim 0" in said, said
+    # torch's count: neither compiles fewer frames than the calls as they are (a cold
+    # Inductor cache: 5 as-is, 6 with dynamic=True)
+    plain = _inductor_frames(model, (2, 2, 4))
+    marked = _inductor_frames(model, (2, 2, 4), mark=True)
+    assert marked == "ConstraintViolationError" or int(marked) >= int(plain), (marked, plain)
+    assert int(_inductor_frames(model, (2, 2, 4), dynamic=True)) >= int(plain)
+
+
+@pytest.mark.full
+def test_a_bound_torch_keeps_around_the_first_size_leaves_the_mark_not_dynamic_true() -> None:
+    """Without the break the bound holds the first size: marking the dim skips the
+    recompile (torch: 1 graph), dynamic=True does not (torch: 2) and is not advised."""
+    model = _NormBlock().eval()
+    said = _batch_recompile(model, (2, 2, 4))
+    assert "To skip this recompile too: mark it dynamic before the first call" in said, said
+    assert "torch._dynamo.mark_dynamic(x, 0)" in said, said
+    assert "or compile with dynamic=True" not in said, said
+    assert "dynamic=True is untried here" in said and "torch/nn/modules/conv.py:" in said
+    assert "`x` is `model`" not in said  # compilediag.testing's call is not the user's
+    assert _inductor_frames(model, (2, 2, 4)) == 2
+    assert _inductor_frames(model, (2, 2, 4), mark=True) == 1
+    assert _inductor_frames(model, (2, 2, 4), dynamic=True) == 2
