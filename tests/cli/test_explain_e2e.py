@@ -286,6 +286,12 @@ def test_a_graphs_ops_are_torchs_count_in_the_grad_mode_the_header_names(
         torch.compile(namespace["get_model"](), backend=counter)(*namespace["get_inputs"]())
     graphs = json.loads(out.read_text())["graphs"]
     assert [g["ops"] for g in graphs] == [counter.op_count], (graphs, counter.op_count)
+    # the docs' words: explain's op_count counts the function calls alone (not `.relu()`)
+    torch._dynamo.reset()
+    with torch.set_grad_enabled(train):
+        ex = torch._dynamo.explain(namespace["get_model"]())(*namespace["get_inputs"]())
+    functions = [n for g in ex.graphs for n in g.graph.nodes if n.op == "call_function"]
+    assert ex.op_count == len(functions) < graphs[0]["ops"], (ex.op_count, graphs)
 
 
 def test_get_model_may_return_a_plain_function(tmp_path: Path) -> None:

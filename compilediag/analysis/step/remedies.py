@@ -269,16 +269,19 @@ def _losses(
         return None, why
     if gap == 0:
         return True, f"losses match exactly over {plural(steps, 'step')}"
-    own = f"; the unchanged job's own runs: {noise:.1e}" if noise else ""
+    # each gap a share of the mean loss (a look read "within 2.0e-07 of the mean" as absolute)
+    own = f"; the unchanged job's own two runs: {noise:.1e}" if noise else ""
     rtol = LOSS_RTOL_BY.get(remedy, LOSS_RTOL)
     if gap <= max(rtol, 3 * (noise or 0.0)):
         return (
             True,
-            f"losses match over {plural(steps, 'step')} (within {gap:.1e} of the mean{own})",
+            f"losses match over {plural(steps, 'step')} (apart by at most {gap:.1e} of the "
+            f"mean loss{own})",
         )
     return (
         False,
-        f"losses differ over {plural(steps, 'step')} (by up to {gap:.1%} of the mean{own})",
+        f"losses differ over {plural(steps, 'step')} (by up to {gap:.1%} of the mean "
+        f"loss{own})",
     )
 
 

@@ -655,3 +655,18 @@ def test_losses_that_differ_with_workers_say_the_batches_differ() -> None:
     other = Tried("fused", "fused", part="optimizer")
     other.loss_match = False
     assert _judge(other, [[10.0] * 4] * 3, [[8.0] * 4] * 3)[1] == "not kept: the losses differ"
+
+
+@pytest.mark.parametrize("gap", [2e-7, 0.3])
+def test_the_losses_gap_is_said_as_a_share_of_the_mean_loss(
+    monkeypatch: pytest.MonkeyPatch, gap: float
+) -> None:
+    """An eighteenth look: "losses match over 21 steps (within 2.0e-07 of the mean)" did
+    not say the gap is relative; its own A/B read 4.77e-07 absolute on losses near 2.3."""
+    from compilediag.analysis.step import remedies
+
+    monkeypatch.setattr(remedies, "_loss_gap", lambda a, b: (gap, 21, ""))
+    matched, said = remedies._losses(None, None, "fused", 4e-7)  # type: ignore[arg-type]
+    assert matched is (gap <= remedies.LOSS_RTOL_BY["fused"])
+    shown = f"{gap:.1e}" if matched else f"{gap:.1%}"
+    assert f"{shown} of the mean loss; the unchanged job's own two runs: 4.0e-07)" in said, said
