@@ -373,7 +373,8 @@ def describe_value(value: Any) -> str:
 
     if isinstance(value, torch.Tensor):
         shape = "x".join(str(d) for d in value.shape) or "scalar"
-        return f"{shape}:{str(value.dtype).removeprefix('torch.')}"
+        grad = ":requires_grad" if value.requires_grad else ""  # torch guards on it too
+        return f"{shape}:{str(value.dtype).removeprefix('torch.')}{grad}"
     if isinstance(value, (tuple, list)):
         return "(" + ", ".join(describe_value(v) for v in value) + ")"
     if isinstance(value, dict):

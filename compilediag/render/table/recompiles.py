@@ -125,6 +125,22 @@ def timeline_block(report: Report) -> list:
             " ".join(c.compile_ids), seconds(c.compile_time_s) if c.compiled else "-",
         )  # fmt: skip
     out: list = [Text("\nCalls", style="bold"), Padding(t, (0, 0, 0, 2))]
+    # a call that compiled with the inputs of the call before changed something else (a
+    # look's rows 3-5 alike: model.eval(), a flag set on the model)
+    same = [
+        c for b, c in zip(report.calls, report.calls[1:], strict=False)
+        if c.compiled and c.compile_ids and c.inputs == b.inputs
+    ]  # fmt: skip
+    if same:
+        calls = ", ".join(str(c.index + 1) for c in same)
+        ids = ", ".join(i for c in same for i in c.compile_ids)
+        said = (
+            f"call{'s' * (len(same) > 1)} {calls} compiled with inputs shown as the call "
+            "before's: what changed is not in this column (the model's mode, an attribute, a "
+            f"global, a layout): {'their recompiles say' if len(same) > 1 else 'its recompile says'} "
+            f"({ids})"
+        )
+        out.append(Padding(Text(said, style="dim"), (0, 0, 0, 2)))
     if any(c.state == "limit" for c in report.calls):
         out.append(
             Text(

@@ -126,6 +126,28 @@ def test_a_switch_to_eval_after_a_float_change_is_the_mode_switch(tmp_path) -> N
     assert "temperature" not in last["failed_guard"]
 
 
+@pytest.mark.full
+def test_a_call_that_compiled_on_the_inputs_before_is_pointed_to_its_recompile(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An eighteenth look: the Calls table printed calls 3-5 alike, the model's mode or a
+    flag changed between them. A call that compiled on inputs shown as the call before's
+    says its recompile says what changed; an input that requires grad (torch guards on it,
+    a recompile) is shown so."""
+    from tests.conftest import run_cli
+
+    model = tmp_path / "scorer.py"
+    model.write_text(EVAL_AFTER_A_FLOAT + "    yield (x.clone().requires_grad_(True), 0.9)\n")
+    shown = run_cli("recompiles", str(model), "--backend", "eager", env={"COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    calls = shown.stdout.split("\nCalls", 1)[1].split("\nRecompiles", 1)[0]
+    rows = [line.split() for line in calls.splitlines() if line.strip()[:1].isdigit()]
+    assert [r[0] for r in rows] == ["1", "2", "3", "4"] and rows[3][
+        1
+    ] == "2x8:float32:requires_grad,"
+    assert all("compiled" in r for r in rows), rows
+    assert "call 3 compiled with inputs shown as the call before's" in " ".join(calls.split())
+    assert "its recompile says (0/2)" in calls and "call 4" not in calls, calls
+
+
 def checked(x: torch.Tensor) -> torch.Tensor:
     h = torch.tanh(x)
     if h.mean().item() > 10:
