@@ -84,14 +84,16 @@ def measure(
         return steady_state(torch, step, model, compiled, args_for, cuda, again, told, cap)[:2]
 
     e, c, rounds = settled((e, c), another)
-    noise = noise_reason(torch, e, c, rounds) if spread(e, c) > NOISY else ""
     if trust is not None and trust.threads is not None and not cuda:
         # No one-thread cross-check: a compiled call under another thread count fails
         # Dynamo's global-state guard and recompiles (the user's findings would change).
         if watch is not None:
             trust.threads = watch.judged(trust.threads)
         trust.flags = busy_cores(trust.threads)
-        noise = "; ".join([*trust.flags, *([noise] if noise else [])])
+    flags = trust.flags if trust is not None else []
+    # (the machine's load once: the busy cores' flag says it where there is one)
+    noise = noise_reason(torch, e, c, rounds, bool(flags)) if spread(e, c) > NOISY else ""
+    noise = "; ".join([*flags, *([noise] if noise else [])])
     busy = None
     if cuda:
         progress("timing: the GPU's own time")
@@ -170,9 +172,11 @@ def _rounds(progress: Callable[[str], None], n: int) -> Callable[[int, int], Non
     return told
 
 
-def noise_reason(torch: Any, eager: Stat, compiled: Stat, rounds: int) -> str:
-    """Why the timings can't be trusted, in words: the machine's load, torch's threads
-    against the cores this process may use, or else the spread itself."""
+def noise_reason(
+    torch: Any, eager: Stat, compiled: Stat, rounds: int, load_said: bool = False
+) -> str:
+    """Why the timings can't be trusted, in words: the machine's load (unless `load_said`),
+    torch's threads against the cores this process may use, or else the spread itself."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cores = cores or 1
     threads = torch.get_num_threads()
@@ -183,7 +187,7 @@ def noise_reason(torch: Any, eager: Stat, compiled: Stat, rounds: int) -> str:
         f"{worst.iqr / worst.median:.0%} of the median, the fastest "
         f"{1 - (worst.min or worst.median) / worst.median:.0%} below it) after {plural(rounds, 'round')}"
     )
-    if load > min(threads, cores) + 1:
+    if load > min(threads, cores) + 1 and not load_said:
         return f"the machine was busy (load {load:.1f} on {cores} cores); {varied}"
     if threads > cores:
         return f"torch runs {threads} threads on {cores} cores; {varied}"

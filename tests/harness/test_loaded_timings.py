@@ -235,3 +235,32 @@ def test_explain_beside_a_busy_loop_on_every_core_gives_figures_within_3x_or_fla
         within = figure <= 3 * quiet[name]
         flagged = "the cores were busy" in t["noise"] and "OMP_NUM_THREADS=" in t["noise"]
         assert within or flagged, (name, figure, quiet[name], t["noise"])
+
+
+def test_the_busy_cores_are_said_once_and_the_load_not_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An eighteenth look: explain printed the busy cores' paragraph in the header, again
+    in the speedup row, with "the machine was busy (load 3.4 on 2 cores)" after it."""
+    from compilediag.analysis.compile.timings import timing_notes
+    from compilediag.harness.measure import noise_reason
+    from compilediag.harness.threads import busy_cores
+    from compilediag.render import render
+
+    load = Load(cores=2, busy=2.0, runnable=4, loadavg=4.0)
+    flags = busy_cores(Threads(2, 2, "you", True, load, "OMP_NUM_THREADS=2", fits=1))
+    spread = Stat(1.0, 5.0, min=0.1)
+    import os
+
+    import torch
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (1000.0, 1000.0, 1000.0))  # any machine busy
+
+    assert "the machine was busy" in noise_reason(torch, spread, spread, 3)
+    varied = noise_reason(torch, spread, spread, 3, load_said=True)
+    assert "the machine was busy" not in varied and "blocks spread" in varied
+    report = _report(noise="; ".join([*flags, varied]))
+    report.notes = timing_notes(Trust(flags=flags))
+    shown = " ".join(render(report, "table", width=100).split())
+    assert shown.count(" ".join(flags[0].split())) == 1, shown
+    assert "not reliable: the cores were busy (the warning above); compiled's blocks" in shown

@@ -146,6 +146,9 @@ def trusted_speedup(report: Report) -> tuple[float | None, str]:
     return report.summary.speedup, ""
 
 
+UNRELIABLE = "timings not reliable: "  # a figure's flag, said once (render's noise_once)
+
+
 def timing_notes(trust: Trust) -> list[Finding]:
     """What compilediag changed for the timing (fewer threads for busy cores), and each
     figure the one-thread cross-check flags (its cause and fix)."""
@@ -165,8 +168,6 @@ def timing_notes(trust: Trust) -> list[Finding]:
         )
     for flag in trust.flags:
         notes.append(
-            Finding(
-                FindingKind.UNRELIABLE_TIMING, f"timings not reliable: {flag}.", Severity.WARNING
-            )
+            Finding(FindingKind.UNRELIABLE_TIMING, f"{UNRELIABLE}{flag}.", Severity.WARNING)
         )
     return notes

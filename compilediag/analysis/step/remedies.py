@@ -280,8 +280,7 @@ def _losses(
         )
     return (
         False,
-        f"losses differ over {plural(steps, 'step')} (by up to {gap:.1%} of the mean "
-        f"loss{own})",
+        f"losses differ over {plural(steps, 'step')} (by up to {gap:.1%} of the mean loss{own})",
     )
 
 

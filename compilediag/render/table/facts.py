@@ -9,6 +9,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.padding import Padding
 from rich.text import Text
 
+from compilediag.analysis.compile.timings import UNRELIABLE
 from compilediag.paths import short_path
 from compilediag.render import (
     cache_text,
@@ -32,6 +33,7 @@ from compilediag.render.views import (
 from compilediag.render.window_words import kernel_timing_words, took_words
 from compilediag.report.model import Breakdown, CompileTime, Report, Runtime
 from compilediag.report.numerics import COMPILED_CLOSER, DIFFER, MATCH, RANDOM_ONLY, Numerics
+from compilediag.report.vocabulary import FindingKind
 from compilediag.report.words import steps_words
 
 KIND_LABELS = {
@@ -339,7 +341,7 @@ def timing_lines(report: Report) -> list:
             fastest = f", min {ms(s.min)}" if s.min is not None else ""
             rows.append((label, Text(f"{ms(s.median)} a call (IQR {ms(s.iqr)}{fastest})")))
         if t.noise:
-            rows.append(("speedup", Text(f"{t.speedup:.2f}x, not reliable: {t.noise}",
+            rows.append(("speedup", Text(f"{t.speedup:.2f}x, not reliable: {noise_once(report)}",
                                          style="yellow")))  # fmt: skip
         else:
             rows.append(("speedup", Text(f"{t.speedup:.2f}x", style="bold")))
@@ -380,6 +382,17 @@ def timing_lines(report: Report) -> list:
     for i, note in enumerate(t.notes):
         rows.append((label if i == 0 else "", Text(note, style="yellow")))
     return [details(rows + outputs_rows(report) + took_rows(report))]
+
+
+def noise_once(report: Report) -> str:
+    """The timings' noise, where the header's warning already gives a part of it (the busy
+    cores: a look read the paragraph twice), that part as a pointer to it."""
+    noise = report.timings.noise if report.timings else ""
+    for f in report.notes:
+        flag = f.message.removeprefix(UNRELIABLE).removesuffix(".")
+        if f.kind == FindingKind.UNRELIABLE_TIMING and flag and flag in noise:
+            noise = noise.replace(flag, "the cores were busy (the warning above)")
+    return noise
 
 
 def _where_words(b: Breakdown) -> str:
