@@ -82,10 +82,14 @@ def run(opts: RunJobOptions) -> int:
     window = f"--profile-steps {opts.profile_steps or '5-10'}"
     job = shlex.join(opts.command)  # the hints give the user's own command back
     if opts.try_fixes and not opts.profile_steps:
+        # (the user's --budget and --apply kept: a look's hint dropped --budget 90)
+        given = (f" --budget {opts.budget_s:g}" if opts.budget_s is not None else "") + (
+            " --apply" if opts.apply else ""
+        )
         raise UsageError(
             "--try-fixes measures each remedy by the job's steps in the window of "
             "--profile-steps, and none was given.",
-            hint=f"Add a window of steps after the compile: compilediag run --try-fixes "
+            hint=f"Add a window of steps after the compile: compilediag run --try-fixes{given} "
             f"{window} -- {job}",
         )
     if opts.budget_s is not None and not opts.try_fixes:

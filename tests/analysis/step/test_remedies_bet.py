@@ -365,6 +365,11 @@ def test_apply_needs_try_fixes_and_fix_needs_a_try_fixes_report(tmp_path: Path) 
     # the fix gives the user's own command and budget back (a look read `-- python train.py`)
     said = " ".join(proc.stderr.split())
     assert f"--try-fixes --budget 30 --profile-steps 5-10 -- {sys.executable} -c " in said, said
+    # --try-fixes with no window: its hint keeps the --budget and --apply given (a look's
+    # dropped --budget 90)
+    proc = run_cli("run", "--try-fixes", "--budget", "90", "--apply", "--", sys.executable, "x.py")
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and "--try-fixes --budget 90 --apply --profile-steps 5-10" in said
     # a report with no --try-fixes runs: a recorded trace's
     trace = next((ROOT / "tests" / "fixtures" / "traces").glob("torch-2.1*/clean_mlp.inductor.log"))
     plain = tmp_path / "r.json"
