@@ -79,7 +79,7 @@ def try_baseline_words(b: TryBaseline) -> str:
         "step by its window"
         if b.runs == 1
         else f"the job as it is, run {b.runs} times more alternated with the remedies: "
-        f"{ms(b.step_ms)} a step by their windows (their geometric mean, as each remedy's "
-        f"step before it; {_spread(b.spread)}), each remedy set against those of its own rounds"
+        f"{ms(b.step_ms)} a step, their windows' geometric mean ({_spread(b.spread)}); each "
+        "remedy is set against the runs of its own rounds"
     )  # (one run: no spread to give; a remedy decided early has fewer rounds, its own step)
     return "; ".join(x for x in (text, b.load, b.stopped, b.resolution) if x)

@@ -14,10 +14,9 @@ def test_one_baseline_run_has_no_spread_to_give() -> None:
     )
     four = try_baseline_words(TryBaseline(step_ms=43.7, runs=4, spread=0.06))
     assert four == (
-        "the job as it is, run 4 times more alternated with the remedies: 43.7 ms a step "
-        "by their windows (their geometric mean, as each remedy's step before it; within 6% "
-        "of each other), each remedy set against "
-        "those of its own rounds"
+        "the job as it is, run 4 times more alternated with the remedies: 43.7 ms a step, "
+        "their windows' geometric mean (within 6% of each other); each remedy is set against "
+        "the runs of its own rounds"
     )
 
 

@@ -309,9 +309,8 @@ def _baseline(
     beside = [x.beside for x in runs if x.beside is not None]
     load = ""
     if beside and max(beside) >= LOADED:
-        load = (f"other processes kept up to {max(beside):.1f} of the job's cores busy during "
-                "its runs: each remedy was run every round, and its interval is the wider "
-                "for it")  # fmt: skip
+        load = (f"other processes kept up to {max(beside):.1f} of the job's cores busy: "
+                "every remedy ran each round, its interval the wider for it")  # fmt: skip
     stopped = ""
     if clock.out:
         stopped = (
@@ -347,8 +346,8 @@ def resolution(tried: list[Tried]) -> str:
         return ""
     spans = f"±{max(wide):.0%}" if max(wide) <= trials.WIDE else f"past ±{trials.WIDE:.0%}"
     return (
-        f"the window is too short to resolve {gain:.0%}: an interval spans {spans}; "
-        "a longer --profile-steps window (more steps), or more rounds (--budget), narrows it"
+        f"the window is too short to resolve {gain:.0%} (an interval spans {spans}): a "
+        "longer --profile-steps window, or more rounds (--budget), narrows it"
     )
 
 
