@@ -90,10 +90,7 @@ def measure(
         if watch is not None:
             trust.threads = watch.judged(trust.threads)
         trust.flags = busy_cores(trust.threads)
-    flags = trust.flags if trust is not None else []
-    # (the machine's load once: the busy cores' flag says it where there is one)
-    noise = noise_reason(torch, e, c, rounds, bool(flags)) if spread(e, c) > NOISY else ""
-    noise = "; ".join([*flags, *([noise] if noise else [])])
+    noise = all_noise(torch, e, c, rounds, trust.flags if trust is not None else [])
     busy = None
     if cuda:
         progress("timing: the GPU's own time")
@@ -170,6 +167,12 @@ def _rounds(progress: Callable[[str], None], n: int) -> Callable[[int, int], Non
         progress(f"timing eager vs compiled: block {i} of {total}{of}")
 
     return told
+
+
+def all_noise(torch: Any, eager: Stat, compiled: Stat, rounds: int, flags: list[str]) -> str:
+    """The busy cores' flags, then the spread's reason (the machine's load said once)."""
+    spreads = noise_reason(torch, eager, compiled, rounds, bool(flags))
+    return "; ".join([*flags, *([spreads] if spread(eager, compiled) > NOISY else [])])
 
 
 def noise_reason(

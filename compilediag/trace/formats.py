@@ -555,6 +555,16 @@ def sizes_in_words(expr: str) -> str:
     return SIZE_OF.sub(lambda m: f"{source_name(m['src'])} dim {m['i']}", expr)
 
 
+# a bound that still holds at this many times a size seen splits none near it (32-bit
+# indexing's `8192*x dim 1 <= 2147483647`)
+FAR = 64
+
+
+def splits_near(guard: str, name: str, dim: int, size: int) -> bool:
+    """A guard on sizes that shuts out `name` dim `dim` somewhere below FAR times `size`."""
+    return size_holds(guard, name, dim, FAR * size) is False
+
+
 def size_holds(guard: str, name: str, dim: int, size: int) -> bool | None:
     """Whether a guard on sizes holds with `name` dim `dim` at `size`; None where it names
     another size, or reads as more than arithmetic."""

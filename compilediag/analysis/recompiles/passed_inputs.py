@@ -21,9 +21,9 @@ from compilediag.trace.formats import (
     GUARD_SIZE,
     RESUME,
     size_guards,
-    size_holds,
     sizes_in_words,
     source_name,
+    splits_near,
 )
 
 # a positional input of a `*args` wrapper (torch's `inner`, a library's decorator)
@@ -162,10 +162,11 @@ def where_guards_hold(h: History, e: Entry, g: Guard) -> str:
     change = size_change(g.guard)
     if change is None:
         return ""
+    near = max(change.old, change.new)  # (not 32-bit indexing's bound: it splits none)
     kept = [
         said
         for text in size_guards(e.compile.guards)
-        if size_holds(text, change.source, change.dim, change.new) is not None
+        if splits_near(text, change.source, change.dim, near)
         and not GUARD_LOWER_BOUND.match(said := text.split("  #", 1)[0].strip())
     ]
     return f" where its guards hold (`{'`, `'.join(map(sizes_in_words, kept))}`)" if kept else ""

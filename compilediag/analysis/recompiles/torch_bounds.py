@@ -10,7 +10,7 @@ from compilediag.analysis.recompiles.guards import parse_guard, reasons_of, size
 from compilediag.analysis.source import code_at
 from compilediag.paths import torch_source
 from compilediag.report.vocabulary import RecompileCause
-from compilediag.trace.formats import size_guards, size_holds
+from compilediag.trace.formats import size_guards, size_holds, splits_near
 
 
 def bound_of_torch(g: Guard) -> list[tuple[str, int, str]]:
@@ -71,10 +71,11 @@ def own_bound(g: Guard, e: Entry) -> tuple[list[tuple[str, int, str]], bool | No
     change = size_change(g.guard)
     if change is None:
         return [], None
+    near = max(change.old, change.new)
     for text in size_guards(e.compile.guards):
         sites = bound_of_torch(parse_guard(text))
         holds = size_holds(text, change.source, change.dim, change.old)
-        if sites and holds is not None:
+        if sites and holds is not None and splits_near(text, change.source, change.dim, near):
             return sites, holds
     return [], None
 
