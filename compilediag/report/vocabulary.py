@@ -148,6 +148,7 @@ class FindingKind(StrEnum):
     EVALUATION_GRAPHS = "evaluation_graphs"  # graphs a rank compiled for its evaluation alone
     DAMAGED_TRACE = "damaged_trace"  # unreadable lines, damaged payloads
     COMPILE_COST = "compile_cost"  # what cuts the compile time: a function, blocks, a cache
+    NOTHING_TO_TRY = "nothing_to_try"  # --try-fixes found no remedy the findings call for
     # errors
     COMPILE_FAILED = "compile_failed"
     RUN_ERROR = "run_error"  # a step of the run that failed (the cross-check, the timing)

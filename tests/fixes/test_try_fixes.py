@@ -162,3 +162,4 @@ def test_try_fixes_with_nothing_to_try_says_so(tmp_path) -> None:  # type: ignor
     clean = run_cli("explain", "sample_models/clean_mlp.py", "--backend", "eager",
                     "--no-timings", "--try-fixes")  # fmt: skip
     assert "nothing to try: no graph break and no recompile to remove" in clean.stderr
+    assert "nothing to try: no graph break and no recompile to remove" in clean.stdout

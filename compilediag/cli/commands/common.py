@@ -48,12 +48,16 @@ def verify_fixes(done: ModelRun, spec: WorkerSpec, fixes: FixOptions, timeout: f
     changed)."""
     if not fixes.try_fixes or done.failed:
         return done
-    from compilediag.cli.commands.fixes import try_fixes
+    from compilediag.cli.commands.fixes import nothing_to_try, try_fixes
+    from compilediag.report.vocabulary import Finding, FindingKind
 
     jobs = fixes.jobs or os.cpu_count() or 1
     with Live(f"measuring each remedy in a run of its own (--try-fixes, {jobs} at a time)"):
         verified = try_fixes(spec, done.report, jobs, timeout, run_model)
-    return replace(done, report=replace(done.report, verified_fixes=verified))
+    notes = done.report.notes
+    if not verified:  # the report says it too (a look found it only among the job's output)
+        notes = [*notes, Finding(FindingKind.NOTHING_TO_TRY, nothing_to_try(done.report) + ".")]
+    return replace(done, report=replace(done.report, verified_fixes=verified, notes=notes))
 
 
 @dataclass

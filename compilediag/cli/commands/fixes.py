@@ -29,6 +29,16 @@ def counts(report: Report) -> Counts:
     )
 
 
+def nothing_to_try(report: Report) -> str:
+    """Why --try-fixes tried nothing, for the report's findings."""
+    found = report.summary.graph_breaks or report.summary.recompiles
+    return "--try-fixes: nothing to try: " + (
+        "no finding here has a remedy that needs no edit of your code (a setting, a "
+        "torch.compile argument, a mark); the advice under each says what to change"
+        if found else "no graph break and no recompile to remove"
+    )  # fmt: skip
+
+
 def try_fixes(
     spec: WorkerSpec, report: Report, jobs: int, timeout: float, run_model: RunModel
 ) -> list[VerifiedFix]:
@@ -39,13 +49,7 @@ def try_fixes(
     if together is not None:
         remedies.append(together)
     if not remedies:  # (a look read nothing at all, and took it for --try-fixes ignored)
-        found = report.summary.graph_breaks or report.summary.recompiles
-        say(
-            "compilediag: --try-fixes: nothing to try: "
-            + ("no finding here has a remedy that needs no edit of your code (a setting, a "
-               "torch.compile argument, a mark); the advice under each says what to change"
-               if found else "no graph break and no recompile to remove")
-        )  # fmt: skip
+        say(f"compilediag: {nothing_to_try(report)}")
         return []
     before = counts(report)
     results: dict[str, VerifiedFix] = {}

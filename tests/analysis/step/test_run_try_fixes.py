@@ -171,8 +171,12 @@ def test_try_fixes_needs_a_window_and_says_when_nothing_applies(tmp_path: Path) 
         sys.executable, str(job),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["runtime"]["tried"] == []
+    report = json.loads(proc.stdout)
+    assert report["runtime"]["tried"] == []
     assert "nothing to try" in proc.stderr
+    # the report says it too (an eighteenth look found it only amid the job's output)
+    (note,) = [n for n in report["notes"] if n["kind"] == "nothing_to_try"]
+    assert note["message"].startswith("--try-fixes: nothing to try: "), note
 
 
 @pytest.mark.gpu

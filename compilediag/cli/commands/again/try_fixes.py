@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from compilediag.cli.commands.again.job_caches import copied_caches
 from compilediag.cli.commands.again.try_clock import RoundClock, stored_compile_s
+from compilediag.report.vocabulary import Finding, FindingKind
 from compilediag.report.words import plural
 
 if TYPE_CHECKING:
@@ -98,7 +99,10 @@ def try_fixes(
 
     chosen = candidates(report, cuda=any("cuda" in p.devices for p in run.processes))
     if not chosen:
-        say(f"compilediag: --try-fixes: nothing to try: {nothing_words(report)}")
+        said = f"--try-fixes: nothing to try: {nothing_words(report)}"
+        say(f"compilediag: {said}")
+        # the report says it too (a look found it only amid the job's output)
+        report.notes.append(Finding(FindingKind.NOTHING_TO_TRY, said + "."))
         return [], None
     clock = RoundClock(opts.budget_s, opts.job_s - opts.after_window_s, stored_compile_s(report),
                        opts.after_window_s)  # fmt: skip
