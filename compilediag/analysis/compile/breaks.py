@@ -20,7 +20,7 @@ from compilediag.analysis.source import (
 from compilediag.fixes import Fix, fix_for
 from compilediag.fixes.model import GUARD
 from compilediag.fixes.values import scalar_read_later
-from compilediag.paths import installed_package, is_library_file, possessive
+from compilediag.paths import Owner, installed_package, is_library_file, owner_of, possessive
 from compilediag.report.model import GraphBreak, Report, Site
 from compilediag.report.vocabulary import BreakCause
 from compilediag.report.words import ms, percent
@@ -137,6 +137,12 @@ def framework_of(*files: str) -> tuple[str, str] | None:
     for marker, name, advice in FRAMEWORKS:
         if name in ALWAYS_FRAMEWORK_ADVICE and any(_under(marker, p) for p in paths):
             return name, advice
+    if (
+        paths
+        and owner_of(paths[-1]) == Owner.PYTHON
+        and not any(_under(marker, paths[-1]) for marker, _, _ in FRAMEWORKS)
+    ):
+        return None  # Python's own library under the user's call (copy.deepcopy): fixed there
     for path in reversed(paths):
         for marker, name, advice in FRAMEWORKS:
             if _under(marker, path):

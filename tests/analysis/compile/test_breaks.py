@@ -362,3 +362,41 @@ def test_a_break_torch_cannot_resume_after_says_the_rest_runs_eagerly_until_it_i
     # a break torch resumed after says nothing of the kind
     resumed = compile_report(_active_rows, (torch.randn(16, 8),)).graph_breaks
     assert resumed and all(not b.skipped_rest for b in resumed)
+
+
+class _Snapshot(torch.nn.Module):
+    """copy.deepcopy of an activation in a module's forward."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import copy
+
+        h = x * 2
+        saved = copy.deepcopy(h)
+        return h + saved
+
+
+class _Cloned(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x * 2
+        saved = h.detach().clone()
+        return h + saved
+
+
+def test_a_deepcopy_under_a_modules_call_is_fixed_at_the_users_line_not_said_torchs() -> None:
+    """A nineteenth look: `copy.deepcopy(h)` in a module's forward read "The break is inside
+    torch itself, under your call" (torch's Module.__call__ wraps the call; the break is in
+    Python's copy.py); the fix the clone gives removes the break (torch's count)."""
+    from torch._dynamo.testing import CompileCounter
+
+    from compilediag.testing import compile_report
+
+    report = compile_report(_Snapshot(), (torch.randn(4),))
+    (b,) = report.graph_breaks
+    assert b.library_frame is not None and b.library_frame.file.endswith("copy.py"), b
+    assert "inside torch itself" not in b.suggestion and ".clone()" in b.suggestion, b
+    assert not b.framework
+    for model, breaks in ((_Snapshot(), 1), (_Cloned(), 0)):
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        torch.compile(model, backend=counter)(torch.randn(4))
+        assert counter.frame_count == breaks + 1, (model, counter.frame_count)
