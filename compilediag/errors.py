@@ -19,7 +19,7 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 ran, gate passed; 1 ran, gate failed (graph break under --fullgraph, "
     "budget exceeded); 2 usage error (bad option, file not found, no model or inputs); "
     "3 the model failed in eager mode; 4 torch.compile failed on the model; "
-    "5 the worker crashed or timed out; 6 (run) the command itself failed; 130 interrupted."
+    "5 the worker crashed or timed out; 6 (run) the command itself failed; 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)."
 )
 
 

@@ -90,9 +90,28 @@ def _root(
     pass
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a CI job cancelled, a closed terminal): the run ends as Ctrl-C
+    ends it, its worker stopped and its temporary files gone (a look found a worker left
+    running 10 minutes after a TERM)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
 @contextmanager
 def _handled() -> Iterator[None]:
-    """Every DiagError ends as one short paragraph on stderr and its exit code."""
+    """Every DiagError ends as one short paragraph on stderr and its exit code; SIGTERM and
+    SIGHUP as Ctrl-C does, with the shell's code for the signal (128 + its number)."""
+    import signal
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, _terminated)
     try:
         yield
     except DiagError as e:
@@ -101,6 +120,9 @@ def _handled() -> Iterator[None]:
         for line in e.render().splitlines():  # (each wrapped to a terminal's width)
             say(line)
         raise typer.Exit(e.exit_code) from None
+    except Terminated as e:
+        typer.echo(f"terminated ({signal.Signals(e.signum).name}).", err=True)
+        raise typer.Exit(128 + e.signum) from None
     except KeyboardInterrupt:
         typer.echo("interrupted.", err=True)
         raise typer.Exit(130) from None
@@ -329,7 +351,8 @@ def run(
     Example: compilediag run --profile-steps 3-7 -- python train.py --epochs 1
 
     Exit codes: 0 ok; 1 gate failed; 2 usage error; 4 the trace holds a torch.compile
-    failure; 6 the command itself failed (its report is still given); 130 interrupted.
+    failure; 6 the command itself failed (its report is still given); 130 interrupted, 143
+    terminated.
     """
     from compilediag.cli.commands import run as command_module
 

@@ -361,7 +361,16 @@ def test_compile_failure_is_a_finding_in_the_report(tmp_path: Path) -> None:
     assert "RuntimeError: this backend always fails" in err["message"]
 
 
-def test_ctrl_c_stops_the_worker_and_cleans_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [(signal.SIGINT, 130, "interrupted."), (signal.SIGTERM, 143, "terminated (SIGTERM).")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_stops_the_worker_and_cleans_up(
+    tmp_path: Path, signum: int, code: int, said: str
+) -> None:
+    """Ctrl-C, and SIGTERM as a CI job's cancel sends it (a nineteenth look: compilediag
+    ended, its worker ran on 10 minutes with its folder), stop the worker and clean up."""
     model = tmp_path / "model.py"
     model.write_text(HANGS)
     tmp = tmp_path / "tmp"
@@ -382,10 +391,10 @@ def test_ctrl_c_stops_the_worker_and_cleans_up(tmp_path: Path) -> None:
         time.sleep(0.2)
     assert status is not None, "the worker never started"
     worker_pids = _children(proc.pid)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert err.strip() == "interrupted."
+    assert proc.returncode == code, err
+    assert err.strip() == said
     assert out == ""
     assert not list(tmp.glob("compilediag-*"))  # our temp folder removed (torch's cache stays)
     time.sleep(0.2)
