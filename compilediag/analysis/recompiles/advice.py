@@ -9,6 +9,7 @@ the tensor, and the words `translate` gave it). Whose input a value is comes fro
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections.abc import Callable
@@ -353,6 +354,45 @@ def int_sets_control_flow(c: Case) -> str:
     )
 
 
+def int_into_torch(c: Case) -> str:
+    """An int the guard's line passes to a function of torch's (`torch.topk(h, k)`): a
+    tensor there is no fix on aot_eager or Inductor (torch reads the number out of it, and
+    that compile fails; the eager backend holds it), while dynamic=True makes it a symbolic
+    int (a nineteenth look: topk's k as a tensor stopped forward compiling; dynamic=True,
+    no recompile)."""
+    if c.guard.cause != RecompileCause.INT or not c.guard.file:
+        return ""
+    code = code_at(c.guard.file, c.guard.line).strip()
+    name = c.guard.words.split(" changed", 1)[0].strip("`")
+    fn = torch_call_taking(code, name)
+    if not fn:
+        return ""
+    return (
+        f"Compile with dynamic=True, and `{name}` is a symbolic int of one graph. Keep it a "
+        f"Python int: `{fn}` at {os.path.basename(c.guard.file)}:{c.guard.line} takes it as a "
+        "number, and a tensor there is no fix on aot_eager or Inductor (torch reads the number "
+        "out of it, and that compile fails)."
+    )
+
+
+def torch_call_taking(code: str, name: str) -> str:
+    """The function of torch's (`torch.topk`, `F.pad`) a line passes `name` to, or ''."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = ast.unparse(node.func)
+        given = [*node.args, *(k.value for k in node.keywords)]
+        if fn.split(".", 1)[0] in ("torch", "F") and any(
+            isinstance(a, ast.Name) and a.id == name for a in given
+        ):
+            return fn
+    return ""
+
+
 def at_the_call(c: Case) -> str:
     if c.guard.cause != RecompileCause.SHAPE or len(c.dims) > 1:
         return ""
@@ -365,7 +405,8 @@ def translated(c: Case) -> str:
 
 
 GUARD_ADVISORS: list[Advisor] = [
-    local_after_break, size_one, every_dim, int_sets_control_flow, at_the_call, translated,
+    local_after_break, size_one, every_dim, int_sets_control_flow, int_into_torch, at_the_call,
+    translated,
 ]  # fmt: skip
 ADVISORS: list[Advisor] = [
     model_sets_it,
