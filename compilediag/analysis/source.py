@@ -49,6 +49,24 @@ def _function_at(file: str, line: int) -> Any:
     return max(holding, key=lambda n: n.lineno, default=None)
 
 
+def in_autograd_function(file: str, line: int) -> bool:
+    """`line` is in a method of a class of `file` that derives from torch.autograd.Function
+    (its base written `torch.autograd.Function`, `autograd.Function` or `Function`)."""
+    import ast
+
+    text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return any(
+        isinstance(n, ast.ClassDef)
+        and n.lineno <= line <= (n.end_lineno or n.lineno)
+        and any(ast.unparse(b).split(".")[-1] == "Function" for b in n.bases)
+        for n in ast.walk(tree)
+    )
+
+
 def assignments_in_function(file: str, line: int, target: str) -> list[tuple[int, str]]:
     """The lines of the innermost function of `file` that holds `line` that assign
     `target` (an attribute chain as written: `self.config.problem_type`), by `=`, an

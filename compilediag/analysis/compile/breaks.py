@@ -14,6 +14,7 @@ from compilediag.analysis.source import (
     branched_on,
     code_at,
     context_at,
+    in_autograd_function,
     read_later,
     reads_values,
 )
@@ -328,6 +329,8 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
     elif fix.cause == BreakCause.ITEM and fix.config and (read := read_later(site.file, site.line)):
         fix = scalar_read_later(fix, code, *read)  # (read, not branched on: it may break there)
     cause, suggestion = fix.cause, fix.suggestion
+    if "reorderable_logging_functions" in fix.config and in_autograd_function(site.file, site.line):
+        suggestion = IN_AUTOGRAD_FUNCTION  # (a look: the break went, the print never ran)
     branch = (BreakCause.ITEM_BRANCH, BreakCause.DATA_DEPENDENT_BRANCH)
     if cause in branch and branch_only_reports(site.file, branch_line):
         suggestion = REPORTING_BRANCH  # (torch.where can't hold a print: a look read it)
@@ -367,6 +370,13 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
         context=context_at(site.file, site.line),
         skipped_rest=skipped,
     )
+
+
+IN_AUTOGRAD_FUNCTION = (
+    f"{GUARD[:1].upper()}{GUARD[1:]}. Not reorderable_logging_functions here: inside a "
+    "torch.autograd.Function, torch drops a print it would reorder (the break goes, and the "
+    "print never runs)."
+)
 
 
 def not_resumed_words(function: str) -> str:

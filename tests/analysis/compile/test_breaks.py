@@ -400,3 +400,44 @@ def test_a_deepcopy_under_a_modules_call_is_fixed_at_the_users_line_not_said_tor
         counter = CompileCounter()
         torch.compile(model, backend=counter)(torch.randn(4))
         assert counter.frame_count == breaks + 1, (model, counter.frame_count)
+
+
+class _Loud(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[no-untyped-def, override]
+        print("scaling")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[no-untyped-def, override]
+        return g * 2
+
+
+def _loud(x: torch.Tensor) -> torch.Tensor:
+    return _Loud.apply(x) + 1
+
+
+def test_a_print_in_an_autograd_function_is_not_advised_reordered() -> None:
+    """A nineteenth look: a print in an autograd.Function's forward was advised
+    reorderable_logging_functions, "the print runs after the graph"; torch drops it there
+    (the break goes, nothing is printed). The guard is advised, and torch's count holds."""
+    import contextlib
+    import io
+
+    from torch._dynamo.testing import CompileCounter
+
+    from compilediag.testing import compile_report
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = compile_report(_loud, (torch.randn(4),))
+    (b,) = report.graph_breaks
+    assert b.suggestion.startswith("Guard it with `if not torch.compiler.is_compiling():`")
+    assert "inside a torch.autograd.Function, torch drops a print" in b.suggestion, b
+    torch._dynamo.reset()
+    printed = io.StringIO()
+    counter = CompileCounter()
+    with torch._dynamo.config.patch(reorderable_logging_functions={print}):
+        with contextlib.redirect_stdout(printed):
+            torch.compile(_loud, backend=counter)(torch.randn(4))
+    assert counter.frame_count == 1 and "scaling" not in printed.getvalue()
+    torch._dynamo.reset()
