@@ -34,13 +34,22 @@ def no_provenance(h: History, code: list[GraphCode], source: Source) -> list[Fin
     key): say how many, and how to get them."""
     generated = [k.kernel for g in code for k in g.kernels if k.kernel.kind != "extern"]
     unplaced = [k for k in generated if not k.source_lines]
-    if not unplaced:
+    if not generated:
         return []
     if any(provenance_lines(e.compile) for e in h):  # records there (torch logs empty ones)
         return []
-    if len(unplaced) < len(generated):
+    # lines matched by a kernel's ops are a guess where an op sits on several lines (a look's
+    # resnet18: most kernels given another block's line)
+    guess = "where an op sits on several lines (a model's repeated blocks), a guess"
+    if not unplaced:
+        whose = (
+            "The generated kernel's" if len(generated) == 1
+            else f"The {len(generated)} generated kernels'"
+        )  # fmt: skip
+        some = f"{whose} lines were matched by the ops they hold, {guess}"
+    elif len(unplaced) < len(generated):
         some = f"{len(unplaced)} of {len(generated)} generated kernels name no user line (the "
-        some += "others' were matched by the ops they hold)"
+        some += f"others' were matched by the ops they hold, {guess})"
     elif len(generated) == 1:
         some = "The generated kernel names no user line"
     else:

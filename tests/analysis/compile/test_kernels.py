@@ -696,3 +696,29 @@ def test_every_recorded_kernels_ops_are_aten_ops() -> None:
                             missing.add((path.name, k.kernel.name, op))
     assert seen > 400  # the recordings hold that many: the walk read them
     assert not missing, sorted(missing)[:20]
+
+
+def test_lines_matched_by_ops_alone_are_said_to_be_a_guess() -> None:
+    """A nineteenth look: resnet18 under explain (no provenance records, compilediag does
+    not turn them on) gave most kernels another block's line, with no word that the lines
+    were guessed. With the records left out of a recorded trace, every kernel still gets
+    lines from its ops, and a note says they are matched by ops, a guess where an op sits
+    on several lines; with the records, no such note."""
+    from compilediag.analysis.build import build_report
+    from compilediag.harness.worker_types import WorkerResult
+    from compilediag.report.model import TargetInfo
+
+    path = fixture_trace("transformer_block.inductor")
+    logs = parse_path(path)
+    kept = build_report(logs, WorkerResult(), TargetInfo(path="x.py"))
+    assert not [n for n in kept.notes if n.kind == "no_provenance"]
+    for log in logs:
+        for c in log.ordered():
+            c.artifacts.pop("inductor_provenance_tracking_kernel_stack_traces", None)
+            c.artifacts.pop("inductor_provenance_tracking_node_mappings", None)
+    report = build_report(logs, WorkerResult(), TargetInfo(path="x.py"))
+    generated = [k for k in report.kernels if k.kind != "extern"]
+    assert generated and all(k.source_lines for k in generated)
+    (note,) = [n.message for n in report.notes if n.kind == "no_provenance"]
+    assert note.startswith(f"The {len(generated)} generated kernels' lines were matched by the")
+    assert "a guess" in note and "INDUCTOR_PROVENANCE=1" in note, note
