@@ -36,7 +36,9 @@ def render_fix_table(result: FixResult) -> str:
     out = [
         f"compilediag fix · {result.file}",
         f"torch {result.torch} · {result.setup}",
-        f"{n} graph break{'s' * (n != 1)}: {len(kept)} with a verified patch, {len(left)} without",
+        # (sites, as explain's "5 graph breaks at 4 sites" counts them: a look read 4 and 5)
+        f"{n} graph-break site{'s' * (n != 1)}: {len(kept)} with a verified patch, "
+        f"{len(left)} without",
         "",
     ]
     for b in kept:

@@ -382,6 +382,7 @@ IN_AUTOGRAD_FUNCTION = (
 def not_resumed_words(function: str) -> str:
     """What a break torch could not resume after leaves: the rest of the function uncompiled,
     which the break's fix lets torch compile, with whatever breaks further in it."""
+    function = function.replace(", after line", " after line")  # (a look read it garbled)
     return (
         f"torch could not resume after this break: the rest of {function} runs in eager mode, "
         "in no graph. With the break gone that code compiles too, and a break further in it "
