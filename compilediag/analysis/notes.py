@@ -40,16 +40,16 @@ def no_provenance(h: History, code: list[GraphCode], source: Source) -> list[Fin
         return []
     # lines matched by a kernel's ops are a guess where an op sits on several lines (a look's
     # resnet18: most kernels given another block's line)
-    guess = "where an op sits on several lines (a model's repeated blocks), a guess"
+    guess = "a guess where an op sits on several lines"
     if not unplaced:
         whose = (
             "The generated kernel's" if len(generated) == 1
             else f"The {len(generated)} generated kernels'"
         )  # fmt: skip
-        some = f"{whose} lines were matched by the ops they hold, {guess}"
+        some = f"{whose} lines were matched by the ops they hold: {guess} (a model's blocks)"
     elif len(unplaced) < len(generated):
         some = f"{len(unplaced)} of {len(generated)} generated kernels name no user line (the "
-        some += f"others' were matched by the ops they hold, {guess})"
+        some += f"others' were matched by the ops they hold: {guess})"
     elif len(generated) == 1:
         some = "The generated kernel names no user line"
     else:

@@ -35,7 +35,7 @@ from compilediag.render.tried import cold_warm_words
 from compilediag.render.window_words import pace_line
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
-from compilediag.report.vocabulary import FixOutcome
+from compilediag.report.vocabulary import FindingKind, FixOutcome
 from compilediag.report.words import percent
 
 
@@ -364,7 +364,8 @@ def render_recompiles(report: Report, width: int | None = None, color: bool = Fa
     items += timeline_block(report)
     items += recompile_blocks(report) or [Text("\nNo recompiles.", style="green")]
     for note in report.notes:
-        items.append(Text(f"! {note.text}", style="yellow"))
+        if note.kind != FindingKind.NO_PROVENANCE:  # (the kernels' lines: not in this view)
+            items.append(Text(f"! {note.text}", style="yellow"))
     if not report.graphs:  # nothing compiled: the breaks are the whole story (the note says so)
         items += _graph_break_blocks(report, color)
     items += fix_blocks(report)
