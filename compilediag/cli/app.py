@@ -4,13 +4,12 @@ Imports no torch, and nothing heavy at module level (fast --help)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from compilediag.cli.handled import call
 from compilediag.cli.options import (
     ApplyKept,
     Baseline,
@@ -44,7 +43,7 @@ from compilediag.cli.options import (
     run_options,
 )
 from compilediag.cli.typer_patches import plain_help, plain_strings, plain_usage_errors
-from compilediag.errors import EXIT_CODES_HELP, DiagError
+from compilediag.errors import EXIT_CODES_HELP
 from compilediag.report.model import VERSION
 
 if TYPE_CHECKING:
@@ -88,50 +87,6 @@ def _root(
     ] = False,
 ) -> None:
     pass
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP (a CI job cancelled, a closed terminal): the run ends as Ctrl-C
-    ends it, its worker stopped and its temporary files gone (a look found a worker left
-    running 10 minutes after a TERM)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _terminated(signum: int, frame: object) -> None:
-    raise Terminated(signum)
-
-
-@contextmanager
-def _handled() -> Iterator[None]:
-    """Every DiagError ends as one short paragraph on stderr and its exit code; SIGTERM and
-    SIGHUP as Ctrl-C does, with the shell's code for the signal (128 + its number)."""
-    import signal
-
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, _terminated)
-    try:
-        yield
-    except DiagError as e:
-        from compilediag.cli.progress import say
-
-        for line in e.render().splitlines():  # (each wrapped to a terminal's width)
-            say(line)
-        raise typer.Exit(e.exit_code) from None
-    except Terminated as e:
-        typer.echo(f"terminated ({signal.Signals(e.signum).name}).", err=True)
-        raise typer.Exit(128 + e.signum) from None
-    except KeyboardInterrupt:
-        typer.echo("interrupted.", err=True)
-        raise typer.Exit(130) from None
-
-
-def _call(command: Callable[[], int]) -> NoReturn:
-    with _handled():
-        code = command()
-    raise typer.Exit(code)
 
 
 def _out(format: str, output: str | None = None, html: str | None = None) -> OutputOptions:
@@ -211,7 +166,7 @@ def explain(
         cross_check=cross_check, timings=timings, repeat=repeat, warmup=warmup,
         repro_dir=repro_dir if numerics else None,
     )  # fmt: skip
-    _call(lambda: command.run(opts))
+    call(lambda: command.run(opts))
 
 
 @app.command()
@@ -270,7 +225,7 @@ def recompiles(
         fixes=_fixes(try_fixes, jobs), repro_dir=repro_dir if numerics else None,
         requests=requests, cold_start=cold_start, serving_mode=serving_mode, max_shape=max_shape,
     )  # fmt: skip
-    _call(lambda: command.run(opts))
+    call(lambda: command.run(opts))
 
 
 @app.command()
@@ -317,7 +272,7 @@ def report(
         gate=_gate(limits=limits, baseline=baseline, junit=junit),
         out=_out(format, output, html),
     )  # fmt: skip
-    _call(lambda: command.run(opts))
+    call(lambda: command.run(opts))
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -363,7 +318,7 @@ def run(
         gate=_gate(limits=limits, baseline=baseline, junit=junit),
         out=_out(format, output, html),
     )  # fmt: skip
-    _call(lambda: command_module.run(opts))
+    call(lambda: command_module.run(opts))
 
 
 @app.command()
@@ -403,7 +358,7 @@ def fix(
     opts = command.FixOptions(
         run=run or RunOptions(), out=_out(format, output), apply=apply, repeat=repeat, warmup=warmup
     )
-    _call(lambda: command.run(opts))
+    call(lambda: command.run(opts))
 
 
 @app.command("dump-kernels")
@@ -437,7 +392,7 @@ def dump_kernels(
         run=replace(run or RunOptions(), backend="inductor"),
         out=_out(format),
     )  # fmt: skip
-    _call(lambda: command.run(opts))
+    call(lambda: command.run(opts))
 
 
 @app.command()
@@ -460,7 +415,7 @@ def render(
     """
     from compilediag.cli.commands import render as command
 
-    _call(lambda: command.run(report_file, _out(format, output)))
+    call(lambda: command.run(report_file, _out(format, output)))
 
 
 @app.command()
@@ -509,7 +464,7 @@ def diff(
     from compilediag.cli.commands import diff as command
 
     opts = command.DiffOptions(a, b, tolerance, format, output)
-    _call(lambda: command.run(opts))
+    call(lambda: command.run(opts))
 
 
 def main() -> None:

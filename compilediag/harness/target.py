@@ -335,9 +335,15 @@ def find_input_sets(module: Any, target: Target, path: str, sweep: bool) -> Iter
     args, kwargs = first
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
     if not positions:
+        # (a look: get_inputs() gave two keyword tensors, and read "the inputs have none")
+        keywords = [k for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
         raise UsageError(
-            "--shapes varies the first tensor argument (and those of its shape), but the "
-            "model's inputs have none.",
+            "--shapes varies the first positional tensor argument (and those of its shape), "
+            + (
+                f"and the model's tensors are keyword arguments ({', '.join(keywords)})."
+                if keywords
+                else "and the model's inputs have no tensor."
+            ),
             hint="Pass the inputs positionally, or describe them with --input.",
         )
     tensor = args[positions[0]]

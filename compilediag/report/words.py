@@ -7,7 +7,10 @@ import math
 
 # where a recompile's advice goes on to what else its call changed (analysis/recompiles'
 # also_said); a renderer that gives one fix for several recompiles says only that part again
-ALSO_CHANGED = " torch names only the first guard that failed; this call also changed "
+# (one of each cached graph's: the `failed` line is the nearest graph's, not always torch's
+# first: a look read "only the first" as the guard shown)
+ONE_GUARD = "torch names one failed guard of each cached graph;"
+ALSO_CHANGED = f" {ONE_GUARD} this call also changed "
 
 
 def plural(n: int, word: str) -> str:

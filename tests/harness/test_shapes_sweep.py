@@ -30,6 +30,24 @@ def test_the_tensors_of_the_first_ones_shape_go_with_it() -> None:
         assert bias.shape == (3,)  # another shape: kept
 
 
+def test_keyword_tensors_are_named_where_shapes_finds_no_positional_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A nineteenth look: get_inputs() gave input_ids and attention_mask as keywords, and
+    --shapes said "the model's inputs have none"."""
+    from compilediag.errors import UsageError
+
+    model = tmp_path / "kw.py"
+    model.write_text(
+        "import torch\n"
+        "def get_model():\n    return lambda input_ids, attention_mask: input_ids * attention_mask\n"
+        "def get_inputs():\n"
+        "    return {'input_ids': torch.ones(2, 8), 'attention_mask': torch.ones(2, 8)}\n"
+    )
+    module = load_module(str(model))
+    with pytest.raises(UsageError) as e:
+        list(find_input_sets(module, Target(str(model), shapes=[[2, 16]]), "", True))
+    assert "keyword arguments (input_ids, attention_mask)" in str(e.value), e.value
+
+
 @pytest.mark.full
 def test_the_sweeps_recompiles_are_torchs() -> None:
     report, proc = run_json(

@@ -18,7 +18,7 @@ from compilediag.render.table.parts import Row, details, new_table
 from compilediag.render.views import Cause, recompile_causes
 from compilediag.report.model import Report
 from compilediag.report.ranksets import rank_set
-from compilediag.report.words import what_changed
+from compilediag.report.words import ONE_GUARD, what_changed
 
 
 def failed_words(report: Report, cause: Cause) -> list[Row]:
@@ -96,7 +96,7 @@ def recompile_blocks(report: Report) -> list:
             rows.append((f"fix {shown_id(report, cid)}", Text(fix, style="green")))
         if cause.also:
             rows.append(("also", Text(
-                "torch names only the first guard that failed; "
+                f"{ONE_GUARD} "
                 + ("this call" if len(group) == 1 else "these calls")
                 + " also changed " + "; ".join(cause.also) + ". A fix has to cover each of them.",
                 style="green",

@@ -1,0 +1,56 @@
+"""How a command ends: every DiagError as one short paragraph on stderr and its exit
+code; Ctrl-C, SIGTERM and SIGHUP with the worker stopped and its temporary files gone."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+import typer
+
+from compilediag.errors import DiagError
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a CI job cancelled, a closed terminal): the run ends as Ctrl-C
+    ends it, its worker stopped and its temporary files gone (a look found a worker left
+    running 10 minutes after a TERM)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """Every DiagError ends as one short paragraph on stderr and its exit code; SIGTERM and
+    SIGHUP as Ctrl-C does, with the shell's code for the signal (128 + its number)."""
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, _terminated)
+    try:
+        yield
+    except DiagError as e:
+        from compilediag.cli.progress import say
+
+        for line in e.render().splitlines():  # (each wrapped to a terminal's width)
+            say(line)
+        raise typer.Exit(e.exit_code) from None
+    except Terminated as e:
+        typer.echo(f"terminated ({signal.Signals(e.signum).name}).", err=True)
+        raise typer.Exit(128 + e.signum) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted.", err=True)
+        raise typer.Exit(130) from None
+
+
+def call(command: Callable[[], int]) -> NoReturn:
+    """Run a command: its exit code, or its error's, as typer's exit."""
+    with handled():
+        code = command()
+    raise typer.Exit(code)
