@@ -3,6 +3,7 @@ code; Ctrl-C, SIGTERM and SIGHUP with the worker stopped and its temporary files
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,13 +25,23 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminated(signum: int, frame: object) -> None:
+    if os.getpid() != _OWNER[0]:
+        # a forked child (a rank-folding pool's worker, which its pool ends with SIGTERM):
+        # the signal's own end, as before the handler (raised there, the pool hung)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     raise Terminated(signum)
+
+
+_OWNER = [0]  # the process that installed the handler
 
 
 @contextmanager
 def handled() -> Iterator[None]:
     """Every DiagError ends as one short paragraph on stderr and its exit code; SIGTERM and
     SIGHUP as Ctrl-C does, with the shell's code for the signal (128 + its number)."""
+    _OWNER[0] = os.getpid()
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, _terminated)
     try:

@@ -646,3 +646,25 @@ def test_a_compile_failure_in_a_helper_file_is_said_at_its_line(tmp_path: Path) 
     assert torch_says.stdout.split() == [str(tmp_path / "vendorlib" / "stats.py"), "6"], (
         torch_says.stdout + torch_says.stderr
     )
+
+
+def test_a_forked_child_ends_on_sigterm_as_without_the_handler() -> None:
+    """The CLI's SIGTERM handler is its own process's: a child forked under it (`report`'s
+    rank-folding pool, which its pool ends with SIGTERM) dies of the signal. Raised there,
+    a 1024-rank report printed the workers' tracebacks, and at times hung past 300 s."""
+    import multiprocessing
+
+    from compilediag.cli.handled import handled
+
+    kept = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with handled():
+            child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
+            child.start()
+            time.sleep(0.2)
+            child.terminate()
+            child.join(10)
+        assert child.exitcode == -signal.SIGTERM, child.exitcode
+    finally:
+        for s, handler in kept.items():
+            signal.signal(s, handler)
