@@ -28,15 +28,24 @@ def context_at(file: str, line: int, around: int = CONTEXT_LINES) -> list[Source
     return [SourceLine(n, lines[n - 1].rstrip("\n")) for n in range(lo, hi + 1)]
 
 
+def _tree(file: str) -> Any:
+    """`file`'s syntax tree, None where it can't be read or parsed."""
+    import ast
+
+    text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
 def _function_at(file: str, line: int) -> Any:
     """The innermost function (an ast.FunctionDef or AsyncFunctionDef) of `file` that holds
     `line`, its decorators counted; None where there is none or the file can't be read."""
     import ast
 
-    text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = _tree(file)
+    if tree is None:
         return None
     holding = [
         n
@@ -54,12 +63,8 @@ def in_autograd_function(file: str, line: int) -> bool:
     (its base written `torch.autograd.Function`, `autograd.Function` or `Function`)."""
     import ast
 
-    text = "".join(linecache.getlines(file)) if file and not file.startswith("<") else ""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return False
-    return any(
+    tree = _tree(file)
+    return tree is not None and any(
         isinstance(n, ast.ClassDef)
         and n.lineno <= line <= (n.end_lineno or n.lineno)
         and any(ast.unparse(b).split(".")[-1] == "Function" for b in n.bases)
