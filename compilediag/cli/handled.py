@@ -24,17 +24,30 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 def _terminated(signum: int, frame: object) -> None:
-    if os.getpid() != _OWNER[0]:
-        # a forked child (a rank-folding pool's worker, which its pool ends with SIGTERM):
-        # the signal's own end, as before the handler (raised there, the pool hung)
-        signal.signal(signum, signal.SIG_DFL)
+    if os.getpid() != _OWNER[0]:  # a child forked before _default_in_child could run
+        _default_in_child()
         os.kill(os.getpid(), signum)
         return
     raise Terminated(signum)
 
 
+def _default_in_child() -> None:
+    """A child forked under the handler (`report`'s rank-folding pool, which its pool ends
+    with SIGTERM) takes the signals' own ends, as before the handler: a Python handler
+    runs only between bytecodes, and a worker that the signal reached just before it
+    blocked on its queue's lock slept there, its pool joining it (1 run in 6 of a 1024-rank
+    report hung; a CI run's `run` folding its ranks, 3 times)."""
+    for s in SIGNALS:
+        if signal.getsignal(s) is _terminated:
+            signal.signal(s, signal.SIG_DFL)
+
+
 _OWNER = [0]  # the process that installed the handler
+os.register_at_fork(after_in_child=_default_in_child)
 
 
 @contextmanager
@@ -42,8 +55,7 @@ def handled() -> Iterator[None]:
     """Every DiagError ends as one short paragraph on stderr and its exit code; SIGTERM and
     SIGHUP as Ctrl-C does, with the shell's code for the signal (128 + its number)."""
     _OWNER[0] = os.getpid()
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, _terminated)
+    kept = {s: signal.signal(s, _terminated) for s in SIGNALS}
     try:
         yield
     except DiagError as e:
@@ -58,6 +70,9 @@ def handled() -> Iterator[None]:
     except KeyboardInterrupt:
         typer.echo("interrupted.", err=True)
         raise typer.Exit(130) from None
+    finally:
+        for s, handler in kept.items():
+            signal.signal(s, handler)
 
 
 def call(command: Callable[[], int]) -> NoReturn:
