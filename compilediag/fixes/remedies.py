@@ -5,11 +5,12 @@ applies a remedy (`apply` runs there)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from compilediag.fixes import config_patch
-from compilediag.report.model import Report
+from compilediag.report.model import GraphBreak, Report
 from compilediag.report.vocabulary import BreakCause, FixOutcome, RecompileCause
 
 
@@ -51,12 +52,17 @@ BREAK_REMEDIES: dict[BreakCause, tuple[str, dict[str, Any], str]] = {
 }
 
 
-def remedies_for(report: Report) -> list[Remedy]:
-    """Every remedy that applies to a finding of the report, once each."""
+def remedies_for(
+    report: Report, drops_reordered: Callable[[GraphBreak], bool] = lambda b: False
+) -> list[Remedy]:
+    """Every remedy that applies to a finding of the report, once each; no reordering for
+    a break where torch `drops_reordered` calls (analysis's rules)."""
     out: dict[str, Remedy] = {}
     for b in report.graph_breaks:
         if b.cause in BREAK_REMEDIES:
             name, config, code = BREAK_REMEDIES[b.cause]
+            if "reorderable_logging_functions" in config and drops_reordered(b):
+                continue
             r = out.setdefault(name, Remedy(name, code, [], config=config))
             r.targets.append(f"{b.file}:{b.line} {b.reason}")
     causes = {r.cause for r in report.recompiles}

@@ -329,7 +329,7 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
     elif fix.cause == BreakCause.ITEM and fix.config and (read := read_later(site.file, site.line)):
         fix = scalar_read_later(fix, code, *read)  # (read, not branched on: it may break there)
     cause, suggestion = fix.cause, fix.suggestion
-    if "reorderable_logging_functions" in fix.config and in_autograd_function(site.file, site.line):
+    if "reorderable_logging_functions" in fix.config and drops_reordered(site):
         suggestion = IN_AUTOGRAD_FUNCTION  # (a look: the break went, the print never ran)
     branch = (BreakCause.ITEM_BRANCH, BreakCause.DATA_DEPENDENT_BRANCH)
     if cause in branch and branch_only_reports(site.file, branch_line):
@@ -370,6 +370,13 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
         context=context_at(site.file, site.line),
         skipped_rest=skipped,
     )
+
+
+def drops_reordered(site: Site | GraphBreak) -> bool:
+    """Whether torch drops a print at `site` that reorderable_logging_functions reorders:
+    inside a torch.autograd.Function the break goes, and the print never runs (2.13-2.15).
+    `--try-fixes` does not try the setting there."""
+    return in_autograd_function(site.file, site.line)
 
 
 IN_AUTOGRAD_FUNCTION = (

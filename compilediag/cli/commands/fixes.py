@@ -44,7 +44,9 @@ def try_fixes(
 ) -> list[VerifiedFix]:
     """Each remedy for the report's findings, measured by a run of its own (`run_model`:
     how a spec is run, commands/common's), `jobs` at a time."""
-    remedies = remedies_for(report)
+    from compilediag.analysis.compile.breaks import drops_reordered
+
+    remedies = remedies_for(report, drops_reordered=drops_reordered)
     together = combined(remedies)
     if together is not None:
         remedies.append(together)

@@ -426,6 +426,8 @@ def test_a_print_in_an_autograd_function_is_not_advised_reordered() -> None:
 
     from torch._dynamo.testing import CompileCounter
 
+    from compilediag.analysis.compile.breaks import drops_reordered
+    from compilediag.fixes.remedies import remedies_for
     from compilediag.testing import compile_report
 
     with contextlib.redirect_stdout(io.StringIO()):
@@ -433,6 +435,8 @@ def test_a_print_in_an_autograd_function_is_not_advised_reordered() -> None:
     (b,) = report.graph_breaks
     assert b.suggestion.startswith("Guard it with `if not torch.compiler.is_compiling():`")
     assert "inside a torch.autograd.Function, torch drops a print" in b.suggestion, b
+    # (--try-fixes tried it: the break went, the print too)
+    assert remedies_for(report, drops_reordered=drops_reordered) == []
     torch._dynamo.reset()
     printed = io.StringIO()
     counter = CompileCounter()
