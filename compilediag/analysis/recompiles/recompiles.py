@@ -270,14 +270,31 @@ def _sizes(recompiles: list[Recompile]) -> list[str]:
     return [f"{src} dim {dim}: {' → '.join(map(str, v))}" for (src, dim), v in runs.items()]
 
 
+WAS = re.compile(r"\(was ([^)]*)\)")  # a value's words: `self.mode changed (was 'a')`
+
+
 def _distinct(reasons: Iterable[str]) -> list[str]:
-    """One line per kind of reason: `x == 0`, `x == 1`, ... are one reason seen N times."""
+    """One line per kind of reason: `x == 0`, `x == 1`, ... are one reason seen N times;
+    `self.mode changed (was 'a')`, `(was 'b')` one, with its values in turn."""
     groups: dict[str, list[str]] = {}
     for r in reasons:
-        groups.setdefault(guard_pattern(r), []).append(r)
-    return [
-        g[0] if len(g) == 1 else f"{g[0]} (and {len(g) - 1} more like it)" for g in groups.values()
-    ]
+        groups.setdefault(guard_pattern(WAS.sub("(was #)", r)), []).append(r)
+    out = []
+    for g in groups.values():
+        was = [m[1] for r in g if (m := WAS.search(r))]
+        if len(g) == 1:
+            out.append(g[0])
+        elif len(was) == len(g) and len(set(was)) > 1:
+            values = (
+                ", then ".join(was) if len(was) <= 4
+                else f"{was[0]}, then {was[1]}, … then {was[-1]}: {len(was)} values"
+            )  # fmt: skip
+            m = WAS.search(g[0])
+            assert m is not None
+            out.append(f"{g[0][: m.start()]}(was {values}){g[0][m.end() :]}")
+        else:
+            out.append(f"{g[0]} (and {len(g) - 1} more like it)")
+    return out
 
 
 def changed_subjects(r: Recompile) -> list[str]:

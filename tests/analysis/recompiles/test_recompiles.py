@@ -4,6 +4,7 @@ against torch's own record of guard failures (an independent run in this process
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -166,7 +167,8 @@ def test_recompile_limit_post_mortem(tmp_path: Path) -> None:
     (hit,) = report["recompile_limit_hits"]
     assert hit["limit"] == 8 and hit["compiles"] == 8
     assert Path(hit["file"]).name == "per_layer_int.py"
-    assert len(hit["distinct_reasons"]) == 1 and "7 more like it" in hit["distinct_reasons"][0]
+    (reason,) = hit["distinct_reasons"]  # the 8 graphs' values, in turn
+    assert "self.layer_id changed (was 0, then 1, … then 7: 8 values)" in reason, reason
     saved = tmp_path / "report.json"  # the table view of the same run, from the saved report
     saved.write_text(json.dumps(report))
     proc = run_cli("render", str(saved))
@@ -206,6 +208,40 @@ def test_a_frame_at_half_the_limit_is_said_close_to_it_with_the_sizes_that_fille
     assert "input dim 0: 2 → 3 → 4 → 5 → 6" in said, said
     assert close(sweep, "--dynamic") == []
     assert close("2x16,3x16,4x16", "--no-dynamic") == []
+
+
+class _Moded(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mode = "a"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.relu() if self.mode == "a" else x.sigmoid()
+
+
+def test_a_flag_that_filled_half_the_limit_is_said_once_with_its_values_in_turn() -> None:
+    """A look: the note listed `self.mode changed (was 'a')`, `(was 'b')`, `(was 'c')` as
+    three reasons, each with its words. One now, its values in turn; the graphs are
+    torch's CompileCounter's."""
+    from torch._dynamo.testing import CompileCounter
+
+    import compilediag
+
+    def flips(model: _Moded, compiled: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        for mode in "abcd":
+            model.mode = mode
+            compiled(torch.randn(3))
+
+    counter, model = CompileCounter(), _Moded()
+    torch._dynamo.reset()
+    flips(model, torch.compile(model, backend=counter))
+    with compilediag.capture() as run:
+        model = _Moded()
+        flips(model, torch.compile(model, backend="eager"))
+    (said,) = [n.message for n in run.report().notes if n.kind == "close_to_limit"]
+    assert f"has used {counter.frame_count} of torch's recompile limit" in said, said
+    assert "self.mode changed (was 'a', then 'b', then 'c'): a Python string" in said, said
+    assert "more like it" not in said and said.count("self.mode") == 1, said
 
 
 def test_an_int_that_sets_a_loops_count_is_advised_as_an_int() -> None:
