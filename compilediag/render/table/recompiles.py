@@ -68,10 +68,10 @@ def recompile_blocks(report: Report) -> list:
         shown = list(dict.fromkeys(shown_id(report, x.compile_id) for x in group))
         # (the same id on several ranks is one: the header names the ranks)
         ids = shown[0] if len(shown) == 1 else f"{shown[0]} … {shown[-1]} ({len(group)}×)"
-        line = Text(f"  {ids}  {r.frame} at {where(r.file, r.line)}", style="bold")
+        line = Text(f"{ids}  {r.frame} at {where(r.file, r.line)}", style="bold")
         if ranks := ranks_of(report, sorted({i for x in group for i in x.ranks})):
             line.append(f"  {ranks}", style="dim")
-        out.append(line)
+        out.append(Padding(line, (0, 0, 0, 2)))  # (a long one wraps under itself)
         rows = failed_words(report, cause)
         for frame, file, at in cause.frames[1:]:
             rows.append(("also in", Text(f"{frame} at {where(file, at)}")))
