@@ -55,6 +55,25 @@ def check_output_file(path: str, what: str) -> None:
         )
 
 
+def check_output_files(files: dict[str, str | None]) -> None:
+    """check_output_file for each option given (`--html`: its path), all at once: one error
+    names every path that could not be written, not the first alone."""
+    refused: list[UsageError] = []
+    for what, path in files.items():
+        if path:
+            try:
+                check_output_file(path, what)
+            except UsageError as e:
+                refused.append(e)
+    if len(refused) == 1:
+        raise refused[0]
+    if refused:
+        raise UsageError(
+            " ".join(e.message for e in refused),
+            hint=" ".join(dict.fromkeys(e.hint for e in refused)),
+        )
+
+
 def write_output_file(path: str, text: str, what: str = "output") -> None:
     """Write a file the user named (--output, --junit), with a clear error if it can't be."""
     check_output_file(path, what)

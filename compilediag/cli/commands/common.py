@@ -83,22 +83,21 @@ class ModelRun:
     result: WorkerResult | None = None  # the worker's own (fix reads its output check)
 
 
-def check_outputs(out: OutputOptions, junit: str | None = None) -> None:
+def check_outputs(
+    out: OutputOptions, junit: str | None = None, more: dict[str, str | None] | None = None
+) -> None:
     """Everything about the output the user asked for, checked before the model runs, so
-    a long run never ends with its report lost."""
-    from compilediag.fsutil import check_output_file
+    a long run never ends with its report lost (`more`: a command's other files, by option)."""
+    from compilediag.fsutil import check_output_files
     from compilediag.render import FORMATS
 
     if out.format not in FORMATS:
         raise UsageError(
             f"unknown --format {out.format!r}.", hint=f"Use one of: {', '.join(FORMATS)}."
         )
-    if out.output:
-        check_output_file(out.output, "--output")
-    if out.html:
-        check_output_file(out.html, "--html")
-    if junit:
-        check_output_file(junit, "--junit")
+    check_output_files(
+        {"--output": out.output, "--html": out.html, "--junit": junit, **(more or {})}
+    )
 
 
 def model_path(target: str | None) -> str:

@@ -39,12 +39,9 @@ class ReportOptions:
 def run(opts: ReportOptions) -> int:
     from compilediag.analysis.ranks.fold import save_digests
     from compilediag.analysis.step.runtime import read_job_runs
-    from compilediag.fsutil import check_output_file
     from compilediag.report.model import TargetInfo
 
-    check_outputs(opts.out, opts.gate.junit)
-    if opts.save_digests:
-        check_output_file(opts.save_digests, "--save-digests")
+    check_outputs(opts.out, opts.gate.junit, {"--save-digests": opts.save_digests})
     rules = budgets(opts.gate, load_config(), TRACE)
     # a folder `compilediag run --trace-dir` kept holds the job's runtime facts too (one a
     # node, for a job of several nodes)

@@ -61,7 +61,7 @@ def run(opts: RunJobOptions) -> int:
         raise UsageError(
             "no command given.", hint="Put it after `--`: compilediag run -- python train.py"
         )
-    check_outputs(opts.out, opts.gate.junit)
+    check_outputs(opts.out, opts.gate.junit, {"--profile-out": opts.profile_out})
     rules = budgets(opts.gate, load_config(), TRACE)
     if opts.profile_steps:
         try:
@@ -105,17 +105,13 @@ def run(opts: RunJobOptions) -> int:
             hint=f"compilediag run --try-fixes --apply {window} -- {job} (or compilediag fix "
             "--apply REPORT.json with a report saved by --try-fixes)",
         )
-    if opts.profile_out:
-        from compilediag.fsutil import check_output_file
-
-        if not opts.profile_steps or not opts.kernels:
-            raise UsageError(
-                "--profile-out writes the kernel profile, which runs after the window of "
-                "--profile-steps.",
-                hint="Add --profile-steps A-B (and leave out --no-kernels): compilediag run "
-                "--profile-steps 5-10 --profile-out kernels.json -- python train.py",
-            )
-        check_output_file(opts.profile_out, "--profile-out")
+    if opts.profile_out and (not opts.profile_steps or not opts.kernels):
+        raise UsageError(
+            "--profile-out writes the kernel profile, which runs after the window of "
+            "--profile-steps.",
+            hint="Add --profile-steps A-B (and leave out --no-kernels): compilediag run "
+            "--profile-steps 5-10 --profile-out kernels.json -- python train.py",
+        )
     if shutil.which(opts.command[0]) is None:
         raise UsageError(
             f"{opts.command[0]}: command not found.",
