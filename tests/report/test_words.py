@@ -27,9 +27,10 @@ AFTER_STOP = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<=\w[.!?])\s+(
 # a word cut mid-way (`not known to be a Te)`), a text cut after its colon or bracket
 CUT = re.compile(r"(?<![\w=.'\"])[A-Z][a-z]\)|[:(,]\s*$")
 # a raw value printed as computed (`1.23737 (at most 0.5)`): a number of 4 decimals or more
-# with no unit after it; not a value of the user's program, as torch gives it (`was 0.0625`)
+# with no unit after it; not a value of the user's program, as torch gives it (`was 0.0625`,
+# `was 0.125, then 0.0625`)
 UNITLESS = re.compile(
-    r"(?<![\w.])(?<!was )(?<!tensor\()\d+\.\d{4,}(?![\d%×])(?!\s*(?:ms|s|GB|MB|TB|TFLOP|x)\b)"
+    r"(?<![\w.])(?<!was )(?<!then )(?<!tensor\()\d+\.\d{4,}(?![\d%×])(?!\s*(?:ms|s|GB|MB|TB|TFLOP|x)\b)"
 )
 # a count of one with a plural noun (`1 tasks`, `blocks of 1 calls`, `run 1 times`)
 ONE_PLURAL = re.compile(
