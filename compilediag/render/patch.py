@@ -9,6 +9,7 @@ import os
 import textwrap
 
 from compilediag.fixes.patches import BreakFix, FixResult, RecompileFix
+from compilediag.report.words import plural
 
 WIDTH = 100  # a terminal's columns, the README's too
 
@@ -33,12 +34,14 @@ def render_fix_table(result: FixResult) -> str:
     kept = [b for b in result.breaks if b.patched]
     left = [b for b in result.breaks if not b.patched]
     n = len(result.breaks)
+    # sites, as explain's "4 graph breaks at 3 sites" counts them: two breaks on a line (a
+    # bincount and its .tolist()) are two findings at one site (a look read 4 sites and 3)
+    sites = len({(b.file, b.line) for b in result.breaks})
+    counted = f"{plural(sites, 'graph-break site')}" + (f" ({n} findings)" if n != sites else "")
     out = [
         f"compilediag fix · {result.file}",
         f"torch {result.torch} · {result.setup}",
-        # (sites, as explain's "5 graph breaks at 4 sites" counts them: a look read 4 and 5)
-        f"{n} graph-break site{'s' * (n != 1)}: {len(kept)} with a verified patch, "
-        f"{len(left)} without",
+        f"{counted}: {len(kept)} with a verified patch, {len(left)} without",
         "",
     ]
     for b in kept:

@@ -262,6 +262,13 @@ def test_fixs_break_in_another_file_is_named_with_its_file(tmp_path, monkeypatch
     assert "  vendorlib/stats.py:7 · item · GB0124" in text.splitlines(), text
     assert "  line 18 · print · GB0059" in text.splitlines(), text
 
+    # two breaks on one line (a bincount and its .tolist()) are two findings at one site, as
+    # explain counts them (a twentieth look: "4 graph-break sites" where explain said 3)
+    twice = [BreakFix("model.py", 23, "c = t.bincount().tolist()", k, g, "")
+             for k, g in (("dynamic_output_shape", "GB0036"), ("item", "GB0033"))]  # fmt: skip
+    text = render_fix_table(FixResult("model.py", "", [own, *twice]))
+    assert "2 graph-break sites (3 findings): 0 with a verified patch, 3 without" in text, text
+
     # a recompile's head line past the width wraps under itself (a look read 107 columns)
     from compilediag.fixes.patches.results import RecompileFix
 

@@ -24,9 +24,7 @@ def test_a_spread_wider_than_half_a_step_is_said_in_steps_not_as_a_share() -> No
     """An eleventh look read "1.36 ms a step by their windows (within 3045% of each other)"
     on a busy machine: a spread past ±50% is said in median steps."""
     wide = try_baseline_words(TryBaseline(step_ms=1.36, runs=4, spread=30.45))
-    assert (
-        "the slowest run's step less the fastest's: 30× the median run's)" in wide
-    ), wide
+    assert "the slowest run's step less the fastest's: 30× the median run's)" in wide, wide
     assert "%" not in wide
 
 
