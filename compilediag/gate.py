@@ -288,9 +288,11 @@ def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) ->
             verdict.improvements.append(f"recompile reason gone: {old_r[k].failed_guard}")
     verdict.rules.append(Rule("baseline: new recompile reasons", 0, len(new_r), not new_r))
 
-    # one process's counts (a multi-rank report's worst rank's, named), either side
+    # one process's counts (a multi-rank report's worst rank's, named), either side; sites,
+    # as the headline's "4 graph breaks at 2 sites" counts them (a look read "graph breaks
+    # went up: 1 → 2" beside a headline of 2 → 4 breaks)
     for name, figure in (
-        ("graph breaks", "unique_graph_breaks"),
+        ("graph-break sites", "unique_graph_breaks"),
         ("recompiles", "recompiles"),
         ("graphs", "graphs"),
     ):

@@ -97,6 +97,8 @@ def test_baseline_line_shift_passes_new_break_fails_removed_break_improves() -> 
     v = evaluate(worse, Budgets(baseline=base))
     assert not v.passed
     assert any("new graph break at /x/graph_breaks.py:40" in x for x in v.regressions)
+    sites = (base.summary.unique_graph_breaks, len({(b.file, b.line) for b in worse.graph_breaks}))
+    assert f"graph-break sites went up: {sites[0]} → {sites[1]}" in v.regressions, v.regressions
     # JUnit fails that site's case alone, read from the verdict's sites (not its words)
     worse.verdict = v
     cases = ET.fromstring(render(worse, "junit")).iter("testcase")
