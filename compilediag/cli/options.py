@@ -129,7 +129,11 @@ Jobs = Annotated[
 Repeat = Annotated[
     int | None,
     typer.Option(
-        "--repeat", help="Timed blocks per variant (default: about 1 s worth).", metavar="N"
+        "--repeat",
+        help="Timed blocks per variant, 2 or more: the median and spread need two (default: "
+        "about 1 s worth).",
+        metavar="N",
+        min=2,
     ),
 ]
 Warmup = Annotated[
@@ -138,12 +142,15 @@ Warmup = Annotated[
         "--warmup",
         help="Untimed calls per variant first (default: 0.2 s CPU, 1 s CUDA).",
         metavar="N",
+        min=0,
     ),
 ]
 Timeout = Annotated[
     float,
     typer.Option(
-        "--timeout", help="Stop the run after this many seconds (exit 5).", metavar="SECONDS"
+        "--timeout",
+        help="Stop the run after this many seconds, more than 0 (exit 5).",
+        metavar="SECONDS",
     ),
 ]
 Html = Annotated[

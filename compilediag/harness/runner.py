@@ -30,6 +30,10 @@ class WorkerRun:
         return err if err and err.kind == "compile" else None
 
 
+# the worker's stages before it runs the model's code (worker.py's stage names)
+OUTSIDE_THE_MODEL = ("importing torch", "setting up torch.compile")
+
+
 def run_worker(
     spec: WorkerSpec,
     work: Path,
@@ -39,19 +43,31 @@ def run_worker(
     (work / "spec.json").write_text(to_json(spec))
     early = take_early(work, spec.cold) if not spec.cache else None
     child = early or spawn(work, spec.cold, cache=spec.cache)
+    seen = [""]  # the last stage it wrote (a worker stopped writes "done" on its way out)
+
+    def stage(text: str) -> None:
+        seen[0] = text
+        on_stage(text)
+
     try:
-        done = child.wait(timeout, poll=_stages(work / "status", on_stage))
+        done = child.wait(timeout, poll=_stages(work / "status", stage))
     except BaseException:
         child.kill()
         raise
     output = (work / "worker.log").read_text(errors="replace")
     trace_dir = work / "trace"
     if done.timed_out:
+        # where it was (a look's was still importing torch, and was told to look in forward)
+        where = {"": "as it started (importing torch)", "done": "after its work, as it exited"}
+        model = seen[0] not in where and seen[0] not in OUTSIDE_THE_MODEL
         raise WorkerError(
-            f"the run did not finish within --timeout {timeout:g}s and was stopped.",
+            f"the run did not finish within --timeout {timeout:g}s and was stopped "
+            f"{where.get(seen[0], 'while ' + seen[0])}.",
             detail=_tail(output),
             hint="If the model is only slow to compile, raise --timeout; if it hangs, "
-            "look for a loop or a wait in forward.",
+            "look for a loop or a wait in forward."
+            if model
+            else "Raise --timeout: the model's own work was not what ran out of time.",
         )
     result_path = work / "result.json"
     if done.signal:
@@ -87,15 +103,19 @@ def _stages(status: Path, on_stage: Callable[[str], None]) -> Callable[[], None]
     last = [""]
 
     def poll() -> None:
-        try:
-            stage = status.read_text()
-        except OSError:
-            return
+        stage = _read(status)
         if stage and stage != last[0]:
             on_stage(stage)
             last[0] = stage
 
     return poll
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _tail(output: str, lines: int = 8) -> str:

@@ -249,7 +249,11 @@ FAULTS: dict[str, Fault] = {
         where="stdout",
     ),  # fmt: skip
     "hang past --timeout": Fault(
-        HANGS, ["--timeout", "8"], 5, "did not finish within --timeout 8s", "raise --timeout"
+        HANGS,
+        ["--timeout", "8"],
+        5,
+        "did not finish within --timeout 8s and was stopped while",  # (a call of the model's)
+        "look for a loop or a wait in forward",
     ),
     "worker killed by a signal (a native crash)": Fault(
         SIGNALLED.format(sig="SIGSEGV"), [], 5, "killed by signal SIGSEGV", "eager crashes too"
@@ -266,11 +270,19 @@ FAULTS: dict[str, Fault] = {
     "--junit in a missing folder": Fault(
         OK_MODEL, ["--junit", "<tmp>/nowhere/j.xml"], 2, "does not exist", "Create it", True
     ),
+    # (a look: 0 stopped the worker as it imported torch, printed its traceback, exit 5)
+    "--timeout 0": Fault(
+        OK_MODEL, ["--timeout", "0"], 2, "--timeout 0 is no time", "more than 0", True
+    ),
+    "--repeat 1": Fault(OK_MODEL, ["--repeat", "1"], 2, "'--repeat'", "", True),
     # (a look: the error named --html alone, and the next run failed on --junit)
     "--html and --junit both in missing folders": Fault(
-        OK_MODEL, ["--html", "<tmp>/a/r.html", "--junit", "<tmp>/b/j.xml"], 2,
+        OK_MODEL,
+        ["--html", "<tmp>/a/r.html", "--junit", "<tmp>/b/j.xml"],
+        2,
         "r.html: folder <tmp>/a does not exist. --junit <tmp>/b/j.xml: folder <tmp>/b does",
-        "Create it", True,
+        "Create it",
+        True,
     ),  # fmt: skip
 }
 # Rows checked by their own tests below (they need a signal, a full disk or a dump folder).

@@ -132,6 +132,11 @@ def make_spec(
     device = run.device
     if device and device.split(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"unknown --device {device!r}.", hint="Use cpu or cuda.")
+    if run.timeout <= 0:  # (0 stopped the worker as it imported torch, with its traceback)
+        raise UsageError(
+            f"--timeout {run.timeout:g} is no time to run in.",
+            hint="Give the seconds the run may take, more than 0 (the default is 900).",
+        )
     mode = run.mode
     if mode and mode not in MODES:
         raise UsageError(f"unknown --mode {mode!r}.", hint=f"Use one of: {', '.join(MODES)}.")
