@@ -390,6 +390,20 @@ def window_missed(r: Runtime) -> str:
     return f"{said}; profile steps within them, e.g. --profile-steps {start}-{end}"
 
 
+def after_the_compiles(r: Runtime) -> str:
+    """Where to time steps after the last compile, within the steps a job that ended on its
+    own made (a look was advised steps 4-6 of a job of 5: one step timed, a verdict from it)."""
+    a, z = r.window
+    after = max(r.window_compiled) + 1
+    end = after + z - a
+    if r.stop_after is None and not r.interrupted:
+        # a step of calls is timed to the next call: the job's last has none to end it
+        end = min(end, r.steps - (r.steps_at != StepsAt.OPTIMIZER))
+    if end - after < 1:
+        return "too few steps came after the last compile to time several: run the job longer"
+    return f"profile steps after the last compile (--profile-steps {after}-{end})"
+
+
 def window_notes(r: Runtime, t: Timings | None) -> list[tuple[str, str]]:
     """What a reader of the window's figures must know: steps left out because torch
     compiled in them (and where to look instead), evaluation steps, what the window's own
@@ -398,14 +412,12 @@ def window_notes(r: Runtime, t: Timings | None) -> list[tuple[str, str]]:
     notes: list[tuple[str, str]] = []
     a, z = r.window
     if r.window_compiled:
-        after = max(r.window_compiled) + 1
         notes.append(
             (
                 "compiles",
                 f"{steps_words(r.window_compiled)} compiled (torch compiled during "
                 f"{'them' if len(r.window_compiled) > 1 else 'it'}): left out, so no compile "
-                f"is counted as a step's time; profile steps after the last compile "
-                f"(--profile-steps {after}-{after + z - a})",
+                f"is counted as a step's time; {after_the_compiles(r)}",
             )
         )
     worked = [n for n in r.window_left_out if str(n) not in r.window_stalled]

@@ -27,6 +27,7 @@ from compilediag.report.words import ms
 MODES = (RecompileCause.TRAINING, RecompileCause.GLOBAL)
 DEVICE_BUSY = 0.5  # kernels this share of the kernel profile's step: the device bounds it
 REAL_SHARE = 0.2  # a verdict names a part of at least this share of the step; else "none"
+FEW_STEPS = 2  # a verdict over fewer measured steps is said to be one step's
 
 
 def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | None:
@@ -36,6 +37,12 @@ def bound_of(report: Report, job: Runtime, b: Breakdown, cuda: bool) -> Bound | 
     bound = _verdict(report, job, b, cuda)
     if bound is not None and not cuda:
         bound.why += "".join(f"; {x}" for x in contended(job))
+    if bound is not None and b.calls < FEW_STEPS:
+        # (a look: "bound by eager, 85%" from one step; two runs more: 11%, bound by compute)
+        bound.why += (
+            f"; from {b.calls} step alone, which a stall would fill: time {FEW_STEPS + 1} or "
+            "more after the last compile"
+        )
     return bound
 
 
