@@ -20,6 +20,7 @@ from compilediag.paths import short_path
 from compilediag.render import compiled_as
 from compilediag.report.model import Report
 from compilediag.report.serial import to_plain
+from compilediag.report.vocabulary import FindingKind
 
 
 def check_out_dir(out: str, force: bool) -> Path:
@@ -113,6 +114,7 @@ def index_markdown(report: Report) -> str:
         "",
         f"torch {e.torch} · {e.device_name or e.device} · {compiled_as(e)}",
         "",
+        *[f"> {n.text}\n" for n in report.notes if n.kind == FindingKind.NO_PROVENANCE],
         "| kernel | graph | kind | fused ATen ops | from | modules | lines | file |",
         "|---|---|---|---|---|---|---:|---|",
     ]

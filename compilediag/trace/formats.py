@@ -396,6 +396,8 @@ GRAPH_ATEN_ALIASES = {
     "layer_norm": ("layer_norm",), "group_norm": ("group_norm",),
     "batch_norm": ("batch_norm",), "nll_loss": ("nll_loss", "cross_entropy"),
     "log_softmax": ("log_softmax", "cross_entropy"),
+    # (a look: a kernel fusing F.max_pool2d was placed at the line before it alone)
+    **{f"max_pool{d}d_with_indices": (f"max_pool{d}d",) for d in (1, 2, 3)},
     **{
         f"scaled_dot_product_{kind}_attention{device}": ("scaled_dot_product_attention",)
         for kind in ("flash", "efficient", "cudnn", "fused")

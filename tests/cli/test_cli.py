@@ -191,6 +191,15 @@ def test_dump_kernels_table_starts_with_the_header_explain_has(tmp_path: Path) -
     first, second = proc.stdout.splitlines()[:2]
     assert first == f"compilediag · {model}  inputs: 8x32:float32"
     assert second.startswith("torch ")
+    table = proc.stdout
     proc = run_cli("dump-kernels", model, "--out", str(tmp_path / "k"), "--force", "-f", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["target"]["path"] == model
+    # kernels' lines without Inductor's records (matched by their ops, or none) are said so,
+    # here and in the index, as explain says it (a twentieth look read none of it here)
+    guessed = [
+        n["message"] for n in json.loads(proc.stdout)["notes"] if n["kind"] == "no_provenance"
+    ]
+    assert guessed, "C++ kernels without Inductor's provenance records"
+    assert " ".join(guessed[0].split()) in " ".join(table.split())
+    assert guessed[0] in (tmp_path / "k" / "index.md").read_text()

@@ -46,8 +46,14 @@ def render_table(report: Report, width: int | None = None, color: bool = False) 
 
 
 def render_kernels(report: Report, width: int | None = None, color: bool = False) -> str:
+    """dump-kernels' view: the headline, the kernels, and where their lines are a guess (a
+    look read the guessed lines there with no word of it)."""
+    guessed = [
+        Text(f"! {n.text}", style="yellow")
+        for n in report.notes if n.kind == FindingKind.NO_PROVENANCE
+    ]  # fmt: skip
     return print_items(
-        [*_headline(report, width), *kernel_blocks(report, limit=None)], width, color
+        [*_headline(report, width), *guessed, *kernel_blocks(report, limit=None)], width, color
     )
 
 

@@ -497,6 +497,35 @@ def test_a_common_op_one_line_alone_computes_places_its_kernel_there_too(tmp_pat
     _placed_at(_recorded_pairs(tmp_path, ANY_STEP), ANY_STEP, ".any()", "_any_")
 
 
+POOL_STEP = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Conv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        x = F.gelu(self.bn(self.c(x)))
+        return F.max_pool2d(x, 2).flatten(1)
+
+
+model = torch.compile(Conv().eval())
+model(torch.randn(2, 3, 8, 8))
+"""
+
+
+@pytest.mark.slow
+def test_a_pooling_kernel_is_placed_at_the_pooling_line_too(tmp_path: Path) -> None:
+    """A twentieth look: the kernel Inductor fused from a batch norm, a gelu and the next
+    line's F.max_pool2d (its ATen op max_pool2d_with_indices) was placed at the first line
+    alone; Inductor's records give both."""
+    _placed_at(_recorded_pairs(tmp_path, POOL_STEP), POOL_STEP, "max_pool2d", "max_pool2d")
+
+
 def _recorded_pairs(tmp_path: Path, source: str) -> list[tuple[str, list[str], list[str]]]:
     """`source` run as a script with Inductor's provenance records on (its own caches):
     each kernel's lines by the records, and as matched without them."""
