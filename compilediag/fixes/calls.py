@@ -71,14 +71,30 @@ def _reorder(b: Break, fn: str, setting: str, cause: BreakCause, does: str, effe
     )  # fmt: skip
 
 
-def _print_fix(b: Break) -> Fix:
-    types = _arg_types(b.gb_type + " " + b.explanation)
+def unreorderable_args(text: str, code: str) -> list[str]:
+    """The arguments of a print (torch's break `text`: its gb_type and explanation; the
+    line's `code`) that Dynamo cannot defer: where any, reorderable_logging_functions alone
+    does not remove the break."""
+    types = _arg_types(text)
     if types is None:  # no types in the text: judge by the code
-        f_string = re.search(r"\bf[\"']", b.code)
-        sized = re.search(r"\.shape\b|\.size\(\)", b.code)
-        bad = ["a torch.Size"] if sized and not f_string else []
-    else:
-        bad = sorted({t for t in types if t not in REORDERABLE_ARGS})
+        f_string = re.search(r"\bf[\"']", code)
+        sized = re.search(r"\.shape\b|\.size\(\)", code)
+        return ["a torch.Size"] if sized and not f_string else []
+    return sorted({t for t in types if t not in REORDERABLE_ARGS})
+
+
+def reorders_alone(text: str, code: str, version: str) -> bool:
+    """Whether adding print to reorderable_logging_functions alone removes the break:
+    every argument deferrable, and no keyword argument on a torch that refuses them (2.14+).
+    `--try-fixes` tries the setting only there (a look saw it tried where the advice said
+    it would not do)."""
+    v = release(version or installed())
+    keywords = _keywords(code, "print") and (v is None or v >= (2, 14))
+    return not unreorderable_args(text, code) and not keywords
+
+
+def _print_fix(b: Break) -> Fix:
+    bad = unreorderable_args(b.gb_type + " " + b.explanation, b.code)
     if not bad:
         return _reorder(
             b, "print", "fn:builtins.print", BreakCause.PRINT, "runs it after the graph",

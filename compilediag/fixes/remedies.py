@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compilediag.fixes import config_patch
+from compilediag.fixes.calls import reorders_alone
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.vocabulary import BreakCause, FixOutcome, RecompileCause
 
@@ -61,8 +62,13 @@ def remedies_for(
     for b in report.graph_breaks:
         if b.cause in BREAK_REMEDIES:
             name, config, code = BREAK_REMEDIES[b.cause]
-            if "reorderable_logging_functions" in config and drops_reordered(b):
-                continue
+            if "reorderable_logging_functions" in config and (
+                drops_reordered(b)
+                or not reorders_alone(
+                    f"{b.reason} {b.explanation}", b.code, report.environment.torch
+                )
+            ):
+                continue  # (the break stays, or goes with the print)
             r = out.setdefault(name, Remedy(name, code, [], config=config))
             r.targets.append(f"{b.file}:{b.line} {b.reason}")
     causes = {r.cause for r in report.recompiles}

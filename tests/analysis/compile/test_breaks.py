@@ -402,6 +402,43 @@ def test_a_deepcopy_under_a_modules_call_is_fixed_at_the_users_line_not_said_tor
         assert counter.frame_count == breaks + 1, (model, counter.frame_count)
 
 
+def _shape_print(x: torch.Tensor) -> torch.Tensor:
+    h = x * 2
+    print("h", h.shape)
+    return h + 1
+
+
+def _tensor_print(x: torch.Tensor) -> torch.Tensor:
+    h = x * 2
+    print("h", h)
+    return h + 1
+
+
+@pytest.mark.parametrize("fn", [_shape_print, _tensor_print], ids=["size", "tensor"])
+def test_the_reorder_setting_is_tried_where_it_alone_removes_the_break(fn) -> None:
+    """A twentieth look: `--try-fixes` tried reorderable_logging_functions for a print of a
+    shape, where the advice says the setting alone does not remove it (Dynamo cannot defer
+    a torch.Size): "no effect". It is tried where torch's own count says it removes it."""
+    import contextlib
+    import io
+
+    from torch._dynamo.testing import CompileCounter
+
+    from compilediag.analysis.compile.breaks import drops_reordered
+    from compilediag.fixes.remedies import remedies_for
+    from compilediag.testing import compile_report
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = compile_report(fn, (torch.randn(4),))
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        with torch._dynamo.config.patch(reorderable_logging_functions={print}):
+            torch.compile(fn, backend=counter)(torch.randn(4))
+        torch._dynamo.reset()
+    tried = [r.name for r in remedies_for(report, drops_reordered=drops_reordered)]
+    assert ("reorderable print" in tried) == (counter.frame_count == 1), (tried, counter)
+
+
 class _Loud(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):  # type: ignore[no-untyped-def, override]
