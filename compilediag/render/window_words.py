@@ -6,6 +6,7 @@ steps after the window."""
 
 from __future__ import annotations
 
+from compilediag.analysis.step.pace import APART
 from compilediag.render import ms, plural, seconds
 from compilediag.report.model import KernelTiming, Runtime
 from compilediag.report.words import steps_words, times
@@ -26,6 +27,12 @@ def pace_line(r: Runtime | None) -> str:
         )
     around = f"{plural(r.unprofiled_steps, 'step')} around it, no instrument on"
     if r.window_work and r.window_cost is not None:  # other shapes: compared shape by shape
+        ratio = 1 + r.window_cost
+        if max(ratio, 1 / ratio) > APART:  # (a look read "the window 0.0258x the job's pace")
+            return (
+                f"pace: the window's steps took {window} (the median), {times(ratio, False)}x "
+                f"the job's own shape by shape ({around}): {_moved(ratio)}: {own}"
+            )
         return (
             f"pace: the window {times(1 + r.window_cost, False)}x the job's own pace ({around}, shape "
             f"by shape: they ran other shapes); {own}"
@@ -41,8 +48,8 @@ def pace_line(r: Runtime | None) -> str:
         return (
             f"pace: the window's steps took {window} (the median), "
             f"{times(r.window_step_ms / r.unprofiled_step_ms, False)}x the job's own "
-            f"{ms(r.unprofiled_step_ms)} ({around}): more than its instruments cost, so the "
-            f"machine's pace moved between them (other work on it): {own}"
+            f"{ms(r.unprofiled_step_ms)} ({around}): {_moved(r.window_step_ms / r.unprofiled_step_ms)}: "
+            f"{own}"
         )
     if not r.at_pace or r.unprofiled_step_ms is None or r.window_cost is None:
         return (
@@ -53,6 +60,16 @@ def pace_line(r: Runtime | None) -> str:
         f"pace: the window {window} a step, {times(1 + r.window_cost, False)}x the job's own "
         f"{ms(r.unprofiled_step_ms)} ({around}); the figures below are set on the job's pace"
     )
+
+
+def _moved(ratio: float) -> str:
+    """Why a window this far from the job's own pace is not what its instruments cost."""
+    if ratio < 1:  # instruments slow a step, never speed it
+        return (
+            "faster than its instruments allow, so the steps around it were held up (stalls, "
+            "other work on the machine)"
+        )
+    return "more than its instruments cost, so the machine's pace moved between them (other work on it)"
 
 
 def stalled_words(r: Runtime) -> str:

@@ -257,6 +257,18 @@ def test_a_window_far_from_the_steps_around_it_keeps_its_own_figures() -> None:
         "pace moved between them (other work on it): the figures below are the window's, its "
         "instruments on"
     )
+    # shape by shape alike (a twentieth look read "the window 0.0258x the job's own pace",
+    # the steps around it held up 40-52 ms on a busy machine): said as the pace moving
+    shapes = Runtime(window=[20, 40], window_step_ms=1.13, unprofiled_steps=44,
+                     window_work="shapes", window_cost=-0.9742)  # fmt: skip
+    assert pace_line(shapes) == (
+        "pace: the window's steps took 1.13 ms (the median), 0.0258x the job's own shape by "
+        "shape (44 steps around it, no instrument on): faster than its instruments allow, so "
+        "the steps around it were held up (stalls, other work on the machine): the figures "
+        "below are the window's, its instruments on"
+    )
+    shapes.window_cost = 0.12  # near: what the instruments cost, as before
+    assert pace_line(shapes).startswith("pace: the window 1.12x the job's own pace (44 steps")
 
 
 def test_after_a_kernel_profile_the_pace_is_the_steps_before_the_window() -> None:
