@@ -64,7 +64,10 @@ def _counted_in_place(site: Site, cause: str, stmt: cst.CSTNode) -> Patch:
     arithmetic with tensors."""
     found = [(c, a) for c in calls(stmt) if (a := _nonzero_of(c)) is not None]
     if len(found) != 1:
-        raise Refused("the line does not call a plain nonzero() once")
+        raise Refused(
+            "the patch counts one nonzero() call's rows with torch.count_nonzero; this line "
+            f"has {len(found) or 'no'} such call{'s' * (len(found) != 1)}"
+        )
     call, arg = found[0]
     whole = _row_count(site, call)
     if whole is None:

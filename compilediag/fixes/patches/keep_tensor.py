@@ -84,7 +84,11 @@ def _keep_list(site: Site, fn: cst.FunctionDef, call: cst.Call, cause: str) -> P
         if isinstance(parent, cst.Subscript) and len(parent.slice) == 1:
             index = parent.slice[0].slice
             if not (isinstance(index, cst.Index) and literal(index.value)):
-                raise Refused(f"line {site.start(use)}: `{site.code(parent)}` is not one element")
+                raise Refused(  # (a look read "`counts[i]` is not one element")
+                    f"line {site.start(use)}: `{site.code(parent)}` reads the list at an index "
+                    "that is not a number written there; the patch keeps the tensor only where "
+                    "each read is such an index or sum()"
+                )
             check_value_uses(site, fn, parent, site.line)
         elif isinstance(parent, cst.Arg) and _called(site, parent, "sum"):
             whole = site.parent(parent)

@@ -67,7 +67,8 @@ def check_value_uses(site: Site, fn: cst.FunctionDef, start: cst.CSTNode, after:
                 )
             continue
         raise Refused(
-            f"line {line}: `{text}` is {number_use(site, parent)}; as a tensor it would change"
+            f"line {line}: `{text}` is {number_use(site, parent)}; as a tensor it would change "
+            "what that line does"
         )
 
 

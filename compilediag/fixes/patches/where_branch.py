@@ -51,7 +51,7 @@ def _condition(site: Site, test: cst.BaseExpression) -> cst.BaseExpression:
 def where_branch(site: Site, cause: str) -> Patch:
     stmt = site.statement()
     if not isinstance(stmt, cst.If):
-        raise Refused("the break's line is not an `if` statement")
+        raise Refused("the patch rewrites an `if` statement with torch.where; this line is none")
     if stmt.orelse is not None and not isinstance(stmt.orelse, cst.Else):
         raise Refused("the `if` has an elif")
     require_torch(site)

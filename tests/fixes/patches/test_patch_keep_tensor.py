@@ -53,7 +53,8 @@ def test_a_number_used_as_a_count_is_refused() -> None:
     p = propose(before, 5, "item")
     assert isinstance(p, NoPatch)
     assert p.why == (
-        "line 6: `n` is given to range(), which takes a Python number; as a tensor it would change"
+        "line 6: `n` is given to range(), which takes a Python number; as a tensor it would change "
+        "what that line does"
     )
 
 
@@ -94,3 +95,15 @@ def test_int_of_a_tensor_is_refused_with_what_it_does() -> None:
     )
     t = torch.tensor(2.7)
     assert int(t) != t.item()
+
+
+def test_a_list_read_at_a_variable_index_is_refused_in_words() -> None:
+    """A twentieth look read "`counts[i]` is not one element": the refusal names what the
+    patch needs (a number written as the index, or sum())."""
+    before = (
+        HEAD + "def forward(x, w):\n    counts = x.tolist()\n    out = w\n"
+        "    for i in range(2):\n        out = out * counts[i]\n    return out\n"
+    )
+    p = propose(before, 5, "tolist")
+    assert isinstance(p, NoPatch)
+    assert p.why.startswith("line 8: `counts[i]` reads the list at an index that is not a number")
