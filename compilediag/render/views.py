@@ -187,14 +187,18 @@ def stopped_words(r: Runtime) -> str:
 
 
 def rest_words(r: Runtime) -> str:
-    """What the rest of a step holds, by what the window's steps were."""
+    """What the rest of a step holds where no backward or optimizer step was seen in it, by
+    what the window's steps were (a look read "backward, optimizer, data" of a job that ran
+    neither)."""
     measured = max(r.window_steps, 1)
     evaluating = max(r.window_no_grad, r.window_eval)
     if evaluating >= measured:
         return "outside compiled code: these steps were evaluation calls"
-    if evaluating:
-        return f"backward, optimizer, data; {evaluating} of the steps were evaluation calls"
-    return "backward, optimizer, data"
+    some = f"{evaluating} of the steps were evaluation calls, and " if evaluating else ""
+    return (
+        f"outside the compiled calls: the loop's own code, its data; {some}no backward or "
+        "optimizer step was seen"
+    )
 
 
 def step_text(r: Runtime, b: Breakdown) -> str:
@@ -209,7 +213,8 @@ def step_text(r: Runtime, b: Breakdown) -> str:
     )
     parts = b.parts()
     if len(parts) == 2:  # forward and the rest: no training part was seen
-        return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
+        rest = rest_words(r)
+        return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest}; {window})"
     inside = {"forward": f" ({split})", "the rest": rest_named(b, bool(r.kernel_device), r.kernel_step_numbers),
               "backward": backward_split(b.backward_hooks_ms, b.wrapper)}  # fmt: skip
     said = [f"{name} {ms(v)}{inside.get(name, '')}" for name, v in parts]

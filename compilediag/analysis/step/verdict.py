@@ -208,12 +208,18 @@ def _loop(job: Runtime, b: Breakdown) -> Bound | None:
 
 def _compute(report: Report, b: Breakdown) -> Bound | None:
     """On CPU: the compiled graphs' own work, forward and backward."""
-    spent = b.in_graphs_ms + sum(g.backward_ms or 0.0 for g in report.graphs)
+    backward = sum(g.backward_ms or 0.0 for g in report.graphs)
+    spent = b.in_graphs_ms + backward
     if not spent:
         return None
+    # (a look read "forward and backward graphs" of a job that ran no backward)
+    graphs = (
+        "forward and backward graphs" if backward
+        else "forward graphs" if b.backward_ms else "forward graphs: no backward was seen"
+    )  # fmt: skip
     return Bound(
         "compute", _share(spent, b), spent,
-        f"the compiled graphs' own work: {ms(spent)} a step (forward and backward graphs)",
+        f"the compiled graphs' own work: {ms(spent)} a step ({graphs})",
     )  # fmt: skip
 
 

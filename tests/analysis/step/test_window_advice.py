@@ -81,3 +81,7 @@ def test_a_verdict_from_one_step_says_so(tmp_path: Path) -> None:
     runtime, said = _run(tmp_path, job, compiled + 2, f"{compiled + 1}-{compiled + 3}")
     assert runtime["window_steps"] == 1, runtime  # the last call's step has no end
     assert re.search(r"bound by .*from 1 step alone, which a stall would fill", said), said
+    # a job that runs no backward and no optimizer is not said to (a look read "backward,
+    # optimizer, data" and "forward and backward graphs" of one)
+    assert "no backward or optimizer step was seen" in said, said
+    assert "backward graphs" not in said and "backward, optimizer" not in said, said
