@@ -172,8 +172,9 @@ def rule_text(r: Rule) -> str:
     if "speedup" in r.name:
         return f"{r.value:.2f}x (at least {r.limit:.2f}x)"
     value, limit = RULE_UNITS.get(r.name, lambda v: f"{v:g}"), f"{r.limit:g}"
-    if r.name == "max-compile-time":  # (the measured time in 3 digits, the limit as typed)
-        limit = f"{r.limit:g} s"
+    if r.name == "max-compile-time":  # (the measured time in 3 digits, the limit as typed;
+        # under a second in ms, as the time is: a look read "997 ms (at most 0.5 s)")
+        limit = f"{r.limit:g} s" if r.limit >= 1 else seconds(r.limit)
     elif r.name == "max-wait-share":
         limit = value(r.limit)  # a figure with its unit (a count's limit reads bare)
     if r.message:  # a multi-rank report's worst rank, by name
