@@ -130,10 +130,9 @@ Repeat = Annotated[
     int | None,
     typer.Option(
         "--repeat",
-        help="Timed blocks per variant, 2 or more: the median and spread need two (default: "
-        "about 1 s worth).",
+        help="Timed blocks per variant (default: about 1 s worth); their spread needs 2 or more.",
         metavar="N",
-        min=2,
+        min=1,
     ),
 ]
 Warmup = Annotated[

@@ -305,7 +305,9 @@ def _alternate(
 
 
 def stats(samples: list[float]) -> Stat:
-    q = statistics.quantiles(samples, n=4, method="inclusive")
+    """The blocks' median, spread (IQR; 0 for one block, `--repeat 1`: none to give) and
+    fastest."""
+    q = statistics.quantiles(samples, n=4, method="inclusive") if len(samples) > 1 else [0.0] * 3
     return Stat(
         median=statistics.median(samples), iqr=q[2] - q[0], n=len(samples), min=min(samples)
     )

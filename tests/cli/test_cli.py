@@ -203,3 +203,19 @@ def test_dump_kernels_table_starts_with_the_header_explain_has(tmp_path: Path) -
     assert guessed, "C++ kernels without Inductor's provenance records"
     assert " ".join(guessed[0].split()) in " ".join(table.split())
     assert guessed[0] in (tmp_path / "k" / "index.md").read_text()
+
+
+def test_one_timed_block_is_timed_and_said_to_have_no_spread() -> None:
+    """`--repeat 1` failed explain's timing ("StatisticsError: must have at least two data
+    points"): one block is a median with no spread to give, said so."""
+    from tests.conftest import run_cli
+
+    proc = run_cli("explain", "sample_models/clean_mlp.py", "--backend", "eager", "--repeat", "1",
+                   "--format", "json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert not [e for e in report["errors"] if "StatisticsError" in e["message"]], report["errors"]
+    timings = report["timings"]
+    assert timings["eager_ms"]["n"] == timings["compiled_ms"]["n"] == 1, timings
+    table = run_cli("explain", "sample_models/clean_mlp.py", "--backend", "eager", "--repeat", "1")
+    assert table.stdout.count("a call (1 timed block: no spread)") == 2, table.stdout

@@ -274,7 +274,7 @@ FAULTS: dict[str, Fault] = {
     "--timeout 0": Fault(
         OK_MODEL, ["--timeout", "0"], 2, "--timeout 0 is no time", "more than 0", True
     ),
-    "--repeat 1": Fault(OK_MODEL, ["--repeat", "1"], 2, "'--repeat'", "", True),
+    "--repeat 0": Fault(OK_MODEL, ["--repeat", "0"], 2, "'--repeat'", "", True),
     # (a look: the error named --html alone, and the next run failed on --junit)
     "--html and --junit both in missing folders": Fault(
         OK_MODEL,

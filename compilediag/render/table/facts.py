@@ -339,7 +339,8 @@ def timing_lines(report: Report) -> list:
         e, c = t.eager_ms, t.compiled_ms
         for label, s in (("eager", e), ("compiled", c)):
             fastest = f", min {ms(s.min)}" if s.min is not None else ""
-            rows.append((label, Text(f"{ms(s.median)} a call (IQR {ms(s.iqr)}{fastest})")))
+            spread = f"IQR {ms(s.iqr)}{fastest}" if s.n != 1 else "1 timed block: no spread"
+            rows.append((label, Text(f"{ms(s.median)} a call ({spread})")))
         if t.noise:
             rows.append(("speedup", Text(f"{t.speedup:.2f}x, not reliable: {noise_once(report)}",
                                          style="yellow")))  # fmt: skip
