@@ -213,8 +213,7 @@ def step_text(r: Runtime, b: Breakdown) -> str:
     )
     parts = b.parts()
     if len(parts) == 2:  # forward and the rest: no training part was seen
-        rest = rest_words(r)
-        return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest}; {window})"
+        return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
     inside = {"forward": f" ({split})", "the rest": rest_named(b, bool(r.kernel_device), r.kernel_step_numbers),
               "backward": backward_split(b.backward_hooks_ms, b.wrapper)}  # fmt: skip
     said = [f"{name} {ms(v)}{inside.get(name, '')}" for name, v in parts]

@@ -34,7 +34,7 @@ def pace_line(r: Runtime | None) -> str:
                 f"the job's own shape by shape ({around}): {_moved(ratio)}: {own}"
             )
         return (
-            f"pace: the window {times(1 + r.window_cost, False)}x the job's own pace ({around}, shape "
+            f"pace: the window {times(ratio, False)}x the job's own pace ({around}, shape "
             f"by shape: they ran other shapes); {own}"
         )
     if r.pace_moved and r.before_step_ms and r.unprofiled_step_ms:
