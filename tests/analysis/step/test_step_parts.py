@@ -61,16 +61,19 @@ def assert_steps_are_the_jobs(report: dict, job: dict) -> None:
     clock over the same steps), and the step the report gives is set on the job's own pace
     (#74: the steps around the window, no instrument on). Not the job's mean over the
     window: a step the machine's load stalled moves that, and the report sets it apart
-    (a clean-clone CI run read the mean as 95 ms with the pace at 75 ms). Where GradScaler
-    skipped a step, the probe's mark ends it at another point than the job's clock (no
-    optimizer step), moving one step's time to the next: the window's median is then
-    within a step of the job's, 51.4 ms where the job's was 54.0, its next below 51.4."""
+    (a clean-clone CI run read the mean as 95 ms with the pace at 75 ms). The probe's
+    median is within a step of the job's, not equal to it: the job's clock for the window's
+    last step holds the probe's reading of the window (7 ms of a 49 ms step with both cores
+    busy: the job's median 47.3, the report's 41.7, the job's next below it 38.8); where the
+    machine takes the job's core between the probe's mark and the job's clock, that time
+    moves to the next step in one clock and not the other (a clean-clone CI run: the
+    report's 44.7 between the job's 40.6 and 50.0); and where GradScaler skipped a step,
+    the probe's mark ends it at another point than the job's clock (no optimizer step)."""
     r, bd = report["runtime"], report["timings"]["breakdown"]
     a, b = WINDOW
     mine = sorted(s["step"] for s in job["steps"][a - 1 : b])
-    mid, median = len(mine) // 2, statistics.median(mine)
-    low, high = (mine[mid - 1], mine[mid + 1]) if r["skipped_steps"] else (median, median)
-    low, high = low * 0.95, high * 1.05
+    mid = len(mine) // 2
+    low, high = mine[mid - 1] * 0.95, mine[mid + 1] * 1.05
     assert low <= r["window_step_ms"] <= high, (r["window_step_ms"], mine)
     paced = r["unprofiled_step_ms"] if r["at_pace"] else r["window_step_ms"]
     assert bd["call_ms"] == pytest.approx(paced, rel=1e-3)
