@@ -13,6 +13,7 @@ from compilediag.analysis.compile.graphs import (
     collect_graphs,
     compile_time,
     cudagraph_skips,
+    graphless,
 )
 from compilediag.analysis.compile.kernels import GraphCode, all_kernels, generated, relocated
 from compilediag.analysis.compile.numerics import numerics_of
@@ -132,7 +133,7 @@ def what_torch_compiled(report: Report, h: History, code: list[GraphCode]) -> in
     report.recompiles = [r for r in attempts if not r.hit_limit]
     report.recompile_limit_hits = collect_limit_hits(h, attempts)
     report.compile_failures = collect_failures(h) + export_failures(h)
-    report.graphs = collect_graphs(h)
+    report.graphs, report.graphless = collect_graphs(h), graphless(h)
     report.kernels = relocated(generated(code), h)
     ctime = compile_time(h)
     report.compile_time = ctime if ctime.total_s or h else None

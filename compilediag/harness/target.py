@@ -175,8 +175,8 @@ def load_module(path: str) -> Any:
 def _build(obj: Any, what: str) -> Any:
     import torch
 
-    if isinstance(obj, torch.nn.Module):
-        return obj
+    if isinstance(obj, torch.nn.Module) or _takes_arguments(obj):
+        return obj  # a function that needs arguments is the model itself, not its factory
     if callable(obj):
         try:
             made = obj()
@@ -193,6 +193,21 @@ def _build(obj: Any, what: str) -> Any:
         f"{what} is not an nn.Module or a function that returns one.",
         hint=f"Point at {MODEL_LOOKUP}.",
     )
+
+
+def _takes_arguments(obj: Any) -> bool:
+    """Whether `obj` is a function (no class) with a positional parameter it has no default
+    for: `model = forward` where `def forward(x)` is what to compile (a new user's file read
+    "the model failed without torch.compile: model() missing 1 required positional
+    argument")."""
+    if inspect.isclass(obj) or not callable(obj):
+        return False
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):  # a builtin with no signature
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(p.kind in positional and p.default is p.empty for p in params)
 
 
 def find_model(module: Any, attr: str | None, path: str) -> Any:

@@ -215,6 +215,31 @@ def ranks_of(report: Report, positions: list[int]) -> str:
     return rank_set(report.ranks, positions) if len(report.ranks) > 1 and positions else ""
 
 
+GRAPHLESS_NAMED = 3  # compiles with no graph named with their frames; more, by their ids
+
+
+def graphless_words(report: Report) -> str:
+    """The compiles that made no graph, in a line under the graphs' table (their ids have no
+    row): '' where every compile made one."""
+    if not report.graphless:
+        return ""
+    n = len(report.graphless)
+    if n <= GRAPHLESS_NAMED:
+        shown = ", ".join(
+            f"{shown_id(report, g.compile_id)} {g.frame} ({where(g.file, g.line)})"
+            for g in report.graphless
+        )
+    else:  # (a detection model's 14 made 8 lines of frames and places)
+        ids = ", ".join(shown_id(report, g.compile_id) for g in report.graphless)
+        shown = f"{n} compiles ({ids}; the JSON report's graphless[] names their frames)"
+    one = n == 1
+    it, its, runs = ("it", "its frame", "it runs") if one else ("them", "their frames", "they run")
+    return (
+        f"no graph from {shown}: torch traced no tensor op in {it} before {its} broke or "
+        f"returned; {runs} as Python"
+    )
+
+
 def shown_id(report: Report, cid: str) -> str:
     """A compile id as shown: without its rank where the ranks are named beside it."""
     return re.sub(r"^r\d+:", "", cid) if len(report.ranks) > 1 else cid

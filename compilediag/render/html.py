@@ -29,7 +29,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from compilediag.paths import library_path, user_base
-from compilediag.render import kernel_count_note, limit_words, ms, plural
+from compilediag.render import graphless_words, kernel_count_note, limit_words, ms, plural
 from compilediag.render import seconds as render_seconds
 from compilediag.render.glance import rank_glance
 from compilediag.render.step_picture import step_picture
@@ -97,6 +97,7 @@ def render_html(report: Any) -> str:
             took=took_words(report.took_s) if _get(report, "took_s") else "",
             ranks_of=_ranks_of(report),
             kernel_groups=_kernel_counts(report),
+            graphless=graphless_words(report) if _get(report, "graphless") else "",
             kernel_note=kernel_count_note(
                 Summary(
                     kernels=_get(_get(report, "summary"), "kernels", 0),

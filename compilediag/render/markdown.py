@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compilediag.render import (
+    graphless_words,
     headline,
     limit_words,
     ms,
@@ -136,7 +137,8 @@ def _graphs(report: Report) -> list[str]:
             f"| {g.compile_id} | {g.frame}{' (evaluation)' if g.evaluation else ''} | `{where(g.file, g.line)}` | {g.ops} | {seconds(g.compile_time_s)} |"
             + (f" {g.calls if g.calls is not None else '-'} |" if calls else "")
         )
-    return out + [""]
+    words = graphless_words(report)
+    return out + ([""] + [words[0].upper() + words[1:] + "."] if words else []) + [""]
 
 
 def _verified_fixes(report: Report) -> list[str]:

@@ -187,6 +187,8 @@ class Report:
     verified_fixes: list[VerifiedFix] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     graphs: list[Graph] = field(default_factory=list)
+    # compiles that ended with no graph (no tensor op before the frame broke or returned)
+    graphless: list[Graph] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
     timings: Timings | None = None
     compile_time: CompileTime | None = None

@@ -26,6 +26,17 @@ def collect_graphs(h: History) -> list[Graph]:
     ]
 
 
+def graphless(h: History) -> list[Graph]:
+    """The compiles that ended with no graph and no failure (ops 0): a frame whose first
+    line broke, or that returned, before any tensor op (a helper that prints first; the
+    rest of it after the print). Their ids have no row in the graphs' table."""
+    return [
+        Graph(compile_id=e.compile_id, frame=e.code.shown, file=e.place[0], line=e.place[1], ops=0)
+        for e in h
+        if not e.graph and not e.metrics.fail_type and not e.export
+    ]
+
+
 # a compile's phases, disjoint (CompileTime's fields, by name)
 PHASES = ("dynamo_s", "aot_s", "inductor_s", "codegen_s", "backward_s", "kernel_compile_s")
 

@@ -373,6 +373,9 @@ def _merge_findings(report: Report, groups: list[tuple[Report, list[int]]]) -> N
         lambda r: r.graphs,
         lambda g: (g.frame, g.file, g.line, g.ops, unranked(g.compile_id), g.evaluation),
     )
+    report.graphless = merged(
+        lambda r: r.graphless, lambda g: (g.frame, g.file, g.line, unranked(g.compile_id))
+    )
     report.kernels = once(lambda r: r.kernels, lambda k: (k.name, unranked(k.compile_id)))
     report.recompile_limit_hits = once(
         lambda r: r.recompile_limit_hits, lambda h: (h.frame, h.file, h.line)

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from compilediag.render import (
+    graphless_words,
     headline,
     ms,
     plural,
@@ -173,7 +174,10 @@ def _graph_blocks(report: Report) -> list:
         if backward:
             cells.append(ms(g.backward_ms) if g.backward_ms is not None else "-")
         t.add_row(*cells)
-    return [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
+    out = [Text("\nGraphs", style="bold"), Padding(t, (0, 0, 0, 2))]
+    if words := graphless_words(report):
+        out.append(Padding(Text(words, style="dim"), (0, 0, 0, 2)))
+    return out
 
 
 def diverging_ranks(report: Report) -> str:
