@@ -55,7 +55,12 @@ def handled() -> Iterator[None]:
     """Every DiagError ends as one short paragraph on stderr and its exit code; SIGTERM and
     SIGHUP as Ctrl-C does, with the shell's code for the signal (128 + its number)."""
     _OWNER[0] = os.getpid()
-    kept = {s: signal.signal(s, _terminated) for s in SIGNALS}
+    # a signal ignored on entry stays so (`nohup compilediag run ...` outlives its terminal)
+    kept = {
+        s: signal.signal(s, _terminated)
+        for s in SIGNALS
+        if signal.getsignal(s) is not signal.SIG_IGN
+    }
     try:
         yield
     except DiagError as e:

@@ -27,13 +27,32 @@ POLL_S = 0.05
 KILL_GRACE_S = 2.0  # from SIGINT to SIGKILL when a child is stopped
 
 
+# every signal compilediag was sent and passed on to a child, in this process
+RECEIVED: list[int] = []
+
+
+def stopped_by() -> int:
+    """The shell's exit code for the first signal compilediag passed on to a child (130 for
+    Ctrl-C, 143 for SIGTERM), else 0: a command that ran several children (`run
+    --try-fixes`' rounds) ends with it, whichever child it reached."""
+    return 128 + RECEIVED[0] if RECEIVED else 0
+
+
 @dataclass
 class Completion:
     returncode: int | None  # None: ended by a signal, or stopped at its time limit
     signal: str  # the signal's name, when one ended it
-    interrupted: bool  # compilediag was sent a signal and passed it on
+    by: int  # the signal compilediag was sent and passed on (the first), else 0
     wall_s: float
     timed_out: bool = False  # stopped (SIGKILL to its group) at its time limit
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.by)
+
+    @property
+    def signal_sent(self) -> str:
+        return signal.Signals(self.by).name if self.by else ""
 
     @property
     def failed(self) -> bool:
@@ -173,9 +192,17 @@ class Child:
 
         def forward(signum: int, frame: FrameType | None) -> None:
             received.append(signum)
+            RECEIVED.append(signum)
             self.signal(signal.SIGKILL if received.count(signal.SIGINT) >= KILL_AFTER else signum)
 
-        previous = {s: signal.signal(s, forward) for s in FORWARDED} if forward_signals else {}
+        # a signal ignored on entry stays so (a background job of a shell without job
+        # control ignores Ctrl-C, and its child did: the job ran on, and its end read
+        # "exited with status 0" beside "was interrupted")
+        previous = {
+            s: signal.signal(s, forward)
+            for s in (FORWARDED if forward_signals else ())
+            if signal.getsignal(s) is not signal.SIG_IGN
+        }
         timed_out = False
         try:
             # blocked in waitpid, a signal another thread takes is handled only once the
@@ -209,7 +236,7 @@ class Child:
         return Completion(
             returncode=None if rc < 0 or timed_out else rc,
             signal=name,
-            interrupted=bool(received),
+            by=received[0] if received else 0,
             wall_s=time.monotonic() - self.started,
             timed_out=timed_out,
         )

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -406,24 +407,53 @@ def test_cuda_graph_skips_under_reduce_overhead(tmp_path: Path) -> None:
     assert str(ROOT) not in json.dumps(r["cudagraph_skip_reasons"]), "no machine path"
 
 
-def test_ctrl_c_before_anything_compiled_is_130_with_one_line() -> None:
+def _sleeper(preexec: Callable[[], None] | None) -> subprocess.Popen:
+    """`run` of a job that says it is ready, then sleeps a minute, compiling nothing."""
     proc = subprocess.Popen(
         [*compilediag_cmd(), "run", "--format", "json", "--", sys.executable, "-c",
          "import time; print('ready', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        preexec_fn=sigint_as_a_terminal_has_it,
+        preexec_fn=preexec,
     )  # fmt: skip
     assert proc.stderr is not None
     for line in proc.stderr:
         if line.strip() == "ready":
             break
-    proc.send_signal(signal.SIGINT)
+    return proc
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [(signal.SIGINT, 130, "interrupted before"), (signal.SIGTERM, 143, "stopped by SIGTERM")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_signal_before_anything_compiled_is_its_code_with_one_line(
+    signum: int, code: int, said: str
+) -> None:
+    """Ctrl-C ends `run` with 130 and SIGTERM with 143, as `--help` says (a look read 130
+    after a TERM)."""
+    proc = _sleeper(sigint_as_a_terminal_has_it)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == code, err
     # the job's own KeyboardInterrupt traceback passes through; compilediag says one line
-    assert err.splitlines()[-1].startswith("error: `") and "interrupted before" in err
+    assert err.splitlines()[-1].startswith("error: `") and said in err
     assert not compilediag_files(err)
     assert out == ""
+
+
+def test_ctrl_c_ignored_as_the_run_started_stays_ignored() -> None:
+    """A background job of a shell without job control starts with SIGINT ignored, and so
+    does what it starts: `run` leaves it so, as Python does, and the job runs to its own end
+    (a look read "the command exited with status 0" above "was interrupted")."""
+    proc = _sleeper(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1)
+    assert proc.poll() is None, "ended by a signal it ignored"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "interrupted" not in err
 
 
 def test_a_job_without_the_bootstrap_has_no_call_counts() -> None:

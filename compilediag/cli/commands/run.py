@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from compilediag.cli.commands.common import (
 )
 from compilediag.cli.config import load_config
 from compilediag.cli.progress import say
-from compilediag.errors import COMPILE_FAILED, INTERRUPTED, JOB_FAILED, UsageError
+from compilediag.errors import COMPILE_FAILED, JOB_FAILED, UsageError
 
 if TYPE_CHECKING:
     from compilediag.analysis.step.runtime import JobRun
@@ -142,7 +143,7 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
     from compilediag.analysis.ranks.fold import report_from_files
     from compilediag.analysis.step.runtime import JobRun, read_processes, save_job
     from compilediag.cli.commands.common import judge
-    from compilediag.harness.launch import launch
+    from compilediag.harness.launch import launch, stopped_by
     from compilediag.harness.threads import Beside
     from compilediag.render.views import window_missed
     from compilediag.report.model import Runtime, TargetInfo
@@ -209,8 +210,8 @@ def _run_in(opts: RunJobOptions, rules: Budgets, folder: Path, kept: bool) -> in
         write_profile(folder, report, opts.profile_out)
     if report.runtime is not None and (missed := window_missed(report.runtime)):
         say(f"compilediag: warning: {missed}")  # else only the report's Job section says it
-    if done.interrupted:
-        return INTERRUPTED
+    if stopped := stopped_by():  # the job, or a --try-fixes round (a look read 130 for TERM)
+        return stopped
     if code == COMPILE_FAILED:
         return code
     if done.failed:
@@ -239,13 +240,15 @@ def _try_fixes(again: Job, report: Report, run: JobRun, apply: bool) -> None:
 def _compiled_nothing(
     command: str, done: Completion, argv: list[str], processes: list[ProcessRuntime]
 ) -> UsageError:
-    """A job that wrote no trace record: exit 2, or the job's failure (6), or 130. Why, by
+    """A job that wrote no trace record: exit 2, or the job's failure (6), or 128 + the
+    signal compilediag was sent (130 for Ctrl-C). Why, by
     what the runtime probe saw (`processes`: the files of those that imported torch._dynamo):
     its Python has no torch; it never called torch.compile (or failed first); it called
     torch.compile but never called what it returned."""
     if done.interrupted:
-        error = UsageError(f"`{command}` was interrupted before it compiled anything.")
-        error.exit_code = INTERRUPTED
+        how = "interrupted" if done.by == signal.SIGINT else f"stopped by {done.signal_sent}"
+        error = UsageError(f"`{command}` was {how} before it compiled anything.")
+        error.exit_code = 128 + done.by  # 130 for Ctrl-C, 143 for SIGTERM
         return error
     calls = [c for p in processes for c in p.compile_calls]
     without = None if processes else python_without_torch(argv)
