@@ -47,6 +47,13 @@ def check_output_file(path: str, what: str) -> None:
     if p.is_dir():
         raise UsageError(f"{what} {path} is a folder.", hint="Name a file to write to.")
     parent = p.parent
+    # the nearest part of the path that exists: a file there is no folder (a look read
+    # "folder /proc/version does not exist" for /proc/version/x.html)
+    there = next((a for a in (parent, *parent.parents) if a.exists()), None)
+    if there is not None and not there.is_dir():
+        raise UsageError(
+            f"{what} {path}: {there} is a file, not a folder.", hint="Name a path in a folder."
+        )
     if not parent.is_dir():
         raise UsageError(f"{what} {path}: folder {parent} does not exist.", hint="Create it first.")
     if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):

@@ -269,6 +269,13 @@ def test_an_empty_shape_in_shapes_is_one_line_naming_it_and_the_fix(shapes: str,
     assert line.endswith("(8x16,16x16)") and "Traceback" not in proc.stderr
 
 
+def test_an_empty_shape_beside_a_bad_one_names_the_bad_one_not_a_fix_that_fails() -> None:
+    """A look: `2x16,,4x` was offered "(2x16,4x)", which failed next on '4x'."""
+    proc = run_cli("recompiles", "sample_models/clean_mlp.py", "--shapes", "2x16,,4x")
+    assert proc.returncode == 2, proc.stderr
+    assert "'4x' is not a shape" in proc.stderr and "(2x16,4x)" not in proc.stderr
+
+
 # --- run: a --profile-steps window past the job's end -----------------------------------------
 
 SGD_JOB = """\

@@ -53,6 +53,8 @@ def check_no_empty_shape(text: str, what: str) -> None:
     for n, item in enumerate(items, 1):
         if not item.strip():
             given = [i.strip() for i in items if i.strip()]
+            for shape in given:  # the fix offered is one that parses (a look: '4x' was in it)
+                parse_shape(shape, f"{what} entry")
             raise UsageError(
                 f"{what} {text!r}: shape {n} of {len(items)} is empty: remove the extra "
                 f"comma or put a shape there ({','.join(given)})"
