@@ -286,8 +286,12 @@ FAULTS: dict[str, Fault] = {
     ),  # fmt: skip
     # (a look: /proc/version/x.html read "folder /proc/version does not exist")
     "--html under a file (a path through it)": Fault(
-        OK_MODEL, ["--html", "<tmp>/model.py/r.html"], 2,
-        "<tmp>/model.py is a file, not a folder", "Name a path in a folder", True,
+        OK_MODEL,
+        ["--html", "<tmp>/model.py/r.html"],
+        2,
+        "<tmp>/model.py is a file, not a folder",
+        "Name a path in a folder",
+        True,
     ),  # fmt: skip
 }
 # Rows checked by their own tests below (they need a signal, a full disk or a dump folder).
