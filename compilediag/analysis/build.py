@@ -291,7 +291,7 @@ def make_portable(report: Report, root: str) -> None:
         files += [(b, "file")] + ([(b.library_frame, "file")] if b.library_frame else [])
     files += [(r, f) for r in report.recompiles for f in ("file", "guard_file")]
     files += [(x, "file") for x in (*report.recompile_limit_hits, *report.compile_failures)]
-    files += [(g, "file") for g in report.graphs]
+    files += [(g, "file") for g in report.graphs + report.graphless]
     if report.runtime:
         files.append((report.runtime, "step_file"))
     if report.compile_time and report.compile_time.tracing:
