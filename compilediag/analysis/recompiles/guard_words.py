@@ -372,13 +372,62 @@ def stack_value(co_name: str, co_file: str) -> tuple[str, int, str] | None:
     if not resume:
         return None
     line = int(resume["line"])
-    code = code_at(co_file, line).strip()
+    code = without_comment(code_at(co_file, line)).strip()
     assigned = re.match(r"(\w+)\s*=(?!=)\s*(.+)", code)
     expr = assigned[2] if assigned else code
     if not expr:
         return None
+    made, whole = first_conversion(expr)
+    if made and not whole:  # the value is the conversion's, made before the rest of the line
+        return f"`{made}` (line {line})", line, expr
     name = f"`{assigned[1]}` (line {line}: `{expr}`)" if assigned else f"`{expr}` (line {line})"
     return name, line, expr
+
+
+def without_comment(code: str) -> str:
+    """A line of code without its comment (`n = int(x.item())  # a break` -> the code)."""
+    import io
+    import tokenize
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.COMMENT:
+                return code[: tok.start[1]].rstrip()
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return code
+
+
+def first_conversion(expr: str) -> tuple[str, bool]:
+    """The tensor-to-Python conversion of `expr` that runs first (`.item()`, `.tolist()`,
+    `float(…)`, `int(…)`, `bool(…)`: the innermost, leftmost), whose value is the one that
+    crosses the graph break; and whether it is the whole expression. `int(h.max().item() *
+    10)` -> ('h.max().item()', False): torch breaks at `.item()` and its float is the value
+    the next frame guards, not the int (a look read "`n` changed (was 1.24…)" where n was
+    12). ('', False) where there is none or the expression does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError:
+        return "", False
+
+    def converts(node: ast.AST) -> bool:
+        if not isinstance(node, ast.Call):
+            return False
+        f = node.func
+        if isinstance(f, ast.Attribute):
+            return f.attr in ("item", "tolist") and not node.args
+        return isinstance(f, ast.Name) and f.id in ("float", "int", "bool") and len(node.args) == 1
+
+    def innermost(node: ast.AST) -> ast.AST | None:
+        for child in ast.iter_child_nodes(node):
+            if (found := innermost(child)) is not None:
+                return found
+        return node if converts(node) else None
+
+    found = innermost(tree.body)
+    return (ast.unparse(found), found is tree.body) if found is not None else ("", False)
 
 
 BRANCHES = re.compile(r"^\s*(?:if|elif|while|assert)\b|\bif\b.*\belse\b")
@@ -396,8 +445,11 @@ def name_stack_values(g: Guard, co_name: str, co_file: str) -> Guard:
         return g
     name, line, expr = named
     g.words = STACK_VALUE.sub(name, g.words, count=1)
-    if g.cause in (RecompileCause.FLOAT, RecompileCause.INT) and (made := TO_PYTHON.search(expr)):
-        call = made[0] if made[0].startswith(".") else made[0] + "…)"
+    if g.cause in (RecompileCause.FLOAT, RecompileCause.INT) and (made := TO_PYTHON.findall(expr)):
+        # every conversion of the line: dropping one leaves the others to make a number
+        call = "` and `".join(
+            f".{attr}()" if attr else f"{fn}(…)" for attr, fn in dict.fromkeys(made)
+        )
         head = (
             f"Line {line} turns a tensor into a Python number (`{call}`), which torch guards "
             f"on{NEW_VALUES}: "

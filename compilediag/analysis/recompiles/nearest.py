@@ -74,6 +74,20 @@ def changed_values(old: dict[str, frozenset[str]], new: dict[str, frozenset[str]
     }  # fmt: skip
 
 
+def made_dynamic(old: dict[str, frozenset[str]], new: dict[str, frozenset[str]]) -> dict:
+    """The sources a cached graph pinned to a value and the new graph made dynamic (their
+    old guards): torch's automatic dynamic makes dynamic only a value the call changed (a
+    float beside an unchanged one keeps its EQUALS_MATCH), so the call changed each; the
+    advice for the guard torch named has to cover them too (a look: `scale` passed as a
+    tensor, and the frame compiled again for the value `.item()` made before it)."""
+    return {
+        src: leaves
+        for src, leaves in old.items()
+        if src in new and src.startswith(("L[", "G[")) and _made_dynamic(new[src])
+        and not _made_dynamic(leaves) and any(x.startswith("EQUALS_MATCH:") for x in leaves)
+    }  # fmt: skip
+
+
 def _made_dynamic(leaves: frozenset[str]) -> bool:
     """The new graph guards only the value's type (a float torch's automatic dynamic made a
     symbol): any later value reuses it, so no fix has to cover it."""

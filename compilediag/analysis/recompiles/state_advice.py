@@ -13,11 +13,12 @@ from compilediag.analysis.recompiles.guard_words import (
     STACK_VALUE,
     UNNAMED,
     Guard,
+    float_said,
     stack_value,
     unnamed_stack,
 )
 from compilediag.analysis.recompiles.guards import guarded_chain
-from compilediag.analysis.recompiles.nearest import changed_values, nearest_cached
+from compilediag.analysis.recompiles.nearest import changed_values, made_dynamic, nearest_cached
 from compilediag.analysis.source import assignments_in_function, code_at
 from compilediag.paths import is_library_file, resolve_file
 from compilediag.report.vocabulary import RecompileCause
@@ -25,6 +26,7 @@ from compilediag.trace.formats import (
     GUARD_LOCATION,
     GUARDS_EQUALS_MATCH,
     guard_change,
+    guard_value,
     guard_values,
     is_resume_frame,
     source_name,
@@ -80,8 +82,10 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
     found = nearest_cached(h, e)
     if found is None:
         return []
-    new = guard_values(e.compile.guards)
-    changed = changed_values(guard_values(found[0].compile.guards), new)
+    new, old = guard_values(e.compile.guards), guard_values(found[0].compile.guards)
+    changed = changed_values(old, new)
+    dynamic = made_dynamic(old, new)
+    changed.update(dynamic)
     first = f"{g.guard} {g.words}"
     out = []
     for src in changed:
@@ -97,7 +101,10 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
             shown = unnamed_stack(f"`{name}`")
         else:
             shown = f"`{name}`"
-        text = f"{shown} ({guard_change(changed[src], new[src])})"
+        if src in dynamic:  # (its new value is a symbol of the new graph: no value said)
+            text = f"{shown} (was {float_said(guard_value(dynamic[src]))}; now dynamic)"
+        else:
+            text = f"{shown} ({guard_change(changed[src], new[src])})"
         chain = name if "." in name else ""
         # where torch's guards say the value was read: as shown (cut from the left), and found
         shown_at = [
