@@ -395,6 +395,8 @@ GRAPH_ATEN_ALIASES = {
     "convolution": ("conv1d", "conv2d", "conv3d", "convolution"),
     "layer_norm": ("layer_norm",), "group_norm": ("group_norm",),
     "batch_norm": ("batch_norm",), "nll_loss": ("nll_loss", "cross_entropy"),
+    # (a look's resnet: BatchNorm2d in eval is aten._native_batch_norm_legit_no_training)
+    **{f"batch_norm_legit{s}": ("batch_norm",) for s in ("", "_no_training", "_functional")},
     "log_softmax": ("log_softmax", "cross_entropy"),
     # (a look: a kernel fusing F.max_pool2d was placed at the line before it alone)
     **{f"max_pool{d}d_with_indices": (f"max_pool{d}d",) for d in (1, 2, 3)},
@@ -417,7 +419,10 @@ AOT_BACKWARD_ID = re.compile(r"^# AOT ID: \[[^\]]*_backward'\]", re.M)
 GRAPH_LAYOUT_OPS = frozenset(
     {"view", "unsafe_view", "reshape", "permute", "t", "transpose", "expand", "clone", "unsqueeze",
      "squeeze", "slice", "select", "as_strided", "copy", "contiguous", "alias", "unbind",
-     "split", "cat", "full", "empty", "zeros", "ones", "to", "convert_element_type"}
+     "split", "cat", "full", "empty", "zeros", "ones", "to", "convert_element_type",
+     # a generated kernel named for a convolution lays out its input or weight: the
+     # convolution is a library call (a look's resnet: such kernels took other blocks' lines)
+     "convolution"}
 )  # fmt: skip
 # a parameter or buffer of a submodule, as the Dynamo graph names it (2.6 - 2.13):
 # `l_self_modules_body_modules_0_parameters_weight_` is `self.body[0].weight` (the root is

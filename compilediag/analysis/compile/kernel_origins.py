@@ -136,10 +136,16 @@ def _claim_on(word: str, lines: list[str], order: list[GraphNode], claimed: set[
         claimed.add(node.name)
 
 
-def unplaced(ops: list[str], nodes: list[GraphNode]) -> list[str]:
+def unplaced(ops: list[str], nodes: list[GraphNode], placed: bool = False) -> list[str]:
     """The ops no node of `nodes` computes, by any name (F.normalize's clamp_min and div,
-    where the Dynamo graph holds `normalize`): for the AOT graph's nodes to place."""
-    return [op for op in ops if not any(n.op in _accepted(_op_word(op)) for n in nodes)]
+    where the Dynamo graph holds `normalize`): for the AOT graph's nodes to place. Where
+    the kernel's other ops `placed` it, an op any line may hold says nothing and is left
+    out (a look's resnet: its residual `add` given the stem's batch norm's `var + eps`)."""
+    return [
+        op for op in ops
+        if not any(n.op in _accepted(_op_word(op)) for n in nodes)
+        and not (placed and _op_word(op) in GRAPH_COMMON_OPS)
+    ]  # fmt: skip
 
 
 def _one_line(word: str, order: list[GraphNode]) -> bool:
@@ -150,17 +156,41 @@ def _accepted(word: str) -> tuple[str, ...]:
     return (*GRAPH_ATEN_ALIASES.get(word, ()), word)
 
 
+class Claims(set[str]):
+    """The graph nodes given to a wrapper's kernels by lines_from_ops, and where in the
+    graph's order the last kernel placed began (`at`): a kernel runs after the one before
+    it, so it takes its nodes from there on. (A look's resnet: the convolutions Inductor
+    made no layout kernel for were left untaken, and a later block's kernel took the
+    stem's line, 12 of 15 kernels given a line Inductor's records do not.)"""
+
+    at: int = 0
+
+
 def _claim(words: list[str], order: list[GraphNode], claimed: set[str]) -> list[str]:
+    """For each word, the first node not yet taken that computes it, from where the last
+    kernel began on; where all are taken, the first from there on (a kernel may compute
+    again what an earlier one did, or a common op was given to the one before), else a
+    word on one line alone still names it; any other is left out."""
     lines: list[str] = []
+    start = claimed.at if isinstance(claimed, Claims) else 0
+    took: list[int] = []
     for word in words:
         accepted = _accepted(word)
-        hits = [n for n in order if n.op in accepted]
-        if not hits:
+        hits = [(i, n) for i, n in enumerate(order) if n.op in accepted]
+        after = [(i, n) for i, n in hits if i >= start]
+        found = next(((i, n) for i, n in after if n.name not in claimed), None)
+        if found is None:  # taken already: the first from there on, else its one line
+            one = len({n.line for _, n in hits}) == 1
+            found = after[0] if after else hits[0] if one else None
+        if found is None:
             continue
-        node = next((n for n in hits if n.name not in claimed), hits[0])
+        i, node = found
         claimed.add(node.name)
+        took.append(i)
         if node.line not in lines:
             lines.append(node.line)
+    if took and isinstance(claimed, Claims):
+        claimed.at = min(took)
     return lines
 
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from compilediag.analysis.compile.kernel_origins import (
+    Claims,
     GraphNode,
     extern_op,
     graph_nodes,
@@ -165,7 +166,7 @@ def kernels_of_graph(
         if name not in found:
             found[name] = _generated(name, definition, compile_id)
     backward = bool(AOT_BACKWARD_ID.search(code))
-    aten_claimed: set[str] = set()
+    aten_claimed = Claims()
     for ks in found.values():
         _complete(ks, known_ops or set(), provenance, graph, calls.claimed, backward,
                   aten, aten_claimed)  # fmt: skip
@@ -184,9 +185,7 @@ class _Calls:
     mapped: dict[str, list[list[str]]]
     graph: list[GraphNode] | None
     found: dict[str, KernelSource] = field(default_factory=dict)
-    claimed: set[str] = field(
-        default_factory=set
-    )  # graph nodes given to a kernel by lines_from_ops
+    claimed: Claims = field(default_factory=Claims)  # graph nodes given by lines_from_ops
     calls_seen: dict[str, int] = field(default_factory=dict)
     extern_seen: int = 0
 
@@ -272,7 +271,8 @@ def _complete(
     elif graph and not k.source_lines and k.kind != "extern":
         k.source_lines = lines_from_ops(k.ops, graph, claimed, backward)
         if aten and not backward:  # the ATen ops a call decomposed to (F.normalize's div)
-            more = lines_from_ops(unplaced(k.ops, graph), aten, aten_claimed)
+            rest = unplaced(k.ops, graph, placed=bool(k.source_lines))
+            more = lines_from_ops(rest, aten, aten_claimed)
             k.source_lines += [x for x in more if x not in k.source_lines]
 
 

@@ -582,6 +582,84 @@ def test_a_kernel_of_a_calls_decomposed_ops_gets_that_calls_line(tmp_path: Path)
     _placed_at(pairs, NORMALIZE_STEP, "F.normalize", "clamp_min")
 
 
+RESNET_STEP = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.act1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.act2 = nn.ReLU()
+        self.downsample = None
+        if stride != 1 or cin != cout:  # an average-pooled shortcut
+            self.downsample = nn.Sequential(
+                nn.AvgPool2d(2, stride, ceil_mode=True), nn.Conv2d(cin, cout, 1, bias=False),
+                nn.BatchNorm2d(cout),
+            )
+
+    def forward(self, x):
+        shortcut = x
+        x = self.conv1(x)
+        x = self.bn1(x)
+        x = self.act1(x)
+        x = self.conv2(x)
+        x = self.bn2(x)
+        if self.downsample is not None:
+            shortcut = self.downsample(shortcut)
+        x += shortcut
+        return self.act2(x)
+
+
+class Net(nn.Module):
+    def __init__(self, widths=(8, 16, 32, 64)):
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.Conv2d(8, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.Conv2d(8, 8, 3, 1, 1, bias=False),
+        )
+        self.bn1, self.act1, self.pool = nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        cins = (8, *widths[:-1])
+        self.layers = nn.Sequential(
+            *[Block(a, b, 1 if i == 0 else 2) for i, (a, b) in enumerate(zip(cins, widths))]
+        )
+        self.fc = nn.Linear(widths[-1], 10)
+
+    def forward(self, x):
+        x = self.pool(self.act1(self.bn1(self.stem(x))))
+        x = self.layers(x)
+        return self.fc(x.mean((2, 3)))
+
+
+torch.manual_seed(0)
+model = torch.compile(Net().eval())
+with torch.no_grad():
+    model(torch.randn(1, 3, 32, 32))
+"""
+
+
+@pytest.mark.slow
+def test_a_resnets_kernels_take_no_other_blocks_line(tmp_path: Path) -> None:
+    """A twenty-first look's timm resnet10t under Inductor, no provenance: 12 of its 15
+    kernels were given a line Inductor's records do not (a kernel named for a convolution,
+    which lays out its input, took the stem's; a later block's the earlier's). Kernels now
+    take their nodes from where the kernel before them began, a convolution in a generated
+    kernel's name is no evidence, and a common op says nothing where the others placed it:
+    on this resnet in its style (a deep stem, average-pooled shortcuts) 3 of 13 kernels are
+    given such a line (6 before; each a block's first batch norm, which took the shortcut's
+    that the kernel before fused unnamed), and no layout kernel is given one."""
+    pairs = _recorded_pairs(tmp_path, RESNET_STEP)
+    wrong = [(n, r, m) for n, r, m in pairs if not set(m) <= set(r)]
+    assert len(wrong) <= len(pairs) // 4, wrong
+    assert all(not m for n, _, m in pairs if n.startswith("cpp_fused_convolution_")), pairs
+
+
 RESIDUAL_STEP = """\
 import torch
 from torch import nn
