@@ -263,6 +263,20 @@ def test_a_library_models_findings_are_the_librarys(version: str) -> None:
     assert "site-packages" not in text and not compilediag_files(text)
     sites = {(b["library_frame"] or {}).get("file", "") for b in report["graph_breaks"]}
     assert sites and all(s.startswith("torchvision/") for s in sites), sites
+    # said as torchvision's lines reached from the job's one, not "N findings at 1 site" (a
+    # look); each line one torch's own break records name
+    lines = {
+        (b["library_frame"]["file"], b["library_frame"]["line"]) for b in report["graph_breaks"]
+    }
+    own = {(b["file"], b["line"]) for b in report["graph_breaks"]}
+    shown = " ".join(run_cli("report", trace(version, "fasterrcnn")).stdout.split())
+    assert (
+        f"Graph breaks ({len(lines)} lines inside torchvision, reached from "
+        f"{len(own)} line{'s' * (len(own) > 1)} of yours"
+    ) in shown, shown[:2000]
+    path = Path(trace(version, "fasterrcnn"))
+    recorded = (gzip.open(path, "rt") if path.suffix == ".gz" else path.open()).read()
+    assert all(f'{f}", line {n}' in recorded or f"{f}:{n}" in recorded for f, n in lines)
 
 
 def _records(path: Path, kind: str) -> int:

@@ -111,7 +111,16 @@ def _graph_break_blocks(report: Report, color: bool) -> list:
         sites = len({(b.file, b.line) for b in report.graph_breaks})
         findings = len(report.graph_breaks)
         counted = plural(sites, "site")
-        if findings != sites:
+        inside = {(b.library_frame.file, b.library_frame.line) for b in report.graph_breaks
+                  if b.library_frame is not None}  # fmt: skip
+        libraries = sorted({b.library for b in report.graph_breaks if b.library})
+        every = all(b.library_frame is not None for b in report.graph_breaks)
+        if every and libraries:  # (a look: "8 findings at 1 site", each in torchvision)
+            counted = (
+                f"{plural(len(inside), 'line')} inside {', '.join(libraries)}, reached from "
+                f"{plural(sites, 'line')} of yours"
+            )
+        elif findings != sites:
             counted = f"{findings} findings at {counted}"
         timed = any(b.time_lost_ms is not None for b in report.graph_breaks)
         # their order: their cost where timed, else how often, then the source's order
