@@ -27,7 +27,18 @@ def failed_words(report: Report, cause: Cause) -> list[Row]:
     values (`input_ids dim 1 changed 38 → 39 on rank 1`)."""
     first, rest = cause.items[0], cause.items[1:]
     if len({i for r in cause.items for i in r.ranks}) <= 1:  # (the header names the rank)
-        said = [what_changed(g.failed_guard) for g in rest]
+        # (a value another frame of the group failed on says which: a look read roi_align's
+        # "then boxes dim 0 changed 450 → 600", which was remove_small_boxes' and nms')
+        frames: dict[str, list[str]] = {}
+        for g in rest:
+            frames.setdefault(what_changed(g.failed_guard), [])
+            if g.frame != first.frame and g.frame not in frames[what_changed(g.failed_guard)]:
+                frames[what_changed(g.failed_guard)].append(g.frame)
+        said = [
+            what_changed(g.failed_guard)
+            + (f" (in {', '.join(f)})" if (f := frames[what_changed(g.failed_guard)]) else "")
+            for g in rest
+        ]
         rows: list[Row] = [("failed", Text(first.failed_guard, style="yellow"))]
         if said and set(said) == {what_changed(first.failed_guard)}:
             rows.append(
