@@ -73,6 +73,10 @@ def mutation_advice(g: Guard, code: FrameCode, guards: str = "") -> str:
     )
 
 
+VALUE_CAUSES = (RecompileCause.SHAPE, RecompileCause.BOUNDED, RecompileCause.FLOAT,
+                RecompileCause.INT)  # fmt: skip
+
+
 def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
     """What else the call that recompiled changed, beyond the first failed guard torch
     names: the sources whose value guards differ between the nearest cached graph's guard
@@ -84,7 +88,10 @@ def also_changed(h: History, e: Entry, g: Guard) -> list[str]:
         return []
     new, old = guard_values(e.compile.guards), guard_values(found[0].compile.guards)
     changed = changed_values(old, new)
-    dynamic = made_dynamic(old, new)
+    # a value the new graph made dynamic changed too: said where the advice is how to skip
+    # this recompile (a value of its own torch made dynamic), not beside one that has to
+    # be (a graph per requires_grad of blocks compiled in place: nothing to change)
+    dynamic = made_dynamic(old, new) if g.cause in VALUE_CAUSES else {}
     changed.update(dynamic)
     first = f"{g.guard} {g.words}"
     out = []
