@@ -103,15 +103,19 @@ def test_each_part_of_a_step_is_the_jobs_own(as_written) -> None:
     # the parts add up to the step, and the window's steps are the job's own
     assert sum(bd[p] for p in PARTS) == pytest.approx(bd["call_ms"], rel=0.01)
     assert_steps_are_the_jobs(report, job)
-    # each part within 25% of the job's own figure for it; forward is its graphs, the
-    # Python between them and the compiled call's own work outside them (Dynamo's guard
-    # checks: a new user's look found them in the rest, forward reading 17-20% of the step
-    # where the job's clock read 23-25%)
+    # each part's share of the step within 25% of its share by the job's own clock (the
+    # parts are set on the job's pace, so a share is what the two hold alike: a clean-clone
+    # CI run beside another test read forward 2.01 ms, set on the pace, against the job's
+    # 2.69 over the window's steps); forward is its graphs, the Python between them and
+    # the compiled call's own work outside them (Dynamo's guard checks: a new user's look
+    # found them in the rest, forward reading 17-20% of the step where the job's clock
+    # read 23-25%)
     assert bd["in_call_ms"] > 0
     forward = bd["in_graphs_ms"] + bd["between_graphs_ms"] + bd["in_call_ms"]
-    assert forward == pytest.approx(own(job, "forward"), rel=0.25)
+    step, mine = bd["call_ms"], own(job, "step")
+    assert forward / step == pytest.approx(own(job, "forward") / mine, rel=0.25)
     for part in ("backward", "optimizer", "data"):
-        assert bd[f"{part}_ms"] == pytest.approx(own(job, part), rel=0.25), part
+        assert bd[f"{part}_ms"] / step == pytest.approx(own(job, part) / mine, rel=0.25), part
     # backward's compiled graphs, one per forward graph, and the break's eager backward
     graphs = report["graphs"]
     assert len(graphs) == 2 and all(g["backward_ms"] > 0 for g in graphs)
