@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import typer
 
-from compilediag.errors import DiagError
+from compilediag.errors import INTERRUPTED, DiagError
 
 
 class Terminated(KeyboardInterrupt):
@@ -74,7 +74,7 @@ def handled() -> Iterator[None]:
         raise typer.Exit(128 + e.signum) from None
     except KeyboardInterrupt:
         typer.echo("interrupted.", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(INTERRUPTED) from None
     finally:
         for s, handler in kept.items():
             signal.signal(s, handler)
