@@ -19,6 +19,7 @@ import os
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from compilediag.report.words import plural
 
@@ -268,3 +269,16 @@ def busy_cores(threads: Threads, what: str = "call") -> list[str]:
         f"that waits on a busy core makes every {what} wait, so these figures may be many "
         f"times the {what}s' cost; {fix}"
     ]
+
+
+def timing_threads(torch: Any, at_import: int) -> Threads:
+    """The intra-op threads the timing runs with: torch's own count, never changed
+    (Dynamo guards on it, its global state: a compiled call under another count
+    recompiles - findings, compile time and caches no longer the user's run's). Busy
+    cores flag the figures instead, with the count that would fit (Watch.judged).
+    `at_import`: torch's count before the model file ran."""
+    threads = torch.get_num_threads()
+    user = user_setting(os.environ)
+    if not user and threads != at_import:
+        user = f"torch.set_num_threads({threads}) in the model file"
+    return Threads(threads, threads, "you" if user else "torch", False, None, user)

@@ -1,4 +1,4 @@
-"""The child process: load the model, run eager, compile once, time, compare, write facts.
+"""The child process: load the model, compile once, run eager, time, compare, write facts.
 
 Run as `python -m compilediag.harness.worker WORKDIR`. The parent sets TORCH_TRACE before this
 process imports torch, so the one compile pass is fully traced. The worker writes
@@ -46,7 +46,7 @@ from compilediag.harness.target import (
     load_module,
     misfit,
 )
-from compilediag.harness.threads import Threads, Trust, Watch, user_setting
+from compilediag.harness.threads import Trust, Watch, timing_threads
 from compilediag.harness.worker_torch import (
     called_from,
     cross_check,
@@ -56,6 +56,7 @@ from compilediag.harness.worker_torch import (
     first_line,
     make_step,
     marked,
+    not_installed,
     regional,
     rng_restorer,
     seed,
@@ -208,15 +209,7 @@ class Worker:
             raise self.stop("usage", USAGE, e.message + (" " + e.hint if e.hint else "")) from None
         except ModuleNotFoundError as e:
             if e.name:  # a package the model file needs is not installed where we run
-                package = e.name.split(".")[0]
-                file, line, _ = user_frame(e, target.path)
-                at = f" (at {file}:{line})" if file else ""
-                raise self.stop(
-                    "usage", USAGE,
-                    f"the model file imports `{e.name}`, which is not installed in this "
-                    f"Python ({sys.executable}){at}. Install it (pip install {package}), or "
-                    "run compilediag from the environment the model runs in.",
-                ) from None  # fmt: skip
+                raise self.stop("usage", USAGE, not_installed(e, target.path)) from None
             raise self.stop("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e) from None
         except BaseException as e:  # the user's file raised while loading: their bug
             raise self.stop("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e) from None
@@ -250,7 +243,7 @@ class Worker:
     def run_calls(
         self, torch: Any, step: Any, model: Any, compiled: Any, sets: Iterator[Any]
     ) -> tuple[Any, Any, Any]:
-        """Each input set through eager, then through the compiled model (explain: the
+        """Each input set through the compiled model, then through eager (explain: the
         first only): the first call's outputs of both, and its inputs as they were."""
         eager_out = compiled_out = call0 = None
         # Input sets are taken one at a time: a generator may change the model between calls.
@@ -276,58 +269,78 @@ class Worker:
     def one_call(
         self, torch: Any, step: Any, model: Any, compiled: Any, call: Any, i: int
     ) -> tuple[Any, Any, Any]:
-        spec, target = self.spec, self.spec.target
+        """Call i through the compiled model, then through eager (its reference). Compiled
+        goes first, as in the user's job: a model that keeps something from its first call
+        (sizes it sets up, a cache it fills) is compiled on the path a first call takes."""
         device = self.result.environment.device  # type: ignore[union-attr]
         call = to_device(call, device)
         described = describe_call(call)
         self.result.inputs.append(described)
-        self.stage(f"running eager, call {i + 1}")
         # Eager and compiled each get their own copy of the inputs: a model that changes
-        # them (x.mul_(), a KV cache it appends to) must not hand the compiled run what
-        # eager left behind.
+        # them (x.mul_(), a KV cache it appends to) must not hand eager what compiled left.
         pristine, eager_call = fresh(call), fresh(call)
         same_draws = rng_restorer(torch)
         if i == 0:  # (numerics' calls start from it too)
             self._draws = same_draws
+        compiled_out, failed = self.compiled_call(torch, step, compiled, pristine, described, i)
+        if failed is not None and not isinstance(failed, Exception):  # Ctrl-C, an exit
+            raise self.compile_failed(torch, model, pristine, i, failed)
+        compiled_grads = self.take_grads(torch, model) if i == 0 else None
+        same_draws()
+        self.stage(f"running eager, call {i + 1}")
         try:
             eager_out = step(model, eager_call)
             sync(torch, device)
-            if i == 0:
-                self.take_grads(torch, model)
-        except BaseException as e:
-            if i == 0 and not target.shapes and not target.inputs and not target.stream:
-                # the file's own get_inputs() does not run: a bug in the model file
-                raise self.stop("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e) from None
-            # inputs the user typed (--input, --shapes), or a later input set after the
-            # model ran: the inputs are wrong, not the model
-            served = self.result.serving.distinct[i] if self.result.serving else None
-            said = misfit(target, i, served, described, f"{type(e).__name__}: {first_line(e)}")
-            raise self.stop("usage", USAGE, said) from None
+            eager_grads = self.take_grads(torch, model) if i == 0 else None
+        except BaseException as e:  # (where the compiled call failed too: the model's fault)
+            raise self.eager_failed(i, described, e) from None
+        if failed is not None:
+            raise self.compile_failed(torch, model, pristine, i, failed)
         if i == 0:
             self.result.mutated_inputs = changed_inputs(torch, model, pristine, eager_call)
+            self._grads = [g for g in (eager_grads, compiled_grads) if g is not None]
+        return eager_out, compiled_out, pristine
+
+    def compiled_call(
+        self, torch: Any, step: Any, compiled: Any, pristine: Any, described: Any, i: int
+    ) -> tuple[Any, BaseException | None]:
+        """The compiled model on a copy of the inputs, timed and recorded: its output, or
+        what it raised (judged once eager has run the same inputs)."""
+        spec, device = self.spec, self.result.environment.device  # type: ignore[union-attr]
         self.stage(f"compiling and running call {i + 1} with {spec.backend}")
         try:
-            same_draws()
             start_wall, start = time.time(), time.perf_counter()
-            compiled_out = step(compiled, marked(torch, fresh(pristine), spec))
+            out = step(compiled, marked(torch, fresh(pristine), spec))
             sync(torch, device)
             wall = time.perf_counter() - start
             if records_cuda_graphs(spec.compile_kwargs(), device):  # a later replay reuses
-                compiled_out = map_tensors(torch, compiled_out, lambda t: t.clone())  # its memory
-            if i == 0:
-                self.take_grads(torch, model)
+                out = map_tensors(torch, out, lambda t: t.clone())  # its memory
         except BaseException as e:
-            inner = getattr(e, "inner_exception", None) or e  # BackendCompilerFailed wraps it
-            message = f"{type(inner).__name__}: {first_line(inner)}"
-            if spec.numerics and i == 0 and isinstance(e, Exception):
-                self.stage("the compile failed: torch's opcheck on the custom ops")
-                stop_trace()  # its own compiles are no findings of the run
-                self.result.numerics = custom_op_checks(
-                    torch, model, pristine, make_step(torch, False)
-                )
-            raise self.stop("compile", COMPILE_FAILED, message, e) from None
+            return None, e
         self.result.calls.append(CallRecord(i, described, wall, start_wall, time.time()))
-        return eager_out, compiled_out, pristine
+        return out, None
+
+    def eager_failed(self, i: int, described: Any, e: BaseException) -> _Stopped:
+        """Eager raised: on the model file's own first inputs, the file's bug; on inputs the
+        user typed (--input, --shapes) or a later input set, the inputs'."""
+        target = self.spec.target
+        if i == 0 and not target.shapes and not target.inputs and not target.stream:
+            return self.stop("model", MODEL_FAILED, f"{type(e).__name__}: {e}", e)
+        served = self.result.serving.distinct[i] if self.result.serving else None
+        said = misfit(target, i, served, described, f"{type(e).__name__}: {first_line(e)}")
+        return self.stop("usage", USAGE, said)
+
+    def compile_failed(
+        self, torch: Any, model: Any, pristine: Any, i: int, e: BaseException
+    ) -> _Stopped:
+        """The compiled call raised where eager did not: the compile's failure."""
+        inner = getattr(e, "inner_exception", None) or e  # BackendCompilerFailed wraps it
+        message = f"{type(inner).__name__}: {first_line(inner)}"
+        if self.spec.numerics and i == 0 and isinstance(e, Exception):
+            self.stage("the compile failed: torch's opcheck on the custom ops")
+            stop_trace()  # its own compiles are no findings of the run
+            self.result.numerics = custom_op_checks(torch, model, pristine, make_step(torch, False))
+        return self.stop("compile", COMPILE_FAILED, message, e)
 
     def after_calls(self, torch: Any, eager_out: Any, compiled_out: Any, skips: Any) -> None:
         """What torch counted over the calls, and whether the outputs agree."""
@@ -341,19 +354,18 @@ class Worker:
             if counted and not skips.messages:
                 self.result.cudagraph_skips = [f"torch skipped CUDA graphs {counted} time(s)"]
 
-    def take_grads(self, torch: Any, model: Any) -> None:
-        """`compilediag fix --train`: the parameters' gradients after the first call's
-        backward (eager, then compiled), each taken away so the next call's are its own (a
-        parameter that got none: an empty tensor)."""
+    def take_grads(self, torch: Any, model: Any) -> list[Any] | None:
+        """`compilediag fix --train`: the parameters' gradients after a first call's
+        backward, taken away so the next call's are its own (a parameter that got none: an
+        empty tensor)."""
         spec = self.spec
         if not (spec.train and (spec.save_outputs or spec.compare_outputs)):
-            return
+            return None
         params = list(model.parameters()) if hasattr(model, "parameters") else []
-        self._grads.append(
-            [torch.empty(0) if p.grad is None else p.grad.detach().cpu() for p in params]
-        )
+        grads = [torch.empty(0) if p.grad is None else p.grad.detach().cpu() for p in params]
         for p in params:
             p.grad = None
+        return grads
 
     def keep_outputs(self, torch: Any, eager_out: Any, compiled_out: Any) -> None:
         """`compilediag fix`: the first call's output tensors (and with --train the
@@ -386,7 +398,7 @@ class Worker:
             return
         trust = Trust()
         try:
-            trust.threads = self.threads_for_timing(torch)
+            trust.threads = timing_threads(torch, self._threads_at_import)
             cpu = not self.result.environment.device.startswith("cuda")  # type: ignore[union-attr]
             watch = Watch() if cpu else None  # the cores beside the timing, as it runs
             self.stage("timing eager vs compiled")
@@ -399,17 +411,6 @@ class Worker:
         except BaseException as e:  # timing must never lose the report
             self.result.errors.append(f"timing failed: {type(e).__name__}: {e}")
         write_atomic(self.workdir / "threads.json", to_json(trust))
-
-    def threads_for_timing(self, torch: Any) -> Threads:
-        """The intra-op threads the timing runs with: torch's own count, never changed
-        (Dynamo guards on it, its global state: a compiled call under another count
-        recompiles - findings, compile time and caches no longer the user's run's). Busy
-        cores flag the figures instead, with the count that would fit (Watch.judged)."""
-        threads = torch.get_num_threads()
-        user = user_setting(os.environ)
-        if not user and threads != self._threads_at_import:
-            user = f"torch.set_num_threads({threads}) in the model file"
-        return Threads(threads, threads, "you" if user else "torch", False, None, user)
 
     def run_cross_check(self, torch: Any, model: Any, call0: Any) -> None:
         if not self.spec.cross_check:

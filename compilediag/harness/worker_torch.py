@@ -169,6 +169,18 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
+def not_installed(e: ModuleNotFoundError, path: str) -> str:
+    """The model file at `path` imports a package not installed in this Python: what to do."""
+    package = (e.name or "").split(".")[0]
+    file, line, _ = user_frame(e, path)
+    at = f" (at {file}:{line})" if file else ""
+    return (
+        f"the model file imports `{e.name}`, which is not installed in this Python "
+        f"({sys.executable}){at}. Install it (pip install {package}), or run compilediag "
+        "from the environment the model runs in."
+    )
+
+
 def user_frame(exc: BaseException, path: str) -> tuple[str, int, str]:
     """The innermost frame of the user's own code in an exception's traceback: the line
     that raised, in the model's file or a helper of theirs beside it (a vendored module),
