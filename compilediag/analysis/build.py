@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from compilediag.analysis.compile.breaks import collect_breaks
+from compilediag.analysis.compile.breaks import classify, collect_breaks
 from compilediag.analysis.compile.crosscheck import cross_check
 from compilediag.analysis.compile.graphs import (
     collect_graphs,
@@ -60,10 +60,10 @@ from compilediag.trace.formats import (
     FAKE_TENSOR_ERROR,
     FAKE_TENSOR_FIX,
     GRAPH_FILE_COMMENT,
-    NOT_FAILURES,
     RECOMPILE_LIMIT,
     WRAPPER_FRAME,
     compile_failure_fix,
+    parse_break_text,
 )
 
 if TYPE_CHECKING:
@@ -333,7 +333,7 @@ def collect_failures(h: History) -> list[CompileFailure]:
     out = []
     for e in h:
         m = e.metrics
-        if not m.fail_type or m.fail_type in NOT_FAILURES or RECOMPILE_LIMIT.search(m.fail_reason):
+        if not e.raised:
             continue
         file, line = e.place
         reason = m.fail_reason or next(iter(e.compile.artifacts.get("dynamo_error", [])), "")
@@ -350,6 +350,8 @@ def collect_failures(h: History) -> list[CompileFailure]:
             fix = FAKE_TENSOR_FIX.format(error=reason)
             if is_library_file(file):  # the user's call, not the library's line inside it
                 file, line = e.place
+        if e.break_was_error:
+            reason, fix = break_as_error(m.fail_reason, code_at(file, line))
         failure = CompileFailure(
             compile_id=e.compile_id,
             frame=e.code.shown,
@@ -365,6 +367,21 @@ def collect_failures(h: History) -> list[CompileFailure]:
         errors = e.compile.artifacts.get("dynamo_error", [])
         out.append(torch_bug(failure, e, next(iter(errors), "")) or failure)
     return out
+
+
+def break_as_error(fail_reason: str, code: str) -> tuple[str, str]:
+    """A graph break that raised (fullgraph=True): torch's reason for it, and the break's
+    own fix beside the other way out."""
+    parsed = parse_break_text("Graph Break Reason: " + fail_reason)
+    _, suggestion = classify(
+        parsed.reason, parsed.explanation, code, gb_id=parsed.gb_id, hints=parsed.hints
+    )
+    gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
+    return f"graph break made an error: {parsed.reason}{gb}", (
+        "fullgraph=True (or torch._dynamo.error_on_graph_break) makes a graph break an "
+        f"error, so this call raised and nothing of it ran. {suggestion} Or compile without "
+        "fullgraph=True: torch then splits the graph at this line."
+    )
 
 
 def export_failures(h: History) -> list[CompileFailure]:

@@ -15,7 +15,14 @@ from compilediag.analysis.callers import Caller, caller_of
 from compilediag.paths import Owner, is_library_file, owner_of, package_of
 from compilediag.report.model import TraceInfo
 from compilediag.trace.compiles import CompilationMetrics, Compile, CompileId, TraceLog, Unbacked
-from compilediag.trace.formats import EXPORT_PATH, frame_name
+from compilediag.trace.formats import (
+    EXPORT_PATH,
+    NOT_FAILURES,
+    RECOMPILE_LIMIT,
+    TRACER_FILE,
+    frame_name,
+)
+from compilediag.trace.releases import BREAK_RECORDED_ON_SKIP, release
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,35 @@ class Entry:
     @property
     def metrics(self) -> CompilationMetrics:
         return self.compile.metrics
+
+    @property
+    def raised(self) -> bool:
+        """The compile raised to the job's call instead of leaving the frame to eager: a
+        failure of torch.compile (its backend, Inductor, Dynamo's own error), or a graph
+        break made an error (fullgraph=True, error_on_graph_break). Not the recompile
+        limit, which has its own finding."""
+        m = self.metrics
+        if not m.fail_type or RECOMPILE_LIMIT.search(m.fail_reason):
+            return False
+        return m.fail_type not in NOT_FAILURES or (
+            m.fail_type == "Unsupported" and self.break_was_error
+        )
+
+    @property
+    def break_was_error(self) -> bool:
+        """A graph break met while tracing raised (fullgraph=True): from 2.13 torch records
+        the break of a frame it will skip (`dynamo_graph_break_reason`, "Skipping the
+        function and falling back to eager") unless it raises instead, so an Unsupported
+        compile that went through the tracer and recorded no break raised. (A frame torch
+        refuses before tracing, a generator, records none either: it never reached the
+        tracer.)"""
+        r = release(self.metrics.pytorch_version)
+        errors = self.compile.artifacts.get("dynamo_error", [])
+        return (
+            r is not None and r >= BREAK_RECORDED_ON_SKIP
+            and not self.compile.graph_breaks
+            and any(TRACER_FILE in text for text in errors)
+        )  # fmt: skip
 
 
 @dataclass

@@ -17,7 +17,6 @@ from compilediag.report.model import Environment, Graph, GraphBreak, Report, Tra
 from compilediag.report.vocabulary import Finding, FindingKind, Severity, Source
 from compilediag.report.words import ms, plural
 from compilediag.trace.formats import (
-    NOT_FAILURES,
     RECOMPILE_LIMIT,
     compile_failure_fix,
     frame_name,
@@ -182,8 +181,8 @@ def skipped_frames(h: History, python_ms: list[FrameTime]) -> list[Finding]:
     notes = []
     for e in h:
         reason = e.metrics.fail_reason
-        if e.metrics.fail_type != "Unsupported" or RECOMPILE_LIMIT.search(reason):
-            continue  # (the recompile limit has its own post-mortem)
+        if e.metrics.fail_type != "Unsupported" or RECOMPILE_LIMIT.search(reason) or e.raised:
+            continue  # (the recompile limit has its own post-mortem, a raise its failure)
         # the last reason torch chained on is the one that made it give up the frame
         parsed = parse_break_text("Graph Break Reason: " + last_chained_break(reason))
         m = e.code
@@ -296,7 +295,7 @@ def compile_failure_note(worker: WorkerResult, h: History) -> Finding | None:
     file, line, caller = err.file, err.line, err.called_from
     for e in h:  # torch's own record of a compile that failed (not a frame it skipped)
         m = e.metrics
-        if m.fail_user_file and m.fail_type and m.fail_type not in NOT_FAILURES:
+        if m.fail_user_file and e.raised:
             file, line, caller = m.fail_user_file, m.fail_user_line, ""
     where = f" at {file}:{line}" if file else ""
     where += f" (called from {caller})" if caller else ""

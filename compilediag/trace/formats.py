@@ -318,6 +318,9 @@ COMPILE_FAILURE_FIXES = {
 # fail_type values of compilation_metrics that are not failures: the frame was skipped
 # because of a graph break it could not resume from, or the recompile limit
 NOT_FAILURES = {"Unsupported", "SkipFrame", "RecompileLimitExceeded", "FailOnRecompileLimitHit"}
+# Dynamo's tracer, in a failed compile's traceback (`dynamo_error`): the compile got as far as
+# tracing the frame's code
+TRACER_FILE = "torch/_dynamo/symbolic_convert.py"
 
 
 # a compile that failed as Dynamo ran an op on fake tensors (the op refused its inputs: gb4315

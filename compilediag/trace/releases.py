@@ -14,6 +14,10 @@ from importlib import metadata
 OLDEST_TESTED = (2, 6)
 NEWEST_TESTED = (2, 15)
 
+# from this release torch records a graph break it cannot resume from before it skips the
+# frame, and records none where the break raises (fullgraph=True): checked on 2.13, 2.14, 2.15
+BREAK_RECORDED_ON_SKIP = (2, 13)
+
 _RELEASE = re.compile(r"\s*(\d+)\.(\d+)")
 
 

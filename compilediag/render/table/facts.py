@@ -246,9 +246,11 @@ def runtime_lines(report: Report) -> list:
             ("advice" if i == 0 else "", Text(n, style="green")) for i, n in enumerate(notes)
         )
     elif not r.processes and not report.graphs and report.compile_time:
+        n = len(report.compile_failures)
+        why = "failures above say" if n > 1 else "failure above says" if n else "breaks above say"
         rows.append(("calls", Text(
             "none: torch compiled no graph in this job, and no process stepped an optimizer "
-            "(the breaks above say why nothing compiled)", style="dim",
+            f"(the {why} why nothing compiled)", style="dim",
         )))  # fmt: skip
     elif not r.processes:
         rows.append(("calls", Text(
