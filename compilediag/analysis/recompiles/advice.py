@@ -290,6 +290,8 @@ def from_size_one(c: Case) -> str:
     m = GUARD_SIZE.match(c.guard.guard)
     if c.guard.cause != RecompileCause.SHAPE or not m or int(m["a"]) not in (0, 1):
         return ""
+    if any(dynamic_would_serve(g) for g in c.guards):
+        return ""  # (a look's sweep 16 → 1 → 8: under dynamic=True the 16's graph took the 8)
     name, dim, size = source_name(m["n"]), m["i"], m["a"]
     return (
         f"This recompile stays whatever is marked dynamic, dynamic=True too: torch always "
@@ -299,6 +301,13 @@ def from_size_one(c: Case) -> str:
         f"(`torch._dynamo.mark_dynamic({name}, {dim})`: unmarked, the next size recompiles "
         "once instead), or pad; or accept this one compile."
     )
+
+
+def dynamic_would_serve(g: Guard) -> bool:
+    """A cached graph that failed on a size of 2 or more going to another (16 → 8): were
+    that size dynamic (dynamic=True, a mark), the graph would serve the call."""
+    m = GUARD_SIZE.match(g.guard)
+    return g.cause == RecompileCause.SHAPE and m is not None and min(int(m["a"]), int(m["b"])) >= 2
 
 
 def size_one(c: Case) -> str:

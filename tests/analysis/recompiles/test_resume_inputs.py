@@ -88,3 +88,25 @@ def test_a_sweep_from_a_batch_of_one_is_said_to_recompile_whatever_is_marked() -
     # (fresh tensors each time: a mark stays on the tensor it was put on)
     assert _graphs(pool, [torch.randn(b, 8) for b in (2, 3)], mark=0) == 1
     assert _graphs(pool, [torch.randn(b, 8) for b in (2, 3)]) == 2  # unmarked: one recompile
+
+
+def tokens(ids: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(ids).sum(-1) * ids.shape[1]
+
+
+def test_a_size_from_one_an_earlier_graph_had_is_not_said_to_stay() -> None:
+    """A twenty-second look (1x16, 2x16, 4x16, 4x1, 4x8): the 4x8 call's recompile was said
+    to stay under dynamic=True, as the size 1 → 8 it failed on the 4x1 graph. It had failed
+    the 16's graph on 16 → 8 too: dynamic, that graph takes it (torch: one graph fewer)."""
+    shapes = [(1, 16), (2, 16), (4, 16), (4, 1), (4, 8)]
+    calls = [torch.randn(*s) for s in shapes]
+    report = compile_report(tokens, (calls[0],), calls=[(x,) for x in calls[1:]])
+    (last,) = [r for r in report.recompiles if r.failed_guard.endswith("1 → 8")]
+    assert "stays whatever is marked dynamic" not in last.suggestion, last.suggestion
+    assert "dynamic=True" in last.suggestion
+    stays = [r for r in report.recompiles if "stays whatever is marked" in r.suggestion
+             or "always specialised" in r.suggestion]  # fmt: skip
+    # torch's count: dynamic=True leaves the recompiles said to stay, and those alone
+    unmarked = _graphs(tokens, [torch.randn(*s) for s in shapes])
+    dynamic = _graphs(tokens, [torch.randn(*s) for s in shapes], dynamic=True)
+    assert unmarked - 1 == len(report.recompiles) and dynamic - 1 == len(stays) == 2
