@@ -238,10 +238,27 @@ def _length_of(node: Any) -> bool:
 
 
 def reads_values(code: str, name: str) -> bool:
-    """`name` is read in `code` other than by len() (`print("batch", len(counts))` reads
-    none of the list's values)."""
-    rest = re.sub(rf"\blen\(\s*{re.escape(name)}\s*\)", "", code)
-    return re.search(rf"\b{re.escape(name)}\b", rest) is not None
+    """`name` is passed on as a value in `code`: read other than by len()
+    (`print("batch", len(counts))` reads none of the list's values) or an f-string's field
+    (`print(f"positive {n}")`: the string torch builds, which it defers as it is)."""
+    import ast
+
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:  # (a piece of a statement): by its text, len() left out
+        rest = re.sub(rf"\blen\(\s*{re.escape(name)}\s*\)", "", code)
+        return re.search(rf"\b{re.escape(name)}\b", rest) is not None
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        is_len = (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "len"
+        )  # fmt: skip
+        if isinstance(node, ast.JoinedStr) or is_len:
+            hidden.update(id(n) for n in ast.walk(node))
+    return any(
+        isinstance(n, ast.Name) and n.id == name and id(n) not in hidden for n in ast.walk(tree)
+    )
 
 
 def _assigned_at(file: str, line: int) -> tuple[Any, str] | None:

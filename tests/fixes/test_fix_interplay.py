@@ -43,6 +43,14 @@ class OtherPrint(nn.Module):
         return h / s
 
 
+class FormattedPrint(nn.Module):
+    def forward(self, x):
+        h = torch.relu(x)
+        n = int((h > 0).sum())  # a read into Python
+        print(f"positive {n}")  # the value read, in an f-string
+        return h * 2
+
+
 class CountedPrint(nn.Module):
     def forward(self, x):
         h = torch.relu(x)
@@ -153,3 +161,15 @@ def test_a_lists_element_at_a_constant_index_keeps_the_capture_advice() -> None:
     assert "only moves the break" not in said[BreakCause.ITEM], said
     assert len(torch_breaks(FirstElement(), {})) == 1
     assert torch_breaks(FirstElement(), CAPTURE) == []
+
+
+def test_a_print_of_the_read_value_in_an_f_string_keeps_both_fixes() -> None:
+    """A twenty-second look: `n = int(...)` then `print(f"positive {n}")` was said to break
+    again with both fixes; torch defers an f-string whatever its fields hold (a string
+    formatter): both breaks go, the print's words its own."""
+    said = advice(FormattedPrint())
+    assert "capture_scalar_outputs = True" in said[BreakCause.ITEM], said
+    assert "reorderable_logging_functions.add(print)" in said[BreakCause.PRINT]
+    assert "Python number" not in said[BreakCause.PRINT], said
+    assert len(torch_breaks(FormattedPrint(), {})) == 2
+    assert torch_breaks(FormattedPrint(), BOTH) == []

@@ -253,7 +253,8 @@ REORDER = "reorderable_logging_functions.add("
 
 def captured_then_deferred(breaks: list[GraphBreak]) -> None:
     """A logging call's fix that defers it (reorderable_logging_functions) holds while its
-    arguments are tensors, constants or string formatters (torch's can_reorder_logs): a
+    arguments are tensors, constants or string formatters (torch's can_reorder_logs; an
+    f-string is one, whatever its fields hold: torch defers `f"positive {n}"`): a
     number an `.item()` before it read is a constant while that read breaks the graph, and
     an unbacked symbol once its own fix (capture_scalar_outputs) traces it; with both fixes
     the call breaks again. Where the call is given such a value, its advice says so."""
@@ -270,7 +271,7 @@ def captured_then_deferred(breaks: list[GraphBreak]) -> None:
         for read, name in reads:
             if read.file != b.file or read.line >= b.line:
                 continue
-            if not reads_values(b.code, name):  # (a list's len() is no symbol: deferred)
+            if not reads_values(b.code, name):  # (len(), an f-string: deferred as they are)
                 continue
             assigned = [n for n, _ in assignments_in_function(b.file, b.line, name) if n < b.line]
             if not assigned or assigned[-1] != read.line:
