@@ -75,9 +75,7 @@ class Entry:
         m = self.metrics
         if not m.fail_type or RECOMPILE_LIMIT.search(m.fail_reason):
             return False
-        return m.fail_type not in NOT_FAILURES or (
-            m.fail_type == "Unsupported" and self.break_was_error
-        )
+        return m.fail_type not in NOT_FAILURES or self.break_was_error
 
     @property
     def break_was_error(self) -> bool:
@@ -90,7 +88,8 @@ class Entry:
         r = release(self.metrics.pytorch_version)
         errors = self.compile.artifacts.get("dynamo_error", [])
         return (
-            r is not None and r >= BREAK_RECORDED_ON_SKIP
+            self.metrics.fail_type == "Unsupported"
+            and r is not None and r >= BREAK_RECORDED_ON_SKIP
             and not self.compile.graph_breaks
             and any(TRACER_FILE in text for text in errors)
         )  # fmt: skip

@@ -38,17 +38,20 @@ def no_provenance(h: History, code: list[GraphCode], source: Source) -> list[Fin
     if any(provenance_lines(e.compile) for e in h):  # records there (torch logs empty ones)
         return []
     # lines matched by a kernel's ops are a guess where an op sits on several lines (a look's
-    # resnet18: most kernels given another block's line)
-    guess = "a guess where an op sits on several lines"
+    # resnet18: most kernels given another block's line); by the weights a C++ kernel reads
+    # and where they flow, none so (kernel_origins.lines_from_inputs)
+    guess = (
+        "the weights they read, else the ops they hold: a guess where an op sits on several lines"
+    )
     if not unplaced:
         whose = (
             "The generated kernel's" if len(generated) == 1
             else f"The {len(generated)} generated kernels'"
         )  # fmt: skip
-        some = f"{whose} lines were matched by the ops they hold: {guess} (a model's blocks)"
+        some = f"{whose} lines were matched from the graph ({guess}, a model's blocks)"
     elif len(unplaced) < len(generated):
         some = f"{len(unplaced)} of {len(generated)} generated kernels name no user line (the "
-        some += f"others' were matched by the ops they hold: {guess})"
+        some += f"others' were matched from the graph: {guess})"
     elif len(generated) == 1:
         some = "The generated kernel names no user line"
     else:
@@ -324,16 +327,18 @@ def trace_notes(info: TraceInfo) -> list[Finding]:
         notes.append(
             Finding(
                 FindingKind.DAMAGED_TRACE,
-                f"{info.skipped_lines} unreadable lines were skipped (a truncated or damaged "
+                f"{plural(info.skipped_lines, 'unreadable line')} "
+                f"{'was' if info.skipped_lines == 1 else 'were'} skipped (a truncated or damaged "
                 "trace?).",
                 Severity.WARNING,
             )
         )
-    if info.damaged_payloads:
+    if n := info.damaged_payloads:
         notes.append(
             Finding(
                 FindingKind.DAMAGED_TRACE,
-                f"{info.damaged_payloads} records were skipped because their payload is damaged "
+                f"{plural(n, 'record')} {'was' if n == 1 else 'were'} skipped because "
+                f"{'its' if n == 1 else 'their'} payload is damaged "
                 "(its md5 is not the one torch wrote): the trace was cut or altered after it "
                 "was written.",
                 Severity.WARNING,

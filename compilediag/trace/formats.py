@@ -402,7 +402,11 @@ GRAPH_ATEN_ALIASES = {
     **{f"batch_norm_legit{s}": ("batch_norm",) for s in ("", "_no_training", "_functional")},
     "log_softmax": ("log_softmax", "cross_entropy"),
     # (a look: a kernel fusing F.max_pool2d was placed at the line before it alone)
-    **{f"max_pool{d}d_with_indices": (f"max_pool{d}d",) for d in (1, 2, 3)},
+    # (and the primitive Inductor's decompositions make of it, in the AOT graph)
+    **{
+        f"max_pool{d}d_with_indices": (f"max_pool{d}d", "low_memory_max_pool_with_offsets")
+        for d in (1, 2, 3)
+    },
     **{
         f"scaled_dot_product_{kind}_attention{device}": ("scaled_dot_product_attention",)
         for kind in ("flash", "efficient", "cudnn", "fused")
@@ -415,6 +419,14 @@ GRAPH_COMMON_OPS = frozenset(
     {"add", "sub", "mul", "div", "sum", "eq", "ne", "lt", "le", "gt", "ge", "where", "neg",
      "abs", "all", "any", "amax", "amin", "max", "min", "exp", "log", "sqrt", "rsqrt",
      "reciprocal", "arange", "scalar_tensor", "fill", "masked_fill", "pow", "lift_fresh"}
+)  # fmt: skip
+# an AOT graph's input, as its nodes and Inductor's wrapper name it (inference, training)
+GRAPH_INPUT = re.compile(r"\b(?:arg\d+_\d+|primals_\d+)\b")
+# a node a library call computes (a generated kernel's work ends where one begins)
+GRAPH_LIBRARY_OPS = frozenset(
+    {"convolution", "mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "conv1d", "conv2d",
+     "conv3d", *GRAPH_ATEN_ALIASES.get("scaled_dot_product_flash_attention_for_cpu", ()),
+     *(k for k in GRAPH_ATEN_ALIASES if k.startswith("scaled_dot_product_"))}
 )  # fmt: skip
 # the first line of a wrapper AOTAutograd made for a backward graph
 AOT_BACKWARD_ID = re.compile(r"^# AOT ID: \[[^\]]*_backward'\]", re.M)
@@ -440,6 +452,8 @@ PROVENANCE_NODE_MAPPINGS = "inductor_provenance_tracking_node_mappings"
 PROVENANCE_KERNEL_TO_POST = "cppCodeToPost"  # Triton kernels too, under this name
 PROVENANCE_POST_TO_PRE = "postToPre"
 ATEN_TARGET = re.compile(r"torch\.ops\.aten\.(\w+)\.")
+# an AOT graph node's op, ATen's or a primitive Inductor decomposed to
+OP_TARGET = re.compile(r"torch\.ops\.(?:aten|prims)\.(\w+)\.")
 TRITON_KINDS = {
     "triton_poi": "pointwise",
     "triton_red": "reduction",

@@ -87,6 +87,13 @@ def test_damaged_traces(tmp_path: Path) -> None:
         for n in report["notes"]
     )
     assert report["graph_breaks"], "what was complete is still reported"
+    one = tmp_path / "one"  # (a look: "1 unreadable lines were skipped")
+    one.mkdir()
+    (one / "t.log").write_text("".join(lines) + "not a record\n")
+    report, proc = run_json("report", str(one))
+    assert proc.returncode == 0
+    said = [n["message"] for n in report["notes"] if n["kind"] == "damaged_trace"]
+    assert said and said[0].startswith("1 unreadable line was skipped"), said
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "x.log").write_bytes(os.urandom(5000))

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from compilediag.analysis.compile.kernel_origins import (
     Claims,
     GraphNode,
+    aot_flow,
     extern_op,
     graph_nodes,
+    lines_from_inputs,
     lines_from_ops,
     mappings_for,
     node_lines,
@@ -41,6 +43,7 @@ from compilediag.trace.formats import (
     AOT_KERNEL_DEFINITION,
     ATEN_TARGET,
     EXTERN_CALL,
+    GRAPH_INPUT,
     KERNEL_BODY_OPS,
     KERNEL_CALL,
     KERNEL_DEFINITION,
@@ -150,6 +153,7 @@ def kernels_of_graph(
     mapped: dict[str, list[list[str]]] | None = None,
     graph: list[GraphNode] | None = None,
     aten: list[GraphNode] | None = None,
+    aot_code: str = "",
 ) -> list[KernelSource]:
     """`aot`: `code` is AOTInductor's C++ (wrapper and kernels), not a Python wrapper.
     `modules`: node -> submodule (node_modules); `mapped`: this wrapper's provenance node
@@ -167,7 +171,12 @@ def kernels_of_graph(
             found[name] = _generated(name, definition, compile_id)
     backward = bool(AOT_BACKWARD_ID.search(code))
     aten_claimed = Claims()
+    flow = aot_flow(aot_code, aten) if aten and aot_code and not backward else None
     for ks in found.values():
+        k = ks.kernel
+        if flow and not (provenance and provenance.get(k.name)) and not k.source_lines:
+            _fill_ops(ks, known_ops or set())
+            k.source_lines = lines_from_inputs(k.ops, calls.inputs.get(k.name, []), flow)
         _complete(ks, known_ops or set(), provenance, graph, calls.claimed, backward,
                   aten, aten_claimed)  # fmt: skip
     return list(found.values())
@@ -188,6 +197,7 @@ class _Calls:
     claimed: Claims = field(default_factory=Claims)  # graph nodes given by lines_from_ops
     calls_seen: dict[str, int] = field(default_factory=dict)
     extern_seen: int = 0
+    inputs: dict[str, list[str]] = field(default_factory=dict)  # the graph inputs a call reads
 
     def read(self, code: str, aot: bool) -> None:
         pending: re.Match[str] | None = None
@@ -203,6 +213,7 @@ class _Calls:
                 and not line.lstrip().startswith(call["name"] + " =")
             ):
                 self.generated_call(call["name"], pending)
+                self.inputs.setdefault(call["name"], GRAPH_INPUT.findall(line))
                 pending = None
                 continue
             ext = AOT_EXTERN_CALL.search(line) if aot else EXTERN_CALL.match(line)
@@ -263,9 +274,7 @@ def _complete(
     lines from Inductor's provenance, else matched from the graph by its ops (and the ops
     no Dynamo node names, from the AOT graph's `aten` nodes; `aten_claimed`: theirs taken)."""
     k = ks.kernel
-    if not k.ops and k.kind != "extern":
-        named = ops_from_name(k.name, known)
-        k.ops, k.ops_by_name = named or ops_from_body(ks.source), bool(named)
+    _fill_ops(ks, known)
     if provenance and provenance.get(k.name) and (not k.source_lines or k.kind != "extern"):
         k.source_lines = provenance[k.name]
     elif graph and not k.source_lines and k.kind != "extern":
@@ -274,6 +283,14 @@ def _complete(
             rest = unplaced(k.ops, graph, placed=bool(k.source_lines))
             more = lines_from_ops(rest, aten, aten_claimed)
             k.source_lines += [x for x in more if x not in k.source_lines]
+
+
+def _fill_ops(ks: KernelSource, known: set[str]) -> None:
+    """A generated kernel's ops where its call named none: from its name, else its body."""
+    k = ks.kernel
+    if not k.ops and k.kind != "extern":
+        named = ops_from_name(k.name, known)
+        k.ops, k.ops_by_name = named or ops_from_body(ks.source), bool(named)
 
 
 def collect_kernels(h: History) -> list[GraphCode]:
@@ -294,7 +311,7 @@ def collect_kernels(h: History) -> list[GraphCode]:
             kernels = kernels_of_graph(
                 c.compile_id, code, nodes, known, prov,
                 modules=mods, mapped=mappings_for(code, mappings), graph=graph,
-                aten=aten,
+                aten=aten, aot_code=c.aot_graph,
             )  # fmt: skip
             graphs.append(GraphCode(c.compile_id, code, kernels))
     return graphs
