@@ -70,7 +70,7 @@ def plain_usage_errors() -> None:
     def show(self: Any, file: Any = None) -> None:
         command = self.ctx.command_path if self.ctx is not None else "compilediag"
         message = self.format_message().rstrip(".")
-        sys.stderr.write(f"error: {message}.\nSee `{command} --help`.\n")
+        sys.stderr.write(f"error: {message}.\n{_elsewhere(self)}See `{command} --help`.\n")
 
     # click's, and the copy typer 0.2x carries of it (typer._click)
     for name in ("click.exceptions", "typer._click.exceptions"):
@@ -79,3 +79,18 @@ def plain_usage_errors() -> None:
         except ImportError:
             continue
         module.UsageError.show = show
+
+
+def _elsewhere(error: Any) -> str:
+    """For an option this command does not have, the commands that have it (a look's
+    `explain --budget`: an option of `run`)."""
+    name, ctx = getattr(error, "option_name", None), getattr(error, "ctx", None)
+    if not name or ctx is None:
+        return ""
+    root, root_name = ctx.find_root().command, ctx.find_root().info_name or "compilediag"
+    owners = [
+        f"`{root_name} {sub}`"
+        for sub, cmd in sorted(getattr(root, "commands", {}).items())
+        if sub != ctx.info_name and any(name in p.opts for p in cmd.params)
+    ]
+    return f"{name} is an option of {' and '.join(owners)}.\n" if owners else ""

@@ -344,3 +344,13 @@ def test_a_long_line_on_stderr_fits_the_terminal_and_stays_whole_in_a_pipe(
     assert len(lines) > 5 and all(len(x) <= 80 for x in lines), lines
     assert all(x.startswith("  ") for x in lines[1:]) and lines[-1].strip() == path
     assert " ".join(x.strip() for x in lines) == f"{words} {path}"
+
+
+def test_an_option_of_another_command_is_named_with_its_command() -> None:
+    """A twenty-second look: `explain --budget` read only "No such option"; the option is
+    `run`'s (with --try-fixes)."""
+    proc = run_cli("explain", "sample_models/graph_breaks.py", "--budget", "30", as_typed=True)
+    assert proc.returncode == 2
+    assert "--budget is an option of `compilediag run`." in proc.stderr, proc.stderr
+    proc = run_cli("explain", "sample_models/graph_breaks.py", "--frobnicate", as_typed=True)
+    assert proc.returncode == 2 and "is an option of" not in proc.stderr, proc.stderr
