@@ -171,8 +171,8 @@ def discarded_graphs(h: History) -> list[Finding]:
         )
     out[-1] = replace(
         out[-1],
-        message=out[-1].message
-        + f" The backend was called {graphs + thrown} times for {graphs} graphs, as torch's "
+        message=out[-1].message + f" The backend was called {plural(graphs + thrown, 'time')} for "
+        f"{plural(graphs, 'graph')}, as torch's "
         "CompileCounter counts.",
     )
     return out

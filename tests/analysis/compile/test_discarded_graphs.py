@@ -65,6 +65,9 @@ def test_a_graph_discarded_on_a_restart_is_counted_and_said(tmp_path: Path) -> N
         notes
         and "a Python float it tried to keep dynamic had to be a constant" in notes[0]["message"]
     )
+    calls = len(graphs) + discarded  # (a look: "called 2 times for 1 graphs")
+    said = f"The backend was called {calls} times for {len(graphs)} graphs, as torch's"
+    assert said in notes[-1]["message"], notes[-1]["message"]
     # every value after the first recompiled: no "later values reuse this graph"
     assert len(report["recompiles"]) == len(graphs) - 1 == 3
     for r in report["recompiles"]:
