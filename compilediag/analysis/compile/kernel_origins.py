@@ -171,12 +171,12 @@ def lines_from_inputs(ops: list[str], inputs: list[str], flow: AotFlow) -> list[
     """A generated kernel's lines from the graph inputs its call reads (a C++ kernel's call
     names no nodes). The AOT graph nodes that take them, where all of an input's are on one
     line, are its own (a batch norm's, whose running stats it reads; a convolution's, whose
-    weight a layout kernel reorders); from those that compute, its work flows on through
-    the nodes that take their outputs, on its lines or computing an op its name holds, as
-    far as a library call (the next convolution), or a node of another op on another line
-    (the next block's shortcut, its average pool, for a kernel of no pool). None where it reads no
-    such input (tests: each line one Inductor's provenance records give, where they exist;
-    a look's timm resnet18 on 2.15: 12 of 16 kernels wrong by ops alone, none so)."""
+    weight a layout kernel reorders). From them its work flows on through the nodes that
+    take their outputs, on its lines or computing an op its name holds, as far as a
+    library call (the next convolution) or a node of another op on another line (the next
+    block's shortcut pool, for a kernel of no pool). None where it reads no such input
+    (tests: each line one Inductor's provenance records give, where they exist; a look's
+    timm resnet18 on 2.15: 12 of 16 kernels wrong by ops alone, none so)."""
     aten = flow.nodes
     # an input taken on several lines (the model's input: a norm's and the residual add's)
     # does not tell which is the kernel's
