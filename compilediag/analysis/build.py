@@ -154,7 +154,8 @@ def what_the_worker_measured(report: Report, h: History, measured: WorkerResult)
         if measured.timings and measured.timings.profiled:
             attribute_time(report, measured.timings.profiled)
     if measured.explain is not None:
-        report.cross_check = cross_check(report.graph_breaks, measured.explain)
+        skipped = frozenset(e.compile_id for e in h if e.metrics.fail_type and not e.raised)
+        report.cross_check = cross_check(report.graph_breaks, measured.explain, skipped)
     report.numerics = numerics_of(measured.numerics, report.kernels)
     report.errors = [Finding(FindingKind.RUN_ERROR, e, Severity.ERROR) for e in measured.errors]
 
@@ -379,8 +380,9 @@ def break_as_error(fail_reason: str, code: str) -> tuple[str, str]:
     gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
     return f"graph break made an error: {parsed.reason}{gb}", (
         "fullgraph=True (or torch._dynamo.error_on_graph_break) makes a graph break an "
-        f"error, so this call raised and nothing of it ran. {suggestion} Or compile without "
-        "fullgraph=True: torch then splits the graph at this line."
+        f"error, so this call raised and nothing of it ran. {suggestion} Or let it break: "
+        "without fullgraph=True (and outside error_on_graph_break(True)) torch splits the "
+        "graph at this line."
     )
 
 

@@ -432,3 +432,35 @@ def test_what_explains_own_run_took_is_said_by_phase() -> None:
     # (the row wraps where its figures put it: "compile and" ended one line in a CI run)
     table = " ".join(run_cli(*args).stdout.split())
     assert "compilediag's run, " in table and "compile and first calls " in table
+
+
+def test_cross_check_says_a_break_in_a_frame_torch_skipped_splits_nothing(tmp_path: Path) -> None:
+    """A twenty-third look: breaks in frames torch gave up (it logs "Skipping the function
+    and falling back to eager") read "It still splits the frame and costs a resume
+    function". torch skips a frame whose break is in a loop; the cross-check says so."""
+    model = tmp_path / "loop_print.py"
+    model.write_text(
+        textwrap.dedent("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                for i in range(2):
+                    x = x.sin()
+                    print("layer", i)
+                return x
+
+        def get_inputs():
+            return (torch.randn(3),)
+    """)
+    )
+    report, proc = run_json(
+        "explain", str(model), "--backend", "eager", "--no-timings", "--cross-check"
+    )
+    assert proc.returncode == 0, proc.stderr
+    skipped = [n for n in report["notes"] if n["kind"] == "skipped_frame"]
+    assert skipped and "runs in eager mode" in skipped[0]["message"]  # torch's skip, said
+    (d,) = report["cross_check"]["disagreements"]
+    assert d["line"] == 7 and d["seen_by"] == "trace"
+    assert "torch gave up the frame this break is in" in d["believe"], d
+    assert "resume function" not in d["believe"]

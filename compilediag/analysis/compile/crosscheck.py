@@ -13,7 +13,10 @@ def _key(file: str | None, line: int | None) -> tuple[str, int]:
     return (os.path.realpath(file) if file and not file.startswith("<") else file or ""), line or 0
 
 
-def cross_check(breaks: list[GraphBreak], explain: ExplainResult) -> CrossCheck:
+def cross_check(
+    breaks: list[GraphBreak], explain: ExplainResult, skipped: frozenset[str] = frozenset()
+) -> CrossCheck:
+    """`skipped`: the compile ids whose frame torch gave up (it runs in eager mode)."""
     if explain.error:
         return CrossCheck(explain_graph_breaks=0, agree=False, error=explain.error)
     explain_sites: dict[tuple[str, int], ExplainBreak] = {}
@@ -35,7 +38,7 @@ def cross_check(breaks: list[GraphBreak], explain: ExplainResult) -> CrossCheck:
         if _key(inner.file, inner.line) in explain_sites or _key(gb.file, gb.line) in explain_sites:
             continue
         out.disagreements.append(
-            Disagreement(gb.file, gb.line, "trace", gb.reason, _why_explain_missed(gb))
+            Disagreement(gb.file, gb.line, "trace", gb.reason, _why_explain_missed(gb, skipped))
         )
     for key, b in explain_sites.items():
         if key not in ours:
@@ -53,7 +56,12 @@ def cross_check(breaks: list[GraphBreak], explain: ExplainResult) -> CrossCheck:
     return out
 
 
-def _why_explain_missed(gb: GraphBreak) -> str:
+def _why_explain_missed(gb: GraphBreak, skipped: frozenset[str]) -> str:
+    if gb.compile_ids and all(cid in skipped for cid in gb.compile_ids):
+        return (
+            "Believe the trace: torch gave up the frame this break is in (it runs in eager "
+            "mode, not split), and explain lists only the breaks of the graphs it compiled."
+        )
     if gb.ops_before == 0:
         return (
             "Believe the trace: no tensor op ran before this break in its frame, so no graph "
@@ -67,5 +75,6 @@ def _why_explain_missed(gb: GraphBreak) -> str:
         )
     return (
         "Believe the trace: it records the compile your run actually did; explain resets "
-        "Dynamo and traces again with an eager backend."
+        "Dynamo and traces again, with an eager backend, on the model as the run's calls left "
+        "it (what a first call sets up, a cache it fills, is set by then)."
     )
