@@ -420,6 +420,15 @@ GRAPH_COMMON_OPS = frozenset(
      "abs", "all", "any", "amax", "amin", "max", "min", "exp", "log", "sqrt", "rsqrt",
      "reciprocal", "arange", "scalar_tensor", "fill", "masked_fill", "pow", "lift_fresh"}
 )  # fmt: skip
+# a generated kernel's parameters: C++'s `kernel(const float* in_ptr0, float* out_ptr0)`,
+# Triton's `def triton_poi_fused_add_0(in_ptr0, out_ptr0, xnumel, XBLOCK)`
+KERNEL_PARAMS = re.compile(r"(?:\bkernel|def \w+)\(([^)]*)\)")
+# the wrapper's buffers: one a call names, one a library call makes, one taken over by another
+BUFFER = re.compile(r"\bbuf\d+\b")
+BUFFER_MADE = re.compile(r"^\s*(buf\d+) = ")
+BUFFER_REUSE = re.compile(
+    r"^\s*(?P<new>buf\d+) = (?:reinterpret_tensor\()?(?P<old>buf\d+)\b.*; del (?P=old)\s*# reuse"
+)
 # an AOT graph's input, as its nodes and Inductor's wrapper name it (inference, training)
 GRAPH_INPUT = re.compile(r"\b(?:arg\d+_\d+|primals_\d+)\b")
 # a node a library call computes (a generated kernel's work ends where one begins)

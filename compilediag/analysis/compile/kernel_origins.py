@@ -167,14 +167,19 @@ def aot_flow(aot_code: str, aten: list[GraphNode]) -> AotFlow:
     return flow
 
 
-def lines_from_inputs(ops: list[str], inputs: list[str], flow: AotFlow) -> list[str]:
-    """A generated kernel's lines from the graph inputs its call reads (a C++ kernel's call
-    names no nodes). The AOT graph nodes that take them, where all of an input's are on one
-    line, are its own (a batch norm's, whose running stats it reads; a convolution's, whose
-    weight a layout kernel reorders). From them its work flows on through the nodes that
-    take their outputs, on its lines or computing an op its name holds, as far as a
-    library call (the next convolution) or a node of another op on another line (the next
-    block's shortcut pool, for a kernel of no pool). None where it reads no such input
+def lines_from_inputs(
+    ops: list[str], inputs: list[str], flow: AotFlow, made_by: list[str], dynamo: AotFlow
+) -> list[str]:
+    """A generated kernel's lines from what its call reads (a C++ kernel's call names no
+    nodes). The AOT graph nodes that take a graph input it reads, where all of the input's
+    are on one line, are its own (a batch norm's, whose running stats it reads; a
+    convolution's, whose weight a layout kernel reorders); a buffer a library call made
+    (`made_by`: that call's Dynamo graph nodes) starts its work after that call's node. From
+    there its work flows on through the nodes that take their outputs, on its lines or
+    computing an op its name holds, as far as a library call (the next convolution) or a
+    node of another op on another line (the next block's shortcut pool, for a kernel of no
+    pool): in the AOT graph from its inputs, in Dynamo's (whose ops are not decomposed: a
+    silu, not its sigmoid) from a library call's output. None where it reads neither
     (tests: each line one Inductor's provenance records give, where they exist; a look's
     timm resnet18 on 2.15: 12 of 16 kernels wrong by ops alone, none so)."""
     aten = flow.nodes
@@ -184,20 +189,35 @@ def lines_from_inputs(ops: list[str], inputs: list[str], flow: AotFlow) -> list[
     own = {i for taken in told if len({aten[j].line for j in taken}) == 1 for i in taken}
     words = {_op_word(op) for op in ops} - GRAPH_LAYOUT_OPS
     accepted = {a for w in words for a in _accepted(w)}
-    # (a layout kernel's nodes are library calls', whose outputs are no work of its)
-    region, stack = set(own), [i for i in own if aten[i].op not in GRAPH_LIBRARY_OPS]
     lines = {aten[i].line for i in own}
+    # (a layout kernel's nodes are library calls', whose outputs are no work of its)
+    region = _spread(flow, own, [i for i in own if aten[i].op not in GRAPH_LIBRARY_OPS],
+                     lines, accepted)  # fmt: skip
+    at = {n.name: i for i, n in enumerate(dynamo.nodes)}
+    made = [at[name] for name in made_by if name in at]
+    more = _spread(dynamo, set(), made, lines, accepted)
+    placed = [(i, aten[i].line) for i in region] + [(i, dynamo.nodes[i].line) for i in more]
+    return list(dict.fromkeys(line for _, line in sorted(placed)))
+
+
+def _spread(
+    flow: AotFlow, region: set[int], start: list[int], lines: set[str], accepted: set[str]
+) -> set[int]:
+    """`region` grown from the nodes at `start` through the nodes that take their outputs:
+    those on `lines` (which it adds to) or computing an op of `accepted`, up to a library
+    call."""
+    stack, seen = list(start), set(start)
     while stack:
         for j in flow.consumers.get(stack.pop(), []):
-            n = aten[j]
-            if j in region or n.op in GRAPH_LIBRARY_OPS:
+            n = flow.nodes[j]
+            if j in region or j in seen or n.op in GRAPH_LIBRARY_OPS:
                 continue
             if n.line not in lines and n.op not in accepted:
                 continue
             region.add(j)
             lines.add(n.line)
             stack.append(j)
-    return list(dict.fromkeys(aten[i].line for i in sorted(region)))
+    return region
 
 
 def unplaced(ops: list[str], nodes: list[GraphNode], placed: bool = False) -> list[str]:

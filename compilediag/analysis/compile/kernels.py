@@ -42,6 +42,9 @@ from compilediag.trace.formats import (
     AOT_EXTERN_CALL,
     AOT_KERNEL_DEFINITION,
     ATEN_TARGET,
+    BUFFER,
+    BUFFER_MADE,
+    BUFFER_REUSE,
     EXTERN_CALL,
     GRAPH_INPUT,
     KERNEL_BODY_OPS,
@@ -49,6 +52,7 @@ from compilediag.trace.formats import (
     KERNEL_DEFINITION,
     KERNEL_EXT,
     KERNEL_MOVES,
+    KERNEL_PARAMS,
     KERNEL_REDUCES,
     KERNEL_SOURCE_QUOTE,
     KERNEL_VALUE,
@@ -127,6 +131,25 @@ def _aot_definitions(code: str) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _args(call: str, source: str) -> tuple[list[str], list[str]]:
+    """The arguments of a kernel's call that it reads, and that it writes, by their
+    parameters in the kernel's signature: `in_ptr0` read, `out_ptr0` written (a buffer a
+    freed one's memory was given to), `in_out_ptr0` both. Where the signature can't be
+    read, all of them read and none written."""
+    args = [a.strip() for a in call.partition("(")[2].rpartition(")")[0].split(",")]
+    signature = KERNEL_PARAMS.search(source)
+    params = [p.split()[-1].lstrip("*") for p in signature[1].split(",") if p.split()] if (
+        signature
+    ) else []  # fmt: skip
+    if len(params) != len(args):
+        return args, []
+    pairs = list(zip(args, params, strict=True))
+    return (
+        [a for a, p in pairs if p.startswith(("in_ptr", "in_out_ptr"))],
+        [a for a, p in pairs if p.startswith(("out_ptr", "in_out_ptr"))],
+    )
+
+
 def _split(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
@@ -154,6 +177,7 @@ def kernels_of_graph(
     graph: list[GraphNode] | None = None,
     aten: list[GraphNode] | None = None,
     aot_code: str = "",
+    graph_code: str = "",
 ) -> list[KernelSource]:
     """`aot`: `code` is AOTInductor's C++ (wrapper and kernels), not a Python wrapper.
     `modules`: node -> submodule (node_modules); `mapped`: this wrapper's provenance node
@@ -172,11 +196,14 @@ def kernels_of_graph(
     backward = bool(AOT_BACKWARD_ID.search(code))
     aten_claimed = Claims()
     flow = aot_flow(aot_code, aten) if aten and aot_code and not backward else None
+    dynamo = aot_flow(graph_code, graph or [])
     for ks in found.values():
         k = ks.kernel
         if flow and not (provenance and provenance.get(k.name)) and not k.source_lines:
             _fill_ops(ks, known_ops or set())
-            k.source_lines = lines_from_inputs(k.ops, calls.inputs.get(k.name, []), flow)
+            k.source_lines = lines_from_inputs(
+                k.ops, calls.inputs.get(k.name, []), flow, calls.made_by.get(k.name, []), dynamo
+            )
         _complete(ks, known_ops or set(), provenance, graph, calls.claimed, backward,
                   aten, aten_claimed)  # fmt: skip
     return list(found.values())
@@ -198,6 +225,10 @@ class _Calls:
     calls_seen: dict[str, int] = field(default_factory=dict)
     extern_seen: int = 0
     inputs: dict[str, list[str]] = field(default_factory=dict)  # the graph inputs a call reads
+    # a buffer a library call made -> that call's own graph nodes; a generated call -> those
+    # of the library calls that made the buffers it reads
+    made: dict[str, list[str]] = field(default_factory=dict)
+    made_by: dict[str, list[str]] = field(default_factory=dict)
 
     def read(self, code: str, aot: bool) -> None:
         pending: re.Match[str] | None = None
@@ -213,12 +244,22 @@ class _Calls:
                 and not line.lstrip().startswith(call["name"] + " =")
             ):
                 self.generated_call(call["name"], pending)
-                self.inputs.setdefault(call["name"], GRAPH_INPUT.findall(line))
+                read, written = _args(line, self.defs[call["name"]][1])
+                self.inputs.setdefault(call["name"], [a for a in read if GRAPH_INPUT.fullmatch(a)])
+                made = [x for b in read if BUFFER.fullmatch(b) for x in self.made.get(b, [])]
+                self.made_by.setdefault(call["name"], made)
+                for b in written:  # its values now this kernel's, no library call's
+                    self.made.pop(b, None)
                 pending = None
+                continue
+            if reuse := BUFFER_REUSE.match(line):
+                self.made[reuse["new"]] = self.made.get(reuse["old"], [])
                 continue
             ext = AOT_EXTERN_CALL.search(line) if aot else EXTERN_CALL.match(line)
             if ext and "assert_" not in line and (not aot or ext["op"] not in AOT_NOT_OPS):
-                self.library_call(f"aten.{ext['op']}" if aot else ext["name"], pending)
+                own = self.library_call(f"aten.{ext['op']}" if aot else ext["name"], pending)
+                if out := BUFFER_MADE.match(line):
+                    self.made[out[1]] = own
                 pending = None
 
     def generated_call(self, name: str, pending: re.Match[str] | None) -> None:
@@ -231,7 +272,8 @@ class _Calls:
         if pending is not None and not k.ops:
             k.ops = _split(pending["aten"])
 
-    def library_call(self, name: str, pending: re.Match[str] | None) -> None:
+    def library_call(self, name: str, pending: re.Match[str] | None) -> list[str]:
+        """The library call, found; its own graph nodes."""
         self.extern_seen += 1
         own = self.own_nodes(name, pending)
         if self.graph and len(own) > 1 and not self.mapped.get(name):  # the comment names a group
@@ -244,6 +286,7 @@ class _Calls:
                    modules=self.modules_of(own)),
             "", "",
         )  # fmt: skip
+        return own
 
     def own_nodes(self, name: str, match: re.Match[str] | None) -> list[str]:
         """The graph nodes the `calls_seen[name]`-th call of `name` computes."""
@@ -311,7 +354,7 @@ def collect_kernels(h: History) -> list[GraphCode]:
             kernels = kernels_of_graph(
                 c.compile_id, code, nodes, known, prov,
                 modules=mods, mapped=mappings_for(code, mappings), graph=graph,
-                aten=aten, aot_code=c.aot_graph,
+                aten=aten, aot_code=c.aot_graph, graph_code=c.output_graph,
             )  # fmt: skip
             graphs.append(GraphCode(c.compile_id, code, kernels))
     return graphs
