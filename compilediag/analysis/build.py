@@ -312,6 +312,13 @@ def make_portable(report: Report, root: str) -> None:
 
     for obj, field_name in files:
         setattr(obj, field_name, rel(getattr(obj, field_name)))
+    for b in report.graph_breaks:  # torch's own words name files too (a look: its _compile.py)
+        b.reason, b.explanation, b.suggestion = (
+            portable_text(t, root) for t in (b.reason, b.explanation, b.suggestion)
+        )
+        b.hints = [portable_text(t, root) for t in b.hints]
+    for x in report.compile_failures:
+        x.reason, x.fix = portable_text(x.reason, root), portable_text(x.fix, root)
     for k in report.kernels:  # "file:line"
         k.source_lines = [
             rel(f) + sep + line if sep else rel(p)

@@ -112,6 +112,10 @@ def test_a_ddp_job_that_compiled_nothing_says_so_with_ddp_advice(version: str) -
         assert b["framework"] == "torch.nn.parallel (DDP)"
         assert "DDP(torch.compile(model))" in b["suggestion"]
         assert "custom op" not in b["suggestion"]
+        # torch's own words name its file on the recording machine: as the report names
+        # files (a twenty-fourth look: "`/tmp/.../site-packages/torch/_compile.py` should
+        # not be traced", where the docs say a report names no machine path)
+        assert "site-packages" not in json.dumps(b), b["explanation"]
     assert report["summary"]["unique_graph_breaks"] == 1
 
 
