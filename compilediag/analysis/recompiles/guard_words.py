@@ -17,6 +17,7 @@ from compilediag.trace.formats import (
     GUARD_BOOL,
     GUARD_CONSTANT,
     GUARD_DISPATCH_KEYS,
+    GUARD_EMPTY,
     GUARD_FREED,
     GUARD_GLOBAL_STATE,
     GUARD_LEN,
@@ -207,8 +208,9 @@ def type_words(m: re.Match[str]) -> Words:
 
 
 def length_words(m: re.Match[str]) -> Words:
+    was = m["n"] if "n" in m.groupdict() else "0"  # (`not x`: it was empty)
     return (
-        f"length of `{source_name(m['src'])}` changed (was {m['n']})",
+        f"length of `{source_name(m['src'])}` changed (was {was})",
         RecompileCause.LENGTH,
         "Keep the container the same length, or stack it into one tensor and mark that "
         "tensor's dim 0 dynamic before the first call (`torch._dynamo.mark_dynamic(t, 0)`): "
@@ -287,6 +289,7 @@ GUARD_WORDS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Words]]] = [
     (GUARD_FREED, freed_words),
     (GUARD_TYPE_ID, type_words),
     (GUARD_LEN, length_words),
+    (GUARD_EMPTY, length_words),
     (GUARD_STRING, string_words),
     (GUARD_SIZE_CONDITION, size_condition_words),
     (GUARD_CONSTANT, constant_words),

@@ -74,6 +74,9 @@ pytestmark = pytest.mark.full
         ("GLOBAL_STATE changed: grad_mode ", "global state changed: grad mode", "global"),
         ("2 <= L['x'].size()[0]", "x dim 0 fell below 2", "shape"),
         ("len(L['xs']) == 3", "length of `xs` changed (was 3)", "length"),
+        # an empty list's guard (torch 2.13: a list forward appends to, compiled on its
+        # first call)
+        ("not L['self'].seen", "length of `self.seen` changed (was 0)", "length"),
     ],
 )
 def test_translate(guard: str, words: str, cause: str) -> None:
