@@ -138,9 +138,9 @@ def _args(call: str, source: str) -> tuple[list[str], list[str]]:
     read, all of them read and none written."""
     args = [a.strip() for a in call.partition("(")[2].rpartition(")")[0].split(",")]
     signature = KERNEL_PARAMS.search(source)
-    params = [p.split()[-1].lstrip("*") for p in signature[1].split(",") if p.split()] if (
-        signature
-    ) else []  # fmt: skip
+    if signature is None:
+        return args, []
+    params = [p.split()[-1].lstrip("*") for p in signature[1].split(",") if p.split()]
     if len(params) != len(args):
         return args, []
     pairs = list(zip(args, params, strict=True))
