@@ -145,13 +145,14 @@ class AotFlow:
     stats, the model's input), and of those that take each node's output."""
 
     nodes: list[GraphNode]
+    at: dict[str, int] = field(default_factory=dict)  # a node's name -> its position
     users: dict[str, list[int]] = field(default_factory=dict)
     consumers: dict[int, list[int]] = field(default_factory=dict)
 
 
 def aot_flow(aot_code: str, aten: list[GraphNode]) -> AotFlow:
     at = {n.name: i for i, n in enumerate(aten)}
-    flow = AotFlow(aten)
+    flow = AotFlow(aten, at)
     for a, _, line in _assignments(aot_code):
         i = at.get(a["names"].split(",")[0].strip())
         if i is None:
@@ -193,8 +194,7 @@ def lines_from_inputs(
     # (a layout kernel's nodes are library calls', whose outputs are no work of its)
     region = _spread(flow, own, [i for i in own if aten[i].op not in GRAPH_LIBRARY_OPS],
                      lines, accepted)  # fmt: skip
-    at = {n.name: i for i, n in enumerate(dynamo.nodes)}
-    made = [at[name] for name in made_by if name in at]
+    made = [dynamo.at[name] for name in made_by if name in dynamo.at]
     more = _spread(dynamo, set(), made, lines, accepted)
     placed = [(i, aten[i].line) for i in region] + [(i, dynamo.nodes[i].line) for i in more]
     return list(dict.fromkeys(line for _, line in sorted(placed)))

@@ -196,10 +196,10 @@ def kernels_of_graph(
     backward = bool(AOT_BACKWARD_ID.search(code))
     aten_claimed = Claims()
     flow = aot_flow(aot_code, aten) if aten and aot_code and not backward else None
-    dynamo = aot_flow(graph_code, graph or [])
+    dynamo = aot_flow(graph_code, graph or []) if flow else None
     for ks in found.values():
         k = ks.kernel
-        if flow and not (provenance and provenance.get(k.name)) and not k.source_lines:
+        if flow and dynamo and not (provenance and provenance.get(k.name)) and not k.source_lines:
             _fill_ops(ks, known_ops or set())
             k.source_lines = lines_from_inputs(
                 k.ops, calls.inputs.get(k.name, []), flow, calls.made_by.get(k.name, []), dynamo
