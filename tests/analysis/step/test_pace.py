@@ -285,6 +285,25 @@ def test_after_a_kernel_profile_the_pace_is_the_steps_before_the_window() -> Non
     assert pace_of(p, set(), alike=True).around_ms == 1.7
 
 
+def test_too_few_steps_on_either_side_leave_the_windows_own_figures() -> None:
+    """A twenty-fourth look: 20 steps on 2 ranks, the window 5-12, the kernel profile 13-17:
+    steps 2 and 3 before it (2 just after the compile, 32 ms), 18-20 after the profile (18
+    still slow). The pace over those 5 read rank 1's 23.5 ms step as 24.8 ms; too few on
+    either side, the window's own median stands."""
+    around = {2: 32.15, 3: 24.83, 18: 28.8, 19: 22.38, 20: 22.28}
+    p = _process({k: [23.5, *ROW[1:]] for k in range(5, 13)}, around)
+    p.window, p.kernel_step_numbers = [5, 12], [13, 14, 15, 16, 17]
+    pace = pace_of(p, set(), alike=True)
+    assert pace.around == 0 and not pace.at_pace and pace.step_ms == 23.5
+    # no profile after it: 5 after the window are its pace; 4, too few again
+    after = {k: 22.3 for k in range(13, 18)}
+    p.kernel_step_numbers, p.plain_steps = [], [2, 3, *after]
+    p.plain_step_ms = [32.15, 24.83, *after.values()]
+    assert (pace_of(p, set(), alike=True).around_ms, pace_of(p, set(), alike=True).around) == (22.3, 5)
+    p.plain_steps, p.plain_step_ms = p.plain_steps[:-1], p.plain_step_ms[:-1]
+    assert pace_of(p, set(), alike=True).around == 0
+
+
 def test_a_few_slow_steps_before_the_window_are_not_a_pace_that_moved() -> None:
     """The 5 steps just before the window stalled (1.6 ms), the window ran 1.05 ms and the
     20 after it 1.0 ms: the odd steps are those before it, so the pace is the steps after
