@@ -26,6 +26,17 @@ def pace_line(r: Runtime | None) -> str:
             f"recompile limit): {own}"
         )
     around = f"{plural(r.unprofiled_steps, 'step')} around it, no instrument on"
+    if len(r.window_spread_ms) == 2:  # steps of two levels: pace.Pace.varies
+        low, high = r.window_spread_ms
+        own_pace = (
+            f" from the job's own {ms(r.unprofiled_step_ms)} ({around})"
+            if r.unprofiled_step_ms else ""
+        )  # fmt: skip
+        return (
+            f"pace: the window's steps took {window} (the median), half of them between "
+            f"{ms(low)} and {ms(high)}: they vary more than its instruments cost, so what "
+            f"those cost is not told{own_pace}: {own}"
+        )
     if r.window_work and r.window_cost is not None:  # other shapes: compared shape by shape
         ratio = 1 + r.window_cost
         if max(ratio, 1 / ratio) > APART:  # (a look read "the window 0.0258x the job's pace")

@@ -353,6 +353,10 @@ class Runtime:
     # than its instruments cost): the machine's pace moved between them, and the figures are
     # the window's own (at_pace false)
     pace_apart: bool = False
+    # the window's steps' first and third quartiles, where they lie further apart than
+    # pace.APART (steps that alternate between two levels): neither its instruments' cost
+    # nor a moved pace is told apart from that, and the figures are the window's own
+    window_spread_ms: list[float] = field(default_factory=list)
     # the machine's load average (1 minute) as the window ended, the cores the job's
     # process could use and torch's threads in it (an older release's: the first two); []
     # where not read

@@ -42,6 +42,16 @@ class Pace:
     around_ms: float | None = None  # the median of the steps around it
     around: int = 0  # how many
     before_ms: float | None = None  # the median of the steps just before it (MIN_BEFORE+)
+    spread: tuple[float, float] | None = None  # the window's steps' quartiles (4 or more)
+
+    @property
+    def varies(self) -> bool:
+        """Whether the window's own steps vary more than APART between their quartiles (a
+        job whose steps alternate 1.8 and 6 ms): a median of a few steps around it falls
+        on either level by chance (a look read 0.361x the job's own 6 ms, "the steps around
+        it were held up", while the window itself ran half its steps at 6 ms), so neither
+        what its instruments cost nor a moved pace is told apart from that."""
+        return self.spread is not None and self.spread[1] > APART * self.spread[0]
 
     @property
     def moved(self) -> bool:
@@ -50,7 +60,7 @@ class Pace:
         it ran nearer those after it, the few before it were the odd ones: a compile's
         warm-up, a stall, and the steps after it are the job's pace)."""
         b, a, w = self.before_ms, self.around_ms, self.window_ms
-        if b is None or self.around < MIN_AROUND or not a or not w or b <= 0:
+        if b is None or self.around < MIN_AROUND or not a or not w or b <= 0 or self.varies:
             return False
         return max(b, a) / min(b, a) > MOVED and abs(math.log(w / b)) < abs(math.log(w / a))
 
@@ -59,14 +69,14 @@ class Pace:
         """Whether the window ran further than APART from the steps around it (the pace not
         seen to move before and after it)."""
         a, w = self.around_ms, self.window_ms
-        if self.around < MIN_AROUND or not a or not w or self.moved:
+        if self.around < MIN_AROUND or not a or not w or self.moved or self.varies:
             return False
         return max(a, w) / min(a, w) > APART
 
     @property
     def at_pace(self) -> bool:
         """Whether the window's figures are set on the steps around it."""
-        return self.around >= MIN_AROUND and not self.moved and not self.apart
+        return self.around >= MIN_AROUND and not (self.moved or self.apart or self.varies)
 
     @property
     def step_ms(self) -> float | None:
@@ -96,7 +106,16 @@ def pace_of(p: ProcessRuntime, left_out: set[int], alike: bool) -> Pace:
         around_ms=round(statistics.median(around), 6) if around else None,
         around=len(around),
         before_ms=round(statistics.median(before), 6) if len(before) >= MIN_BEFORE else None,
+        spread=_quartiles(steps),
     )
+
+
+def _quartiles(steps: list[float]) -> tuple[float, float] | None:
+    """The first and third quartiles of the window's steps, where 4 or more ran."""
+    if len(steps) < 4:
+        return None
+    q1, _, q3 = statistics.quantiles(steps, n=4, method="inclusive")
+    return round(q1, 6), round(q3, 6)
 
 
 def _before(p: ProcessRuntime, left_out: set[int]) -> list[float]:

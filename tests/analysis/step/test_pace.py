@@ -299,9 +299,39 @@ def test_too_few_steps_on_either_side_leave_the_windows_own_figures() -> None:
     after = {k: 22.3 for k in range(13, 18)}
     p.kernel_step_numbers, p.plain_steps = [], [2, 3, *after]
     p.plain_step_ms = [32.15, 24.83, *after.values()]
-    assert (pace_of(p, set(), alike=True).around_ms, pace_of(p, set(), alike=True).around) == (22.3, 5)
+    pace = pace_of(p, set(), alike=True)
+    assert (pace.around_ms, pace.around) == (22.3, 5)
     p.plain_steps, p.plain_step_ms = p.plain_steps[:-1], p.plain_step_ms[:-1]
     assert pace_of(p, set(), alike=True).around == 0
+
+
+def test_steps_of_two_levels_are_not_a_window_apart_from_the_job() -> None:
+    """A twenty-fourth look: the job's own clock gave steps alternating 1.8 and 6 ms, in
+    the window and around it; the 5 steps before the window (the kernel profile after it)
+    had a median of 6 ms, the window's 11 of 2.17 ms, and the report said 0.361x the job's
+    own pace, "the steps around it were held up". Its steps vary more than its instruments
+    cost: neither that nor a moved pace is said, and the figures are the window's own."""
+    levels = [2.17, 6.11, 1.77, 6.03, 1.87, 6.0, 1.8, 6.05, 1.8, 6.01, 1.75]
+    rows = {k: [t, *ROW[1:]] for k, t in zip(range(10, 21), levels, strict=True)}
+    before = dict(zip(range(2, 9), [7.11, 2.15, 6.23, 2.1, 6.0, 1.82, 7.47], strict=True))
+    after = {k: (6.0 if k % 2 else 1.8) for k in range(26, 41)}
+    p = _process(rows, before | after)
+    p.window, p.kernel_step_numbers = [10, 20], [21, 22, 23, 24, 25]
+    pace = pace_of(p, set(), alike=True)
+    assert pace.around_ms == 6.0 and pace.window_ms == pytest.approx(2.17)
+    assert pace.varies and not pace.apart and not pace.moved and not pace.at_pace
+    assert pace.step_ms == pytest.approx(2.17) and pace.cost is None
+    r = Runtime(window=[10, 20], window_step_ms=2.17, unprofiled_step_ms=6.0, unprofiled_steps=5,
+                window_spread_ms=list(pace.spread or ()))  # fmt: skip
+    assert pace_line(r) == (
+        "pace: the window's steps took 2.17 ms (the median), half of them between 1.8 ms and "
+        "6.02 ms: they vary more than its instruments cost, so what those cost is not told "
+        "from the job's own 6 ms (5 steps around it, no instrument on): the figures below are "
+        "the window's, its instruments on"
+    )
+    # steps of one level, a few slower: a spread under APART, as before
+    p.profiled.per_step = [[1.8 + 0.01 * (k % 3), *ROW[1:]] for k in range(11)]  # type: ignore[union-attr]
+    assert not pace_of(p, set(), alike=True).varies
 
 
 def test_a_few_slow_steps_before_the_window_are_not_a_pace_that_moved() -> None:
