@@ -6,6 +6,7 @@ steps after the window."""
 
 from __future__ import annotations
 
+from compilediag.analysis.step.other_work import STALL
 from compilediag.analysis.step.pace import APART
 from compilediag.render import ms, plural, seconds
 from compilediag.report.model import KernelTiming, Runtime
@@ -155,9 +156,14 @@ def loop_lines_words(r: Runtime) -> str:
         + f" {ms(x.ms)}"
         for i, x in enumerate(top)
     )
+    stalled = (
+        f" ({steps_words(r.loop_stalled)} left out: the loop's lines took over "
+        f"{STALL:g}x the others' median there, a pause)"
+        if r.loop_stalled else ""
+    )  # fmt: skip
     return (
         f"a step's costliest, by the job's own clock at each line over "
-        f"{steps_words(r.loop_steps)}: {shown}"
+        f"{steps_words(r.loop_steps)}{stalled}: {shown}"
     )
 
 

@@ -372,6 +372,8 @@ class Runtime:
     # the steps they were timed over: the window's training steps (a compile left out)
     loop_steps: list[int] = field(default_factory=list)
     loop_step_ms: float | None = None  # their step, by the same clock (the loop's lines' sum)
+    # steps whose lines took more than other_work.STALL times the others' median, left out
+    loop_stalled: list[int] = field(default_factory=list)
     # how the ranks' waits were measured in the window's steps (analysis/step/waits.py):
     # "arrivals" (when each rank enqueued each collective), "durations" (torch timed each
     # on the device); '' where not measured

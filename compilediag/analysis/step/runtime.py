@@ -34,6 +34,7 @@ from compilediag.analysis.step.verdict import bound_advice, bound_of
 from compilediag.analysis.step.waits import (
     Waits,
     collective_waits,
+    line_stalls,
     line_steps,
     loop_lines,
     loop_step_ms,
@@ -160,9 +161,11 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.kernel_steps_waited = sorted(profiled & left_out)
         step_place(job, report, first)
         waits = collective_waits(processes, left_out)
-        job.loop = loop_lines(first, left_out)
-        job.loop_steps = line_steps(first, left_out)
-        job.loop_step_ms = loop_step_ms(first, left_out)
+        job.loop_stalled = line_stalls(first, left_out)
+        timed_out = left_out | set(job.loop_stalled)
+        job.loop = loop_lines(first, timed_out)
+        job.loop_steps = line_steps(first, timed_out)
+        job.loop_step_ms = loop_step_ms(first, timed_out)
         job.wait_method = waits.method
         if first.profiled is not None:
             window_figures(report, job, first, left_out, pace, waits)
@@ -349,11 +352,11 @@ def rank_steps(
         _set_wait(b, p, waits, by)
         plain_ms = plain_training_ms(p, left_out)
         plain = round(statistics.median(plain_ms), 6) if plain_ms else None
+        timed = left_out | set(line_stalls(p, left_out))
         out.append(
             RankStep(p.rank, b, plain, medians_on(step_medians(profiled), pace.step_ms),
                      p.kernel_step_ms,
-                     waits.waits_for.get(p.rank), loop_lines(p, left_out),
-                     loop_step_ms(p, left_out))
+                     waits.waits_for.get(p.rank), loop_lines(p, timed), loop_step_ms(p, timed))
         )  # fmt: skip
     return out if len(out) > 1 else []
 

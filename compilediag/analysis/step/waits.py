@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from compilediag.analysis.source import indexes_item_by_item
-from compilediag.analysis.step.other_work import training_profile
+from compilediag.analysis.step.other_work import STALL, training_profile
 from compilediag.harness.worker_types import ProcessRuntime
 from compilediag.paths import Owner, owner_of, portable_path
 from compilediag.report.model import LOOP_TORCH, LoopLine
@@ -160,6 +160,23 @@ def line_steps(p: ProcessRuntime, left_out: set[int]) -> list[int]:
     """The steps the loop's lines were timed in, those that held other work left out."""
     timed = {int(n) for x in p.window_lines for n in x.ms}
     return sorted(timed - left_out)
+
+
+def line_stalls(p: ProcessRuntime, left_out: set[int]) -> list[int]:
+    """The steps whose loop lines together took more than STALL times the median of those
+    steps (other_work.STALL; pace.steady judges --try-fixes' runs alike): a step the
+    machine held, its pause on whichever line ran then (a look on a loaded machine read
+    `opt.zero_grad()` at 1 ms a step, a third of the step, from 3 of 9 steps of 6 ms among
+    steps of 1.7: by the job's own clock it took 0.04-0.1 ms). [] where fewer than 3 were
+    timed, or as many as half would be: then the steps just differ."""
+    steps = line_steps(p, left_out)
+    loop = [x for x in p.window_lines if x.loop]
+    if len(steps) < 3 or not loop:
+        return []
+    took = {n: sum(x.ms.get(str(n), 0.0) for x in loop) for n in steps}
+    usual = statistics.median(took.values())
+    slow = [n for n, t in took.items() if t > STALL * usual]
+    return slow if 2 * len(slow) < len(steps) else []
 
 
 def _source(file: str, line: int) -> str:
