@@ -40,6 +40,7 @@ from compilediag.analysis.recompiles.recompiles import (
 from compilediag.analysis.source import code_at
 from compilediag.harness.worker_types import ModelInfo, WorkerResult
 from compilediag.paths import is_library_file, portable_path, portable_text
+from compilediag.report.compile import BREAK_RAISED
 from compilediag.report.model import (
     VERSION,
     Call,
@@ -385,7 +386,7 @@ def break_as_error(fail_reason: str, code: str) -> tuple[str, str]:
         parsed.reason, parsed.explanation, code, gb_id=parsed.gb_id, hints=parsed.hints
     )
     gb = f" ({parsed.gb_id})" if parsed.gb_id else ""
-    return f"graph break made an error: {parsed.reason}{gb}", (
+    return f"{BREAK_RAISED}: {parsed.reason}{gb}", (
         "fullgraph=True (or torch._dynamo.error_on_graph_break) makes a graph break an "
         f"error, so this call raised and nothing of it ran. {suggestion} Or let it break: "
         "without fullgraph=True (and outside error_on_graph_break(True)) torch splits the "

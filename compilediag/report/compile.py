@@ -101,6 +101,10 @@ class Recompile:
     dims: list[str] = field(default_factory=list)
 
 
+# how a failed compile that was a graph break under fullgraph=True begins its reason
+BREAK_RAISED = "graph break made an error"
+
+
 @dataclass
 class CompileFailure:
     """torch.compile failed on a frame (a backend error, an internal Dynamo error, ...):
@@ -115,6 +119,11 @@ class CompileFailure:
     code: str = ""  # the user line torch blamed
     fix: str = ""
     by: str = "torch.compile"  # or "torch.export": what failed
+
+    @property
+    def break_raised(self) -> bool:
+        """A graph break fullgraph=True made an error (analysis/build.break_as_error)."""
+        return self.reason.startswith(BREAK_RAISED)
 
 
 @dataclass

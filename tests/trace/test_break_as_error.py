@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import run_json
+from tests.conftest import run_cli, run_json
 
 JOB = """\
 import torch
@@ -51,7 +51,13 @@ def test_a_break_that_raised_under_fullgraph_is_a_failed_compile(tmp_path: Path)
     assert "GB0059" in failure["reason"]
     words = " ".join(f["message"] for f in report["notes"])
     assert "runs in eager mode" not in words and "ran in eager mode" not in words
-    assert [r for r in report["verdict"]["rules"] if not r["passed"]]
+    # the break is the fullgraph rule's too: the job broke its graph (a look read "ok
+    # fullgraph: 0 graph-break sites" beside the failure)
+    failed = {r["name"]: r for r in report["verdict"]["rules"] if not r["passed"]}
+    assert set(failed) == {"fullgraph", "compile-failures"}, failed
+    assert failed["fullgraph"]["value"] == 1
+    text = run_cli("report", str(trace), "--fullgraph").stdout
+    assert "fullgraph: 0 graph-break sites and 1 that raised under fullgraph=True" in text, text
 
     # the break's own fix, applied to the job: it runs, and compiles whole
     (code,) = re.findall(
