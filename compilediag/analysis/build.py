@@ -361,6 +361,8 @@ def collect_failures(h: History) -> list[CompileFailure]:
                 file, line = e.place
         if e.break_was_error:
             reason, fix = break_as_error(m.fail_reason, code_at(file, line))
+        elif GUARD_ON_DATA.search(reason) and BRANCH.match(code_at(file, line)) and not e.export:
+            fix = branch_as_error(code_at(file, line))
         failure = CompileFailure(
             compile_id=e.compile_id,
             frame=e.code.shown,
@@ -391,6 +393,26 @@ def break_as_error(fail_reason: str, code: str) -> tuple[str, str]:
         f"error, so this call raised and nothing of it ran. {suggestion} Or let it break: "
         "without fullgraph=True (and outside error_on_graph_break(True)) torch splits the "
         "graph at this line."
+    )
+
+
+# a value known only at run time (`.item()` under capture_scalar_outputs) that decides a
+# branch: without fullgraph=True torch breaks the graph there (Data-dependent branching,
+# GB0170: 2.13's graph_breaks log); with it, the guard it cannot make raises a UserError
+GUARD_ON_DATA = re.compile(r"Could not guard on data-dependent expression")
+BRANCH = re.compile(r"\s*(if|elif|while)\b")
+BRANCH_BREAK = "GB0170"
+
+
+def branch_as_error(code: str) -> str:
+    """The fix of a branch on a run-time value that raised under fullgraph=True: the
+    branch's own (a data-dependent branch's), beside letting it break."""
+    _, suggestion = classify("Data-dependent branching", "", code, gb_id=BRANCH_BREAK)
+    return (
+        "A value known only at run time decides this branch: torch cannot guard on it, and "
+        f"fullgraph=True (or error_on_graph_break) makes that an error. {suggestion} Or let "
+        "it break: without fullgraph=True (and outside error_on_graph_break(True)) torch "
+        f"splits the graph at this line (Data-dependent branching, {BRANCH_BREAK})."
     )
 
 

@@ -81,3 +81,58 @@ def test_a_frame_torch_skipped_without_fullgraph_is_no_failure(tmp_path: Path) -
     assert not report["compile_failures"]
     words = " ".join(f["message"] for f in report["notes"])
     assert "was not compiled and runs in eager mode" in words
+
+
+BRANCH_JOB = """\
+import torch
+
+torch._dynamo.config.capture_scalar_outputs = True
+
+
+@torch.compile(fullgraph={fullgraph}, backend="eager")
+def gate(x):
+    n = x.sum().item()
+{branch}
+
+
+print(gate(torch.arange(8.0)))
+"""
+IF = "    if n > 0:\n        return x * 2\n    return x - 1"
+WHERE = "    return torch.where(x.sum() > 0, x * 2, x - 1)"
+
+
+def test_a_branch_on_a_run_time_value_under_fullgraph_gets_the_branchs_fix(
+    tmp_path: Path,
+) -> None:
+    """With capture_scalar_outputs, `.item()` is traced and the `if` on it raises a UserError
+    under fullgraph=True (a look: the right line, no fix). Its fix is the data-dependent
+    branch's, which torch's own break without fullgraph names; applied, the job compiles
+    whole and the gate passes."""
+    trace, job = traced(tmp_path, "branch", BRANCH_JOB.format(fullgraph=True, branch=IF))
+    assert job.returncode != 0 and "data-dependent" in job.stderr
+    report, proc = run_json("report", str(trace))
+    assert proc.returncode == 4, proc.stderr
+    (failure,) = report["compile_failures"]
+    assert failure["line"] == 9 and failure["fail_type"] == "UserError", failure
+    assert "torch.where(cond, a, b)" in failure["fix"] and "GB0170" in failure["fix"]
+    # torch's own answer without fullgraph: a break at that line, of that kind
+    trace, job = traced(tmp_path, "broken", BRANCH_JOB.format(fullgraph=False, branch=IF))
+    assert job.returncode == 0, job.stderr
+    report, _ = run_json("report", str(trace))
+    assert [(b["line"], b["gb_id"]) for b in report["graph_breaks"]] == [(9, "GB0170")]
+    # the fix applied: compiled whole, the same outputs as the branch in eager mode
+    trace, job = traced(tmp_path, "where", BRANCH_JOB.format(fullgraph=True, branch=WHERE))
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.split() == [
+        "tensor([",
+        "0.,",
+        "2.,",
+        "4.,",
+        "6.,",
+        "8.,",
+        "10.,",
+        "12.,",
+        "14.])",
+    ]
+    report, proc = run_json("report", str(trace), "--fullgraph")
+    assert proc.returncode == 0 and not report["compile_failures"], proc.stderr
