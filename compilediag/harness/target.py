@@ -138,9 +138,19 @@ def check_target_file(path: str) -> Path:
     return p.resolve()
 
 
+# what a model's refusal of the inputs it was given says (the error's first line): a dtype
+# it does not take (an Embedding's float indices), a count of arguments it does not take
+WRONG_DTYPE = re.compile(r"scalar type|dtype|\w+Tensor instead", re.I)
+WANTS_INTEGERS = re.compile(r"\b(Long|Int)\b")
+WRONG_COUNT = re.compile(
+    r"^TypeError: .*(positional argument|required argument|unexpected keyword)"
+)
+
+
 def misfit(target: Target, i: int, served: int | None, described: list[str], said: str) -> str:
     """Call `i`'s inputs, which the user typed or a later input set gave, refused by the
-    model (`said`: the error); `served`: the request it is of a stream (0-based)."""
+    model (`said`: the error); `served`: the request it is of a stream (0-based). The fix
+    named where the error tells what the model wanted: a dtype, the arguments, a shape."""
     what = (
         "--input" if target.inputs and not target.shapes and not target.stream
         else f"--shapes entry {i + 1}" if target.shapes
@@ -148,10 +158,28 @@ def misfit(target: Target, i: int, served: int | None, described: list[str], sai
         else f"input set {i + 1}"
     )  # fmt: skip
     text = f"{what} ({', '.join(described)}) does not fit the model: {said}"
+    shape = described[0].split(":", 1)[0] if described else "2x16"
+    dtype = "int64" if WANTS_INTEGERS.search(said) else "DTYPE"
+    if what == "--input" and WRONG_DTYPE.search(said) and not WRONG_COUNT.search(said):
+        return text + (
+            f". Give the dtype the model takes after the shape: `--input {shape}:{dtype}` "
+            "(SHAPE[:DTYPE[:HIGH]]; integers are drawn below HIGH, 10 by default)"
+        )
     if what == "--input":
-        text += (
+        return text + (
             ". --input replaces all of get_inputs(): give one --input for each tensor "
-            "argument, in order (an argument that is no tensor needs get_inputs())"
+            "argument, in order, with the shape and dtype it takes (an argument that is no "
+            "tensor needs get_inputs())"
+        )
+    if target.shapes and WRONG_DTYPE.search(said):
+        return text + (
+            ". --shapes takes each tensor's dtype from get_inputs(): give the dtype the model "
+            "takes there"
+        )
+    if target.shapes:
+        return text + (
+            ". Each --shapes entry is the first tensor input's shape (others of its shape "
+            "follow it): give shapes the model takes, as get_inputs()'s first tensor has them"
         )
     return text
 

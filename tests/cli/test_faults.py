@@ -49,6 +49,17 @@ class M(torch.nn.Module):
 def get_inputs():
     return (torch.randn(2, 4),)
 """
+TAKES_INDICES = """\
+import torch
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+    def forward(self, tokens):
+        return self.emb(tokens)
+def get_inputs():
+    return (torch.randint(0, 10, (2, 4)),)
+"""
 CONSTRUCTOR_RAISES = """\
 import torch
 class M(torch.nn.Module):
@@ -189,6 +200,13 @@ FAULTS: dict[str, Fault] = {
         2,
         "--input (3x7:float32) does not fit the model",
         "one --input for each tensor argument",
+    ),
+    "--input of a dtype the model does not take": Fault(
+        TAKES_INDICES,
+        ["--input", "2x4"],
+        2,
+        "'indices' to have one of the following scalar",
+        "`--input 2x4:int64`",
     ),
     "get_inputs() that does not fit the model": Fault(
         EAGER_FAILS, [], 3, "mat1 and mat2 shapes cannot be multiplied", "eager mode first"
@@ -335,6 +353,19 @@ def test_fault(name: str, tmp_path: Path) -> None:
         assert proc.stderr.startswith("error: torch.compile failed")
     if f.before_run:
         assert not model.with_suffix(".imported").exists(), "the model ran before the check"
+
+
+@pytest.mark.full
+def test_the_dtype_an_input_misfit_names_is_the_one_the_model_takes(tmp_path: Path) -> None:
+    """The fix the float --input's refusal names, applied: the Embedding model runs."""
+    model = tmp_path / "model.py"
+    model.write_text(TAKES_INDICES)
+    refused = run_cli("explain", str(model), "--no-timings", "--input", "2x4", cwd=tmp_path)
+    (fix,) = re.findall(r"`--input (\S+)`", refused.stderr)
+    proc = run_cli(
+        "explain", str(model), "--no-timings", "--backend", "eager", "--input", fix, cwd=tmp_path
+    )
+    assert proc.returncode == 0 and "2x4:int64" in proc.stdout, proc.stderr
 
 
 def test_readme_fault_table_lists_every_fault() -> None:

@@ -389,6 +389,7 @@ def test_max_recompiles_gate() -> None:
         ("", "--shapes is empty"),
         ("2x32x3", "has 3 dims"),
         ("2x31", "does not fit the model"),
+        ("2x31", "Each --shapes entry is the first tensor input's shape"),
     ],
 )
 def test_bad_shapes_are_usage_errors(shapes: str, message: str) -> None:
