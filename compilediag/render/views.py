@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compilediag.paths import where
-from compilediag.render import ms, plural, seconds
+from compilediag.render import ms, plural, seconds, shown_id
 from compilediag.render.glance import WAIT_METHODS
 from compilediag.render.window_words import loop_lines_words, stalled_words
 from compilediag.report.model import (
@@ -22,7 +22,7 @@ from compilediag.report.model import (
 from compilediag.report.step import BOUND_CLOSE
 from compilediag.report.vocabulary import RecompileCause, RestKind, StepsAt
 from compilediag.report.words import ALSO_CHANGED as ALSO
-from compilediag.report.words import backward_split, forward_split, steps_words
+from compilediag.report.words import ONE_GUARD, backward_split, forward_split, steps_words
 from compilediag.trace.formats import guard_pattern
 
 
@@ -65,6 +65,21 @@ class Cause:
     fix: str = ""
     more: list[tuple[str, str]] = field(default_factory=list)  # (compile id, fix), the lead frame's
     also: list[str] = field(default_factory=list)  # what else changed, each once
+    also_by: list[str] = field(default_factory=list)  # the compile ids whose calls changed it
+
+    def also_words(self) -> str:
+        """What else the calls changed, said of the calls that changed it (a look read
+        "these calls also changed `scale`" of a group whose first call did not)."""
+        if not self.also:
+            return ""
+        ids = list(dict.fromkeys(self.also_by))
+        who = (
+            "this call" if len(self.items) == 1
+            else "these calls" if len(self.also_by) == len(self.items)
+            else f"the call of {ids[0]}" if len(ids) == 1
+            else f"the calls of {', '.join(ids)}"
+        )  # fmt: skip
+        return f"{ONE_GUARD} {who} also changed {'; '.join(self.also)}. A fix has to cover each of them."
 
 
 def recompile_causes(report: Report) -> list[Cause]:
@@ -86,7 +101,8 @@ def recompile_causes(report: Report) -> list[Cause]:
                 said.add(fix)
                 more.append((cid, fix))
         also = _each_source_once([a for r in items for a in r.also_changed])
-        out.append(Cause(items, frames, core_fix(lead), more, also))
+        by = [shown_id(report, r.compile_id) for r in items if r.also_changed]
+        out.append(Cause(items, frames, core_fix(lead), more, also, by))
     return out
 
 

@@ -158,3 +158,46 @@ def test_a_folded_cause_says_how_many_cached_graphs_each_call_checked() -> None:
     three.failed_guards = ["a", "b"]
     table = render(_report(two, three), "table", width=120)
     assert "(2 cached graphs were checked; each failed a guard)" in table, table
+
+
+SCALED = """\
+import torch
+
+
+def f(x, scale):
+    return torch.sin(x) * scale
+
+
+cf = torch.compile(f, backend="eager", dynamic=False)
+for n, s in [(4, 1.0), (8, 1.0), (8, 2.0), (16, 3.0)]:
+    cf(torch.randn(n), s)
+"""
+
+
+def test_what_else_changed_is_said_of_the_calls_that_changed_it(tmp_path) -> None:
+    """A twenty-fourth look: the calls (4, 1.0), (8, 1.0), (8, 2.0), (16, 3.0) recompile on
+    x's size at 0/1 and 0/3 (one block) and on `scale` at 0/2; the block said "these calls
+    also changed `scale` (2.0 → 3.0)", though 0/1's call kept scale 1.0. Said now of 0/3's
+    call alone, in the table and the HTML alike."""
+    import subprocess
+    import sys
+
+    from tests.conftest import run_cli
+
+    job, trace = tmp_path / "job.py", tmp_path / "trace"
+    job.write_text(SCALED)
+    subprocess.run(
+        [sys.executable, str(job)], check=True, timeout=300,
+        env={"TORCH_TRACE": str(trace), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    report = build_report(
+        [log for f in sorted(trace.iterdir()) for log in parse_path(f)], None, TargetInfo("j")
+    )
+    size = next(c for c in recompile_causes(report) if len(c.items) == 2)
+    assert [r.compile_id for r in size.items] == ["0/1", "0/3"] and size.also_by == ["0/3"]
+    said = "the call of 0/3 also changed `scale` (2.0 → 3.0)"
+    assert said in size.also_words()
+    table = " ".join(run_cli("report", str(trace)).stdout.split())
+    assert said in table and "these calls also changed" not in table
+    html = run_cli("report", str(trace), "--format", "html").stdout
+    assert "the call of 0/3 also changed <code>scale</code>" in html, html[:200]

@@ -18,7 +18,7 @@ from compilediag.render.table.parts import Row, details, new_table
 from compilediag.render.views import Cause, recompile_causes
 from compilediag.report.model import Report
 from compilediag.report.ranksets import rank_set
-from compilediag.report.words import ONE_GUARD, what_changed
+from compilediag.report.words import what_changed
 
 
 def failed_words(report: Report, cause: Cause) -> list[Row]:
@@ -106,12 +106,7 @@ def recompile_blocks(report: Report) -> list:
         for cid, fix in cause.more:  # another fix in the same frame: its own, never hidden
             rows.append((f"fix {shown_id(report, cid)}", Text(fix, style="green")))
         if cause.also:
-            rows.append(("also", Text(
-                f"{ONE_GUARD} "
-                + ("this call" if len(group) == 1 else "these calls")
-                + " also changed " + "; ".join(cause.also) + ". A fix has to cover each of them.",
-                style="green",
-            )))  # fmt: skip
+            rows.append(("also", Text(cause.also_words(), style="green")))
         out.append(details(rows))
     for hit in report.recompile_limit_hits:
         head, said = limit_words(hit)
