@@ -221,9 +221,11 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
             else "`torch._dynamo.mark_dynamic(batch, 0)` on the batch you pass"
         )
         said.append(
-            "the loader's last, partial batch, most likely (the data's size is not a multiple "
-            "of the batch size). `drop_last=True` on that loader (`DataLoader(..., "
-            "drop_last=True)`), or padding the last batch, removes the recompile"
+            # (no loader is known to make the batches: a look's job sliced its own, and read
+            # "`drop_last=True` on that loader")
+            "the last, partial batch, most likely (the data's size is not a multiple of the "
+            "batch size). Dropping or padding that last batch removes the recompile (where a "
+            "DataLoader makes the batches, `DataLoader(..., drop_last=True)` drops it)"
             + (
                 f". This frame is the code after a graph break: its inputs ({name}) are "
                 f"{first}'s locals: {mark_after_break('the batch you pass', 'them')}; removing "

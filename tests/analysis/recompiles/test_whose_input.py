@@ -293,6 +293,54 @@ def test_a_smaller_last_batch_of_a_plain_loop_is_the_loaders(tmp_path: Path) -> 
     assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
 
 
+SLICED = """\
+import sys
+
+sys.path.insert(0, {jobs!r})
+import torch
+from torch import nn
+from torch_counts import backend, facts_path, per_frame, write_facts
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 50))
+compiled = torch.compile(model, backend=backend)
+tokens = torch.randint(0, 50, (60, 4))  # (time, batch), cut into chunks of 8 steps
+
+
+def get_batch(source, i):
+    seq_len = min(8, len(source) - 1 - i)
+    return source[i:i + seq_len], source[i + 1:i + 1 + seq_len]
+
+
+for i in range(0, tokens.size(0) - 1, 8):  # 7 chunks of 8, the last of 3
+    data, targets = get_batch(tokens, i)
+{mark}    out = compiled(data)
+    nn.functional.cross_entropy(out.view(-1, 50), targets.reshape(-1)).backward()
+{facts}"""
+
+
+def test_a_shorter_last_slice_of_a_users_own_batches_names_no_loader(tmp_path: Path) -> None:
+    """pytorch/examples' word language model (a twenty-fifth look) cuts its data with
+    get_batch in a range loop, no DataLoader: the last chunk is shorter and recompiles.
+    The advice said "`drop_last=True` on that loader", a loader the job never makes; it
+    says now what removes it in a loop of the user's own, and the mark it names, applied
+    at the call, leaves torch no recompile."""
+    job = tmp_path / "train.py"
+
+    def source(mark: str = "") -> str:
+        return SLICED.format(jobs=JOBS, mark=mark, facts=FACTS)
+
+    report, torch_saw = _run(job, source())
+    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
+    (r,) = report["recompiles"]
+    said = r["suggestion"]
+    assert r["failed_guard"].endswith("dim 0 changed 8 → 3"), r
+    assert "Dropping or padding that last batch" in said and "on that loader" not in said, said
+    (mark,) = re.findall(r"`(torch\._dynamo\.mark_dynamic\(data, 0\))`", said)
+    report, torch_saw = _run(job, source(f"    {mark}\n"))
+    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+
+
 FIT = """\
 import sys
 
