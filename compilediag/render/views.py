@@ -225,13 +225,19 @@ def step_text(r: Runtime, b: Breakdown) -> str:
         f", rank {r.window_rank}" if r.window_rank is not None else ""
     )
     split = forward_split(
-        b.in_graphs_ms, b.between_graphs_ms, b.hooks_ms, b.module_ms, b.wrapper, b.in_call_ms
+        b.in_graphs_ms,
+        b.between_graphs_ms,
+        b.hooks_ms,
+        b.module_ms,
+        b.wrapper,
+        b.in_call_ms,
+        b.eager_rest,
     )
     parts = b.parts()
     if len(parts) == 2:  # forward and the rest: no training part was seen
         return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"
     inside = {"forward": f" ({split})", "the rest": rest_named(b, bool(r.kernel_device), r.kernel_step_numbers),
-              "backward": backward_split(b.backward_hooks_ms, b.wrapper)}  # fmt: skip
+              "backward": backward_split(b.backward_hooks_ms, b.wrapper, b.eager_backward_ms)}  # fmt: skip
     said = [f"{name} {ms(v)}{inside.get(name, '')}" for name, v in parts]
     mine = next((s for s in r.rank_steps if s.rank == r.window_rank), None)
     waits_for = mine.waits_for if mine is not None else None

@@ -92,6 +92,12 @@ class Breakdown:
     # of forward, the compiled calls' own work outside their graphs (Dynamo's guard checks and
     # its code around them), from a call's start to its first graph, from its last to its return
     in_call_ms: float = 0.0
+    # where a break torch could not resume after ended a graph the window ran: the function
+    # and line whose rest ran in eager mode inside the calls (`forward after model.py:50`),
+    # its forward time in `in_call_ms`, and backward outside the compiled graphs (the eager
+    # code's backward, that rest's with it; None where backward was not timed per graph)
+    eager_rest: str = ""
+    eager_backward_ms: float | None = None
 
     def parts(self) -> list[tuple[str, float]]:
         """The step's parts in the order they run, those it has (a training step's

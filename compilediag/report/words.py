@@ -115,13 +115,18 @@ WRAPPER_HOOKS = {"FSDP2": FSDP_HOOKS, "FSDP1": FSDP_HOOKS}
 
 
 def forward_split(in_graphs: float, between: float, hooks: float, module: float,
-                  wrapper: str, in_call: float = 0.0) -> str:  # fmt: skip
+                  wrapper: str, in_call: float = 0.0, eager_rest: str = "") -> str:  # fmt: skip
     """`in graphs 4.9 ms · Python between them 0.44 ms · the calls' own 0.12 ms (Dynamo's
     guard checks and its code around the graphs)`, and in a sharded model's forward
     `· FSDP2's hooks 13.1 ms (its all-gathers, …) · eager code around the compiled calls
     1.2 ms`."""
     said = f"in graphs {ms(in_graphs)} · Python between them {ms(between)}"
-    if in_call:
+    if in_call and eager_rest:  # (Breakdown.eager_rest: a break torch did not resume after)
+        said += (
+            f" · the calls' own {ms(in_call)} (the rest of {eager_rest} in eager mode: torch "
+            "could not resume after that break; Dynamo's guard checks with it)"
+        )
+    elif in_call:
         said += (
             f" · the calls' own {ms(in_call)} (Dynamo's guard checks and its code around the "
             "graphs)"
@@ -133,8 +138,12 @@ def forward_split(in_graphs: float, between: float, hooks: float, module: float,
     return said
 
 
-def backward_split(hooks: float, wrapper: str) -> str:
-    """` (of it FSDP2's hooks 12.3 ms: its all-gathers, …)`; '' without a wrapper."""
+def backward_split(hooks: float, wrapper: str, eager: float | None = None) -> str:
+    """` (of it FSDP2's hooks 12.3 ms: its all-gathers, …)`; ` (of it 77.3 ms outside the
+    compiled graphs: the eager code's)` where a break's rest ran eager (`eager`); ''
+    without either."""
+    if eager:
+        return f" (of it {ms(eager)} outside the compiled graphs: the eager code's)"
     if not wrapper:
         return ""
     what = WRAPPER_HOOKS.get(wrapper, ("", ""))[1]

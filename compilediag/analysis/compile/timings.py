@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from compilediag.harness.worker_types import Profiled, WorkerResult
+from compilediag.paths import where
 from compilediag.report.model import Breakdown, Report, Timings
 from compilediag.report.numerics import PASSING
 from compilediag.report.vocabulary import Bound, Finding, FindingKind, Severity
@@ -65,7 +66,30 @@ def attribute_time(report: Report, p: Profiled) -> None:
         own = sum(r.gap_ms for r in p.regions if r.compile_id not in given) * scale
         parts.between_graphs_ms = round(parts.between_graphs_ms - own, 6)
         parts.in_call_ms = round(parts.in_call_ms + own, 6)
+        _eager_rest(report, parts, set(regions), per_graph)
         report.timings.breakdown = parts
+
+
+def _eager_rest(report: Report, parts: Breakdown, ran: set[str], per_graph: bool) -> None:
+    """A break torch could not resume after, in a graph the window ran: the rest of its
+    function ran in eager mode inside the compiled calls (their own time, where Dynamo's
+    guard checks are too: a look's LSTM, 51 ms of a 143 ms step, read as "Dynamo's guard
+    checks and its code around the graphs"), and its backward outside the graphs."""
+    rest = next(
+        (b for b in report.graph_breaks if b.skipped_rest and ran & set(b.compile_ids)), None
+    )
+    if rest is None or not parts.in_call_ms:
+        return
+    parts.eager_rest = f"{rest.skipped_rest} after {where(rest.file, rest.line)}"
+    if per_graph and parts.backward_ms:
+        graphs = sum(g.backward_ms or 0.0 for g in report.graphs)
+        outside = parts.backward_ms - graphs - parts.backward_hooks_ms
+        parts.eager_backward_ms = round(max(0.0, outside), 6)
+    lost = parts.in_call_ms + (parts.eager_backward_ms or 0.0)  # the break's cost, ranked by
+    rest.time_lost_ms = round(lost, 6)
+    rest.backward_lost_ms = parts.eager_backward_ms
+    rest.time_lost_share = round(lost / parts.call_ms, 4) if parts.call_ms else None
+    report.graph_breaks.sort(key=lambda b: -(b.time_lost_ms or 0.0))
 
 
 def breakdown_of(p: Profiled, scale: float = 1.0) -> Breakdown:

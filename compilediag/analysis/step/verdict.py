@@ -105,6 +105,14 @@ def _optimizer(job: Runtime, b: Breakdown) -> Bound | None:
 def _eager(report: Report, b: Breakdown) -> Bound | None:
     backward = sum(g.backward_eager_ms or 0.0 for g in report.graphs)
     spent = b.between_graphs_ms + backward
+    if b.eager_rest:  # the rest of a function torch did not resume after, in eager mode
+        forward, backward = b.in_call_ms, b.eager_backward_ms or 0.0
+        return Bound(
+            "eager", _share(forward + backward, b), forward + backward,
+            f"the eager code a graph break leaves: torch could not resume after it, so the "
+            f"rest of {b.eager_rest} ran in eager mode: {ms(forward)} in forward"
+            + (f", {ms(backward)} of backward outside the compiled graphs" if backward else ""),
+        )  # fmt: skip
     if not spent:
         return None
     sites = len(report.graph_breaks)
