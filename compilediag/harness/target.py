@@ -177,9 +177,15 @@ def misfit(target: Target, i: int, served: int | None, described: list[str], sai
             "takes there"
         )
     if target.shapes:
+        others = (
+            "; the other tensors keep get_inputs()' shapes: to vary them too, give each "
+            "call's inputs in get_input_sets()"
+            if len(described) > 1 else ""
+        )  # fmt: skip
         return text + (
             ". Each --shapes entry is the first tensor input's shape (others of its shape "
-            "follow it): give shapes the model takes, as get_inputs()'s first tensor has them"
+            "follow it): give shapes the model takes, as get_inputs()'s first tensor has "
+            f"them{others}"
         )
     return text
 

@@ -712,3 +712,37 @@ def test_a_clock_reading_is_advised_out_of_the_compiled_code_not_into_a_tensor()
         ), r.suggestion
         assert "torch.tensor(" not in r.suggestion and "in this run, " in r.suggestion
     assert _frame_count(timed_outside, first, calls) == 1
+
+
+PAIRED = """\
+import torch
+
+
+class Pair(torch.nn.Module):
+    def forward(self, ids, mask):
+        return (ids * mask).sum(1)
+
+
+def get_inputs():
+    return (torch.ones(2, 16), torch.ones(2, 8))
+{sets}"""
+PAIRED_SETS = """
+def get_input_sets():
+    return [(torch.ones(b, 16), torch.ones(b, 16)) for b in (2, 4)]
+"""
+
+
+def test_a_shapes_entry_the_other_inputs_do_not_fit_names_get_input_sets(tmp_path: Path) -> None:
+    """--shapes varies the first tensor (and those of its shape): a second tensor of another
+    shape keeps get_inputs()' and the call fails (a look: a T5's encoder ids against its
+    decoder ids). The message says how to vary both: get_input_sets(), which then runs."""
+    model = tmp_path / "pair.py"
+    model.write_text(PAIRED.format(sets=""))
+    proc = run_cli("recompiles", str(model), "--shapes", "4x16", "--backend", "eager")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "(4x16:float32, 2x8:float32) does not fit" in said, said
+    assert "the other tensors keep get_inputs()' shapes" in said and "get_input_sets()" in said
+    model.write_text(PAIRED.format(sets=PAIRED_SETS))
+    proc = run_cli("recompiles", str(model), "--backend", "eager")
+    assert proc.returncode == 0, proc.stderr
