@@ -56,14 +56,14 @@ def recompiles_by_frame(report: Report) -> list[FrameRecompiles]:
 class Cause:
     """The recompiles of one cause, over every frame and rank (#68: one cause, one block):
     the same kind of guard on the same subject (`input_ids dim 1`, whatever its values).
-    The lead's fix is said once, with the other fixes its own frame gave (a later value
-    another fix); what else the calls changed, from their `also_changed`; the JSON keeps
+    The lead's fix is said once, with the other fixes its frames gave (a later value
+    another fix, the code after a break its own); what else the calls changed, from their `also_changed`; the JSON keeps
     every record."""
 
     items: list[Recompile]
     frames: list[tuple[str, str, int]] = field(default_factory=list)  # in order, the lead's first
     fix: str = ""
-    more: list[tuple[str, str]] = field(default_factory=list)  # (compile id, fix), the lead frame's
+    more: list[tuple[str, str]] = field(default_factory=list)  # (compile id, fix), another's
     also: list[str] = field(default_factory=list)  # what else changed, each once
     also_by: list[str] = field(default_factory=list)  # the compile ids whose calls changed it
 
@@ -91,15 +91,17 @@ def recompile_causes(report: Report) -> list[Cause]:
     for items in by_cause.values():
         lead = items[0]
         frames = list(dict.fromkeys((r.frame, r.file, r.line) for r in items))
-        fixes = list(dict.fromkeys(
-            (core_fix(r), r.compile_id) for r in items if (r.frame, r.file, r.line) == frames[0]
-        ))  # fmt: skip
-        said = {core_fix(lead)}
+        # every frame's own fix, each once: the code after a break has its own (its inputs
+        # are the function's locals, not marked as the model's input is: a look read the
+        # lead's mark_dynamic as the fix of both); one that differs only by naming its own
+        # frame is the same fix
+        said = {core_fix(lead).replace(lead.frame, "\0")}
         more = []
-        for fix, cid in fixes:
-            if fix and fix not in said:
-                said.add(fix)
-                more.append((cid, fix))
+        for r in items:
+            fix, same = core_fix(r), core_fix(r).replace(r.frame, "\0")
+            if fix and same not in said:
+                said.add(same)
+                more.append((r.compile_id, fix))
         also = _each_source_once([a for r in items for a in r.also_changed])
         by = [shown_id(report, r.compile_id) for r in items if r.also_changed]
         out.append(Cause(items, frames, core_fix(lead), more, also, by))

@@ -746,3 +746,57 @@ def test_a_shapes_entry_the_other_inputs_do_not_fit_names_get_input_sets(tmp_pat
     model.write_text(PAIRED.format(sets=PAIRED_SETS))
     proc = run_cli("recompiles", str(model), "--backend", "eager")
     assert proc.returncode == 0, proc.stderr
+
+
+SPLIT = """\
+import torch
+
+
+class Split(torch.nn.Module):
+    def forward(self, x):
+        x = x.relu()
+        print("between")
+        return (x * 2).sum(1)
+
+
+def get_inputs():
+    return (torch.randn(2, 16),)
+"""
+
+
+def _frames_torch_compiles(mark: bool) -> list[int]:
+    """torch's answer: the frames' compiles (CompileCounter's graphs, the frame of each
+    recorded by Dynamo's own frame counter) over the sweep, x marked dynamic or not."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+    from torch._dynamo.utils import counters
+
+    namespace: dict = {}
+    exec(SPLIT, namespace)
+    torch._dynamo.reset()
+    counters.clear()
+    counter = CompileCounter()
+    compiled = torch.compile(namespace["Split"](), backend=counter)
+    for n in (16, 32):
+        x = torch.randn(2, n)
+        if mark and n == 16:
+            torch._dynamo.mark_dynamic(x, 1)
+        compiled(x)
+    return [counter.frame_count, sum(counters["recompiles"].values())]
+
+
+def test_each_frame_of_a_cause_keeps_its_own_fix(tmp_path: Path) -> None:
+    """A print splits forward; x's dim 1 changes: forward and the code after the print each
+    recompile, one cause. The table gave the lead's fix alone (mark x dynamic), which torch
+    shows does not reach the code after the break: its input is forward's local. Each
+    frame's own fix is said with its id."""
+    model = tmp_path / "split.py"
+    model.write_text(SPLIT)
+    proc = run_cli("recompiles", str(model), "--shapes", "2x16,2x32", "--backend", "eager")
+    assert proc.returncode == 0, proc.stderr
+    block = " ".join(proc.stdout.split("Recompiles (2)", 1)[1].split("Graphs", 1)[0].split())
+    assert "fix 0/1" in block and "mark_dynamic(x, 1)" in block, block
+    assert "fix 1/1" in block and "can't be marked" in block, block
+    # torch: 4 graphs unmarked; marked, forward compiles once and the frame after still twice
+    assert _frames_torch_compiles(mark=False)[0] == 4
+    assert _frames_torch_compiles(mark=True)[0] == 3
