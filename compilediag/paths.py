@@ -36,7 +36,28 @@ _OWN_DIRS = tuple(
     )
 )
 _STDLIB = os.path.dirname(os.__file__).replace("\\", "/") + "/"
-LIBRARY_MARKERS = (*LIBRARY_ROOTS, "/torch/")  # torch from a source checkout too
+
+
+@functools.lru_cache(maxsize=8192)
+def in_torch(filename: str) -> bool:
+    """A file of torch's: its package down from a `/torch/` folder that holds what torch's
+    own package folder holds (`nn/`, `_dynamo/`: a source checkout's too), not any folder
+    named torch (a venv at /opt/torch/.venv, a project at ~/torch/job/ are not torch's)."""
+    f = filename.replace("\\", "/")
+    lib = library_path(f)
+    if lib is not None:
+        return lib.startswith("torch/")
+    parts = f.split("/torch/")[1:]
+    return any(tail.split("/", 1)[0] in _torch_entries() for tail in parts)
+
+
+@functools.cache
+def _torch_entries() -> frozenset[str]:
+    """The names in torch's package folder (this machine's torch), or torch's usual ones."""
+    folder = _torch_folder()
+    names = set(os.listdir(folder)) if folder and os.path.isdir(folder) else set()
+    return frozenset(names | {"_dynamo", "_inductor", "nn", "fx", "utils", "_functorch",
+                              "autograd", "distributed", "_higher_order_ops", "__init__.py"})  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1024)
@@ -70,7 +91,9 @@ def is_library_file(filename: str) -> bool:
     if f.startswith("<") and f != "<string>":
         return True
     real = os.path.realpath(f).replace("\\", "/") if f.startswith("/") else f
-    if any(m in p for m in LIBRARY_MARKERS for p in (f, real)) or is_own_file(f):
+    if any(m in p for m in LIBRARY_ROOTS for p in (f, real)) or is_own_file(f):
+        return True
+    if in_torch(f) or in_torch(real):  # torch from a source checkout too
         return True
     return f.startswith(_STDLIB) or bool(STDLIB_ROOT.search(f))
 
@@ -91,7 +114,7 @@ def owner_of(filename: str) -> Owner:
     if is_own_file(filename):
         return Owner.COMPILEDIAG
     package = package_of(filename.replace("\\", "/"))
-    if package == "torch" or (not package and "/torch/" in filename.replace("\\", "/")):
+    if package == "torch" or (not package and in_torch(filename)):
         return Owner.TORCH
     return Owner.LIBRARY if installed_package(filename) else Owner.PYTHON
 

@@ -96,3 +96,24 @@ def test_python_s_own_files_are_named_from_its_folder_and_are_not_an_installed_l
     assert portable_text(f"the graph break at {stdlib}:76", "/x") == "the graph break at copy.py:76"
     assert installed_package(stdlib) == ""
     assert installed_package(VENV_IN_PROJECT) == "torchvision"
+
+
+def test_a_folder_named_torch_is_not_torchs_code() -> None:
+    """A twenty-fifth look on a machine whose venv is /opt/torch/.venv: every library's file
+    held `/torch/`, and a break in transformers read "The break is inside torch itself".
+    torch's files are those from its package folder down (installed, or a source
+    checkout's); a venv or a project in a folder named torch is not torch's."""
+    from compilediag.analysis.compile.breaks import framework_of
+    from compilediag.paths import Owner, in_torch, is_library_file, owner_of
+
+    venv = "/opt/torch/.venv/lib/python3.12/site-packages/"
+    assert owner_of(venv + "transformers/configuration_utils.py") == Owner.LIBRARY
+    assert owner_of(venv + "torch/nn/modules/module.py") == Owner.TORCH
+    assert owner_of("/home/me/pytorch/torch/_dynamo/eval_frame.py") == Owner.TORCH
+    for mine in ("/opt/torch/job/train.py", "/home/me/torch/model.py"):
+        assert not in_torch(mine) and not is_library_file(mine) and owner_of(mine) == Owner.USER
+    name, _ = framework_of(venv + "torch/nn/modules/module.py", venv + "transformers/x.py") or (
+        "",
+        "",
+    )
+    assert name == "transformers"

@@ -9,6 +9,7 @@ from pathlib import Path
 from compilediag.fixes.constant import constant
 from compilediag.fixes.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
 from compilediag.fixes.python import tensor_to_string
+from compilediag.paths import in_torch
 from compilediag.report.vocabulary import BreakCause
 from compilediag.trace.releases import installed, nonstrict_trace, release
 
@@ -252,7 +253,7 @@ def _skipped(b: Break) -> Fix:
     where = quoted(r"in file `([^`]+)`", b.explanation).replace("\\", "/")
     if "torch.compiler.disable" in b.explanation or "_disable_dynamo" in b.explanation:
         return _compiler_disable(b)
-    if "/torch/" in where or where.startswith(("torch/", "_dynamo/")) or "module: torch" in text:
+    if in_torch(where) or where.startswith(("torch/", "_dynamo/")) or "module: torch" in text:
         if fn in ("disable", "graph_break"):
             return fix(
                 b, BreakCause.COMPILER_DISABLE,

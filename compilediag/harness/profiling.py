@@ -17,6 +17,7 @@ from compilediag.harness.worker_types import (
     Profiled,
     RegionTime,
 )
+from compilediag.paths import in_torch
 
 REGION = "Torch-Compiled Region: "
 GRAPH_CALL = "## Call CompiledFxGraph"
@@ -142,7 +143,7 @@ def python_frames(
         sys.setprofile(None)
     hooked = (clock() - hooked) * 1e3 / calls
     scale = min(1.0, call_ms / hooked) if hooked > 0 else 1.0
-    mine = [(c, t) for c, t in total.items() if "/torch/" not in c.co_filename.replace("\\", "/")]
+    mine = [(c, t) for c, t in total.items() if not in_torch(c.co_filename)]
     mine.sort(key=lambda ct: -ct[1])
     return [
         FrameTime(c.co_filename, c.co_firstlineno, c.co_name, round(t * 1e3 / calls * scale, 6))

@@ -21,7 +21,14 @@ from compilediag.analysis.source import (
 from compilediag.fixes import Fix, fix_for
 from compilediag.fixes.model import GUARD
 from compilediag.fixes.values import scalar_read_later
-from compilediag.paths import Owner, installed_package, is_library_file, owner_of, possessive
+from compilediag.paths import (
+    Owner,
+    installed_package,
+    is_library_file,
+    library_path,
+    owner_of,
+    possessive,
+)
 from compilediag.report.model import GraphBreak, Report, Site
 from compilediag.report.vocabulary import BreakCause
 from compilediag.report.words import ms, percent
@@ -155,7 +162,12 @@ def framework_of(*files: str) -> tuple[str, str] | None:
 
 def _under(marker: str, path: str) -> bool:
     """`path` is under the folders `marker` names, each a whole folder name
-    (lightning/pytorch/loops/ is not under torch/)."""
+    (lightning/pytorch/loops/ is not under torch/), from its package down where it is an
+    installed library's or Python's (a venv at /opt/torch/.venv put every library under
+    torch/: a look read a break in transformers as "inside torch itself")."""
+    lib = library_path(path)
+    if lib is not None:
+        return lib.startswith(marker)
     return path.startswith(marker) or "/" + marker in path
 
 
