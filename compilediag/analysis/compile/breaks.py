@@ -233,10 +233,18 @@ def collect_breaks(h: History) -> tuple[list[GraphBreak], int]:
     """
     sites: dict[tuple[str, int, str, str, int], GraphBreak] = {}
     broken: set[tuple[str, str, int]] = set()
+    # a frame's line a library's break came from, where its traceback left the frame out:
+    # found once (by the resume function), the same for a later compile of the frame
+    resumed: dict[tuple[str, str, str, int], Site] = {}
     for c in h:
         for logged in c.compile.graph_breaks:
             parsed = parse_break_text(logged.text)
             site, lib = user_site(parsed, c.compile.stack)
+            if lib is not None and _left_out(parsed, c):
+                where = (c.code.file, c.code.name, lib.file, lib.line)
+                if where not in resumed and (found := _resumed_site(h, c, site)) is not site:
+                    resumed[where] = found
+                site = resumed.get(where, site)
             broken.add((c.compile_id, site.file, site.line))
             key = (
                 site.file,
@@ -257,6 +265,29 @@ def collect_breaks(h: History) -> tuple[list[GraphBreak], int]:
     ordered = sorted(sites.values(), key=lambda b: (-b.count, b.file, b.line))
     captured_then_deferred(ordered)
     return ordered, len(broken)
+
+
+def _left_out(parsed: ParsedBreak, c: Entry) -> bool:
+    """Whether the break's traceback leaves out the user's frame torch compiled (torch
+    2.13's, under nn.TransformerEncoder's `.item()`: the caller's lines and torch's only)."""
+    return c.code.owner == Owner.USER and not any(
+        f.file == c.code.file and f.name == c.code.name for f in parsed.frames
+    )
+
+
+def _resumed_site(h: History, c: Entry, site: Site) -> Site:
+    """The line of the compiled frame a break under it came from, where its traceback left
+    the frame out (its user line was the frame's start, `def forward`, or the line that
+    called the model): the line torch resumed after, by its resume function's name
+    (`torch_dynamo_resume_in_forward_at_142`, the first compiled after it in that file),
+    where one was made; torch's own warning names that line."""
+    later = h.entries[h.entries.index(c) + 1 :] if c in h.entries else []
+    for e in later:
+        m = RESUME.match(e.code.name)
+        if m and m["fn"] == c.code.name and e.code.file == c.code.file:
+            line = int(m["line"])
+            return Site(c.code.file, line, code_at(c.code.file, line), c.code.name)
+    return site
 
 
 ASSIGNED = re.compile(r"^\s*(\w+)\s*=(?!=)")
