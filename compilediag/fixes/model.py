@@ -30,6 +30,9 @@ class Fix:
     # a value "fn:module.qualname" is that function, added to the setting (a set)
     config: Mapping[str, object] = field(default_factory=dict)
     code_edit: bool = True  # the fix needs an edit of the user's code
+    # the edit is of the user's call into a library (an argument it takes), not of the
+    # library's line torch broke on: said as it is, not as the library's side
+    at_call: bool = False
     source: Source = Source.COMPILEDIAG
     gb_id: str | None = None
 

@@ -48,8 +48,22 @@ def scalar_read_later(f: Fix, code: str, name: str, line: int, later: str) -> Fi
     )  # fmt: skip
 
 
+# torch's nn.Transformer layers reading whether the mask they are given is causal
+# (torch/nn/modules/transformer.py, _detect_is_causal_mask): `bool((mask == ...).all())`
+CAUSAL_CHECK = "make_causal = bool("
+
+
 @rule("GB0124", "Unsupported Tensor.item() call with capture_scalar_outputs=False")
 def _item(b: Break) -> Fix:
+    if CAUSAL_CHECK in b.code:  # (capture_scalar_outputs moves it to the bool(): torch 2.13)
+        return fix(
+            b, BreakCause.ITEM_BRANCH,
+            "torch's Transformer layers read the mask's values to learn whether it is causal "
+            "(a bool() of an .item(), which capture_scalar_outputs only moves to the bool()): "
+            "say it in this call instead, `is_causal=True` with a causal mask (`is_causal="
+            "False` with another), and torch skips the check.",
+            REMOVES, at_call=True,
+        )  # fmt: skip
     if CONTROL_FLOW.search(b.code):
         return fix(
             b, BreakCause.ITEM_BRANCH,

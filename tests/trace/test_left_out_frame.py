@@ -81,3 +81,19 @@ def test_a_break_whose_traceback_leaves_the_frame_out_is_at_the_frames_line(
     proc = run_cli("report", str(tmp_path / "trace"), "--format", "json", cwd=tmp_path)
     breaks = json.loads(proc.stdout)["graph_breaks"]
     assert [(b["file"], b["line"]) for b in breaks] == [("model.py", line)], breaks
+
+
+def test_the_causal_check_is_fixed_in_the_call(tmp_path: Path) -> None:
+    """Its fix: the capture_scalar_outputs setting said "the break is gone", but torch then
+    breaks at the check's bool() (torch's explain: 1 break, "Could not guard on
+    data-dependent expression"). The call says the mask is causal instead: applied, torch
+    compiles forward whole."""
+    model = tmp_path / "model.py"
+    model.write_text(MODEL)
+    proc = run_cli("explain", "model.py", "--no-timings", "--format", "json", cwd=tmp_path)
+    (brk,) = json.loads(proc.stdout)["graph_breaks"]
+    assert "`is_causal=True` with a causal mask" in brk["suggestion"], brk["suggestion"]
+    assert "capture_scalar_outputs = True" not in brk["suggestion"]
+    model.write_text(MODEL.replace("mask=mask)", "mask=mask, is_causal=True)"))
+    proc = run_cli("explain", "model.py", "--no-timings", "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["graph_breaks"] == []

@@ -383,7 +383,9 @@ def _logged_break(c: Entry, parsed: ParsedBreak, site: Site, lib: Site | None) -
         chain = [f.file for f in parsed.frames if is_library_file(f.file)] + [lib.file]
         framework = framework_of(*chain)
     library = installed_package((lib or site).file)
-    if framework is not None and (
+    if fix.at_call:  # an argument of the user's call into the library: said as it is
+        pass
+    elif framework is not None and (
         framework[0] in ALWAYS_FRAMEWORK_ADVICE
         or (fix.code_edit and not fix.config)
         or not fix.specific
