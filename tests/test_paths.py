@@ -103,7 +103,7 @@ def test_a_folder_named_torch_is_not_torchs_code() -> None:
     held `/torch/`, and a break in transformers read "The break is inside torch itself".
     torch's files are those from its package folder down (installed, or a source
     checkout's); a venv or a project in a folder named torch is not torch's."""
-    from compilediag.analysis.compile.breaks import framework_of
+    from compilediag.analysis.compile.frameworks import framework_of
     from compilediag.paths import Owner, in_torch, is_library_file, owner_of
 
     venv = "/opt/torch/.venv/lib/python3.12/site-packages/"

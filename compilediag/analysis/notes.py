@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from compilediag.analysis.compile.breaks import DDP, DDP_REORDER, FSDP_CODE, user_site
+from compilediag.analysis.compile.breaks import DDP_REORDER, user_site
+from compilediag.analysis.compile.frameworks import DDP, FSDP_CODE
 from compilediag.analysis.compile.kernel_origins import provenance_lines
 from compilediag.analysis.compile.kernels import GraphCode
 from compilediag.analysis.history import Entry, History

@@ -148,7 +148,7 @@ def test_breaks_recorded_only_as_restarts_are_breaks() -> None:
 def test_a_break_belongs_to_the_framework_it_is_in() -> None:
     """The library frames of real breaks, outermost first (paths from a run of
     transformers' generate() under torch.compile, torch 2.13, and of a DDP job)."""
-    from compilediag.analysis.compile.breaks import DDP, framework_of
+    from compilediag.analysis.compile.frameworks import DDP, framework_of
 
     site = ".venv/lib/python3.11/site-packages/"
     generate = [

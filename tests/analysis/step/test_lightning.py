@@ -301,7 +301,7 @@ def test_what_torch_wraps_as_internal() -> None:
 def test_a_break_inside_lightning_is_lightnings_not_torchs() -> None:
     """Lightning's folder lightning/pytorch/ holds `torch/` in its name: a break in its code
     is the library's, never "inside torch itself"; torch's own files still are torch's."""
-    from compilediag.analysis.compile.breaks import framework_of
+    from compilediag.analysis.compile.frameworks import framework_of
 
     site = "/venv/lib/python3.11/site-packages"
     lightning = f"{site}/lightning/pytorch/core/module.py"
