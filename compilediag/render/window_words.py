@@ -158,7 +158,7 @@ def loop_lines_words(r: Runtime) -> str:
     )
     stalled = (
         f" ({steps_words(r.loop_stalled)} left out: the loop's lines took over "
-        f"{STALL:g}x the others' median there, a pause)"
+        f"{STALL:g}x their median there, a pause)"
         if r.loop_stalled else ""
     )  # fmt: skip
     return (

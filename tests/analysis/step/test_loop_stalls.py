@@ -52,7 +52,7 @@ def test_a_step_the_machine_held_is_left_out_of_the_loops_lines(tmp_path: Path) 
     words = loop_lines_words(r)
     assert words.startswith(
         "a step's costliest, by the job's own clock at each line over steps 10, 12, 14, 16, "
-        "17, 19 (steps 11, 13, 20 left out: the loop's lines took over 3x the others' "
+        "17, 19 (steps 11, 13, 20 left out: the loop's lines took over 3x their "
         "median there, a pause): "
     ), words
     assert "train.py:1 `for x, y in loader:` 0.700 ms · :2" in words and "zero_grad" not in words
