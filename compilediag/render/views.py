@@ -57,8 +57,8 @@ class Cause:
     """The recompiles of one cause, over every frame and rank (#68: one cause, one block):
     the same kind of guard on the same subject (`input_ids dim 1`, whatever its values).
     The lead's fix is said once, with the other fixes its frames gave (a later value
-    another fix, the code after a break its own); what else the calls changed, from their `also_changed`; the JSON keeps
-    every record."""
+    another fix, the code after a break its own); what else the calls changed, from their
+    `also_changed`; the JSON keeps every record."""
 
     items: list[Recompile]
     frames: list[tuple[str, str, int]] = field(default_factory=list)  # in order, the lead's first
@@ -79,7 +79,8 @@ class Cause:
             else f"the call of {ids[0]}" if len(ids) == 1
             else f"the calls of {', '.join(ids)}"
         )  # fmt: skip
-        return f"{ONE_GUARD} {who} also changed {'; '.join(self.also)}. A fix has to cover each of them."
+        changed = "; ".join(self.also)
+        return f"{ONE_GUARD} {who} also changed {changed}. A fix has to cover each of them."
 
 
 def recompile_causes(report: Report) -> list[Cause]:

@@ -142,12 +142,11 @@ def backward_split(hooks: float, wrapper: str, eager: float | None = None) -> st
     """` (of it FSDP2's hooks 12.3 ms: its all-gathers, …)`; ` (of it 77.3 ms outside the
     compiled graphs: the eager code's)` where a break's rest ran eager (`eager`); ''
     without either."""
-    if eager:
-        return f" (of it {ms(eager)} outside the compiled graphs: the eager code's)"
-    if not wrapper:
-        return ""
-    what = WRAPPER_HOOKS.get(wrapper, ("", ""))[1]
-    return f" (of it {wrapper}'s hooks {ms(hooks)}" + (f": {what})" if what else ")")
+    said = [f"{ms(eager)} outside the compiled graphs: the eager code's"] if eager else []
+    if wrapper:
+        what = WRAPPER_HOOKS.get(wrapper, ("", ""))[1]
+        said.append(f"{wrapper}'s hooks {ms(hooks)}" + (f": {what}" if what else ""))
+    return f" (of it {'; '.join(said)})" if said else ""
 
 
 def percent(share: float) -> str:
