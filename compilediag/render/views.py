@@ -83,6 +83,9 @@ class Cause:
         return f"{ONE_GUARD} {who} also changed {changed}. A fix has to cover each of them."
 
 
+AFTER_BREAK = ", after line "  # a resume frame's name as shown (trace.formats.frame_name)
+
+
 def recompile_causes(report: Report) -> list[Cause]:
     """The causes in order of their first recompile."""
     by_cause: dict[tuple[str, str], list[Recompile]] = {}
@@ -92,13 +95,15 @@ def recompile_causes(report: Report) -> list[Cause]:
     for items in by_cause.values():
         lead = items[0]
         frames = list(dict.fromkeys((r.frame, r.file, r.line) for r in items))
-        # every frame's own fix, each once: the code after a break has its own (its inputs
+        # the lead frame's fixes, each once, and the code after a break's own (its inputs
         # are the function's locals, not marked as the model's input is: a look read the
         # lead's mark_dynamic as the fix of both); one that differs only by naming its own
         # frame is the same fix
         said = {core_fix(lead).replace(lead.frame, "\0")}
         more = []
         for r in items:
+            if (r.frame, r.file, r.line) != frames[0] and AFTER_BREAK not in r.frame:
+                continue
             fix, same = core_fix(r), core_fix(r).replace(r.frame, "\0")
             if fix and same not in said:
                 said.add(same)

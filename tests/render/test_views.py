@@ -43,17 +43,19 @@ def test_one_cause_is_one_block_over_frames_and_its_fix_said_once() -> None:
     size, flag = recompile_causes(report)
     assert [r.compile_id for r in size.items] == ["0/1", "1/1", "0/2"]
     assert size.frames == [("forward", "m.py", 1), ("helper", "m.py", 9)]
-    # the other frame's own fix is its own, said with its id (a look read the lead's fix as
-    # both frames' where the second was the code after a break, whose input can't be marked)
-    assert size.fix == fix and size.more == [("1/1", fix + " Or pad it.")]
-    assert [r.compile_id for r in flag.items] == ["0/3"]
+    assert size.fix == fix and size.more == [] and [r.compile_id for r in flag.items] == ["0/3"]
     table = render(report, "table", width=120)
     assert (
         table.index("0/1 … 0/2 (3×)") < table.index("also in helper at m.py:9") < table.index("0/3")
     )
-    assert table.count("Or pad it.") == 1 and "as for" not in table
-    assert "fix 0/1 Mark it dynamic." in table and "fix 1/1 Mark it dynamic. Or pad it." in table
+    assert table.count(fix) == 1 and "as for" not in table
     assert render(report, "json").count("Or pad it.") == 1
+    # the code after a break has its own fix (its input is the function's local, which
+    # can't be marked: a look read the lead's mark_dynamic as both frames' fix), said with
+    # its id
+    after = _r("2/1", "forward, after line 5", "`x` dim 0 changed 2 → 4", "Remove the break.")
+    (size, _) = recompile_causes(_report(*report.recompiles[:1], after, *report.recompiles[3:]))
+    assert size.more == [("2/1", "Remove the break.")], size.more
 
 
 def test_what_else_changed_names_each_source_once_with_each_change() -> None:
