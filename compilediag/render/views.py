@@ -23,7 +23,7 @@ from compilediag.report.step import BOUND_CLOSE
 from compilediag.report.vocabulary import RecompileCause, RestKind, StepsAt
 from compilediag.report.words import ALSO_CHANGED as ALSO
 from compilediag.report.words import ONE_GUARD, backward_split, forward_split, steps_words
-from compilediag.trace.formats import guard_pattern
+from compilediag.trace.formats import AFTER_BREAK, guard_pattern
 
 
 @dataclass
@@ -81,9 +81,6 @@ class Cause:
         )  # fmt: skip
         changed = "; ".join(self.also)
         return f"{ONE_GUARD} {who} also changed {changed}. A fix has to cover each of them."
-
-
-AFTER_BREAK = ", after line "  # a resume frame's name as shown (trace.formats.frame_name)
 
 
 def recompile_causes(report: Report) -> list[Cause]:
@@ -232,15 +229,8 @@ def step_text(r: Runtime, b: Breakdown) -> str:
     window = f"steps {a}-{z}, {b.calls} measured" + (
         f", rank {r.window_rank}" if r.window_rank is not None else ""
     )
-    split = forward_split(
-        b.in_graphs_ms,
-        b.between_graphs_ms,
-        b.hooks_ms,
-        b.module_ms,
-        b.wrapper,
-        b.in_call_ms,
-        b.eager_rest,
-    )
+    split = forward_split(b.in_graphs_ms, b.between_graphs_ms, b.hooks_ms, b.module_ms,
+                          b.wrapper, b.in_call_ms, b.eager_rest)  # fmt: skip
     parts = b.parts()
     if len(parts) == 2:  # forward and the rest: no training part was seen
         return f"{ms(b.call_ms)}: {split} · the rest {ms(b.outside_ms)} ({rest_words(r)}; {window})"

@@ -45,13 +45,16 @@ def is_resume_frame(co_name: str) -> bool:
     return bool(RESUME.match(co_name or ""))
 
 
+AFTER_BREAK = ", after line "  # a resume frame's name as shown: `forward, after line 9`
+
+
 def frame_name(co_name: str, co_filename: str = "") -> str:
     """`torch_dynamo_resume_in_forward_at_9` -> `forward, after line 9` (the code after a break)."""
     if co_name == MODULE_WRAPPER[0] and co_filename.endswith(MODULE_WRAPPER[1]):
         return WRAPPER_FRAME
     m = RESUME.match(co_name or "")
     if m:
-        return f"{m['fn']}, after line {m['line']}"
+        return f"{m['fn']}{AFTER_BREAK}{m['line']}"
     return co_name or "?"
 
 
