@@ -65,8 +65,13 @@ def test_the_rest_a_break_leaves_eager_is_the_eager_codes_time(tmp_path: Path) -
     report = _run(tmp_path, "")
     (brk,) = report["graph_breaks"]
     rnn_line = 1 + JOB.splitlines().index("        o, hidden = self.rnn(h, hidden)")
-    assert (brk["line"], brk["skipped_rest"]) == (rnn_line, "forward"), brk
+    assert brk["line"] == rnn_line, brk
     b = report["timings"]["breakdown"]
+    if not brk["skipped_rest"]:  # torch 2.15 resumes after it: the rest is a graph of its own
+        assert b["eager_rest"] == "" and report["runtime"]["bound"]["part"] != "none"
+        assert any(g["frame"] == f"forward, after line {rnn_line}" for g in report["graphs"])
+        return
+    assert brk["skipped_rest"] == "forward", brk  # torch 2.13: "cannot resume from"
     assert b["eager_rest"] == f"forward after lm.py:{rnn_line}", b
     # the LSTM ran in the calls: far more than the graph before it, and backward's most
     assert b["in_call_ms"] > 5 * b["in_graphs_ms"], b
