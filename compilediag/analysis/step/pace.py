@@ -106,7 +106,7 @@ def pace_of(p: ProcessRuntime, left_out: set[int], alike: bool) -> Pace:
         around_ms=round(statistics.median(around), 6) if around else None,
         around=len(around),
         before_ms=round(statistics.median(before), 6) if len(before) >= MIN_BEFORE else None,
-        spread=_quartiles(steps),
+        spread=_quartiles(steps) if alike else None,  # (other shapes: compared shape by shape)
     )
 
 

@@ -151,9 +151,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.window_step_ms, job.window_load = pace.window_ms, list(first.load)
         job.at_pace, job.before_step_ms, job.pace_moved = pace.at_pace, pace.before_ms, pace.moved
         job.pace_apart = pace.apart
-        # (steps of other shapes are compared shape by shape: their spread is the shapes')
-        varies = pace.varies and not job.window_work
-        job.window_spread_ms = list(pace.spread) if varies and pace.spread else []
+        job.window_spread_ms = list(pace.spread) if pace.varies and pace.spread else []
         if pace.around >= MIN_AROUND:  # the steps the pace is taken from
             job.unprofiled_step_ms, job.unprofiled_steps = pace.around_ms, pace.around
         if not job.window_work:
