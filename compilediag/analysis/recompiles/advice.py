@@ -36,6 +36,7 @@ from compilediag.analysis.recompiles.library_advice import (
     under_training_loop,
 )
 from compilediag.analysis.recompiles.mode_advice import compiled_in_place, mode_advice, mode_graph
+from compilediag.analysis.recompiles.nearest import other_module
 from compilediag.analysis.recompiles.passed_inputs import (
     POSITIONAL,
     SPREAD_ITEM,
@@ -120,6 +121,10 @@ def blocks_in_a_loop(c: Case) -> str:
         "one graph for each and every such module reuses them (graphs are cached on the code "
         "object, shared by the blocks): nothing to change."
     )
+
+
+def another_module(c: Case) -> str:
+    return other_module(c.history, c.entry)
 
 
 def library_frame(c: Case) -> str:
@@ -418,6 +423,7 @@ GUARD_ADVISORS: list[Advisor] = [
     translated,
 ]  # fmt: skip
 ADVISORS: list[Advisor] = [
+    another_module,
     model_sets_it,
     one_graph_per_mode,
     blocks_in_a_loop,

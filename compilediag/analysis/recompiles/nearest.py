@@ -8,7 +8,7 @@ from __future__ import annotations
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guard_words import mode_switch
 from compilediag.analysis.recompiles.guards import parse_guard, reasons_of
-from compilediag.trace.formats import guard_values
+from compilediag.trace.formats import MODULE_WRAPPER, guard_change, guard_values, source_name
 
 
 def case_reasons(h: History, e: Entry) -> list[str]:
@@ -92,3 +92,35 @@ def _made_dynamic(leaves: frozenset[str]) -> bool:
     """The new graph guards only the value's type (a float torch's automatic dynamic made a
     symbol): any later value reuses it, so no fix has to cover it."""
     return bool(leaves) and all(leaf.startswith("TYPE_MATCH:") for leaf in leaves)
+
+
+def other_module(h: History, e: Entry) -> str:
+    """Another compiled module's first call, where torch.compile's wrapper (the one
+    function every compiled module's call goes through, since torch 2.12) holds every
+    module's graphs in one cache: the nearest cached graph's module has parameters of
+    other sizes (a GAN's generator after its discriminator read as `noise`'s dim 1 changed,
+    with mark_dynamic(noise, 1) for a fix). The words, with the parameter that differs;
+    '' where it is not that."""
+    if (e.code.name, e.code.file.endswith(MODULE_WRAPPER[1])) != (MODULE_WRAPPER[0], True):
+        return ""
+    found = nearest_cached(h, e)
+    if found is None:
+        return ""
+    new = guard_values(e.compile.guards)
+    changed = changed_values(guard_values(found[0].compile.guards), new)
+    sized = [
+        (source_name(src), guard_change(old, new[src]))
+        for src, old in changed.items()
+        if source_name(src).startswith(("fn.", "fn[")) and "size" in guard_change(old, new[src])
+    ]
+    if not sized:
+        return ""
+    name, change = sized[0]
+    return (
+        f"Another compiled module: its parameters differ from the cached graph's (`{name}` "
+        f"{change}). torch.compile's wrapper, which every compiled module's call goes "
+        "through, caches all their graphs together: this is that module's own graph, not a "
+        "change in its inputs; nothing to mark dynamic. The modules share one recompile "
+        "limit (torch._dynamo.config.recompile_limit): with more modules, or variants of "
+        "each, than that, raise it."
+    )

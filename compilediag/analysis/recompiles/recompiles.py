@@ -25,7 +25,7 @@ from compilediag.analysis.recompiles.guards import (
     size_change,
     specialised,
 )
-from compilediag.analysis.recompiles.nearest import case_reasons
+from compilediag.analysis.recompiles.nearest import case_reasons, other_module
 from compilediag.analysis.recompiles.state_advice import also_changed
 from compilediag.analysis.source import code_at
 from compilediag.report.model import LimitHit, Recompile
@@ -61,7 +61,9 @@ def collect_recompiles(h: History) -> list[Recompile]:
             dims_of[key] = frame_dims(h, e)
         case = case_of(h, e, case_reasons(h, e), dims_of[key])
         # (a graph of another mode is no cached graph this call could have used)
-        also = [] if is_mode_switch(case.guards) else also_changed(h, e, case.guard)
+        # (nor is another module's: its parameters differ, said in its advice)
+        other = is_mode_switch(case.guards) or other_module(h, e)
+        also = [] if other else also_changed(h, e, case.guard)
         said = advise(case) + also_said(also)
         if FAKE_TENSOR_ERROR.search(e.metrics.fail_reason):  # its compile failed on the op
             said, also = FAKE_TENSOR_RECOMPILE.format(cid=e.compile_id), []
