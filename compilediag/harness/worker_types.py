@@ -7,6 +7,7 @@ it, the Report builder copies it, the renderer shows it.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -295,6 +296,18 @@ class ProcessRuntime:
         """The compiled entry the job's first graph was made in (its id), by the probe's
         tally."""
         return next((c[1] for c in self.entry_calls if c[4]), None)
+
+    def model_calls(self) -> int | None:
+        """How many times a step calls the model (the first compiled entry): the median over
+        the steps its calls were tallied in, the first step (its compile) and the last one
+        tallied (cut short where the tally filled) left out; None with fewer than 3."""
+        key = self.first_entry()
+        per: dict[int, int] = {}
+        for c in self.entry_calls:
+            if c[1] == key:
+                per[int(c[0])] = per.get(int(c[0]), 0) + 1
+        steps = sorted(per)[1:-1]
+        return round(statistics.median(per[n] for n in steps)) if len(steps) >= 3 else None
 
     def step_work(self) -> dict[int, tuple[str, bool, int]]:
         """Each step's first call of the first compiled entry: its tensors' shapes, whether

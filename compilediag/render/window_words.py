@@ -7,9 +7,9 @@ steps after the window."""
 from __future__ import annotations
 
 from compilediag.analysis.step.other_work import STALL
-from compilediag.analysis.step.pace import APART
+from compilediag.analysis.step.pace import APART, SLOW
 from compilediag.render import ms, plural, seconds
-from compilediag.report.model import KernelTiming, Runtime
+from compilediag.report.model import KernelTiming, LoopLine, Runtime
 from compilediag.report.words import steps_words, times
 
 
@@ -70,8 +70,22 @@ def pace_line(r: Runtime | None) -> str:
         )
     return (
         f"pace: the window {window} a step, {times(1 + r.window_cost, False)}x the job's own "
-        f"{ms(r.unprofiled_step_ms)} ({around}); the figures below are set on the job's pace"
+        f"{ms(r.unprofiled_step_ms)} ({around}{_mean(r)}); the figures below are set on the "
+        "job's pace"
     )
+
+
+def _mean(r: Runtime) -> str:
+    """The steps around the window, where their mean is well over their median: what the
+    figures set on the median leave out."""
+    if not r.unprofiled_mean_ms:
+        return ""
+    slow = (
+        f": {r.unprofiled_slow} of them took over {SLOW:g}x the median, a cost the figures "
+        "below leave out"
+        if r.unprofiled_slow else ""
+    )  # fmt: skip
+    return f"; their mean {ms(r.unprofiled_mean_ms)}{slow}"
 
 
 def _moved(ratio: float) -> str:
@@ -104,14 +118,24 @@ def stalled_words(r: Runtime) -> str:
         text = f"step {n} took {ms(t)}" + (f", {t / usual:.0f}x{against}" if usual else "")
         if n in r.window_stalled_gc:  # the collector took most of the pause
             text += f", {ms(r.window_stalled_gc[n])} of it in Python's garbage collector"
+        elif n in r.window_stalled_at:  # the job's own lines took most of it
+            text += f", at {lines_said(r.window_stalled_at[n])}"
         said.append(text)
     them = "it" if len(r.window_stalled) == 1 else "them"
+    own = [n for n in r.window_stalled if n in r.window_stalled_at]
     load, cores = (r.window_load + [0.0, 0.0])[:2]
     if by_gc:
         why = (
             "a full collection walks every object the job holds; gc.freeze() once the model "
             "and data are set up keeps those out of later collections"
         )
+    elif own and len(r.window_stalled) <= STALLS_LISTED:
+        why = (
+            f"the job's own work at {'that line' if _one_line(r, own) else 'those lines'}, "
+            "which its other steps do not do"
+            + ("" if len(own) == len(r.window_stalled) else "; the others a pause (a library's "
+               "lazy start, the machine)")
+        )  # fmt: skip
     else:
         why = "a pause (a library's lazy start, the machine)"
     if cores and load >= BUSY * cores:
@@ -120,6 +144,10 @@ def stalled_words(r: Runtime) -> str:
         f"{'; '.join(said)}; no compile and no evaluation in {them}: not the "
         f"training step's cost, left out of these figures on every rank; {why}"
     )
+
+
+def _one_line(r: Runtime, steps: list[str]) -> bool:
+    return len({(x.file, x.line) for n in steps for x in r.window_stalled_at[n]}) == 1
 
 
 STALLS_LISTED = 3  # stalled steps said one by one; more are counted
@@ -143,19 +171,25 @@ LOOP_LINES = 4  # the loop's costliest lines shown
 SOURCE_CHARS = 40  # of each line's text
 
 
-def loop_lines_words(r: Runtime) -> str:
-    """The loop's costliest lines a step, each with its text, by the job's own clock."""
+def lines_said(lines: list[LoopLine]) -> str:
+    """`train.py:12 `loss.backward()` 3.1 ms · :14 `opt.step()` 1 ms`: each line with its
+    text (cut at SOURCE_CHARS) and its time, a file named where it changes."""
 
     def text(source: str) -> str:
         return source if len(source) <= SOURCE_CHARS else source[: SOURCE_CHARS - 1] + "…"
 
-    top = sorted(r.loop, key=lambda x: -x.ms)[:LOOP_LINES]
-    shown = " · ".join(
-        f"{'' if i and x.file == top[i - 1].file else x.file}:{x.line}"
+    return " · ".join(
+        f"{'' if i and x.file == lines[i - 1].file else x.file}:{x.line}"
         + (f" `{text(x.source)}`" if x.source else "")
         + f" {ms(x.ms)}"
-        for i, x in enumerate(top)
+        for i, x in enumerate(lines)
     )
+
+
+def loop_lines_words(r: Runtime) -> str:
+    """The loop's costliest lines a step, each with its text, by the job's own clock."""
+
+    shown = lines_said(sorted(r.loop, key=lambda x: -x.ms)[:LOOP_LINES])
     stalled = (
         f" ({steps_words(r.loop_stalled)} left out: the loop's lines took over "
         f"{STALL:g}x their median there, a pause)"

@@ -327,6 +327,9 @@ class Runtime:
     optimizer_options: dict[str, bool] = field(default_factory=dict)  # its foreach / fused
     skipped_steps: int = 0  # of its steps, GradScaler skipped (inf or NaN gradients)
     loaders: dict[str, int] = field(default_factory=dict)  # the data loader timed
+    # how many times a step calls the model (the first compiled entry), by the probe's
+    # tally of its calls: their median a step; None where not tallied (an older file)
+    model_calls: int | None = None
     step_frame: str = ""  # the first compiled frame, by name
     step_file: str = ""
     step_line: int = 0
@@ -340,6 +343,10 @@ class Runtime:
     # median step and how many; against the window's step, what profiling costs
     unprofiled_step_ms: float | None = None
     unprofiled_steps: int = 0
+    # ... their mean, where it is MEAN_OVER their median or more, and how many of them took
+    # over SLOW times it (analysis/step/pace.py): a cost the window's figures do not hold
+    unprofiled_mean_ms: float | None = None
+    unprofiled_slow: int = 0
     # whether the window's steps did the work of those around it (analysis/step/
     # entry_calls.window_work): "" alike; "shapes": their shapes differ, and the window's
     # cost is over the shapes both ran a graph for (`window_cost`); "unlike": not compared
@@ -405,6 +412,9 @@ class Runtime:
     window_stalled: dict[str, float] = field(default_factory=dict)
     # ... of it in Python's gc, where the collector took most of the pause
     window_stalled_gc: dict[str, float] = field(default_factory=dict)
+    # ... the job's own lines that took most of it, each with its time in that step (its
+    # sample images saved: waits.stalled_at), where they did
+    window_stalled_at: dict[str, list[LoopLine]] = field(default_factory=dict)
     # the kernel profile's own steps: their numbers, their mean (start to start, under
     # torch.profiler: what its kernels are set against); those it ran through and left out
     # (they held other work: in a process alone, a training step more was profiled for

@@ -32,6 +32,13 @@ MOVED = 1.25
 # a job's own steps vary that much by where they fall (a Trainer's window read 1.26x the
 # steps around it by the job's own clock, the steps after an evaluation slower)
 APART = 1.5
+# the steps around the window: their mean this far over their median, and the steps over
+# SLOW times the median that make it, are said beside the pace (a DCGAN's data loader fell
+# behind in each epoch's second half: a quarter of its steps took 3x the median, its steps
+# 22.6 ms on average by its own clock where the pace read 18.2 ms). The window's figures
+# stay set on the median (a step as most steps run it): those steps' cost is not in them
+MEAN_OVER = 1.1
+SLOW = 2.0
 
 
 @dataclass
@@ -43,6 +50,8 @@ class Pace:
     around: int = 0  # how many
     before_ms: float | None = None  # the median of the steps just before it (MIN_BEFORE+)
     spread: tuple[float, float] | None = None  # the window's steps' quartiles (4 or more)
+    around_mean_ms: float | None = None  # the steps around it: their mean
+    around_slow: int = 0  # ... how many took over SLOW times their median
 
     @property
     def varies(self) -> bool:
@@ -101,10 +110,13 @@ def pace_of(p: ProcessRuntime, left_out: set[int], alike: bool) -> Pace:
         return Pace()
     around = _around(p, left_out) if alike else []
     before = _before(p, left_out) if alike else []
+    middle = statistics.median(around) if around else None
     return Pace(
         window_ms=round(statistics.median(steps), 6),
-        around_ms=round(statistics.median(around), 6) if around else None,
+        around_ms=round(middle, 6) if middle is not None else None,
         around=len(around),
+        around_mean_ms=round(statistics.fmean(around), 6) if around else None,
+        around_slow=sum(t > SLOW * middle for t in around) if middle is not None else 0,
         before_ms=round(statistics.median(before), 6) if len(before) >= MIN_BEFORE else None,
         spread=_quartiles(steps) if alike else None,  # (other shapes: compared shape by shape)
     )

@@ -28,7 +28,7 @@ from compilediag.analysis.step.other_work import (
     work_notes,
     work_steps,
 )
-from compilediag.analysis.step.pace import MIN_AROUND, Pace, at_pace, medians_on, pace_of
+from compilediag.analysis.step.pace import MEAN_OVER, MIN_AROUND, Pace, at_pace, medians_on, pace_of
 from compilediag.analysis.step.stragglers import stragglers
 from compilediag.analysis.step.verdict import bound_advice, bound_of
 from compilediag.analysis.step.waits import (
@@ -38,6 +38,7 @@ from compilediag.analysis.step.waits import (
     line_steps,
     loop_lines,
     loop_step_ms,
+    stalled_at,
 )
 from compilediag.harness.worker_types import ProcessRuntime, Profiled
 from compilediag.paths import portable_path, portable_text
@@ -154,6 +155,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.window_spread_ms = list(pace.spread) if pace.varies and pace.spread else []
         if pace.around >= MIN_AROUND:  # the steps the pace is taken from
             job.unprofiled_step_ms, job.unprofiled_steps = pace.around_ms, pace.around
+            if pace.around_mean_ms and pace.around_mean_ms >= MEAN_OVER * (pace.around_ms or 0):
+                job.unprofiled_mean_ms, job.unprofiled_slow = pace.around_mean_ms, pace.around_slow
         if not job.window_work:
             job.window_cost = pace.cost
         # steps of a rank's kernel profile that held other work on another rank
@@ -161,6 +164,7 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.kernel_steps_waited = sorted(profiled & left_out)
         step_place(job, report, first)
         waits = collective_waits(processes, left_out)
+        job.window_stalled_at = stalled_at(first, set(stalled), left_out)
         job.loop_stalled = line_stalls(first, left_out)
         timed_out = left_out | set(job.loop_stalled)
         job.loop = loop_lines(first, timed_out)
@@ -214,6 +218,7 @@ def job_facts(job: Runtime, first: ProcessRuntime, left_out: set[int]) -> None:
     job.optimizer, job.optimizer_options = first.optimizer, dict(first.optimizer_options)
     job.skipped_steps = first.skipped_steps
     job.loaders = dict(first.loaders)
+    job.model_calls = first.model_calls() if job.steps_at == StepsAt.OPTIMIZER else None
     job.window_rank = first.rank
     job.kernel_steps, job.kernel_device = first.kernel_steps, first.kernel_device
     job.kernels_off = first.kernels_off

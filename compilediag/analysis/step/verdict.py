@@ -303,10 +303,15 @@ def _evaluation(job: Runtime, b: Breakdown) -> Bound | None:
 
 
 def _calls_a_step(report: Report, job: Runtime) -> int:
-    """How many times a step calls the model: its training graphs' calls over the optimizer's
-    steps, the most (1 where steps are counted at the calls themselves)."""
+    """How many times a step calls the model: the probe's tally of its calls (a GAN's
+    discriminator, called on the real batch, the fake one and the fake one again for the
+    generator's gradient, in two graphs: 3); in a report without it, its training graphs'
+    calls over the optimizer's steps, the most (1 where steps are counted at the calls
+    themselves)."""
     if job.steps_at != StepsAt.OPTIMIZER or not job.steps:
         return 1
+    if job.model_calls is not None:
+        return job.model_calls
     calls = [g.calls for g in report.graphs if g.calls and not g.evaluation]
     return round(max(calls) / job.steps) if calls else 1
 
@@ -346,12 +351,12 @@ def bound_advice(report: Report, job: Runtime) -> list[str]:
     micro = _calls_a_step(report, job)
     if micro >= 2:
         blockers.append(
-            f"its {micro} calls of the model a step (gradient accumulation): each CUDA-graph "
-            "replay overwrites the outputs of the call before it, and the gradients autograd "
-            "kept from its backward: give each parameter a .grad of its own before the first "
-            "micro-step (p.grad = torch.zeros_like(p), then opt.zero_grad(set_to_none=False)), "
-            "call torch.compiler.cudagraph_mark_step_begin() before each micro-step's call, and "
-            "clone an output you keep past it"
+            f"its {micro} calls of the model a step: each CUDA-graph replay overwrites the "
+            "outputs of the call before it, and the gradients autograd kept from its backward: "
+            "give each parameter a .grad of its own before the step's first call (p.grad = "
+            "torch.zeros_like(p), then opt.zero_grad(set_to_none=False)), call "
+            "torch.compiler.cudagraph_mark_step_begin() before each call, and clone an output "
+            "you keep past it"
         )
     said = (
         f"the device is idle {b.share:.0%} of the step, waiting for the host to launch its "

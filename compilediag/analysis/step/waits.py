@@ -28,8 +28,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from compilediag.analysis.source import indexes_item_by_item
-from compilediag.analysis.step.other_work import STALL, training_profile
-from compilediag.harness.worker_types import ProcessRuntime
+from compilediag.analysis.step.other_work import PAUSED, STALL, training_profile
+from compilediag.harness.worker_types import ProcessRuntime, WindowLine
 from compilediag.paths import Owner, owner_of, portable_path
 from compilediag.report.model import LOOP_TORCH, LoopLine
 
@@ -130,20 +130,22 @@ def loop_lines(p: ProcessRuntime, left_out: set[int]) -> list[LoopLine]:
     steps = line_steps(p, left_out)
     if not steps:
         return []
-    out = []
-    for x in p.window_lines:
-        if owner_of(x.file) != Owner.USER:
-            continue
-        per = sum(x.ms.get(str(n), 0.0) for n in steps) / len(steps)
-        source = _source(x.file, x.line)
-        calls = LOOP_TORCH if x.torch else called(source)
-        out.append(
-            LoopLine(
-                portable_path(x.file, os.getcwd()), x.line, round(per, 6), x.function, calls,
-                source, bool(calls) and calls != LOOP_TORCH and indexes_item_by_item(x.file, calls),
-            )
-        )  # fmt: skip
+    out = [
+        _loop_line(x, sum(x.ms.get(str(n), 0.0) for n in steps) / len(steps))
+        for x in p.window_lines
+        if owner_of(x.file) == Owner.USER
+    ]
     return sorted(out, key=lambda x: -x.ms)[:LOOP_LINES]
+
+
+def _loop_line(x: WindowLine, ms: float) -> LoopLine:
+    """A line of the window's, said with `ms` (a step's, or the part of one step's time)."""
+    source = _source(x.file, x.line)
+    calls = LOOP_TORCH if x.torch else called(source)
+    return LoopLine(
+        portable_path(x.file, os.getcwd()), x.line, round(ms, 6), x.function, calls, source,
+        bool(calls) and calls != LOOP_TORCH and indexes_item_by_item(x.file, calls),
+    )  # fmt: skip
 
 
 def loop_step_ms(p: ProcessRuntime, left_out: set[int]) -> float | None:
@@ -177,6 +179,51 @@ def line_stalls(p: ProcessRuntime, left_out: set[int]) -> list[int]:
     usual = statistics.median(took.values())
     slow = [n for n, t in took.items() if t > STALL * usual]
     return slow if 2 * len(slow) < len(steps) else []
+
+
+STALL_LINES = 3  # the job's own lines a stalled step's time is named at, at most
+
+
+def stalled_at(
+    p: ProcessRuntime, stalled: set[int], left_out: set[int]
+) -> dict[str, list[LoopLine]]:
+    """Where a stalled step's time went: the job's own work, where the step's excess over
+    the others' median (`left_out` holds the stalled ones) lies PAUSED or more in the rest
+    of the step (outside the model, backward, the optimizer and the data loader) and, by the
+    loop's line clock, at PAUSED or more of it at most STALL_LINES of the loop's lines (a
+    DCGAN's sample images, saved at each epoch's first step: 165 ms among steps of 21, said
+    as "a pause"), not the machine's. step -> those lines, each with its time in that step;
+    a step whose excess is a part's (a batch the loader had not made) or spread, left out."""
+    steps = line_steps(p, left_out)
+    loop = [x for x in p.window_lines if x.loop and owner_of(x.file) == Owner.USER]
+    prof = p.profiled
+    if len(steps) < 3 or not loop or prof is None or len(prof.per_step) != len(prof.step_numbers):
+        return {}
+    rows = dict(zip(prof.step_numbers, prof.per_step, strict=True))
+    usual = [rows[m] for m in steps if m in rows and len(rows[m]) > 5]
+    if len(usual) < 3:
+        return {}
+    step, rest = (statistics.median(r[i] for r in usual) for i in (0, 5))
+    usual_lines = statistics.median(sum(x.ms.get(str(m), 0.0) for x in loop) for m in steps)
+    out = {}
+    for n in sorted(n for n in stalled if len(rows.get(n, [])) > 5):
+        if rows[n][5] - rest < PAUSED * (rows[n][0] - step):
+            continue  # the excess is a part's (a batch not yet made, a longer backward)
+        excess = sum(x.ms.get(str(n), 0.0) for x in loop) - usual_lines
+        more = sorted(
+            ((x.ms.get(str(n), 0.0) - statistics.median(x.ms.get(str(m), 0.0) for m in steps), x)
+             for x in loop),
+            key=lambda e: -e[0],
+        )  # fmt: skip
+        held, took = [], 0.0
+        for e, x in more[:STALL_LINES]:
+            if excess <= 0 or e <= 0 or took >= PAUSED * excess:
+                break
+            held.append(_loop_line(x, x.ms.get(str(n), 0.0)))
+            took += e
+        if held and took >= PAUSED * excess:
+            out[str(n)] = held
+    return out
 
 
 def _source(file: str, line: int) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.step.waits import line_stalls, line_steps, loop_lines, loop_step_ms
-from compilediag.harness.worker_types import ProcessRuntime, WindowLine
+from compilediag.harness.worker_types import ProcessRuntime, Profiled, WindowLine
 from compilediag.render.window_words import loop_lines_words
 from compilediag.report.model import Runtime
 
@@ -68,3 +68,65 @@ def test_a_line_that_works_every_other_step_is_not_a_pause(tmp_path: Path) -> No
     p = _process(train, {k: 6.0 for k in STEPS[::2]})
     p.window_lines[2].ms = {str(k): 6.0 if i % 2 == 0 else 0.05 for i, k in enumerate(STEPS)}
     assert line_stalls(p, set()) == []
+
+
+GAN_LOOP = """\
+for i, (real,) in enumerate(loader):
+    errD = train_discriminator(real)
+    optD.step()
+    errG = train_generator()
+    optG.step()
+    if i == 0:
+        save_samples(netG(fixed), path)
+"""
+
+
+def _gan(train: Path, at: int) -> ProcessRuntime:
+    """A GAN's window (steps 30-40) by the loop's line clock and its parts: each line's usual
+    time, and at step 34 the loop's line `at` took 140 ms more (a DCGAN's sample images at
+    line 7, in the rest of the step; the data loader's next batch at line 1, its part)."""
+    steps = [30, 31, 32, 34, 35, 36, 37, 38, 39, 40]
+    usual = {1: 2.4, 2: 5.0, 3: 1.1, 4: 6.0, 5: 1.0, 6: 0.01, 7: 0.0}
+
+    def line(n: int) -> WindowLine:
+        ms = {str(k): usual[n] + (140.0 if (k, n) == (34, at) else 0.0) for k in steps}
+        return WindowLine(str(train), n, "<module>", True, n not in (6, 7), ms)
+
+    lines = [line(n) for n in usual]
+    part = 5 if at == 7 else 4  # the rest of the step, or the data loader's part
+    rows = [[15.5, 5.0, 6.0, 2.1, 2.4, 0.0, 0.0] for _ in steps]
+    rows[steps.index(34)][0] += 140.0
+    rows[steps.index(34)][part] += 140.0
+    prof = Profiled(len(steps), 15.5, 0.0, per_step=rows, step_numbers=steps)
+    return ProcessRuntime(
+        pid=1, rank=None, argv=[], window=[30, 40], window_lines=lines, profiled=prof
+    )
+
+
+def test_a_stalled_steps_time_at_a_line_of_the_jobs_own_is_said_there(tmp_path: Path) -> None:
+    """Look 26 (pytorch/examples' DCGAN on an H200): the job saves sample images at each
+    epoch's first step; that step took 165 ms among steps of 21 and read "a pause (a
+    library's lazy start, the machine)", as though the machine held it. The loop's line
+    clock has its time at the job's own line: said there. A step whose time went to the
+    data loader's line (torch's part: a batch the workers had not made) stays a pause."""
+    from compilediag.analysis.step.waits import stalled_at
+    from compilediag.render.window_words import stalled_words
+
+    train = tmp_path / "train.py"
+    train.write_text(GAN_LOOP)
+    p = _gan(train, at=7)
+    (held,) = stalled_at(p, {34}, {34})["34"]
+    assert (held.line, held.ms, held.calls) == (7, pytest.approx(140.0), "save_samples")
+    r = Runtime(window=[30, 40], window_steps=10, window_step_ms=15.5,
+                window_stalled={"34": 155.5}, window_stalled_at=stalled_at(p, {34}, {34}))  # fmt: skip
+    said = stalled_words(r)
+    assert said.startswith(
+        f"step 34 took 156 ms, 10x the window's median step (15.5 ms), at {train}:7 "
+        "`save_samples(netG(fixed), path)` 140 ms; no compile and no evaluation in it"
+    ), said
+    assert said.endswith("the job's own work at that line, which its other steps do not do")
+    assert "pause" not in said
+    data = _gan(train, at=1)
+    assert stalled_at(data, {34}, {34}) == {}
+    r.window_stalled_at = {}
+    assert stalled_words(r).endswith("a pause (a library's lazy start, the machine)")

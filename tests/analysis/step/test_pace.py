@@ -361,3 +361,36 @@ def test_a_kernel_profile_that_timed_no_kernel_says_what_it_gave() -> None:
     timed = Timings(kernels=[KernelTiming("cpp_fused_relu_0", "generated", 5, 0.4, 0.1)])
     (some,) = [t for label, t in window_notes(r, timed) if label == "profiling"]
     assert "no generated" not in some and some.endswith("set against its own steps"), some
+
+
+# look 26: pytorch/examples' DCGAN on an H200 (torch 2.11), the job's own clock at its first
+# optimizer's step, steps 41-70 (those that held its checkpoint and sample images left out):
+# its 2 loader workers fell behind in each epoch's second half
+DCGAN_AROUND = [
+    18.3, 17.71, 17.91, 17.37, 17.87, 16.58, 16.08, 16.48, 16.66, 18.49, 14.57, 18.31, 16.19,
+    50.82, 15.73, 53.36, 15.45, 49.94, 16.01, 47.72, 16.51, 21.27, 20.4, 18.29, 18.16, 20.57,
+]  # fmt: skip
+
+
+def test_steps_around_the_window_well_over_their_median_are_said() -> None:
+    """The pace read "the job's own 18.2 ms" where the job's steps took 22.6 ms on average by
+    its own clock: a quarter of them waited 3x as long for their batch. The median stays the
+    step the figures are set on (most steps run so); the mean and those steps are said."""
+    numbers = [n for n in range(41, 71) if n not in (49, 50, 65, 66)]
+    p = _process(
+        {k: [21.4, 5.0, 5.3, 1.4, 1.3, 5.1, 0.0] for k in range(30, 41)},
+        dict(zip(numbers, DCGAN_AROUND, strict=True)),
+    )
+    pace = pace_of(p, set(), alike=True)
+    assert pace.around_ms == pytest.approx(statistics.median(DCGAN_AROUND))
+    assert pace.around_mean_ms == pytest.approx(statistics.fmean(DCGAN_AROUND))
+    assert pace.around_slow == 4 and pace.at_pace
+    r = Runtime(window=[30, 40], window_step_ms=pace.window_ms, at_pace=True,
+                window_cost=pace.cost, unprofiled_step_ms=pace.around_ms,
+                unprofiled_steps=pace.around, unprofiled_mean_ms=pace.around_mean_ms,
+                unprofiled_slow=pace.around_slow)  # fmt: skip
+    assert pace_line(r) == (
+        "pace: the window 21.4 ms a step, 1.20x the job's own 17.9 ms (26 steps around it, no "
+        "instrument on; their mean 22.6 ms: 4 of them took over 2x the median, a cost the "
+        "figures below leave out); the figures below are set on the job's pace"
+    )

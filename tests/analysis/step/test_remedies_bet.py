@@ -472,7 +472,7 @@ def test_cuda_graph_advice_names_what_gradient_accumulation_needs(name: str, mic
     assert round(calls) == micro
     (said,) = bound_advice(report, report.runtime)
     assert 'mode="reduce-overhead"' in said
-    needs = f"its {micro} calls of the model a step (gradient accumulation)"
+    needs = f"its {micro} calls of the model a step: each CUDA-graph replay overwrites"
     assert (needs in said) == (micro > 1), said
     if micro > 1:
         assert "cudagraph_mark_step_begin()" in said and "zeros_like" in said

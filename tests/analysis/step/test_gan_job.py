@@ -1,0 +1,58 @@
+"""A GAN's job under `compilediag run` (tests/fixtures/run_jobs/gan_train.py, the DCGAN
+example's loop: two compiled models, two Adams, the discriminator called three times a
+step in two graphs, sample text written at each epoch's first step), against the job's own
+count and clock (look 26: pytorch/examples' DCGAN on an H200 read "its 2 calls of the model
+a step (gradient accumulation)", and its sample images' step "a pause")."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.full
+
+JOB = ROOT / "tests" / "fixtures" / "run_jobs" / "gan_train.py"
+
+
+def test_a_gans_calls_a_step_and_its_sample_step(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    proc = run_cli(
+        "run", "--format", "json", "--profile-steps", "10-24", "--no-kernels", "--",
+        sys.executable, str(JOB),
+        env={"JOB_FACTS": str(facts), "JOB_SAMPLES_OUT": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report, job = json.loads(proc.stdout), json.loads(facts.read_text())
+    r = report["runtime"]
+    # the discriminator's calls a step, as the job counts them in its loop (3: the real
+    # batch, the fake one detached, the fake one for the generator), where one graph's
+    # calls over the steps read 2 (two of the three ran in one graph)
+    assert r["steps"] == len(job["step_ms"]) and r["steps_at"] == "optimizer"
+    assert r["model_calls"] == statistics.median(job["calls_a_step"]) == 3
+    assert len(report["graphs"]) == job["frames"]
+    one_graph = max(g["calls"] for g in report["graphs"] if g["calls"]) / r["steps"]
+    assert round(one_graph) == 2
+    from compilediag.analysis.step.verdict import _calls_a_step
+    from compilediag.report.model import Report
+
+    saved = Report.from_dict(report)
+    assert saved.runtime is not None and _calls_a_step(saved, saved.runtime) == 3
+    # the step that wrote the samples in the window (18): where the job's own clock has it
+    # stalled (over 3x the window's other steps: a quiet machine), the report has it, and
+    # at the job's line, not as a pause
+    (step,) = [n for n in job["samples_at"] if 10 <= n <= 24]
+    own = job["step_ms"][step - 1]
+    others = statistics.median(
+        t for n, t in enumerate(job["step_ms"], 1) if 10 <= n <= 24 and n != step
+    )
+    if own > 4 * others and str(step) in r["window_stalled"]:
+        (line,) = r["window_stalled_at"][str(step)]
+        assert line["source"].startswith("save_samples("), line
+    if str(step) in r["window_stalled"]:
+        assert str(step) in r["window_stalled_at"], r["window_stalled"]
