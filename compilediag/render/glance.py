@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from compilediag.render import ms, seconds
 from compilediag.report.model import Report
-from compilediag.report.vocabulary import Finding
+from compilediag.report.vocabulary import Finding, StepsAt
 from compilediag.report.words import work_when
 
 # how the ranks' waits were measured (runtime.wait_method), and what that cost
@@ -99,9 +99,10 @@ def _one_off(report: Report) -> list[str]:
     rank's compile."""
     r = report.runtime
     said = []
+    last = r.steps if r is not None and r.steps_at == StepsAt.OPTIMIZER else 0
     for w in r.other_work if r is not None else []:
         where_ = f" on rank {w.ranks[0]}" if len(w.ranks) == 1 else ""
-        when = work_when(w.steps, w.between_steps).replace(" (", ": ", 1)
+        when = work_when(w.steps, w.between_steps, last).replace(" (", ": ", 1)
         name = w.function.rsplit("<locals>.", 1)[-1]
         said.append(
             f"{w.kind} {name} ({w.file.rsplit('/', 1)[-1]}:{w.line}){where_}, {when}, "

@@ -94,11 +94,20 @@ def steps_listed(steps: list[int], shown: int = 6) -> str:
     return ", ".join(map(str, steps[:shown])) + more
 
 
-def work_when(steps: list[int], between: bool, shown: int = 6) -> str:
+def work_when(steps: list[int], between: bool, last: int = 0, shown: int = 6) -> str:
     """When other work ran, opening a bracket the caller closes: `in 3 steps (1, 7, 13`; where
     it ran between steps (before the step's training call), in the job's own numbering, a
-    step ending at its optimizer's: `3 times (before the first step, after steps 6, 12`."""
-
+    step ending at its optimizer's: `3 times (before the first step, after steps 6, 12`; work
+    past the job's `last` step (a checkpoint after the last epoch, in a step that never
+    ended): `6 times (in steps 17, 33, 49, 65, 81; after the last step, 96` (a look read
+    "step 97" of a 96-step job)."""
+    if last and steps and steps[-1] > last and not between:
+        inside = [n for n in steps if n <= last]
+        within = f"in step{'s' if len(inside) > 1 else ''} {steps_listed(inside, shown)}; "
+        return (
+            f"{len(steps)} time{'s' if len(steps) != 1 else ''} ({within if inside else ''}"
+            f"after the last step, {last}"
+        )
     if not between:
         return f"in {len(steps)} step{'s' if len(steps) != 1 else ''} ({steps_listed(steps, shown)}"
     said = ["before the first step"] if steps and steps[0] <= 1 else []

@@ -194,10 +194,13 @@ CALLS = {
 }
 
 
-def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> list[Finding]:
+def work_notes(
+    work: list[StepWork], window: list[int], left_out: list[int], last: int = 0
+) -> list[Finding]:
     """One note for the work of the same steps and ranks (an evaluation and the checkpoint
-    saved after it, as nanoGPT does): what ran, where, in which steps, at what cost, which
-    of them the window left out, who waited for it."""
+    saved after it, as nanoGPT does): what ran, where, in which steps (`last`: the job's
+    last step, work after it said so), at what cost, which of them the window left out,
+    who waited for it."""
     groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[StepWork]] = {}
     for w in work:
         groups.setdefault((tuple(w.steps), tuple(w.ranks)), []).append(w)
@@ -206,7 +209,7 @@ def work_notes(work: list[StepWork], window: list[int], left_out: list[int]) -> 
         who = f", rank {ranks[0]} alone" if len(ranks) == 1 else ""
         kinds = " and ".join(dict.fromkeys(w.kind for w in works))
         each = "; ".join(f"{_named(w)}, {ms(w.ms)} each, {_calls(w)}" for w in works)
-        when = work_when(list(steps), works[0].between_steps)
+        when = work_when(list(steps), works[0].between_steps, last)
         text = f"{kinds} {when}{who}): {each}"
         held = [n for n in steps if n in left_out]
         if held and window:

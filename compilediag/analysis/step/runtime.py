@@ -176,7 +176,8 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
         job.rank_steps = rank_steps(processes, left_out, waits)
         job.stragglers = stragglers(job.rank_steps)
     job.other_work = step_work(processes, left_out)
-    report.notes += work_notes(job.other_work, job.window, job.window_left_out)
+    last = job.steps if job.steps_at == StepsAt.OPTIMIZER else 0
+    report.notes += work_notes(job.other_work, job.window, job.window_left_out, last)
     if first is not None and report.timings is not None and report.timings.breakdown is not None:
         job.bound = bound_of(report, job, report.timings.breakdown, "cuda" in first.devices)
         report.timings.notes = bound_advice(report, job) + report.timings.notes

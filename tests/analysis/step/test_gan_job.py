@@ -1,8 +1,9 @@
 """A GAN's job under `compilediag run` (tests/fixtures/run_jobs/gan_train.py, the DCGAN
 example's loop: two compiled models, two Adams, the discriminator called three times a
-step in two graphs, sample text written at each epoch's first step), against the job's own
+step in two graphs, sample text written at each epoch's first step, a checkpoint at its end), against the job's own
 count and clock (look 26: pytorch/examples' DCGAN on an H200 read "its 2 calls of the model
-a step (gradient accumulation)", and its sample images' step "a pause")."""
+a step (gradient accumulation)", its sample images' step "a pause", and its last
+checkpoint "step 97" of a 96-step job)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ def test_a_gans_calls_a_step_and_its_sample_step(tmp_path: Path) -> None:
 
     saved = Report.from_dict(report)
     assert saved.runtime is not None and _calls_a_step(saved, saved.runtime) == 3
+    # the checkpoint after the last epoch ran after the last step (no step 65 of 64)
+    (note,) = [n["message"] for n in report["notes"] if n["message"].startswith("checkpoint ")]
+    assert f"after the last step, {r['steps']})" in note, note
     # the step that wrote the samples in the window (18): where the job's own clock has it
     # stalled (over 3x the window's other steps: a quiet machine), the report has it, and
     # at the job's line, not as a pause
