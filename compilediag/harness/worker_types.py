@@ -272,6 +272,7 @@ class ProcessRuntime:
     step_collectives: list[list[float]] = field(default_factory=list)
     # the steps the kernel profile ran through and left out: they held other work
     kernel_steps_held: list[int] = field(default_factory=list)
+    kernel_steps_stalled: list[int] = field(default_factory=list)  # ... and those that stalled
     # the window's collectives, from torch's Flight Recorder: [process group, sequence
     # number, name, enqueued (time.time_ns), duration ms or None, step] (probe window_reads.py)
     window_collectives: list[list[Any]] = field(default_factory=list)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from compilediag.paths import where
 from compilediag.render import ms, plural, seconds, shown_id
 from compilediag.render.glance import WAIT_METHODS
-from compilediag.render.window_words import loop_lines_words, stalled_words
+from compilediag.render.window_words import STALL, loop_lines_words, stalled_words
 from compilediag.report.model import (
     Breakdown,
     Recompile,
@@ -482,14 +482,15 @@ def _profiling(r: Runtime, kernels: bool) -> str:
     pace: pace_line), and where it timed no kernel, what it gave (a look read it with no
     kernels section after it: aot_eager generates none)."""
     assert r.unprofiled_step_ms and r.kernel_step_ms
-    out = f"; {steps_words(r.kernel_steps_held)} held other work, left out"
+    held, stalled = r.kernel_steps_held, r.kernel_steps_stalled
+    out = f"; {steps_words(held)} held other work, left out" if held else ""
+    out += f"; {steps_words(stalled)} took over {STALL:g}x the others, left out" if stalled else ""
     gave = "" if kernels else (
         "; no generated or library kernel ran in them (the backend generates none): it "
         "named the eager ops of the rest"
     )  # fmt: skip
     return (
-        f"the kernel profile's steps ({kernel_steps_words(r)}"
-        f"{out if r.kernel_steps_held else ''}) took {ms(r.kernel_step_ms)}, "
+        f"the kernel profile's steps ({kernel_steps_words(r)}{out}) took {ms(r.kernel_step_ms)}, "
         f"{r.kernel_step_ms / r.unprofiled_step_ms:.2g}x the steps around the window: "
         f"torch.profiler's own cost, so its figures are set against its own steps{gave}"
     )

@@ -423,6 +423,7 @@ class Runtime:
     kernel_step_numbers: list[int] = field(default_factory=list)
     kernel_step_ms: float | None = None
     kernel_steps_held: list[int] = field(default_factory=list)
+    kernel_steps_stalled: list[int] = field(default_factory=list)  # over 3x the others
     kernel_steps_waited: list[int] = field(default_factory=list)
     # the steps whose call of the compiled entry ran in eager mode past the recompile limit
     limit_eager_steps: list[int] = field(default_factory=list)

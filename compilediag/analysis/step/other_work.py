@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Iterable
 
 from compilediag.analysis.callers import framework_name
+from compilediag.harness.bootstrap._compilediag_runtime.kernel_window import STALL, STALL_MS
 from compilediag.harness.worker_types import OtherWork, ProcessRuntime, Profiled, RegionTime
 from compilediag.paths import library_path, portable_text, possessive
 from compilediag.report.model import StepWork
@@ -34,9 +35,8 @@ def work_steps(processes: Iterable[ProcessRuntime]) -> set[int]:
 # where Python's garbage collector took most of the excess, or one part of the step holds
 # PAUSED of it (a lazy start); a step whose forward and backward both grew (a longer batch)
 # is a training step, and stays; and a pause is STALL_MS or more (steps of microseconds,
-# a notebook's small function under capture(), vary 3x by themselves)
-STALL = 3.0
-STALL_MS = 5.0
+# a notebook's small function under capture(), vary 3x by themselves): the kernel
+# profile's own rule for its steps (STALL, STALL_MS)
 PAUSED = 0.8
 
 

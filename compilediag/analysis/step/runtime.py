@@ -232,6 +232,7 @@ def job_facts(job: Runtime, first: ProcessRuntime, left_out: set[int]) -> None:
     job.kernel_step_numbers = list(first.kernel_step_numbers)
     job.kernel_step_ms = first.kernel_step_ms
     job.kernel_steps_held = list(first.kernel_steps_held)
+    job.kernel_steps_stalled = list(first.kernel_steps_stalled)
 
 
 def step_place(job: Runtime, report: Report, first: ProcessRuntime) -> None:

@@ -10,6 +10,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from compilediag.analysis.compile.timings import UNRELIABLE
+from compilediag.analysis.step.other_work import STALL
 from compilediag.paths import short_path
 from compilediag.render import (
     cache_text,
@@ -92,6 +93,11 @@ def kernel_steps_said(r: Runtime | None, b: Breakdown | None) -> str:
             said += (
                 f"; {steps_words(r.kernel_steps_held)} left out (an evaluation, a checkpoint "
                 "or a compile in it)"
+            )
+        if r.kernel_steps_stalled:
+            said += (
+                f"; {steps_words(r.kernel_steps_stalled)} left out (over {STALL:g}x the "
+                "others: the job's own work, or a pause)"
             )
         if r.kernel_steps_waited:
             said += (

@@ -60,3 +60,25 @@ def test_a_gans_calls_a_step_and_its_sample_step(tmp_path: Path) -> None:
         assert line["source"].startswith("save_samples("), line
     if str(step) in r["window_stalled"]:
         assert str(step) in r["window_stalled_at"], r["window_stalled"]
+
+
+def test_a_gans_sample_step_in_the_kernel_profile(tmp_path: Path) -> None:
+    """The window ends at step 14, so the kernel profile runs over steps 15-19: 17 holds the
+    checkpoint (held, one step more profiled), 18 the samples. Where the job's own clock has
+    18 over 4x the others, the profile leaves it out (its ops are not a training step's)."""
+    facts = tmp_path / "facts.json"
+    proc = run_cli(
+        "run", "--format", "json", "--profile-steps", "10-14", "--",
+        sys.executable, str(JOB),
+        env={"JOB_FACTS": str(facts), "JOB_SAMPLES_OUT": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    r, job = json.loads(proc.stdout)["runtime"], json.loads(facts.read_text())
+    assert r["kernel_steps_held"] == [17]
+    profiled = set(r["kernel_step_numbers"]) | set(r["kernel_steps_stalled"])
+    assert profiled == {15, 16, 18, 19, 20}, r
+    own = job["step_ms"]
+    others = statistics.median(own[n - 1] for n in (15, 16, 19, 20))
+    if own[18 - 1] > 4 * others:
+        assert r["kernel_steps_stalled"] == [18], r
+    assert r["kernel_steps_stalled"] in ([], [18])

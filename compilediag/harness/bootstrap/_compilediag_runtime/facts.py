@@ -110,7 +110,7 @@ def _kernel_facts(probe: Probe) -> dict[str, Any]:
     return {
         "kernels": k.rows, "kernel_steps": k.steps, "kernel_device": k.device,
         "kernel_step_numbers": list(k.step_numbers), "kernel_step_ms": k.step_ms,
-        "kernel_steps_held": list(k.held),
+        "kernel_steps_held": list(k.held), "kernel_steps_stalled": list(k.stalled),
         "collectives_ms": k.collectives_ms, "collectives_exposed_ms": k.exposed_ms,
         "collective_calls": k.collective_calls, "step_collectives": k.step_collectives,
         "rest": k.rest,

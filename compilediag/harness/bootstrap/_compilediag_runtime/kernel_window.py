@@ -4,6 +4,7 @@ kernel's calls and time, the collectives, and the eager ops a step runs outside 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from typing import Any
 
@@ -22,6 +23,13 @@ from .torch_state import distributed, quiet
 PROFILE_OUT_ENV = "COMPILEDIAG_PROFILE_OUT"  # "1": the kernel profile kept as a Chrome trace
 
 KERNEL_STEPS = 5  # the steps after the window whose kernels are profiled, at most
+# a step this many times the median of the others, and STALL_MS or more over it, stalled:
+# the job's own work outside training (a DCGAN's sample images saved at an epoch's first
+# step: their copies and grid ops read as 17% of a step's eager ops, with "compute them in
+# the compiled forward") or a pause. The kernel profile leaves such a step out as it does one
+# that held other work; the window's figures leave it out too (analysis/step/other_work.py)
+STALL = 3.0
+STALL_MS = 5.0
 # record_function ranges torch puts on the GPU's timeline too (not kernels)
 ANNOTATIONS = ("## ", "Optimizer.", "Torch-Compiled Region", "CompiledFunction", "ProfilerStep")
 COLLECTIVE_KERNELS = ("nccl",)  # NCCL's kernels (ncclDevKernel_..., ncclKernel_...)
@@ -66,6 +74,7 @@ class _KernelWindow:
         # in a process alone (as many as it was started for, at most; no restart of the
         # profiler)
         self.held: list[int] = []
+        self.stalled: list[int] = []  # the steps it ran through that stalled, left out too
         self._more = steps
         # each collective call in the order they started: [name, its time (us)], on this
         # rank; set beside the other ranks' same call, what it waited for them
@@ -226,8 +235,10 @@ class _KernelWindow:
         numbers = list(self.step_numbers)  # each complete step, held ones too
         self.held = [n for n in self.held if n in numbers]
         spans = zip(bounds, bounds[1:], numbers, strict=False)
-        lengths = [b - a for a, b, n in spans if n not in self.held]
-        self.step_numbers = [n for n in numbers if n not in self.held]
+        own = [(n, b - a) for a, b, n in spans if n not in self.held]
+        self.stalled = _stalled(own)
+        lengths = [t for n, t in own if n not in self.stalled]
+        self.step_numbers = [n for n in numbers if n not in self.held + self.stalled]
         self.steps = len(self.step_numbers)
         if lengths:
             self.step_ms = round(sum(lengths) * 1e3 / len(lengths), 6)
@@ -255,7 +266,7 @@ class _KernelWindow:
         marks = sorted(e.time_range.start for e in events if e.name == STEP_MARK)
         cutoff, rest_cutoff = _cutoffs(events, marks, ended)
         bounds = _bounds(marks, numbers)
-        held = [(a, b) for n, a, b in bounds if n in self.held]
+        held = [(a, b) for n, a, b in bounds if n in self.held + self.stalled]
 
         def held_at(t: float) -> bool:
             return any(a <= t < b for a, b in held)
@@ -322,7 +333,7 @@ class _KernelWindow:
                 add(e.name, "library", e.cpu_time_total, _shapes(e), flops)
         self._finish(rows, spans)
         self._collectives(spans, calls, compute)
-        kept = [x for x in bounds if x[0] not in self.held]
+        kept = [x for x in bounds if x[0] not in self.held + self.stalled]
         self.step_collectives = _each_step(kept, spans, compute, at)
         self.rest = sorted(rest.values(), key=lambda r: -r["ms"])[:REST_OPS]
         return sorted(rows.values(), key=lambda r: -r["ms"])
@@ -351,6 +362,19 @@ class _KernelWindow:
         self.collectives_ms = _covered(collectives) / 1e3
         beside = _covered(collectives) + _covered(compute) - _covered(collectives + compute)
         self.exposed_ms = max(0.0, self.collectives_ms - beside / 1e3)
+
+
+def _stalled(steps: list[tuple[int, float]]) -> list[int]:
+    """The steps (number, seconds) over STALL times the others' median and STALL_MS more;
+    none where as many as half would be (then the steps just differ) or fewer than 3 ran."""
+    if len(steps) < 3:
+        return []
+    out = []
+    for n, t in steps:
+        others = statistics.median(u for m, u in steps if m != n)
+        if t > STALL * others and (t - others) * 1e3 >= STALL_MS:
+            out.append(n)
+    return out if 2 * len(out) < len(steps) else []
 
 
 def _cutoffs(events: Any, marks: list[float], ended: bool) -> tuple[float, float]:
