@@ -718,6 +718,28 @@ def _tensor_stride(leaves: frozenset[str]) -> str:
     return ""
 
 
+TENSOR_SIZE = re.compile(r"size=\[([^\]]*)\]")
+
+
+def values_apart(old: frozenset[str], new: frozenset[str]) -> int:
+    """How far a source's value guards are apart: for a tensor, how many of its dtype,
+    device, requires_grad, sizes and strides differ (a DCGAN's discriminator input of the
+    last, smaller batch is one apart from the cached graph of its requires_grad, two from the
+    other's: torch names the newer's requires_grad first); 1 for any other change."""
+    a, b = _tensor_fields(old), _tensor_fields(new)
+    if not a or not b:
+        return 1
+    fields = sum(a.get(k) != b.get(k) for k in TENSOR_FIELDS)
+    for rx in (TENSOR_SIZE, TENSOR_STRIDE):
+        x, y = (rx.search(_tensor(leaves)) for leaves in (old, new))
+        fields += x is not None and y is not None and x[1] != y[1]
+    return max(1, fields)
+
+
+def _tensor(leaves: frozenset[str]) -> str:
+    return next((leaf for leaf in sorted(leaves) if leaf.startswith("TENSOR_MATCH:")), "")
+
+
 def _tensor_fields(leaves: frozenset[str]) -> dict[str, str]:
     for leaf in sorted(leaves):
         kind, _, expr = leaf.partition(": ")

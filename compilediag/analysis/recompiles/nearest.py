@@ -8,7 +8,13 @@ from __future__ import annotations
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guard_words import mode_switch
 from compilediag.analysis.recompiles.guards import parse_guard, reasons_of
-from compilediag.trace.formats import MODULE_WRAPPER, guard_change, guard_values, source_name
+from compilediag.trace.formats import (
+    MODULE_WRAPPER,
+    guard_change,
+    guard_values,
+    source_name,
+    values_apart,
+)
 
 
 def case_reasons(h: History, e: Entry) -> list[str]:
@@ -57,7 +63,12 @@ def nearest_cached(h: History, e: Entry) -> tuple[Entry, bool] | None:
     if not before or not e.compile.guards:
         return None
     new = guard_values(e.compile.guards)
-    counted = [(len(changed_values(guard_values(k.compile.guards), new)), k) for k in before]
+
+    def apart(k: Entry) -> int:
+        changed = changed_values(guard_values(k.compile.guards), new)
+        return sum(values_apart(old, new[src]) for src, old in changed.items())
+
+    counted = [(apart(k), k) for k in before]
     fewest = min(n for n, _ in counted)
     near = [k for n, k in counted if n == fewest]
     return near[-1], len(near) == 1

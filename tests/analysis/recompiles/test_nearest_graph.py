@@ -60,3 +60,52 @@ def test_a_last_batch_after_evaluation_is_one_cause_and_drop_last_removes_it(
     fixed, log = run(", drop_last=True")
     assert log.count("Recompiling function") == 1 == len(fixed["recompiles"])
     assert "training" in fixed["recompiles"][0]["failed_guard"]
+
+
+GAN = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+netG = nn.Sequential(nn.Linear(4, 16), nn.Tanh())
+netD = nn.Sequential(nn.Linear(16, 1), nn.Sigmoid())
+compiledD = torch.compile(netD, backend="aot_eager")
+data = TensorDataset(torch.randn(40, 16))
+for (real,) in DataLoader(data, batch_size=16{fix}):
+    fake = netG(torch.randn(real.size(0), 4))
+    compiledD(real).mean().backward()  # a batch that needs no grad
+    compiledD(fake).mean().backward()  # one that does
+"""
+
+
+def test_a_last_batch_beside_a_requires_grad_graph_is_the_batchs(tmp_path: Path) -> None:
+    """Look 26 (pytorch/examples' DCGAN): the discriminator has a graph for a batch that
+    needs no grad and one for the generator's output, which does; the loader's last, smaller
+    real batch failed the newer graph on requires_grad (torch names it first) and the older
+    on its size. Both cached graphs differ from the new one in the one input: it read as
+    requires_grad, and the requires_grad fix left it. Apart by their fields, the older
+    differs in the size alone, so the cause is the batch, and drop_last removes it."""
+
+    def run(fix: str) -> tuple[dict, str]:
+        (tmp_path / "gan.py").write_text(GAN.format(fix=fix))
+        proc = run_cli("run", "--format", "json", "--", sys.executable, "gan.py",
+                       env={"TORCH_LOGS": "recompiles"}, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), proc.stderr
+
+    report, log = run("")
+    # torch's log for the real batch of 8: the requires_grad graph's guard, then the size's
+    assert "requires_grad mismatch. expected requires_grad=1" in log
+    assert "size mismatch at index 0. expected 16, actual 8" in log
+    batch = [r for r in report["recompiles"] if r["change"]]
+    assert {r["change"]["old"] for r in batch} == {16}, report["recompiles"]
+    first_real = next(
+        r for r in report["recompiles"] if "expected 16, actual 8" in " ".join(r["reasons"])
+        and "requires_grad=1" in r["reasons"][0]
+    )  # fmt: skip
+    assert first_real["failed_guard"] == "args[0] dim 0 changed 16 → 8", first_real
+    assert "drop_last=True" in first_real["suggestion"]
+    fixed, log = run(", drop_last=True")
+    assert all("size mismatch" not in r for x in fixed["recompiles"] for r in x["reasons"])
+    assert len(fixed["recompiles"]) < len(report["recompiles"])
