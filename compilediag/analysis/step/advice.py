@@ -18,6 +18,10 @@ DATA_SHARE = 0.1
 # main process's own 0.20), and a look's job, its data 0.28 ms a step, ran 1.7x slower
 # with 2 workers
 WORKERS_MIN_MS = 1.0
+TOO_LITTLE = (
+    "too little for worker processes to save: handing a batch over from one costs about as "
+    "much (0.6 ms a batch, measured on 2 cores)"
+)
 FUSED = ("Adam", "AdamW", "SGD", "Adagrad")  # torch's optimizers with fused=True (CUDA and CPU)
 
 
@@ -58,10 +62,7 @@ def step_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             f"the data loader's next batch takes {b.data_ms / step:.0%} of a step ({ms(b.data_ms)})"
         )
         if not workers and data_ms(job, b) < WORKERS_MIN_MS:
-            fix = (
-                "too little for worker processes to save: handing a batch over from one costs "
-                "about as much (0.6 ms a batch, measured on 2 cores)"
-            )
+            fix = TOO_LITTLE
         elif not workers:
             fix = (
                 "load in worker processes: DataLoader(..., num_workers=N)"
@@ -181,11 +182,17 @@ def loop_advice(job: Runtime, b: Breakdown, cuda: bool) -> list[str]:
             if x.item_by_item
             else ""
         )
-        out.append(
+        said = (
             f"{x.named} takes {x.ms / step:.0%} of a step ({ms(x.ms)} of the {ms(step)} the "
             "loop's lines took, by the job's clock at each line): work the loop does itself, "
-            f"outside the model. Where it prepares a batch: {index}make it a Dataset's "
-            "__getitem__ served by a DataLoader with workers (num_workers=N"
+            "outside the model"
+        )
+        if x.ms < WORKERS_MIN_MS:  # (a look's 0.2 ms get_batch ran 6x slower from a worker)
+            out.append(f"{said}: {index}{TOO_LITTLE}.".replace(", or too", "; too"))
+            continue
+        out.append(
+            f"{said}. Where it prepares a batch: {index}make it a Dataset's __getitem__ "
+            "served by a DataLoader with workers (num_workers=N"
             + (", pin_memory=True" if cuda else "")
             + "), so batches are made while the step runs."
         )

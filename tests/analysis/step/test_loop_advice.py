@@ -86,3 +86,28 @@ def test_python_ints_index_faster_than_0d_tensors() -> None:
     tensors = best(lambda: torch.stack([d[i : i + 8] for i in ix]))
     ints = best(lambda: torch.stack([d[i : i + 8] for i in ix.tolist()]))
     assert ints < tensors, (ints, tensors)
+
+
+def test_a_line_under_a_workers_handoff_is_not_given_workers() -> None:
+    """Look 26 (pytorch/examples' regression, a 0.3 ms step): "get_batch takes 21% of a
+    step (0.204 ms) ... make it a Dataset's __getitem__ served by a DataLoader with
+    workers"; applied, the step ran 6x slower (1.86 ms): a batch from a worker costs more to
+    receive than that. Under WORKERS_MIN_MS the line is said, the workers are not."""
+    from compilediag.analysis.step.advice import WORKERS_MIN_MS
+
+    job = Runtime(loop_step_ms=0.96)
+    b = Breakdown(call_ms=0.96, in_graphs_ms=0.2, between_graphs_ms=0.0, outside_ms=0.7, calls=5)
+    job.loop = [LoopLine("main.py", 46, 0.204, "<module>", "get_batch",
+                         "batch_x, batch_y = get_batch()", False)]  # fmt: skip
+    (said,) = loop_advice(job, b, cuda=False)
+    assert "num_workers" not in said and "too little for worker processes to save" in said, said
+    job.loop[0].item_by_item = True
+    (said,) = loop_advice(job, b, cuda=False)
+    assert said.endswith(
+        ": index with a list of ints (ix.tolist()) rather than one 0-d tensor at a time; too "
+        "little for worker processes to save: handing a batch over from one costs about as "
+        "much (0.6 ms a batch, measured on 2 cores)."
+    ), said
+    job.loop[0].ms = job.loop_step_ms = b.call_ms = 4 * WORKERS_MIN_MS
+    (said,) = loop_advice(job, b, cuda=False)
+    assert "num_workers=N" in said
