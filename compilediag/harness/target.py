@@ -142,6 +142,11 @@ def check_target_file(path: str) -> Path:
 # it does not take (an Embedding's float indices), a count of arguments it does not take
 WRONG_DTYPE = re.compile(r"scalar type|dtype|\w+Tensor instead", re.I)
 WANTS_INTEGERS = re.compile(r"\b(Long|Int)\b")
+# two operands of different dtypes (`mat1 and mat2 must have the same dtype, but got Double
+# and Float`): torch's names, as --input spells them
+DTYPE_PAIR = re.compile(r"got (\w+) and (\w+)")
+TORCH_DTYPES = {"Double": "float64", "Float": "float32", "Half": "float16",
+                "BFloat16": "bfloat16", "Long": "int64", "Int": "int32"}  # fmt: skip
 WRONG_COUNT = re.compile(
     r"^TypeError: .*(positional argument|required argument|unexpected keyword)"
 )
@@ -158,13 +163,24 @@ def misfit(target: Target, i: int, served: int | None, described: list[str], sai
         else f"input set {i + 1}"
     )  # fmt: skip
     text = f"{what} ({', '.join(described)}) does not fit the model: {said}"
-    shape = described[0].split(":", 1)[0] if described else "2x16"
+    shape, _, given = (described[0] if described else "2x16").partition(":")
     dtype = "int64" if WANTS_INTEGERS.search(said) else "DTYPE"
+    pair = DTYPE_PAIR.search(said)
+    named = [TORCH_DTYPES.get(x, "") for x in pair.groups()] if pair else []
+    other = [x for x in named if x and x != (given.split(":")[0] or "float32")]
     if what == "--input" and WRONG_DTYPE.search(said) and not WRONG_COUNT.search(said):
-        return text + (
-            f". Give the dtype the model takes after the shape: `--input {shape}:{dtype}` "
-            "(SHAPE[:DTYPE[:HIGH]]; integers are drawn below HIGH, 10 by default)"
+        fix = (
+            f". Give the dtype the model takes after the shape: `--input {shape}:"
+            f"{other[0] if len(other) == 1 else dtype}` (SHAPE[:DTYPE[:HIGH]]; integers are "
+            "drawn below HIGH, 10 by default)"
         )
+        if len(named) == 2 and all(x.startswith(("float", "bfloat")) for x in named):
+            fix += (
+                "; where the model makes tensors of the other dtype itself (its states, a "
+                "buffer), no --input fits: give get_model() the model in the dtype your "
+                "program runs it in (`model.double()`, `model.half()`)"
+            )
+        return text + fix
     if what == "--input":
         return text + (
             ". --input replaces all of get_inputs(): give one --input for each tensor "

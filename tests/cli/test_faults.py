@@ -368,6 +368,45 @@ def test_the_dtype_an_input_misfit_names_is_the_one_the_model_takes(tmp_path: Pa
     assert proc.returncode == 0 and "2x4:int64" in proc.stdout, proc.stderr
 
 
+MAKES_DOUBLE = """\
+import torch
+class Sequence(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.LSTMCell(1, 8)
+    def forward(self, x):
+        h = torch.zeros(x.size(0), 8, dtype=torch.double)
+        c = torch.zeros(x.size(0), 8, dtype=torch.double)
+        for t in x.split(1, dim=1):
+            h, c = self.cell(t, (h, c))
+        return h
+GET_MODEL
+"""
+
+
+@pytest.mark.full
+def test_a_model_that_makes_its_own_dtype_is_given_get_model(tmp_path: Path) -> None:
+    """Look 26 (pytorch/examples' time_sequence_prediction): its Sequence has float32
+    weights and makes float64 states, and runs as `.double()` in train.py. `--input
+    3x99:float64` read "Give the dtype the model takes after the shape", which no dtype
+    satisfies; the words name the other dtype and get_model() with the model's dtype, and
+    that, applied, runs."""
+    model = tmp_path / "model.py"
+    model.write_text(MAKES_DOUBLE.replace("GET_MODEL", ""))
+    for dtype, other in (("float64", "float32"), ("float32", "float64")):
+        refused = run_cli("explain", str(model), "--no-timings", "--input", f"3x5:{dtype}",
+                          cwd=tmp_path)  # fmt: skip
+        assert refused.returncode == 2, refused.stderr
+        assert f"`--input 3x5:{other}`" in refused.stderr, refused.stderr
+        assert "give get_model() the model in the dtype your program runs it in" in refused.stderr
+    model.write_text(
+        MAKES_DOUBLE.replace("GET_MODEL", "def get_model():\n    return Sequence().double()")
+    )
+    proc = run_cli("explain", str(model), "--no-timings", "--backend", "eager", "--input",
+                   "3x5:float64", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_readme_fault_table_lists_every_fault() -> None:
     usage = (ROOT / "docs" / "usage.md").read_text()
     section = usage.split("## Faults", 1)[1].split("\n## ", 1)[0]
