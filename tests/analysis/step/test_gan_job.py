@@ -100,3 +100,40 @@ def test_too_few_steps_around_the_window_is_said_once(tmp_path: Path) -> None:
     assert r["unprofiled_step_ms"] is None and not r["at_pace"]
     text = " ".join(run_cli("render", str(saved)).stdout.split())
     assert "too few steps around it" in text and "the steps around the window" not in text
+
+
+SCRIPT_EVALUATES = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+compiled = torch.compile(model, backend="eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y, test = torch.randn(16, 8), torch.randn(16, 1), torch.randn(4, 8)
+for step in range(12):
+    loss = nn.functional.mse_loss(compiled(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step % 4 == 3:
+        with torch.no_grad():
+            pred = compiled(test)  # the evaluation
+"""
+
+
+def test_an_evaluation_in_the_scripts_own_lines_is_at_its_line(tmp_path: Path) -> None:
+    """Look 26 (time_sequence_prediction, whose loop is the script's own code): its
+    evaluation read "<module> (train.py:1)", the script's first line, where it runs at its
+    lines 71-73. A script's own evaluation is at the line that ran it."""
+    job = tmp_path / "train.py"
+    job.write_text(SCRIPT_EVALUATES)
+    proc = run_cli("run", "--format", "json", "--", sys.executable, str(job), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (work,) = [w for w in json.loads(proc.stdout)["runtime"]["other_work"]
+               if w["kind"] == "evaluation"]  # fmt: skip
+    line = (
+        SCRIPT_EVALUATES.splitlines().index("            pred = compiled(test)  # the evaluation")
+        + 1
+    )
+    assert (work["function"], work["line"]) == ("<module>", line), work

@@ -89,6 +89,8 @@ class OtherWork:
             line = 0
             if o["kind"] == "evaluation":
                 code = _name_frame(o["stack"], self.training_code or set())
+                if getattr(code, "co_name", "") == "<module>":  # the script's own lines: the one
+                    line = next(n for c, n in o["stack"] if c is code)  # (not its line 1)
             else:  # a checkpoint: the function that saved it, at its torch.save line
                 code, line = o["stack"][-1] if o["stack"] else (None, 0)
             name = getattr(code, "co_qualname", None) or getattr(code, "co_name", "")
