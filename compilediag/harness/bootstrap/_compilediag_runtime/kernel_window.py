@@ -1,5 +1,8 @@
 """The kernel window: torch.profiler over the steps after the profiling window, each
-kernel's calls and time, the collectives, and the eager ops a step runs outside graphs."""
+kernel's calls and time, the collectives, and the eager ops a step runs outside graphs; and
+when it runs (KernelPlan): a step that holds an evaluation, a checkpoint or a compile is
+left out of its rows, and in a process alone the profile runs a training step more in its
+place (_KernelWindow.hold; ranks profile the same steps); the steps it held are named."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ from .kernel_events import (
     _shapes,
     _top_kind,
 )
-from .torch_state import distributed, quiet
+from .torch_state import _frames_compiled, distributed, quiet
+from .torch_state import say as _say
 
 PROFILE_OUT_ENV = "COMPILEDIAG_PROFILE_OUT"  # "1": the kernel profile kept as a Chrome trace
 
@@ -425,3 +429,44 @@ def _add_row(
     row["calls"] += 1
     row["ms"] += us / 1e3
     row["flops"] += flops
+
+
+class KernelPlan:
+    def __init__(self) -> None:
+        self.kernels: _KernelWindow | None = None  # torch.profiler after the window
+        self._compiles = 0  # torch's frame count at the step under way's start
+
+    def start(self, cuda: bool, steps: int, step: int) -> None:
+        self.kernels = _KernelWindow(cuda, steps)
+        self._compiles = _frames_compiled()
+        self.kernels.step(step)
+
+    def step(self, step: int, other_work: bool) -> bool:
+        """Step `step` starts (`other_work`: an evaluation is under way, so the step holds
+        it too): True where the profile took it; where its steps are over it stops. The
+        step before, where torch compiled in it, is held."""
+        kernels = self.kernels
+        if kernels is None or kernels.steps_left is None:
+            return False
+        compiles = _frames_compiled()
+        if compiles != self._compiles:
+            self._compiles = compiles
+            kernels.hold()
+        if kernels.steps_left == 0:  # its steps are over
+            kernels.stop()
+            held = f" (left out: {_numbers(kernels.held)}, other work)" if kernels.held else ""
+            _say(f"kernel profile done{held}; the job goes on as it is")
+            return False
+        kernels.step(step)
+        if other_work:
+            kernels.hold()
+        return True
+
+    def other_work(self, starts: bool) -> None:
+        """An evaluation or a checkpoint starts (or ends): the step under way is held."""
+        if starts and self.kernels is not None:
+            self.kernels.hold()
+
+
+def _numbers(steps: list[int]) -> str:
+    return ("steps " if len(steps) > 1 else "step ") + ", ".join(map(str, steps))

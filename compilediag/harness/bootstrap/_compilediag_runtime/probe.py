@@ -9,8 +9,7 @@ import sys
 import time
 from typing import Any
 
-from .kernel_plan import KernelPlan
-from .kernel_window import KERNEL_STEPS, _KernelWindow
+from .kernel_window import KERNEL_STEPS, KernelPlan, _KernelWindow
 from .other_work import OtherWork
 from .parts import BackwardMarks, Mark, Part, StepParts, split_step
 from .torch_state import _compile_id, _evaluating, _frames_compiled, _holds, _user_site, load
