@@ -137,3 +137,29 @@ def test_an_evaluation_in_the_scripts_own_lines_is_at_its_line(tmp_path: Path) -
         + 1
     )
     assert (work["function"], work["line"]) == ("<module>", line), work
+
+
+def test_steps_around_the_window_well_over_their_median_are_said_beside_the_pace(
+    tmp_path: Path,
+) -> None:
+    """Every 4th batch waits 40 ms (a loader that falls behind): the steps around the window
+    (those after it: no kernel profile) average well over their median. Where the job's own
+    clock has them so, the report says their mean and how many took over 2x the median."""
+    facts, saved = tmp_path / "facts.json", tmp_path / "report.json"
+    proc = run_cli(
+        "run", "--format", "json", "-o", str(saved), "--profile-steps", "10-14",
+        "--no-kernels", "--", sys.executable, str(JOB),
+        env={"JOB_FACTS": str(facts), "JOB_SAMPLES_OUT": str(tmp_path), "JOB_SLOW_EVERY": "4"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    r, job = json.loads(saved.read_text())["runtime"], json.loads(facts.read_text())
+    left_out = {17, 18, 33, 34, 49, 50}  # the checkpoints' and the samples' steps
+    around = [t for n, t in enumerate(job["step_ms"], 1) if n > 14 and n not in left_out]
+    mean, median = statistics.fmean(around), statistics.median(around)
+    if r["at_pace"] and mean >= 1.2 * median:
+        assert r["unprofiled_mean_ms"] == pytest.approx(mean, rel=0.25), (r, mean)
+        assert r["unprofiled_slow"] >= 1
+        text = " ".join(run_cli("render", str(saved)).stdout.split())
+        assert "of them took over 2x the median, a cost the figures below leave out" in text
+    if r["unprofiled_mean_ms"]:
+        assert r["unprofiled_mean_ms"] >= 1.1 * r["unprofiled_step_ms"]
