@@ -36,15 +36,20 @@ for step, (x, y) in enumerate(train):
 """
 
 
+def _run(tmp_path: Path, program: str) -> tuple[dict, str]:
+    """`compilediag run` on the program, torch's recompiles log on: the report, the log."""
+    (tmp_path / "job.py").write_text(program)
+    proc = run_cli("run", "--format", "json", "--", sys.executable, "job.py",
+                   env={"TORCH_LOGS": "recompiles"}, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), proc.stderr
+
+
 def test_a_last_batch_after_evaluation_is_one_cause_and_drop_last_removes_it(
     tmp_path: Path,
 ) -> None:
     def run(fix: str) -> tuple[dict, str]:
-        (tmp_path / "job.py").write_text(JOB.format(fix=fix))
-        proc = run_cli("run", "--format", "json", "--", sys.executable, "job.py",
-                       env={"TORCH_LOGS": "recompiles"}, cwd=tmp_path)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout), proc.stderr
+        return _run(tmp_path, JOB.format(fix=fix))
 
     report, log = run("")
     assert len(report["recompiles"]) == log.count("Recompiling function") == 2
@@ -88,11 +93,7 @@ def test_a_last_batch_beside_a_requires_grad_graph_is_the_batchs(tmp_path: Path)
     differs in the size alone, so the cause is the batch, and drop_last removes it."""
 
     def run(fix: str) -> tuple[dict, str]:
-        (tmp_path / "gan.py").write_text(GAN.format(fix=fix))
-        proc = run_cli("run", "--format", "json", "--", sys.executable, "gan.py",
-                       env={"TORCH_LOGS": "recompiles"}, cwd=tmp_path)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout), proc.stderr
+        return _run(tmp_path, GAN.format(fix=fix))
 
     report, log = run("")
     # torch's log for the real batch of 8: the requires_grad graph's guard, then the size's
