@@ -64,10 +64,13 @@ def pace_line(r: Runtime | None) -> str:
             f"{own}"
         )
     if not r.at_pace or r.unprofiled_step_ms is None or r.window_cost is None:
-        return (
-            f"pace: the window's steps took {window} (the median), with too few steps around "
-            f"it to set that against: {own}"
-        )
+        after = r.kernel_step_numbers and r.window and min(r.kernel_step_numbers) > r.window[-1]
+        few = (
+            "too few steps before it to set that against (those after it follow the kernel "
+            "profile, which slows them a while)"
+            if after else "too few steps around it to set that against"
+        )  # fmt: skip
+        return f"pace: the window's steps took {window} (the median), with {few}: {own}"
     return (
         f"pace: the window {window} a step, {times(1 + r.window_cost, False)}x the job's own "
         f"{ms(r.unprofiled_step_ms)} ({around}{_mean(r)}); the figures below are set on the "

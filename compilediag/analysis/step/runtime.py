@@ -157,11 +157,6 @@ def apply_runtime(report: Report, run: JobRun, cudagraph_skips: list[str] | None
             job.unprofiled_step_ms, job.unprofiled_steps = pace.around_ms, pace.around
             if pace.around_mean_ms and pace.around_mean_ms >= MEAN_OVER * (pace.around_ms or 0):
                 job.unprofiled_mean_ms, job.unprofiled_slow = pace.around_mean_ms, pace.around_slow
-        elif not job.window_work and first.profiled is not None:
-            # too few for the pace: no figure is set against "the steps around the window"
-            # (a look read "too few steps around it" beside "the kernel profile's steps ...
-            # 1.8x the steps around the window", those of another count)
-            job.unprofiled_step_ms, job.unprofiled_steps = None, 0
         if not job.window_work:
             job.window_cost = pace.cost
         # steps of a rank's kernel profile that held other work on another rank

@@ -110,6 +110,16 @@ def test_the_pace_line_says_what_the_figures_are_set_on() -> None:
     few = Runtime(window=[20, 30], window_step_ms=1.1, unprofiled_steps=2)
     assert "too few steps around it" in pace_line(few)
     assert "its instruments on" in pace_line(few)
+    # look 26 (regression, window 3-7, its kernel profile after it): "too few steps around
+    # it" beside "the kernel profile's steps ... 1.8x the steps around the window" (the
+    # other steps timed): the pace says which side it lacked, the profile what it counts
+    few.kernel_step_numbers, few.kernel_step_ms, few.unprofiled_step_ms = [31, 32], 2.0, 1.1
+    before = "too few steps before it to set that against (those after it follow the kernel"
+    assert before in pace_line(few), pace_line(few)
+    from compilediag.render.views import window_notes
+
+    (said,) = [t for label, t in window_notes(few, None) if label == "profiling"]
+    assert "1.8x the 2 steps timed outside the window" in said, said
     unlike = Runtime(window=[20, 30], window_step_ms=1.1, window_work="unlike")
     assert "ran other work" in pace_line(unlike)
     assert pace_line(Runtime()) == ""
