@@ -1,9 +1,9 @@
 """A GAN's job under `compilediag run` (tests/fixtures/run_jobs/gan_train.py, the DCGAN
 example's loop: two compiled models, two Adams, the discriminator called three times a
-step in two graphs, sample text written at each epoch's first step, a checkpoint at its end), against the job's own
-count and clock (look 26: pytorch/examples' DCGAN on an H200 read "its 2 calls of the model
-a step (gradient accumulation)", its sample images' step "a pause", and its last
-checkpoint "step 97" of a 96-step job)."""
+step in two graphs, sample text written at each epoch's first step, a checkpoint at its
+end), against the job's own count and clock (look 26: pytorch/examples' DCGAN on an H200
+read "its 2 calls of the model a step (gradient accumulation)", its sample images' step
+"a pause", and its last checkpoint "step 97" of a 96-step job)."""
 
 from __future__ import annotations
 
