@@ -138,7 +138,7 @@ def test_steps_around_the_window_well_over_their_median_are_said_beside_the_pace
     left_out = {17, 18, 33, 34, 49, 50}  # the checkpoints' and the samples' steps
     around = [t for n, t in enumerate(job["step_ms"], 1) if n > 14 and n not in left_out]
     mean, median = statistics.fmean(around), statistics.median(around)
-    if r["at_pace"] and mean >= 1.2 * median:
+    if r["at_pace"] and mean >= 1.2 * median and sum(t > 2.5 * median for t in around) >= 3:
         assert r["unprofiled_mean_ms"] == pytest.approx(mean, rel=0.25), (r, mean)
         assert r["unprofiled_slow"] >= 1
         text = " ".join(run_cli("render", str(saved)).stdout.split())
