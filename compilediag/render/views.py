@@ -491,7 +491,7 @@ def _profiling(r: Runtime, kernels: bool) -> str:
     )  # fmt: skip
     return (
         f"the kernel profile's steps ({kernel_steps_words(r)}{out}) took {ms(r.kernel_step_ms)}, "
-        f"{r.kernel_step_ms / r.unprofiled_step_ms:.2g}x the {r.unprofiled_steps or ''} steps "
-        "timed outside the window: "
+        f"{r.kernel_step_ms / r.unprofiled_step_ms:.2g}x the "
+        f"{f'{r.unprofiled_steps} ' if r.unprofiled_steps else ''}steps timed outside the window: "
         f"torch.profiler's own cost, so its figures are set against its own steps{gave}"
     )
