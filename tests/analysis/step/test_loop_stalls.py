@@ -4,6 +4,8 @@ steps of 6 ms among steps of 1.7; the job's own clock gave it 0.04-0.1 ms)."""
 
 from __future__ import annotations
 
+import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,43 @@ def test_a_stalled_steps_time_at_a_line_of_the_jobs_own_is_said_there(tmp_path: 
     assert stalled_at(data, {34}, {34}) == {}
     r.window_stalled_at = {}
     assert stalled_words(r).endswith("a pause (a library's lazy start, the machine)")
+
+
+def _window_steps(report: dict) -> list[int]:
+    r = report["runtime"]
+    a, b = r["window"]
+    held = set(r["window_left_out"]) | set(r["window_compiled"]) | set(r["loop_stalled"])
+    return [n for n in range(a, b + 1) if n not in held]
+
+
+def test_a_batch_function_beside_a_hand_update_gets_its_own_time(tmp_path: Path) -> None:
+    """Look 26 (pytorch/examples' regression, Python 3.11): the parameters updated by hand
+    in a Python loop after backward, then `get_batch()`: "get_batch takes 21% of a step
+    (0.204 ms)" where the job's own clock read 0.03: the update's time went to the one line
+    between two marks that calls a function of the user's. Each line has its own time by
+    the job's clock (the update's lines theirs), where the step before the window was
+    learnt."""
+    import json
+
+    from tests.conftest import ROOT, run_cli
+
+    jobs = ROOT / "tests" / "fixtures" / "run_jobs"
+    facts = tmp_path / "facts"
+    proc = run_cli(
+        "run", "--profile-steps", "12-24", "--format", "json", "--", sys.executable,
+        str(jobs / "hand_update.py"), env={"JOB_FACTS": str(facts), "PYTHONPATH": str(jobs)},
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    own = {r["n"]: r for r in map(json.loads, facts.read_text().splitlines())}
+    steps = _window_steps(report)
+    batch = statistics.mean(own[n]["batch"] for n in steps)
+    update = statistics.mean(own[n]["update"] for n in steps)
+    assert update > 3 * batch, (batch, update)  # the update outweighs the batch
+    rows = report["runtime"]["loop"]
+    (got,) = [x for x in rows if x["calls"] == "get_batch"]
+    assert got["ms"] == pytest.approx(batch, rel=0.5, abs=0.02), (got, batch, update)
+    text = (jobs / "hand_update.py").read_text().splitlines()
+    at = {i for i, t in enumerate(text, 1) if "p.data.add_" in t or "in model.parameters" in t}
+    updated = sum(x["ms"] for x in rows if x["line"] in at)
+    assert updated == pytest.approx(update, rel=0.5), (rows, update)
