@@ -355,8 +355,9 @@ def bound_advice(report: Report, job: Runtime) -> list[str]:
             "outputs of the call before it, and the gradients autograd kept from its backward: "
             "give each parameter a .grad of its own before the step's first call (p.grad = "
             "torch.zeros_like(p), then opt.zero_grad(set_to_none=False)), call "
-            "torch.compiler.cudagraph_mark_step_begin() before each call, and clone an output "
-            "you keep past it"
+            "torch.compiler.cudagraph_mark_step_begin() where each micro-step (or iteration) "
+            "begins, never between a call and its backward, and clone an output you keep past "
+            "it"
         )
     said = (
         f"the device is idle {b.share:.0%} of the step, waiting for the host to launch its "

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 MARK_STEP = (
     "give each parameter a .grad of its own before the first micro-step (p.grad = "
     "torch.zeros_like(p), then opt.zero_grad(set_to_none=False)), call "
-    "torch.compiler.cudagraph_mark_step_begin() before each call of the compiled model and "
-    "clone the outputs you keep past it (not written: where your loop does these is yours "
-    "to choose)"
+    "torch.compiler.cudagraph_mark_step_begin() where each micro-step (each iteration, where "
+    "one calls several models: a GAN's) begins, never between a model's call and its "
+    "backward, and clone the outputs you keep past it (not written: where your loop does "
+    "these is yours to choose)"
 )
 
 

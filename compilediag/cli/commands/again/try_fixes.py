@@ -199,6 +199,7 @@ def _add(t: Trial, control: Launched, after: Launched, trials: list[Trial], say:
     """A remedy's run of this round: paired with the unchanged one, or its failure kept
     (CUDA graphs failing on an overwritten output: tried again, marked and cloned)."""
     from compilediag.analysis.step.remedies import Candidate
+    from compilediag.harness.bootstrap._compilediag_runtime.remedies import MARKED
 
     if not (after.failure or after.report is None):
         t.pairs.append((control, after))
@@ -209,9 +210,7 @@ def _add(t: Trial, control: Launched, after: Launched, trials: list[Trial], say:
         c = t.candidate
         marked = Candidate("cudagraphs_marked", c.part, c.why, c.expected)
         trials.append(Trial(marked, []))
-        say("compilediag:   trying it again with torch.compiler.cudagraph_mark_step_begin() "
-            "before each call of the compiled model, its outputs cloned, its parameters' "
-            "gradients their own")  # fmt: skip
+        say(f"compilediag:   trying it again with {MARKED}")
 
 
 def _settle(

@@ -313,10 +313,11 @@ def _tally(probe: Probe, key: int, args: Any, kwargs: Any, seen: list[Any]) -> N
 
 
 def _marked_step(probe: Probe, module: Any) -> bool:
-    """--try-fixes' `cudagraphs_marked`: a new CUDA-graph step begins at each outermost call
-    of a compiled entry, `module`'s gradients its own (True: this call's outputs are to be
-    cloned)."""
+    """--try-fixes' `cudagraphs_marked`: a new CUDA-graph step begins at an outermost call
+    of a compiled entry but one further down the function of the call before it,
+    `module`'s gradients its own (True: this call's outputs are to be cloned)."""
     if probe._depth or not remedies.marked():
         return False
-    remedies.before_call(sys.modules["torch"], module)
+    caller = sys._getframe(2)  # the job's frame that called the entry (its wrapper's caller)
+    remedies.before_call(sys.modules["torch"], module, (caller.f_code, caller.f_lineno))
     return True

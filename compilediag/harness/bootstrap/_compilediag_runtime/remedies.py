@@ -15,10 +15,12 @@ ones measured together):
 - `cudagraphs`: torch._inductor.config.triton.cudagraphs (CUDA graphs, as
   mode="reduce-overhead" turns on);
 - `cudagraphs_marked`: the same, with torch.compiler.cudagraph_mark_step_begin() before
-  each call of what torch.compile returned, its tensor outputs cloned, and its module's
-  parameters given gradients of their own (a loop that calls the model several times a
-  step, gradient accumulation, keeps an output, or a gradient, that a later replay
-  overwrites);
+  each call of what torch.compile returned but one further down the same function as the
+  call before it (a GAN's generator's backward runs after the discriminator's next call,
+  at a later line of the loop: a step begun there would overwrite the generator's saved
+  activations), its tensor outputs cloned, and its module's parameters given gradients of
+  their own (a loop that calls the model several times a step, gradient accumulation,
+  keeps an output, or a gradient, that a later replay overwrites);
 - `tf32`: torch.set_float32_matmul_precision("high") (float32 matmuls on TF32 tensor cores);
 - `fallback_random`: torch._inductor.config.fallback_random (Inductor draws random numbers
   as eager does: `run --check-numerics` tells a difference of random numbers from an op's).
@@ -103,14 +105,18 @@ def at_dynamo_import() -> None:
             inductor.triton.cudagraphs = True
             what = "torch._inductor.config.triton.cudagraphs = True"
             if name == "cudagraphs_marked":
-                what += (
-                    "; torch.compiler.cudagraph_mark_step_begin() before each call of the "
-                    "compiled model, its outputs cloned, its parameters' gradients their own"
-                )
+                what += f"; {MARKED}"
             _note(name, what, str(was), ("", 0))
 
 
 _marked: bool | None = None  # marked(), read once: it is asked at every compiled call
+_last_call: list[tuple[Any, int]] = []  # the code and line of the last compiled call
+# cudagraphs_marked's changes, in words
+MARKED = (
+    "torch.compiler.cudagraph_mark_step_begin() before each call of a compiled model but "
+    "one further down the same function as the call before it, its outputs cloned, its "
+    "parameters' gradients their own"
+)
 
 
 def marked() -> bool:
@@ -122,12 +128,17 @@ def marked() -> bool:
     return _marked
 
 
-def before_call(torch: Any, module: Any) -> None:
-    """A new CUDA-graph step, and each of the module's parameters given a gradient of its
-    own where it has none: autograd otherwise keeps a backward's output as the .grad (the
-    CUDA graph's memory, which the next micro-step's replay overwrites before autograd adds
-    to it: gradient accumulation's failure)."""
-    torch.compiler.cudagraph_mark_step_begin()
+def before_call(torch: Any, module: Any, at: tuple[Any, int]) -> None:
+    """A new CUDA-graph step at a call from `at` (the caller's code and line), unless the
+    call before it was from the same code at an earlier line (the loop goes on: a GAN's
+    generator, then its discriminator, before the generator's backward); each of the
+    module's parameters given a gradient of its own where it has none: autograd otherwise
+    keeps a backward's output as the .grad (the CUDA graph's memory, which the next replay
+    overwrites before autograd adds to it: gradient accumulation's failure)."""
+    last = _last_call[0] if _last_call else None
+    if last is None or last[0] is not at[0] or last[1] >= at[1]:
+        torch.compiler.cudagraph_mark_step_begin()
+    _last_call[:] = [at]
     for p in module.parameters() if hasattr(module, "parameters") else ():
         if p.requires_grad and p.grad is None:
             p.grad = torch.zeros_like(p)
