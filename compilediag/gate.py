@@ -3,7 +3,8 @@
 A rule compares one measured value with its limit. A baseline (a saved JSON report)
 turns into rules too: nothing may get worse than it was, and what got better is listed.
 Break sites are matched by file name, source code and reason - not by line number - so
-an edit above a break does not look like a new break. A budget on what a process compiles
+an edit above a break does not look like a new break; one that differs in its file's name
+alone is the same in a renamed file, said as a note. A budget on what a process compiles
 (compile time, break sites, recompiles, compile failures) judges a multi-rank report's
 worst rank, and names it: ranks compile side by side, and their sum is no process's.
 """
@@ -282,8 +283,7 @@ def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) ->
 
     now_sites = {site_key(b): b for b in report.graph_breaks}
     old_sites = {site_key(b): b for b in base.graph_breaks}
-    new = [now_sites[k] for k in now_sites if k not in old_sites]
-    gone = [old_sites[k] for k in old_sites if k not in now_sites]
+    new, gone, moved = _apart(now_sites, old_sites)
     for b in new:
         verdict.regressions.append(f"new graph break at {b.file}:{b.line}: {b.reason} ({b.code})")
         verdict.new_sites.append(Site(b.file, b.line, b.code))
@@ -295,13 +295,13 @@ def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) ->
 
     now_r = {guard_key(r): r for r in report.recompiles}
     old_r = {guard_key(r): r for r in base.recompiles}
-    new_r = [now_r[k] for k in now_r if k not in old_r]
+    new_r, gone_r, moved_r = _apart(now_r, old_r)
     for r in new_r:
         verdict.regressions.append(f"new recompile reason in {r.frame}: {r.failed_guard}")
-    for k in old_r:
-        if k not in now_r:
-            verdict.improvements.append(f"recompile reason gone: {old_r[k].failed_guard}")
+    for r in gone_r:
+        verdict.improvements.append(f"recompile reason gone: {r.failed_guard}")
     verdict.rules.append(Rule("baseline: new recompile reasons", 0, len(new_r), not new_r))
+    verdict.notes += _renamed(moved, moved_r)
 
     # one process's counts (a multi-rank report's worst rank's, named), either side; sites,
     # as the headline's "4 graph breaks at 2 sites" counts them (a look read "graph breaks
@@ -335,6 +335,44 @@ def compare(report: Report, base: Report, tolerance: float, verdict: Verdict) ->
         verdict.rules.append(
             Rule("baseline: speedup", round(floor, 4), round(now_s, 4), now_s >= floor)
         )
+
+
+def _apart(now: dict[Any, Any], old: dict[Any, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """What this run has and the baseline lacks, what the baseline has and this run lacks
+    (by their keys, the file's name first), and the pairs (the baseline's, this run's) of
+    one whose key differs in the file's name alone: the same in a renamed file (a look's
+    fixed copy of main.py read its recompile as both new and gone)."""
+    new = [k for k in now if k not in old]
+    gone = [k for k in old if k not in now]
+    moved = []
+    for k in list(new):
+        twin = next((g for g in gone if g[1:] == k[1:]), None)
+        if twin is not None:
+            new.remove(k)
+            gone.remove(twin)
+            moved.append((old[twin], now[k]))
+    return [now[k] for k in new], [old[k] for k in gone], moved
+
+
+def _renamed(sites: list[Any], reasons: list[Any]) -> list[str]:
+    """The renamed files, in words: what of each was matched there."""
+    files: dict[tuple[str, str], list[int]] = {}
+    for i, pairs in enumerate((sites, reasons)):
+        for was, now in pairs:
+            key = (os.path.basename(was.file), os.path.basename(now.file))
+            files.setdefault(key, [0, 0])[i] += 1
+    out = []
+    for (was, now), (n_sites, n_reasons) in files.items():
+        what = [
+            _plural(n, w)
+            for n, w in ((n_sites, "break site"), (n_reasons, "recompile reason"))
+            if n
+        ]
+        out.append(
+            f"the baseline's {was} is {now} here: {' and '.join(what)} matched there by "
+            "code and reason, not by the file's name"
+        )
+    return out
 
 
 # a `run` step may grow this much against its baseline's (two runs of one job on one

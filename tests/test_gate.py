@@ -287,6 +287,51 @@ def test_a_baseline_survives_reworded_advice() -> None:
     assert any(x.startswith("new recompile reason") for x in v.regressions)
 
 
+def test_a_renamed_file_is_matched_by_code_and_said(tmp_path: Path) -> None:
+    """Look 26: a fixed copy of main.py, renamed, read its recompile as both a new reason
+    (a regression, exit 1) and one gone. The same break site and recompile reason in a file
+    of another name are one, said once, and pass."""
+    model = tmp_path / "model.py"
+    write_model(model)
+    base = run_cli("explain", str(model), "--backend", "eager", "--no-timings", "--format", "json")
+    (tmp_path / "baseline.json").write_text(base.stdout)
+    renamed = tmp_path / "model_fixed.py"
+    write_model(renamed, extra_top="# fixed\n")
+    proc = run_cli(
+        "explain", str(renamed), "--backend", "eager", "--no-timings",
+        "--baseline", str(tmp_path / "baseline.json"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "regression:" not in proc.stdout and "improved:" not in proc.stdout, proc.stdout
+    assert (
+        "note: the baseline's model.py is model_fixed.py here: 1 break site matched there by "
+        "code and reason, not by the file's name"
+    ) in " ".join(proc.stdout.split()), proc.stdout
+    # a recompile reason alike, from a recorded trace; one of another guard stays new
+    from compilediag.report.model import Report
+
+    def recompiling() -> Report:
+        return build_report(
+            parse_path(fixture_trace("batch_sweep.eager")),
+            WorkerResult(),
+            TargetInfo(path="sample_models/changing_batch.py"),
+        )
+
+    base_r, now = recompiling(), recompiling()
+    assert now.recompiles and not now.graph_breaks
+    for r in base_r.recompiles:  # a forward of the user's (torch before 2.12 names it)
+        r.file = "/x/main.py"
+    for r in now.recompiles:
+        r.file = "/x/main_fixed.py"
+    v = evaluate(now, Budgets(baseline=base_r))
+    assert v.passed and v.regressions == [] and v.improvements == [], v
+    n = len({(r.frame, r.failed_guard) for r in now.recompiles})
+    assert v.notes == [
+        f"the baseline's main.py is main_fixed.py here: {n} recompile reason"
+        f"{'s' * (n != 1)} matched there by code and reason, not by the file's name"
+    ], v.notes
+
+
 def test_a_schema_1_report_renders_with_its_gpu_time() -> None:
     """Schema 1 called the GPU time `timings.device`; such a saved report still loads."""
     from compilediag.render import render

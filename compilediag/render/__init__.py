@@ -207,6 +207,7 @@ def verdict_lines(report: Report) -> list[str]:
         lines.append(f"  {mark} {r.name}: {rule_text(r)}")
     lines += [f"  regression: {x}" for x in v.regressions]
     lines += [f"  improved:   {x}" for x in v.improvements]
+    lines += [f"  note:       {x}" for x in v.notes]
     return lines
 
 

@@ -133,6 +133,8 @@ class Verdict:
     regressions: list[str] = field(default_factory=list)  # against --baseline, in words
     improvements: list[str] = field(default_factory=list)
     new_sites: list[Site] = field(default_factory=list)  # break sites the baseline lacked
+    # against --baseline: what was matched otherwise than its rules say (a renamed file)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
