@@ -187,6 +187,7 @@ class OtherWork:
     calls: int = 0
     ms: float = 0.0  # the host's time from its first call's start to its last call's end
     compiled: bool = False  # torch compiled during it (its time is the compile's, mostly)
+    unfinished: bool = False  # under way when the job stopped (a signal): its time so far
     function: str = ""
     file: str = ""
     line: int = 0

@@ -4,6 +4,7 @@ costs, what to do first. Shared by the table, the markdown and the HTML."""
 
 from __future__ import annotations
 
+from compilediag.analysis.step.other_work import work_cost
 from compilediag.render import ms, seconds
 from compilediag.report.model import Report
 from compilediag.report.vocabulary import Finding, StepsAt
@@ -106,7 +107,7 @@ def _one_off(report: Report) -> list[str]:
         name = w.function.rsplit("<locals>.", 1)[-1]
         said.append(
             f"{w.kind} {name} ({w.file.rsplit('/', 1)[-1]}:{w.line}){where_}, {when}, "
-            f"{ms(w.ms)} each"
+            f"{work_cost(w)}"
         )
     spread = report.summary.per_rank.get("compile_time_s")
     if spread is not None and spread.max_rank:

@@ -150,7 +150,8 @@ def step_work(processes: list[ProcessRuntime], left_out: set[int]) -> list[StepW
     out = []
     for (kind, function, file, line), (ranks, seen) in found.items():
         steps = sorted({w.step for w in seen})
-        timed = [w for w in seen if not w.compiled] or seen  # a compile is not its cost
+        ended = [w for w in seen if not w.unfinished] or seen
+        timed = [w for w in ended if not w.compiled] or ended  # a compile is not its cost
         out.append(
             StepWork(
                 kind, function, portable_text(file, os.getcwd()), line, steps, sorted(ranks),
@@ -158,6 +159,7 @@ def step_work(processes: list[ProcessRuntime], left_out: set[int]) -> list[StepW
                 calls=statistics.median(w.calls for w in seen),
                 waited_ms=_waits(processes, ranks, set(steps), left_out),
                 compiled=all(w.compiled for w in seen),
+                unfinished=all(w.unfinished for w in seen),
                 between_steps=all(w.before for w in seen),
             )
         )  # fmt: skip
@@ -208,7 +210,7 @@ def work_notes(
     for (steps, ranks), works in groups.items():
         who = f", rank {ranks[0]} alone" if len(ranks) == 1 else ""
         kinds = " and ".join(dict.fromkeys(w.kind for w in works))
-        each = "; ".join(f"{_named(w)}, {ms(w.ms)} each, {_calls(w)}" for w in works)
+        each = "; ".join(f"{_named(w)}, {work_cost(w)}, {_calls(w)}" for w in works)
         when = work_when(list(steps), works[0].between_steps, last)
         text = f"{kinds} {when}{who}): {each}"
         held = [n for n in steps if n in left_out]
@@ -223,6 +225,14 @@ def work_notes(
             text += f"; the other ranks waited for it in their collectives: {waits} (the median)"
         notes.append(Finding(FindingKind.OTHER_WORK, text))
     return notes
+
+
+def work_cost(w: StepWork) -> str:
+    """`35.7 ms each`; one under way when the job stopped: its time so far (a look read "0 ms
+    each" for an evaluation compiling for 8 minutes at SIGTERM)."""
+    if w.unfinished:
+        return f"under way when the job stopped, {ms(w.ms)} in"
+    return f"{ms(w.ms)} each"
 
 
 def _calls(w: StepWork) -> str:

@@ -121,6 +121,75 @@ def test_an_evaluation_in_the_scripts_own_lines_is_at_its_line(tmp_path: Path) -
     assert (work["function"], work["line"]) == ("<module>", line), work
 
 
+STOPPED_IN_EVALUATION = """\
+import os
+import signal
+import time
+
+import torch
+from torch import nn
+
+
+@torch.compiler.disable
+def stop_here(x):
+    if not torch.is_grad_enabled():  # the job is stopped while its evaluation's call runs
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    return x
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return stop_here(self.fc(x))
+
+
+model = Net()
+cmodel = torch.compile(model, backend="eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def evaluate():
+    with torch.no_grad():
+        cmodel(torch.randn(4, 8))
+
+
+for step in range(1, 30):
+    cmodel(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    if step == 20:
+        evaluate()
+"""
+
+
+def test_an_evaluation_under_way_when_the_job_is_stopped_says_its_time_so_far(
+    tmp_path: Path,
+) -> None:
+    """Look 26 (time_sequence_prediction, SIGTERM after 14 minutes): "evaluation 1 time
+    (after step 1) ... 0 ms each" for a call that had been compiling for 8 minutes: its
+    time ran to its call's end, which never came. Here the job is stopped 0.3 s into its
+    evaluation's call: said under way, with its time so far."""
+    job = tmp_path / "train.py"
+    job.write_text(STOPPED_IN_EVALUATION)
+    saved = tmp_path / "report.json"
+    proc = run_cli(
+        "run", "--format", "json", "-o", str(saved), "--", sys.executable, str(job), cwd=tmp_path
+    )
+    assert "ended by SIGTERM" in proc.stderr, proc.stderr
+    (work,) = json.loads(saved.read_text())["runtime"]["other_work"]
+    assert work["kind"] == "evaluation" and work["unfinished"], work
+    assert 300 <= work["ms"] < 5000, work
+    said = " ".join(run_cli("render", str(saved)).stdout.split())
+    line = STOPPED_IN_EVALUATION.splitlines().index("def evaluate():") + 1
+    assert f"evaluate (train.py:{line}), under way when the job stopped, " in said, said
+    assert " each" not in said.split("under way", 1)[1].split("model", 1)[0], said
+
+
 def test_steps_around_the_window_well_over_their_median_are_said_beside_the_pace(
     tmp_path: Path,
 ) -> None:

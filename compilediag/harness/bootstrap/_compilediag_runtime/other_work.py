@@ -83,9 +83,12 @@ class OtherWork:
         training call has, one whose name says evaluation where there is one; a checkpoint's:
         the function that saved it), the function's file and line (a checkpoint's: the
         torch.save line), its calls, its host time from its first call's start to
-        its last call's end (ms), and whether torch compiled during it."""
+        its last call's end (ms), and whether torch compiled during it; one still under way
+        (the job stopped in it: a signal, --stop-after) is `unfinished`, its time so far."""
         out = []
+        now = time.perf_counter()
         for o in self.occurrences:
+            unfinished = o is self.occurrences[-1] and o["kind"] in self._open
             line = 0
             if o["kind"] == "evaluation":
                 code = _name_frame(o["stack"], self.training_code or set())
@@ -96,7 +99,8 @@ class OtherWork:
             name = getattr(code, "co_qualname", None) or getattr(code, "co_name", "")
             out.append(
                 {"kind": o["kind"], "step": o["step"], "calls": o["calls"],
-                 "ms": round((o["end"] - o["start"]) * 1e3, 6), "compiled": o["compiled"],
+                 "ms": round(((now if unfinished else o["end"]) - o["start"]) * 1e3, 6),
+                 "compiled": o["compiled"], "unfinished": unfinished,
                  "before": o.get("before", False),
                  "function": name,
                  "file": getattr(code, "co_filename", ""),
