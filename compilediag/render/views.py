@@ -3,13 +3,12 @@ by cause over every frame and rank (one block, its fix said once)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compilediag.paths import where
 from compilediag.render import ms, plural, seconds, shown_id
 from compilediag.render.glance import WAIT_METHODS
-from compilediag.render.window_words import STALL, loop_lines_words, stalled_words
+from compilediag.render.window_words import STALL, loop_lines_words, rest_named, stalled_words
 from compilediag.report.model import (
     Breakdown,
     Recompile,
@@ -20,7 +19,7 @@ from compilediag.report.model import (
     Tracing,
 )
 from compilediag.report.step import BOUND_CLOSE
-from compilediag.report.vocabulary import RecompileCause, RestKind, StepsAt
+from compilediag.report.vocabulary import RecompileCause, StepsAt
 from compilediag.report.words import ALSO_CHANGED as ALSO
 from compilediag.report.words import ONE_GUARD, backward_split, forward_split, steps_words
 from compilediag.trace.formats import AFTER_BREAK, guard_pattern
@@ -242,67 +241,6 @@ def step_text(r: Runtime, b: Breakdown) -> str:
     return (
         f"{ms(b.call_ms)}: {' · '.join(said)}{collectives_words(b, r, None, waits_for)} ({window})"
     )
-
-
-def rest_named(b: Breakdown, device: bool = True, profiled: Sequence[int] = ()) -> str:
-    """` (of it: eager ops outside graphs 3.1 ms: aten::mm 2 ms, aten::tanh 0.9 ms); 1 value
-    read or wait for the device a step (aten::item: 0.02 ms on the host)`: what the kernel
-    profile's steps named of the rest; '' where it named nothing. `device`: a GPU ran the
-    steps (without one a value read waits for nothing: its reads alone are said);
-    `profiled`: the kernel profile's steps (fewer reads than steps are counted over them,
-    not made a rate)."""
-    syncs = [r for r in b.rest if r.kind == RestKind.SYNC]
-    moved = [r for r in b.rest if r.kind == RestKind.TO_DEVICE]
-    eager = [r for r in b.rest if r.kind not in (RestKind.SYNC, RestKind.TO_DEVICE)]
-    named = []
-    if moved:
-        named.append(
-            f"the batch's copy to the device {ms(sum(r.ms for r in moved))} "
-            f"({', '.join(r.name for r in moved[:3])})"
-        )
-    if eager:
-        total = sum(r.ms for r in eager)
-        top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3] if r.ms >= total / 10)
-        named.append(f"eager ops outside graphs {ms(total)}: {top}")
-    said, of = "", "of it and of forward's eager code" if b.wrapper else "of it"
-    profiled_ms = sum(r.ms for r in moved + eager)
-    if named and profiled_ms <= b.outside_ms + b.module_ms:
-        said = f" ({of}: {'; '.join(named)})"
-    elif named and b.rest_holds(profiled_ms):  # over the part, within the steps' difference
-        said = f" ({of}, about all, by torch.profiler's own steps: {'; '.join(named)})"
-    elif named:  # the profiler's reading, larger than the part it would be of
-        said = (
-            f"; torch.profiler read {'; '.join(named)} a step, more than the job's clock gives "
-            "the whole rest: the profiler's reading (on CPU its own cost; on CUDA host time "
-            "that waits for the device), not this step's"
-        )
-    if syncs:  # on CUDA a wait for the device's work, which other parts hold: not "of it"
-        reads = sum(r.calls for r in syncs)
-        many = reads > 1
-
-        def what(s: str) -> str:
-            if device:
-                return f"value read{s} or wait{s} for the device"
-            return f"value read{s} (.item(), float())"
-
-        total = round(reads * len(profiled))
-        whole = abs(reads - round(reads)) < 0.05  # as many each step: a rate
-        if reads >= 1 and (whole or not profiled):
-            count = f"{round(reads) if whole else reads:g} {what('s' * many)} a step"
-        elif profiled and total >= 1:  # reads some steps make: an epoch's end, a log
-            count = (
-                f"{total} {what('s' * (total > 1))} in the kernel profile's "
-                f"{plural(len(profiled), 'step')} ({steps_words(list(profiled))})"
-                + (", not each step" if reads < 1 else "")
-            )
-        else:
-            count = f"a {what('')} every {1 / reads:.0f} steps"
-        # (the rest's: a look counted nanoGPT's AdamW reads too, 48 against 33 said)
-        said += (
-            f"; {count}, outside the model, backward and the optimizer "
-            f"({', '.join(r.name for r in syncs)}: {ms(sum(r.ms for r in syncs))} on the host)"
-        )
-    return said
 
 
 def collectives_words(

@@ -2,14 +2,17 @@
 against the job's own (the first screen's line) and the steps that stalled
 (views.window_notes gives them their place); what explain's own run took, by phase; the
 loop's costliest lines by the job's own clock; the kernel profile's kernels, timed in the
-steps after the window."""
+steps after the window, and what it named of the step's rest."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from compilediag.analysis.step.other_work import STALL
 from compilediag.analysis.step.pace import APART, SLOW
 from compilediag.render import ms, plural, seconds
-from compilediag.report.model import KernelTiming, LoopLine, Runtime
+from compilediag.report.model import Breakdown, KernelTiming, LoopLine, Runtime
+from compilediag.report.vocabulary import RestKind
 from compilediag.report.words import steps_words, times
 
 
@@ -249,3 +252,64 @@ def kernel_timing_words(k: KernelTiming, peak: str) -> list[str]:
     if achieved:
         facts.append(achieved)
     return facts
+
+
+def rest_named(b: Breakdown, device: bool = True, profiled: Sequence[int] = ()) -> str:
+    """` (of it: eager ops outside graphs 3.1 ms: aten::mm 2 ms, aten::tanh 0.9 ms); 1 value
+    read or wait for the device a step (aten::item: 0.02 ms on the host)`: what the kernel
+    profile's steps named of the rest; '' where it named nothing. `device`: a GPU ran the
+    steps (without one a value read waits for nothing: its reads alone are said);
+    `profiled`: the kernel profile's steps (fewer reads than steps are counted over them,
+    not made a rate)."""
+    syncs = [r for r in b.rest if r.kind == RestKind.SYNC]
+    moved = [r for r in b.rest if r.kind == RestKind.TO_DEVICE]
+    eager = [r for r in b.rest if r.kind not in (RestKind.SYNC, RestKind.TO_DEVICE)]
+    named = []
+    if moved:
+        named.append(
+            f"the batch's copy to the device {ms(sum(r.ms for r in moved))} "
+            f"({', '.join(r.name for r in moved[:3])})"
+        )
+    if eager:
+        total = sum(r.ms for r in eager)
+        top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3] if r.ms >= total / 10)
+        named.append(f"eager ops outside graphs {ms(total)}: {top}")
+    said, of = "", "of it and of forward's eager code" if b.wrapper else "of it"
+    profiled_ms = sum(r.ms for r in moved + eager)
+    if named and profiled_ms <= b.outside_ms + b.module_ms:
+        said = f" ({of}: {'; '.join(named)})"
+    elif named and b.rest_holds(profiled_ms):  # over the part, within the steps' difference
+        said = f" ({of}, about all, by torch.profiler's own steps: {'; '.join(named)})"
+    elif named:  # the profiler's reading, larger than the part it would be of
+        said = (
+            f"; torch.profiler read {'; '.join(named)} a step, more than the job's clock gives "
+            "the whole rest: the profiler's reading (on CPU its own cost; on CUDA host time "
+            "that waits for the device), not this step's"
+        )
+    if syncs:  # on CUDA a wait for the device's work, which other parts hold: not "of it"
+        reads = sum(r.calls for r in syncs)
+        many = reads > 1
+
+        def what(s: str) -> str:
+            if device:
+                return f"value read{s} or wait{s} for the device"
+            return f"value read{s} (.item(), float())"
+
+        total = round(reads * len(profiled))
+        whole = abs(reads - round(reads)) < 0.05  # as many each step: a rate
+        if reads >= 1 and (whole or not profiled):
+            count = f"{round(reads) if whole else reads:g} {what('s' * many)} a step"
+        elif profiled and total >= 1:  # reads some steps make: an epoch's end, a log
+            count = (
+                f"{total} {what('s' * (total > 1))} in the kernel profile's "
+                f"{plural(len(profiled), 'step')} ({steps_words(list(profiled))})"
+                + (", not each step" if reads < 1 else "")
+            )
+        else:
+            count = f"a {what('')} every {1 / reads:.0f} steps"
+        # (the rest's: a look counted nanoGPT's AdamW reads too, 48 against 33 said)
+        said += (
+            f"; {count}, outside the model, backward and the optimizer "
+            f"({', '.join(r.name for r in syncs)}: {ms(sum(r.ms for r in syncs))} on the host)"
+        )
+    return said

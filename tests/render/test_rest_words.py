@@ -4,7 +4,7 @@ only where a GPU ran the steps; fewer than one a step is said as one every N ste
 
 from __future__ import annotations
 
-from compilediag.render.views import rest_named
+from compilediag.render.window_words import rest_named
 from compilediag.report.model import Breakdown, RestPart
 from compilediag.report.vocabulary import RestKind
 
