@@ -12,6 +12,7 @@ from compilediag.analysis.step.other_work import STALL
 from compilediag.analysis.step.pace import APART, SLOW
 from compilediag.render import ms, plural, seconds
 from compilediag.report.model import Breakdown, KernelTiming, LoopLine, Runtime
+from compilediag.report.step import RestPart
 from compilediag.report.vocabulary import RestKind
 from compilediag.report.words import steps_words, times
 
@@ -254,6 +255,22 @@ def kernel_timing_words(k: KernelTiming, peak: str) -> list[str]:
     return facts
 
 
+def _rest_ops(moved: list[RestPart], eager: list[RestPart], scale: float) -> list[str]:
+    """The rest's ops the kernel profile named, its figures times `scale` (about all of the
+    rest: set on it as shares; a look read "the rest 0.083 ms (of it: ... 0.101 ms")."""
+    named = []
+    if moved:
+        copy = ", ".join(r.name for r in moved[:3])
+        named.append(
+            f"the batch's copy to the device {ms(scale * sum(r.ms for r in moved))} ({copy})"
+        )
+    if eager:
+        total = sum(r.ms for r in eager)
+        top = ", ".join(f"{r.name} {ms(scale * r.ms)}" for r in eager[:3] if r.ms >= total / 10)
+        named.append(f"eager ops outside graphs {ms(scale * total)}: {top}")
+    return named
+
+
 def rest_named(b: Breakdown, device: bool = True, profiled: Sequence[int] = ()) -> str:
     """` (of it: eager ops outside graphs 3.1 ms: aten::mm 2 ms, aten::tanh 0.9 ms); 1 value
     read or wait for the device a step (aten::item: 0.02 ms on the host)`: what the kernel
@@ -264,22 +281,16 @@ def rest_named(b: Breakdown, device: bool = True, profiled: Sequence[int] = ()) 
     syncs = [r for r in b.rest if r.kind == RestKind.SYNC]
     moved = [r for r in b.rest if r.kind == RestKind.TO_DEVICE]
     eager = [r for r in b.rest if r.kind not in (RestKind.SYNC, RestKind.TO_DEVICE)]
-    named = []
-    if moved:
-        named.append(
-            f"the batch's copy to the device {ms(sum(r.ms for r in moved))} "
-            f"({', '.join(r.name for r in moved[:3])})"
-        )
-    if eager:
-        total = sum(r.ms for r in eager)
-        top = ", ".join(f"{r.name} {ms(r.ms)}" for r in eager[:3] if r.ms >= total / 10)
-        named.append(f"eager ops outside graphs {ms(total)}: {top}")
+    named = _rest_ops(moved, eager, 1.0)
     said, of = "", "of it and of forward's eager code" if b.wrapper else "of it"
     profiled_ms = sum(r.ms for r in moved + eager)
     if named and profiled_ms <= b.outside_ms + b.module_ms:
         said = f" ({of}: {'; '.join(named)})"
     elif named and b.rest_holds(profiled_ms):  # over the part, within the steps' difference
-        said = f" ({of}, about all, by torch.profiler's own steps: {'; '.join(named)})"
+        shares = _rest_ops(moved, eager, (b.outside_ms + b.module_ms) / profiled_ms)
+        said = (
+            f" ({of}, about all, by the shares of torch.profiler's own steps: {'; '.join(shares)})"
+        )
     elif named:  # the profiler's reading, larger than the part it would be of
         said = (
             f"; torch.profiler read {'; '.join(named)} a step, more than the job's clock gives "

@@ -70,3 +70,24 @@ def test_one_call_of_a_steps_other_work_is_said_in_the_singular() -> None:
     assert _calls(StepWork("checkpoint", "save", "t.py", 3, calls=2)) == "2 torch.save calls"
     said = _calls(StepWork("evaluation", "estimate_loss", "t.py", 3, calls=1))
     assert said == "1 call of the compiled model"
+
+
+def test_ops_of_about_all_the_rest_are_set_on_it_as_shares() -> None:
+    """Look 26 (regression, a 0.3 ms step): "the rest 0.083 ms (of it, about all, by
+    torch.profiler's own steps: eager ops outside graphs 0.101 ms ...)", a part larger than
+    the whole it is of. The kernel profile's steps, over the rest but within the steps'
+    difference, give the ops' shares of it, set on the rest."""
+    ops = [RestPart("aten::mul", RestKind.EAGER, "eager", 2, 0.0606),
+           RestPart("aten::add_", RestKind.EAGER, "eager", 2, 0.0404)]  # fmt: skip
+    b = Breakdown(call_ms=0.3, in_graphs_ms=0.1, between_graphs_ms=0.0, outside_ms=0.083,
+                  calls=10, rest=ops)  # fmt: skip
+    said = rest_named(b, device=False)
+    assert said == (
+        " (of it, about all, by the shares of torch.profiler's own steps: eager ops outside "
+        "graphs 0.083 ms: aten::mul 0.050 ms, aten::add_ 0.033 ms)"
+    ), said
+    # within the rest, the profiler's own figures, as read
+    b.outside_ms = 0.2
+    assert rest_named(b, device=False) == (
+        " (of it: eager ops outside graphs 0.101 ms: aten::mul 0.061 ms, aten::add_ 0.040 ms)"
+    )
