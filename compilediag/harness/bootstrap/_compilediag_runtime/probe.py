@@ -420,7 +420,10 @@ class Probe:
         """In the window, mark where a part of the step starts or ends (a Part): True if
         marked."""
         if not self.timing:
-            return False
+            if not self.reads.learning:
+                return False
+            self.reads.mark(entered)  # the loop's clock learns where on its lines marks fall
+            return True  # (and its end is marked too)
         self.reads.mark(entered)
         self._marks.append((part, entered, cid, self.clock()))
         return True
