@@ -14,6 +14,7 @@ import inspect
 import os
 import re
 import sys
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,8 +219,31 @@ def load_module(path: str) -> Any:
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit as e:  # a script that runs at import: it is no model file
+        raise _exited(path, e) from None
     return module
+
+
+def _exited(path: str, e: SystemExit) -> UsageError:
+    """A file that ended the process as it was imported: a training script whose argument
+    parser read compilediag's own command line (a look read "the model failed without
+    torch.compile: SystemExit: 2 ... This is a bug in the model or its inputs")."""
+    from compilediag.harness.worker_torch import user_frame
+
+    file, line, code = user_frame(e, path)
+    at = f" at {Path(file).name}:{line} `{code}`" if file else ""
+    frames = traceback.extract_tb(e.__traceback__)
+    parsed = any(Path(f.filename).name == "argparse.py" for f in frames)
+    why = "its argument parser read compilediag's own command line" if parsed else "it exits"
+    name = Path(path).name
+    return UsageError(
+        f"{name} exited as compilediag imported it (SystemExit: {e.code}{at}): it is a "
+        f"script that runs when imported, and {why}.",
+        hint=f"Run it as you do, under `compilediag run -- python {name} ...`, or point at a "
+        f"file that defines the model ({MODEL_LOOKUP}) and runs nothing when imported.",
+    )
 
 
 def _build(obj: Any, what: str) -> Any:

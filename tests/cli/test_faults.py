@@ -72,6 +72,16 @@ def get_inputs():
     return (torch.randn(2, 4),)
 """
 IMPORTS_MISSING = "import torch\nimport nosuchpackage_xyz.layers\nmodel = torch.nn.Linear(2, 2)\n"
+# a training script given to explain (look 27: pytorch/examples' VAE read "the model failed
+# without torch.compile: SystemExit: 2 ... This is a bug in the model or its inputs")
+A_SCRIPT = """\
+import argparse
+import torch
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=1)
+args = parser.parse_args()
+model = torch.nn.Linear(2, 2)
+"""
 TWO_MODELS = """\
 import torch
 class A(torch.nn.Module):
@@ -182,6 +192,15 @@ FAULTS: dict[str, Fault] = {
     ),
     "the model file imports a missing package": Fault(
         IMPORTS_MISSING, [], 2, "imports `nosuchpackage_xyz`", "pip install nosuchpackage_xyz"
+    ),
+    "a training script that parses its command line when imported": Fault(
+        A_SCRIPT,
+        [],
+        2,
+        "exited as compilediag imported it (SystemExit: 2 at model.py:5 "
+        "`args = parser.parse_args()`): it is a script that runs when imported, and its "
+        "argument parser read compilediag's own command line",
+        "compilediag run -- python",
     ),
     "no model in the file": Fault("import torch\nx = 1\n", [], 2, "no model found", ":ATTR"),
     "several candidate models": Fault(TWO_MODELS, [], 2, "2 models in", "Name one, e.g."),
