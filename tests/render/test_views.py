@@ -207,3 +207,29 @@ def test_what_else_changed_is_said_of_the_calls_that_changed_it(tmp_path) -> Non
     assert said in table and "these calls also changed" not in table
     html = run_cli("report", str(trace), "--format", "html").stdout
     assert "the call of 0/3 also changed <code>scale</code>" in html, html[:200]
+
+
+def test_cross_check_says_what_explains_count_is_where_it_is_not_the_breaks() -> None:
+    """Look 27 (word_language_model's LSTM, torch 2.14.1): "torch._dynamo.explain agrees (0
+    breaks, same sites)" beside the report's 1 graph break: torch could not resume after the
+    LSTM's break, so explain's graph_break_count (its graphs less one: one graph) read 0
+    while its break_reasons held that site. (torch 2.13's explain compiles no graph of that
+    frame at all, graph_break_count -1: a disagreement, said as such.) The line says the
+    sites agree and what that count is."""
+    from compilediag.render.table.facts import cross_check_lines
+    from compilediag.report.model import CrossCheck, Environment, Report, Site, TargetInfo
+
+    site = Site("/x/model.py", 50, "output, hidden = self.rnn(emb, hidden)")
+    report = Report(tool={}, environment=Environment(), target=TargetInfo())
+    report.cross_check = CrossCheck(explain_graph_breaks=0, explain_sites=[site])
+    (line,) = cross_check_lines(report)
+    assert line.plain == (
+        "\nCross-check: torch._dynamo.explain agrees: the same break site (1); its "
+        "graph_break_count, 0, is its graphs less one, not its breaks."
+    ), line.plain
+    report.cross_check = CrossCheck(explain_graph_breaks=2, explain_sites=[site, site])
+    (line,) = cross_check_lines(report)
+    assert line.plain == (
+        "\nCross-check: torch._dynamo.explain agrees: the same break site (1); its "
+        "graph_break_count, 2, is its graphs less one, not its breaks."
+    )

@@ -195,13 +195,14 @@ def cross_check_lines(report: Report) -> list:
     if cc.error:
         return [Text(f"\nCross-check: torch._dynamo.explain failed: {cc.error}", style="yellow")]
     if cc.agree:
-        return [
-            Text(
-                f"\nCross-check: torch._dynamo.explain agrees "
-                f"({plural(cc.explain_graph_breaks, 'break')}, same sites).",
-                style="green",
+        sites = len({(s.file, s.line) for s in cc.explain_sites})
+        said = f"the same break site{'s' * (sites != 1)} ({sites})"
+        if cc.explain_graph_breaks != sites:  # explain counts its graphs less one (look 27)
+            said += (
+                f"; its graph_break_count, {cc.explain_graph_breaks}, is its graphs less one, "
+                "not its breaks"
             )
-        ]
+        return [Text(f"\nCross-check: torch._dynamo.explain agrees: {said}.", style="green")]
     lines: list = [
         Text(
             f"\nCross-check: torch._dynamo.explain differs ({len(cc.disagreements)})",
