@@ -110,3 +110,46 @@ def test_a_last_batch_beside_a_requires_grad_graph_is_the_batchs(tmp_path: Path)
     fixed, log = run(", drop_last=True")
     assert all("size mismatch" not in r for x in fixed["recompiles"] for r in x["reasons"])
     assert len(fixed["recompiles"]) < len(report["recompiles"])
+
+
+TWO_LOADERS = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+model = nn.Linear(4, 2)
+compiled = torch.compile(model, backend="eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+train = DataLoader(TensorDataset(torch.randn(40, 4)), batch_size=16{fix})
+test = DataLoader(TensorDataset(torch.randn(20, 4)), batch_size=16)
+for epoch in range(2):
+    for (x,) in train:
+        {mark}compiled(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    for (x,) in test:
+        compiled(x).sum().backward()  # (grad on: the training graph's mode)
+        opt.zero_grad()
+"""
+
+
+def test_drop_last_on_one_loader_is_not_said_to_save_a_compile_another_loader_makes(
+    tmp_path: Path,
+) -> None:
+    """Look 27 (pytorch/examples' VAE): "either fix saves this one compile" for its train
+    loader's last batch; `drop_last=True` there moved the recompile to the test loader's
+    last batch (116), which the dynamic graph had served. The words say what each saves, as
+    torch's own log counts them: drop_last on the train loader moves it, marking saves it."""
+    report, log = _run(tmp_path, TWO_LOADERS.format(fix="", mark=""))
+    (batch,) = report["recompiles"]
+    assert log.count("Recompiling function") == 1
+    said = batch["suggestion"]
+    assert "marking it saves this one compile" in said, said
+    assert "dropping the last batch saves it only where no other size reaches" in said, said
+    assert "either fix saves" not in said
+    _, moved = _run(tmp_path, TWO_LOADERS.format(fix=", drop_last=True", mark=""))
+    assert moved.count("Recompiling function") == 1  # the test loader's 4 now
+    mark = "torch._dynamo.mark_dynamic(x, 0)\n        "
+    _, saved = _run(tmp_path, TWO_LOADERS.format(fix="", mark=mark))
+    assert saved.count("Recompiling function") == 0
