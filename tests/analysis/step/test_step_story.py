@@ -151,7 +151,9 @@ def test_no_figure_is_larger_than_the_part_that_holds_it(gpt_ddp) -> None:
     whole = eager <= b["outside_ms"] + b["module_ms"]  # "of it" where it fits the part
     near = not whole and eager <= b["outside_ms"] * 1.25 + 0.05  # over it, within the steps'
     assert ("(of it: eager ops" in text) == whole, text
-    assert ("(of it, about all, by the shares of torch.profiler's own steps: eager" in text) == near, text
+    assert (
+        "(of it, about all, by the shares of torch.profiler's own steps: eager" in text
+    ) == near, text
     assert "steps 10-12, 14, under torch.profiler; step 13 left out" in text, text
     assert "step 13 in the profile of a rank that waited in it" in text, text
     assert (
@@ -478,7 +480,9 @@ def test_on_a_loaded_cpu_no_figure_is_larger_than_its_part(tmp_path: Path) -> No
     text = " ".join(run_cli("render", str(path)).stdout.split())
     whole = rest_ops <= b["outside_ms"] + b["module_ms"]
     assert ("(of it: eager ops" in text) == whole, text
-    assert ("(of it, about all, by the shares of torch.profiler's own" in text) == (held and not whole), text
+    assert ("(of it, about all, by the shares of torch.profiler's own" in text) == (
+        held and not whole
+    ), text
     advised = any("compute them in the compiled forward" in n for n in report["timings"]["notes"])
     assert held or not advised
 
