@@ -9,7 +9,7 @@ from pathlib import Path
 from compilediag.fixes.constant import constant
 from compilediag.fixes.model import GUARD, MOVES_OUT, REMOVES, Break, Fix, fix, quoted, rule
 from compilediag.fixes.python import tensor_to_string
-from compilediag.paths import in_torch
+from compilediag.paths import in_torch, library_path
 from compilediag.report.vocabulary import BreakCause
 from compilediag.trace.releases import installed, nonstrict_trace, release
 
@@ -168,13 +168,22 @@ def _logging(b: Break) -> Fix:
     method = m.group(1)
     version = release(b.torch_version or installed())
     if version is not None and version >= LOGGER_REORDERED:
+        # (torch 2.14-2.15 run a reordered call after the graph only where the compiled
+        # function makes it itself: one in a function Dynamo inlines - a library's property,
+        # a helper - is dropped; a look's transformers `loss_type` warning never printed)
+        lib = (library_path(b.library_file) or b.library_file) if b.library_file else ""
+        inlined = f"this call is in {lib}, which Dynamo inlines" if lib else ""
         return fix(
             b, BreakCause.LOGGING,
             f"Add logging.Logger.{method} to torch._dynamo.config.reorderable_logging_functions "
             f"(`torch._dynamo.config.reorderable_logging_functions.add(logging.Logger.{method})`)"
-            ": Dynamo then makes the call after the graph, and it still logs. Or add it to "
-            f"ignore_logging_functions (the call is skipped while compiled), or {GUARD}.",
-            "the log call runs after the graph; the break is gone",
+            ": Dynamo then makes the call after the graph where the compiled function makes "
+            "it itself; a call in a function it inlines is dropped (it does not log"
+            + (f": {inlined})" if inlined else ")")
+            + ". Or add it to ignore_logging_functions (the call is skipped while compiled), "
+            f"or {GUARD}.",
+            "the break is gone; the log call runs after the graph where the compiled function "
+            "makes it itself, else not at all",
             config={"reorderable_logging_functions": f"fn:logging.Logger.{method}"},
             code_edit=False,
         )  # fmt: skip

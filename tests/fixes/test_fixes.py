@@ -320,6 +320,52 @@ def test_a_logger_call_is_reordered_where_this_torch_does_and_still_logs(
     assert ("activations computed" in caplog.text) is reorders, caplog.text
 
 
+def test_a_reordered_logger_call_in_an_inlined_function_is_said_not_to_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Look 27 (transformers' `loss_type` warning_once in a property of the model, torch
+    2.15): "Dynamo then makes the call after the graph, and it still logs"; applied, the
+    break was gone and the warning never printed. torch 2.14-2.15 run a reordered call
+    only where the compiled function makes it itself: a helper's is dropped. Said so, and
+    torch's own run shows both."""
+    from compilediag.fixes import fix_for
+
+    said = fix_for(
+        "GB0291", "logging.Logger method not supported for non-export cases",
+        code='logger.warning_once("x")', torch_version="2.15.0",
+        library_file="/v/lib/python3.11/site-packages/transformers/modeling_utils.py",
+    ).text  # fmt: skip
+    assert "and it still logs" not in said
+    assert (
+        "a call in a function it inlines is dropped (it does not log: this call is in "
+        "transformers/modeling_utils.py, which Dynamo inlines)" in said
+    ), said
+    if release(torch.__version__) < LOGGER_REORDERED:  # type: ignore[operator]
+        pytest.skip("this torch breaks on a Logger method in reorderable_logging_functions")
+    logger = logging.getLogger("compilediag_test_inlined")
+
+    class Model(torch.nn.Module):
+        def helper(self, x):
+            logger.warning("from the helper")
+            return x * 2
+
+        def forward(self, x):
+            logger.warning("from forward")
+            return self.helper(x)
+
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    fn = torch.compile(Model(), backend=counter)
+    with torch._dynamo.config.patch(reorderable_logging_functions={logging.Logger.warning}):
+        with caplog.at_level("WARNING"):
+            fn(torch.randn(3))
+    torch._dynamo.reset()
+    assert counter.frame_count == 1  # no break
+    assert "from forward" in caplog.text and "from the helper" not in caplog.text, caplog.text
+
+
 def test_gb0037_fix_does_not_set_what_causes_it() -> None:
     c = case("b12_lstsq_no_meta")
     assert c.fix.gb_id == "GB0037" and not c.fix.config
