@@ -295,11 +295,29 @@ def rest_advice(
             "are among them: the limit's fix (under Recompile limit hit) gives those calls "
             "their graph."
         ]
+    said = f"eager ops outside the compiled graphs take {spent / step:.0%} of a step ({ms(spent)}: {top})"
+    clipping = sum(r.ms for r in eager if r.name in CLIPPING)
+    if any(r.name == "aten::_foreach_norm" for r in eager) and clipping >= spent / 2:
+        # (a look's Trainer step: its clipping read "compute them in the compiled forward")
+        return out + [
+            f"{said}: {clipping / spent:.0%} of them gradient clipping's (clip_grad_norm_'s "
+            "norms and scaling, between backward and the optimizer: not the forward's to "
+            "compute); where your loop clips, torch.compile the function that clips the "
+            "gradients and steps the optimizer."
+        ]
     return out + [
-        f"eager ops outside the compiled graphs take {spent / step:.0%} of a step "
-        f"({ms(spent)}: {top}): compute them in the compiled forward (return the loss or "
-        "metric from it), or torch.compile the function that computes them."
+        f"{said}: compute them in the compiled forward (return the loss or metric from it), "
+        "or torch.compile the function that computes them."
     ]
+
+
+# torch.nn.utils.clip_grad_norm_'s ops (foreach: the norms, their stack, the non-finite
+# check, the scaling)
+CLIPPING = frozenset({
+    "aten::_foreach_norm", "aten::stack", "aten::linalg_vector_norm", "aten::isinf",
+    "aten::isnan", "aten::logical_or", "aten::clamp", "aten::reciprocal",
+    "aten::_foreach_mul_", "aten::_foreach_mul", "aten::unbind",
+})  # fmt: skip
 
 
 def plural_workers(n: int) -> str:
