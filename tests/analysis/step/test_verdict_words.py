@@ -93,3 +93,23 @@ def test_a_cpu_verdict_says_where_other_processes_kept_the_jobs_cores_busy(monke
     assert theirs is not None and "OMP_NUM_THREADS=2" in theirs.why, theirs.why
     unset = bound_of(report, Runtime(window_load=[3.0, 2.0, 2.0, 0.0], beside_cores=1.0), b, False)
     assert unset is not None and "set OMP_NUM_THREADS=1" in unset.why, unset.why
+
+
+def test_the_transfers_share_is_said_with_the_figures_it_is_made_of() -> None:
+    """Look 27 (pytorch/examples' DDP tutorial on gloo, 2 ranks): "bound by communication,
+    42% of the step: ... 42% of the kernel profile's step of 3.75 ms (their waits for other
+    ranks apart)" beside "gloo:all_reduce 1.9 ms a step (50.7%)" and a wait of 0.155 ms of a
+    1.74 ms step: the user could not make 42% of them. The share says what it is made of."""
+    from compilediag.analysis.step.verdict import _communication
+    from compilediag.report.model import Breakdown, Runtime
+
+    b = Breakdown(call_ms=1.74, in_graphs_ms=0.137, between_graphs_ms=0.0, outside_ms=0.254,
+                  calls=19, communication_ms=1.9, communication_exposed_ms=1.9,
+                  communication_wait_ms=0.155)  # fmt: skip
+    found = [x for x in _communication(Runtime(kernel_step_ms=3.75), b) if x is not None]
+    (bound,) = [x for x in found if x.part == "communication"]
+    assert bound.why == (
+        "collectives' transfers with no compute beside them: 42% of the kernel profile's step "
+        "of 3.75 ms (51% exposed, less the 9% of the window's step spent waiting for other "
+        "ranks)"
+    ), bound.why
