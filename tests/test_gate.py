@@ -17,7 +17,7 @@ from compilediag.analysis.build import build_report
 from compilediag.gate import Budgets, evaluate
 from compilediag.harness.worker_types import WorkerResult
 from compilediag.render import render
-from compilediag.report.model import GraphBreak, Stat, TargetInfo, Timings
+from compilediag.report.model import GraphBreak, Report, Stat, TargetInfo, Timings
 from compilediag.report.words import seconds
 from compilediag.trace.parse import parse_path
 from tests.conftest import SAMPLES, fixture_trace, run_cli
@@ -259,19 +259,19 @@ def test_assert_compiles_helper() -> None:
     assert torch._dynamo.utils.counters is not None
 
 
+def _recompiling() -> Report:
+    """A report of a recorded trace whose frame recompiles (a batch sweep)."""
+    return build_report(
+        parse_path(fixture_trace("batch_sweep.eager")),
+        WorkerResult(),
+        TargetInfo(path="sample_models/changing_batch.py"),
+    )
+
+
 def test_a_baseline_survives_reworded_advice() -> None:
     """The same findings with compilediag's words for them changed (the failed guard in
     words, the fixes) are no regression; a recompile the baseline lacked still is."""
-    from compilediag.report.model import Report
-
-    def recompiling() -> Report:
-        return build_report(
-            parse_path(fixture_trace("batch_sweep.eager")),
-            WorkerResult(),
-            TargetInfo(path="sample_models/changing_batch.py"),
-        )
-
-    base, now = recompiling(), recompiling()
+    base, now = _recompiling(), _recompiling()
     assert now.recompiles, "the fixture recompiles"
     for r in base.recompiles:
         r.failed_guard = "reworded: " + r.failed_guard.upper()
@@ -281,7 +281,7 @@ def test_a_baseline_survives_reworded_advice() -> None:
         b.suggestion = "other advice"
     v = evaluate(now, Budgets(baseline=base))
     assert v.passed and v.regressions == [], v.regressions
-    fewer = recompiling()
+    fewer = _recompiling()
     fewer.recompiles = fewer.recompiles[:-1]
     v = evaluate(now, Budgets(baseline=fewer))
     assert any(x.startswith("new recompile reason") for x in v.regressions)
@@ -307,17 +307,8 @@ def test_a_renamed_file_is_matched_by_code_and_said(tmp_path: Path) -> None:
         "note: the baseline's model.py is model_fixed.py here: 1 break site matched there by "
         "code and reason, not by the file's name"
     ) in " ".join(proc.stdout.split()), proc.stdout
-    # a recompile reason alike, from a recorded trace; one of another guard stays new
-    from compilediag.report.model import Report
-
-    def recompiling() -> Report:
-        return build_report(
-            parse_path(fixture_trace("batch_sweep.eager")),
-            WorkerResult(),
-            TargetInfo(path="sample_models/changing_batch.py"),
-        )
-
-    base_r, now = recompiling(), recompiling()
+    # a recompile reason alike, from a recorded trace
+    base_r, now = _recompiling(), _recompiling()
     assert now.recompiles and not now.graph_breaks
     for r in base_r.recompiles:  # a forward of the user's (torch before 2.12 names it)
         r.file = "/x/main.py"

@@ -134,6 +134,24 @@ def test_a_stalled_steps_time_at_a_line_of_the_jobs_own_is_said_there(tmp_path: 
     assert stalled_words(r).endswith("a pause (a library's lazy start, the machine)")
 
 
+def _timed_run(tmp_path: Path, job: str) -> tuple[dict, dict[int, dict], list[str]]:
+    """`compilediag run` over steps 12-24 of a job in tests/fixtures/run_jobs that times its
+    lines with its own clock: the report, the job's own figures by step, its lines."""
+    import json
+
+    from tests.conftest import ROOT, run_cli
+
+    jobs = ROOT / "tests" / "fixtures" / "run_jobs"
+    facts = tmp_path / "facts"
+    proc = run_cli(
+        "run", "--profile-steps", "12-24", "--format", "json", "--", sys.executable,
+        str(jobs / job), env={"JOB_FACTS": str(facts), "PYTHONPATH": str(jobs)},
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    own = {r["n"]: r for r in map(json.loads, facts.read_text().splitlines())}
+    return json.loads(proc.stdout), own, (jobs / job).read_text().splitlines()
+
+
 def _window_steps(report: dict) -> list[int]:
     r = report["runtime"]
     a, b = r["window"]
@@ -148,19 +166,7 @@ def test_a_batch_function_beside_a_hand_update_gets_its_own_time(tmp_path: Path)
     between two marks that calls a function of the user's. Each line has its own time by
     the job's clock (the update's lines theirs), where the step before the window was
     learnt."""
-    import json
-
-    from tests.conftest import ROOT, run_cli
-
-    jobs = ROOT / "tests" / "fixtures" / "run_jobs"
-    facts = tmp_path / "facts"
-    proc = run_cli(
-        "run", "--profile-steps", "12-24", "--format", "json", "--", sys.executable,
-        str(jobs / "hand_update.py"), env={"JOB_FACTS": str(facts), "PYTHONPATH": str(jobs)},
-    )  # fmt: skip
-    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
-    report = json.loads(proc.stdout)
-    own = {r["n"]: r for r in map(json.loads, facts.read_text().splitlines())}
+    report, own, text = _timed_run(tmp_path, "hand_update.py")
     steps = _window_steps(report)
     batch = statistics.mean(own[n]["batch"] for n in steps)
     update = statistics.mean(own[n]["update"] for n in steps)
@@ -168,7 +174,6 @@ def test_a_batch_function_beside_a_hand_update_gets_its_own_time(tmp_path: Path)
     rows = report["runtime"]["loop"]
     (got,) = [x for x in rows if x["calls"] == "get_batch"]
     assert got["ms"] == pytest.approx(batch, rel=0.5, abs=0.02), (got, batch, update)
-    text = (jobs / "hand_update.py").read_text().splitlines()
     at = {i for i, t in enumerate(text, 1) if "p.data.add_" in t or "in model.parameters" in t}
     updated = sum(x["ms"] for x in rows if x["line"] in at)
     assert updated == pytest.approx(update, rel=0.5), (rows, update)
@@ -182,21 +187,8 @@ def test_a_model_lines_end_is_its_own_not_the_next_lines(tmp_path: Path) -> None
     end of a line after its last mark is learnt with the lines in the step before the
     window, and the loss line keeps near its own time (its graph of 3000 eager ops freed at
     the model's line: 2-7 ms a step)."""
-    import json
-
-    from tests.conftest import ROOT, run_cli
-
-    jobs = ROOT / "tests" / "fixtures" / "run_jobs"
-    facts = tmp_path / "facts"
-    proc = run_cli(
-        "run", "--profile-steps", "12-24", "--format", "json", "--", sys.executable,
-        str(jobs / "eager_tail.py"), env={"JOB_FACTS": str(facts), "PYTHONPATH": str(jobs)},
-    )  # fmt: skip
-    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
-    report = json.loads(proc.stdout)
-    own = {r["n"]: r for r in map(json.loads, facts.read_text().splitlines())}
+    report, own, text = _timed_run(tmp_path, "eager_tail.py")
     loss = statistics.mean(own[n]["loss_line"] for n in _window_steps(report))
-    text = (jobs / "eager_tail.py").read_text().splitlines()
     at = next(i for i, t in enumerate(text, 1) if "loss = nn.functional.mse_loss" in t)
     (got,) = [x for x in report["runtime"]["loop"] if x["line"] == at]
     assert loss / 3 <= got["ms"] <= 2.5 * loss + 0.2, (got, loss, report["runtime"]["loop"])
