@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import os
 import re
+import traceback
 from collections.abc import Iterable
 from enum import StrEnum
 
@@ -236,3 +237,19 @@ def resolve_file(shown: str, near: str) -> str:
             if os.path.isfile(candidate):
                 return candidate
     return ""
+
+
+def user_frame(exc: BaseException, path: str) -> tuple[str, int, str]:
+    """The innermost frame of the user's own code in an exception's traceback: the line
+    that raised, in the model's file or a helper of theirs beside it (a vendored module),
+    else the model file's innermost frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    target = os.path.realpath(path)
+    mine = [f for f in frames if not is_library_file(f.filename)]
+    mine = mine or [f for f in frames if os.path.realpath(f.filename) == target]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return exc.filename, exc.lineno or 0, (exc.text or "").strip()
+    if not mine:
+        return "", 0, ""
+    f = mine[-1]
+    return f.filename, f.lineno or 0, (f.line or "").strip()

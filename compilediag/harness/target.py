@@ -22,6 +22,7 @@ from typing import Any
 
 from compilediag.errors import UsageError, does_not_parse
 from compilediag.harness.target_source import run_instead
+from compilediag.paths import user_frame
 
 DTYPES = {
     "float32": "float32", "float": "float32", "fp32": "float32",
@@ -230,8 +231,6 @@ def _exited(path: str, e: SystemExit) -> UsageError:
     """A file that ended the process as it was imported: a training script whose argument
     parser read compilediag's own command line (a look read "the model failed without
     torch.compile: SystemExit: 2 ... This is a bug in the model or its inputs")."""
-    from compilediag.harness.worker_torch import user_frame
-
     file, line, code = user_frame(e, path)
     at = f" at {Path(file).name}:{line} `{code}`" if file else ""
     frames = traceback.extract_tb(e.__traceback__)

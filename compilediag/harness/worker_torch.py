@@ -21,7 +21,7 @@ from compilediag.harness.worker_types import (
     ModelInfo,
     WorkerSpec,
 )
-from compilediag.paths import is_library_file
+from compilediag.paths import user_frame
 from compilediag.report.model import Environment
 from compilediag.report.vocabulary import Source
 
@@ -179,22 +179,6 @@ def not_installed(e: ModuleNotFoundError, path: str) -> str:
         f"({sys.executable}){at}. Install it (pip install {package}), or run compilediag "
         "from the environment the model runs in."
     )
-
-
-def user_frame(exc: BaseException, path: str) -> tuple[str, int, str]:
-    """The innermost frame of the user's own code in an exception's traceback: the line
-    that raised, in the model's file or a helper of theirs beside it (a vendored module),
-    else the model file's innermost frame."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    target = os.path.realpath(path)
-    mine = [f for f in frames if not is_library_file(f.filename)]
-    mine = mine or [f for f in frames if os.path.realpath(f.filename) == target]
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return exc.filename, exc.lineno or 0, (exc.text or "").strip()
-    if not mine:
-        return "", 0, ""
-    f = mine[-1]
-    return f.filename, f.lineno or 0, (f.line or "").strip()
 
 
 def called_from(exc: BaseException, path: str, file: str) -> str:

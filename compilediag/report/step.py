@@ -213,12 +213,10 @@ class StepWork:
     # their extra time in the window's steps that held it: {"1": 120.5}
     waited_ms: dict[str, float] = field(default_factory=dict)
     compiled: bool = False  # torch compiled during every occurrence: `ms` is mostly the compile
-    # its one occurrence was under way when the job stopped (a signal): `ms` is its time so far
-    unfinished: bool = False
-    # the occurrences torch compiled in, where others did not (`ms` leaves them out): how
-    # many, and their median time (a VAE's first test pass, 352 ms against 198)
+    unfinished: bool = False  # under way when the job stopped (a signal): `ms` is so far
+    # the occurrences torch compiled in, where others did not (`ms` leaves them out)
     compiled_times: int = 0
-    compiled_ms: float = 0.0
+    compiled_ms: float = 0.0  # their median
     # every occurrence came before its step's training call: between two optimizer steps,
     # after step N - 1 in the job's own numbering (a step ends at the optimizer's)
     between_steps: bool = False

@@ -236,23 +236,26 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
         )
     text = "".join(said)
     if dynamic:
-        # (drop_last on one loader: a look's VAE then recompiled at its test loader's last
-        # batch, 116, which this dynamic graph had served: the compile moved, not saved)
         text += (
             " torch made the batch dim dynamic on this recompile (automatic dynamic), so later "
-            f"sizes reuse this graph{where_guards_hold(h, e, g)}: "
-            + (
-                "the fix saves this one compile"
-                if after_break
-                else "marking it saves this one compile; dropping the last batch saves it "
-                "only where no other size reaches the model later (drop it from each loader "
-                "that feeds it: a test loader's last batch too)"
-            )
-            + "."
+            f"sizes reuse this graph{where_guards_hold(h, e, g)}: {_saves(after_break)}."
         )
     if b in (0, 1):
         text += sizes_0_1(arg or name, "0")
     return text
+
+
+def _saves(after_break: bool) -> str:
+    """What a last batch's fix saves where torch made the dim dynamic. (drop_last on one
+    loader: a look's VAE then recompiled at its test loader's last batch, 116, which the
+    dynamic graph had served: the compile moved, not saved.)"""
+    if after_break:
+        return "the fix saves this one compile"
+    return (
+        "marking it saves this one compile; dropping the last batch saves it only where no "
+        "other size reaches the model later (drop it from each loader that feeds it: a test "
+        "loader's last batch too)"
+    )
 
 
 def _from(c: Caller) -> str:
