@@ -84,7 +84,7 @@ class OtherWork:
         the function that saved it), the function's file and line (a checkpoint's: the
         torch.save line), its calls, its host time from its first call's start to
         its last call's end (ms), and whether torch compiled during it; one still under way
-        (the job stopped in it: a signal, --stop-after) is `unfinished`, its time so far."""
+        (the job stopped in it: a signal) is `unfinished`, its time so far."""
         out = []
         now = time.perf_counter()
         for o in self.occurrences:
