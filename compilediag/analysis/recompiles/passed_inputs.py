@@ -195,8 +195,14 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     if resumed and resumed["fn"] != first:  # a helper's local after its break, not a batch
         return ""  # (a look: a nonzero's row count, 5 → 4, read as the loader's last batch)
     name = source_name(m["n"])
-    said = [f"A smaller batch ({a} → {b}) reached the model {_from(c)}: "]
+    batch = c.by != CalledBy.USER or _loads_batches(c)
+    said = [
+        f"A smaller batch ({a} → {b}) reached the model {_from(c)}: "
+        if batch
+        else f"Dim 0 came in smaller once ({a} → {b}) {_from(c)}: "
+    ]
     arg = ""
+    dim = "the batch dim" if batch else "dim 0"
     if c.by == CalledBy.FRAMEWORK:
         # (the Trainer builds the loader from the dataset it is given: no DataLoader of yours)
         trainer = c.framework == "the Trainer"
@@ -213,48 +219,76 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
             "dynamic from the first compile."
         )
     else:
-        if c.by == CalledBy.USER and c.frame is not None and not after_break:
-            arg = argument_at(c.frame, e, name)
-        mark = (
-            f"`torch._dynamo.mark_dynamic({arg}, 0)`"
-            if arg and markable(arg)
-            else "`torch._dynamo.mark_dynamic(batch, 0)` on the batch you pass"
-        )
-        said.append(
-            # (no loader is known to make the batches: a look's job sliced its own, and read
-            # "`drop_last=True` on that loader")
-            "the last, partial batch, most likely (the data's size is not a multiple of the "
-            "batch size). Dropping or padding that last batch removes the recompile (where a "
-            "DataLoader makes the batches, `DataLoader(..., drop_last=True)` drops it)"
-            + (
-                f". This frame is the code after a graph break: its inputs ({name}) are "
-                f"{first}'s locals: {mark_after_break('the batch you pass', 'them')}; removing "
-                "the break removes this frame."
-                if after_break
-                else f"; or mark the batch dim dynamic before the call: {mark}."
-            )
-        )
+        own = c.by == CalledBy.USER and c.frame is not None and not after_break
+        arg = argument_at(c.frame, e, name) if own and c.frame else ""
+        said.append(_own_loop(batch, arg, name, first if after_break else ""))
     text = "".join(said)
     if dynamic:
         text += (
-            " torch made the batch dim dynamic on this recompile (automatic dynamic), so later "
-            f"sizes reuse this graph{where_guards_hold(h, e, g)}: {_saves(after_break)}."
+            f" torch made {dim} dynamic on this recompile "
+            f"(automatic dynamic), so later sizes reuse this graph{where_guards_hold(h, e, g)}: "
+            f"{_saves(after_break, 'batch' if batch else 'piece')}."
         )
     if b in (0, 1):
         text += sizes_0_1(arg or name, "0")
     return text
 
 
-def _saves(after_break: bool) -> str:
-    """What a last batch's fix saves where torch made the dim dynamic. (drop_last on one
-    loader: a look's VAE then recompiled at its test loader's last batch, 116, which the
+def _own_loop(batch: bool, arg: str, name: str, resumed_from: str) -> str:
+    """The last batch's (or piece's) advice in the user's own loop: drop or pad it, or mark
+    the dim (`arg`, where the user's call passes it); `resumed_from`, the function whose
+    break this frame resumes, where it is the code after one."""
+    noun = "batch" if batch else "input"
+    mark = (
+        f"`torch._dynamo.mark_dynamic({arg}, 0)`"
+        if arg and markable(arg)
+        else f"`torch._dynamo.mark_dynamic({noun}, 0)` on the {noun} you pass"
+    )
+    # (no loader is known to make the batches: a look's job sliced its own, and read
+    # "`drop_last=True` on that loader")
+    drop = (
+        "the last, partial batch, most likely (the data's size is not a multiple of the "
+        "batch size). Dropping or padding that last batch removes the recompile (where a "
+        "DataLoader makes the batches, `DataLoader(..., drop_last=True)` drops it)"
+        if batch
+        else "the data's last, partial piece, most likely (its length is not a multiple of "
+        "the size it is cut in: a batch, or a chunk along a sequence). Dropping or padding "
+        "that last piece removes the recompile"
+    )
+    if resumed_from:
+        return (
+            f"{drop}. This frame is the code after a graph break: its inputs ({name}) are "
+            f"{resumed_from}'s locals: {mark_after_break(f'the {noun} you pass', 'them')}; "
+            "removing the break removes this frame."
+        )
+    return (
+        f"{drop}; or mark {'the batch dim' if batch else 'dim 0'} dynamic before the call: {mark}."
+    )
+
+
+def _loads_batches(c: Caller) -> bool:
+    """The user's file that made the call makes a DataLoader: its dim 0 is a batch. (A look's
+    word-language model cut its data along dim 0, the sequence, in chunks of 35: "a smaller
+    batch (35 → 28)" named the wrong dim and a loader the job did not have.)"""
+    if c.frame is None:
+        return True
+    return "DataLoader" in "".join(linecache.getlines(c.frame.file))
+
+
+def _saves(after_break: bool, piece: str) -> str:
+    """What a last batch's (or piece's) fix saves where torch made the dim dynamic. (drop_last
+    on one loader: a look's VAE then recompiled at its test loader's last batch, 116, which the
     dynamic graph had served: the compile moved, not saved.)"""
     if after_break:
         return "the fix saves this one compile"
+    loaders = (
+        " (drop it from each loader that feeds it: a test loader's last batch too)"
+        if piece == "batch"
+        else " (an evaluation's data cut the same way too)"
+    )
     return (
-        "marking it saves this one compile; dropping the last batch saves it only where no "
-        "other size reaches the model later (drop it from each loader that feeds it: a test "
-        "loader's last batch too)"
+        f"marking it saves this one compile; dropping the last {piece} saves it only where no "
+        f"other size reaches the model later{loaders}"
     )
 
 

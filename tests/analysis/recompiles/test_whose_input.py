@@ -323,8 +323,9 @@ def test_a_shorter_last_slice_of_a_users_own_batches_names_no_loader(tmp_path: P
     """pytorch/examples' word language model (a twenty-fifth look) cuts its data with
     get_batch in a range loop, no DataLoader: the last chunk is shorter and recompiles.
     The advice said "`drop_last=True` on that loader", a loader the job never makes; it
-    says now what removes it in a loop of the user's own, and the mark it names, applied
-    at the call, leaves torch no recompile."""
+    says now what removes it in a loop of the user's own, without calling dim 0 a batch
+    (a file with no DataLoader), and the mark it names, applied at the call, leaves torch no
+    recompile."""
     job = tmp_path / "train.py"
 
     def source(mark: str = "") -> str:
@@ -335,7 +336,11 @@ def test_a_shorter_last_slice_of_a_users_own_batches_names_no_loader(tmp_path: P
     (r,) = report["recompiles"]
     said = r["suggestion"]
     assert r["failed_guard"].endswith("dim 0 changed 8 → 3"), r
-    assert "Dropping or padding that last batch" in said and "on that loader" not in said, said
+    assert "Dropping or padding that last piece" in said and "on that loader" not in said, said
+    # dim 0 here is the sequence (a look 27 word-language model: "a smaller batch (35 → 28)")
+    call = _line(source(), "compiled(data)")
+    assert said.startswith(f"Dim 0 came in smaller once (8 → 3) at train.py:{call}"), said
+    assert "batch dim" not in said and "smaller batch" not in said, said
     (mark,) = re.findall(r"`(torch\._dynamo\.mark_dynamic\(data, 0\))`", said)
     report, torch_saw = _run(job, source(f"    {mark}\n"))
     assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
