@@ -88,8 +88,12 @@ def without_machine_notes(output: str) -> list[str]:
 def comparable(output: str) -> list[str]:
     """The lines that say what was found, numbers masked, in any order (explain ranks the
     breaks by their measured cost); a machine's measurements left out."""
-    lines, timing = [], False
+    lines, timing, eager = [], False, False
     for line in _evidence_joined(without_machine_notes(output)):
+        # a break's eager time, measured on this machine, and the lines it wraps onto
+        eager = line.lstrip().startswith("eager ") or eager and line.startswith(" " * 11)
+        if eager:
+            continue
         if line.startswith(("Timings", "Job")):
             timing = True
         elif line.startswith("Kernels in the window"):  # its rows: this machine's costliest
@@ -98,7 +102,7 @@ def comparable(output: str) -> list[str]:
             continue
         elif timing and line and not line.startswith(" "):
             timing = False
-        if timing or line.lstrip().startswith("costs "):  # measured on this machine
+        if timing:  # measured on this machine
             continue
         if line.lstrip().startswith("evidence: "):  # fix's: its times are this machine's
             line = re.sub(r"; compiled call .*", "", line)

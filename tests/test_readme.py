@@ -85,6 +85,12 @@ def test_sample_comparison_masks_numbers_and_timings_only() -> None:
     other = window.replace("aten::mm", "cpp_fused_sum_0").replace("(9", "(8")
     assert samples.comparable(window) == samples.comparable(other)
     assert samples.comparable(window) != samples.comparable(window.replace("window", "graphs"))
+    # a break's eager time is this machine's, and its width moves where the row wraps
+    row = " 1. m.py:3\n     eager 0.07 ms a call (5%); removing the break saves that less\n"
+    wider = row.replace("0.07 ms a call (5%); removing the break saves", "12.3 ms a call (95%);")
+    after = "           the same code's compiled time\n       fix x\n"
+    assert samples.comparable(row + after) == samples.comparable(wider + after)
+    assert samples.comparable(row + after) != samples.comparable(row + after.replace("x", "y"))
 
 
 def _load_samples():

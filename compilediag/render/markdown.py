@@ -26,6 +26,7 @@ from compilediag.render.views import (
 )
 from compilediag.render.window_words import pace_line, took_words
 from compilediag.report.model import Report
+from compilediag.report.words import BREAK_SAVES
 
 
 def _cell(text: str) -> str:
@@ -93,7 +94,7 @@ def _graph_breaks(report: Report) -> list[str]:
         reason = _cell(gb.reason) + (f" ([{gb.gb_id}]({gb.doc_url}))" if gb.gb_id else "")
         if gb.time_lost_ms is not None:
             per = "a step" if report.runtime else "a call"
-            reason += f"<br>costs {ms(gb.time_lost_ms)} {per}"
+            reason += f"<br>eager code {ms(gb.time_lost_ms)} {per}; {BREAK_SAVES}"
         code = f"<br>`{_cell(gb.code)}`" if gb.code else ""
         if gb.library and not gb.library_frame:
             code += f"<br>in {gb.library}"

@@ -34,7 +34,7 @@ from compilediag.paths import (
 )
 from compilediag.report.model import GraphBreak, Report, Site
 from compilediag.report.vocabulary import BreakCause
-from compilediag.report.words import ms, percent
+from compilediag.report.words import BREAK_SAVES, ms, percent
 from compilediag.trace.compiles import Frame
 from compilediag.trace.formats import NO_RESUME, RESUME, ParsedBreak, frame_name, parse_break_text
 
@@ -412,7 +412,7 @@ def framework_wrapped(report: Report, calls: list[tuple[str, str, int]]) -> None
     for b in breaks:
         if b.time_lost_ms is not None:
             share = f" ({percent(b.time_lost_ms / step)} of the step)" if step else ""
-            cost = f"Measured, it costs {ms(b.time_lost_ms)} a step{share}."
+            cost = f"Measured, {ms(b.time_lost_ms)} a step runs in eager code here{share}: {BREAK_SAVES}."
         elif breakdown is not None:
             cost = (
                 "In the profiled steps no time between graphs is its: that code runs before "
@@ -421,7 +421,7 @@ def framework_wrapped(report: Report, calls: list[tuple[str, str, int]]) -> None
                 f"{ms(breakdown.call_ms)})."
             )
         else:
-            cost = "--profile-steps A-B measures what it costs a step."
+            cost = "--profile-steps A-B measures the eager time around it a step."
         b.suggestion = (
             f"{chose} The break is in {what}'s own code, which runs eagerly either way. "
             f"{cost} {setting}"

@@ -37,7 +37,7 @@ from compilediag.render.window_words import pace_line
 from compilediag.report.model import GraphBreak, Report
 from compilediag.report.ranksets import rank_set
 from compilediag.report.vocabulary import FindingKind, FixOutcome
-from compilediag.report.words import percent
+from compilediag.report.words import BREAK_SAVES, percent
 
 
 def render_table(report: Report, width: int | None = None, color: bool = False) -> str:
@@ -239,7 +239,12 @@ def _break_block(
             if gb.backward_lost_ms is not None
             else ""
         )
-        rows.append(("costs", Text(f"{ms(gb.time_lost_ms)} {per} in eager code{share}{backward}")))
+        rows.append(
+            (
+                "eager",
+                Text(f"{ms(gb.time_lost_ms)} {per}{share}{backward}; {BREAK_SAVES}"),
+            )
+        )
     if gb.library_frame:
         lf = gb.library_frame
         rows.append(("inside", Text(f"{where(lf.file, lf.line)}: {lf.code}")))
