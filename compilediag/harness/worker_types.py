@@ -235,6 +235,8 @@ class ProcessRuntime:
     training_frame: int | None = None  # the first frame a call that was no evaluation ran
     steps: int = 0  # calls of the first compiled entry (steps_at "entry"), else of that frame
     steps_at: str = "frame"  # "entry": counted at what torch.compile returned, eager calls too
+    # (steps_at "entry") its calls trained: an evaluation's calls after that were no steps
+    entry_trains: bool = False
     # "optimizer": steps of the first optimizer stepped (its class), with its foreach/fused
     optimizer: str = ""
     optimizer_options: dict[str, bool] = field(default_factory=dict)
@@ -293,6 +295,11 @@ class ProcessRuntime:
     seed: int | None = None  # torch.initial_seed() (where losses were kept): alike when seeded
     tracing: Tracing | None = None  # Dynamo's tracing by function, in this process
     remedies: list[RemedyMade] = field(default_factory=list)
+
+    def trains(self) -> bool:
+        """A training job: it steps an optimizer, or its compiled model's calls trained
+        (an evaluation's calls then run between its steps: other work)."""
+        return self.steps_at == "optimizer" or self.entry_trains
 
     def first_entry(self) -> int | None:
         """The compiled entry the job's first graph was made in (its id), by the probe's

@@ -157,7 +157,14 @@ def step_words(r: Runtime) -> str:
             f"the compiled {place}"
         )
     if r.steps_at == StepsAt.ENTRY:
-        return f"{plural(r.steps, 'call')} of the compiled {place}, compiled or eager{stopped_words(r)}"
+        # (once it trained, an evaluation's calls are not steps: they run between two)
+        evaluated = any(w.kind == "evaluation" and w.calls for w in r.other_work)
+        which = " that trained" if evaluated else ""
+        return (
+            f"{plural(r.steps, 'call')} of the compiled {place}{which}, compiled or eager"
+            f"{stopped_words(r)}"
+            + ("; its evaluation's calls run between them" if evaluated else "")
+        )
     return f"{plural(r.steps, 'call')} of {place}'s graphs"
 
 

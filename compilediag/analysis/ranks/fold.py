@@ -29,7 +29,7 @@ from compilediag.report.model import (
     job_summary,
 )
 from compilediag.report.ranksets import rank_set
-from compilediag.report.vocabulary import Finding, FindingKind, Source, StepsAt
+from compilediag.report.vocabulary import Finding, FindingKind, Source
 from compilediag.trace.compiles import TraceLog, unranked
 
 if TYPE_CHECKING:
@@ -273,7 +273,7 @@ def _mark_evaluation_graphs(
 
     if run is None:
         return
-    by_rank = {p.rank: p for p in run.processes if p.steps_at == StepsAt.OPTIMIZER}
+    by_rank = {p.rank: p for p in run.processes if p.trains()}
     for key, members in ordered:
         p = by_rank.get(ranks[members[0]].rank)
         ids = evaluation_graphs(p) if p is not None else set()
@@ -289,7 +289,7 @@ def training_ranks(
     from compilediag.analysis.ranks.ranks import evaluation_notes, without_evaluation
     from compilediag.analysis.step.other_work import evaluation_graphs, short_name
 
-    by_rank = {p.rank: p for p in (run.processes if run else []) if p.steps_at == StepsAt.OPTIMIZER}
+    by_rank = {p.rank: p for p in (run.processes if run else []) if p.trains()}
     compared, found = [], []
     for r, own in zip(ranks, owners, strict=True):
         p = by_rank.get(r.rank)

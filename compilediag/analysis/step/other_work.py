@@ -18,7 +18,7 @@ from compilediag.harness.bootstrap._compilediag_runtime.kernel_window import STA
 from compilediag.harness.worker_types import OtherWork, ProcessRuntime, Profiled, RegionTime
 from compilediag.paths import library_path, portable_text, possessive
 from compilediag.report.model import StepWork
-from compilediag.report.vocabulary import Finding, FindingKind, StepsAt
+from compilediag.report.vocabulary import Finding, FindingKind
 from compilediag.report.words import ms, steps_listed, work_when
 
 ROW = ("step", "forward", "backward", "optimizer", "data", "the rest", "evaluation")
@@ -26,7 +26,7 @@ ROW = ("step", "forward", "backward", "optimizer", "data", "the rest", "evaluati
 
 def work_steps(processes: Iterable[ProcessRuntime]) -> set[int]:
     """The steps in which any process of a training job did other work."""
-    return {w.step for p in processes if p.steps_at == StepsAt.OPTIMIZER for w in p.other_work}
+    return {w.step for p in processes if p.trains() for w in p.other_work}
 
 
 # a window's step this many times the median of its other steps, with no compile and no
@@ -142,7 +142,7 @@ def step_work(processes: list[ProcessRuntime], left_out: set[int]) -> list[StepW
     median cost, and the other ranks' wait for it in the window's steps that held it."""
     found: dict[tuple[str, str, str, int], tuple[list[int], list[OtherWork]]] = {}
     for p in processes:
-        for w in p.other_work if p.steps_at == StepsAt.OPTIMIZER else []:
+        for w in p.other_work if p.trains() else []:
             ranks, seen = found.setdefault((w.kind, w.function, w.file, w.line), ([], []))
             if p.rank is not None and p.rank not in ranks:
                 ranks.append(p.rank)

@@ -9,6 +9,7 @@ each, applied, leaves only the mode's graphs."""
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -103,3 +104,56 @@ def test_a_validation_pass_with_a_partial_last_batch(tmp_path: Path, fix: str) -
     report, log = run(", drop_last=True") if fix == "drop_last" else run(mark=MARK)
     assert log.count("Recompiling function") == 1
     assert [r["cause"] for r in report["recompiles"]] == ["global"]
+
+
+HAND_STEPPED = """\
+import json
+import statistics
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16))
+compiled = torch.compile(model, backend="eager")
+data = torch.randn(60, 4, 16)
+trained, evaluated = 0, []
+for epoch in range(2):
+    model.train()
+    for i in range(10):  # no optimizer: the update by hand, as word_language_model's
+        loss = compiled(data[i]).pow(2).mean()
+        model.zero_grad()
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(p.grad, alpha=-0.01)
+        trained += 1
+    model.eval()
+    with torch.no_grad():
+        calls = 0
+        for i in range(10, 60):
+            compiled(data[i])
+            calls += 1
+    evaluated.append([trained, calls])
+json.dump({"trained": trained, "evaluated": evaluated}, open("own.json", "w"))
+"""
+
+
+def test_an_evaluation_in_a_job_with_no_optimizer_is_no_step(tmp_path: Path) -> None:
+    """Look 27: pytorch/examples' word_language_model (no optimizer: its steps are its
+    model's calls) read "722 calls of the compiled forward", 622 of them its evaluation's
+    under no_grad. Once a call has trained, an evaluation's calls are no steps: the steps
+    are the job's own training count, and the evaluation is named after the steps it
+    followed, with the calls the job made in it."""
+    (tmp_path / "train.py").write_text(HAND_STEPPED)
+    proc = run_cli("run", "--format", "json", "--", sys.executable, "train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(proc.stdout)["runtime"]
+    own = json.loads((tmp_path / "own.json").read_text())
+    assert job["steps_at"] == "entry" and job["steps"] == own["trained"] == 20, job["steps"]
+    (work,) = [w for w in job["other_work"] if w["kind"] == "evaluation"]
+    assert work["steps"] == [n for n, _ in own["evaluated"]] == [10, 20], work
+    assert work["calls"] == statistics.median(c for _, c in own["evaluated"]) == 50, work
+    table = run_cli("run", "--", sys.executable, "train.py", cwd=tmp_path)
+    said = " ".join(table.stdout.split())
+    assert "steps 20 calls of the compiled" in said and "that trained" in said, said
+    assert "its evaluation's calls run between them" in said, said

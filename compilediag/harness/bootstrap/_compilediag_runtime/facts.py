@@ -31,6 +31,11 @@ def process_facts(probe: Probe) -> dict[str, Any]:
     rank = os.environ.get("RANK")
     skips, rerecords = _cudagraph_counts()
     by_optimizer = probe.step_optimizer is not None
+    # a job stepped at its model's calls that trained (grad on, train mode): a training job,
+    # its evaluation's calls between its steps (from its first training call on)
+    first = probe.other.first_trained
+    entry_trains = not by_optimizer and probe.by_entry and first is not None
+    trains = by_optimizer or entry_trains
     return {
         "pid": os.getpid(),
         "rank": int(rank) if rank and rank.isdigit() else None,
@@ -57,9 +62,10 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "eval_steps": probe.eval_steps,
         "plain_step_ms": [round(x * 1e3, 6) for x in probe.plain_step_s],
         "plain_steps": list(probe.plain_steps),
-        # a job that steps an optimizer: its evaluations, and the graph calls they made
-        "other_work": probe.other.facts() if by_optimizer else [],
-        "evaluation_calls": dict(probe.other.calls) if by_optimizer else {},
+        "entry_trains": entry_trains,
+        # a training job: its evaluations, and the graph calls they made
+        "other_work": probe.other.facts(0 if by_optimizer else first or 0) if trains else [],
+        "evaluation_calls": dict(probe.other.calls) if trains else {},
         "backends": list(probe.backends),
         "compile_calls": [
             {**c, "called": key in probe.entered, "key": key}

@@ -22,13 +22,20 @@ class OtherWork:
         self.calls: dict[str, int] = {}  # graph calls made by evaluation calls, by compile id
         self._open: list[str] = []  # the kinds of the calls of other work under way
         self._trained: int | None = None  # the step of the last training call
+        self.first_trained: int | None = None  # ... and of the first
 
     @property
     def evaluating(self) -> bool:
         return "evaluation" in self._open
 
+    @property
+    def trained(self) -> bool:
+        return self._trained is not None
+
     def training_call(self, step: int) -> None:
         self._trained = step
+        if self.first_trained is None:
+            self.first_trained = step
         if self.training_code is None:
             self.training_code = {code for code, _ in _stack()}
 
@@ -78,16 +85,20 @@ class OtherWork:
     def steps(self) -> set[int]:
         return {o["step"] for o in self.occurrences}
 
-    def facts(self) -> list[dict[str, Any]]:
+    def facts(self, since: int = 0) -> list[dict[str, Any]]:
         """Each occurrence, named: its function (the outermost frame of its stack that no
         training call has, one whose name says evaluation where there is one; a checkpoint's:
         the function that saved it), the function's file and line (a checkpoint's: the
         torch.save line), its calls, its host time from its first call's start to
         its last call's end (ms), and whether torch compiled during it; one still under way
-        (the job stopped in it: a signal) is `unfinished`, its time so far."""
+        (the job stopped in it: a signal) is `unfinished`, its time so far. Those from step
+        `since` on (a job stepped at its model's calls: its evaluation calls before it first
+        trained were its steps)."""
         out = []
         now = time.perf_counter()
         for o in self.occurrences:
+            if o["step"] < since:
+                continue
             unfinished = o is self.occurrences[-1] and o["kind"] in self._open
             line = 0
             if o["kind"] == "evaluation":

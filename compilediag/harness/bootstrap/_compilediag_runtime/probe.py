@@ -178,20 +178,20 @@ class Probe:
         return compiled_graph
 
     def entry(self, key: int, module: Any = None) -> None:
-        """A compiled entry is called (`key`: the compiled object's id; `module`: the
-        nn.Module it runs, if any): the first one called at the top level is the step's.
-        One called under no_grad or inference_mode, or with its module in eval mode, is an
-        evaluation's call (where the job turns out to train: OtherWork)."""
+        """A compiled entry is called (`key`: the compiled object's id; `module`: its
+        nn.Module, if any): the first one called at the top level is the step's. One under
+        no_grad, inference_mode or eval mode is an evaluation's (OtherWork), no step once one
+        trained (a look's model, no optimizer: 722 "steps", 622 its evaluation's calls)."""
         self._depth += 1
         self.entered.add(key)
         if self._depth == 1:
-            if self.step_entry is None:
-                self.step_entry = key
+            part = Part.EVALUATION if _evaluating(module) else Part.ENTRY
+            self.step_entry = key if self.step_entry is None else self.step_entry
             if key == self.step_entry:
                 self.by_entry = True
-                if self.step_optimizer is None:
+                between = part == Part.EVALUATION and self.other.trained  # (not a step)
+                if self.step_optimizer is None and not between:
                     self.step(module)
-            part = Part.EVALUATION if _evaluating(module) else Part.ENTRY
             self._entries.append(part)
             if part == Part.EVALUATION:
                 self.other.work_call("evaluation", self.steps)
