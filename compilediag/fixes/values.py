@@ -262,3 +262,20 @@ def _fake_raises(b: Break) -> Fix:
         "compiled function and report it to PyTorch.",
         MOVES_OUT,
     )  # fmt: skip
+
+
+@rule("GB0015", "Attempted to wrap sparse Tensor")
+@rule("GB0277", "Attempted to wrap sparse Tensor with VariableTracker")
+def _sparse(b: Break) -> Fix:
+    """torch's hint (fullgraph=False, or create the sparse tensor outside the compiled
+    region) is how a look's GCN already ran: its sparse adjacency was an input, made
+    outside; dense, torch compiled the model whole (1 graph, no break)."""
+    return fix(
+        b, BreakCause.SPARSE_TENSOR,
+        "Dynamo does not trace sparse tensors: code that reads one runs in eager mode, "
+        "however it was made, and fullgraph=False (torch's hint) is how it runs already. "
+        "Pass the tensor dense where it fits in memory (`.to_dense()` before the call: a "
+        "dense matmul compiles), or compile only the dense code around the sparse op (its "
+        "layers), not the function that reads the sparse tensor.",
+        REMOVES,
+    )  # fmt: skip

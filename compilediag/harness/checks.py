@@ -9,7 +9,7 @@ import inspect
 from collections.abc import Iterator
 from typing import Any
 
-from compilediag.harness.numerics.closeness import table_tolerance
+from compilediag.harness.numerics.closeness import strided, table_tolerance
 from compilediag.harness.worker_types import (
     OutputCheck,
 )
@@ -65,7 +65,9 @@ def changed_inputs(torch: Any, model: Any, before: Any, after: Any) -> list[str]
 
 def _same(torch: Any, a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+        if a.shape != b.shape or a.dtype != b.dtype or a.layout != b.layout:
+            return False
+        return bool(torch.equal(strided(torch, a), strided(torch, b)))
     return bool(a == b)
 
 
@@ -94,6 +96,7 @@ def compare_outputs(torch: Any, eager: Any, compiled: Any) -> OutputCheck:
     max_abs = max_rel = 0.0
     mismatch = False
     for x, y in zip(a, b, strict=True):
+        x, y = strided(torch, x), strided(torch, y)
         if x.shape != y.shape:
             return OutputCheck(len(a), mismatch=True, note="output shapes differ")
         if not x.is_floating_point():

@@ -72,6 +72,7 @@ class BreakCause(StrEnum):
     REQUIRES_GRAD_IN_GRAPH = "requires_grad_in_graph"  # requires_grad changed inside the graph
     SKIPPED_FUNCTION = "skipped_function"  # a function Dynamo skips on purpose
     SORT_TENSORS = "sort_tensors"  # sorted() over tensors
+    SPARSE_TENSOR = "sparse_tensor"  # a sparse tensor read in compiled code
     TENSOR_TO_STRING = "tensor_to_string"  # str()/format() of a tensor
     TOLIST = "tolist"  # .tolist()
     TORCH_UNTRACEABLE = "torch_untraceable"  # a torch function not traceable by design

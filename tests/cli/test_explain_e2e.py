@@ -464,3 +464,28 @@ def test_cross_check_says_a_break_in_a_frame_torch_skipped_splits_nothing(tmp_pa
     assert d["line"] == 7 and d["seen_by"] == "trace"
     assert "torch gave up the frame this break is in" in d["believe"], d
     assert "resume function" not in d["believe"]
+
+
+def test_a_model_fed_a_sparse_tensor_is_reported_not_crashed_on() -> None:
+    """A look's GCN (pytorch/examples, its sparse adjacency an input): "compilediag's worker
+    failed: NotImplementedError: Could not run 'aten::equal' with arguments from the
+    'SparseCPU' backend ... This is a compilediag bug", exit 5; torch ran it (graph_count 0).
+    The inputs' and outputs' checks compare a sparse tensor dense; the counts are torch's."""
+    import importlib.util
+
+    import torch
+
+    path = SAMPLES / "breaks" / "b47_sparse_input.py"
+    report, proc = run_json("explain", str(path), "--backend", "eager")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    spec = importlib.util.spec_from_file_location("b47", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch._dynamo.reset()
+    said = torch._dynamo.explain(module.get_model())(*module.get_inputs())
+    torch._dynamo.reset()
+    assert report["summary"]["graphs"] == said.graph_count == 0
+    assert [(b["line"], b["cause"]) for b in report["graph_breaks"]] == [(20, "sparse_tensor")]
+    assert report["numerics"]["verdict"] == "match" and report["timings"]["outputs_match"]
+    assert report["timings"]["mutated_inputs"] == []

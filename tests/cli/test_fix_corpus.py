@@ -76,6 +76,7 @@ CORPUS: dict[tuple[str, int], tuple[bool, str]] = {
     ("breaks/b44_break_in_loop.py", 13): (False, "an explicit graph_break()"),
     ("breaks/b45_requires_grad_leak.py", 13): (False, "autograd state is the output's"),
     ("breaks/b46_gru.py", 21): (False, "torch's GRU: a setting (allow_rnn), not an edit"),
+    ("breaks/b47_sparse_input.py", 20): (False, "the input's layout: the caller's to_dense()"),
     ("item_break.py", 15): (True, ".item() used as a value"),
     ("data_branch.py", 15): (True, "an if on a tensor choosing tensors"),
     ("print_break.py", 17): (True, "a debug print"),

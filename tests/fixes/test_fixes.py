@@ -404,6 +404,16 @@ def _print_f_string(x: Any) -> Any:
     return h + 1
 
 
+def _dense_adjacency() -> tuple[Callable[..., Any], tuple]:
+    """b47's fix: the sparse input passed dense (`.to_dense()` before the call), the same
+    outputs (a look's GCN: dense, 1 graph and no break)."""
+    module = load(BREAKS / "b47_sparse_input.py")
+    x, adj = module.get_inputs()
+    model = module.get_model()
+    assert torch.allclose(model(x, adj), model(x, adj.to_dense()))
+    return model, (x, adj.to_dense())
+
+
 # sample -> (the forward with the fix applied as the fix's text says, its inputs)
 EDITS: dict[str, Callable[[], tuple[Callable[..., Any], tuple]]] = {
     "b02_print_shape": lambda: (_print_f_string, (torch.randn(4, 4),)),
@@ -436,6 +446,7 @@ EDITS: dict[str, Callable[[], tuple[Callable[..., Any], tuple]]] = {
     "b28_class_in_forward": lambda: (lambda x: x * 2 + _Box.value, (torch.randn(4),)),
     "b30_deepcopy_tensor": lambda: (lambda x: x * 2 + (x * 2).clone(), (torch.randn(4),)),
     "b40_torch_generator": lambda: (lambda x: x * 2 + torch.rand(4), (torch.randn(4),)),
+    "b47_sparse_input": _dense_adjacency,
 }
 
 

@@ -23,6 +23,12 @@ def table_tolerance(dtype: str) -> tuple[float, float]:
     return 1e-4, 1e-4
 
 
+def strided(torch: Any, t: Any) -> Any:
+    """A sparse (or other non-strided) tensor as a dense one, to compare: torch.equal and
+    elementwise masks take strided tensors only (a look's GCN: its sparse adjacency)."""
+    return t if t.layout == torch.strided else t.to_dense()
+
+
 def _max_abs(torch: Any, a: Any, b: Any, where: Any) -> float | None:
     if not bool(where.any()):
         return None
@@ -44,6 +50,8 @@ def _nonfinite(torch: Any, x: Any, y: Any, who: str, other: str) -> str:
 def judge(torch: Any, name: str, eager: Any, compiled: Any, ref: Any | None) -> OutputCloseness:
     """One tensor of eager's, compiled's and (None: none) float64's, judged."""
     out = OutputCloseness(name, str(eager.dtype).replace("torch.", ""), list(eager.shape))
+    eager, compiled = strided(torch, eager), strided(torch, compiled)
+    ref = None if ref is None else strided(torch, ref)
     if eager.shape != compiled.shape:
         out.nonfinite, out.verdict = "shapes differ", DIFFER
         return out
