@@ -14,15 +14,13 @@ import inspect
 import os
 import re
 import sys
-import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compilediag.errors import UsageError, does_not_parse
-from compilediag.harness.target_source import run_instead
-from compilediag.paths import user_frame
+from compilediag.harness.target_source import MODEL_LOOKUP, exited, looks_like_a_script, run_instead
 
 DTYPES = {
     "float32": "float32", "float": "float32", "fp32": "float32",
@@ -35,10 +33,6 @@ DTYPES = {
 
 INPUT_SPEC_HELP = "SHAPE[:DTYPE[:HIGH]], e.g. 8x16, 2x128:int64:30522, 4x3x32x32:bfloat16"
 
-MODEL_LOOKUP = (
-    "a get_model() function, a module attribute `model`, or exactly one nn.Module "
-    "subclass that can be built without arguments"
-)
 INPUT_LOOKUP = "get_input_sets(), get_inputs(), or --input SHAPE[:DTYPE[:HIGH]]"
 
 
@@ -223,26 +217,12 @@ def load_module(path: str) -> Any:
     try:
         spec.loader.exec_module(module)
     except SystemExit as e:  # a script that runs at import: it is no model file
-        raise _exited(path, e) from None
+        raise exited(path, e) from None
+    except Exception as e:  # (a model file's own error stays the model's, said as such)
+        if looks_like_a_script(path):
+            raise exited(path, e) from None
+        raise
     return module
-
-
-def _exited(path: str, e: SystemExit) -> UsageError:
-    """A file that ended the process as it was imported: a training script whose argument
-    parser read compilediag's own command line (a look read "the model failed without
-    torch.compile: SystemExit: 2 ... This is a bug in the model or its inputs")."""
-    file, line, code = user_frame(e, path)
-    at = f" at {Path(file).name}:{line} `{code}`" if file else ""
-    frames = traceback.extract_tb(e.__traceback__)
-    parsed = any(Path(f.filename).name == "argparse.py" for f in frames)
-    why = "its argument parser read compilediag's own command line" if parsed else "it exits"
-    name = Path(path).name
-    return UsageError(
-        f"{name} exited as compilediag imported it (SystemExit: {e.code}{at}): it is a "
-        f"script that runs when imported, and {why}.",
-        hint=f"Run it as you do, under `compilediag run -- python {name} ...`, or point at a "
-        f"file that defines the model ({MODEL_LOOKUP}) and runs nothing when imported.",
-    )
 
 
 def _build(obj: Any, what: str) -> Any:

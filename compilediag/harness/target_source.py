@@ -8,8 +8,17 @@ from __future__ import annotations
 import ast
 import os
 import shlex
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
+
+from compilediag.errors import UsageError
+from compilediag.paths import user_frame
+
+MODEL_LOOKUP = (
+    "a get_model() function, a module attribute `model`, or exactly one nn.Module "
+    "subclass that can be built without arguments"
+)
 
 
 def _parse(path: str) -> ast.Module | None:
@@ -202,4 +211,38 @@ def run_instead(path: str, otherwise: str) -> str:
     return (
         f"{Path(path).name} looks like a script: run it as it is with "
         f"`compilediag run -- python {shlex.quote(shown)}`, or {otherwise}."
+    )
+
+
+def exited(path: str, e: BaseException) -> UsageError:
+    """A file that ended the process as it was imported, or a script (target_source's
+    looks_like_a_script) that raised: a training script run in compilediag's worker, whose
+    argument parser read compilediag's own command line (a look read "the model failed
+    without torch.compile: SystemExit: 2 ... This is a bug in the model or its inputs"), or
+    whose configurator opened it (look 28, nanoGPT: "IsADirectoryError: ... Is a directory:
+    '/tmp/compilediag-...'", "a bug in the model")."""
+    file, line, code = user_frame(e, path)
+    at = f" at {Path(file).name}:{line} `{code}`" if file else ""
+    frames = traceback.extract_tb(e.__traceback__)
+    parsed = any(Path(f.filename).name == "argparse.py" for f in frames)
+    name = Path(path).name
+    if not isinstance(e, SystemExit):
+        return UsageError(
+            f"{name} raised as compilediag imported it ({type(e).__name__}: {e}{at}): it is a "
+            "script that runs when imported, here in compilediag's worker, with its command "
+            "line and folder, not yours.",
+            hint=_run_it(name),
+        )
+    why = "its argument parser read compilediag's own command line" if parsed else "it exits"
+    return UsageError(
+        f"{name} exited as compilediag imported it (SystemExit: {e.code}{at}): it is a "
+        f"script that runs when imported, and {why}.",
+        hint=_run_it(name),
+    )
+
+
+def _run_it(name: str) -> str:
+    return (
+        f"Run it as you do, under `compilediag run -- python {name} ...`, or point at a file "
+        f"that defines the model ({MODEL_LOOKUP}) and runs nothing when imported."
     )

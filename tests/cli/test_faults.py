@@ -82,6 +82,16 @@ parser.add_argument("--epochs", type=int, default=1)
 args = parser.parse_args()
 model = torch.nn.Linear(2, 2)
 """
+# nanoGPT's configurator (look 28): it opens what its command line names, in the worker
+# compilediag's own folder ("IsADirectoryError ... a bug in the model")
+A_SCRIPT_READS_ARGV = """\
+import sys
+import torch
+for arg in sys.argv[1:]:
+    if not arg.startswith("--"):
+        exec(open(arg).read())
+model = torch.compile(torch.nn.Linear(2, 2))
+"""
 TWO_MODELS = """\
 import torch
 class A(torch.nn.Module):
@@ -200,6 +210,13 @@ FAULTS: dict[str, Fault] = {
         "exited as compilediag imported it (SystemExit: 2 at model.py:5 "
         "`args = parser.parse_args()`): it is a script that runs when imported, and its "
         "argument parser read compilediag's own command line",
+        "compilediag run -- python",
+    ),
+    "a training script that fails when imported": Fault(
+        A_SCRIPT_READS_ARGV,
+        [],
+        2,
+        "raised as compilediag imported it (IsADirectoryError",
         "compilediag run -- python",
     ),
     "no model in the file": Fault("import torch\nx = 1\n", [], 2, "no model found", ":ATTR"),
