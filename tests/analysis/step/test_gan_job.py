@@ -190,6 +190,64 @@ def test_an_evaluation_under_way_when_the_job_is_stopped_says_its_time_so_far(
     assert " each" not in said.split("under way", 1)[1].split("model", 1)[0], said
 
 
+ENDS_IN_EVALUATION = """\
+import json
+import time
+
+import torch
+from torch import nn
+
+model = nn.Linear(8, 2)
+cmodel = torch.compile(model, backend="eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def test():
+    model.eval()  # and never train() again: the job ends here
+    started = time.perf_counter()
+    with torch.no_grad():
+        for _ in range(5):
+            cmodel(torch.randn(4, 8))
+            time.sleep(0.02)
+    return (time.perf_counter() - started) * 1e3
+
+
+for epoch in range(1):  # (siamese's --epochs 1: its one test() the job's last work)
+    model.train()
+    for step in range(10):
+        cmodel(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    took = test()
+time.sleep(0.5)  # the job's own end, after its evaluation
+json.dump({"test_ms": took}, open("own.json", "w"))
+"""
+
+
+def test_an_evaluation_left_in_eval_mode_at_the_jobs_end_ran_to_its_last_call(
+    tmp_path: Path,
+) -> None:
+    """Look 28 (pytorch/examples' siamese network): "test (main.py:218), under way when the
+    job stopped" for a test() that ran to its end; the job put the model in eval() and
+    exited 0 without train(). An evaluation is under way at the end only where a signal
+    stopped the job (above); here it ran from eval() to its last call, by the job's clock."""
+    job = tmp_path / "train.py"
+    job.write_text(ENDS_IN_EVALUATION)
+    saved = tmp_path / "report.json"
+    proc = run_cli(
+        "run", "--format", "json", "-o", str(saved), "--", sys.executable, str(job), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    own = json.loads((tmp_path / "own.json").read_text())
+    (work,) = json.loads(saved.read_text())["runtime"]["other_work"]
+    assert work["kind"] == "evaluation" and not work["unfinished"], work
+    assert work["steps"] == [11] and work["calls"] == 5, work  # (held by the step after)
+    # its time runs to its last call's end, not to the job's exit half a second later
+    assert work["ms"] < own["test_ms"] + 200, (work, own)
+    said = " ".join(run_cli("render", str(saved)).stdout.split())
+    assert "under way" not in said, said
+
+
 def test_steps_around_the_window_well_over_their_median_are_said_beside_the_pace(
     tmp_path: Path,
 ) -> None:

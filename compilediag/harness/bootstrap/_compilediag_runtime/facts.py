@@ -64,7 +64,9 @@ def process_facts(probe: Probe) -> dict[str, Any]:
         "plain_steps": list(probe.plain_steps),
         "entry_trains": entry_trains,
         # a training job: its evaluations, and the graph calls they made
-        "other_work": probe.other.facts(0 if by_optimizer else first or 0) if trains else [],
+        "other_work": (
+            probe.other.facts(0 if by_optimizer else first or 0, probe._depth > 0) if trains else []
+        ),
         "evaluation_calls": dict(probe.other.calls) if trains else {},
         "backends": list(probe.backends),
         "compile_calls": [

@@ -23,6 +23,7 @@ class OtherWork:
         self._open: list[str] = []  # the kinds of the calls of other work under way
         self._trained: int | None = None  # the step of the last training call
         self.first_trained: int | None = None  # ... and of the first
+        self.signalled = False  # the job was stopped by a signal (writer.py)
 
     @property
     def evaluating(self) -> bool:
@@ -85,21 +86,25 @@ class OtherWork:
     def steps(self) -> set[int]:
         return {o["step"] for o in self.occurrences}
 
-    def facts(self, since: int = 0) -> list[dict[str, Any]]:
+    def facts(self, since: int = 0, in_call: bool = False) -> list[dict[str, Any]]:
         """Each occurrence, named: its function (the outermost frame of its stack that no
         training call has, one whose name says evaluation where there is one; a checkpoint's:
         the function that saved it), the function's file and line (a checkpoint's: the
         torch.save line), its calls, its host time from its first call's start to
         its last call's end (ms), and whether torch compiled during it; one still under way
-        (the job stopped in it: a signal) is `unfinished`, its time so far. Those from step
-        `since` on (a job stepped at its model's calls: its evaluation calls before it first
-        trained were its steps)."""
+        (the job stopped in it: a signal, or `in_call`, a call of the model under way) is
+        `unfinished`, its time so far; one still open at the job's own end (eval() never
+        undone: a look's siamese network, "under way when the job stopped" for a test() that
+        ran to its end) ran to its last call. Those from step `since` on (a job stepped at
+        its model's calls: its evaluation calls before it first trained were its steps)."""
         out = []
         now = time.perf_counter()
         for o in self.occurrences:
             if o["step"] < since:
                 continue
-            unfinished = o is self.occurrences[-1] and o["kind"] in self._open
+            still = o is self.occurrences[-1] and o["kind"] in self._open
+            unfinished = still and (self.signalled or in_call)
+            end = now if unfinished or still and not o["calls"] else o["end"]
             line = 0
             if o["kind"] == "evaluation":
                 code = _name_frame(o["stack"], self.training_code or set())
@@ -110,7 +115,7 @@ class OtherWork:
             name = getattr(code, "co_qualname", None) or getattr(code, "co_name", "")
             out.append(
                 {"kind": o["kind"], "step": o["step"], "calls": o["calls"],
-                 "ms": round(((now if unfinished else o["end"]) - o["start"]) * 1e3, 6),
+                 "ms": round((end - o["start"]) * 1e3, 6),
                  "compiled": o["compiled"], "unfinished": unfinished,
                  "before": o.get("before", False),
                  "function": name,

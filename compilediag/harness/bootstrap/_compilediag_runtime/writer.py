@@ -74,6 +74,7 @@ def _write_on_sigterm(probe: Probe, folder: str) -> None:
             return
 
         def on_sigterm(signum: int, frame: Any) -> None:
+            probe.other.signalled = True  # (an evaluation under way stopped in it)
             write(probe, folder)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
