@@ -10,11 +10,11 @@ import linecache
 import os
 import re
 
-from compilediag.analysis.callers import CalledBy, Caller, drop_last_code, shown
+from compilediag.analysis.callers import PROBE_PATH, CalledBy, Caller, drop_last_code, shown
 from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guard_words import Guard, mark_after_break, sizes_0_1
 from compilediag.analysis.recompiles.guards import parse_guard, reasons_of, size_change
-from compilediag.paths import possessive
+from compilediag.paths import is_library_file, possessive
 from compilediag.trace.compiles import Frame
 from compilediag.trace.formats import (
     GUARD_LOWER_BOUND,
@@ -189,6 +189,8 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     a, b = int(m["a"]), int(m["b"])
     if batch_sizes(h, e) != {a, b}:
         return ""  # batches of several sizes: not one last batch
+    if not _where_it_compiled_before(h, e):
+        return ""  # other data, passed from another line: not the same loop's last batch
     resumed = RESUME.match(e.code.name or "")
     after_break = resumed is not None
     first = h.entries[0].code.name if h.entries else ""
@@ -264,6 +266,24 @@ def _own_loop(batch: bool, arg: str, name: str, resumed_from: str) -> str:
     return (
         f"{drop}; or mark {'the batch dim' if batch else 'dim 0'} dynamic before the call: {mark}."
     )
+
+
+def _where_it_compiled_before(h: History, e: Entry) -> bool:
+    """The smaller batch came down the same lines of the user's as an earlier compile of
+    the frame (a loop's last batch, after its first); from another line, it is other data
+    (look 28, pytorch/examples' forward-forward: its test set, 500 in one batch, after its
+    training set's 1000, read as "the last, partial batch", drop_last applied and the same
+    recompiles). True where the trace keeps no stack."""
+
+    def lines(x: Entry) -> list[tuple[str, int]]:
+        return [
+            (f.file, f.line)
+            for f in x.compile.stack
+            if not is_library_file(f.file) and PROBE_PATH not in f.file
+        ]
+
+    here, frame = lines(e), h.frame_of(e)
+    return not here or any(lines(x) == here for x in frame[: frame.index(e)])
 
 
 def _loads_batches(c: Caller) -> bool:

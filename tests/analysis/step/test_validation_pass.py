@@ -9,6 +9,7 @@ each, applied, leaves only the mode's graphs."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -108,6 +109,7 @@ def test_a_validation_pass_with_a_partial_last_batch(tmp_path: Path, fix: str) -
 
 HAND_STEPPED = """\
 import json
+import re
 import statistics
 import torch
 from torch import nn
@@ -157,3 +159,55 @@ def test_an_evaluation_in_a_job_with_no_optimizer_is_no_step(tmp_path: Path) -> 
     said = " ".join(table.stdout.split())
     assert "steps 20 calls of the compiled" in said and "that trained" in said, said
     assert "its evaluation's calls run between them" in said, said
+
+
+TWO_SETS = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+compiled = torch.compile(model, backend="eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def predict(x):
+    with torch.no_grad():
+{mark}        return compiled(x).argmax(1)
+
+
+train_x, test_x = torch.randn(40, 16), torch.randn(20, 16)  # each passed whole, one batch
+for epoch in range(3):
+    loss = compiled(train_x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+print("train", predict(train_x).float().mean().item())
+print("test", predict(test_x).float().mean().item())
+"""
+
+
+def test_a_test_set_passed_whole_after_the_training_set_is_no_last_batch(tmp_path: Path) -> None:
+    """Look 28 (pytorch/examples' forward-forward): its training set and its test set, each
+    one whole batch (1000, then 500), through the same predict(): "A smaller batch (1000 →
+    500) ... the last, partial batch ... drop_last=True"; applied, torch recompiled the same.
+    The smaller size came from another line of the job's (its test set): not a loop's last
+    batch. Marking the dim, torch's count of recompiles for it is gone."""
+
+    def run(mark: str = "") -> tuple[dict, str]:
+        (tmp_path / "train.py").write_text(TWO_SETS.format(mark=mark))
+        proc = run_cli("run", "--format", "json", "--", sys.executable, "train.py",
+                       env={"TORCH_LOGS": "recompiles"}, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), proc.stderr
+
+    report, log = run()
+    assert len(report["recompiles"]) == log.count("Recompiling function") == 2
+    size = [r for r in report["recompiles"] if r["failed_guard"].endswith("40 → 20")]
+    assert len(size) == 1, [r["failed_guard"] for r in report["recompiles"]]
+    said = size[0]["suggestion"]
+    assert "partial" not in said and "drop_last" not in said, said
+    (mark,) = re.findall(r"`(torch\._dynamo\.mark_dynamic\(x, 0\))`", said)
+    assert "at the call, train.py:12 (in predict)" in said, said
+    report, log = run(f"        {mark}\n")
+    assert log.count("Recompiling function") == 1  # the grad mode's alone
