@@ -229,7 +229,7 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
         text += (
             f" torch made {dim} dynamic on this recompile "
             f"(automatic dynamic), so later sizes reuse this graph{where_guards_hold(h, e, g)}: "
-            f"{_saves(after_break, 'batch' if batch else 'piece')}."
+            f"{_saves(after_break, 'batch' if batch else 'piece', c.by == CalledBy.FRAMEWORK)}."
         )
     if b in (0, 1):
         text += sizes_0_1(arg or name, "0")
@@ -295,10 +295,11 @@ def _loads_batches(c: Caller) -> bool:
     return "DataLoader" in "".join(linecache.getlines(c.frame.file))
 
 
-def _saves(after_break: bool, piece: str) -> str:
+def _saves(after_break: bool, piece: str, framework: bool = False) -> str:
     """What a last batch's (or piece's) fix saves where torch made the dim dynamic. (drop_last
     on one loader: a look's VAE then recompiled at its test loader's last batch, 116, which the
-    dynamic graph had served: the compile moved, not saved.)"""
+    dynamic graph had served: the compile moved, not saved.) Under a framework's loop the
+    advice is dynamic=True, not a mark (look 28: a Trainer's "marking it saves")."""
     if after_break:
         return "the fix saves this one compile"
     loaders = (
@@ -307,7 +308,8 @@ def _saves(after_break: bool, piece: str) -> str:
         else " (an evaluation's data cut the same way too)"
     )
     return (
-        f"marking it saves this one compile; dropping the last {piece} saves it only where no "
+        f"{'dynamic=True' if framework else 'marking it'} saves this one compile; dropping "
+        f"the last {piece} saves it only where no "
         f"other size reaches the model later{loaders}"
     )
 

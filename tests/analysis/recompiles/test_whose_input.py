@@ -380,6 +380,10 @@ def test_a_smaller_last_batch_under_a_frameworks_loop_is_the_loaders(tmp_path: P
     assert "A smaller batch (64 → 40) reached the model from minifit's loop" in said, said
     assert "(`training_epoch` in minifit/loops.py:" in said, said
     assert "the DataLoader you give minifit" in said and "`drop_last=True`" in said, said
+    # no mark is advised under a framework's loop, so none is said to save the compile
+    # (look 28: a Trainer's "marking it saves this one compile")
+    assert "automatic dynamic" in said and "dynamic=True saves this one compile" in said, said
+    assert "marking" not in said, said
     assert "collator" not in said and "ACCELERATE" not in said, said
     report, torch_saw = _run(job, source(", drop_last=True"), env)
     assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
