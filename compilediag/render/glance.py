@@ -8,7 +8,7 @@ from compilediag.analysis.step.other_work import work_cost
 from compilediag.render import ms, seconds
 from compilediag.report.model import Report
 from compilediag.report.vocabulary import Finding, StepsAt
-from compilediag.report.words import work_when
+from compilediag.report.words import short_name, work_when
 
 # how the ranks' waits were measured (runtime.wait_method), and what that cost
 WAIT_METHODS = {
@@ -104,7 +104,7 @@ def _one_off(report: Report) -> list[str]:
     for w in r.other_work if r is not None else []:
         where_ = f" on rank {w.ranks[0]}" if len(w.ranks) == 1 else ""
         when = work_when(w.steps, w.between_steps, last).replace(" (", ": ", 1)
-        name = w.function.rsplit("<locals>.", 1)[-1]
+        name = short_name(w.function)
         said.append(
             f"{w.kind} {name} ({w.file.rsplit('/', 1)[-1]}:{w.line}){where_}, {when}, "
             f"{work_cost(w)}"

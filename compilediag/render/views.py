@@ -21,7 +21,13 @@ from compilediag.report.model import (
 from compilediag.report.step import BOUND_CLOSE
 from compilediag.report.vocabulary import RecompileCause, StepsAt
 from compilediag.report.words import ALSO_CHANGED as ALSO
-from compilediag.report.words import ONE_GUARD, backward_split, forward_split, steps_words
+from compilediag.report.words import (
+    ONE_GUARD,
+    backward_split,
+    forward_split,
+    short_name,
+    steps_words,
+)
 from compilediag.trace.formats import AFTER_BREAK, guard_pattern
 
 
@@ -393,7 +399,7 @@ def window_notes(r: Runtime, t: Timings | None) -> list[tuple[str, str]]:
     if worked:
         kinds = {"evaluation": "an evaluation", "checkpoint": "a checkpoint's save"}
         held = [
-            f"{kinds.get(w.kind, w.kind)} ({w.function.rsplit('<locals>.', 1)[-1]})"
+            f"{kinds.get(w.kind, w.kind)} ({short_name(w.function)})"
             for w in r.other_work if set(w.steps) & set(worked)
         ]  # fmt: skip
         notes.append((

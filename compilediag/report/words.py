@@ -184,3 +184,11 @@ def what_changed(guard_words: str) -> str:
         elif ch == ":" and not quoted and not depth and guard_words[i + 1 : i + 2] == " ":
             return guard_words[:i]
     return guard_words
+
+
+def short_name(function: str) -> str:
+    """`estimate_loss` of `main.<locals>.estimate_loss`; a method keeps its class; a
+    script's own lines, not `<module>` (look 28: "checkpoint <module> (train.py:288)")."""
+    return (
+        "the script's top level" if function == "<module>" else function.rsplit("<locals>.", 1)[-1]
+    )

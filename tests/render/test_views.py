@@ -233,3 +233,29 @@ def test_cross_check_says_what_explains_count_is_where_it_is_not_the_breaks() ->
         "\nCross-check: torch._dynamo.explain agrees: the same break site (1); its "
         "graph_break_count, 2, is its graphs less one, not its breaks."
     )
+
+
+def test_a_long_one_off_line_wraps_under_its_words_and_names_the_scripts_lines() -> None:
+    """Look 28 (nanoGPT on 2 gloo ranks): the first screen's one-off line wrapped to the
+    margin ("... after\\nsteps 20, 40 ...; checkpoint <module>\\n(train.py:288) ...") read as
+    words lost, and `<module>` as markup eaten. Its words now wrap under their start, and a
+    checkpoint saved from the script's own lines is said so."""
+    import json
+
+    from compilediag.report.step import StepWork
+    from tests.conftest import ROOT
+
+    saved = ROOT / "tests" / "fixtures" / "reports" / "schema6_gloo_straggler_torch2.13.json"
+    report = Report.from_dict(json.loads(saved.read_text()))
+    assert report.runtime is not None and len(report.runtime.rank_steps) == 2
+    report.runtime.other_work = [
+        StepWork("evaluation", "estimate_loss", "train.py", 217, [20, 40], [0], 32.3, 10),
+        StepWork("checkpoint", "<module>", "train.py", 288, [20, 40], [0], 6.63, 1),
+    ]
+    lines = render(report, "table", width=100).splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("  one-off: "))
+    rest = lines[start + 1 : next(i for i in range(start + 1, len(lines)) if lines[i][:3] != "   ")]
+    assert rest and all(x.startswith(" " * 11) and x[11] != " " for x in rest), lines[start:]
+    said = " ".join(" ".join(lines[start : start + 1 + len(rest)]).split())
+    assert "checkpoint the script's top level (train.py:288)" in said, said
+    assert "<module>" not in " ".join(lines), lines

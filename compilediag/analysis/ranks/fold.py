@@ -287,7 +287,8 @@ def training_ranks(
     """The ranks as their training steps compiled them, with a note for each rank whose
     evaluation alone called graphs (run's probe counted its evaluation's calls)."""
     from compilediag.analysis.ranks.ranks import evaluation_notes, without_evaluation
-    from compilediag.analysis.step.other_work import evaluation_graphs, short_name
+    from compilediag.analysis.step.other_work import evaluation_graphs
+    from compilediag.report.words import short_name
 
     by_rank = {p.rank: p for p in (run.processes if run else []) if p.trains()}
     compared, found = [], []

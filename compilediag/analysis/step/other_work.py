@@ -19,7 +19,7 @@ from compilediag.harness.worker_types import OtherWork, ProcessRuntime, Profiled
 from compilediag.paths import library_path, portable_text, possessive
 from compilediag.report.model import StepWork
 from compilediag.report.vocabulary import Finding, FindingKind
-from compilediag.report.words import ms, steps_listed, work_when
+from compilediag.report.words import ms, short_name, steps_listed, work_when
 
 ROW = ("step", "forward", "backward", "optimizer", "data", "the rest", "evaluation")
 
@@ -185,11 +185,6 @@ def _waits(
             typical = statistics.median(usual)
             out[str(p.rank)] = round(max(0.0, statistics.median(held) - typical), 6)
     return out
-
-
-def short_name(function: str) -> str:
-    """`estimate_loss` of `main.<locals>.estimate_loss`; a method keeps its class."""
-    return function.rsplit("<locals>.", 1)[-1]
 
 
 # each kind's calls, one and several

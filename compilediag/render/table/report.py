@@ -80,6 +80,17 @@ def blocks(report: Report, color: bool, width: int | None = None) -> list:
     return out
 
 
+def _glance_row(line: str) -> Padding:
+    """`  rank 0: a step of ...`, its words wrapped under their own start (look 28: a long
+    one-off line wrapped to the margin read as words lost)."""
+    label, _, rest = line.strip().partition(": ")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(f"{label}:", rest)
+    return Padding(grid, (0, 0, 0, 2))
+
+
 def _title_blocks(report: Report, width: int | None) -> list:
     """The target and its headline, then what matters first: ranks that diverge, errors,
     notes."""
@@ -91,9 +102,8 @@ def _title_blocks(report: Report, width: int | None) -> list:
     pace = pace_line(report.runtime)
     if pace:
         out.append(Text(pace))
-    out += [
-        Text(line, style="bold" if i == 0 else "") for i, line in enumerate(rank_glance(report))
-    ]
+    glance = rank_glance(report)
+    out += [Text(line, style="bold") for line in glance[:1]] + [_glance_row(x) for x in glance[1:]]
 
     if report.divergence:  # what matters most in a distributed job, first
         out.append(Text(f"! {diverging_ranks(report)}", style="bold red"))
