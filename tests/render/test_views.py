@@ -46,7 +46,9 @@ def test_one_cause_is_one_block_over_frames_and_its_fix_said_once() -> None:
     assert size.fix == fix and size.more == [] and [r.compile_id for r in flag.items] == ["0/3"]
     table = render(report, "table", width=120)
     assert (
-        table.index("0/1 … 0/2 (3×)") < table.index("also in helper at m.py:9") < table.index("0/3")
+        table.index("0/1, 1/1, 0/2 (3×)")
+        < table.index("also in helper at m.py:9")
+        < table.index("0/3")
     )
     assert table.count(fix) == 1 and "as for" not in table
     assert render(report, "json").count("Or pad it.") == 1
@@ -259,3 +261,13 @@ def test_a_long_one_off_line_wraps_under_its_words_and_names_the_scripts_lines()
     said = " ".join(" ".join(lines[start : start + 1 + len(rest)]).split())
     assert "checkpoint the script's top level (train.py:288)" in said, said
     assert "<module>" not in " ".join(lines), lines
+
+
+def test_a_folded_causes_few_ids_are_each_named() -> None:
+    """Look 28 (forward-forward): "0/1 … 0/4 (3×)" read as a range of four for 0/1, 0/3
+    and 0/4; few ids are each named, many as the first two and the last."""
+    fix = "Mark it dynamic."
+    few = [_r(i, "forward", "`x` dim 0 changed 4 → 8", fix) for i in ("0/1", "0/3", "0/4")]
+    assert "0/1, 0/3, 0/4 (3×)  forward" in render(_report(*few), "table", width=120)
+    many = [_r(f"0/{i}", "forward", "`x` dim 0 changed 4 → 8", fix) for i in range(1, 6)]
+    assert "0/1, 0/2 … 0/5 (5×)  forward" in render(_report(*many), "table", width=120)

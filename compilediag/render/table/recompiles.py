@@ -78,7 +78,9 @@ def recompile_blocks(report: Report) -> list:
         r = group[0]
         shown = list(dict.fromkeys(shown_id(report, x.compile_id) for x in group))
         # (the same id on several ranks is one: the header names the ranks)
-        ids = shown[0] if len(shown) == 1 else f"{shown[0]} … {shown[-1]} ({len(group)}×)"
+        # (each id where they are few: look 28 read "0/1 … 0/4 (3×)" as a range of four)
+        listed = ", ".join(shown) if len(shown) <= 3 else f"{shown[0]}, {shown[1]} … {shown[-1]}"
+        ids = shown[0] if len(shown) == 1 else f"{listed} ({len(group)}×)"
         line = Text(f"{ids}  {r.frame} at {where(r.file, r.line)}", style="bold")
         if ranks := ranks_of(report, sorted({i for x in group for i in x.ranks})):
             line.append(f"  {ranks}", style="dim")
