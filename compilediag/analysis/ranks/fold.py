@@ -48,6 +48,8 @@ class RankDigest:
     cudagraph_skips: list[str]  # why graphs ran without a CUDA graph (the trace's reasons)
     key: str = ""  # what ranks that compiled alike share (fingerprint)
     cache_keys: list[CacheKey] = field(default_factory=list)  # its FX-graph cache lookups
+    # graphs its trace shows made for evaluation (mode_graphs): without `run`'s facts
+    evaluation: list[str] = field(default_factory=list)
 
 
 DIGEST_KIND = "compilediag rank digests"
@@ -100,6 +102,7 @@ def digest(log: TraceLog, target: TargetInfo, keys: bool = False) -> RankDigest:
     from compilediag.analysis.diff.caches import cache_keys
     from compilediag.analysis.history import build_history
     from compilediag.analysis.ranks.ranks import collective_schedule, graph_order
+    from compilediag.analysis.recompiles.mode_advice import evaluation_modes
 
     h = build_history([log])
     versions = h.torch_versions
@@ -130,7 +133,7 @@ def digest(log: TraceLog, target: TargetInfo, keys: bool = False) -> RankDigest:
         ],
     )
     skips = cudagraph_skips(h)
-    d = RankDigest(r, summary, versions, log.records, skips)
+    d = RankDigest(r, summary, versions, log.records, skips, evaluation=evaluation_modes(h))
     if keys:
         d.cache_keys = cache_keys(h)
     d.key = fingerprint(d)
@@ -195,6 +198,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
 
     ranks: list[RankSummary] = []
     owners: list[Report] = []  # each rank's findings (its group's first rank's)
+    evaluations: list[set[str]] = []  # each rank's evaluation graphs, by its trace's modes
     skips: list[str] = []
     first: Report | None = None
     groups: dict[str, list[int]] = {}
@@ -217,6 +221,7 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
             raise ValueError(f"a digest of {d.summary.file} refers to findings not given")
         ranks.append(d.summary)
         owners.append(d.report or reps[key])
+        evaluations.append(set(d.evaluation))
         first = first or d.report
         versions |= set(d.versions)
         skips += [x for x in d.cudagraph_skips if x not in skips]
@@ -249,12 +254,12 @@ def fold(digests: Iterable[RankDigest], target: TargetInfo, run: JobRun | None =
     report.compile_time = ctime if ctime.total_s or any(r.summary.graphs for r in ranks) else None
     # groups, largest first: the findings of the most common behaviour lead
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
-    _mark_evaluation_graphs(ranks, reps, ordered, run)
+    _mark_evaluation_graphs(ranks, reps, ordered, run, evaluations)
     _merge_findings(report, [(reps[k], members) for k, members in ordered])
     report.rank_groups = [_group(ranks, members) for _, members in ordered]
     # what one rank compiled (the worst rank's figures, their spread), not sums over ranks
     report.summary = job_summary(ranks)
-    compared, notes = training_ranks(ranks, owners, run)
+    compared, notes = training_ranks(ranks, owners, run, evaluations)
     report.divergence = divergence(compared)
     report.notes += notes + same_guards_other_values(compared)
     return _finish(report, ignored, run, skips)
@@ -265,41 +270,46 @@ def _mark_evaluation_graphs(
     reps: dict[str, Report],
     ordered: list[tuple[str, list[int]]],
     run: JobRun | None,
+    evaluations: list[set[str]],
 ) -> None:
-    """A group's graphs that only its ranks' evaluation calls (run's probe counted them)
-    are marked: a graph of the same id on another rank can be its training graph (rank 0
-    evaluated first, so its 0/0 is the evaluation's), and the two are not one row."""
+    """A group's graphs that only its ranks' evaluation calls (run's probe counted them;
+    else, by the trace, those made with grad off or in eval()) are marked: a graph of the
+    same id on another rank can be its training graph (rank 0 evaluated first, so its 0/0
+    is the evaluation's), and the two are not one row."""
     from compilediag.analysis.step.other_work import evaluation_graphs
 
-    if run is None:
-        return
-    by_rank = {p.rank: p for p in run.processes if p.trains()}
+    by_rank = {p.rank: p for p in (run.processes if run else []) if p.trains()}
     for key, members in ordered:
         p = by_rank.get(ranks[members[0]].rank)
-        ids = evaluation_graphs(p) if p is not None else set()
+        ids = evaluation_graphs(p) if p is not None else evaluations[members[0]]
         for g in reps[key].graphs:
             g.evaluation = unranked(g.compile_id) in ids
 
 
 def training_ranks(
-    ranks: list[RankSummary], owners: list[Report], run: JobRun | None
+    ranks: list[RankSummary],
+    owners: list[Report],
+    run: JobRun | None,
+    evaluations: list[set[str]],
 ) -> tuple[list[RankSummary], list[Finding]]:
     """The ranks as their training steps compiled them, with a note for each rank whose
-    evaluation alone called graphs (run's probe counted its evaluation's calls)."""
+    evaluation alone called graphs (run's probe counted its evaluation's calls; else the
+    graphs its trace shows made with grad off or in eval(), beside one made to train)."""
     from compilediag.analysis.ranks.ranks import evaluation_notes, without_evaluation
     from compilediag.analysis.step.other_work import evaluation_graphs
     from compilediag.report.words import short_name
 
     by_rank = {p.rank: p for p in (run.processes if run else []) if p.trains()}
     compared, found = [], []
-    for r, own in zip(ranks, owners, strict=True):
+    for r, own, modes in zip(ranks, owners, evaluations, strict=True):
         p = by_rank.get(r.rank)
         if p is None:
-            compared.append(r)
-            continue
-        names = sorted({short_name(w.function) for w in p.other_work if w.kind == "evaluation"})
-        work = "evaluation" + (f" ({', '.join(names)})" if names else "")
-        adjusted, graphs = without_evaluation(r, own, evaluation_graphs(p), work)
+            work, ids = "evaluation (grad off or eval(), by its graphs' guards)", modes
+        else:
+            names = sorted({short_name(w.function) for w in p.other_work if w.kind == "evaluation"})
+            work = "evaluation" + (f" ({', '.join(names)})" if names else "")
+            ids = evaluation_graphs(p)
+        adjusted, graphs = without_evaluation(r, own, ids, work)
         compared.append(adjusted)
         found += [graphs] if graphs is not None else []
     return compared, evaluation_notes(found, len(ranks))

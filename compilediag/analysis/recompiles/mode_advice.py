@@ -16,7 +16,7 @@ from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guards import is_mode_switch, parse_guard
 from compilediag.analysis.recompiles.nearest import case_reasons
 from compilediag.paths import installed_package, is_library_file, library_path, possessive
-from compilediag.trace.compiles import Frame
+from compilediag.trace.compiles import Frame, unranked
 from compilediag.trace.formats import (
     GUARDS_AUTOCAST,
     GUARDS_GRAD_MODE,
@@ -321,3 +321,17 @@ def _evaluation_place(g: ModeGraph, training: set[tuple[str, int]], differ: list
     return f"at {os.path.basename(c.file)}:{c.line}" + (
         f" (in {c.name})" if c.name != "<module>" else ""
     )
+
+
+def evaluation_modes(h: History) -> list[str]:
+    """The graphs (compile ids) a frame made with grad off or in eval() where it also has
+    one made to train (grad on, train()), by their own guards: an evaluation's, where no
+    run's probe counted the calls (look 28: a nanoGPT trace read "ranks diverge", rank 0's
+    0/0 its estimate_loss graph, rank 1's its training graph)."""
+    modes = [(e, graph_mode(e)) for e in h.entries if e.graph]
+
+    def evaluating(mode: dict[str, str]) -> bool:
+        return mode.get("grad") == "grad off" or mode.get("training") == "eval()"
+
+    trains = {e.id.frame for e, m in modes if m.get("grad") == "grad on" and not evaluating(m)}
+    return [unranked(e.compile_id) for e, m in modes if evaluating(m) and e.id.frame in trains]

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from compilediag.analysis.step.advice import SYNCS
-from tests.conftest import ROOT, compilediag_cmd, run_cli, run_torchrun, work_left_out
+from tests.conftest import ROOT, compilediag_cmd, run_cli, run_json, run_torchrun, work_left_out
 from tests.render.test_html import browser  # noqa: F401 - the fixture: Debian's chromium
 
 # the whole suite's (`pytest --full`): end-to-end runs, minutes on 2 cores (docs/tests.md)
@@ -78,6 +78,25 @@ def test_rank_zeros_evaluation_is_named_not_divergence(gpt_ddp) -> None:
         data["evaluation_calls"], data["other_work"] = {}, []
         f.write_text(json.dumps(data))
     assert run_cli("report", str(changed), "--fail-on-divergence").returncode == 1
+
+
+def test_rank_zeros_evaluation_is_told_by_its_graphs_modes_in_the_trace_alone(gpt_ddp) -> None:
+    """Look 28 (nanoGPT on 2 gloo ranks, `report` on the TORCH_TRACE it wrote itself): "ranks
+    diverge: rank 1 compiled unlike the other 1 rank"; rank 0's 0/0 was its estimate_loss
+    graph (grad off, eval()), rank 1's its training graph. Without run's facts, the graphs'
+    own guards tell the evaluation's graph: no divergence, the counts still torch's."""
+    report, facts, trace = gpt_ddp
+    alone = trace.parent / "trace_alone"
+    shutil.copytree(trace, alone, ignore=shutil.ignore_patterns("compilediag_runtime"))
+    said, proc = run_json("report", str(alone))
+    assert proc.returncode == 0, proc.stderr
+    own = {r: json.loads((facts / f"rank{r}.json").read_text()) for r in (0, 1)}
+    for r in said["ranks"]:
+        assert r["summary"]["graphs"] == own[r["rank"]]["graphs"]
+    assert said["divergence"] == [], said["divergence"]
+    (note,) = [n for n in said["notes"] if n["kind"] == "evaluation_graphs"]
+    assert note["message"].startswith("rank 0's evaluation (grad off or eval()"), note
+    assert run_cli("report", str(alone), "--fail-on-divergence").returncode == 0
 
 
 def test_the_evaluation_its_cost_and_the_other_ranks_wait(gpt_ddp) -> None:
