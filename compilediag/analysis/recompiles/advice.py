@@ -41,6 +41,7 @@ from compilediag.analysis.recompiles.passed_inputs import (
     POSITIONAL,
     SPREAD_ITEM,
     argument_at,
+    detach_at_call,
     last_batch,
     markable,
     where,
@@ -420,7 +421,7 @@ def translated(c: Case) -> str:
 
 GUARD_ADVISORS: list[Advisor] = [
     local_after_break, size_one, every_dim, int_sets_control_flow, int_into_torch, at_the_call,
-    translated,
+    lambda c: detach_at_call(c.entry, c.guard), translated,
 ]  # fmt: skip
 ADVISORS: list[Advisor] = [
     another_module,

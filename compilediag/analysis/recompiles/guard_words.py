@@ -153,6 +153,14 @@ def tensor_meta_words(m: re.Match[str]) -> Words:
         advice = MODE_ADVICE
     elif m["what"] == "stride":
         advice = STRIDE_ADVICE.format(name=source_name(m["n"]))
+    elif m["what"] == "requires_grad":  # (a look's forward-forward: "convert the input")
+        name = source_name(m["n"])
+        advice = (
+            f"{name} requires grad in some calls and not in others (an output of ops run "
+            "with grad on, or a leaf set to require it): torch compiles a graph for each. "
+            f"Where no gradient needs to flow back into it, pass `{name}.detach()` at the "
+            "call, and it matches the graph made for an input that does not require grad."
+        )
     else:
         advice = (
             f"Call the compiled model with the same {what} every time, or convert the input first."

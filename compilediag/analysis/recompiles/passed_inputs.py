@@ -19,6 +19,7 @@ from compilediag.trace.compiles import Frame
 from compilediag.trace.formats import (
     GUARD_LOWER_BOUND,
     GUARD_SIZE,
+    GUARD_TENSOR_META,
     RESUME,
     size_guards,
     sizes_in_words,
@@ -130,8 +131,9 @@ def markable(arg: str) -> bool:
 
 
 def where(f: Frame) -> str:
-    """The user's line as the advice names it: `train.py:12 (in validate)`."""
-    into = f" (in {f.name})" if f.name else ""
+    """The user's line as the advice names it: `train.py:12 (in validate)`; a script's own
+    line by itself (not `(in <module>)`)."""
+    into = f" (in {f.name})" if f.name and f.name != "<module>" else ""
     return f"{os.path.basename(f.file)}:{f.line}{into}"
 
 
@@ -324,3 +326,24 @@ def _from(c: Caller) -> str:
     if c.by == CalledBy.LIBRARY and c.frame is not None:
         return f"through {possessive(c.package)} own call ({shown(c.frame)})"
     return "this time"
+
+
+def detach_at_call(e: Entry, g: Guard) -> str:
+    """An input that requires grad in some calls and not in others, at the user's call that
+    passes it: `.detach()` there (a look's forward-forward, its predict() with grad on:
+    "Call the compiled model with the same requires_grad every time, or convert the input
+    first"). '' where the call or the argument is not found (the guard's words then)."""
+    m = GUARD_TENSOR_META.match(g.guard)
+    c = e.caller
+    if not m or m["what"] != "requires_grad" or c.by != CalledBy.USER or c.frame is None:
+        return ""
+    arg = argument_at(c.frame, e, source_name(m["n"]))
+    if not arg or not markable(arg):
+        return ""
+    return (
+        f"`{arg}`, which the call at {where(c.frame)} passes, requires grad in some calls and "
+        "not in others (an output of ops run with grad on, or a leaf set to require it): "
+        f"torch compiles a graph for each. Where no gradient needs to flow back into it, pass "
+        f"`{arg}.detach()` there: the call then matches the graph made for an input that does "
+        "not require grad."
+    )

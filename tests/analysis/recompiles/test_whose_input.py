@@ -625,3 +625,45 @@ def test_a_last_batch_after_a_graph_break_is_not_marked_away(tmp_path: Path) -> 
     assert marked["per_frame"]["1"] == resume  # the mark on x: the frame recompiles as before
     _, dropped = _run(job, source(drop=", drop_last=True"))
     assert dropped["per_frame"]["1"] == resume - 1
+
+
+GRAD_IN_PREDICT = """\
+import sys
+
+sys.path.insert(0, {jobs!r})
+import torch
+from torch import nn
+from torch_counts import backend, facts_path, per_frame, write_facts
+
+torch.manual_seed(0)
+first, second = nn.Linear(8, 8), nn.Linear(8, 4)
+layer = torch.compile(second, backend=backend)
+opt = torch.optim.SGD([*first.parameters(), *second.parameters()], lr=0.1)
+for step in range(3):
+    h = first(torch.randn(4, 8)).detach()  # each layer trained apart, as forward-forward's
+    layer(h).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+h = first(torch.randn(4, 8))  # its predict(): grad on, so h requires grad
+print(layer({arg}).argmax(1))
+{facts}"""
+
+
+def test_an_input_that_requires_grad_once_is_detached_at_the_users_call(tmp_path: Path) -> None:
+    """Look 28 (pytorch/examples' forward-forward, predict() with grad on): "x requires_grad
+    changed ... Call the compiled model with the same requires_grad every time, or convert
+    the input first". It names the argument at the user's call and `.detach()` there;
+    applied, torch compiles no second graph."""
+    job = tmp_path / "train.py"
+
+    def source(arg: str = "h") -> str:
+        return GRAD_IN_PREDICT.format(jobs=JOBS, arg=arg, facts=FACTS)
+
+    report, torch_saw = _run(job, source())
+    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
+    said = report["recompiles"][0]["suggestion"]
+    call = _line(source(), "print(layer(")
+    assert said.startswith(f"`h`, which the call at train.py:{call} passes, requires grad"), said
+    (fixed,) = re.findall(r"pass `(h\.detach\(\))` there", said)
+    report, torch_saw = _run(job, source(fixed))
+    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
