@@ -60,6 +60,19 @@ def _recompiles(torch_saw: dict) -> int:
     return sum(n - 1 for n in torch_saw["per_frame"].values())
 
 
+def _one_recompile(job: Path, source: str, env: dict[str, str] | None = None) -> dict:
+    """The job's one recompile, as the report says it, torch counting one too."""
+    report, torch_saw = _run(job, source, env)
+    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1, report["recompiles"]
+    return report["recompiles"][0]
+
+
+def _no_recompile(job: Path, source: str, env: dict[str, str] | None = None) -> None:
+    """The advice applied: no recompile, by torch's count and the report's."""
+    report, torch_saw = _run(job, source, env)
+    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+
+
 def _line(source: str, text: str) -> int:
     return 1 + next(i for i, t in enumerate(source.splitlines()) if text in t)
 
@@ -172,16 +185,13 @@ def test_a_transformers_classifier_called_by_the_users_line_is_advised_at_that_c
     def source(mark: str) -> str:
         return CLASSIFY.format(jobs=JOBS, mark=mark, facts=FACTS)
 
-    report, torch_saw = _run(job, source(""))
-    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
-    (r,) = report["recompiles"]
+    r = _one_recompile(job, source(""))
     said = r["suggestion"]
     call = _line(source(""), "compiled(input_ids=input_ids)")
     assert f"`input_ids` is an input you pass at the call, classify.py:{call}" in said, said
     assert "`torch._dynamo.mark_dynamic(input_ids, 1)`" in said and "pad_to_multiple_of" in said
     assert "not one you pass" not in said
-    report, torch_saw = _run(job, source(MARK_CALL))
-    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+    _no_recompile(job, source(MARK_CALL))
 
 
 TOKENS = """\
@@ -280,17 +290,14 @@ def test_a_smaller_last_batch_of_a_plain_loop_is_the_loaders(tmp_path: Path) -> 
     def source(drop: str = "") -> str:
         return LOOP.format(jobs=JOBS, drop=drop, facts=FACTS)
 
-    report, torch_saw = _run(job, source())
-    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
-    (r,) = report["recompiles"]
+    r = _one_recompile(job, source())
     said = r["suggestion"]
     call = _line(source(), "compiled(x)")
     assert r["failed_guard"].endswith("dim 0 changed 64 → 40")
     assert f"A smaller batch (64 → 40) reached the model at train.py:{call}" in said, said
     assert "`DataLoader(..., drop_last=True)`" in said and "mark_dynamic(x, 0)" in said, said
     assert "collator" not in said and "args[0]" not in said, said
-    report, torch_saw = _run(job, source(", drop_last=True"))
-    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+    _no_recompile(job, source(", drop_last=True"))
 
 
 SLICED = """\
@@ -331,9 +338,7 @@ def test_a_shorter_last_slice_of_a_users_own_batches_names_no_loader(tmp_path: P
     def source(mark: str = "") -> str:
         return SLICED.format(jobs=JOBS, mark=mark, facts=FACTS)
 
-    report, torch_saw = _run(job, source())
-    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
-    (r,) = report["recompiles"]
+    r = _one_recompile(job, source())
     said = r["suggestion"]
     assert r["failed_guard"].endswith("dim 0 changed 8 → 3"), r
     assert "Dropping or padding that last piece" in said and "on that loader" not in said, said
@@ -342,8 +347,7 @@ def test_a_shorter_last_slice_of_a_users_own_batches_names_no_loader(tmp_path: P
     assert said.startswith(f"Dim 0 came in smaller once (8 → 3) at train.py:{call}"), said
     assert "batch dim" not in said and "smaller batch" not in said, said
     (mark,) = re.findall(r"`(torch\._dynamo\.mark_dynamic\(data, 0\))`", said)
-    report, torch_saw = _run(job, source(f"    {mark}\n"))
-    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+    _no_recompile(job, source(f"    {mark}\n"))
 
 
 FIT = """\
@@ -374,9 +378,7 @@ def test_a_smaller_last_batch_under_a_frameworks_loop_is_the_loaders(tmp_path: P
     def source(drop: str = "") -> str:
         return FIT.format(jobs=JOBS, drop=drop, facts=FACTS)
 
-    report, torch_saw = _run(job, source(), env)
-    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
-    said = report["recompiles"][0]["suggestion"]
+    said = _one_recompile(job, source(), env)["suggestion"]
     assert "A smaller batch (64 → 40) reached the model from minifit's loop" in said, said
     assert "(`training_epoch` in minifit/loops.py:" in said, said
     assert "the DataLoader you give minifit" in said and "`drop_last=True`" in said, said
@@ -385,8 +387,7 @@ def test_a_smaller_last_batch_under_a_frameworks_loop_is_the_loaders(tmp_path: P
     assert "automatic dynamic" in said and "dynamic=True saves this one compile" in said, said
     assert "marking" not in said, said
     assert "collator" not in said and "ACCELERATE" not in said, said
-    report, torch_saw = _run(job, source(", drop_last=True"), env)
-    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+    _no_recompile(job, source(", drop_last=True"), env)
 
 
 PADDED = """\
@@ -500,14 +501,12 @@ def test_a_smaller_last_batch_under_lightning_is_the_loaders(tmp_path: Path) -> 
     def source(drop: str = "") -> str:
         return LIGHTNING.format(jobs=JOBS, drop=drop, facts=FACTS)
 
-    report, torch_saw = _run(job, source())
-    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
-    said = report["recompiles"][0]["suggestion"]
+    r = _one_recompile(job, source())
+    said = r["suggestion"]
     assert "A smaller batch (64 → 40) reached the model from Lightning's loop" in said, said
     assert "`drop_last=True`" in said and "collator" not in said and "ACCELERATE" not in said
     assert "trainer.fit" not in said and "train_lit.py" not in said, said
-    report, torch_saw = _run(job, source(", drop_last=True"))
-    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+    _no_recompile(job, source(", drop_last=True"))
 
 
 # --- 3. a framework's validation loop: nothing to change ---------------------------------
@@ -554,9 +553,7 @@ def test_a_mode_switch_in_a_frameworks_validation_loop_is_nothing_to_change(
     env = _installed(tmp_path, "minifit")
     job = tmp_path / "train.py"
     source = FIT_VALIDATE.format(jobs=JOBS, facts=FACTS)
-    report, torch_saw = _run(job, source, env)
-    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
-    (r,) = report["recompiles"]
+    r = _one_recompile(job, source, env)
     said = r["suggestion"]
     assert said.startswith("Expected: one graph per mode."), said
     assert "Nothing to change: one graph per mode is expected here." in said, said
@@ -659,11 +656,9 @@ def test_an_input_that_requires_grad_once_is_detached_at_the_users_call(tmp_path
     def source(arg: str = "h") -> str:
         return GRAD_IN_PREDICT.format(jobs=JOBS, arg=arg, facts=FACTS)
 
-    report, torch_saw = _run(job, source())
-    assert len(report["recompiles"]) == _recompiles(torch_saw) == 1
-    said = report["recompiles"][0]["suggestion"]
+    r = _one_recompile(job, source())
+    said = r["suggestion"]
     call = _line(source(), "print(layer(")
     assert said.startswith(f"`h`, which the call at train.py:{call} passes, requires grad"), said
     (fixed,) = re.findall(r"pass `(h\.detach\(\))` there", said)
-    report, torch_saw = _run(job, source(fixed))
-    assert _recompiles(torch_saw) == 0 and report["recompiles"] == []
+    _no_recompile(job, source(fixed))
