@@ -66,7 +66,9 @@ def _hot_function(report: Report, compute: set[tuple[str, str]]) -> str:
         return said + (
             "Its code is in the compiled graphs (the model's compute): keep it compiled. "
             "Tracing is paid once a process: compiling each repeated block instead of the "
-            "whole model (`block.compile()` for each) traces one block's code once, and "
+            "whole model (`block.compile()` for each) traces one block's code once for all "
+            "blocks of the same parameter and input shapes (a block of other shapes compiles "
+            "its own), and "  # (look 29: GAT's two layers of other shapes, traced 4 times)
             "torch's caches (on by default; torch.compiler.save_cache_artifacts() carries "
             "them to a new machine) skip the rest of the compile."
         )

@@ -106,14 +106,15 @@ def _made_dynamic(leaves: frozenset[str]) -> bool:
 
 
 def other_module(h: History, e: Entry) -> str:
-    """Another compiled module's first call, where torch.compile's wrapper (the one
-    function every compiled module's call goes through, since torch 2.12) holds every
-    module's graphs in one cache: the nearest cached graph's module has parameters of
-    other sizes (a GAN's generator after its discriminator read as `noise`'s dim 1 changed,
-    with mark_dynamic(noise, 1) for a fix). The words, with the parameter that differs;
-    '' where it is not that."""
-    if (e.code.name, e.code.file.endswith(MODULE_WRAPPER[1])) != (MODULE_WRAPPER[0], True):
-        return ""
+    """Another module's first call of code the graphs are cached on: torch.compile's
+    wrapper (the one function every compiled module's call goes through, since torch 2.12)
+    holds every module's graphs in one cache, and a module's own compiled method holds those
+    of every module of its class. The nearest cached graph's module has parameters of other
+    sizes (a GAN's generator after its discriminator read as `noise`'s dim 1 changed, with
+    mark_dynamic(noise, 1) for a fix; look 29, forward-forward's two layers: "mark x dim 1
+    dynamic, or dynamic=True", which torch then recompiled all the same). The words, with
+    the parameter that differs; '' where it is not that."""
+    wrapper = (e.code.name, e.code.file.endswith(MODULE_WRAPPER[1])) == (MODULE_WRAPPER[0], True)
     found = nearest_cached(h, e)
     if found is None:
         return ""
@@ -122,11 +123,20 @@ def other_module(h: History, e: Entry) -> str:
     sized = [
         (source_name(src), guard_change(old, new[src]))
         for src, old in changed.items()
-        if source_name(src).startswith(("fn.", "fn[")) and "size" in guard_change(old, new[src])
+        if "size" in guard_change(old, new[src])
+        and (source_name(src).startswith(("fn.", "fn[")) if wrapper else "._parameters[" in src)
     ]
     if not sized:
         return ""
     name, change = sized[0]
+    if not wrapper:
+        return (
+            f"Another module that runs this code: its parameters differ from the cached "
+            f"graph's (`{name}` {change}). torch keeps a parameter's shape static (marks and "
+            "dynamic=True do not reach it), so each module of another shape gets a graph of "
+            "its own: expected, nothing to mark dynamic. They share the frame's recompile "
+            "limit (torch._dynamo.config.recompile_limit): with more shapes than that, raise it."
+        )
     return (
         f"Another compiled module: its parameters differ from the cached graph's (`{name}` "
         f"{change}). torch.compile's wrapper, which every compiled module's call goes "

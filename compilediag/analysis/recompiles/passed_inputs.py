@@ -15,8 +15,9 @@ from compilediag.analysis.history import Entry, History
 from compilediag.analysis.recompiles.guard_words import Guard, mark_after_break, sizes_0_1
 from compilediag.analysis.recompiles.guards import parse_guard, reasons_of, size_change
 from compilediag.paths import is_library_file, possessive
-from compilediag.trace.compiles import Frame
+from compilediag.trace.compiles import Frame, unranked
 from compilediag.trace.formats import (
+    GUARD_CID_PREFIX,
     GUARD_LOWER_BOUND,
     GUARD_SIZE,
     GUARD_TENSOR_META,
@@ -191,7 +192,7 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
     a, b = int(m["a"]), int(m["b"])
     if batch_sizes(h, e) != {a, b}:
         return ""  # batches of several sizes: not one last batch
-    if not _where_it_compiled_before(h, e):
+    if not _where_it_compiled_before(h, e, a):
         return ""  # other data, passed from another line: not the same loop's last batch
     resumed = RESUME.match(e.code.name or "")
     after_break = resumed is not None
@@ -270,12 +271,13 @@ def _own_loop(batch: bool, arg: str, name: str, resumed_from: str) -> str:
     )
 
 
-def _where_it_compiled_before(h: History, e: Entry) -> bool:
-    """The smaller batch came down the same lines of the user's as an earlier compile of
-    the frame (a loop's last batch, after its first); from another line, it is other data
-    (look 28, pytorch/examples' forward-forward: its test set, 500 in one batch, after its
-    training set's 1000, read as "the last, partial batch", drop_last applied and the same
-    recompiles). True where the trace keeps no stack."""
+def _where_it_compiled_before(h: History, e: Entry, a: int) -> bool:
+    """The cached graph made for the larger size `a` (the one whose guard on it failed) was
+    compiled down the same lines of the user's as this call: a loop's last batch, after its
+    full ones. From another line, it is other data (look 28, pytorch/examples'
+    forward-forward: its test set, 500 in one batch, after its training set's 1000, read as
+    "the last, partial batch", drop_last applied and the same recompiles). True where the
+    trace keeps no stack or names no graph."""
 
     def lines(x: Entry) -> list[tuple[str, int]]:
         return [
@@ -284,8 +286,15 @@ def _where_it_compiled_before(h: History, e: Entry) -> bool:
             if not is_library_file(f.file) and PROBE_PATH not in f.file
         ]
 
-    here, frame = lines(e), h.frame_of(e)
-    return not here or any(lines(x) == here for x in frame[: frame.index(e)])
+    larger = set()
+    for r in reasons_of(e):
+        cid, m = GUARD_CID_PREFIX.match(r.strip()), GUARD_SIZE.match(parse_guard(r).guard)
+        if cid and m and m["i"] == "0" and int(m["a"]) == a:
+            larger.add(cid.group(0).strip().rstrip(":"))
+    frame = h.frame_of(e)
+    before = [x for x in frame[: frame.index(e)] if unranked(x.compile_id) in larger]
+    here = lines(e)
+    return not here or not before or any(lines(x) == here for x in before)
 
 
 def _loads_batches(c: Caller) -> bool:

@@ -108,7 +108,12 @@ def frame_dims(h: History, e: Entry) -> list[tuple[str, str]]:
     failed guard a call; marking that one alone, where the code ties its size to another
     input's, raises ConstraintViolationError): the advice covers every dim at once."""
     frame = h.frame_of(e)
-    failed = shape_dims([parse_guard(r) for k in frame for r in reasons_of(k)])
+    # (another module's graph of the same code, its parameters of other sizes: its input's
+    # dims are tied to those static parameters, not the user's to mark: look 29's
+    # forward-forward, "mark_dynamic(x, 1)" beside its second layer's weight)
+    own = [k for k in frame if not other_module(h, k)]
+    failed = shape_dims([parse_guard(r) for k in own for r in reasons_of(k)])
+    others = set(shape_dims([parse_guard(r) for k in frame if k not in own for r in reasons_of(k)]))
     first = guard_values(frame[0].compile.guards) if frame[0].compile.guards else {}
     made = [
         (source_name(src), str(i))
@@ -116,7 +121,7 @@ def frame_dims(h: History, e: Entry) -> list[tuple[str, str]]:
         for src, leaves in guard_values(k.compile.guards).items() if src.startswith("L[")
         for i in dynamic_dims(leaves) if i not in dynamic_dims(first.get(src, frozenset()))
     ]  # fmt: skip
-    return list(dict.fromkeys(failed + made))
+    return [d for d in dict.fromkeys(failed + made) if d not in others or d in failed]
 
 
 def case_of(h: History, e: Entry, reasons: list[str], dims: list[tuple[str, str]]) -> Case:

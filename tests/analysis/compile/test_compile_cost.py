@@ -264,6 +264,8 @@ def test_a_block_that_holds_the_models_compute_is_never_advised_out_of_the_compi
     ]
     assert "in forward (tests/fixtures/compile_cost/deep_blocks.py:" in hot
     assert "torch.compiler.disable" not in hot and "keep it compiled" in hot, hot
+    # (look 29: GAT's two layers of other shapes, each compiled, traced 4 times, not once)
+    assert "once for all blocks of the same parameter and input shapes" in " ".join(hot.split())
     helper = _explain(tmp_path, "1")["notes"]
     (said,) = [
         n["message"] for n in helper if n["kind"] == "compile_cost" and "in table (" in n["message"]

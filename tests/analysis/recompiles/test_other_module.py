@@ -95,3 +95,53 @@ def test_another_compiled_modules_graph_is_not_a_change_of_inputs(tmp_path: Path
     # the shared limit: the ninth module past torch's default of 8 runs eagerly; raised, not
     assert _graphs(tmp_path, "") == 8
     assert _graphs(tmp_path, "torch._dynamo.config.recompile_limit = 16") == 9
+
+
+LAYERS = """\
+import os, sys
+import torch
+from torch import nn
+sys.path.insert(0, os.environ["JOBS"])
+from torch_counts import backend, facts_path, write_facts
+
+
+class Layer(nn.Linear):  # forward-forward's: each layer's forward compiled, one code object
+    @torch.compile(backend=backend, dynamic=DYNAMIC)
+    def forward(self, x):
+        return torch.relu(torch.mm(x / (x.norm(2, 1, keepdim=True) + 1e-4), self.weight.T))
+
+
+torch.manual_seed(0)
+first, second = Layer(12, 6), Layer(6, 6)
+x = torch.randn(10, 12)
+for _ in range(3):
+    second(first(x).detach())
+write_facts(facts_path())
+"""
+
+
+def test_another_module_of_the_same_code_is_not_a_change_of_inputs(tmp_path: Path) -> None:
+    """Look 29 (pytorch/examples' forward-forward: two layers of one class, its forward
+    compiled): "x dim 1 changed 784 → 500 ... mark_dynamic(x, 1) ... or compile with
+    dynamic=True"; with dynamic=True torch recompiled all the same (the second layer's
+    weight, a parameter, keeps its shape static). Said as another module's graph, and
+    torch's count with dynamic=True is the same."""
+    env = {"JOBS": str(ROOT / "tests/fixtures/run_jobs")}
+    counts = {}
+    for dynamic in ("None", "True"):
+        job, facts = tmp_path / f"layers_{dynamic}.py", tmp_path / f"facts_{dynamic}.json"
+        job.write_text(LAYERS.replace("DYNAMIC", dynamic))
+        proc = run_cli("run", "--format", "json", "--", sys.executable, str(job),
+                       env={"JOB_FACTS": str(facts), **env})  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        counts[dynamic] = json.loads(facts.read_text())["recompiles"]
+        report = json.loads(proc.stdout)
+        if dynamic == "None":
+            (r,) = report["recompiles"]
+            said = r["suggestion"]
+    assert counts == {"None": 1, "True": 1}, counts  # dynamic=True does not remove it
+    assert said.startswith(
+        "Another module that runs this code: its parameters differ from the cached graph's "
+        "(`self.weight` size 6x12 → size 6x6)"
+    ), said
+    assert "nothing to mark dynamic" in said and "mark_dynamic(" not in said, said
