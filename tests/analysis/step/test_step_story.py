@@ -552,7 +552,9 @@ def test_a_step_that_stalled_is_named_and_left_out_of_the_steps_figures(
     if by == "gc":
         assert r["window_stalled_gc"]["6"] == pytest.approx(collected, rel=0.2), (r, collected)
         assert "of it in Python's garbage collector" in text and "gc.freeze()" in text, text
-    else:
+    elif run["steps"][6]["collected"] < 0.5 * (steps[6] - usual):
+        # (a CI run's Python collected in step 6 by itself, most of its pause by the job's
+        # own gc.callbacks: the collector's words were then true)
         assert "garbage collector" not in text and "a pause (a library's lazy start" in text
 
 

@@ -373,7 +373,7 @@ def test_a_skew_from_rank_zeros_evaluation_graph_is_no_divergence() -> None:
     assert [r.summary.compile_time_s for r in ranks] == [5.4, 3.5, 3.5, 3.5]
     whole = [f for f in divergence(ranks) if f.kind == "compile_time"]
     assert whole and "rank 0 compiled for 5.4 s, the median rank 3.5 s" in whole[0].text
-    compared, notes = training_ranks(ranks, owners, run)
+    compared, notes = training_ranks(ranks, owners, run, [set() for _ in ranks])
     assert divergence(compared) == []
     (note,) = notes
     assert "(compiled in 1.90 s, which the other ranks wait for" in note.text
