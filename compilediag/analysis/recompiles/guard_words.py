@@ -146,6 +146,17 @@ def stride_words(m: re.Match[str]) -> Words:
     )
 
 
+def detach_words(shown: str, arg: str, at: str) -> str:
+    """An input that requires grad in some calls and not in others, and `.detach()` `at`
+    the call that passes it (`shown`: how the input is named)."""
+    return (
+        f"{shown} requires grad in some calls and not in others (an output of ops run with "
+        "grad on, or a leaf set to require it): torch compiles a graph for each. Where no "
+        f"gradient needs to flow back into it, pass `{arg}.detach()` {at}: the call then "
+        "matches the graph made for an input that does not require grad."
+    )
+
+
 def tensor_meta_words(m: re.Match[str]) -> Words:
     what = {"dispatch key set": "device or dispatch keys"}.get(m["what"], m["what"])
     detail = f" ({m['rest'].strip()})" if m["rest"].strip() else ""
@@ -155,12 +166,7 @@ def tensor_meta_words(m: re.Match[str]) -> Words:
         advice = STRIDE_ADVICE.format(name=source_name(m["n"]))
     elif m["what"] == "requires_grad":  # (a look's forward-forward: "convert the input")
         name = source_name(m["n"])
-        advice = (
-            f"{name} requires grad in some calls and not in others (an output of ops run "
-            "with grad on, or a leaf set to require it): torch compiles a graph for each. "
-            f"Where no gradient needs to flow back into it, pass `{name}.detach()` at the "
-            "call, and it matches the graph made for an input that does not require grad."
-        )
+        advice = detach_words(name, name, "at the call")
     else:
         advice = (
             f"Call the compiled model with the same {what} every time, or convert the input first."

@@ -12,7 +12,12 @@ import re
 
 from compilediag.analysis.callers import PROBE_PATH, CalledBy, Caller, drop_last_code, shown
 from compilediag.analysis.history import Entry, History
-from compilediag.analysis.recompiles.guard_words import Guard, mark_after_break, sizes_0_1
+from compilediag.analysis.recompiles.guard_words import (
+    Guard,
+    detach_words,
+    mark_after_break,
+    sizes_0_1,
+)
 from compilediag.analysis.recompiles.guards import parse_guard, reasons_of, size_change
 from compilediag.paths import is_library_file, possessive
 from compilediag.trace.compiles import Frame, unranked
@@ -207,7 +212,7 @@ def last_batch(h: History, e: Entry, g: Guard, dynamic: bool) -> str:
         else f"Dim 0 came in smaller once ({a} → {b}) {_from(c)}: "
     ]
     arg = ""
-    dim = "the batch dim" if batch else "dim 0"
+    dim = _dim(batch)
     if c.by == CalledBy.FRAMEWORK:
         # (the Trainer builds the loader from the dataset it is given: no DataLoader of yours)
         trainer = c.framework == "the Trainer"
@@ -266,9 +271,11 @@ def _own_loop(batch: bool, arg: str, name: str, resumed_from: str) -> str:
             f"{resumed_from}'s locals: {mark_after_break(f'the {noun} you pass', 'them')}; "
             "removing the break removes this frame."
         )
-    return (
-        f"{drop}; or mark {'the batch dim' if batch else 'dim 0'} dynamic before the call: {mark}."
-    )
+    return f"{drop}; or mark {_dim(batch)} dynamic before the call: {mark}."
+
+
+def _dim(batch: bool) -> str:
+    return "the batch dim" if batch else "dim 0"
 
 
 def _where_it_compiled_before(h: History, e: Entry, a: int) -> bool:
@@ -349,10 +356,4 @@ def detach_at_call(e: Entry, g: Guard) -> str:
     arg = argument_at(c.frame, e, source_name(m["n"]))
     if not arg or not markable(arg):
         return ""
-    return (
-        f"`{arg}`, which the call at {where(c.frame)} passes, requires grad in some calls and "
-        "not in others (an output of ops run with grad on, or a leaf set to require it): "
-        f"torch compiles a graph for each. Where no gradient needs to flow back into it, pass "
-        f"`{arg}.detach()` there: the call then matches the graph made for an input that does "
-        "not require grad."
-    )
+    return detach_words(f"`{arg}`, which the call at {where(c.frame)} passes,", arg, "there")
